@@ -1,0 +1,204 @@
+#include "engine-opts.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+void allm_engine_opts_default(struct allm_engine_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->device = "auto";
+	o->dtype = "auto";
+	o->block_size = 16;
+	o->gpu_mem_util = 0.9;
+	o->kv_cache_gib = 1.0;
+	o->cpu_blocks = -1;
+	o->swap_space_gib = 4.0;
+	o->max_num_seqs = 256;
+	o->max_num_batched_tokens = 2048;
+	o->preempt = ALLM_PREEMPT_ADAPTIVE;
+	o->sched = ALLM_SCHED_FAIR;
+	o->log_level = "info";
+	o->dummy_seed = 0;
+}
+
+const char *allm_engine_opts_help(void)
+{
+	return "model and memory:\n"
+	       "  --model DIR                 Hugging Face model directory (Llama or OPT)\n"
+	       "  --dummy PRESET              random weights of real shapes (tiny, small, medium,\n"
+	       "                              llama-7b, llama-13b, llama-33b, opt-tiny, opt-13b, opt-30b...)\n"
+	       "                              with neither: the embedded default model (noise)\n"
+	       "  --device auto|cpu|cuda      compute backend (default auto)\n"
+	       "  --dtype auto|f32|f16|bf16   weight storage dtype (default auto: f32 on cpu)\n"
+	       "  --threads N                 cpu worker threads (default: all cores)\n"
+	       "  --reference                 cpu: naive reference loops instead of the fast path\n"
+	       "  --block-size N              tokens per KV block (default 16)\n"
+	       "  --gpu-blocks N              device KV blocks (default: from memory)\n"
+	       "  --gpu-memory-utilization F  fraction of device memory to use (default 0.9)\n"
+	       "  --kv-cache-memory GiB       cpu backend: size of the device KV pool (default 1)\n"
+	       "  --cpu-blocks N              host swap blocks (default: from --swap-space)\n"
+	       "  --swap-space GiB            host swap space (default 4)\n"
+	       "scheduling:\n"
+	       "  --max-num-seqs N            running batch cap (default 256)\n"
+	       "  --max-num-batched-tokens N  tokens per step cap (default 2048)\n"
+	       "  --preempt adaptive|recompute|swap   (default adaptive)\n"
+	       "  --sched fair|fcfs           admission order (default fair)\n"
+	       "  --profile FILE              predictor profile (calibrated once, then reused)\n"
+	       "  --log-level error|warn|info|debug\n";
+}
+
+const char *allm_preempt_name(enum allm_preempt_mode m)
+{
+	return m == ALLM_PREEMPT_RECOMPUTE ? "recompute" : m == ALLM_PREEMPT_SWAP ? "swap" : "adaptive";
+}
+
+const char *allm_sched_name(enum allm_sched_mode m)
+{
+	return m == ALLM_SCHED_FCFS ? "fcfs" : "fair";
+}
+
+int allm_preempt_parse(const char *s, enum allm_preempt_mode *ret)
+{
+	if (!strcmp(s, "adaptive"))
+		*ret = ALLM_PREEMPT_ADAPTIVE;
+	else if (!strcmp(s, "recompute"))
+		*ret = ALLM_PREEMPT_RECOMPUTE;
+	else if (!strcmp(s, "swap"))
+		*ret = ALLM_PREEMPT_SWAP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int allm_sched_parse(const char *s, enum allm_sched_mode *ret)
+{
+	if (!strcmp(s, "fair"))
+		*ret = ALLM_SCHED_FAIR;
+	else if (!strcmp(s, "fcfs"))
+		*ret = ALLM_SCHED_FCFS;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int allm_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int allm_parse_f64(const char *s, double lo, double hi, double *ret)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, int *i,
+			   struct allm_err *err)
+{
+	const char *f = argv[*i];
+	const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+	int64_t n;
+	double d;
+
+	if (!strcmp(f, "--reference")) {
+		o->reference = true;
+		(*i)++;
+		return 1;
+	}
+	static const char *const with_value[] = {
+		"--model", "--dummy", "--device", "--dtype", "--block-size", "--gpu-blocks",
+		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
+		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
+		"--log-level", "--threads", "--dummy-seed",
+	};
+	size_t k;
+	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
+		if (!strcmp(f, with_value[k]))
+			break;
+	if (k == ALLM_ARRAY_SIZE(with_value))
+		return 0;
+	if (!v)
+		return allm_err_set(err, -EINVAL, "%s needs a value", f);
+	*i += 2;
+#define BAD() allm_err_set(err, -EINVAL, "bad value for %s: '%s'", f, v)
+	if (!strcmp(f, "--model"))
+		o->model_dir = v;
+	else if (!strcmp(f, "--dummy"))
+		o->dummy = v;
+	else if (!strcmp(f, "--device")) {
+		if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+			return BAD();
+		o->device = v;
+	} else if (!strcmp(f, "--dtype")) {
+		enum allm_dtype dt;
+		if (strcmp(v, "auto") && allm_dtype_parse(v, &dt))
+			return BAD();
+		o->dtype = v;
+	} else if (!strcmp(f, "--block-size")) {
+		if (allm_parse_i64(v, 1, 1024, &n))
+			return BAD();
+		o->block_size = (int32_t)n;
+	} else if (!strcmp(f, "--gpu-blocks")) {
+		if (allm_parse_i64(v, 1, INT32_MAX, &n))
+			return BAD();
+		o->gpu_blocks = (int32_t)n;
+	} else if (!strcmp(f, "--gpu-memory-utilization")) {
+		if (allm_parse_f64(v, 0.01, 1.0, &d))
+			return BAD();
+		o->gpu_mem_util = d;
+	} else if (!strcmp(f, "--kv-cache-memory")) {
+		if (allm_parse_f64(v, 1e-6, 1 << 20, &d))
+			return BAD();
+		o->kv_cache_gib = d;
+	} else if (!strcmp(f, "--cpu-blocks")) {
+		if (allm_parse_i64(v, 0, INT32_MAX, &n))
+			return BAD();
+		o->cpu_blocks = (int32_t)n;
+	} else if (!strcmp(f, "--swap-space")) {
+		if (allm_parse_f64(v, 0, 1 << 20, &d))
+			return BAD();
+		o->swap_space_gib = d;
+	} else if (!strcmp(f, "--max-num-seqs")) {
+		if (allm_parse_i64(v, 1, 1 << 20, &n))
+			return BAD();
+		o->max_num_seqs = (int32_t)n;
+	} else if (!strcmp(f, "--max-num-batched-tokens")) {
+		if (allm_parse_i64(v, 1, 1 << 24, &n))
+			return BAD();
+		o->max_num_batched_tokens = (int32_t)n;
+	} else if (!strcmp(f, "--preempt")) {
+		if (allm_preempt_parse(v, &o->preempt))
+			return BAD();
+	} else if (!strcmp(f, "--sched")) {
+		if (allm_sched_parse(v, &o->sched))
+			return BAD();
+	} else if (!strcmp(f, "--profile")) {
+		o->profile = v;
+	} else if (!strcmp(f, "--log-level")) {
+		if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
+			return BAD();
+		o->log_level = v;
+	} else if (!strcmp(f, "--threads")) {
+		if (allm_parse_i64(v, 1, 1024, &n))
+			return BAD();
+		o->threads = (int)n;
+	} else if (!strcmp(f, "--dummy-seed")) {
+		if (allm_parse_i64(v, 0, INT64_MAX, &n))
+			return BAD();
+		o->dummy_seed = (uint64_t)n;
+	}
+#undef BAD
+	return 1;
+}

@@ -1,0 +1,50 @@
+/* The model/memory/policy flags that allm-engined and allm-run share (DESIGN §12),
+ * parsed in one place so both programs accept the same spelling and limits. */
+#ifndef ALLM_ENGINE_OPTS_H
+#define ALLM_ENGINE_OPTS_H
+
+#include "util.h"
+
+enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
+enum allm_sched_mode { ALLM_SCHED_FAIR, ALLM_SCHED_FCFS };
+
+struct allm_engine_opts {
+	const char *model_dir; /* --model; NULL with no dummy = the embedded default */
+	const char *dummy; /* --dummy PRESET */
+	const char *device; /* --device auto|cpu|cuda */
+	const char *dtype; /* --dtype auto|f32|f16|bf16 */
+	int32_t block_size; /* --block-size */
+	int32_t gpu_blocks; /* --gpu-blocks (0 = derived) */
+	double gpu_mem_util; /* --gpu-memory-utilization */
+	double kv_cache_gib; /* --kv-cache-memory: cpu backend "GPU" pool size */
+	int32_t cpu_blocks; /* --cpu-blocks (-1 = derived) */
+	double swap_space_gib; /* --swap-space */
+	int32_t max_num_seqs;
+	int32_t max_num_batched_tokens;
+	enum allm_preempt_mode preempt;
+	enum allm_sched_mode sched;
+	const char *profile; /* --profile FILE */
+	const char *log_level;
+	int threads; /* --threads (cpu backend) */
+	bool reference; /* --reference: naive cpu loops */
+	uint64_t dummy_seed;
+};
+
+void allm_engine_opts_default(struct allm_engine_opts *o);
+/* If argv[*i] is one of the shared flags, consumes it (and its value), advances *i
+ * and returns 1; returns 0 if not ours; -EINVAL with err for a bad value. */
+int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, int *i,
+			   struct allm_err *err);
+/* Help text for the shared flags. */
+const char *allm_engine_opts_help(void);
+
+const char *allm_preempt_name(enum allm_preempt_mode m);
+const char *allm_sched_name(enum allm_sched_mode m);
+int allm_preempt_parse(const char *s, enum allm_preempt_mode *ret);
+int allm_sched_parse(const char *s, enum allm_sched_mode *ret);
+
+/* Strict number parsing for flags: whole string, in range. */
+int allm_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret);
+int allm_parse_f64(const char *s, double lo, double hi, double *ret);
+
+#endif

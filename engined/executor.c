@@ -1,0 +1,384 @@
+/* The forward pass of Llama and OPT over a paged batch. */
+#include "executor.h"
+
+#include <errno.h>
+#include <math.h>
+
+/* Device scratch layout for T tokens. */
+struct acts {
+	float *x; /* (T, D) residual stream */
+	float *h; /* (T, max(D, Q, P)) normed input / attention output */
+	float *q; /* (T, Q) */
+	float *k; /* (T, K) */
+	float *v; /* (T, K) */
+	float *o; /* (T, D) projection output */
+	float *g; /* (T, F) gate / fc1 */
+	float *u; /* (T, F) up */
+	float *e; /* (T, max(P, D)) embeddings */
+	float *logits; /* (T, V) */
+};
+
+static size_t rup(size_t x)
+{
+	return (x + 15) & ~(size_t)15;
+}
+
+static size_t act_floats(const struct allm_model_config *c, int64_t T, struct acts *a,
+			 float *base)
+{
+	size_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
+	size_t Q = (size_t)c->n_heads * c->head_dim, K = (size_t)c->n_kv_heads * c->head_dim;
+	size_t P = c->arch == ALLM_ARCH_OPT ? (size_t)c->embed_proj_dim : D;
+	size_t W = ALLM_MAX(ALLM_MAX(D, Q), P);
+	size_t t = (size_t)T, off = 0;
+#define TAKE(field, n) \
+	do { \
+		a->field = base ? base + off : NULL; \
+		off += rup(t * (n)); \
+	} while (0)
+	TAKE(x, D);
+	TAKE(h, W);
+	TAKE(q, Q);
+	TAKE(k, K);
+	TAKE(v, K);
+	TAKE(o, ALLM_MAX(D, P));
+	TAKE(g, F);
+	TAKE(u, F);
+	TAKE(e, W);
+	TAKE(logits, V);
+#undef TAKE
+	return off;
+}
+
+int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
+			 struct allm_executor **ret, struct allm_err *err)
+{
+	struct allm_executor *ex = allm_calloc(1, sizeof(*ex));
+	if (!ex)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	ex->model = model;
+	ex->kv = kv;
+	ex->be = model->be;
+	*ret = ex;
+	return 0;
+}
+
+void allm_executor_free(struct allm_executor *ex)
+{
+	if (!ex)
+		return;
+	if (ex->scratch)
+		ex->be->iface->free(ex->be, ex->scratch);
+	if (ex->meta_dev)
+		ex->be->iface->free(ex->be, ex->meta_dev);
+	allm_free(ex->meta_host);
+	allm_free(ex);
+}
+
+/* Grows scratch for T tokens and the metadata buffers for `meta` int32s. */
+static int reserve(struct allm_executor *ex, int64_t T, size_t meta, struct allm_err *err)
+{
+	allm_backend_t *be = ex->be;
+	struct acts a;
+	int r;
+	if (T > ex->cap_tokens) {
+		int64_t cap = ALLM_MAX(T, ex->cap_tokens * 2);
+		size_t n = act_floats(&ex->model->cfg, cap, &a, NULL);
+		void *p;
+		if ((r = be->iface->alloc(be, n * sizeof(float), &p)))
+			return allm_err_set(err, r, "cannot allocate activations for %lld tokens: %s",
+					    (long long)cap, allm_backend_last_error(be));
+		if (ex->scratch)
+			be->iface->free(be, ex->scratch);
+		ex->scratch = p;
+		ex->cap_tokens = cap;
+	}
+	if (meta > ex->meta_cap) {
+		size_t cap = ALLM_MAX(meta, ex->meta_cap * 2);
+		void *d;
+		int32_t *h = allm_malloc(cap * sizeof(int32_t));
+		if (!h)
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		if ((r = be->iface->alloc(be, cap * sizeof(int32_t), &d))) {
+			allm_free(h);
+			return allm_err_set(err, r, "cannot allocate step metadata: %s",
+					    allm_backend_last_error(be));
+		}
+		if (ex->meta_dev)
+			be->iface->free(be, ex->meta_dev);
+		allm_free(ex->meta_host);
+		ex->meta_dev = d;
+		ex->meta_host = h;
+		ex->meta_cap = cap;
+	}
+	return 0;
+}
+
+static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs, int32_t n,
+		    int64_t *ret_T, int32_t *ret_maxb, struct allm_err *err)
+{
+	const struct allm_model_config *c = &ex->model->cfg;
+	int64_t T = 0;
+	int32_t maxb = 1;
+	if (n <= 0)
+		return allm_err_set(err, -EINVAL, "empty batch");
+	for (int32_t s = 0; s < n; s++) {
+		const struct allm_batch_seq *q = &seqs[s];
+		int64_t end = (int64_t)q->start_pos + q->n_new;
+		if (q->n_new <= 0 || q->start_pos < 0)
+			return allm_err_set(err, -EINVAL, "sequence %d: nothing to run", s);
+		if (end > c->max_pos)
+			return allm_err_set(err, -EINVAL,
+					    "sequence %d: %lld tokens exceed the context of %d "
+					    "(max_position_embeddings)", s, (long long)end, c->max_pos);
+		if (q->n_blocks < allm_kv_blocks_for(ex->kv, end))
+			return allm_err_set(err, -EINVAL, "sequence %d: %d blocks cannot hold %lld tokens",
+					    s, q->n_blocks, (long long)end);
+		for (int32_t b = 0; b < q->n_blocks; b++)
+			if (q->block_table[b] < 0 || q->block_table[b] >= ex->kv->gpu.n_total)
+				return allm_err_set(err, -EINVAL, "sequence %d: block %d out of range", s,
+						    q->block_table[b]);
+		for (int32_t i = 0; i < q->n_new; i++)
+			if (q->tokens[i] < 0 || q->tokens[i] >= c->vocab_size)
+				return allm_err_set(err, -EINVAL,
+						    "token id %d is outside the vocabulary (0..%d)",
+						    q->tokens[i], c->vocab_size - 1);
+		T += q->n_new;
+		maxb = ALLM_MAX(maxb, q->n_blocks);
+	}
+	*ret_T = T;
+	*ret_maxb = maxb;
+	return 0;
+}
+
+#define BE ex->be->iface
+#define CHECK(call) \
+	do { \
+		if ((r = (call))) \
+			goto fail; \
+	} while (0)
+
+static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
+			   const struct allm_attn_meta *meta)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_model_config *c = &m->cfg;
+	const struct allm_layer_weights *L = &m->layers[l];
+	enum allm_dtype dt = m->wdtype;
+	int64_t D = c->hidden, F = c->intermediate;
+	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
+	int r;
+
+	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, dt, T, D, c->norm_eps));
+	CHECK(BE->gemm(be, a->q, a->h, L->wq, L->bq, dt, T, D, Q));
+	CHECK(BE->gemm(be, a->k, a->h, L->wk, L->bk, dt, T, D, K));
+	CHECK(BE->gemm(be, a->v, a->h, L->wv, L->bv, dt, T, D, K));
+	CHECK(BE->rope(be, a->q, a->k, meta->tok_pos, m->inv_freq, T, c->n_heads, c->n_kv_heads,
+		       c->head_dim));
+	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
+	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
+			    1.0f / sqrtf((float)c->head_dim), meta));
+	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
+	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, dt, T, D, c->norm_eps));
+	CHECK(BE->gemm(be, a->g, a->h, L->w_gate, L->b_gate, dt, T, D, F));
+	CHECK(BE->gemm(be, a->u, a->h, L->w_up, L->b_up, dt, T, D, F));
+	CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
+	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, dt, T, F, D));
+	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+fail:
+	return r;
+}
+
+/* OPT attention block on input `in` (normed x for pre-LN, x itself for post-LN);
+ * result in a->o. q is scaled by head_dim^-0.5 through the attention scale. */
+static int opt_attn(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T,
+		    const struct allm_attn_meta *meta)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_model_config *c = &m->cfg;
+	const struct allm_layer_weights *L = &m->layers[l];
+	enum allm_dtype dt = m->wdtype;
+	int64_t D = c->hidden, Q = (int64_t)c->n_heads * c->head_dim;
+	int64_t K = (int64_t)c->n_kv_heads * c->head_dim;
+	int r;
+	CHECK(BE->gemm(be, a->q, in, L->wq, L->bq, dt, T, D, Q));
+	CHECK(BE->gemm(be, a->k, in, L->wk, L->bk, dt, T, D, K));
+	CHECK(BE->gemm(be, a->v, in, L->wv, L->bv, dt, T, D, K));
+	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
+	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
+			    1.0f / sqrtf((float)c->head_dim), meta));
+	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
+fail:
+	return r;
+}
+
+static int opt_mlp(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_layer_weights *L = &m->layers[l];
+	enum allm_dtype dt = m->wdtype;
+	int64_t D = m->cfg.hidden, F = m->cfg.intermediate;
+	int r;
+	CHECK(BE->gemm(be, a->g, in, L->w_up, L->b_up, dt, T, D, F));
+	CHECK(BE->relu(be, a->g, a->g, T * F));
+	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, dt, T, F, D));
+fail:
+	return r;
+}
+
+static int run_opt_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
+			 const struct allm_attn_meta *meta)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_model_config *c = &m->cfg;
+	const struct allm_layer_weights *L = &m->layers[l];
+	enum allm_dtype dt = m->wdtype;
+	int64_t D = c->hidden;
+	int r;
+	if (c->pre_ln) {
+		CHECK(BE->layernorm(be, a->h, a->x, L->attn_norm_w, L->attn_norm_b, dt, T, D, c->norm_eps));
+		CHECK(opt_attn(ex, l, a, a->h, T, meta));
+		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+		CHECK(BE->layernorm(be, a->h, a->x, L->mlp_norm_w, L->mlp_norm_b, dt, T, D, c->norm_eps));
+		CHECK(opt_mlp(ex, l, a, a->h, T));
+		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+	} else {
+		CHECK(opt_attn(ex, l, a, a->x, T, meta));
+		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+		CHECK(BE->layernorm(be, a->x, a->x, L->attn_norm_w, L->attn_norm_b, dt, T, D, c->norm_eps));
+		CHECK(opt_mlp(ex, l, a, a->x, T));
+		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+		CHECK(BE->layernorm(be, a->x, a->x, L->mlp_norm_w, L->mlp_norm_b, dt, T, D, c->norm_eps));
+	}
+fail:
+	return r;
+}
+
+/* Embeddings of the batch into a->x. */
+static int embed(struct allm_executor *ex, struct acts *a, int64_t T, const int32_t *ids_dev,
+		 const int32_t *pos2_dev)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_model_config *c = &m->cfg;
+	enum allm_dtype dt = m->wdtype;
+	int r;
+	if (c->arch == ALLM_ARCH_LLAMA)
+		return BE->embedding(be, a->x, m->tok_emb, dt, ids_dev, T, c->hidden);
+	if (m->proj_in) {
+		CHECK(BE->embedding(be, a->e, m->tok_emb, dt, ids_dev, T, c->embed_proj_dim));
+		CHECK(BE->gemm(be, a->x, a->e, m->proj_in, NULL, dt, T, c->embed_proj_dim, c->hidden));
+	} else {
+		CHECK(BE->embedding(be, a->x, m->tok_emb, dt, ids_dev, T, c->hidden));
+	}
+	/* learned positions: row p + 2 (OPT's offset) */
+	CHECK(BE->embedding(be, a->e, m->pos_emb, dt, pos2_dev, T, c->hidden));
+	CHECK(BE->add(be, a->x, a->x, a->e, T * c->hidden));
+fail:
+	return r;
+}
+
+/* Final norm, optional projection and the LM head over the S rows in a->h. */
+static int head(struct allm_executor *ex, struct acts *a, int64_t S)
+{
+	allm_backend_t *be = ex->be;
+	const struct allm_model *m = ex->model;
+	const struct allm_model_config *c = &m->cfg;
+	enum allm_dtype dt = m->wdtype;
+	int64_t D = c->hidden, P = c->arch == ALLM_ARCH_OPT ? c->embed_proj_dim : D;
+	float *in = a->h;
+	int r = 0;
+	if (c->arch == ALLM_ARCH_LLAMA) {
+		CHECK(BE->rmsnorm(be, a->e, a->h, m->final_norm_w, dt, S, D, c->norm_eps));
+		in = a->e;
+	} else {
+		if (c->final_ln) {
+			CHECK(BE->layernorm(be, a->e, a->h, m->final_norm_w, m->final_norm_b, dt, S, D,
+					    c->norm_eps));
+			in = a->e;
+		}
+		if (m->proj_out) {
+			CHECK(BE->gemm(be, a->o, in, m->proj_out, NULL, dt, S, D, P));
+			in = a->o;
+		}
+	}
+	CHECK(BE->gemm(be, a->logits, in, m->lm_head, NULL, dt, S, P, c->vocab_size));
+fail:
+	return r;
+}
+
+int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq *seqs,
+			  int32_t n_seqs, bool all_logits, float *ret_logits,
+			  struct allm_err *err)
+{
+	const struct allm_model_config *c = &ex->model->cfg;
+	allm_backend_t *be = ex->be;
+	struct acts a;
+	int64_t T = 0;
+	int32_t maxb = 1;
+	int r;
+
+	if ((r = validate(ex, seqs, n_seqs, &T, &maxb, err)))
+		return r;
+	int64_t S = all_logits ? T : n_seqs;
+	/* metadata: ids, pos, pos+2, tok_seq, slot (T each), gather rows (S), tables */
+	size_t meta_n = (size_t)T * 5 + (size_t)S + (size_t)n_seqs * maxb;
+	if ((r = reserve(ex, T, meta_n, err)))
+		return r;
+	int32_t *ids = ex->meta_host, *pos = ids + T, *pos2 = pos + T, *tseq = pos2 + T;
+	int32_t *slot = tseq + T, *rows = slot + T, *bt = rows + S;
+	int32_t max_ctx = 0, bs = ex->kv->lay.block_size;
+	int64_t t = 0;
+	for (int32_t s = 0; s < n_seqs; s++) {
+		const struct allm_batch_seq *q = &seqs[s];
+		for (int32_t i = 0; i < q->n_new; i++, t++) {
+			int32_t p = q->start_pos + i;
+			ids[t] = q->tokens[i];
+			pos[t] = p;
+			pos2[t] = p + 2;
+			tseq[t] = s;
+			slot[t] = q->block_table[p / bs] * bs + p % bs;
+			if (all_logits)
+				rows[t] = (int32_t)t;
+		}
+		if (!all_logits)
+			rows[s] = (int32_t)(t - 1);
+		max_ctx = ALLM_MAX(max_ctx, q->start_pos + q->n_new);
+		for (int32_t b = 0; b < maxb; b++)
+			bt[(size_t)s * maxb + b] = b < q->n_blocks ? q->block_table[b] : 0;
+	}
+	if ((r = BE->upload(be, ex->meta_dev, ex->meta_host, meta_n * sizeof(int32_t))))
+		return allm_err_set(err, r, "upload: %s", allm_backend_last_error(be));
+	int32_t *d = ex->meta_dev;
+	struct allm_attn_meta meta = {
+		.n_tokens = (int32_t)T,
+		.n_seqs = n_seqs,
+		.max_blocks_per_seq = maxb,
+		.max_ctx = max_ctx,
+		.tok_seq = d + 3 * T,
+		.tok_pos = d + T,
+		.slot = d + 4 * T,
+		.block_tables = d + 5 * T + S,
+	};
+	act_floats(c, ex->cap_tokens, &a, ex->scratch);
+
+	BE->timer_start(be);
+	CHECK(embed(ex, &a, T, d, d + 2 * T));
+	for (int l = 0; l < c->n_layers; l++)
+		CHECK(c->arch == ALLM_ARCH_LLAMA ? run_llama_layer(ex, l, &a, T, &meta)
+						 : run_opt_layer(ex, l, &a, T, &meta));
+	CHECK(BE->gather_rows(be, a.h, a.x, d + 5 * T, S, c->hidden));
+	CHECK(head(ex, &a, S));
+	CHECK(BE->download(be, ret_logits, a.logits, (size_t)S * c->vocab_size * sizeof(float)));
+	BE->timer_stop(be, &ex->last_seconds);
+	ex->last_tokens = T;
+	return 0;
+fail:
+	return allm_err_set(err, r, "forward failed on %s: %s", BE->name(be),
+			    allm_backend_last_error(be));
+}

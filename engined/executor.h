@@ -1,0 +1,47 @@
+/* The forward pass: one batch of sequences (prefills, decodes, or a mix) through
+ * the model on the backend, K/V written to and read from the paged cache only
+ * through block tables. Written once for every backend. */
+#ifndef ALLM_EXECUTOR_H
+#define ALLM_EXECUTOR_H
+
+#include "kv-cache.h"
+#include "model.h"
+
+/* One sequence's part of a batch. */
+struct allm_batch_seq {
+	const int32_t *tokens; /* [n_new] host: tokens to feed */
+	int32_t n_new;
+	int32_t start_pos; /* position of tokens[0] = tokens already in the KV cache */
+	const int32_t *block_table; /* host: physical blocks covering start_pos + n_new */
+	int32_t n_blocks;
+};
+
+struct allm_executor {
+	struct allm_model *model; /* not owned */
+	struct allm_kv_cache *kv; /* not owned */
+	allm_backend_t *be;
+	int64_t cap_tokens; /* scratch sized for this many tokens */
+	int32_t cap_seqs;
+	int32_t cap_blocks; /* block-table entries */
+	void *scratch; /* device: activations */
+	void *meta_dev; /* device: per-step int32 metadata */
+	int32_t *meta_host; /* host staging of the same */
+	size_t meta_cap; /* int32 elements in meta_dev / meta_host */
+	double last_seconds; /* device time of the last forward */
+	int64_t last_tokens; /* tokens in the last forward */
+};
+
+int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
+			 struct allm_executor **ret, struct allm_err *err);
+void allm_executor_free(struct allm_executor *ex);
+
+/* Runs the batch. Logits of the last token of each sequence go to
+ * ret_logits[n_seqs][vocab] (host), or, with all_logits, of every token in batch
+ * order: ret_logits[total tokens][vocab]. Tokens, positions and block tables are
+ * validated (ids in vocabulary, positions below max_position_embeddings, blocks
+ * in the pool and covering every position): -EINVAL with err, nothing run. */
+int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq *seqs,
+			  int32_t n_seqs, bool all_logits, float *ret_logits,
+			  struct allm_err *err);
+
+#endif

@@ -1,0 +1,515 @@
+/* config.json parsing, validation and the --dummy / allm-mkmodel presets. */
+#include "model-config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+
+const char *allm_arch_name(enum allm_arch a)
+{
+	return a == ALLM_ARCH_OPT ? "opt" : "llama";
+}
+
+/* --- small typed getters: each failure names the file and the key ---------- */
+
+static int get_int(json_t *o, const char *path, const char *key, bool required, int64_t def,
+		   int64_t *ret, struct allm_err *err)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v)) {
+		if (required)
+			return allm_err_set(err, -EINVAL, "%s: missing required field '%s'", path, key);
+		*ret = def;
+		return 0;
+	}
+	if (json_is_integer(v)) {
+		*ret = json_integer_value(v);
+		return 0;
+	}
+	/* some exporters write 4096.0 */
+	if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+	    fabs(json_real_value(v)) < 9e15) {
+		*ret = (int64_t)json_real_value(v);
+		return 0;
+	}
+	return allm_err_set(err, -EINVAL, "%s: field '%s' must be an integer", path, key);
+}
+
+static int get_i32(json_t *o, const char *path, const char *key, bool required, int64_t def,
+		   int32_t *ret, struct allm_err *err)
+{
+	int64_t v = 0;
+	int r = get_int(o, path, key, required, def, &v, err);
+	if (r)
+		return r;
+	if (v < INT32_MIN || v > INT32_MAX)
+		return allm_err_set(err, -ERANGE, "%s: field '%s' out of range", path, key);
+	*ret = (int32_t)v;
+	return 0;
+}
+
+static int get_float(json_t *o, const char *path, const char *key, double def, float *ret,
+		     struct allm_err *err)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v)) {
+		*ret = (float)def;
+		return 0;
+	}
+	if (!json_is_number(v))
+		return allm_err_set(err, -EINVAL, "%s: field '%s' must be a number", path, key);
+	*ret = (float)json_number_value(v);
+	return 0;
+}
+
+static int get_bool(json_t *o, const char *path, const char *key, bool def, bool *ret,
+		    struct allm_err *err)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v)) {
+		*ret = def;
+		return 0;
+	}
+	if (!json_is_boolean(v))
+		return allm_err_set(err, -EINVAL, "%s: field '%s' must be true or false", path, key);
+	*ret = json_is_true(v);
+	return 0;
+}
+
+/* eos_token_id may be an int or a list of ints (Llama-3, stories260K). */
+static int get_eos(json_t *o, const char *path, struct allm_model_config *c,
+		   struct allm_err *err)
+{
+	json_t *v = json_object_get(o, "eos_token_id");
+	if (!v || json_is_null(v))
+		return 0;
+	if (json_is_integer(v)) {
+		c->n_eos = 1;
+		c->eos_ids[0] = (int32_t)json_integer_value(v);
+		return 0;
+	}
+	if (!json_is_array(v))
+		return allm_err_set(err, -EINVAL, "%s: 'eos_token_id' must be an integer or a list",
+				    path);
+	size_t i;
+	json_t *e;
+	c->n_eos = 0;
+	json_array_foreach(v, i, e) {
+		if (!json_is_integer(e))
+			return allm_err_set(err, -EINVAL, "%s: 'eos_token_id'[%zu] is not an integer",
+					    path, i);
+		if (c->n_eos < ALLM_MAX_EOS)
+			c->eos_ids[c->n_eos++] = (int32_t)json_integer_value(e);
+	}
+	return 0;
+}
+
+static int parse_rope_scaling(json_t *o, const char *path, struct allm_model_config *c,
+			      struct allm_err *err)
+{
+	json_t *rs = json_object_get(o, "rope_scaling");
+	if (!rs || json_is_null(rs))
+		return 0;
+	if (!json_is_object(rs))
+		return allm_err_set(err, -EINVAL, "%s: 'rope_scaling' must be an object or null", path);
+	json_t *t = json_object_get(rs, "rope_type");
+	if (!t)
+		t = json_object_get(rs, "type");
+	const char *type = json_string_value(t);
+	if (!type)
+		return allm_err_set(err, -EINVAL, "%s: 'rope_scaling' has no rope_type", path);
+	int r = get_float(rs, path, "factor", 1.0, &c->rope_factor, err);
+	if (r)
+		return r;
+	if (!strcmp(type, "default"))
+		return 0;
+	if (!strcmp(type, "linear")) {
+		c->rope_scaling = ALLM_ROPE_LINEAR;
+	} else if (!strcmp(type, "llama3")) {
+		c->rope_scaling = ALLM_ROPE_LLAMA3;
+		if ((r = get_float(rs, path, "low_freq_factor", 1.0, &c->rope_low_freq_factor, err)) ||
+		    (r = get_float(rs, path, "high_freq_factor", 4.0, &c->rope_high_freq_factor, err)) ||
+		    (r = get_i32(rs, path, "original_max_position_embeddings", true, 0,
+				 &c->rope_orig_max_pos, err)))
+			return r;
+	} else {
+		return allm_err_set(err, -ENOTSUP,
+				    "%s: rope_scaling type '%s' is not supported (default, linear, llama3)",
+				    path, type);
+	}
+	if (!(c->rope_factor > 0))
+		return allm_err_set(err, -EINVAL, "%s: rope_scaling factor must be > 0", path);
+	return 0;
+}
+
+static int parse_llama(json_t *o, const char *p, struct allm_model_config *c,
+		       struct allm_err *err)
+{
+	int r;
+	c->arch = ALLM_ARCH_LLAMA;
+	c->act = ALLM_ACT_SILU;
+	if ((r = get_i32(o, p, "hidden_size", true, 0, &c->hidden, err)) ||
+	    (r = get_i32(o, p, "intermediate_size", true, 0, &c->intermediate, err)) ||
+	    (r = get_i32(o, p, "num_hidden_layers", true, 0, &c->n_layers, err)) ||
+	    (r = get_i32(o, p, "num_attention_heads", true, 0, &c->n_heads, err)) ||
+	    (r = get_i32(o, p, "num_key_value_heads", false, c->n_heads, &c->n_kv_heads, err)) ||
+	    (r = get_i32(o, p, "head_dim", false, c->n_heads > 0 ? c->hidden / c->n_heads : 0,
+			 &c->head_dim, err)) ||
+	    (r = get_i32(o, p, "max_position_embeddings", false, 2048, &c->max_pos, err)) ||
+	    (r = get_float(o, p, "rms_norm_eps", 1e-6, &c->norm_eps, err)) ||
+	    (r = get_float(o, p, "rope_theta", 10000.0, &c->rope_theta, err)) ||
+	    (r = get_bool(o, p, "tie_word_embeddings", false, &c->tie_embeddings, err)) ||
+	    (r = get_bool(o, p, "attention_bias", false, &c->attn_bias, err)) ||
+	    (r = get_bool(o, p, "mlp_bias", false, &c->mlp_bias, err)))
+		return r;
+	const char *act = json_string_value(json_object_get(o, "hidden_act"));
+	if (act && strcmp(act, "silu") && strcmp(act, "swish"))
+		return allm_err_set(err, -ENOTSUP, "%s: hidden_act '%s' is not supported for llama (silu)",
+				    p, act);
+	return parse_rope_scaling(o, p, c, err);
+}
+
+static int parse_opt(json_t *o, const char *p, struct allm_model_config *c,
+		     struct allm_err *err)
+{
+	int r;
+	bool enable_bias, remove_final;
+	c->arch = ALLM_ARCH_OPT;
+	c->act = ALLM_ACT_RELU;
+	c->norm_eps = 1e-5f;
+	c->tie_embeddings = true;
+	if ((r = get_i32(o, p, "hidden_size", true, 0, &c->hidden, err)) ||
+	    (r = get_i32(o, p, "ffn_dim", true, 0, &c->intermediate, err)) ||
+	    (r = get_i32(o, p, "num_hidden_layers", true, 0, &c->n_layers, err)) ||
+	    (r = get_i32(o, p, "num_attention_heads", true, 0, &c->n_heads, err)) ||
+	    (r = get_i32(o, p, "max_position_embeddings", false, 2048, &c->max_pos, err)) ||
+	    (r = get_i32(o, p, "word_embed_proj_dim", false, c->hidden, &c->embed_proj_dim, err)) ||
+	    (r = get_bool(o, p, "do_layer_norm_before", true, &c->pre_ln, err)) ||
+	    (r = get_bool(o, p, "enable_bias", true, &enable_bias, err)) ||
+	    (r = get_bool(o, p, "layer_norm_elementwise_affine", true, &c->ln_affine, err)) ||
+	    (r = get_bool(o, p, "_remove_final_layer_norm", false, &remove_final, err)) ||
+	    (r = get_bool(o, p, "tie_word_embeddings", true, &c->tie_embeddings, err)))
+		return r;
+	c->n_kv_heads = c->n_heads;
+	c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
+	c->attn_bias = c->mlp_bias = enable_bias;
+	c->final_ln = c->pre_ln && !remove_final;
+	const char *act = json_string_value(json_object_get(o, "activation_function"));
+	if (act && strcmp(act, "relu"))
+		return allm_err_set(err, -ENOTSUP,
+				    "%s: activation_function '%s' is not supported for opt (relu)", p, act);
+	return 0;
+}
+
+int allm_model_config_validate(const struct allm_model_config *c, const char *what,
+			       struct allm_err *err)
+{
+#define NEED(cond, ...) \
+	do { \
+		if (!(cond)) \
+			return allm_err_set(err, -EINVAL, __VA_ARGS__); \
+	} while (0)
+	NEED(c->vocab_size > 0 && c->vocab_size <= (1 << 24), "%s: vocab_size %d out of range", what,
+	     c->vocab_size);
+	NEED(c->hidden > 0 && c->hidden <= 65536, "%s: hidden_size %d out of range", what, c->hidden);
+	NEED(c->intermediate > 0 && c->intermediate <= 1 << 20, "%s: intermediate size %d out of range",
+	     what, c->intermediate);
+	NEED(c->n_layers > 0 && c->n_layers <= 1024, "%s: num_hidden_layers %d out of range", what,
+	     c->n_layers);
+	NEED(c->n_heads > 0 && c->n_heads <= 1024, "%s: num_attention_heads %d out of range", what,
+	     c->n_heads);
+	NEED(c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads == 0,
+	     "%s: num_key_value_heads %d must divide num_attention_heads %d", what, c->n_kv_heads,
+	     c->n_heads);
+	NEED(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= ALLM_MAX_HEAD_DIM,
+	     "%s: head_dim %d must be even and at most %d", what, c->head_dim, ALLM_MAX_HEAD_DIM);
+	NEED(c->max_pos > 0 && c->max_pos <= (1 << 24), "%s: max_position_embeddings %d out of range",
+	     what, c->max_pos);
+	NEED(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm eps %g out of range", what, c->norm_eps);
+	if (c->arch == ALLM_ARCH_LLAMA)
+		NEED(c->rope_theta > 0, "%s: rope_theta must be > 0", what);
+	if (c->arch == ALLM_ARCH_OPT) {
+		NEED(c->head_dim * c->n_heads == c->hidden,
+		     "%s: hidden_size %d is not a multiple of num_attention_heads %d", what, c->hidden,
+		     c->n_heads);
+		NEED(c->embed_proj_dim > 0 && c->embed_proj_dim <= 65536,
+		     "%s: word_embed_proj_dim %d out of range", what, c->embed_proj_dim);
+	}
+	for (int i = 0; i < c->n_eos; i++)
+		NEED(c->eos_ids[i] >= 0 && c->eos_ids[i] < c->vocab_size,
+		     "%s: eos_token_id %d outside the vocabulary", what, c->eos_ids[i]);
+#undef NEED
+	return 0;
+}
+
+static json_t *load_json(const char *path, bool required, int *ret_code, struct allm_err *err)
+{
+	json_error_t je;
+	*ret_code = 0;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		if (!required && errno == ENOENT)
+			return NULL;
+		*ret_code = allm_err_set(err, -errno, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	fclose(f);
+	if (!root) {
+		*ret_code = allm_err_set(err, -EINVAL, "%s: invalid JSON at line %d: %s", path, je.line,
+					 je.text);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		*ret_code = allm_err_set(err, -EINVAL, "%s: top level must be an object", path);
+		return NULL;
+	}
+	return root;
+}
+
+int allm_model_config_load(const char *dir, struct allm_model_config *ret,
+			   struct allm_err *err)
+{
+	char path[4096], gpath[4096];
+	struct allm_model_config c = {0};
+	json_t *root = NULL, *gen = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	snprintf(gpath, sizeof(gpath), "%s/generation_config.json", dir);
+	root = load_json(path, true, &r, err);
+	if (!root)
+		goto out;
+	const char *mt = json_string_value(json_object_get(root, "model_type"));
+	if (!mt) {
+		r = allm_err_set(err, -EINVAL, "%s: missing 'model_type'", path);
+		goto out;
+	}
+	if (!strcmp(mt, "llama") || !strcmp(mt, "mistral")) {
+		r = parse_llama(root, path, &c, err);
+	} else if (!strcmp(mt, "opt")) {
+		r = parse_opt(root, path, &c, err);
+	} else {
+		r = allm_err_set(err, -ENOTSUP,
+				 "%s: unsupported architecture model_type '%s' (supported: llama, opt)",
+				 path, mt);
+	}
+	if (r)
+		goto out;
+	if ((r = get_i32(root, path, "vocab_size", true, 0, &c.vocab_size, err)) ||
+	    (r = get_i32(root, path, "bos_token_id", false, -1, &c.bos_id, err)) ||
+	    (r = get_eos(root, path, &c, err)))
+		goto out;
+	c.file_dtype = ALLM_DTYPE_F32;
+	const char *td = json_string_value(json_object_get(root, "torch_dtype"));
+	if (td && allm_dtype_parse(td, &c.file_dtype)) {
+		r = allm_err_set(err, -ENOTSUP, "%s: unsupported torch_dtype '%s' (float32, float16, bfloat16)",
+				 path, td);
+		goto out;
+	}
+	gen = load_json(gpath, false, &r, err);
+	if (r)
+		goto out;
+	if (gen && (r = get_eos(gen, gpath, &c, err)))
+		goto out;
+	if ((r = allm_model_config_validate(&c, path, err)))
+		goto out;
+	*ret = c;
+out:
+	json_decref(root);
+	json_decref(gen);
+	return r;
+}
+
+/* --- presets ------------------------------------------------------------------ */
+
+struct preset {
+	const char *name;
+	enum allm_arch arch;
+	int32_t vocab, hidden, inter, layers, heads, kv_heads, max_pos;
+};
+
+/* Real shapes of the paper's models (llama-7b/13b/33b, opt-13b/30b) and small ones
+ * for tests and CPU benchmarks. */
+static const struct preset presets[] = {
+	{"tiny", ALLM_ARCH_LLAMA, 512, 64, 176, 4, 8, 4, 512},
+	{"small", ALLM_ARCH_LLAMA, 4096, 256, 688, 6, 8, 4, 1024},
+	{"medium", ALLM_ARCH_LLAMA, 32000, 768, 2048, 12, 12, 12, 2048},
+	{"llama-7b", ALLM_ARCH_LLAMA, 32000, 4096, 11008, 32, 32, 32, 4096},
+	{"llama-13b", ALLM_ARCH_LLAMA, 32000, 5120, 13824, 40, 40, 40, 4096},
+	{"llama-33b", ALLM_ARCH_LLAMA, 32000, 6656, 17920, 60, 52, 52, 2048},
+	{"opt-tiny", ALLM_ARCH_OPT, 512, 64, 256, 4, 4, 4, 512},
+	{"opt-small", ALLM_ARCH_OPT, 4096, 256, 1024, 6, 8, 8, 1024},
+	{"opt-125m", ALLM_ARCH_OPT, 50272, 768, 3072, 12, 12, 12, 2048},
+	{"opt-13b", ALLM_ARCH_OPT, 50272, 5120, 20480, 40, 40, 40, 2048},
+	{"opt-30b", ALLM_ARCH_OPT, 50272, 7168, 28672, 48, 56, 56, 2048},
+};
+
+const char *allm_model_config_preset_names(void)
+{
+	return "tiny, small, medium, llama-7b, llama-13b, llama-33b, opt-tiny, opt-small, "
+	       "opt-125m, opt-13b, opt-30b";
+}
+
+int allm_model_config_preset(const char *name, struct allm_model_config *ret,
+			     struct allm_err *err)
+{
+	const struct preset *p = NULL;
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(presets); i++)
+		if (!strcmp(presets[i].name, name) ||
+		    (!strncmp(name, "llama-", 6) && !strcmp(presets[i].name, name + 6) &&
+		     presets[i].arch == ALLM_ARCH_LLAMA))
+			p = &presets[i];
+	if (!p)
+		return allm_err_set(err, -ENOENT, "unknown preset '%s' (known: %s)", name,
+				    allm_model_config_preset_names());
+	struct allm_model_config c = {0};
+	c.arch = p->arch;
+	c.vocab_size = p->vocab;
+	c.hidden = p->hidden;
+	c.intermediate = p->inter;
+	c.n_layers = p->layers;
+	c.n_heads = p->heads;
+	c.n_kv_heads = p->kv_heads;
+	c.head_dim = p->hidden / p->heads;
+	c.max_pos = p->max_pos;
+	c.file_dtype = ALLM_DTYPE_F32;
+	if (p->arch == ALLM_ARCH_LLAMA) {
+		c.act = ALLM_ACT_SILU;
+		c.norm_eps = 1e-5f;
+		c.rope_theta = 10000.0f;
+		c.bos_id = 1;
+		c.n_eos = 1;
+		c.eos_ids[0] = 2;
+	} else {
+		c.act = ALLM_ACT_RELU;
+		c.norm_eps = 1e-5f;
+		c.tie_embeddings = true;
+		c.attn_bias = c.mlp_bias = true;
+		c.pre_ln = true;
+		c.final_ln = true;
+		c.ln_affine = true;
+		c.embed_proj_dim = p->hidden;
+		c.bos_id = 2;
+		c.n_eos = 1;
+		c.eos_ids[0] = 2;
+	}
+	*ret = c;
+	return 0;
+}
+
+/* --- output ------------------------------------------------------------------ */
+
+static int dump_json(json_t *o, const char *path, struct allm_err *err)
+{
+	int r = json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (r)
+		return allm_err_set(err, -EIO, "cannot write %s", path);
+	return 0;
+}
+
+int allm_model_config_save(const struct allm_model_config *c, const char *dir,
+			   struct allm_err *err)
+{
+	char path[4096];
+	json_t *o = json_object();
+	json_t *eos = json_array();
+	for (int i = 0; i < c->n_eos; i++)
+		json_array_append_new(eos, json_integer(c->eos_ids[i]));
+
+	if (c->arch == ALLM_ARCH_LLAMA) {
+		json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
+		json_object_set_new(o, "model_type", json_string("llama"));
+		json_object_set_new(o, "hidden_size", json_integer(c->hidden));
+		json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
+		json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
+		json_object_set_new(o, "num_attention_heads", json_integer(c->n_heads));
+		json_object_set_new(o, "num_key_value_heads", json_integer(c->n_kv_heads));
+		json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+		json_object_set_new(o, "rms_norm_eps", json_real(c->norm_eps));
+		json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+		json_object_set_new(o, "rope_scaling", json_null());
+		json_object_set_new(o, "hidden_act", json_string("silu"));
+		json_object_set_new(o, "attention_bias", json_boolean(c->attn_bias));
+		json_object_set_new(o, "mlp_bias", json_boolean(c->mlp_bias));
+	} else {
+		json_object_set_new(o, "architectures", json_pack("[s]", "OPTForCausalLM"));
+		json_object_set_new(o, "model_type", json_string("opt"));
+		json_object_set_new(o, "hidden_size", json_integer(c->hidden));
+		json_object_set_new(o, "ffn_dim", json_integer(c->intermediate));
+		json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
+		json_object_set_new(o, "num_attention_heads", json_integer(c->n_heads));
+		json_object_set_new(o, "word_embed_proj_dim", json_integer(c->embed_proj_dim));
+		json_object_set_new(o, "do_layer_norm_before", json_boolean(c->pre_ln));
+		json_object_set_new(o, "_remove_final_layer_norm", json_boolean(c->pre_ln && !c->final_ln));
+		json_object_set_new(o, "enable_bias", json_boolean(c->attn_bias));
+		json_object_set_new(o, "layer_norm_elementwise_affine", json_boolean(c->ln_affine));
+		json_object_set_new(o, "activation_function", json_string("relu"));
+		json_object_set_new(o, "pad_token_id", json_integer(1));
+	}
+	json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
+	json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
+	json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_embeddings));
+	json_object_set_new(o, "bos_token_id", json_integer(c->bos_id));
+	json_object_set_new(o, "eos_token_id", c->n_eos == 1 ? json_integer(c->eos_ids[0]) : json_copy(eos));
+	json_object_set_new(o, "torch_dtype",
+			    json_string(c->file_dtype == ALLM_DTYPE_F32   ? "float32"
+					: c->file_dtype == ALLM_DTYPE_F16 ? "float16"
+									  : "bfloat16"));
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	int r = dump_json(o, path, err);
+	if (r) {
+		json_decref(eos);
+		return r;
+	}
+	json_t *g = json_object();
+	json_object_set_new(g, "bos_token_id", json_integer(c->bos_id));
+	json_object_set_new(g, "eos_token_id", eos);
+	snprintf(path, sizeof(path), "%s/generation_config.json", dir);
+	return dump_json(g, path, err);
+}
+
+void allm_model_config_inv_freq(const struct allm_model_config *c, float *ret)
+{
+	int32_t half = c->head_dim / 2;
+	for (int32_t i = 0; i < half; i++) {
+		double f = pow((double)c->rope_theta, -2.0 * i / (double)c->head_dim);
+		if (c->rope_scaling == ALLM_ROPE_LINEAR) {
+			f /= c->rope_factor;
+		} else if (c->rope_scaling == ALLM_ROPE_LLAMA3) {
+			/* Llama-3.1: long wavelengths scaled by factor, short kept, smooth
+			 * interpolation between the two cut-offs. */
+			double lo_wl = c->rope_orig_max_pos / c->rope_low_freq_factor;
+			double hi_wl = c->rope_orig_max_pos / c->rope_high_freq_factor;
+			double wl = 2.0 * M_PI / f;
+			if (wl > lo_wl) {
+				f /= c->rope_factor;
+			} else if (wl >= hi_wl) {
+				double s = (c->rope_orig_max_pos / wl - c->rope_low_freq_factor) /
+					   (c->rope_high_freq_factor - c->rope_low_freq_factor);
+				f = (1 - s) * f / c->rope_factor + s * f;
+			}
+		}
+		ret[i] = (float)f;
+	}
+}
+
+uint64_t allm_model_config_n_params(const struct allm_model_config *c)
+{
+	uint64_t d = c->hidden, f = c->intermediate, v = c->vocab_size;
+	uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
+	uint64_t per_layer;
+	uint64_t total;
+	if (c->arch == ALLM_ARCH_LLAMA) {
+		per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d;
+		total = v * d + d + (c->tie_embeddings ? 0 : v * d);
+	} else {
+		per_layer = 4 * d * d + 2 * d * f + 4 * d + f + d + 4 * d;
+		uint64_t p = c->embed_proj_dim;
+		total = v * p + ((uint64_t)c->max_pos + 2) * d + 2 * d + (p != d ? 2 * p * d : 0);
+	}
+	return total + per_layer * c->n_layers;
+}

@@ -1,0 +1,394 @@
+/* Model weights: the tensor list a config implies, loading it from safetensors
+ * (validated against config.json before any byte is read), and freeing. */
+#include "model.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, int kind,
+		     int64_t d0, int64_t d1, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
+
+static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, int kind,
+		     int64_t d0, int64_t d1, const char *fmt, ...)
+{
+	struct allm_weight_spec *e = &s[(*n)++];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->name, sizeof(e->name), fmt, ap);
+	va_end(ap);
+	e->shape[0] = d0;
+	e->shape[1] = d1;
+	e->n_dims = d1 ? 2 : 1;
+	e->slot = slot;
+	e->kind = kind;
+}
+
+int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n)
+{
+	const struct allm_model_config *c = &m->cfg;
+	int64_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
+	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
+	size_t cap = 16 + (size_t)c->n_layers * 20, n = 0;
+	struct allm_weight_spec *s = allm_calloc(cap, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+
+	if (c->arch == ALLM_ARCH_LLAMA) {
+		add_spec(s, &n, &m->tok_emb, ALLM_WKIND_EMBED, V, D, "model.embed_tokens.weight");
+		for (int i = 0; i < c->n_layers; i++) {
+			struct allm_layer_weights *L = &m->layers[i];
+			const char *p = "model.layers";
+			add_spec(s, &n, &L->attn_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.input_layernorm.weight", p, i);
+			add_spec(s, &n, &L->wq, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
+			add_spec(s, &n, &L->wk, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
+			add_spec(s, &n, &L->wv, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			add_spec(s, &n, &L->wo, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.o_proj.weight", p, i);
+			if (c->attn_bias) {
+				add_spec(s, &n, &L->bq, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", p, i);
+				add_spec(s, &n, &L->bk, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", p, i);
+				add_spec(s, &n, &L->bv, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", p, i);
+				add_spec(s, &n, &L->bo, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
+			}
+			add_spec(s, &n, &L->mlp_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+			add_spec(s, &n, &L->w_gate, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
+			add_spec(s, &n, &L->w_up, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			add_spec(s, &n, &L->w_down, ALLM_WKIND_MATRIX, D, F, "%s.%d.mlp.down_proj.weight", p, i);
+			if (c->mlp_bias) {
+				add_spec(s, &n, &L->b_gate, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.gate_proj.bias", p, i);
+				add_spec(s, &n, &L->b_up, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.up_proj.bias", p, i);
+				add_spec(s, &n, &L->b_down, ALLM_WKIND_BIAS, D, 0, "%s.%d.mlp.down_proj.bias", p, i);
+			}
+		}
+		add_spec(s, &n, &m->final_norm_w, ALLM_WKIND_NORM, D, 0, "model.norm.weight");
+		if (!c->tie_embeddings)
+			add_spec(s, &n, &m->lm_head, ALLM_WKIND_MATRIX, V, D, "lm_head.weight");
+	} else {
+		int64_t P = c->embed_proj_dim;
+		const char *p = "model.decoder";
+		add_spec(s, &n, &m->tok_emb, ALLM_WKIND_EMBED, V, P, "%s.embed_tokens.weight", p);
+		add_spec(s, &n, &m->pos_emb, ALLM_WKIND_EMBED, (int64_t)c->max_pos + 2, D,
+			 "%s.embed_positions.weight", p);
+		if (P != D) {
+			add_spec(s, &n, &m->proj_in, ALLM_WKIND_MATRIX, D, P, "%s.project_in.weight", p);
+			add_spec(s, &n, &m->proj_out, ALLM_WKIND_MATRIX, P, D, "%s.project_out.weight", p);
+		}
+		if (c->final_ln && c->ln_affine) {
+			add_spec(s, &n, &m->final_norm_w, ALLM_WKIND_NORM, D, 0, "%s.final_layer_norm.weight", p);
+			add_spec(s, &n, &m->final_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.final_layer_norm.bias", p);
+		}
+		for (int i = 0; i < c->n_layers; i++) {
+			struct allm_layer_weights *L = &m->layers[i];
+			const char *lp = "model.decoder.layers";
+			add_spec(s, &n, &L->wk, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", lp, i);
+			add_spec(s, &n, &L->wv, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", lp, i);
+			add_spec(s, &n, &L->wq, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", lp, i);
+			add_spec(s, &n, &L->wo, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.out_proj.weight", lp, i);
+			if (c->attn_bias) {
+				add_spec(s, &n, &L->bk, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", lp, i);
+				add_spec(s, &n, &L->bv, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", lp, i);
+				add_spec(s, &n, &L->bq, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", lp, i);
+				add_spec(s, &n, &L->bo, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.out_proj.bias", lp, i);
+			}
+			if (c->ln_affine) {
+				add_spec(s, &n, &L->attn_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.self_attn_layer_norm.weight", lp, i);
+				add_spec(s, &n, &L->attn_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn_layer_norm.bias", lp, i);
+			}
+			add_spec(s, &n, &L->w_up, ALLM_WKIND_MATRIX, F, D, "%s.%d.fc1.weight", lp, i);
+			add_spec(s, &n, &L->w_down, ALLM_WKIND_MATRIX, D, F, "%s.%d.fc2.weight", lp, i);
+			if (c->mlp_bias) {
+				add_spec(s, &n, &L->b_up, ALLM_WKIND_BIAS, F, 0, "%s.%d.fc1.bias", lp, i);
+				add_spec(s, &n, &L->b_down, ALLM_WKIND_BIAS, D, 0, "%s.%d.fc2.bias", lp, i);
+			}
+			if (c->ln_affine) {
+				add_spec(s, &n, &L->mlp_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.final_layer_norm.weight", lp, i);
+				add_spec(s, &n, &L->mlp_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.%d.final_layer_norm.bias", lp, i);
+			}
+		}
+	}
+	ALLM_ASSERT(n <= cap);
+	*ret = s;
+	*ret_n = n;
+	return 0;
+}
+
+static size_t spec_elems(const struct allm_weight_spec *s)
+{
+	return (size_t)s->shape[0] * (size_t)(s->n_dims == 2 ? s->shape[1] : 1);
+}
+
+static size_t align64(size_t x)
+{
+	return (x + 63) & ~(size_t)63;
+}
+
+uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_dtype dt)
+{
+	return allm_model_config_n_params(cfg) * allm_dtype_size(dt);
+}
+
+int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
+			    enum allm_dtype wdtype, struct allm_model **ret, struct allm_err *err)
+{
+	struct allm_model *m = allm_calloc(1, sizeof(*m));
+	if (!m)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	m->cfg = *cfg;
+	m->be = be;
+	m->wdtype = wdtype;
+	m->layers = allm_calloc((size_t)cfg->n_layers, sizeof(*m->layers));
+	if (!m->layers) {
+		allm_free(m);
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	}
+	*ret = m;
+	return 0;
+}
+
+int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *specs,
+			   size_t n, struct allm_err *err)
+{
+	size_t esz = allm_dtype_size(m->wdtype), total = 0;
+	size_t free_b = 0, total_b = 0;
+	for (size_t i = 0; i < n; i++)
+		total += align64(spec_elems(&specs[i]) * esz);
+	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
+
+	/* A clear refusal beats the OOM killer: check against what the device has. */
+	if (!m->be->iface->mem_info(m->be, &free_b, &total_b) && total > free_b)
+		return allm_err_set(err, -ENOMEM,
+				    "weights need %.2f GiB in %s but the %s backend has %.2f GiB free "
+				    "(try --dtype bf16 or a GPU)",
+				    total / 1073741824.0, allm_dtype_name(m->wdtype),
+				    m->be->iface->name(m->be), free_b / 1073741824.0);
+	int r = m->be->iface->alloc(m->be, total, &m->arena);
+	if (r)
+		return allm_err_set(err, r, "cannot allocate %.2f GiB of weights: %s",
+				    total / 1073741824.0, allm_backend_last_error(m->be));
+	m->arena_bytes = total;
+	char *p = m->arena;
+	for (size_t i = 0; i < n; i++) {
+		*specs[i].slot = p;
+		p += align64(spec_elems(&specs[i]) * esz);
+	}
+	m->inv_freq = (float *)p;
+	return 0;
+}
+
+int allm_model_finish(struct allm_model *m, struct allm_err *err)
+{
+	float inv[ALLM_MAX_HEAD_DIM / 2];
+	if (m->cfg.tie_embeddings || !m->lm_head)
+		m->lm_head = m->tok_emb;
+	if (m->cfg.arch != ALLM_ARCH_LLAMA)
+		return 0;
+	allm_model_config_inv_freq(&m->cfg, inv);
+	int r = m->be->iface->upload(m->be, m->inv_freq, inv,
+				     (size_t)m->cfg.head_dim / 2 * sizeof(float));
+	if (r)
+		return allm_err_set(err, r, "upload: %s", allm_backend_last_error(m->be));
+	return 0;
+}
+
+void allm_model_free(struct allm_model *m)
+{
+	if (!m)
+		return;
+	if (m->arena)
+		m->be->iface->free(m->be, m->arena);
+	allm_free(m->layers);
+	allm_free(m);
+}
+
+/* Finds the file tensor for a spec. Some OPT checkpoints drop the "model." prefix. */
+static const struct allm_st_tensor *find_tensor(const struct allm_st_index *idx,
+						const char *name)
+{
+	const struct allm_st_tensor *t = allm_st_find(idx, name);
+	if (!t && !strncmp(name, "model.", 6))
+		t = allm_st_find(idx, name + 6);
+	return t;
+}
+
+static int check_tensor(const struct allm_st_index *idx, const struct allm_weight_spec *s,
+			const struct allm_st_tensor *t, const char *dir, struct allm_err *err)
+{
+	if (!t)
+		return allm_err_set(err, -ENOENT, "%s: tensor '%s' is missing (config.json implies it)",
+				    dir, s->name);
+	bool ok = t->n_dims == s->n_dims;
+	for (int d = 0; ok && d < s->n_dims; d++)
+		ok = t->shape[d] == s->shape[d];
+	if (!ok) {
+		char have[96] = "", want[96];
+		for (int d = 0; d < t->n_dims && d < 4; d++)
+			snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? ", " : "",
+				 (long long)t->shape[d]);
+		if (s->n_dims == 2)
+			snprintf(want, sizeof(want), "%lld, %lld", (long long)s->shape[0], (long long)s->shape[1]);
+		else
+			snprintf(want, sizeof(want), "%lld", (long long)s->shape[0]);
+		return allm_err_set(err, -EINVAL,
+				    "%s: tensor '%s' has shape [%s] but config.json implies [%s]",
+				    idx->paths[t->file_idx], s->name, have, want);
+	}
+	return 0;
+}
+
+/* Bytes of staging for one window of reads that need conversion or upload. */
+#define STAGING_WINDOW ((size_t)256 << 20)
+
+struct load_job {
+	const struct allm_weight_spec *spec;
+	const struct allm_st_tensor *t;
+};
+
+/* Reads tensors that need a host copy first (dtype conversion, or a device that is
+ * not host memory) in windows of STAGING_WINDOW, converting into place. */
+static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
+		       struct load_job *jobs, size_t n, const struct allm_model_load_opts *o,
+		       uint64_t done_before, uint64_t total, struct allm_err *err)
+{
+	allm_backend_t *be = m->be;
+	size_t max_t = 0, max_c = 0, esz = allm_dtype_size(m->wdtype);
+	void *stage = NULL, *conv = NULL;
+	float *f32 = NULL;
+	struct allm_st_read *reads = NULL;
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		max_t = ALLM_MAX(max_t, (size_t)jobs[i].t->nbytes);
+		max_c = ALLM_MAX(max_c, spec_elems(jobs[i].spec));
+	}
+	size_t win = ALLM_MAX(STAGING_WINDOW, max_t);
+	reads = allm_calloc(n ? n : 1, sizeof(*reads));
+	f32 = allm_malloc(ALLM_MAX(max_c, 1) * sizeof(float));
+	if (!reads || !f32 || (n && (r = be->iface->host_alloc(be, win, &stage)))) {
+		r = allm_err_set(err, -ENOMEM, "cannot allocate %zu MiB of load staging", win >> 20);
+		goto out;
+	}
+	if (!be->device_is_host && !(conv = allm_malloc(ALLM_MAX(max_c, 1) * esz))) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t j = i, used = 0;
+		while (j < n && used + jobs[j].t->nbytes <= win) {
+			reads[j - i].t = jobs[j].t;
+			reads[j - i].dst = (char *)stage + used;
+			used += (jobs[j].t->nbytes + 63) & ~(uint64_t)63;
+			j++;
+		}
+		if (j == i) /* cannot happen: win >= every tensor */
+			j = i + 1;
+		r = allm_st_read_tensors(idx, reads, j - i, NULL, NULL, err);
+		if (r)
+			goto out;
+		for (size_t q = i; q < j; q++) {
+			size_t ne = spec_elems(jobs[q].spec);
+			void *dst = be->device_is_host ? *jobs[q].spec->slot : conv;
+			allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
+			allm_from_f32(dst, f32, m->wdtype, ne);
+			if (!be->device_is_host &&
+			    (r = be->iface->upload(be, *jobs[q].spec->slot, conv, ne * esz))) {
+				r = allm_err_set(err, r, "upload of %s: %s", jobs[q].spec->name,
+						 allm_backend_last_error(be));
+				goto out;
+			}
+			done_before += jobs[q].t->nbytes;
+		}
+		if (o && o->progress)
+			o->progress(o->progress_user, done_before, total);
+		i = j;
+	}
+out:
+	if (stage)
+		be->iface->host_free(be, stage);
+	allm_free(conv);
+	allm_free(f32);
+	allm_free(reads);
+	return r;
+}
+
+struct progress_fwd {
+	const struct allm_model_load_opts *o;
+	uint64_t total;
+};
+
+static void direct_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct progress_fwd *p = user;
+	if (p->o && p->o->progress)
+		p->o->progress(p->o->progress_user, done, p->total);
+}
+
+int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
+		    struct allm_model **ret, struct allm_err *err)
+{
+	struct allm_model_config cfg;
+	struct allm_st_index *idx = NULL;
+	struct allm_model *m = NULL;
+	struct allm_weight_spec *specs = NULL;
+	struct load_job *jobs = NULL;
+	struct allm_st_read *direct = NULL;
+	size_t n = 0, n_direct = 0, n_jobs = 0;
+	uint64_t total = 0, direct_bytes = 0;
+	int r;
+
+	if ((r = allm_model_config_load(dir, &cfg, err)))
+		goto fail;
+	if ((r = allm_st_open_dir(dir, &idx, err)))
+		goto fail;
+	if ((r = allm_model_create_shell(be, &cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
+		goto fail;
+	snprintf(m->source, sizeof(m->source), "%s", dir);
+	if ((r = allm_model_weight_specs(m, &specs, &n))) {
+		allm_err_set(err, r, "out of memory");
+		goto fail;
+	}
+	jobs = allm_calloc(n, sizeof(*jobs));
+	direct = allm_calloc(n, sizeof(*direct));
+	if (!jobs || !direct) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	/* Validate everything before allocating or reading anything. */
+	for (size_t i = 0; i < n; i++) {
+		const struct allm_st_tensor *t = find_tensor(idx, specs[i].name);
+		if ((r = check_tensor(idx, &specs[i], t, dir, err)))
+			goto fail;
+		total += t->nbytes;
+		jobs[i].spec = &specs[i];
+		jobs[i].t = t;
+	}
+	if ((r = allm_model_alloc_arena(m, specs, n, err)))
+		goto fail;
+	/* Tensors already in the storage dtype go straight into the weights when the
+	 * device is host memory; the rest take the staged path. */
+	for (size_t i = 0; i < n; i++) {
+		if (be->device_is_host && jobs[i].t->dtype == m->wdtype) {
+			direct[n_direct].t = jobs[i].t;
+			direct[n_direct++].dst = *specs[i].slot;
+			direct_bytes += jobs[i].t->nbytes;
+		} else {
+			jobs[n_jobs++] = jobs[i];
+		}
+	}
+	struct progress_fwd pf = {o, total};
+	if (n_direct && (r = allm_st_read_tensors(idx, direct, n_direct, direct_progress, &pf, err)))
+		goto fail;
+	if ((r = load_staged(m, idx, jobs, n_jobs, o, direct_bytes, total, err)))
+		goto fail;
+	if ((r = allm_model_finish(m, err)))
+		goto fail;
+	*ret = m;
+	goto out;
+fail:
+	allm_model_free(m);
+out:
+	allm_free(specs);
+	allm_free(jobs);
+	allm_free(direct);
+	allm_st_close(idx);
+	return r;
+}

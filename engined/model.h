@@ -1,0 +1,86 @@
+/* A model's weights in backend memory, loaded from a Hugging Face directory or
+ * generated (--dummy). One arena allocation holds every tensor. */
+#ifndef ALLM_MODEL_H
+#define ALLM_MODEL_H
+
+#include "backend.h"
+#include "model-config.h"
+#include "safetensors.h"
+
+/* Per-layer weights; NULL where the architecture or config has none.
+ * D = hidden, F = intermediate, Q = n_heads*head_dim, K = n_kv_heads*head_dim. */
+struct allm_layer_weights {
+	void *attn_norm_w, *attn_norm_b; /* (D) llama input_layernorm / opt self_attn_layer_norm */
+	void *wq, *wk, *wv; /* (Q, D), (K, D), (K, D) */
+	void *wo; /* (D, Q) */
+	void *bq, *bk, *bv, *bo; /* (Q), (K), (K), (D) */
+	void *mlp_norm_w, *mlp_norm_b; /* (D) llama post_attention_layernorm / opt final_layer_norm */
+	void *w_gate; /* (F, D) llama only */
+	void *w_up; /* (F, D) llama up_proj / opt fc1 */
+	void *w_down; /* (D, F) llama down_proj / opt fc2 */
+	void *b_gate, *b_up, *b_down; /* (F), (F), (D) */
+};
+
+struct allm_model {
+	struct allm_model_config cfg;
+	allm_backend_t *be; /* not owned */
+	enum allm_dtype wdtype; /* storage dtype of every weight */
+	char source[512]; /* the directory, or "dummy:PRESET" */
+	void *arena; /* one device allocation for all weights */
+	size_t arena_bytes;
+	void *tok_emb; /* (V, P) P = embed_proj_dim for opt, D for llama */
+	void *pos_emb; /* opt: (max_pos + 2, D) learned positions, row p + 2 */
+	void *proj_in; /* opt: (D, P) when P != D */
+	void *proj_out; /* opt: (P, D) when P != D */
+	void *final_norm_w, *final_norm_b; /* (D); NULL for post-LN opt */
+	void *lm_head; /* (V, P); == tok_emb when tied */
+	float *inv_freq; /* llama: (head_dim / 2) RoPE inverse frequencies, device */
+	struct allm_layer_weights *layers; /* [n_layers] */
+};
+
+/* One weight tensor of a model: its Hugging Face name, shape and where it lives. */
+struct allm_weight_spec {
+	char name[96];
+	int32_t n_dims;
+	int64_t shape[2];
+	void **slot; /* &model->field */
+	int kind; /* ALLM_WKIND_*: how --dummy initialises it */
+};
+
+enum { ALLM_WKIND_MATRIX, ALLM_WKIND_NORM, ALLM_WKIND_BIAS, ALLM_WKIND_EMBED };
+
+/* Lists the tensors cfg implies, in file order. *ret is allm_malloc'ed. */
+int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n);
+
+struct allm_model_load_opts {
+	enum allm_dtype wdtype; /* storage dtype on the backend */
+	allm_progress_fn progress; /* may be NULL */
+	void *progress_user;
+};
+
+/* Loads dir (config.json + safetensors) onto be. Every tensor the config implies
+ * must be present with the implied shape. 0 or -errno with err set. */
+int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
+		    struct allm_model **ret, struct allm_err *err);
+
+/* Creates a model of preset shapes with deterministic pseudo-random weights
+ * (seeded per tensor name, so values do not depend on dtype or thread count). */
+int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, uint64_t seed,
+		     const struct allm_model_load_opts *o, struct allm_model **ret,
+		     struct allm_err *err);
+
+void allm_model_free(struct allm_model *m);
+
+/* Bytes of weights cfg needs in dtype dt. */
+uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_dtype dt);
+
+/* Allocates m's arena and points every slot into it (used by load and dummy). */
+int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *specs,
+			   size_t n, struct allm_err *err);
+/* Creates the shell of a model (config copied, layers allocated, no weights). */
+int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
+			    enum allm_dtype wdtype, struct allm_model **ret, struct allm_err *err);
+/* Uploads RoPE frequencies; called once the arena exists. */
+int allm_model_finish(struct allm_model *m, struct allm_err *err);
+
+#endif

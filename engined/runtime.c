@@ -1,0 +1,126 @@
+#include "runtime.h"
+
+#include "model-writer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* --dtype auto: the CPU reference computes in f32, so f32 storage; a GPU keeps
+ * 16-bit weights (f32 files become f16, as vLLM does). */
+static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
+		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
+{
+	if (strcmp(o->dtype, "auto"))
+		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
+	if (be->device_is_host)
+		*ret = ALLM_DTYPE_F32;
+	else
+		*ret = file_dt == ALLM_DTYPE_F32 ? ALLM_DTYPE_F16 : file_dt;
+	return 0;
+}
+
+static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
+{
+	const struct allm_model_config *c = &rt->model->cfg;
+	const struct allm_engine_opts *o = &rt->opts;
+	struct allm_kv_layout lay = {
+		.n_layers = c->n_layers,
+		.n_kv_heads = c->n_kv_heads,
+		.head_dim = c->head_dim,
+		.block_size = o->block_size,
+		.dtype = rt->be->device_is_host ? ALLM_DTYPE_F32 : rt->model->wdtype,
+	};
+	int32_t n = o->gpu_blocks;
+	if (n <= 0) {
+		size_t bytes;
+		if (rt->be->device_is_host) {
+			bytes = (size_t)(o->kv_cache_gib * 1073741824.0);
+		} else {
+			size_t fr = 0, tot = 0;
+			rt->be->iface->mem_info(rt->be, &fr, &tot);
+			double budget = o->gpu_mem_util * (double)tot - (double)(tot - fr);
+			bytes = budget > 0 ? (size_t)budget : 0;
+		}
+		n = allm_kv_blocks_in(&lay, bytes);
+		if (cap < 0)
+			cap = (c->max_pos + lay.block_size - 1) / lay.block_size;
+		if (cap > 0 && n > cap)
+			n = cap;
+	}
+	return allm_kv_cache_create(rt->be, &lay, n, &rt->kv, err);
+}
+
+int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
+		      allm_progress_fn progress, void *user, struct allm_runtime **ret,
+		      struct allm_err *err)
+{
+	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
+	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference};
+	char dir[4096];
+	int r;
+	if (!rt)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	rt->opts = *o;
+	double t0 = allm_now();
+	if ((r = allm_backend_create(o->device, &bo, &rt->be, rt->device_note,
+				     sizeof(rt->device_note), err)))
+		goto fail;
+	if (o->dummy) {
+		struct allm_model_config cfg;
+		enum allm_dtype dt;
+		if ((r = allm_model_config_preset(o->dummy, &cfg, err)) ||
+		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, err)))
+			goto fail;
+		struct allm_model_load_opts lo = {dt, progress, user};
+		if ((r = allm_model_dummy(rt->be, &cfg, o->dummy_seed, &lo, &rt->model, err)))
+			goto fail;
+		snprintf(rt->model_desc, sizeof(rt->model_desc), "dummy:%s", o->dummy);
+	} else {
+		if (o->model_dir) {
+			snprintf(dir, sizeof(dir), "%s", o->model_dir);
+		} else {
+			if ((r = allm_default_model_dir(dir, sizeof(dir), err)))
+				goto fail;
+			rt->default_model = true;
+		}
+		struct allm_model_config cfg;
+		enum allm_dtype dt;
+		if ((r = allm_model_config_load(dir, &cfg, err)) ||
+		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, err)))
+			goto fail;
+		struct allm_model_load_opts lo = {dt, progress, user};
+		if ((r = allm_model_load(rt->be, dir, &lo, &rt->model, err)))
+			goto fail;
+		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir);
+		char tj[4200];
+		snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
+		if (access(tj, F_OK) == 0 && (r = allm_tokenizer_load(dir, &rt->tok, err)))
+			goto fail;
+		if (rt->tok && allm_tokenizer_vocab_size(rt->tok) > rt->model->cfg.vocab_size) {
+			r = allm_err_set(err, -EINVAL,
+					 "%s: tokenizer has %d tokens but config.json vocab_size is %d", dir,
+					 allm_tokenizer_vocab_size(rt->tok), rt->model->cfg.vocab_size);
+			goto fail;
+		}
+	}
+	if ((r = open_kv(rt, max_kv_blocks, err)))
+		goto fail;
+	rt->load_seconds = allm_now() - t0;
+	*ret = rt;
+	return 0;
+fail:
+	allm_runtime_close(rt);
+	return r;
+}
+
+void allm_runtime_close(struct allm_runtime *rt)
+{
+	if (!rt)
+		return;
+	allm_kv_cache_free(rt->kv);
+	allm_tokenizer_free(rt->tok);
+	allm_model_free(rt->model);
+	allm_backend_destroy(rt->be);
+	allm_free(rt);
+}

@@ -1,0 +1,772 @@
+/* Safetensors headers: parsing with full validation, sharded directories, reading
+ * tensor data through file-reader.h, and writing files; see safetensors.h.
+ *
+ * Layout: 8-byte little-endian header length N, N bytes of JSON mapping each tensor
+ * name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative to the
+ * first byte after the header) plus an optional "__metadata__" string map, then the
+ * data. */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "file-reader.h"
+
+/* The raw bytes are handed out as they are in the file. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
+
+/* Headers of real checkpoints are a few hundred KiB; anything this large is a corrupt
+ * length field, and we must not allocate what a bad file asks for. */
+#define ST_MAX_HEADER ((uint64_t)100 << 20)
+/* Same bound for model.safetensors.index.json. */
+#define ST_MAX_INDEX ((off_t)100 << 20)
+
+/* The index under construction, with the capacities of its growing arrays. */
+struct st_build {
+	struct allm_st_index *idx;
+	size_t cap_paths; /* entries allocated in idx->paths */
+	size_t cap_sizes; /* in idx->file_sizes */
+	size_t cap_tensors; /* in idx->tensors */
+};
+
+void allm_st_close(struct allm_st_index *idx)
+{
+	if (!idx)
+		return;
+	for (int32_t i = 0; i < idx->n_files; i++)
+		allm_free(idx->paths[i]);
+	for (int32_t i = 0; i < idx->n_tensors; i++)
+		allm_free(idx->tensors[i].name);
+	allm_free(idx->paths);
+	allm_free(idx->file_sizes);
+	allm_free(idx->tensors);
+	allm_free(idx);
+}
+
+static char *st_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = allm_malloc(n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* Returns dir + "/" + name, or NULL when out of memory. */
+static char *st_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = allm_malloc(a + b + 2);
+
+	if (!p)
+		return NULL;
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+/* Grows *arr (of elem-sized items, *cap of them) to hold at least need. */
+static int st_grow(void *arr, size_t *cap, size_t need, size_t elem)
+{
+	void **p = arr, *np;
+	size_t ncap = *cap ? *cap : 16, bytes;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	if (!allm_mul_size(ncap, elem, &bytes))
+		return -ENOMEM;
+	np = allm_realloc(*p, bytes);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+/* pread() of exactly len bytes; -EIO when the file ends first. */
+static int st_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int st_parse_dtype(const char *s, enum allm_dtype *ret)
+{
+	if (strcmp(s, "F32") == 0)
+		*ret = ALLM_DTYPE_F32;
+	else if (strcmp(s, "F16") == 0)
+		*ret = ALLM_DTYPE_F16;
+	else if (strcmp(s, "BF16") == 0)
+		*ret = ALLM_DTYPE_BF16;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static const char *st_dtype_str(enum allm_dtype dt)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F32: return "F32";
+	case ALLM_DTYPE_F16: return "F16";
+	case ALLM_DTYPE_BF16: return "BF16";
+	default: return NULL;
+	}
+}
+
+/* Validates one header entry and fills t (name not set). data_start is the absolute
+ * offset of the data section, file_size the size of the file. */
+static int st_parse_entry(const char *path, const char *name, json_t *v, uint64_t data_start,
+			  uint64_t file_size, struct allm_st_tensor *t, struct allm_err *err)
+{
+	json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+	json_t *offs = json_object_get(v, "data_offsets");
+	size_t numel = 1, nbytes;
+	uint64_t begin, end, abs_end;
+
+	if (!json_is_object(v))
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: entry is not an object", name,
+				    path);
+	if (!json_is_string(dtype))
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: missing or non-string dtype",
+				    name, path);
+	if (st_parse_dtype(json_string_value(dtype), &t->dtype) < 0)
+		return allm_err_set(err, -EINVAL, "unsupported dtype %s for tensor %s in %s",
+				    json_string_value(dtype), name, path);
+
+	if (!json_is_array(shape))
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: missing or non-array shape",
+				    name, path);
+	if (json_array_size(shape) > ALLM_ST_MAX_DIMS)
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: shape has %zu dims, at most %d",
+				    name, path, json_array_size(shape), ALLM_ST_MAX_DIMS);
+	t->n_dims = (int32_t)json_array_size(shape);
+	for (int32_t d = 0; d < t->n_dims; d++) {
+		json_t *e = json_array_get(shape, (size_t)d);
+
+		if (!json_is_integer(e) || json_integer_value(e) < 0)
+			return allm_err_set(err, -EINVAL,
+					    "tensor %s in %s: shape[%d] is not a non-negative integer",
+					    name, path, d);
+		t->shape[d] = (int64_t)json_integer_value(e);
+		if (!allm_mul_size(numel, (size_t)t->shape[d], &numel))
+			return allm_err_set(err, -EINVAL, "tensor %s in %s: shape overflows", name,
+					    path);
+	}
+	if (!allm_mul_size(numel, allm_dtype_size(t->dtype), &nbytes))
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: size overflows", name, path);
+
+	if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+	    !json_is_integer(json_array_get(offs, 0)) || !json_is_integer(json_array_get(offs, 1)) ||
+	    json_integer_value(json_array_get(offs, 0)) < 0 ||
+	    json_integer_value(json_array_get(offs, 1)) < 0)
+		return allm_err_set(err, -EINVAL,
+				    "tensor %s in %s: data_offsets is not two non-negative integers",
+				    name, path);
+	begin = (uint64_t)json_integer_value(json_array_get(offs, 0));
+	end = (uint64_t)json_integer_value(json_array_get(offs, 1));
+	if (begin > end)
+		return allm_err_set(err, -EINVAL, "tensor %s in %s: data_offsets begin %llu > end %llu",
+				    name, path, (unsigned long long)begin, (unsigned long long)end);
+	if (end - begin != nbytes)
+		return allm_err_set(err, -EINVAL,
+				    "tensor %s in %s: data_offsets span %llu bytes but shape and dtype %s need %zu",
+				    name, path, (unsigned long long)(end - begin),
+				    json_string_value(dtype), nbytes);
+	if (__builtin_add_overflow(data_start, end, &abs_end) || abs_end > file_size)
+		return allm_err_set(err, -EINVAL,
+				    "truncated: tensor %s needs bytes up to %llu but %s has %llu bytes",
+				    name, (unsigned long long)data_start + end, path,
+				    (unsigned long long)file_size);
+	t->offset = data_start + begin;
+	t->nbytes = nbytes;
+	return 0;
+}
+
+/* Reads and parses the header of path: *ret_root (a JSON object, the caller's), the
+ * header length and the file size. */
+static int st_load_header(const char *path, json_t **ret_root, uint64_t *ret_hlen,
+			  uint64_t *ret_fsize, struct allm_err *err)
+{
+	int fd, ret;
+	struct stat st;
+	uint8_t lenbuf[8];
+	uint64_t hlen = 0, fsize;
+	char *hdr = NULL;
+	json_t *root = NULL;
+	json_error_t jerr;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		ret = allm_err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+		goto out;
+	}
+	fsize = (uint64_t)st.st_size;
+	if (!S_ISREG(st.st_mode) || fsize < 8) {
+		ret = allm_err_set(err, -EINVAL, "%s is not a file or too short for a safetensors header (%llu bytes)",
+				   path, (unsigned long long)fsize);
+		goto out;
+	}
+	ret = st_pread_all(fd, lenbuf, 8, 0);
+	if (ret < 0) {
+		allm_err_set(err, ret, "cannot read %s: %s", path, strerror(-ret));
+		goto out;
+	}
+	for (int i = 7; i >= 0; i--)
+		hlen = hlen << 8 | lenbuf[i];
+	if (hlen > ST_MAX_HEADER) {
+		ret = allm_err_set(err, -EINVAL, "header length %llu of %s is above the %llu MiB limit",
+				   (unsigned long long)hlen, path,
+				   (unsigned long long)(ST_MAX_HEADER >> 20));
+		goto out;
+	}
+	if (hlen > fsize - 8) {
+		ret = allm_err_set(err, -EINVAL,
+				   "header length %llu of %s runs past the end of the file (%llu bytes)",
+				   (unsigned long long)hlen, path, (unsigned long long)fsize);
+		goto out;
+	}
+	hdr = allm_malloc(hlen + 1);
+	if (!hdr) {
+		ret = allm_err_set(err, -ENOMEM, "out of memory for the header of %s", path);
+		goto out;
+	}
+	ret = st_pread_all(fd, hdr, hlen, 8);
+	if (ret < 0) {
+		allm_err_set(err, ret, "cannot read the header of %s: %s", path, strerror(-ret));
+		goto out;
+	}
+	root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root && json_error_code(&jerr) == json_error_duplicate_key)
+		/* jansson's text names the key: duplicate object key near '"w"'. */
+		ret = allm_err_set(err, -EINVAL, "duplicate tensor name in the header of %s: %s",
+				   path, jerr.text);
+	else if (!root)
+		ret = allm_err_set(err, -EINVAL, "header of %s is not valid JSON: %s (byte %d)", path,
+				   jerr.text, jerr.position);
+	else if (!json_is_object(root))
+		ret = allm_err_set(err, -EINVAL, "header of %s is not a JSON object", path);
+	else
+		ret = 0;
+	if (ret == 0) {
+		*ret_root = root;
+		root = NULL;
+		*ret_hlen = hlen;
+		*ret_fsize = fsize;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	allm_free(hdr);
+	json_decref(root);
+	return ret;
+}
+
+/* "__metadata__" is a string -> string map; the reference reader rejects anything
+ * else, so we do too. */
+static int st_check_metadata(const char *path, json_t *v, struct allm_err *err)
+{
+	const char *k;
+	json_t *mv;
+
+	if (!json_is_object(v))
+		return allm_err_set(err, -EINVAL, "__metadata__ of %s is not an object", path);
+	json_object_foreach(v, k, mv) {
+		if (!json_is_string(mv))
+			return allm_err_set(err, -EINVAL, "__metadata__ entry %s of %s is not a string",
+					    k, path);
+	}
+	return 0;
+}
+
+/* Parses the header of path and appends the file and its tensors to bld. */
+static int st_parse_file(struct st_build *bld, const char *path, struct allm_err *err)
+{
+	struct allm_st_index *idx = bld->idx;
+	int32_t file_idx = idx->n_files;
+	uint64_t hlen = 0, fsize = 0;
+	json_t *root = NULL, *v;
+	const char *name;
+	int ret;
+
+	ret = st_load_header(path, &root, &hlen, &fsize, err);
+	if (ret < 0)
+		return ret;
+	json_object_foreach(root, name, v) {
+		struct allm_st_tensor t = { .file_idx = file_idx };
+
+		if (strcmp(name, "__metadata__") == 0) {
+			ret = st_check_metadata(path, v, err);
+			if (ret < 0)
+				goto out;
+			continue;
+		}
+		ret = st_parse_entry(path, name, v, 8 + hlen, fsize, &t, err);
+		if (ret < 0)
+			goto out;
+		if (st_grow(&idx->tensors, &bld->cap_tensors, (size_t)idx->n_tensors + 1,
+			    sizeof(t)) < 0 || !(t.name = st_strdup(name))) {
+			ret = allm_err_set(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+		idx->tensors[idx->n_tensors++] = t;
+	}
+	/* The tensors above already refer to this file by the next index. */
+	if (st_grow(&idx->paths, &bld->cap_paths, (size_t)file_idx + 1, sizeof(*idx->paths)) < 0 ||
+	    st_grow(&idx->file_sizes, &bld->cap_sizes, (size_t)file_idx + 1,
+		    sizeof(*idx->file_sizes)) < 0 ||
+	    !(idx->paths[file_idx] = st_strdup(path))) {
+		ret = allm_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	idx->file_sizes[file_idx] = fsize;
+	idx->n_files++;
+out:
+	json_decref(root);
+	return ret;
+}
+
+static int st_cmp_tensor(const void *a, const void *b)
+{
+	return strcmp(((const struct allm_st_tensor *)a)->name,
+		      ((const struct allm_st_tensor *)b)->name);
+}
+
+/* Sorts the tensors by name for allm_st_find(); a name in two files is an error
+ * (within one file the JSON parser already rejects it). */
+static int st_sort(struct allm_st_index *idx, struct allm_err *err)
+{
+	if (idx->n_tensors > 1)
+		qsort(idx->tensors, (size_t)idx->n_tensors, sizeof(*idx->tensors), st_cmp_tensor);
+	for (int32_t i = 1; i < idx->n_tensors; i++) {
+		const struct allm_st_tensor *a = &idx->tensors[i - 1], *b = &idx->tensors[i];
+
+		if (strcmp(a->name, b->name) == 0)
+			return allm_err_set(err, -EINVAL, "duplicate tensor %s in %s and %s", a->name,
+					    idx->paths[a->file_idx], idx->paths[b->file_idx]);
+	}
+	return 0;
+}
+
+int allm_st_open_file(const char *path, struct allm_st_index **ret, struct allm_err *err)
+{
+	struct st_build bld = { 0 };
+	int r;
+
+	bld.idx = allm_calloc(1, sizeof(*bld.idx));
+	if (!bld.idx)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	r = st_parse_file(&bld, path, err);
+	if (r == 0)
+		r = st_sort(bld.idx, err);
+	if (r < 0) {
+		allm_st_close(bld.idx);
+		return r;
+	}
+	*ret = bld.idx;
+	return 0;
+}
+
+/* A shard name comes from a file we did not write: it must name a file inside the
+ * model directory, nothing else. */
+static bool st_shard_name_ok(const char *s)
+{
+	return s[0] != '\0' && !strchr(s, '/') && !strchr(s, '\\') && !strstr(s, "..");
+}
+
+/* Loads and validates dir/model.safetensors.index.json; *ret_root owns the JSON and
+ * *ret_map points into it. */
+static int st_load_index(const char *index_path, json_t **ret_root, json_t **ret_map,
+			 struct allm_err *err)
+{
+	json_t *root = NULL, *map, *v;
+	json_error_t jerr;
+	struct stat st;
+	const char *name;
+	int r;
+
+	if (stat(index_path, &st) < 0)
+		return allm_err_set(err, -errno, "cannot open %s: %s", index_path, strerror(errno));
+	if (st.st_size > ST_MAX_INDEX)
+		return allm_err_set(err, -EINVAL, "%s is larger than %lld MiB", index_path,
+				    (long long)(ST_MAX_INDEX >> 20));
+	root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return allm_err_set(err, -EINVAL, "%s is not valid JSON: %s (line %d)%s", index_path,
+				    jerr.text, jerr.line,
+				    json_error_code(&jerr) == json_error_duplicate_key ?
+					    " (a tensor listed twice in weight_map?)" : "");
+	map = json_object_get(root, "weight_map");
+	if (!json_is_object(map)) {
+		r = allm_err_set(err, -EINVAL, "%s has no \"weight_map\" object", index_path);
+		goto fail;
+	}
+	json_object_foreach(map, name, v) {
+		if (!json_is_string(v)) {
+			r = allm_err_set(err, -EINVAL,
+					 "weight_map entry for tensor %s in %s is not a string", name,
+					 index_path);
+			goto fail;
+		}
+		if (!st_shard_name_ok(json_string_value(v))) {
+			r = allm_err_set(err, -EINVAL,
+					 "weight_map entry for tensor %s in %s names shard \"%s\" outside the model directory",
+					 name, index_path, json_string_value(v));
+			goto fail;
+		}
+	}
+	*ret_root = root;
+	*ret_map = map;
+	return 0;
+fail:
+	/* After the message: name and v point into root. */
+	json_decref(root);
+	return r;
+}
+
+/* Opens every distinct shard of the weight_map once, then checks that each listed
+ * tensor is in the shard the map names. */
+static int st_open_sharded(const char *dir, const char *index_path, struct st_build *bld,
+			   struct allm_err *err)
+{
+	struct allm_st_index *idx = bld->idx;
+	json_t *root = NULL, *map, *v;
+	const char *name;
+	char *path = NULL;
+	int ret;
+
+	ret = st_load_index(index_path, &root, &map, err);
+	if (ret < 0)
+		return ret;
+	json_object_foreach(map, name, v) {
+		const char *shard = json_string_value(v);
+		bool seen = false;
+
+		/* Shards are few (tens); a linear scan over the ones opened is cheap. */
+		for (int32_t f = 0; f < idx->n_files && !seen; f++) {
+			const char *base = strrchr(idx->paths[f], '/');
+
+			seen = strcmp(base ? base + 1 : idx->paths[f], shard) == 0;
+		}
+		if (seen)
+			continue;
+		path = st_join(dir, shard);
+		if (!path) {
+			ret = allm_err_set(err, -ENOMEM, "out of memory");
+			goto out;
+		}
+		if (access(path, F_OK) < 0) {
+			ret = allm_err_set(err, -errno, "shard %s listed in %s is missing: %s", path,
+					   index_path, strerror(errno));
+			goto out;
+		}
+		ret = st_parse_file(bld, path, err);
+		if (ret < 0)
+			goto out;
+		allm_free(path);
+		path = NULL;
+	}
+	ret = st_sort(idx, err);
+	if (ret < 0)
+		goto out;
+	json_object_foreach(map, name, v) {
+		const struct allm_st_tensor *t = allm_st_find(idx, name);
+		const char *shard = json_string_value(v), *in, *base;
+
+		if (!t) {
+			ret = allm_err_set(err, -EINVAL, "tensor %s listed in %s is not in shard %s",
+					   name, index_path, shard);
+			goto out;
+		}
+		in = idx->paths[t->file_idx];
+		base = strrchr(in, '/');
+		if (strcmp(base ? base + 1 : in, shard) != 0) {
+			ret = allm_err_set(err, -EINVAL, "tensor %s listed in %s for shard %s is in %s",
+					   name, index_path, shard, in);
+			goto out;
+		}
+	}
+out:
+	allm_free(path);
+	json_decref(root);
+	return ret;
+}
+
+int allm_st_open_dir(const char *model_dir, struct allm_st_index **ret, struct allm_err *err)
+{
+	struct st_build bld = { 0 };
+	char *index_path = NULL, *single = NULL;
+	int r;
+
+	index_path = st_join(model_dir, "model.safetensors.index.json");
+	single = st_join(model_dir, "model.safetensors");
+	bld.idx = allm_calloc(1, sizeof(*bld.idx));
+	if (!index_path || !single || !bld.idx) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* The index wins, as in transformers: a stale model.safetensors next to it is
+	 * not what the index describes. */
+	if (access(index_path, F_OK) == 0) {
+		r = st_open_sharded(model_dir, index_path, &bld, err);
+	} else if (access(single, F_OK) == 0) {
+		r = st_parse_file(&bld, single, err);
+		if (r == 0)
+			r = st_sort(bld.idx, err);
+	} else {
+		r = allm_err_set(err, -ENOENT, "no model.safetensors or model.safetensors.index.json in %s",
+				 model_dir);
+	}
+out:
+	allm_free(index_path);
+	allm_free(single);
+	if (r < 0) {
+		allm_st_close(bld.idx);
+		return r;
+	}
+	*ret = bld.idx;
+	return 0;
+}
+
+static int st_cmp_key(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct allm_st_tensor *)elem)->name);
+}
+
+const struct allm_st_tensor *allm_st_find(const struct allm_st_index *idx, const char *name)
+{
+	if (!idx || !name || idx->n_tensors == 0)
+		return NULL;
+	return bsearch(name, idx->tensors, (size_t)idx->n_tensors, sizeof(*idx->tensors),
+		       st_cmp_key);
+}
+
+int allm_st_read_tensors(const struct allm_st_index *idx, const struct allm_st_read *reqs,
+			 size_t n, allm_progress_fn progress, void *user, struct allm_err *err)
+{
+	struct allm_fr *fr = NULL;
+	int *fds = NULL, ret;
+
+	/* Each file is opened once per call rather than kept open in the index: an index
+	 * may live long after loading and should not pin descriptors. */
+	fds = allm_malloc(sizeof(*fds) * (size_t)(idx->n_files > 0 ? idx->n_files : 1));
+	if (!fds)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	for (int32_t f = 0; f < idx->n_files; f++)
+		fds[f] = -1;
+	ret = allm_fr_create(0, 0, &fr, err);
+	if (ret < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct allm_st_tensor *t = reqs[i].t;
+		int32_t f;
+
+		if (!t || t < idx->tensors || t >= idx->tensors + idx->n_tensors ||
+		    (!reqs[i].dst && t->nbytes > 0)) {
+			ret = allm_err_set(err, -EINVAL, "read request %zu: tensor not from this index or NULL destination",
+					   i);
+			goto out;
+		}
+		if (t->nbytes == 0)
+			continue;
+		f = t->file_idx;
+		if (fds[f] < 0) {
+			fds[f] = open(idx->paths[f], O_RDONLY | O_CLOEXEC);
+			if (fds[f] < 0) {
+				ret = allm_err_set(err, -errno, "cannot open %s: %s", idx->paths[f],
+						   strerror(errno));
+				goto out;
+			}
+			/* Weights are read front to back once: ask for aggressive readahead. */
+			posix_fadvise(fds[f], 0, 0, POSIX_FADV_SEQUENTIAL);
+		}
+		ret = allm_fr_add(fr, fds[f], t->offset, t->nbytes, reqs[i].dst, idx->paths[f], err);
+		if (ret < 0)
+			goto out;
+	}
+	ret = allm_fr_run(fr, progress, user, err);
+out:
+	allm_fr_destroy(fr);
+	for (int32_t f = 0; f < idx->n_files; f++)
+		if (fds[f] >= 0)
+			close(fds[f]);
+	allm_free(fds);
+	return ret;
+}
+
+/* write() of exactly len bytes. */
+static int st_write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Builds the header object, in the given order with "__metadata__" first as the
+ * reference writer does, and the byte size of each tensor into nbytes. */
+static int st_build_header(const char *path, const struct allm_st_out *tensors, size_t n,
+			   const char *const *metadata, size_t n_meta, size_t *nbytes,
+			   json_t **ret, struct allm_err *err)
+{
+	json_t *root = json_object(), *meta = NULL, *e = NULL;
+	uint64_t off = 0;
+	int r = -ENOMEM;
+
+	if (!root)
+		goto oom;
+	if (metadata && n_meta > 0) {
+		if (!(meta = json_object()) || json_object_set_new(root, "__metadata__", meta) < 0)
+			goto oom;
+		for (size_t i = 0; i < n_meta; i++) {
+			if (!metadata[2 * i] || !metadata[2 * i + 1]) {
+				r = allm_err_set(err, -EINVAL, "writing %s: metadata entry %zu is NULL",
+						 path, i);
+				goto fail;
+			}
+			if (json_object_set_new(meta, metadata[2 * i],
+						json_string(metadata[2 * i + 1])) < 0)
+				goto oom;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct allm_st_out *t = &tensors[i];
+		const char *dt = st_dtype_str(t->dtype);
+		size_t numel = 1;
+		json_t *shape;
+
+		if (!t->name || !dt || t->n_dims < 0 || t->n_dims > ALLM_ST_MAX_DIMS ||
+		    strcmp(t->name, "__metadata__") == 0) {
+			r = allm_err_set(err, -EINVAL, "writing %s: tensor %zu (%s) has a bad name, dtype or rank",
+					 path, i, t->name ? t->name : "NULL");
+			goto fail;
+		}
+		if (json_object_get(root, t->name)) {
+			r = allm_err_set(err, -EINVAL, "writing %s: duplicate tensor %s", path, t->name);
+			goto fail;
+		}
+		/* Entry keys in the reference writer's order: dtype, shape, data_offsets. */
+		if (!(e = json_object()) || json_object_set_new(e, "dtype", json_string(dt)) < 0 ||
+		    !(shape = json_array()) || json_object_set_new(e, "shape", shape) < 0)
+			goto oom;
+		for (int32_t d = 0; d < t->n_dims; d++) {
+			if (t->shape[d] < 0 || !allm_mul_size(numel, (size_t)t->shape[d], &numel)) {
+				r = allm_err_set(err, -EINVAL, "writing %s: tensor %s has a bad shape",
+						 path, t->name);
+				goto fail;
+			}
+			if (json_array_append_new(shape, json_integer(t->shape[d])) < 0)
+				goto oom;
+		}
+		if (!allm_mul_size(numel, allm_dtype_size(t->dtype), &nbytes[i]) ||
+		    (nbytes[i] > 0 && !t->data) || off + nbytes[i] > (uint64_t)INT64_MAX) {
+			r = allm_err_set(err, -EINVAL, "writing %s: tensor %s is too large or has no data",
+					 path, t->name);
+			goto fail;
+		}
+		if (json_object_set_new(e, "data_offsets",
+					json_pack("[I,I]", (json_int_t)off,
+						  (json_int_t)(off + nbytes[i]))) < 0)
+			goto oom;
+		if (json_object_set_new(root, t->name, e) < 0) {
+			e = NULL;
+			goto oom;
+		}
+		e = NULL;
+		off += nbytes[i];
+	}
+	*ret = root;
+	return 0;
+oom:
+	r = allm_err_set(err, -ENOMEM, "writing %s: out of memory", path);
+fail:
+	json_decref(e);
+	json_decref(root);
+	return r;
+}
+
+int allm_st_write_file(const char *path, const struct allm_st_out *tensors, size_t n,
+		       const char *const *metadata, size_t n_meta, struct allm_err *err)
+{
+	json_t *root = NULL;
+	char *hdr = NULL;
+	size_t *nbytes = NULL, hlen, padded;
+	uint8_t lenbuf[8];
+	int fd = -1, ret;
+	static const char spaces[8] = "        ";
+
+	nbytes = allm_calloc(n ? n : 1, sizeof(*nbytes));
+	if (!nbytes)
+		return allm_err_set(err, -ENOMEM, "writing %s: out of memory", path);
+	ret = st_build_header(path, tensors, n, metadata, n_meta, nbytes, &root, err);
+	if (ret < 0)
+		goto out;
+	hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!hdr) {
+		ret = allm_err_set(err, -ENOMEM, "writing %s: out of memory", path);
+		goto out;
+	}
+	/* Spaces after the JSON put the data at an 8-byte boundary (8 + padded). */
+	hlen = strlen(hdr);
+	padded = (hlen + 7) & ~(size_t)7;
+	for (int i = 0; i < 8; i++)
+		lenbuf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = allm_err_set(err, -errno, "cannot create %s: %s", path, strerror(errno));
+		goto out;
+	}
+	ret = st_write_all(fd, lenbuf, 8);
+	if (ret == 0)
+		ret = st_write_all(fd, hdr, hlen);
+	if (ret == 0)
+		ret = st_write_all(fd, spaces, padded - hlen);
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = st_write_all(fd, tensors[i].data, nbytes[i]);
+	if (ret == 0 && close(fd) < 0)
+		ret = -errno;
+	else if (ret < 0)
+		close(fd);
+	fd = -1;
+	if (ret < 0) {
+		allm_err_set(err, ret, "writing %s: %s", path, strerror(-ret));
+		/* A half-written file would fail to open later with a less clear message. */
+		unlink(path);
+	}
+out:
+	free(hdr); /* from jansson's allocator */
+	json_decref(root);
+	allm_free(nbytes);
+	return ret;
+}

@@ -1,0 +1,153 @@
+#include "sampler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+void allm_sampling_default(struct allm_sampling *p)
+{
+	p->temperature = 0.0f;
+	p->top_k = 0;
+	p->top_p = 1.0f;
+	p->seed = 0;
+}
+
+int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
+{
+	if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
+		return allm_err_set(err, -EINVAL, "temperature must be >= 0 (got %g)", p->temperature);
+	if (p->top_k < 0)
+		return allm_err_set(err, -EINVAL, "top_k must be >= 0 (got %d)", p->top_k);
+	if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+		return allm_err_set(err, -EINVAL, "top_p must be in (0, 1] (got %g)", p->top_p);
+	return 0;
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t next_u64(uint64_t *s)
+{
+	uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return r;
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double next_unit(uint64_t *s)
+{
+	return (double)(next_u64(s) >> 11) * 0x1p-53;
+}
+
+int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab)
+{
+	memset(s, 0, sizeof(*s));
+	s->p = *p;
+	s->vocab = vocab;
+	/* splitmix64 expands the seed into xoshiro's state, as its authors advise */
+	uint64_t x = p->seed;
+	for (int i = 0; i < 4; i++) {
+		uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		s->rng[i] = z ^ (z >> 31);
+	}
+	if (p->temperature > 0.0f) {
+		s->probs = allm_malloc((size_t)vocab * sizeof(float));
+		s->idx = allm_malloc((size_t)vocab * sizeof(int32_t));
+		if (!s->probs || !s->idx) {
+			allm_sampler_fini(s);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void allm_sampler_fini(struct allm_sampler *s)
+{
+	allm_free(s->probs);
+	allm_free(s->idx);
+	s->probs = NULL;
+	s->idx = NULL;
+}
+
+int32_t allm_argmax(const float *logits, int32_t n)
+{
+	int32_t best = 0;
+	for (int32_t i = 1; i < n; i++)
+		if (logits[i] > logits[best]) /* strict: the lowest id wins a tie */
+			best = i;
+	return best;
+}
+
+static const float *sort_probs;
+
+/* Descending probability, then ascending id: a total order, so qsort's result does
+ * not depend on its algorithm and sampling stays reproducible. */
+static int by_prob_desc(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	float px = sort_probs[x], py = sort_probs[y];
+	if (px != py)
+		return px > py ? -1 : 1;
+	return x < y ? -1 : (x > y);
+}
+
+int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
+{
+	int32_t V = s->vocab;
+	if (s->p.temperature <= 0.0f || s->p.top_k == 1)
+		return allm_argmax(logits, V);
+
+	float mx = logits[allm_argmax(logits, V)];
+	float inv_t = 1.0f / s->p.temperature;
+	double sum = 0.0;
+	for (int32_t i = 0; i < V; i++) {
+		s->probs[i] = expf((logits[i] - mx) * inv_t);
+		sum += s->probs[i];
+	}
+	for (int32_t i = 0; i < V; i++)
+		s->probs[i] = (float)(s->probs[i] / sum);
+
+	int32_t n = V;
+	bool truncate = (s->p.top_k > 0 && s->p.top_k < V) || s->p.top_p < 1.0f;
+	if (truncate) {
+		for (int32_t i = 0; i < V; i++)
+			s->idx[i] = i;
+		sort_probs = s->probs; /* the sampler runs on the step-loop thread only */
+		qsort(s->idx, (size_t)V, sizeof(int32_t), by_prob_desc);
+		if (s->p.top_k > 0 && s->p.top_k < n)
+			n = s->p.top_k;
+		if (s->p.top_p < 1.0f) {
+			/* smallest prefix whose mass reaches top_p (at least one token) */
+			double cum = 0.0, mass = 0.0;
+			for (int32_t i = 0; i < n; i++)
+				mass += s->probs[s->idx[i]];
+			for (int32_t i = 0; i < n; i++) {
+				cum += s->probs[s->idx[i]];
+				if (cum >= s->p.top_p * mass) {
+					n = i + 1;
+					break;
+				}
+			}
+		}
+	}
+	double total = 0.0;
+	for (int32_t i = 0; i < n; i++)
+		total += s->probs[truncate ? s->idx[i] : i];
+	double r = next_unit(s->rng) * total, cum = 0.0;
+	for (int32_t i = 0; i < n; i++) {
+		int32_t id = truncate ? s->idx[i] : i;
+		cum += s->probs[id];
+		if (r < cum)
+			return id;
+	}
+	return truncate ? s->idx[n - 1] : n - 1; /* rounding left r at the very end */
+}

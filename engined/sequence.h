@@ -1,0 +1,33 @@
+/* A sequence: its tokens (prompt + generated) and its block table in the device
+ * pool. The scheduler moves sequences between queues; this file only keeps their
+ * tokens and blocks consistent. */
+#ifndef ALLM_SEQUENCE_H
+#define ALLM_SEQUENCE_H
+
+#include "executor.h"
+#include "kv-cache.h"
+
+struct allm_seq {
+	int64_t id; /* owner id in the block pool */
+	int32_t *tokens; /* [n_tokens] prompt then generated */
+	int32_t n_tokens;
+	int32_t cap_tokens;
+	int32_t n_prompt;
+	int32_t n_cached; /* leading tokens whose K/V are in the cache */
+	int32_t *blocks; /* block table: device block ids */
+	int32_t n_blocks;
+	int32_t cap_blocks;
+};
+
+int allm_seq_init(struct allm_seq *s, int64_t id, const int32_t *prompt, int32_t n);
+void allm_seq_fini(struct allm_seq *s, struct allm_kv_cache *kv);
+int allm_seq_append(struct allm_seq *s, int32_t token);
+/* Makes the block table cover n_total tokens, all or nothing: -ENOSPC (and no
+ * block taken) when the pool has too few free blocks. */
+int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_total);
+/* Returns every block to the pool and forgets the cached K/V (n_cached = 0). */
+void allm_seq_release(struct allm_seq *s, struct allm_kv_cache *kv);
+/* The batch entry that feeds every token not yet cached. */
+void allm_seq_batch_entry(const struct allm_seq *s, struct allm_batch_seq *ret);
+
+#endif

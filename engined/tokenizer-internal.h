@@ -1,0 +1,173 @@
+/* Private state of the tokenizer, shared by its files:
+ *   tokenizer.c         loading tokenizer.json: model, added tokens, normalizer,
+ *                       pre-tokenizer
+ *   tokenizer-config.c  post-processor, companion config files, BOS / EOS
+ *   tokenizer-bpe.c     hash tables and the BPE merge loop
+ *   tokenizer-encode.c  added-token split, normalizer, pre-tokenizer, encode driver
+ *   tokenizer-unicode.c \p{L} / \p{N} / \s classification
+ *   detokenizer.c       whole-sequence and streaming decode */
+#ifndef ALLM_TOKENIZER_INTERNAL_H
+#define ALLM_TOKENIZER_INTERNAL_H
+
+#include "tokenizer.h"
+
+#include <jansson.h>
+
+#define ALLM_TOKF_SPECIAL 0x1 /* added token with "special": true */
+#define ALLM_TOKF_ADDED 0x2   /* listed in added_tokens */
+
+/* Unicode classes the split patterns distinguish. */
+enum { ALLM_UCLS_OTHER = 0, ALLM_UCLS_L = 1, ALLM_UCLS_N = 2, ALLM_UCLS_S = 3 };
+int allm_tok_uclass(uint32_t c);
+
+/* Decodes one code point of valid UTF-8 at s[0..n); returns its byte length (1 for a
+ * stray byte, so callers always advance). */
+size_t allm_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp);
+/* Length of the valid UTF-8 prefix of s[0..n) (== n when all valid). */
+size_t allm_tok_utf8_valid_prefix(const uint8_t *s, size_t n);
+
+/* String -> id, open addressing; keys are the tokenizer's own token strings. */
+struct allm_tok_strmap {
+	int32_t *slots; /* id, or -1 when empty */
+	size_t mask;    /* capacity - 1, capacity a power of two */
+};
+
+/* (left id, right id) -> (rank, merged id), open addressing. */
+struct allm_tok_pairmap {
+	uint64_t *keys; /* left << 32 | right, UINT64_MAX when empty */
+	uint32_t *ranks;
+	int32_t *merged;
+	size_t mask;
+};
+
+enum allm_tok_norm_kind { ALLM_TOK_NORM_PREPEND, ALLM_TOK_NORM_REPLACE };
+
+struct allm_tok_norm {
+	enum allm_tok_norm_kind kind;
+	char *a; /* PREPEND: text; REPLACE: pattern */
+	char *b; /* REPLACE: content */
+};
+
+/* Split patterns we match by hand (see tokenizer-encode.c). */
+enum allm_tok_split {
+	ALLM_TOK_SPLIT_NONE,
+	ALLM_TOK_SPLIT_GPT2,   /* GPT-2 / OPT / ByteLevel use_regex */
+	ALLM_TOK_SPLIT_LLAMA3, /* Llama-3: \p{N}{1,3} */
+	ALLM_TOK_SPLIT_QWEN2,  /* Llama-3 pattern with single digits */
+	ALLM_TOK_SPLIT_METASPACE, /* Metaspace split=true: pieces start at the replacement */
+};
+
+enum allm_tok_prepend { ALLM_TOK_PREPEND_NEVER, ALLM_TOK_PREPEND_FIRST, ALLM_TOK_PREPEND_ALWAYS };
+
+struct allm_tok_added {
+	const char *content; /* in the arena; usually == tokens[id] */
+	uint32_t len;
+	int32_t id;
+	bool special, lstrip, rstrip, single_word;
+};
+
+struct allm_tokenizer {
+	int32_t n_ids;       /* vocab size: largest id + 1 */
+	char **tokens;       /* [n_ids] model-vocab string, else added content; NULL = gap */
+	uint32_t *token_len; /* [n_ids] */
+	uint8_t *flags;      /* [n_ids] ALLM_TOKF_* */
+	char *arena;         /* every token string, NUL-terminated */
+	struct allm_tok_strmap vocab; /* model vocab and added tokens */
+	struct allm_tok_pairmap merges;
+	size_t n_merges;
+
+	/* model */
+	bool byte_fallback;   /* unknown chars become <0xNN> tokens */
+	bool fuse_unk;        /* consecutive unknowns become one unk */
+	bool ignore_merges;   /* a piece that is a whole vocab entry is taken as is */
+	int32_t unk_id;       /* -1: unknown chars are dropped (HF does the same) */
+	int32_t byte_ids[256];      /* id of "<0xNN>", -1 if absent */
+	int32_t bytelevel_ids[256]; /* id of the byte-level char of byte b, -1 if absent */
+
+	/* normalizer (applied to each text piece between added tokens) */
+	struct allm_tok_norm *norms;
+	size_t n_norms;
+
+	/* pre-tokenizer */
+	enum allm_tok_split split;
+	bool byte_level;          /* map bytes to the GPT-2 printable code points */
+	bool bl_add_prefix_space; /* ByteLevel add_prefix_space */
+	bool metaspace;           /* Metaspace: ' ' -> replacement, maybe prepend */
+	char ms_repl[8];          /* Metaspace replacement (UTF-8), usually "▁" */
+	enum allm_tok_prepend ms_prepend;
+
+	/* added tokens, bucketed by first byte, longest first within a bucket */
+	struct allm_tok_added *added;
+	size_t n_added;
+	uint32_t added_first[257]; /* bucket of byte b: added[added_first[b]..added_first[b+1]) */
+
+	/* post-processor */
+	int32_t *prefix_ids, *suffix_ids;
+	size_t n_prefix, n_suffix;
+
+	/* decoder: each id decodes to bytes dec[dec_off[id]..dec_off[id+1]) */
+	char *dec;
+	uint64_t *dec_off;     /* [n_ids + 1] */
+	uint32_t max_dec_len;  /* longest decoded token */
+	uint32_t strip_start;  /* Strip decoder: up to this many leading strip_char
+				* are removed from the start of the whole text */
+	char strip_char;
+	bool join_space;       /* no decoder: HF joins tokens with ' ' */
+
+	int32_t bos_id, eos_id;
+	int32_t *eos_ids; /* generation_config eos_token_id list */
+	size_t n_eos;
+};
+
+/* tokenizer-bpe.c */
+uint64_t allm_tok_hash(const void *s, size_t n);
+int allm_tok_strmap_init(struct allm_tok_strmap *m, size_t n_keys);
+void allm_tok_strmap_fini(struct allm_tok_strmap *m);
+/* Inserts tokens[id]; returns the id already holding that string, or -1. */
+int32_t allm_tok_strmap_put(struct allm_tok_strmap *m, const struct allm_tokenizer *tok,
+			    int32_t id);
+int32_t allm_tok_strmap_get(const struct allm_tok_strmap *m,
+			    const struct allm_tokenizer *tok, const char *s, size_t n);
+int allm_tok_pairmap_init(struct allm_tok_pairmap *m, size_t n_keys);
+void allm_tok_pairmap_fini(struct allm_tok_pairmap *m);
+/* Keeps the first rank when a pair repeats. */
+void allm_tok_pairmap_put(struct allm_tok_pairmap *m, int32_t a, int32_t b, uint32_t rank,
+			  int32_t merged);
+
+/* Growable id vector used while encoding. */
+struct allm_tok_ids {
+	int32_t *v;
+	size_t n, cap;
+};
+int allm_tok_ids_push(struct allm_tok_ids *ids, int32_t id);
+
+/* Scratch buffers reused across the pieces of one encode call. */
+struct allm_tok_bpe_scratch {
+	void *syms, *heap;
+	size_t cap; /* in symbols */
+	char *str;  /* byte-level mapped piece, for ignore_merges */
+	size_t str_cap;
+};
+void allm_tok_bpe_scratch_fini(struct allm_tok_bpe_scratch *s);
+/* Encodes one pre-tokenized piece with the BPE model, appending ids. */
+int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_t n,
+		       struct allm_tok_bpe_scratch *scr, struct allm_tok_ids *out);
+
+/* tokenizer.c: a JSON string field or NULL; "what" names the field in errors. */
+const char *allm_tok_json_str(json_t *obj, const char *key);
+/* Type name of a tokenizer.json component ("?" when missing). */
+const char *allm_tok_json_type(json_t *obj);
+
+/* tokenizer-config.c: post_processor, then the companion files and BOS/EOS. */
+int allm_tok_parse_post(struct allm_tokenizer *tok, json_t *pp, struct allm_err *err);
+int allm_tok_load_configs(struct allm_tokenizer *tok, const char *dir, struct allm_err *err);
+
+/* detokenizer.c: decoder -> per-id decoded bytes. */
+int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_err *err);
+
+/* tokenizer-encode.c: the GPT-2 byte -> code point map. */
+uint32_t allm_tok_byte_to_cp(uint8_t b);
+/* Inverse map; -1 if cp is not a byte-level code point. */
+int allm_tok_cp_to_byte(uint32_t cp);
+
+#endif

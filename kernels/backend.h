@@ -1,0 +1,207 @@
+/* The compute backend interface: one vtable that the CPU reference backend and the
+ * CUDA backend implement, so the executor is written once.
+ *
+ * Conventions
+ *  - Activations are f32, row-major, in backend memory ("device" memory: host RAM on
+ *    the CPU backend). Weights are (pointer, dtype) in backend memory.
+ *  - Linear layers use the Hugging Face layout: W is [out, in], y = x · Wᵀ + b.
+ *  - The paged KV cache is one pool of blocks (see struct allm_kv_layout); attention
+ *    reads K and V only through block tables.
+ *  - Every call returns 0 or a negative errno; on failure nothing is printed, the
+ *    reason goes into the backend's last error (allm_backend_last_error()).
+ *  - Members marked "optional" may be NULL; callers check allm_backend_supports().
+ */
+#ifndef ALLM_BACKEND_H
+#define ALLM_BACKEND_H
+
+#include "util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct allm_backend allm_backend_t;
+
+/* Where K and V of token `o` of block `b` live in the pool, for layer `l`, head `h`:
+ *   elem = ((((b * n_layers + l) * 2 + kind) * block_size + o) * n_kv_heads + h) * head_dim
+ * kind 0 = K, 1 = V. So a whole block (all layers, K and V) is one contiguous run of
+ * block_bytes and a swap of a block is one copy (DESIGN §5). */
+struct allm_kv_layout {
+	int32_t n_layers;
+	int32_t n_kv_heads;
+	int32_t head_dim;
+	int32_t block_size; /* tokens per block */
+	enum allm_dtype dtype; /* storage dtype of K and V */
+};
+
+static inline size_t allm_kv_block_elems(const struct allm_kv_layout *l)
+{
+	return (size_t)l->n_layers * 2 * (size_t)l->block_size * (size_t)l->n_kv_heads *
+	       (size_t)l->head_dim;
+}
+
+static inline size_t allm_kv_block_bytes(const struct allm_kv_layout *l)
+{
+	return allm_kv_block_elems(l) * allm_dtype_size(l->dtype);
+}
+
+/* One forward step's token/sequence metadata, arrays in backend memory.
+ * Tokens of a batch are flattened; token t belongs to sequence tok_seq[t], sits at
+ * absolute position tok_pos[t] and attends (causally) to positions 0..tok_pos[t] of
+ * its sequence, read through that sequence's block table. This one shape serves a
+ * prefill of many prompts, a batch of decodes, and a mix. */
+struct allm_attn_meta {
+	int32_t n_tokens;
+	int32_t n_seqs;
+	int32_t max_blocks_per_seq; /* row stride of block_tables */
+	int32_t max_ctx; /* largest tok_pos + 1 in the batch (scratch sizing hint) */
+	const int32_t *tok_seq; /* [n_tokens] */
+	const int32_t *tok_pos; /* [n_tokens] */
+	const int32_t *slot; /* [n_tokens] block * block_size + offset to write K/V into */
+	const int32_t *block_tables; /* [n_seqs][max_blocks_per_seq] physical block ids */
+};
+
+enum allm_op {
+	ALLM_OP_EMBEDDING,
+	ALLM_OP_RMSNORM,
+	ALLM_OP_LAYERNORM,
+	ALLM_OP_GEMM,
+	ALLM_OP_ROPE,
+	ALLM_OP_SILU_MUL,
+	ALLM_OP_RELU,
+	ALLM_OP_ADD,
+	ALLM_OP_GATHER_ROWS,
+	ALLM_OP_KV_WRITE,
+	ALLM_OP_ATTENTION,
+	ALLM_OP_ARGMAX,
+	ALLM_OP_COUNT
+};
+
+enum allm_copy_dir {
+	ALLM_COPY_D2H = 0, /* device pool -> host pool (swap out) */
+	ALLM_COPY_H2D = 1, /* host pool -> device pool (swap in) */
+};
+
+struct allm_backend_i {
+	/* Grows at the end only; a backend sets the version it implements. */
+	uint32_t version;
+
+	const char *(*name)(allm_backend_t *be);
+	/* Human description of the device ("cpu: 2 threads, openblas", "NVIDIA H100 ..."). */
+	const char *(*describe)(allm_backend_t *be);
+	void (*destroy)(allm_backend_t *be);
+	bool (*supports)(allm_backend_t *be, enum allm_op op, enum allm_dtype dt);
+
+	/* --- memory -------------------------------------------------------------- */
+	/* Device memory, zeroed. */
+	int (*alloc)(allm_backend_t *be, size_t bytes, void **ret_ptr);
+	void (*free)(allm_backend_t *be, void *ptr);
+	/* Host memory the device can copy from asynchronously (pinned on CUDA). */
+	int (*host_alloc)(allm_backend_t *be, size_t bytes, void **ret_ptr);
+	void (*host_free)(allm_backend_t *be, void *ptr);
+	/* Synchronous copies, ordered after all queued compute. */
+	int (*upload)(allm_backend_t *be, void *dst_dev, const void *src_host, size_t bytes);
+	int (*download)(allm_backend_t *be, void *dst_host, const void *src_dev, size_t bytes);
+	/* Copy on the copy stream (swaps); completes by copy_wait(). */
+	int (*copy_async)(allm_backend_t *be, void *dst, const void *src, size_t bytes,
+			  enum allm_copy_dir dir);
+	/* Waits for all async copies; *ret_seconds = their measured duration (device
+	 * events on CUDA, wall time on the CPU). */
+	int (*copy_wait)(allm_backend_t *be, double *ret_seconds);
+	/* Waits for all queued compute. */
+	int (*synchronize)(allm_backend_t *be);
+	/* Bytes of device memory: free and total (the CPU backend reports RAM). */
+	int (*mem_info)(allm_backend_t *be, size_t *ret_free, size_t *ret_total);
+
+	/* --- ops (all on the compute stream) ------------------------------------- */
+	/* y[n, dim] = table[ids[i], :] */
+	int (*embedding)(allm_backend_t *be, float *y, const void *table, enum allm_dtype dt,
+			 const int32_t *ids, int64_t n, int64_t dim);
+	/* y = x / rms(x) * w, per row */
+	int (*rmsnorm)(allm_backend_t *be, float *y, const float *x, const void *w,
+		       enum allm_dtype dt, int64_t n, int64_t dim, float eps);
+	/* y = (x - mean) / sqrt(var + eps) * w + b, per row; w, b may be NULL (no affine) */
+	int (*layernorm)(allm_backend_t *be, float *y, const float *x, const void *w,
+			 const void *b, enum allm_dtype dt, int64_t n, int64_t dim, float eps);
+	/* y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]); bias may be NULL. */
+	int (*gemm)(allm_backend_t *be, float *y, const float *x, const void *w,
+		    const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+	/* Rotary embedding, rotate-half (GPT-NeoX / HF Llama) layout, in place on
+	 * q[n, n_heads*head_dim] and k[n, n_kv_heads*head_dim]; inv_freq[head_dim/2]. */
+	int (*rope)(allm_backend_t *be, float *q, float *k, const int32_t *pos,
+		    const float *inv_freq, int64_t n, int32_t n_heads, int32_t n_kv_heads,
+		    int32_t head_dim);
+	/* y = silu(gate) * up, n elements */
+	int (*silu_mul)(allm_backend_t *be, float *y, const float *gate, const float *up,
+			int64_t n);
+	/* y = max(x, 0) */
+	int (*relu)(allm_backend_t *be, float *y, const float *x, int64_t n);
+	/* y = a + b */
+	int (*add)(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n);
+	/* y[i, :] = x[rows[i], :] */
+	int (*gather_rows)(allm_backend_t *be, float *y, const float *x, const int32_t *rows,
+			   int64_t n, int64_t dim);
+	/* Writes k[n, kv_heads*head_dim], v[...] of each token into its slot for layer. */
+	int (*kv_write)(allm_backend_t *be, void *kv_pool, const struct allm_kv_layout *lay,
+			int32_t layer, const float *k, const float *v,
+			const struct allm_attn_meta *meta);
+	/* Paged causal attention: out[n, n_heads*head_dim] from q[n, n_heads*head_dim],
+	 * K/V of `layer` read through block tables; GQA by n_heads / n_kv_heads. */
+	int (*attention)(allm_backend_t *be, float *out, const float *q, const void *kv_pool,
+			 const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
+			 float scale, const struct allm_attn_meta *meta);
+	/* Optional: ret_ids[i] = argmax of logits row i (lowest id wins a tie), ids in
+	 * device memory. NULL: the engine downloads logits and samples on the host. */
+	int (*argmax)(allm_backend_t *be, int32_t *ret_ids, const float *logits, int64_t n,
+		      int64_t vocab);
+	/* Timers on the compute stream for the recompute predictor: start, then stop
+	 * returns seconds of device time in between. */
+	int (*timer_start)(allm_backend_t *be);
+	int (*timer_stop)(allm_backend_t *be, double *ret_seconds);
+};
+
+#define ALLM_BACKEND_VERSION 1
+
+struct allm_backend {
+	const struct allm_backend_i *iface;
+	void *ctx; /* the implementation's state */
+	bool device_is_host; /* device pointers are plain host memory (cpu): loaders may
+			      * read files straight into them */
+	struct allm_err last_err; /* why the last failing call failed */
+};
+
+/* Options for creating a backend; zero means default. */
+struct allm_backend_opts {
+	int n_threads; /* cpu: worker threads (0 = online cores) */
+	bool reference; /* cpu: the naive reference loops instead of the fast path */
+	int device_index; /* cuda: which GPU */
+};
+
+/* Creates the backend named by `device` ("cpu", "cuda", "auto"). For "auto" a CUDA
+ * backend is tried first; when unusable, the CPU backend is created and the reason
+ * is written to *ret_note (static text or err) for the program to log. The caller
+ * owns *ret and destroys it with allm_backend_destroy(). */
+int allm_backend_create(const char *device, const struct allm_backend_opts *opts,
+			allm_backend_t **ret, char *ret_note, size_t note_len,
+			struct allm_err *err);
+void allm_backend_destroy(allm_backend_t *be);
+
+int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
+			    struct allm_err *err);
+
+static inline bool allm_backend_supports(allm_backend_t *be, enum allm_op op,
+					 enum allm_dtype dt)
+{
+	return be->iface->supports(be, op, dt);
+}
+
+static inline const char *allm_backend_last_error(allm_backend_t *be)
+{
+	return be->last_err.msg;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,296 @@
+/* The CPU backend's vtable. "Device" memory is host RAM; the two KV pools are still
+ * two separate allocations so a swap is a real copy (DESIGN §5). Each op picks the
+ * reference loops or the fast path from ctx->reference. */
+#include "cpu-backend.h"
+#include "cpu-threads.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#define CTX(be) ((struct cpu_ctx *)(be)->ctx)
+
+static const char *cpu_name(allm_backend_t *be)
+{
+	return "cpu";
+}
+
+static const char *cpu_describe(allm_backend_t *be)
+{
+	return CTX(be)->desc;
+}
+
+static void cpu_destroy(allm_backend_t *be)
+{
+	if (!be)
+		return;
+	struct cpu_ctx *c = CTX(be);
+	if (c) {
+		cpu_fast_fini(c);
+		allm_free(c);
+	}
+	allm_free(be);
+}
+
+static bool cpu_supports(allm_backend_t *be, enum allm_op op, enum allm_dtype dt)
+{
+	return op < ALLM_OP_COUNT && dt < ALLM_DTYPE_COUNT;
+}
+
+/* Anonymous mappings: page aligned, zero like cudaMemset'd memory, and committed
+ * lazily, so a large KV pool costs only the pages that are used. The first page
+ * keeps the mapping's size for cpu_free(). */
+#define CPU_HDR 4096
+
+static int cpu_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr)
+{
+	size_t total = bytes + CPU_HDR;
+	if (total < bytes)
+		return allm_err_set(&be->last_err, -ENOMEM, "cpu: cannot allocate %zu bytes", bytes);
+	char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return allm_err_set(&be->last_err, -ENOMEM, "cpu: cannot allocate %zu bytes", bytes);
+	memcpy(p, &total, sizeof(total));
+	*ret_ptr = p + CPU_HDR;
+	return 0;
+}
+
+static void cpu_free(allm_backend_t *be, void *ptr)
+{
+	if (!ptr)
+		return;
+	char *p = (char *)ptr - CPU_HDR;
+	size_t total;
+	memcpy(&total, p, sizeof(total));
+	munmap(p, total);
+}
+
+static int cpu_copy(allm_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+	memcpy(dst, src, bytes);
+	return 0;
+}
+
+static int cpu_copy_async(allm_backend_t *be, void *dst, const void *src, size_t bytes,
+			  enum allm_copy_dir dir)
+{
+	/* No copy engine on the CPU: the copy happens now and its time is what a
+	 * later copy_wait() reports, so the swap predictor sees real costs. */
+	double t0 = allm_now();
+	memcpy(dst, src, bytes);
+	CTX(be)->copy_seconds += allm_now() - t0;
+	return 0;
+}
+
+static int cpu_copy_wait(allm_backend_t *be, double *ret_seconds)
+{
+	if (ret_seconds)
+		*ret_seconds = CTX(be)->copy_seconds;
+	CTX(be)->copy_seconds = 0.0;
+	return 0;
+}
+
+static int cpu_synchronize(allm_backend_t *be)
+{
+	return 0;
+}
+
+static int cpu_mem_info(allm_backend_t *be, size_t *ret_free, size_t *ret_total)
+{
+	struct sysinfo si;
+	if (sysinfo(&si))
+		return -errno;
+	*ret_total = (size_t)si.totalram * si.mem_unit;
+	/* MemAvailable counts reclaimable cache; sysinfo's freeram does not. */
+	size_t avail = (size_t)si.freeram * si.mem_unit;
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (f) {
+		char line[128];
+		unsigned long long kb;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+				avail = (size_t)kb * 1024;
+				break;
+			}
+		fclose(f);
+	}
+	*ret_free = avail;
+	return 0;
+}
+
+static int cpu_embedding(allm_backend_t *be, float *y, const void *table, enum allm_dtype dt,
+			 const int32_t *ids, int64_t n, int64_t dim)
+{
+	cpu_ref_embedding(y, table, dt, ids, n, dim);
+	return 0;
+}
+
+static int cpu_rmsnorm(allm_backend_t *be, float *y, const float *x, const void *w,
+		       enum allm_dtype dt, int64_t n, int64_t dim, float eps)
+{
+	cpu_ref_rmsnorm(y, x, w, dt, n, dim, eps);
+	return 0;
+}
+
+static int cpu_layernorm(allm_backend_t *be, float *y, const float *x, const void *w,
+			 const void *b, enum allm_dtype dt, int64_t n, int64_t dim, float eps)
+{
+	cpu_ref_layernorm(y, x, w, b, dt, n, dim, eps);
+	return 0;
+}
+
+static int cpu_gemm(allm_backend_t *be, float *y, const float *x, const void *w,
+		    const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
+{
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference) {
+		cpu_ref_gemm(y, x, w, bias, dt, n, k, m);
+		return 0;
+	}
+	return cpu_fast_gemm(c, y, x, w, bias, dt, n, k, m);
+}
+
+static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
+		    const float *inv_freq, int64_t n, int32_t n_heads, int32_t n_kv_heads,
+		    int32_t head_dim)
+{
+	cpu_ref_rope(q, k, pos, inv_freq, n, n_heads, n_kv_heads, head_dim);
+	return 0;
+}
+
+static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
+			int64_t n)
+{
+	cpu_ref_silu_mul(y, gate, up, n);
+	return 0;
+}
+
+static int cpu_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
+{
+	cpu_ref_relu(y, x, n);
+	return 0;
+}
+
+static int cpu_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n)
+{
+	cpu_ref_add(y, a, b, n);
+	return 0;
+}
+
+static int cpu_gather_rows(allm_backend_t *be, float *y, const float *x, const int32_t *rows,
+			   int64_t n, int64_t dim)
+{
+	cpu_ref_gather_rows(y, x, rows, n, dim);
+	return 0;
+}
+
+static int cpu_kv_write(allm_backend_t *be, void *kv_pool, const struct allm_kv_layout *lay,
+			int32_t layer, const float *k, const float *v,
+			const struct allm_attn_meta *meta)
+{
+	cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
+	return 0;
+}
+
+static int cpu_attention(allm_backend_t *be, float *out, const float *q, const void *kv_pool,
+			 const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
+			 float scale, const struct allm_attn_meta *meta)
+{
+	struct cpu_ctx *c = CTX(be);
+	int r = c->reference ? cpu_ref_attention(out, q, kv_pool, lay, layer, n_heads, scale, meta)
+			     : cpu_fast_attention(c, out, q, kv_pool, lay, layer, n_heads, scale, meta);
+	if (r)
+		return allm_err_set(&be->last_err, r, "cpu: attention failed: out of memory");
+	return 0;
+}
+
+static int cpu_argmax(allm_backend_t *be, int32_t *ret_ids, const float *logits, int64_t n,
+		      int64_t vocab)
+{
+	cpu_ref_argmax(ret_ids, logits, n, vocab);
+	return 0;
+}
+
+static int cpu_timer_start(allm_backend_t *be)
+{
+	CTX(be)->timer_t0 = allm_now();
+	return 0;
+}
+
+static int cpu_timer_stop(allm_backend_t *be, double *ret_seconds)
+{
+	*ret_seconds = allm_now() - CTX(be)->timer_t0;
+	return 0;
+}
+
+static const struct allm_backend_i cpu_iface = {
+	.version = ALLM_BACKEND_VERSION,
+	.name = cpu_name,
+	.describe = cpu_describe,
+	.destroy = cpu_destroy,
+	.supports = cpu_supports,
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.host_alloc = cpu_alloc,
+	.host_free = cpu_free,
+	.upload = cpu_copy,
+	.download = cpu_copy,
+	.copy_async = cpu_copy_async,
+	.copy_wait = cpu_copy_wait,
+	.synchronize = cpu_synchronize,
+	.mem_info = cpu_mem_info,
+	.embedding = cpu_embedding,
+	.rmsnorm = cpu_rmsnorm,
+	.layernorm = cpu_layernorm,
+	.gemm = cpu_gemm,
+	.rope = cpu_rope,
+	.silu_mul = cpu_silu_mul,
+	.relu = cpu_relu,
+	.add = cpu_add,
+	.gather_rows = cpu_gather_rows,
+	.kv_write = cpu_kv_write,
+	.attention = cpu_attention,
+	.argmax = cpu_argmax,
+	.timer_start = cpu_timer_start,
+	.timer_stop = cpu_timer_stop,
+};
+
+int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
+			    struct allm_err *err)
+{
+	struct allm_backend_opts def = {0};
+	allm_backend_t *be = allm_calloc(1, sizeof(*be));
+	struct cpu_ctx *c = allm_calloc(1, sizeof(*c));
+	int r = -ENOMEM;
+
+	if (!opts)
+		opts = &def;
+	if (!be || !c) {
+		allm_err_set(err, r, "cpu backend: out of memory");
+		goto fail;
+	}
+	be->iface = &cpu_iface;
+	be->ctx = c;
+	be->device_is_host = true;
+	c->reference = opts->reference;
+	c->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (c->n_threads < 1)
+		c->n_threads = 1;
+	if (c->reference) {
+		snprintf(c->desc, sizeof(c->desc), "cpu (reference loops, 1 thread)");
+	} else {
+		r = cpu_fast_init(c, err);
+		if (r)
+			goto fail;
+		snprintf(c->desc, sizeof(c->desc), "cpu (%d threads, gemm: %s)", c->n_threads,
+			 cpu_fast_gemm_name(c));
+	}
+	*ret = be;
+	return 0;
+fail:
+	allm_free(c);
+	allm_free(be);
+	return r;
+}

@@ -1,0 +1,69 @@
+/* Private to the CPU backend: its state and the two implementations of the ops,
+ * the naive reference loops (cpu-ref.c, cpu-attention.c) and the fast path
+ * (cpu-fast.c: threads + OpenBLAS/SIMD GEMM). The vtable in cpu-backend.c picks
+ * one per op from ctx->reference. */
+#ifndef ALLM_CPU_BACKEND_H
+#define ALLM_CPU_BACKEND_H
+
+#include "backend.h"
+
+struct cpu_pool;
+
+struct cpu_ctx {
+	int n_threads;
+	bool reference; /* true: naive loops only, single thread */
+	struct cpu_pool *pool; /* NULL in reference mode */
+	char desc[160];
+	double timer_t0; /* timer_start() wall clock */
+	double copy_seconds; /* time spent in copy_async since the last copy_wait */
+};
+
+/* --- reference ops (single-threaded, obvious loops) ------------------------ */
+
+void cpu_ref_embedding(float *y, const void *table, enum allm_dtype dt, const int32_t *ids,
+		       int64_t n, int64_t dim);
+void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt,
+		     int64_t n, int64_t dim, float eps);
+void cpu_ref_layernorm(float *y, const float *x, const void *w, const void *b,
+		       enum allm_dtype dt, int64_t n, int64_t dim, float eps);
+/* y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias) */
+void cpu_ref_gemm(float *y, const float *x, const void *w, const void *bias,
+		  enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+void cpu_ref_rope(float *q, float *k, const int32_t *pos, const float *inv_freq, int64_t n,
+		  int32_t n_heads, int32_t n_kv_heads, int32_t head_dim);
+void cpu_ref_silu_mul(float *y, const float *gate, const float *up, int64_t n);
+void cpu_ref_relu(float *y, const float *x, int64_t n);
+void cpu_ref_add(float *y, const float *a, const float *b, int64_t n);
+void cpu_ref_gather_rows(float *y, const float *x, const int32_t *rows, int64_t n,
+			 int64_t dim);
+void cpu_ref_kv_write(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		      const float *k, const float *v, const struct allm_attn_meta *meta);
+void cpu_ref_argmax(int32_t *ret_ids, const float *logits, int64_t n, int64_t vocab);
+
+/* Attention of query token t, head h: out_row[head_dim] from q_row[head_dim].
+ * `scores` is scratch of at least tok_pos[t] + 1 floats. The reduction order
+ * (keys in position order, one pass softmax then weighted sum) is fixed, so the
+ * result for a token does not depend on the rest of the batch (DESIGN §6). */
+void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
+		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+		       const int32_t *block_table, int32_t ctx_len, float scale,
+		       float *scores);
+/* Whole batch, single thread. */
+int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
+		      const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
+		      float scale, const struct allm_attn_meta *meta);
+
+/* --- fast path (cpu-fast.c) -------------------------------------------------- */
+/* Same contracts as the reference ops; results for one row never depend on how
+ * many other rows are in the call (batch invariance, DESIGN §6). */
+int cpu_fast_init(struct cpu_ctx *c, struct allm_err *err);
+void cpu_fast_fini(struct cpu_ctx *c);
+int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
+		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
+		       float scale, const struct allm_attn_meta *meta);
+/* Name of the GEMM engine in use, for describe() ("openblas", "avx2"...). */
+const char *cpu_fast_gemm_name(struct cpu_ctx *c);
+
+#endif

@@ -1,0 +1,276 @@
+/* The CPU fast path's thread pool: persistent workers, one job at a time.
+ *
+ * Handshake: a job is published by writing its fields and then bumping `gen` under
+ * `mu`; a worker that sees a new generation runs its chunk and decrements
+ * `pending`; the last one signals `done_cv`. Workers spin on `gen` for a short
+ * while after each job before sleeping on `work_cv`. */
+#include "cpu-threads.h"
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long a worker (or the caller waiting for workers) polls before sleeping.
+ * Long enough to cover the gap between two ops of one step, short enough that an
+ * idle engine goes quiet at once. */
+#define POOL_SPIN_NS 100000
+
+struct pool_scratch {
+	void *raw; /* allm_malloc'ed block */
+	void *aligned; /* raw rounded up to 64 bytes */
+	size_t cap; /* usable bytes from `aligned` */
+	char pad[64 - 3 * sizeof(void *)]; /* one cache line per thread */
+};
+
+struct pool_worker {
+	struct cpu_pool *pool;
+	int tid; /* 1..n_threads-1; 0 is the caller of cpu_pool_run */
+	pthread_t thread;
+};
+
+struct cpu_pool {
+	int n_threads; /* caller included */
+	int n_started; /* workers actually started (for a half-built pool) */
+	struct pool_worker *workers; /* [n_threads - 1] */
+	struct pool_scratch *scratch; /* [n_threads] */
+
+	pthread_mutex_t run_mu; /* serializes cpu_pool_run callers */
+	pthread_mutex_t mu; /* guards sleeping on the condvars */
+	pthread_cond_t work_cv; /* gen changed or stop set */
+	pthread_cond_t done_cv; /* pending reached 0 */
+
+	/* The current job; written by the caller before gen is bumped (release),
+	 * read by workers after they see the new gen (acquire). */
+	void (*fn)(void *arg, int tid, int64_t begin, int64_t end);
+	void *arg;
+	int64_t n_items;
+	int n_chunks;
+
+	_Atomic uint64_t gen; /* job generation */
+	_Atomic int pending; /* workers that have not finished the current job */
+	_Atomic bool stop; /* destroy: workers exit */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void run_chunk(struct cpu_pool *p, int tid)
+{
+	if (tid >= p->n_chunks)
+		return;
+	/* Chunk bounds depend only on (n_items, n_chunks). */
+	int64_t b = p->n_items * tid / p->n_chunks;
+	int64_t e = p->n_items * (tid + 1) / p->n_chunks;
+	if (b < e)
+		p->fn(p->arg, tid, b, e);
+}
+
+/* Waits until gen differs from `seen` or stop is set; returns the new gen. */
+static uint64_t wait_job(struct cpu_pool *p, uint64_t seen)
+{
+	int64_t t0 = now_ns();
+	for (unsigned i = 1;; i++) {
+		/* acquire: pairs with the release bump of gen, so the job fields
+		 * written before it are visible here. */
+		uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+		if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
+			return g;
+		cpu_relax();
+		if ((i & 255) == 0 && now_ns() - t0 > POOL_SPIN_NS)
+			break;
+	}
+	pthread_mutex_lock(&p->mu);
+	uint64_t g;
+	while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+	       !atomic_load_explicit(&p->stop, memory_order_relaxed))
+		pthread_cond_wait(&p->work_cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	return g;
+}
+
+static void *worker_main(void *argp)
+{
+	struct pool_worker *w = argp;
+	struct cpu_pool *p = w->pool;
+	uint64_t seen = 0;
+
+	for (;;) {
+		seen = wait_job(p, seen);
+		if (atomic_load_explicit(&p->stop, memory_order_relaxed))
+			break;
+		run_chunk(p, w->tid);
+		/* acq_rel: our writes (the chunk's outputs) happen before the caller
+		 * sees pending reach 0. */
+		if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+			pthread_mutex_lock(&p->mu);
+			pthread_cond_signal(&p->done_cv);
+			pthread_mutex_unlock(&p->mu);
+		}
+	}
+	return NULL;
+}
+
+int cpu_pool_size(const struct cpu_pool *p)
+{
+	return p ? p->n_threads : 1;
+}
+
+void cpu_pool_destroy(struct cpu_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	atomic_store_explicit(&p->stop, true, memory_order_relaxed);
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->n_started; i++)
+		pthread_join(p->workers[i].thread, NULL);
+	if (p->scratch)
+		for (int i = 0; i < p->n_threads; i++)
+			allm_free(p->scratch[i].raw);
+	pthread_cond_destroy(&p->done_cv);
+	pthread_cond_destroy(&p->work_cv);
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->run_mu);
+	allm_free(p->scratch);
+	allm_free(p->workers);
+	allm_free(p);
+}
+
+int cpu_pool_create(int n_threads, struct cpu_pool **ret)
+{
+	if (n_threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = n > 0 ? (int)ALLM_MIN(n, 1024) : 1;
+	}
+	if (n_threads > 1024)
+		return -EINVAL;
+
+	struct cpu_pool *p = allm_calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->n_threads = n_threads;
+	pthread_mutex_init(&p->run_mu, NULL);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work_cv, NULL);
+	pthread_cond_init(&p->done_cv, NULL);
+	p->scratch = allm_calloc((size_t)n_threads, sizeof(*p->scratch));
+	p->workers = allm_calloc((size_t)n_threads, sizeof(*p->workers));
+	if (!p->scratch || !p->workers) {
+		cpu_pool_destroy(p);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n_threads - 1; i++) {
+		struct pool_worker *w = &p->workers[i];
+		w->pool = p;
+		w->tid = i + 1;
+		int r = pthread_create(&w->thread, NULL, worker_main, w);
+		if (r) {
+			cpu_pool_destroy(p);
+			return -r;
+		}
+		p->n_started++;
+	}
+	*ret = p;
+	return 0;
+}
+
+static void wait_done(struct cpu_pool *p)
+{
+	int64_t t0 = now_ns();
+	for (unsigned i = 1;; i++) {
+		/* acquire: pairs with the workers' acq_rel decrement. */
+		if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0)
+			return;
+		cpu_relax();
+		if ((i & 255) == 0 && now_ns() - t0 > POOL_SPIN_NS)
+			break;
+	}
+	pthread_mutex_lock(&p->mu);
+	while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
+		pthread_cond_wait(&p->done_cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
+		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
+{
+	if (n_items <= 0)
+		return;
+	if (!p || p->n_threads == 1 || n_items < 2) {
+		if (p)
+			pthread_mutex_lock(&p->run_mu); /* tid 0's scratch is shared */
+		fn(arg, 0, 0, n_items);
+		if (p)
+			pthread_mutex_unlock(&p->run_mu);
+		return;
+	}
+	pthread_mutex_lock(&p->run_mu);
+	p->fn = fn;
+	p->arg = arg;
+	p->n_items = n_items;
+	p->n_chunks = (int)ALLM_MIN(n_items, (int64_t)p->n_threads);
+	atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+	pthread_mutex_lock(&p->mu);
+	/* release: the job fields above are visible to a worker that sees the new
+	 * gen. Bumped under mu so a worker about to sleep cannot miss it. */
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	pthread_cond_broadcast(&p->work_cv);
+	pthread_mutex_unlock(&p->mu);
+
+	run_chunk(p, 0);
+	wait_done(p);
+	pthread_mutex_unlock(&p->run_mu);
+}
+
+struct plain_job {
+	void (*fn)(void *arg, int64_t begin, int64_t end);
+	void *arg;
+};
+
+static void plain_trampoline(void *argp, int tid, int64_t begin, int64_t end)
+{
+	struct plain_job *j = argp;
+	j->fn(j->arg, begin, end);
+}
+
+void cpu_pool_run(struct cpu_pool *p, int64_t n_items,
+		  void (*fn)(void *arg, int64_t begin, int64_t end), void *arg)
+{
+	struct plain_job j = { fn, arg };
+	cpu_pool_run_tid(p, n_items, plain_trampoline, &j);
+}
+
+void *cpu_pool_scratch(struct cpu_pool *p, int tid, size_t bytes)
+{
+	if (!p || tid < 0 || tid >= p->n_threads)
+		return NULL;
+	struct pool_scratch *s = &p->scratch[tid];
+	if (bytes <= s->cap && s->aligned)
+		return s->aligned;
+	if (bytes > SIZE_MAX - 64)
+		return NULL;
+	void *raw = allm_malloc(bytes + 64);
+	if (!raw)
+		return NULL;
+	allm_free(s->raw);
+	s->raw = raw;
+	s->aligned = (void *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+	s->cap = bytes;
+	return s->aligned;
+}

@@ -1,0 +1,238 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <time.h>
+
+size_t allm_dtype_size(enum allm_dtype dt)
+{
+	return dt == ALLM_DTYPE_F32 ? 4 : 2;
+}
+
+const char *allm_dtype_name(enum allm_dtype dt)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F32: return "f32";
+	case ALLM_DTYPE_F16: return "f16";
+	case ALLM_DTYPE_BF16: return "bf16";
+	default: return "?";
+	}
+}
+
+int allm_dtype_parse(const char *s, enum allm_dtype *ret)
+{
+	if (!strcasecmp(s, "f32") || !strcasecmp(s, "float32") || !strcasecmp(s, "float"))
+		*ret = ALLM_DTYPE_F32;
+	else if (!strcasecmp(s, "f16") || !strcasecmp(s, "float16") || !strcasecmp(s, "half"))
+		*ret = ALLM_DTYPE_F16;
+	else if (!strcasecmp(s, "bf16") || !strcasecmp(s, "bfloat16"))
+		*ret = ALLM_DTYPE_BF16;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+float allm_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f;
+	uint32_t man = h & 0x3ff;
+
+	if (exp == 0x1f) /* inf / nan */
+		return bits_f32(sign | 0x7f800000u | (man << 13));
+	if (exp == 0) {
+		if (man == 0)
+			return bits_f32(sign);
+		/* subnormal: value = man * 2^-24 */
+		float v = (float)man * 0x1p-24f;
+		return sign ? -v : v;
+	}
+	return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t allm_f32_to_f16(float f)
+{
+	uint32_t x = f32_bits(f);
+	uint32_t sign = (x >> 16) & 0x8000;
+	uint32_t absx = x & 0x7fffffffu;
+
+	if (absx >= 0x7f800000u) /* inf or nan */
+		return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
+	if (absx >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
+		return (uint16_t)(sign | 0x7c00);
+	if (absx < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+		float a = bits_f32(absx);
+		/* a * 2^24 rounded to nearest even gives the subnormal mantissa */
+		float m = a * 0x1p24f;
+		uint32_t r = (uint32_t)m;
+		float frac = m - (float)r;
+		if (frac > 0.5f || (frac == 0.5f && (r & 1)))
+			r++;
+		return (uint16_t)(sign | r);
+	}
+	uint32_t exp = ((absx >> 23) - 112) << 10;
+	uint32_t man = (absx >> 13) & 0x3ff;
+	uint32_t rest = absx & 0x1fff;
+	uint32_t h = exp | man;
+	if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+		h++; /* may carry into the exponent, which is the right result */
+	return (uint16_t)(sign | h);
+}
+
+float allm_bf16_to_f32(uint16_t h)
+{
+	return bits_f32((uint32_t)h << 16);
+}
+
+uint16_t allm_f32_to_bf16(float f)
+{
+	uint32_t x = f32_bits(f);
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40); /* keep nan a nan */
+	uint32_t lsb = (x >> 16) & 1;
+	x += 0x7fff + lsb;
+	return (uint16_t)(x >> 16);
+}
+
+void allm_to_f32(float *dst, const void *src, enum allm_dtype dt, size_t n)
+{
+	const uint16_t *h = src;
+	switch (dt) {
+	case ALLM_DTYPE_F32:
+		memmove(dst, src, n * 4);
+		break;
+	case ALLM_DTYPE_F16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = allm_f16_to_f32(h[i]);
+		break;
+	case ALLM_DTYPE_BF16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = allm_bf16_to_f32(h[i]);
+		break;
+	default:
+		ALLM_ASSERT(!"bad dtype");
+	}
+}
+
+void allm_from_f32(void *dst, const float *src, enum allm_dtype dt, size_t n)
+{
+	uint16_t *h = dst;
+	switch (dt) {
+	case ALLM_DTYPE_F32:
+		memmove(dst, src, n * 4);
+		break;
+	case ALLM_DTYPE_F16:
+		for (size_t i = 0; i < n; i++)
+			h[i] = allm_f32_to_f16(src[i]);
+		break;
+	case ALLM_DTYPE_BF16:
+		for (size_t i = 0; i < n; i++)
+			h[i] = allm_f32_to_bf16(src[i]);
+		break;
+	default:
+		ALLM_ASSERT(!"bad dtype");
+	}
+}
+
+int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+double allm_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A 16-byte header in front of each block remembers its size for the counter and
+ * keeps the payload 16-byte aligned. */
+#define ALLM_HDR 16
+static _Atomic size_t allm_mem_bytes;
+
+void *allm_malloc(size_t n)
+{
+	if (n > SIZE_MAX - ALLM_HDR)
+		return NULL;
+	unsigned char *p = malloc(n + ALLM_HDR);
+	if (!p)
+		return NULL;
+	memcpy(p, &n, sizeof(n));
+	atomic_fetch_add_explicit(&allm_mem_bytes, n, memory_order_relaxed);
+	return p + ALLM_HDR;
+}
+
+void *allm_calloc(size_t count, size_t size)
+{
+	size_t n;
+	if (!allm_mul_size(count, size, &n))
+		return NULL;
+	void *p = allm_malloc(n);
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
+void *allm_realloc(void *p, size_t n)
+{
+	if (!p)
+		return allm_malloc(n);
+	if (n > SIZE_MAX - ALLM_HDR)
+		return NULL;
+	unsigned char *base = (unsigned char *)p - ALLM_HDR;
+	size_t old;
+	memcpy(&old, base, sizeof(old));
+	unsigned char *nb = realloc(base, n + ALLM_HDR);
+	if (!nb)
+		return NULL;
+	memcpy(nb, &n, sizeof(n));
+	atomic_fetch_add_explicit(&allm_mem_bytes, n, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&allm_mem_bytes, old, memory_order_relaxed);
+	return nb + ALLM_HDR;
+}
+
+void allm_free(void *p)
+{
+	if (!p)
+		return;
+	unsigned char *base = (unsigned char *)p - ALLM_HDR;
+	size_t n;
+	memcpy(&n, base, sizeof(n));
+	atomic_fetch_sub_explicit(&allm_mem_bytes, n, memory_order_relaxed);
+	free(base);
+}
+
+size_t allm_mem_in_use(void)
+{
+	return atomic_load_explicit(&allm_mem_bytes, memory_order_relaxed);
+}
+
+void allm_assert_fail(const char *expr, const char *file, int line)
+{
+	fprintf(stderr, "allm: assertion failed: %s (%s:%d)\n", expr, file, line);
+	abort();
+}

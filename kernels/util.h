@@ -1,0 +1,81 @@
+/* Small helpers shared by every component of the engine: dtypes and their
+ * conversions, an error buffer that library code fills instead of printing,
+ * monotonic time and counted allocations (the dashboard shows the counters). */
+#ifndef ALLM_UTIL_H
+#define ALLM_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum allm_dtype {
+	ALLM_DTYPE_F32 = 0,
+	ALLM_DTYPE_F16 = 1,
+	ALLM_DTYPE_BF16 = 2,
+	ALLM_DTYPE_COUNT
+};
+
+/* Bytes per element of a dtype. */
+size_t allm_dtype_size(enum allm_dtype dt);
+/* "f32", "f16", "bf16". */
+const char *allm_dtype_name(enum allm_dtype dt);
+/* Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; -EINVAL otherwise. */
+int allm_dtype_parse(const char *s, enum allm_dtype *ret);
+
+float allm_f16_to_f32(uint16_t h);
+uint16_t allm_f32_to_f16(float f);
+float allm_bf16_to_f32(uint16_t h);
+uint16_t allm_f32_to_bf16(float f); /* round to nearest even */
+
+/* Converts n elements of src (dtype dt) to f32. */
+void allm_to_f32(float *dst, const void *src, enum allm_dtype dt, size_t n);
+/* Converts n f32 elements to dtype dt. */
+void allm_from_f32(void *dst, const float *src, enum allm_dtype dt, size_t n);
+
+/* Error text for the caller to print; library code never prints. */
+struct allm_err {
+	char msg[512];
+};
+
+/* Formats msg into err (NULL allowed) and returns code, so that a failing path is
+ * `return allm_err_set(err, -EINVAL, "bad %s", x);`. */
+int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Monotonic clock, seconds. */
+double allm_now(void);
+
+/* Counted allocations. allm_free accepts NULL. */
+void *allm_malloc(size_t n);
+void *allm_calloc(size_t count, size_t size);
+void *allm_realloc(void *p, size_t n);
+void allm_free(void *p);
+/* Bytes currently allocated through allm_malloc and friends. */
+size_t allm_mem_in_use(void);
+
+/* Checked size arithmetic: returns false on overflow. */
+static inline bool allm_mul_size(size_t a, size_t b, size_t *ret)
+{
+	return !__builtin_mul_overflow(a, b, ret);
+}
+
+#define ALLM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ALLM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ALLM_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Programming errors only: never for bad input. */
+void allm_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
+#define ALLM_ASSERT(e) ((e) ? (void)0 : allm_assert_fail(#e, __FILE__, __LINE__))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
