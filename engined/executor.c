@@ -135,7 +135,7 @@ static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 			return allm_err_set(err, -EINVAL, "sequence %d: %d blocks cannot hold %lld tokens",
 					    s, q->n_blocks, (long long)end);
 		for (int32_t b = 0; b < q->n_blocks; b++)
-			if (q->block_table[b] < 0 || q->block_table[b] >= ex->kv->gpu.n_total)
+			if (q->block_table[b] < 0 || q->block_table[b] >= ex->kv->gpu.capacity)
 				return allm_err_set(err, -EINVAL, "sequence %d: block %d out of range", s,
 						    q->block_table[b]);
 		for (int32_t i = 0; i < q->n_new; i++)

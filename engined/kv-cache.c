@@ -8,8 +8,17 @@ int32_t allm_kv_blocks_in(const struct allm_kv_layout *lay, size_t bytes)
 	return b > INT32_MAX ? INT32_MAX : (int32_t)b;
 }
 
+static int pool_bytes(const struct allm_kv_cache *kv, int32_t n, size_t *ret,
+		      struct allm_err *err)
+{
+	if (!allm_mul_size(kv->block_bytes, (size_t)ALLM_MAX(n, 1), ret))
+		return allm_err_set(err, -EOVERFLOW, "KV pool of %d blocks overflows", n);
+	return 0;
+}
+
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
-			 int32_t n_gpu_blocks, struct allm_kv_cache **ret, struct allm_err *err)
+			 int32_t n_gpu_blocks, int32_t n_cpu_blocks, struct allm_kv_cache **ret,
+			 struct allm_err *err)
 {
 	struct allm_kv_cache *kv = allm_calloc(1, sizeof(*kv));
 	size_t bytes;
@@ -19,21 +28,27 @@ int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
 	kv->be = be;
 	kv->lay = *lay;
 	kv->block_bytes = allm_kv_block_bytes(lay);
-	if (n_gpu_blocks <= 0) {
-		r = allm_err_set(err, -EINVAL, "the KV cache needs at least one block (got %d)",
-				 n_gpu_blocks);
+	if (n_gpu_blocks <= 0 || n_cpu_blocks < 0) {
+		r = allm_err_set(err, -EINVAL, "the KV cache needs at least one GPU block (got %d) "
+				 "and a CPU block count >= 0 (got %d)", n_gpu_blocks, n_cpu_blocks);
 		goto fail;
 	}
-	if (!allm_mul_size(kv->block_bytes, (size_t)n_gpu_blocks, &bytes)) {
-		r = allm_err_set(err, -EOVERFLOW, "KV cache size overflows");
+	if ((r = pool_bytes(kv, n_gpu_blocks, &bytes, err)))
 		goto fail;
-	}
 	if ((r = be->iface->alloc(be, bytes, &kv->dev))) {
 		allm_err_set(err, r, "cannot allocate %d KV blocks (%.1f MiB): %s", n_gpu_blocks,
 			     bytes / 1048576.0, allm_backend_last_error(be));
 		goto fail;
 	}
-	if ((r = allm_block_pool_init(&kv->gpu, n_gpu_blocks))) {
+	if ((r = pool_bytes(kv, n_cpu_blocks, &bytes, err)))
+		goto fail;
+	if ((r = be->iface->host_alloc(be, bytes, &kv->host))) {
+		allm_err_set(err, r, "cannot allocate %d host swap blocks (%.1f MiB): %s", n_cpu_blocks,
+			     bytes / 1048576.0, allm_backend_last_error(be));
+		goto fail;
+	}
+	if ((r = allm_block_pool_init(&kv->gpu, n_gpu_blocks)) ||
+	    (r = allm_block_pool_init(&kv->cpu, n_cpu_blocks))) {
 		allm_err_set(err, r, "out of memory");
 		goto fail;
 	}
@@ -50,6 +65,175 @@ void allm_kv_cache_free(struct allm_kv_cache *kv)
 		return;
 	if (kv->dev)
 		kv->be->iface->free(kv->be, kv->dev);
+	if (kv->host)
+		kv->be->iface->host_free(kv->be, kv->host);
 	allm_block_pool_fini(&kv->gpu);
+	allm_block_pool_fini(&kv->cpu);
 	allm_free(kv);
+}
+
+/* Grows the memory behind a pool to `cap` blocks, keeping the first `old` blocks. */
+static int grow_mem(struct allm_kv_cache *kv, bool device, int32_t old, int32_t cap,
+		    struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	size_t bytes;
+	void *p = NULL;
+	int r;
+	if ((r = pool_bytes(kv, cap, &bytes, err)))
+		return r;
+	r = device ? be->iface->alloc(be, bytes, &p) : be->iface->host_alloc(be, bytes, &p);
+	if (r)
+		return allm_err_set(err, r, "cannot grow the %s pool to %d blocks: %s",
+				    device ? "GPU" : "CPU", cap, allm_backend_last_error(be));
+	void **mem = device ? &kv->dev : &kv->host;
+	if (old > 0) {
+		r = be->iface->copy_async(be, p, *mem, kv->block_bytes * (size_t)old,
+					  device ? ALLM_COPY_D2D : ALLM_COPY_H2H);
+		if (!r)
+			r = be->iface->copy_wait(be, NULL);
+		if (r) {
+			device ? be->iface->free(be, p) : be->iface->host_free(be, p);
+			return allm_err_set(err, r, "cannot copy the %s pool: %s", device ? "GPU" : "CPU",
+					    allm_backend_last_error(be));
+		}
+	}
+	device ? be->iface->free(be, *mem) : be->iface->host_free(be, *mem);
+	*mem = p;
+	return 0;
+}
+
+static int resize(struct allm_kv_cache *kv, bool device, int32_t n, struct allm_err *err)
+{
+	struct allm_block_pool *p = device ? &kv->gpu : &kv->cpu;
+	if (n < (device ? 1 : 0))
+		return allm_err_set(err, -EINVAL, "%s blocks must be >= %d (got %d)",
+				    device ? "gpu" : "cpu", device ? 1 : 0, n);
+	int32_t cap = allm_block_pool_capacity_needed(p, n);
+	int r;
+	if (cap > p->capacity && (r = grow_mem(kv, device, p->capacity, cap, err)))
+		return r;
+	if ((r = allm_block_pool_resize(p, n)))
+		return allm_err_set(err, r, "out of memory");
+	return 0;
+}
+
+int allm_kv_resize_gpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
+{
+	return resize(kv, true, n, err);
+}
+
+int allm_kv_resize_cpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
+{
+	return resize(kv, false, n, err);
+}
+
+int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n)
+{
+	int32_t runs = n > 0;
+	for (int32_t i = 1; i < n; i++)
+		if (src[i] != src[i - 1] + 1 || dst[i] != dst[i - 1] + 1)
+			runs++;
+	return runs;
+}
+
+/* Queues the copies of src[i] -> dst[i], one per coalesced run, and waits. */
+static int copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32_t *dst,
+		       int32_t n, bool out, struct allm_swap_result *res, struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	char *s_base = out ? kv->dev : kv->host, *d_base = out ? kv->host : kv->dev;
+	size_t bb = kv->block_bytes;
+	int32_t runs = 0;
+	int r = 0;
+	for (int32_t i = 0; i < n;) {
+		int32_t j = i + 1;
+		while (j < n && src[j] == src[j - 1] + 1 && dst[j] == dst[j - 1] + 1)
+			j++;
+		r = be->iface->copy_async(be, d_base + (size_t)dst[i] * bb, s_base + (size_t)src[i] * bb,
+					  bb * (size_t)(j - i), out ? ALLM_COPY_D2H : ALLM_COPY_H2D);
+		if (r)
+			break;
+		runs++;
+		i = j;
+	}
+	double secs = 0;
+	int w = be->iface->copy_wait(be, &secs);
+	if (r || w)
+		return allm_err_set(err, r ? r : w, "swap %s failed: %s", out ? "out" : "in",
+				    allm_backend_last_error(be));
+	if (res) {
+		res->seconds = secs;
+		res->n_runs = runs;
+		res->bytes = (uint64_t)bb * (uint64_t)n;
+	}
+	return 0;
+}
+
+static int swap(struct allm_kv_cache *kv, bool out, int64_t owner, const int32_t *src,
+		int32_t n, int32_t *ret_dst, struct allm_swap_result *res, struct allm_err *err)
+{
+	struct allm_block_pool *from = out ? &kv->gpu : &kv->cpu, *to = out ? &kv->cpu : &kv->gpu;
+	int r;
+	if (to->n_free < n)
+		return allm_err_set(err, -ENOSPC, "%s pool has %d free blocks, swap %s needs %d",
+				    out ? "CPU" : "GPU", to->n_free, out ? "out" : "in", n);
+	for (int32_t i = 0; i < n; i++) {
+		r = allm_block_pool_alloc(to, owner, &ret_dst[i]);
+		ALLM_ASSERT(r == 0);
+	}
+	if ((r = copy_blocks(kv, src, ret_dst, n, out, res, err))) {
+		for (int32_t i = 0; i < n; i++)
+			allm_block_pool_release(to, owner, ret_dst[i]);
+		return r;
+	}
+	for (int32_t i = 0; i < n; i++) {
+		r = allm_block_pool_release(from, owner, src[i]);
+		ALLM_ASSERT(r == 0);
+	}
+	return 0;
+}
+
+int allm_kv_swap_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
+		     int32_t *ret_cpu, struct allm_swap_result *res, struct allm_err *err)
+{
+	return swap(kv, true, owner, gpu, n, ret_cpu, res, err);
+}
+
+int allm_kv_swap_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
+		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err)
+{
+	return swap(kv, false, owner, cpu, n, ret_gpu, res, err);
+}
+
+double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs)
+{
+	/* scratch ids laid out so the copy takes exactly n_runs runs: runs separated
+	 * by a one-block gap on the source side */
+	int32_t span = n + n_runs;
+	if (n <= 0 || n_runs <= 0 || n_runs > n || span > kv->gpu.capacity ||
+	    span > kv->cpu.capacity)
+		return -EINVAL;
+	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(&kv->cpu))
+		return -EBUSY; /* scratch copies would clobber live K/V */
+	int32_t *src = allm_malloc((size_t)n * sizeof(int32_t)),
+		*dst = allm_malloc((size_t)n * sizeof(int32_t));
+	if (!src || !dst) {
+		allm_free(src);
+		allm_free(dst);
+		return -ENOMEM;
+	}
+	int32_t per = n / n_runs, k = 0;
+	for (int32_t r = 0; r < n_runs; r++) {
+		int32_t len = r == n_runs - 1 ? n - k : per;
+		for (int32_t i = 0; i < len; i++, k++) {
+			src[k] = k + r; /* gap of one between runs */
+			dst[k] = k;
+		}
+	}
+	struct allm_swap_result res;
+	int rc = copy_blocks(kv, src, dst, n, dir == 0, &res, NULL);
+	allm_free(src);
+	allm_free(dst);
+	return rc ? rc : res.seconds;
 }

@@ -1,5 +1,8 @@
-/* The paged KV cache: the device block pool's memory and its bookkeeping. One block
- * holds K and V of every layer for block_size tokens, contiguous (DESIGN §5). */
+/* The paged KV cache and its block manager: the device ("GPU") pool the model
+ * attends over and the host ("CPU") pool preempted requests swap into. One block
+ * holds K and V of every layer for block_size tokens, contiguous (DESIGN §5), so a
+ * swap of a run of consecutive blocks is one copy. The two pools are separate
+ * allocations on every backend: a swap is a real copy, never aliasing. */
 #ifndef ALLM_KV_CACHE_H
 #define ALLM_KV_CACHE_H
 
@@ -10,12 +13,23 @@ struct allm_kv_cache {
 	allm_backend_t *be; /* not owned */
 	struct allm_kv_layout lay;
 	size_t block_bytes;
-	void *dev; /* device memory of gpu.n_total blocks */
+	void *dev; /* device memory for gpu.capacity blocks */
+	void *host; /* host memory (pinned on CUDA) for cpu.capacity blocks */
 	struct allm_block_pool gpu; /* the device ("GPU") pool */
+	struct allm_block_pool cpu; /* the host ("CPU") swap pool */
+};
+
+/* Outcome of one swap: how long the copies took on the device and how many
+ * coalesced copies it took. */
+struct allm_swap_result {
+	double seconds;
+	int32_t n_runs;
+	uint64_t bytes;
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
-			 int32_t n_gpu_blocks, struct allm_kv_cache **ret, struct allm_err *err);
+			 int32_t n_gpu_blocks, int32_t n_cpu_blocks, struct allm_kv_cache **ret,
+			 struct allm_err *err);
 void allm_kv_cache_free(struct allm_kv_cache *kv);
 
 /* Blocks needed to hold n tokens. */
@@ -26,5 +40,30 @@ static inline int32_t allm_kv_blocks_for(const struct allm_kv_cache *kv, int64_t
 
 /* Device blocks that fit in `bytes`. */
 int32_t allm_kv_blocks_in(const struct allm_kv_layout *lay, size_t bytes);
+
+/* Changes a pool's configured block count at run time. Growing past the memory
+ * held reallocates it (contents kept). Shrinking below what is in use leaves a
+ * deficit in the pool that the scheduler must preempt away. */
+int allm_kv_resize_gpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
+int allm_kv_resize_cpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
+
+/* Coalesced copies needed to move blocks src[i] -> dst[i]: runs where both sides
+ * are consecutive ids. */
+int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n);
+
+/* Swap out: takes n CPU blocks for `owner` into ret_cpu, copies the n GPU blocks
+ * there, releases the GPU blocks. -ENOSPC (nothing changed) when the CPU pool has
+ * fewer than n free blocks. */
+int allm_kv_swap_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
+		     int32_t *ret_cpu, struct allm_swap_result *res, struct allm_err *err);
+/* Swap in: the reverse; -ENOSPC when the GPU pool has fewer than n free blocks. */
+int allm_kv_swap_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
+		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
+
+/* Times a copy of n blocks in direction dir (0 = out, 1 = in) as n_runs runs,
+ * over blocks of both pools as scratch: only while both pools are unused (-EBUSY
+ * otherwise). For calibration.
+ * Returns seconds, or a negative errno. */
+double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs);
 
 #endif

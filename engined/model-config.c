@@ -99,8 +99,10 @@ static int get_eos(json_t *o, const char *path, struct allm_model_config *c,
 		if (!json_is_integer(e))
 			return allm_err_set(err, -EINVAL, "%s: 'eos_token_id'[%zu] is not an integer",
 					    path, i);
-		if (c->n_eos < ALLM_MAX_EOS)
-			c->eos_ids[c->n_eos++] = (int32_t)json_integer_value(e);
+		if (c->n_eos == ALLM_MAX_EOS)
+			return allm_err_set(err, -E2BIG, "%s: 'eos_token_id' lists more than %d ids", path,
+					    ALLM_MAX_EOS);
+		c->eos_ids[c->n_eos++] = (int32_t)json_integer_value(e);
 	}
 	return 0;
 }
@@ -431,7 +433,17 @@ int allm_model_config_save(const struct allm_model_config *c, const char *dir,
 		json_object_set_new(o, "head_dim", json_integer(c->head_dim));
 		json_object_set_new(o, "rms_norm_eps", json_real(c->norm_eps));
 		json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
-		json_object_set_new(o, "rope_scaling", json_null());
+		if (c->rope_scaling == ALLM_ROPE_LINEAR)
+			json_object_set_new(o, "rope_scaling", json_pack("{s:s, s:f}", "rope_type", "linear",
+									 "factor", c->rope_factor));
+		else if (c->rope_scaling == ALLM_ROPE_LLAMA3)
+			json_object_set_new(o, "rope_scaling",
+					    json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor",
+						      c->rope_factor, "low_freq_factor", c->rope_low_freq_factor,
+						      "high_freq_factor", c->rope_high_freq_factor,
+						      "original_max_position_embeddings", c->rope_orig_max_pos));
+		else
+			json_object_set_new(o, "rope_scaling", json_null());
 		json_object_set_new(o, "hidden_act", json_string("silu"));
 		json_object_set_new(o, "attention_bias", json_boolean(c->attn_bias));
 		json_object_set_new(o, "mlp_bias", json_boolean(c->mlp_bias));

@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-#define ALLM_MAX_EOS 8
+#define ALLM_MAX_EOS 16
 #define ALLM_MAX_HEAD_DIM 1024
 
 enum allm_arch {

@@ -48,7 +48,12 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 		if (cap > 0 && n > cap)
 			n = cap;
 	}
-	return allm_kv_cache_create(rt->be, &lay, n, &rt->kv, err);
+	int32_t nc = o->cpu_blocks;
+	if (nc < 0)
+		nc = allm_kv_blocks_in(&lay, (size_t)(o->swap_space_gib * 1073741824.0));
+	if (cap < 0 && o->cpu_blocks < 0)
+		nc = 0; /* a single sequence is never preempted */
+	return allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
 }
 
 int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,

@@ -196,22 +196,33 @@ static void heap_push(struct bpe_cand *h, size_t *n, struct bpe_cand c)
 	h[i] = c;
 }
 
-static struct bpe_cand heap_pop(struct bpe_cand *h, size_t *n)
+/* Moves c down from slot i of the n-entry heap to where it belongs. */
+static void sift_down(struct bpe_cand *h, size_t n, size_t i, struct bpe_cand c)
 {
-	struct bpe_cand top = h[0], last = h[--(*n)];
-	size_t i = 0;
 	for (;;) {
 		size_t l = 2 * i + 1, best;
-		if (l >= *n)
+		if (l >= n)
 			break;
-		best = (l + 1 < *n && cand_less(h[l + 1], h[l])) ? l + 1 : l;
-		if (!cand_less(h[best], last))
+		best = (l + 1 < n && cand_less(h[l + 1], h[l])) ? l + 1 : l;
+		if (!cand_less(h[best], c))
 			break;
 		h[i] = h[best];
 		i = best;
 	}
+	h[i] = c;
+}
+
+static void heapify(struct bpe_cand *h, size_t n)
+{
+	for (size_t i = n / 2; i-- > 0;)
+		sift_down(h, n, i, h[i]);
+}
+
+static struct bpe_cand heap_pop(struct bpe_cand *h, size_t *n)
+{
+	struct bpe_cand top = h[0], last = h[--(*n)];
 	if (*n)
-		h[i] = last;
+		sift_down(h, *n, 0, last);
 	return top;
 }
 
@@ -302,8 +313,14 @@ static void init_symbols(const struct allm_tokenizer *tok, const uint8_t *s, siz
 	}
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t cl = allm_tok_utf8_next(s + i, n - i, &cp);
-		int32_t id = allm_tok_strmap_get(&tok->vocab, tok, (const char *)s + i, cl);
+		size_t cl = 1;
+		int32_t id;
+		if (s[i] < 0x80) {
+			id = tok->ascii_ids[s[i]]; /* skips the hash lookup for the common case */
+		} else {
+			cl = allm_tok_utf8_next(s + i, n - i, &cp);
+			id = allm_tok_strmap_get(&tok->vocab, tok, (const char *)s + i, cl);
+		}
 		if (id >= 0) {
 			push_sym(syms, &ns, id, false);
 		} else {
@@ -362,8 +379,13 @@ int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_
 	size_t ns, nh = 0;
 
 	init_symbols(tok, s, n, syms, &ns);
-	for (size_t i = 0; i + 1 < ns; i++)
-		push_cand(tok, syms, (int32_t)i, heap, &nh);
+	/* Initial candidates in position order, then one O(n) heapify. */
+	for (size_t i = 0; i + 1 < ns; i++) {
+		ptrdiff_t slot = pairmap_find(&tok->merges, syms[i].id, syms[i + 1].id);
+		if (slot >= 0)
+			heap[nh++] = (struct bpe_cand){ .rank = tok->merges.ranks[slot], .pos = (uint32_t)i };
+	}
+	heapify(heap, nh);
 
 	while (nh > 0) {
 		struct bpe_cand c = heap_pop(heap, &nh);

@@ -83,6 +83,7 @@ struct allm_tokenizer {
 	int32_t unk_id;       /* -1: unknown chars are dropped (HF does the same) */
 	int32_t byte_ids[256];      /* id of "<0xNN>", -1 if absent */
 	int32_t bytelevel_ids[256]; /* id of the byte-level char of byte b, -1 if absent */
+	int32_t ascii_ids[128];     /* id of the one-char token for ASCII c, -1 if absent */
 
 	/* normalizer (applied to each text piece between added tokens) */
 	struct allm_tok_norm *norms;
@@ -153,7 +154,7 @@ void allm_tok_bpe_scratch_fini(struct allm_tok_bpe_scratch *s);
 int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_t n,
 		       struct allm_tok_bpe_scratch *scr, struct allm_tok_ids *out);
 
-/* tokenizer.c: a JSON string field or NULL; "what" names the field in errors. */
+/* tokenizer.c: the string value of obj[key], or NULL when missing / not a string. */
 const char *allm_tok_json_str(json_t *obj, const char *key);
 /* Type name of a tokenizer.json component ("?" when missing). */
 const char *allm_tok_json_type(json_t *obj);

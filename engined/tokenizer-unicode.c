@@ -1,17 +1,15 @@
 /* Unicode general-category classes that the pre-tokenizer split patterns need:
  * \p{L} (letters), \p{N} (numbers) and \s (White_Space).
  *
- * The table is generated from Python's unicodedata (Unicode 14.0.0) and covers every
- * assigned code point above U+007F, so all scripts (Latin, Greek, Cyrillic, CJK,
- * Hangul, Arabic, Hebrew, Indic, ...) classify as the regex crate that Hugging Face
- * tokenizers uses would, up to that Unicode version. Limits: code points assigned
- * after Unicode 14.0.0 classify as "other". Regenerate with:
+ * The range table covers every code point above U+007F as Python's unicodedata
+ * (Unicode 14.0) classifies it, so all scripts (Latin, Greek, Cyrillic, CJK, Hangul,
+ * Arabic, Hebrew, Indic, ...) split as the regex crate that HF tokenizers uses would.
+ * Limit: code points assigned after Unicode 14.0 count as "other". Regenerate with
  *
- *   python3 -c 'import unicodedata as u; ...'  (see tokenizer_unicode_gen below)
- *
- * tokenizer_unicode_gen: for cp in 0x80..0x10FFFF, class = 1 if category starts with
- * "L", 2 if it starts with "N", else 0; emit maximal runs with class != 0 as
- * {first, last, class}.
+ *   import unicodedata as u
+ *   cls = lambda c: {'L': 1, 'N': 2}.get(u.category(chr(c))[0], 0)
+ *   then print each maximal run of code points 0x80..0x10FFFF with the same nonzero
+ *   cls as {0xFIRST,0xLAST,cls}, in order.
  */
 #include "tokenizer-internal.h"
 

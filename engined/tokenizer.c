@@ -294,6 +294,8 @@ static int parse_model(struct allm_tokenizer *tok, json_t *root, struct allm_err
 			u[1] = (char)(0x80 | (cp & 0x3F));
 		}
 		tok->bytelevel_ids[b] = allm_tok_strmap_get(&tok->vocab, tok, u, cp < 0x80 ? 1 : 2);
+		if (b < 128)
+			tok->ascii_ids[b] = allm_tok_strmap_get(&tok->vocab, tok, (char[]){ (char)b }, 1);
 	}
 	return 0;
 }

@@ -81,7 +81,8 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 			  struct allm_err *err);
 
 /* Decodes the whole sequence into a NUL-terminated allm_malloc'ed string the caller
- * frees. skip_special drops special added tokens. Bytes that do not form valid UTF-8
+ * frees (a byte token for 0x00 puts a NUL inside it). skip_special drops special
+ * added tokens. Bytes that do not form valid UTF-8
  * (a broken byte-fallback or byte-level run) become U+FFFD, one per maximal
  * ill-formed subpart as Rust's from_utf8_lossy does (HF's ByteFallback decoder
  * would write one per byte; only garbage sequences differ). An id outside

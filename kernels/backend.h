@@ -80,6 +80,8 @@ enum allm_op {
 enum allm_copy_dir {
 	ALLM_COPY_D2H = 0, /* device pool -> host pool (swap out) */
 	ALLM_COPY_H2D = 1, /* host pool -> device pool (swap in) */
+	ALLM_COPY_D2D = 2, /* within device memory (growing a pool) */
+	ALLM_COPY_H2H = 3, /* within host memory (growing the host pool) */
 };
 
 struct allm_backend_i {

@@ -108,7 +108,7 @@ static void run_variant(const struct variant *v, const char *tmp, bool reference
 	const struct allm_model_config *c = &m->cfg;
 	int32_t V = c->vocab_size;
 	struct allm_kv_layout lay = {c->n_layers, c->n_kv_heads, c->head_dim, 16, ALLM_DTYPE_F32};
-	EXPECT(!allm_kv_cache_create(be, &lay, 64, &kv, &err), "%s", err.msg);
+	EXPECT(!allm_kv_cache_create(be, &lay, 64, 0, &kv, &err), "%s", err.msg);
 	EXPECT(!allm_executor_create(m, kv, &ex, &err), "%s", err.msg);
 	if (!kv || !ex)
 		goto out;

@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 		/* generated tokenizers put <s> at 1 and </s> at 2 */
 		c.bos_id = 1;
 	}
-	if (allm_model_config_validate(&c, "allm-mkmodel", &err) ||
+	if (allm_model_config_validate(&c, "model", &err) ||
 	    allm_model_write_dir(&c, &o, out, &err)) {
 		fprintf(stderr, "allm-mkmodel: %s\n", err.msg);
 		return 1;

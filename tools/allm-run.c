@@ -1,6 +1,7 @@
 /* allm-run: the engine in-process, no daemon (DESIGN §12). Single prompt mode:
  * load a model, generate once, print text, ids (--ids) or JSON (--json), and with
  * --bench the prefill and decode speeds. */
+#include "allm-run.h"
 #include "progress.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -12,15 +13,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct run_args {
-	struct allm_engine_opts eng;
-	const char *prompt; /* --prompt TEXT */
-	const char *prompt_ids; /* --prompt-ids 1,2,3 */
-	const char *workload;
-	int32_t max_tokens;
-	struct allm_sampling samp;
-	bool ignore_eos, ids, json, bench;
-};
 
 static void usage(FILE *f)
 {
@@ -38,6 +30,13 @@ static void usage(FILE *f)
 		"  --ids                  print 'prompt: ...' and 'generated: ...' id lines\n"
 		"  --json                 print one JSON object\n"
 		"  --bench                print prefill and decode tokens/s\n"
+		"offline batch mode (through the scheduler):\n"
+		"  --workload NAME|FILE   chatbot, alpaca, summary (seeded synthetic) or a JSONL file\n"
+		"  -n N                   requests (default 100)\n"
+		"  --max-output N         tokens per request (default 128)\n"
+		"  --rate R               Poisson arrivals per second (default: all at t = 0)\n"
+		"  --output-dist D        fixed (default) or uniform output lengths\n"
+		"  --records FILE         per-request records as JSONL\n"
 		"%s",
 		allm_engine_opts_help());
 }
@@ -52,6 +51,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 	allm_sampling_default(&a->samp);
 	a->samp.temperature = 1.0f;
 	a->max_tokens = 128;
+	a->n_requests = 100;
+	a->max_output = 128;
 	for (int i = 1; i < argc;) {
 		int r = allm_engine_opts_parse(&a->eng, argc, argv, &i, &err);
 		if (r < 0) {
@@ -90,6 +91,16 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->prompt_ids = v;
 		else if (!strcmp(f, "--workload"))
 			a->workload = v;
+		else if (!strcmp(f, "-n") && !allm_parse_i64(v, 1, 1 << 24, &n))
+			a->n_requests = n;
+		else if (!strcmp(f, "--max-output") && !allm_parse_i64(v, 1, 1 << 24, &n))
+			a->max_output = (int32_t)n;
+		else if (!strcmp(f, "--rate") && !allm_parse_f64(v, 0, 1e9, &d))
+			a->rate = d;
+		else if (!strcmp(f, "--records"))
+			a->records = v;
+		else if (!strcmp(f, "--output-dist") && (!strcmp(v, "fixed") || !strcmp(v, "uniform")))
+			a->output_dist = v;
 		else if (!strcmp(f, "--max-tokens") && !allm_parse_i64(v, 1, 1 << 24, &n))
 			a->max_tokens = (int32_t)n;
 		else if (!strcmp(f, "--temperature") && !allm_parse_f64(v, 0, 1e6, &d))
@@ -101,17 +112,29 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 		else if (!strcmp(f, "--seed") && !allm_parse_i64(v, 0, INT64_MAX, &n))
 			a->samp.seed = (uint64_t)n;
 		else {
-			fprintf(stderr, "allm-run: unknown flag or bad value: %s %s (see --help)\n", f, v);
+			static const struct { const char *flag, *want; } ranges[] = {
+				{"-n", "an integer >= 1"}, {"--max-output", "an integer >= 1"},
+				{"--rate", "a number >= 0"}, {"--output-dist", "fixed or uniform"},
+				{"--max-tokens", "an integer >= 1"}, {"--temperature", "a number >= 0"},
+				{"--top-k", "an integer >= 0"}, {"--top-p", "a number in (0, 1]"},
+				{"--seed", "an integer >= 0"},
+			};
+			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ranges); k++)
+				if (!strcmp(f, ranges[k].flag)) {
+					fprintf(stderr, "allm-run: bad value for %s: '%s' (want %s)\n", f, v,
+						ranges[k].want);
+					return -1;
+				}
+			fprintf(stderr, "allm-run: unknown flag %s (see --help)\n", f);
 			return -1;
 		}
 		i += 2;
 	}
-	if (a->workload) {
-		fprintf(stderr, "allm-run: --workload (offline batch runs) needs the scheduler, "
-				"which is not built yet\n");
+	if (a->workload && (a->prompt || a->prompt_ids)) {
+		fprintf(stderr, "allm-run: --workload and --prompt/--prompt-ids are exclusive\n");
 		return -1;
 	}
-	if (!!a->prompt + !!a->prompt_ids != 1 && !a->bench) {
+	if (!!a->prompt + !!a->prompt_ids != 1 && !a->bench && !a->workload) {
 		fprintf(stderr, "allm-run: give exactly one of --prompt or --prompt-ids (see --help)\n");
 		return -1;
 	}
@@ -328,7 +351,7 @@ int main(int argc, char **argv)
 	if (a.bench && !a.prompt && !a.prompt_ids)
 		a.ignore_eos = true;
 	/* A single prompt never needs more blocks than its context. */
-	if ((r = allm_runtime_open(&a.eng, -1, allm_progress_cb, &prog, &rt, &err))) {
+	if ((r = allm_runtime_open(&a.eng, a.workload ? 0 : -1, allm_progress_cb, &prog, &rt, &err))) {
 		fprintf(stderr, "allm-run: %s\n", err.msg);
 		return 1;
 	}
@@ -342,6 +365,10 @@ int main(int argc, char **argv)
 		rt->model_desc, allm_arch_name(c->arch), c->n_layers, allm_dtype_name(rt->model->wdtype),
 		rt->be->iface->describe(rt->be), rt->load_seconds);
 
+	if (a.workload) {
+		rc = allm_run_workload(rt, &a);
+		goto out;
+	}
 	if (a.prompt_ids) {
 		if (parse_ids(a.prompt_ids, c->vocab_size, &prompt, &n_prompt))
 			goto out;

@@ -37,4 +37,29 @@ static inline void allm_progress_cb(void *user, uint64_t done, uint64_t total)
 	fflush(stderr);
 }
 
+/* Progress in steps (calibration points, requests done) rather than bytes. */
+static inline void allm_progress_steps(struct allm_progress *p, uint64_t done, uint64_t total)
+{
+	double now = allm_now();
+	if (total == 0 || (done < total && now - p->last_draw < 0.1))
+		return;
+	if (done >= total && p->drawn == 2)
+		return; /* already finished the line */
+	p->last_draw = now;
+	int w = 30, fill = (int)((double)done / (double)total * w);
+	char bar[64];
+	for (int i = 0; i < w; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[w] = 0;
+	fprintf(stderr, "\r%s [%s] %llu/%llu", p->label, bar, (unsigned long long)done,
+		(unsigned long long)total);
+	if (done >= total) {
+		fputc('\n', stderr);
+		p->drawn = 2;
+	} else {
+		p->drawn = 1;
+	}
+	fflush(stderr);
+}
+
 #endif

@@ -22,13 +22,16 @@
  * k chunk) into f32 panels of GEMM_NR columns, k-major ([kc][16]), converting f16/bf16
  * on the way; a GEMM_MR x GEMM_NR micro-kernel then broadcasts one x element per row
  * and multiplies it into two ymm of W. Threads take whole (column tile, row group)
- * items. */
+ * items. Calls of at most GEMV_MAX_ROWS rows (decode) skip the packing: W is read
+ * once anyway, so 8x8 blocks are transposed in registers and used at once.
+ *
+ * The portable engine writes `acc += x * w` like the reference, so it matches it
+ * under the same compiler flags (ISO C mode: no FMA contraction). */
 #include "cpu-backend.h"
 #include "cpu-threads.h"
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -37,8 +40,10 @@
 
 #define GEMM_MR 6 /* rows per micro-tile */
 #define GEMM_NR 16 /* columns per micro-tile = one packed panel (two ymm) */
-#define GEMM_KC 256 /* k chunk: a packed panel (16 KiB) and 6 x rows stay in L1 */
+#define GEMM_KC 256 /* k chunk: a packed panel (16 KiB) and 6 x rows stay in L1/L2 */
 #define GEMM_NC 128 /* columns per work item: the packed tile (128 KiB) stays in L2 */
+#define GEMM_FEW_ROWS 24 /* up to this many rows, k chunks of 2 * GEMM_KC */
+#define GEMM_INLINE_MACS (1 << 17) /* smaller calls run on the calling thread only */
 
 /* --- weight loads, as the reference does them --------------------------------- */
 
@@ -404,6 +409,31 @@ static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 }
 
+struct inline_run {
+	void (*fn)(void *arg, int tid, int64_t begin, int64_t end);
+	void *arg;
+	int64_t n_items;
+};
+
+static void inline_trampoline(void *arg, int tid, int64_t begin, int64_t end)
+{
+	struct inline_run *r = arg;
+	r->fn(r->arg, tid, 0, r->n_items);
+}
+
+/* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the
+ * pool's thread 0, whose scratch it uses) when `inline_run`. */
+static void run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
+		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
+{
+	if (!inline_run) {
+		cpu_pool_run_tid(pool, n_items, fn, arg);
+		return;
+	}
+	struct inline_run r = { fn, arg, n_items };
+	cpu_pool_run_tid(pool, 1, inline_trampoline, &r);
+}
+
 /* Few rows: items are 16-column panels, W read straight from its rows. */
 static void gemv_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
@@ -447,11 +477,13 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		.y = y, .x = x, .w = w, .bias = bias, .dt = dt, .n = n, .k = k, .m = m,
 		.nc = GEMM_NC, .kc = GEMM_KC, .pool = c->pool,
 	};
-	if (getenv("GEMM_NC")) g.nc = atoi(getenv("GEMM_NC"));
-	if (getenv("GEMM_KC")) g.kc = atoi(getenv("GEMM_KC"));
+	if (n <= GEMM_FEW_ROWS) /* W is reused by few rows: longer k runs stream better */
+		g.kc = 2 * GEMM_KC;
 	const struct gemm_engine *e = gemm_engine();
+	/* Below ~GEMM_INLINE_MACS the wake-up of the workers costs more than it saves. */
+	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
 	if (e->gemv && n <= GEMV_MAX_ROWS) {
-		cpu_pool_run_tid(c->pool, (m + GEMM_NR - 1) / GEMM_NR, gemv_worker, &g);
+		run_items(c->pool, inline_run, (m + GEMM_NR - 1) / GEMM_NR, gemv_worker, &g);
 		return 0;
 	}
 	int threads = cpu_pool_size(c->pool);
@@ -463,7 +495,7 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	int64_t groups = ALLM_MIN(row_blocks, want);
 	g.mc = (row_blocks + groups - 1) / groups * GEMM_MR;
 	g.n_row_groups = (n + g.mc - 1) / g.mc;
-	cpu_pool_run_tid(c->pool, g.n_col_tiles * g.n_row_groups, gemm_worker, &g);
+	run_items(c->pool, inline_run, g.n_col_tiles * g.n_row_groups, gemm_worker, &g);
 	return atomic_load(&g.err);
 }
 

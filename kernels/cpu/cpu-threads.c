@@ -1,9 +1,12 @@
 /* The CPU fast path's thread pool: persistent workers, one job at a time.
  *
- * Handshake: a job is published by writing its fields and then bumping `gen` under
- * `mu`; a worker that sees a new generation runs its chunk and decrements
- * `pending`; the last one signals `done_cv`. Workers spin on `gen` for a short
- * while after each job before sleeping on `work_cv`. */
+ * A job is cut into n_chunks contiguous chunks that threads claim one by one from a
+ * single atomic word (gen | n_chunks | next), the caller included, so a worker that
+ * the OS has descheduled (a 2-core machine shared with other processes) delays
+ * nothing: the others take its chunks. The caller returns when `done` reaches
+ * n_chunks; a worker waking up late finds the word belongs to another job (or has
+ * no chunk left) and goes back to sleep. Workers spin on `gen` for a short while
+ * after each job before sleeping on `work_cv`. */
 #include "cpu-threads.h"
 #include "util.h"
 
@@ -25,6 +28,15 @@
  * Long enough to cover the gap between two ops of one step, short enough that an
  * idle engine goes quiet at once. */
 #define POOL_SPIN_NS 100000
+/* Chunks per thread: a little slack so that a slow or late thread is made up for. */
+#define POOL_CHUNKS_PER_THREAD 4
+#define POOL_MAX_THREADS 1024
+
+/* The claim word: job generation (32 bits) | n_chunks (16) | next chunk (16). */
+#define CLAIM(gen, n, next) (((uint64_t)(gen) << 32) | ((uint64_t)(n) << 16) | (uint64_t)(next))
+#define CLAIM_GEN(v) ((uint32_t)((v) >> 32))
+#define CLAIM_N(v) ((uint32_t)((v) >> 16) & 0xffff)
+#define CLAIM_NEXT(v) ((uint32_t)(v) & 0xffff)
 
 struct pool_scratch {
 	void *raw; /* allm_malloc'ed block */
@@ -48,17 +60,18 @@ struct cpu_pool {
 	pthread_mutex_t run_mu; /* serializes cpu_pool_run callers */
 	pthread_mutex_t mu; /* guards sleeping on the condvars */
 	pthread_cond_t work_cv; /* gen changed or stop set */
-	pthread_cond_t done_cv; /* pending reached 0 */
+	pthread_cond_t done_cv; /* done reached the job's n_chunks */
 
-	/* The current job; written by the caller before gen is bumped (release),
-	 * read by workers after they see the new gen (acquire). */
+	/* The current job; written by the caller before the claim word is published
+	 * (release), read by a thread only after it claimed a chunk of that job
+	 * (acquire), which also proves the job is still running. */
 	void (*fn)(void *arg, int tid, int64_t begin, int64_t end);
 	void *arg;
 	int64_t n_items;
-	int n_chunks;
 
-	_Atomic uint64_t gen; /* job generation */
-	_Atomic int pending; /* workers that have not finished the current job */
+	_Atomic uint64_t claim; /* see CLAIM() */
+	_Atomic int64_t done; /* chunks of the current job finished */
+	_Atomic uint32_t gen; /* bumped per job: wakes the workers */
 	_Atomic bool stop; /* destroy: workers exit */
 };
 
@@ -69,25 +82,42 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void run_chunk(struct cpu_pool *p, int tid)
+/* Claims and runs chunks of job `gen` until none is left. */
+static void run_chunks(struct cpu_pool *p, int tid, uint32_t gen)
 {
-	if (tid >= p->n_chunks)
-		return;
-	/* Chunk bounds depend only on (n_items, n_chunks). */
-	int64_t b = p->n_items * tid / p->n_chunks;
-	int64_t e = p->n_items * (tid + 1) / p->n_chunks;
-	if (b < e)
-		p->fn(p->arg, tid, b, e);
+	uint64_t v = atomic_load_explicit(&p->claim, memory_order_relaxed);
+	for (;;) {
+		if (CLAIM_GEN(v) != gen || CLAIM_NEXT(v) >= CLAIM_N(v))
+			return;
+		uint32_t n = CLAIM_N(v), c = CLAIM_NEXT(v);
+		/* acquire on success: pairs with the caller's release store of the
+		 * claim word, so fn, arg and n_items of this job are visible; and the
+		 * job cannot end before our chunk is done, so they stay valid. */
+		if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, CLAIM(gen, n, c + 1),
+							   memory_order_acquire,
+							   memory_order_relaxed))
+			continue;
+		/* Chunk bounds depend only on (n_items, n_chunks). */
+		int64_t b = p->n_items * c / n, e = p->n_items * (c + 1) / n;
+		if (b < e)
+			p->fn(p->arg, tid, b, e);
+		/* release: the chunk's outputs happen before the caller sees done. */
+		if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == n &&
+		    tid != 0) {
+			pthread_mutex_lock(&p->mu);
+			pthread_cond_signal(&p->done_cv);
+			pthread_mutex_unlock(&p->mu);
+		}
+		v = atomic_load_explicit(&p->claim, memory_order_relaxed);
+	}
 }
 
 /* Waits until gen differs from `seen` or stop is set; returns the new gen. */
-static uint64_t wait_job(struct cpu_pool *p, uint64_t seen)
+static uint32_t wait_job(struct cpu_pool *p, uint32_t seen)
 {
 	int64_t t0 = now_ns();
 	for (unsigned i = 1;; i++) {
-		/* acquire: pairs with the release bump of gen, so the job fields
-		 * written before it are visible here. */
-		uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+		uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed);
 		if (g != seen || atomic_load_explicit(&p->stop, memory_order_relaxed))
 			return g;
 		cpu_relax();
@@ -95,8 +125,8 @@ static uint64_t wait_job(struct cpu_pool *p, uint64_t seen)
 			break;
 	}
 	pthread_mutex_lock(&p->mu);
-	uint64_t g;
-	while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+	uint32_t g;
+	while ((g = atomic_load_explicit(&p->gen, memory_order_relaxed)) == seen &&
 	       !atomic_load_explicit(&p->stop, memory_order_relaxed))
 		pthread_cond_wait(&p->work_cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
@@ -107,20 +137,13 @@ static void *worker_main(void *argp)
 {
 	struct pool_worker *w = argp;
 	struct cpu_pool *p = w->pool;
-	uint64_t seen = 0;
+	uint32_t seen = 0;
 
 	for (;;) {
 		seen = wait_job(p, seen);
 		if (atomic_load_explicit(&p->stop, memory_order_relaxed))
 			break;
-		run_chunk(p, w->tid);
-		/* acq_rel: our writes (the chunk's outputs) happen before the caller
-		 * sees pending reach 0. */
-		if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-			pthread_mutex_lock(&p->mu);
-			pthread_cond_signal(&p->done_cv);
-			pthread_mutex_unlock(&p->mu);
-		}
+		run_chunks(p, w->tid, seen);
 	}
 	return NULL;
 }
@@ -156,9 +179,9 @@ int cpu_pool_create(int n_threads, struct cpu_pool **ret)
 {
 	if (n_threads <= 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		n_threads = n > 0 ? (int)ALLM_MIN(n, 1024) : 1;
+		n_threads = n > 0 ? (int)ALLM_MIN(n, POOL_MAX_THREADS) : 1;
 	}
-	if (n_threads > 1024)
+	if (n_threads > POOL_MAX_THREADS)
 		return -EINVAL;
 
 	struct cpu_pool *p = allm_calloc(1, sizeof(*p));
@@ -190,19 +213,19 @@ int cpu_pool_create(int n_threads, struct cpu_pool **ret)
 	return 0;
 }
 
-static void wait_done(struct cpu_pool *p)
+static void wait_done(struct cpu_pool *p, int64_t n_chunks)
 {
 	int64_t t0 = now_ns();
 	for (unsigned i = 1;; i++) {
-		/* acquire: pairs with the workers' acq_rel decrement. */
-		if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0)
+		/* acquire: pairs with the workers' acq_rel increments of done. */
+		if (atomic_load_explicit(&p->done, memory_order_acquire) == n_chunks)
 			return;
 		cpu_relax();
 		if ((i & 255) == 0 && now_ns() - t0 > POOL_SPIN_NS)
 			break;
 	}
 	pthread_mutex_lock(&p->mu);
-	while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
+	while (atomic_load_explicit(&p->done, memory_order_acquire) != n_chunks)
 		pthread_cond_wait(&p->done_cv, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }
@@ -221,20 +244,22 @@ void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
 		return;
 	}
 	pthread_mutex_lock(&p->run_mu);
+	int64_t n_chunks = ALLM_MIN(n_items, (int64_t)p->n_threads * POOL_CHUNKS_PER_THREAD);
+	uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
 	p->fn = fn;
 	p->arg = arg;
 	p->n_items = n_items;
-	p->n_chunks = (int)ALLM_MIN(n_items, (int64_t)p->n_threads);
-	atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+	atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+	/* release: the job fields above are visible to whoever claims a chunk. */
+	atomic_store_explicit(&p->claim, CLAIM(gen, n_chunks, 0), memory_order_release);
+	/* Bumped under mu so that a worker about to sleep cannot miss it. */
 	pthread_mutex_lock(&p->mu);
-	/* release: the job fields above are visible to a worker that sees the new
-	 * gen. Bumped under mu so a worker about to sleep cannot miss it. */
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	atomic_store_explicit(&p->gen, gen, memory_order_relaxed);
 	pthread_cond_broadcast(&p->work_cv);
 	pthread_mutex_unlock(&p->mu);
 
-	run_chunk(p, 0);
-	wait_done(p);
+	run_chunks(p, 0, gen);
+	wait_done(p, n_chunks);
 	pthread_mutex_unlock(&p->run_mu);
 }
 

@@ -1,14 +1,15 @@
 /* A small persistent thread pool for the CPU fast path.
  *
- * One job at a time: cpu_pool_run() splits [0, n_items) into at most n_threads
- * contiguous chunks, runs chunk 0 on the calling thread and the others on workers,
- * and returns when all are done. Between jobs the workers spin briefly (a decode
- * step issues many small ops back to back) and then sleep on a condvar, so an idle
- * engine burns no core. Concurrent callers are serialized.
+ * One job at a time: cpu_pool_run() splits [0, n_items) into contiguous chunks (a
+ * few per thread), which the calling thread and the workers claim until none is
+ * left; it returns when all are done. A descheduled worker therefore delays
+ * nothing. Between jobs the workers spin briefly (a decode step issues many small
+ * ops back to back) and then sleep on a condvar, so an idle engine burns no core.
+ * Concurrent callers are serialized; fn must not call back into the same pool.
  *
- * The split depends only on (n_items, n_threads), and every item is processed by
- * exactly one call of fn, so a job whose per-item arithmetic does not depend on the
- * chunk boundaries gives the same bits whatever the thread count. */
+ * Every item is processed by exactly one call of fn, on whichever thread claimed
+ * it, so a job whose per-item arithmetic does not depend on the chunking gives the
+ * same bits whatever the thread count and timing. */
 #ifndef ALLM_CPU_THREADS_H
 #define ALLM_CPU_THREADS_H
 
@@ -31,8 +32,9 @@ void cpu_pool_destroy(struct cpu_pool *p);
 /* Threads in the pool, the caller included (1 for a NULL pool). */
 int cpu_pool_size(const struct cpu_pool *p);
 
-/* Runs fn(arg, begin, end) over contiguous chunks of [0, n_items), in parallel; the
- * calling thread takes the first chunk. A NULL pool or n_items < 2 runs inline. */
+/* Runs fn(arg, begin, end) over contiguous chunks of [0, n_items), in parallel, the
+ * calling thread included. A NULL pool, a 1-thread pool or n_items < 2 runs inline
+ * as one call fn(arg, 0, n_items). */
 void cpu_pool_run(struct cpu_pool *p, int64_t n_items,
 		  void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
 /* Same, and fn also gets the index in [0, cpu_pool_size(p)) of the thread running

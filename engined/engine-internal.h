@@ -1,0 +1,47 @@
+/* Private to engine*.c: the engine's state. */
+#ifndef ALLM_ENGINE_INTERNAL_H
+#define ALLM_ENGINE_INTERNAL_H
+
+#include "engine.h"
+
+/* A growable array of requests: one per queue. */
+struct allm_rq_vec {
+	struct allm_request **v;
+	int32_t n;
+	int32_t cap;
+};
+
+struct allm_engine {
+	struct allm_model *model; /* not owned */
+	struct allm_kv_cache *kv; /* not owned */
+	struct allm_predictor *pred; /* not owned */
+	struct allm_engine_config cfg;
+	struct allm_engine_events ev;
+	struct allm_executor *ex;
+	struct allm_rq_vec waiting, running, swapped;
+	int64_t next_id;
+	struct allm_decision *dlog; /* ring of ALLM_ENGINE_DECISIONS */
+	int64_t n_decisions; /* ever made; the next seq_no */
+	struct allm_engine_stats st; /* counters (queue/pool fields filled on read) */
+	float *logits; /* [logits_rows][vocab] */
+	int32_t logits_rows;
+	struct allm_batch_seq *batch;
+	int32_t batch_cap;
+	struct allm_rq_vec sel; /* scratch: requests picked this step */
+	struct allm_rq_vec sel2;
+};
+
+double allm_engine_now(const struct allm_engine *e);
+int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r);
+void allm_rq_remove_at(struct allm_rq_vec *q, int32_t i);
+bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);
+
+/* Releases everything r holds in either pool. */
+void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
+/* Takes r out of its queue, frees its blocks, reports and frees it. */
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_finish how,
+			const char *error);
+/* Most tokens a request can ever hold in the KV cache. */
+int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r);
+
+#endif

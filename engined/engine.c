@@ -1,0 +1,338 @@
+/* The engine's requests and queues: submission, cancellation, retirement, run-time
+ * settings, stats and the decision log. The step itself is in engine-step.c. */
+#include "engine-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+
+static double default_clock(void *user)
+{
+	return allm_now();
+}
+
+double allm_engine_now(const struct allm_engine *e)
+{
+	return e->cfg.clock(e->cfg.clock_user);
+}
+
+double allm_engine_priority(const struct allm_request *r, double now)
+{
+	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
+}
+
+int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r)
+{
+	if (q->n == q->cap) {
+		int32_t cap = ALLM_MAX(16, q->cap * 2);
+		struct allm_request **v = allm_realloc(q->v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		q->v = v;
+		q->cap = cap;
+	}
+	q->v[q->n++] = r;
+	return 0;
+}
+
+void allm_rq_remove_at(struct allm_rq_vec *q, int32_t i)
+{
+	memmove(&q->v[i], &q->v[i + 1], (size_t)(q->n - i - 1) * sizeof(q->v[0]));
+	q->n--;
+}
+
+bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r)
+{
+	for (int32_t i = 0; i < q->n; i++)
+		if (q->v[i] == r) {
+			allm_rq_remove_at(q, i);
+			return true;
+		}
+	return false;
+}
+
+int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
+		       struct allm_predictor *pred, const struct allm_engine_config *cfg,
+		       const struct allm_engine_events *ev, struct allm_engine **ret,
+		       struct allm_err *err)
+{
+	struct allm_engine *e = allm_calloc(1, sizeof(*e));
+	int r;
+	if (!e)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	e->model = model;
+	e->kv = kv;
+	e->pred = pred;
+	e->cfg = *cfg;
+	if (!e->cfg.clock)
+		e->cfg.clock = default_clock;
+	if (ev)
+		e->ev = *ev;
+	e->next_id = 1;
+	e->dlog = allm_calloc(ALLM_ENGINE_DECISIONS, sizeof(*e->dlog));
+	if (!e->dlog) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((r = allm_engine_set_limits(e, cfg->max_num_seqs, cfg->max_num_batched_tokens, err)))
+		goto fail;
+	if ((r = allm_executor_create(model, kv, &e->ex, err)))
+		goto fail;
+	allm_engine_reset_stats(e);
+	*ret = e;
+	return 0;
+fail:
+	allm_engine_free(e);
+	return r;
+}
+
+static void free_request(struct allm_request *r)
+{
+	allm_seq_fini(&r->seq, NULL);
+	allm_sampler_fini(&r->sampler);
+	allm_free(r->cpu_blocks);
+	allm_free(r);
+}
+
+void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r)
+{
+	allm_seq_release(&r->seq, e->kv);
+	for (int32_t i = 0; i < r->n_cpu_blocks; i++) {
+		int rc = allm_block_pool_release(&e->kv->cpu, r->id, r->cpu_blocks[i]);
+		ALLM_ASSERT(rc == 0);
+	}
+	r->n_cpu_blocks = 0;
+}
+
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_finish how,
+			const char *error)
+{
+	switch (r->state) {
+	case ALLM_REQ_WAITING: allm_rq_remove(&e->waiting, r); break;
+	case ALLM_REQ_RUNNING: allm_rq_remove(&e->running, r); break;
+	case ALLM_REQ_SWAPPED: allm_rq_remove(&e->swapped, r); break;
+	default: break;
+	}
+	allm_engine_drop_blocks(e, r);
+	r->state = ALLM_REQ_FINISHED;
+	r->finish_kind = how;
+	r->finish = allm_engine_now(e);
+	if (error)
+		snprintf(r->error, sizeof(r->error), "%s", error);
+	if (how == ALLM_FINISH_ERROR)
+		e->st.failed++;
+	else
+		e->st.finished++;
+	if (e->ev.on_finish)
+		e->ev.on_finish(e->ev.user, r);
+	free_request(r);
+}
+
+void allm_engine_free(struct allm_engine *e)
+{
+	if (!e)
+		return;
+	struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
+		while (qs[i]->n)
+			allm_engine_retire(e, qs[i]->v[0], ALLM_FINISH_CANCELLED, NULL);
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
+		allm_free(qs[i]->v);
+	allm_free(e->sel.v);
+	allm_free(e->sel2.v);
+	allm_executor_free(e->ex);
+	allm_free(e->dlog);
+	allm_free(e->logits);
+	allm_free(e->batch);
+	allm_free(e);
+}
+
+int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r)
+{
+	int64_t n = (int64_t)r->seq.n_prompt + r->max_tokens;
+	return (int32_t)ALLM_MIN(n, (int64_t)e->model->cfg.max_pos);
+}
+
+int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64_t *ret_id,
+		       struct allm_err *err)
+{
+	const struct allm_model_config *c = &e->model->cfg;
+	struct allm_request *r;
+	int rc;
+
+	if (s->n_prompt <= 0)
+		return allm_err_set(err, -EINVAL, "empty prompt");
+	if (s->n_prompt >= c->max_pos)
+		return allm_err_set(err, -EINVAL,
+				    "prompt of %d tokens does not fit the context of %d tokens",
+				    s->n_prompt, c->max_pos);
+	for (int32_t i = 0; i < s->n_prompt; i++)
+		if (s->prompt[i] < 0 || s->prompt[i] >= c->vocab_size)
+			return allm_err_set(err, -EINVAL,
+					    "prompt token %d (at %d) is outside the vocabulary (0..%d)",
+					    s->prompt[i], i, c->vocab_size - 1);
+	if (s->max_tokens <= 0)
+		return allm_err_set(err, -EINVAL, "max_tokens must be >= 1 (got %d)", s->max_tokens);
+	if (s->n_stop < 0 || s->n_stop > ALLM_MAX_STOP_IDS)
+		return allm_err_set(err, -EINVAL, "at most %d stop ids", ALLM_MAX_STOP_IDS);
+	if ((rc = allm_sampling_validate(&s->sampling, err)))
+		return rc;
+	int64_t longest = ALLM_MIN((int64_t)s->n_prompt + s->max_tokens, (int64_t)c->max_pos);
+	int32_t need = allm_kv_blocks_for(e->kv, longest);
+	if (need > e->kv->gpu.n_total)
+		return allm_err_set(err, -E2BIG,
+				    "request needs %d KV blocks (%lld tokens) but the GPU pool has %d",
+				    need, (long long)longest, e->kv->gpu.n_total);
+
+	r = allm_calloc(1, sizeof(*r));
+	if (!r)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	r->id = e->next_id++;
+	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt)) ||
+	    (rc = allm_sampler_init(&r->sampler, &s->sampling, c->vocab_size))) {
+		free_request(r);
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	}
+	r->tag = s->tag;
+	r->user = s->user;
+	r->max_tokens = s->max_tokens;
+	r->ignore_eos = s->ignore_eos;
+	r->n_stop = s->n_stop;
+	memcpy(r->stop_ids, s->stop_ids, sizeof(r->stop_ids));
+	r->arrival = s->arrival > 0 ? s->arrival : allm_engine_now(e);
+	r->pending_decision = -1;
+	r->state = ALLM_REQ_WAITING;
+	if (allm_rq_push(&e->waiting, r)) {
+		free_request(r);
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	}
+	if (ret_id)
+		*ret_id = r->id;
+	return 0;
+}
+
+static struct allm_request *find(const struct allm_engine *e, int64_t id)
+{
+	const struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
+		for (int32_t j = 0; j < qs[i]->n; j++)
+			if (qs[i]->v[j]->id == id)
+				return qs[i]->v[j];
+	return NULL;
+}
+
+int allm_engine_cancel(struct allm_engine *e, int64_t id)
+{
+	struct allm_request *r = find(e, id);
+	if (!r)
+		return -ENOENT;
+	allm_engine_retire(e, r, ALLM_FINISH_CANCELLED, NULL);
+	return 0;
+}
+
+bool allm_engine_idle(const struct allm_engine *e)
+{
+	return !e->waiting.n && !e->running.n && !e->swapped.n;
+}
+
+int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err)
+{
+	/* a shrink below use leaves a deficit that the next step's Alg. 1 preempts away */
+	return allm_kv_resize_gpu(e->kv, n, err);
+}
+
+int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err)
+{
+	int r = allm_kv_resize_cpu(e->kv, n, err);
+	if (r)
+		return r;
+	/* Swapped requests beyond the new size lose their host copy: their KV is
+	 * dropped and they recompute (DESIGN §5), newest swapped first. */
+	while (e->kv->cpu.deficit > 0 && e->swapped.n > 0) {
+		struct allm_request *v = e->swapped.v[e->swapped.n - 1];
+		allm_rq_remove_at(&e->swapped, e->swapped.n - 1);
+		allm_engine_drop_blocks(e, v);
+		v->seq.n_cached = 0;
+		v->state = ALLM_REQ_WAITING;
+		v->n_preempt_recompute++;
+		v->n_preempt_swap--; /* re-labelled: this preemption ends as a recompute */
+		e->st.preempt_recompute++;
+		e->st.preempt_swap--;
+		v->pending_decision = -1;
+		if (allm_rq_push(&e->waiting, v))
+			allm_engine_retire(e, v, ALLM_FINISH_ERROR, "out of memory");
+	}
+	return 0;
+}
+
+void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m)
+{
+	e->cfg.preempt = m;
+}
+
+void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m)
+{
+	e->cfg.sched = m;
+}
+
+int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
+			   int32_t max_num_batched_tokens, struct allm_err *err)
+{
+	if (max_num_seqs < 1 || max_num_seqs > (1 << 20))
+		return allm_err_set(err, -EINVAL, "max_num_seqs must be in 1..%d (got %d)", 1 << 20,
+				    max_num_seqs);
+	if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 24))
+		return allm_err_set(err, -EINVAL, "max_num_batched_tokens must be in 1..%d (got %d)",
+				    1 << 24, max_num_batched_tokens);
+	e->cfg.max_num_seqs = max_num_seqs;
+	e->cfg.max_num_batched_tokens = max_num_batched_tokens;
+	return 0;
+}
+
+const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e)
+{
+	return &e->cfg;
+}
+
+void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret)
+{
+	*ret = e->st;
+	ret->waiting = e->waiting.n;
+	ret->running = e->running.n;
+	ret->swapped = e->swapped.n;
+	ret->gpu_total = e->kv->gpu.n_total;
+	ret->gpu_used = allm_block_pool_used(&e->kv->gpu);
+	ret->gpu_free = e->kv->gpu.n_free;
+	ret->gpu_deficit = e->kv->gpu.deficit;
+	ret->cpu_total = e->kv->cpu.n_total;
+	ret->cpu_used = allm_block_pool_used(&e->kv->cpu);
+	ret->mape_swap = e->pred ? allm_predictor_mape_swap(e->pred) : NAN;
+	ret->mape_recompute = e->pred ? allm_predictor_mape_recompute(e->pred) : NAN;
+}
+
+void allm_engine_reset_stats(struct allm_engine *e)
+{
+	memset(&e->st, 0, sizeof(e->st));
+}
+
+int allm_engine_decisions(const struct allm_engine *e, int64_t since, struct allm_decision *ret,
+			  int max)
+{
+	int64_t first = ALLM_MAX(since, e->n_decisions - ALLM_ENGINE_DECISIONS);
+	int n = 0;
+	for (int64_t s = ALLM_MAX(first, 0); s < e->n_decisions && n < max; s++)
+		ret[n++] = e->dlog[s % ALLM_ENGINE_DECISIONS];
+	return n;
+}
+
+int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
+		     const struct allm_request **ret, int max)
+{
+	const struct allm_rq_vec *v = q == ALLM_REQ_RUNNING ? &e->running
+				      : q == ALLM_REQ_SWAPPED ? &e->swapped
+							      : &e->waiting;
+	int n = 0;
+	for (int32_t i = 0; i < v->n && n < max; i++)
+		ret[n++] = v->v[i];
+	return n;
+}

@@ -1,0 +1,181 @@
+/* The engine step loop (DESIGN §6): continuous batching over three queues
+ * (waiting, running, swapped) with the paper's Alg. 1 (cost-aware preemption:
+ * swap or recompute) and Alg. 2 (fair admission), plus the baseline policies.
+ * Used in-process by allm-run and, inside its event loop, by allm-engined.
+ *
+ * Single-threaded: every call happens on the thread that steps the engine.
+ * Settings changed between steps (block counts, policies, limits) take effect at
+ * the next step boundary. */
+#ifndef ALLM_ENGINE_H
+#define ALLM_ENGINE_H
+
+#include "engine-opts.h"
+#include "executor.h"
+#include "predictor.h"
+#include "sampler.h"
+#include "sequence.h"
+
+enum allm_req_state {
+	ALLM_REQ_WAITING = 0, /* new, or recompute-preempted (KV dropped) */
+	ALLM_REQ_RUNNING = 1, /* KV in GPU blocks, decoding */
+	ALLM_REQ_SWAPPED = 2, /* KV in CPU blocks */
+	ALLM_REQ_FINISHED = 3,
+};
+
+enum allm_finish {
+	ALLM_FINISH_NONE = 0,
+	ALLM_FINISH_STOP, /* EOS or a stop id */
+	ALLM_FINISH_LENGTH, /* max_tokens or the context */
+	ALLM_FINISH_CANCELLED,
+	ALLM_FINISH_ERROR,
+};
+
+#define ALLM_MAX_STOP_IDS 8
+
+/* What a client asks for. */
+struct allm_submit {
+	const int32_t *prompt; /* ids, copied */
+	int32_t n_prompt;
+	int32_t max_tokens;
+	struct allm_sampling sampling;
+	bool ignore_eos;
+	int32_t n_stop;
+	int32_t stop_ids[ALLM_MAX_STOP_IDS]; /* extra stop ids besides the model's EOS */
+	uint64_t tag; /* the caller's handle (client tag, workload index) */
+	void *user; /* the caller's per-request state */
+	double arrival; /* engine-clock time it arrived; 0 = now */
+};
+
+struct allm_request {
+	int64_t id;
+	uint64_t tag;
+	void *user;
+	enum allm_req_state state;
+	struct allm_seq seq; /* tokens (prompt + generated) and the GPU block table */
+	int32_t *cpu_blocks; /* block table in the CPU pool while swapped */
+	int32_t n_cpu_blocks;
+	struct allm_sampler sampler; /* per-request RNG: sampling survives preemption */
+	int32_t max_tokens;
+	bool ignore_eos;
+	int32_t n_stop;
+	int32_t stop_ids[ALLM_MAX_STOP_IDS];
+	double arrival; /* engine clock */
+	double first_sched; /* first time it was scheduled (0 = never) */
+	double first_token;
+	double finish;
+	int32_t n_preempt_swap;
+	int32_t n_preempt_recompute;
+	enum allm_finish finish_kind;
+	char error[160]; /* why, for ALLM_FINISH_ERROR */
+	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
+	double pending_swap_out_s; /* measured swap-out time of that decision */
+};
+
+static inline int32_t allm_request_n_generated(const struct allm_request *r)
+{
+	return r->seq.n_tokens - r->seq.n_prompt;
+}
+
+enum allm_choice { ALLM_CHOICE_SWAP = 0, ALLM_CHOICE_RECOMPUTE = 1 };
+
+/* One preemption, as Alg. 1 decided it. */
+struct allm_decision {
+	int64_t seq_no; /* increasing */
+	double time; /* engine clock */
+	int64_t req_id;
+	uint64_t tag;
+	int32_t n_tokens; /* length when preempted */
+	int32_t n_blocks;
+	double priority;
+	double pred_swap_s; /* predicted swap out + in */
+	double pred_recompute_s; /* predicted prefill of n_tokens */
+	enum allm_choice choice;
+	const char *reason; /* static text */
+	double measured_s; /* NAN until the chosen action has run */
+};
+
+struct allm_engine_events {
+	void *user;
+	/* each new token of r (already appended to r->seq) */
+	void (*on_token)(void *user, struct allm_request *r, int32_t token);
+	/* r finished (any reason); r is freed when this returns */
+	void (*on_finish)(void *user, struct allm_request *r);
+	/* a preemption was decided (measured_s NAN), or its cost became known */
+	void (*on_decision)(void *user, const struct allm_decision *d, bool measured);
+};
+
+struct allm_engine_config {
+	int32_t max_num_seqs;
+	int32_t max_num_batched_tokens;
+	enum allm_preempt_mode preempt;
+	enum allm_sched_mode sched;
+	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
+	double (*clock)(void *user);
+	void *clock_user;
+};
+
+struct allm_engine_stats {
+	int32_t waiting, running, swapped;
+	int32_t gpu_total, gpu_used, gpu_free, gpu_deficit;
+	int32_t cpu_total, cpu_used;
+	int64_t preempt_swap, preempt_recompute;
+	int64_t swap_out_bytes, swap_in_bytes;
+	int64_t recompute_tokens; /* tokens re-prefilled after a recompute preemption */
+	int64_t prompt_tokens, generated_tokens; /* processed since start / reset */
+	int64_t steps, prefill_steps, decode_steps;
+	int64_t finished, failed;
+	double mape_swap, mape_recompute; /* percent, NAN before any sample */
+};
+
+struct allm_engine;
+
+/* Creates an engine over a loaded model and KV cache (not owned). The predictor
+ * (owned by the caller, may be uncalibrated) gives the costs Alg. 1 compares. */
+int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
+		       struct allm_predictor *pred, const struct allm_engine_config *cfg,
+		       const struct allm_engine_events *ev, struct allm_engine **ret,
+		       struct allm_err *err);
+/* Finishes every request as cancelled (events fire) and frees the engine. */
+void allm_engine_free(struct allm_engine *e);
+
+/* Queues a request. Validates it first (ids in vocabulary, prompt shorter than
+ * the context, a length that can ever fit the GPU pool, sampling params):
+ * -EINVAL with err and nothing queued. On success *ret_id is its id. */
+int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64_t *ret_id,
+		       struct allm_err *err);
+/* Cancels a request wherever it is (its blocks are freed, on_finish fires with
+ * ALLM_FINISH_CANCELLED). -ENOENT if unknown or already finished. */
+int allm_engine_cancel(struct allm_engine *e, int64_t id);
+
+/* Runs one scheduler step: preemption, admission, then a prefill or a decode.
+ * Returns the number of tokens the forward processed (0 when idle), or -errno
+ * when the backend failed (the step's requests are finished with an error and
+ * the engine stays usable). */
+int allm_engine_step(struct allm_engine *e, struct allm_err *err);
+/* True when no request is waiting, running or swapped. */
+bool allm_engine_idle(const struct allm_engine *e);
+
+/* Run-time settings (the control plane calls these between steps). */
+int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err);
+int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err);
+void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m);
+void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
+int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
+			   int32_t max_num_batched_tokens, struct allm_err *err);
+const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
+
+void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
+void allm_engine_reset_stats(struct allm_engine *e);
+/* Copies up to max decision records with seq_no >= since, oldest first; returns
+ * how many. The engine keeps the last ALLM_ENGINE_DECISIONS of them. */
+#define ALLM_ENGINE_DECISIONS 4096
+int allm_engine_decisions(const struct allm_engine *e, int64_t since, struct allm_decision *ret,
+			  int max);
+/* Requests in a queue (for the control plane's `requests`), up to max. */
+int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
+		     const struct allm_request **ret, int max);
+
+/* Fairness priority of DESIGN §6: (now - arrival) / current length. */
+double allm_engine_priority(const struct allm_request *r, double now);
+
+#endif

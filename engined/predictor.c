@@ -1,0 +1,625 @@
+/* Cost predictors: the models, online learning and calibration. Profiles (JSON)
+ * are in predictor-profile.c. */
+#include "predictor.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+
+/* Forgetting per observation: in steady state the live data have an effective
+ * window of ~20 samples, enough to average 4 coefficients over the noise. When
+ * the predictions are biased (|EWMA of log error| above PRED_BIAS_LO) the device
+ * has changed and forgetting speeds up, down to PRED_LAMBDA_FAST at PRED_BIAS_HI,
+ * so a 2x slowdown is tracked within a few % after ~20 samples instead of ~100. */
+#define PRED_LAMBDA 0.95
+#define PRED_LAMBDA_FAST 0.6
+#define PRED_BIAS_ALPHA 0.3
+#define PRED_BIAS_LO 0.05
+#define PRED_BIAS_HI 0.15
+/* Weight (in samples) the calibration grid is seeded with in the live statistics,
+ * and the weight of the permanent prior built from the same grid. */
+#define PRED_SEED_W 20.0
+#define PRED_PRIOR_W 2.0
+/* EWMA step of the device-wide drift factor that moves the prior. */
+#define PRED_SCALE_ALPHA 0.2
+/* Relative ridge: conditioning only, far below any sample's weight. It pulls
+ * directions no sample constrains toward the prior instead of toward zero. */
+#define PRED_RIDGE 1e-9
+/* Predictions are clamped into [floor, PRED_CEIL] so the scheduler never sees a
+ * negative, zero, NaN or infinite cost. */
+#define PRED_RC_FLOOR 1e-6
+#define PRED_SWAP_FLOOR 1e-9
+#define PRED_CEIL 1e9
+/* Shortest measurement we learn from: below it the clock, not the work, is measured. */
+#define PRED_MIN_SAMPLE 1e-9
+/* Swap: seconds per MB never below this (bandwidth <= 1e18 B/s), so bw is finite. */
+#define PRED_SWAP_MIN_SPMB 1e-12
+
+/* Calibration budget: ~150 timed runs in all (DESIGN: seconds on tiny models). */
+#define CALIB_RC_RUNS 90
+#define CALIB_SWAP_RUNS 80
+#define CALIB_MAX_SWAP_BLOCKS 64
+/* A prefill point slower than this: larger ones are skipped (big model, slow device). */
+#define CALIB_SLOW_S 2.0
+#define CALIB_MAX_PTS 64
+
+/* Before calibration: a guess of the right order for a small model on a CPU, in
+ * feature units (per 1e3 tokens, per 1e6 tokens^2), and a memcpy-like swap. */
+static const double rc_guess[4] = { 1e-3, 2e-2, 1e-3, 0.0 };
+static const double swap_guess[2] = { 1e-5, 2e-4 }; /* 10 us per run, 5 GB/s */
+
+/* ---- small linear algebra ---- */
+
+static double dot(int k, const double *a, const double *b)
+{
+	double s = 0;
+	for (int i = 0; i < k; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static double clamp_pred(double t, double floor)
+{
+	if (!(t >= floor)) /* also catches NaN */
+		return floor;
+	return t > PRED_CEIL ? PRED_CEIL : t;
+}
+
+/* Solves M c = r for the coefficients in free_mask, the others fixed at 0, by
+ * Gaussian elimination with partial pivoting on the Jacobi-scaled system (the
+ * features differ by orders of magnitude). 0 or -EDOM if singular. */
+static int solve_masked(int k, const double M[4][4], const double r[4], uint32_t free_mask, double c[4])
+{
+	int idx[4], n = 0;
+	double a[4][5], d[4];
+
+	for (int i = 0; i < k; i++)
+		if (free_mask & (1u << i))
+			idx[n++] = i;
+	for (int i = 0; i < n; i++) {
+		double m = M[idx[i]][idx[i]];
+		if (!(m > 0) || !isfinite(m))
+			return -EDOM;
+		d[i] = 1.0 / sqrt(m);
+	}
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < n; j++)
+			a[i][j] = M[idx[i]][idx[j]] * d[i] * d[j];
+		a[i][n] = r[idx[i]] * d[i];
+	}
+	for (int col = 0; col < n; col++) {
+		int piv = col;
+		for (int i = col + 1; i < n; i++)
+			if (fabs(a[i][col]) > fabs(a[piv][col]))
+				piv = i;
+		if (!(fabs(a[piv][col]) > 1e-13))
+			return -EDOM;
+		if (piv != col)
+			for (int j = 0; j <= n; j++) {
+				double t = a[col][j];
+				a[col][j] = a[piv][j];
+				a[piv][j] = t;
+			}
+		for (int i = col + 1; i < n; i++) {
+			double f = a[i][col] / a[col][col];
+			for (int j = col; j <= n; j++)
+				a[i][j] -= f * a[col][j];
+		}
+	}
+	double y[4];
+	for (int i = n - 1; i >= 0; i--) {
+		double s = a[i][n];
+		for (int j = i + 1; j < n; j++)
+			s -= a[i][j] * y[j];
+		y[i] = s / a[i][i];
+	}
+	double out[4] = { 0 };
+	for (int i = 0; i < n; i++) {
+		out[idx[i]] = y[i] * d[i];
+		if (!isfinite(out[idx[i]]))
+			return -EDOM;
+	}
+	memcpy(c, out, sizeof(out));
+	return 0;
+}
+
+/* Minimises sum w (x.c - y)^2 + (c - cp)^T P (c - cp) + ridge, given A = sum w x x^T
+ * and b = sum w x y, with the coefficients in `nonneg` kept >= 0 by pinning the
+ * most negative one at 0 and solving again (an active set that is exact enough for
+ * 4 unknowns). P may be NULL. 0 or -EDOM. */
+static int lsq_fit(int k, const double A[4][4], const double b[4], const double (*P)[4],
+		   const double cp[4], uint32_t nonneg, double c[4])
+{
+	double M[4][4], r[4], maxd = 0;
+
+	for (int i = 0; i < k; i++) {
+		r[i] = b[i];
+		for (int j = 0; j < k; j++) {
+			M[i][j] = A[i][j] + (P ? P[i][j] : 0);
+			if (P)
+				r[i] += P[i][j] * cp[j];
+		}
+		maxd = fmax(maxd, M[i][i]);
+	}
+	if (!(maxd > 0) || !isfinite(maxd))
+		maxd = 1;
+	for (int i = 0; i < k; i++) {
+		double ridge = PRED_RIDGE * fmax(M[i][i], 0) + 1e-12 * maxd;
+		M[i][i] += ridge;
+		r[i] += ridge * cp[i];
+	}
+	uint32_t free_mask = (1u << k) - 1;
+	for (int iter = 0; iter <= k; iter++) {
+		int ret = solve_masked(k, M, r, free_mask, c);
+		if (ret < 0)
+			return ret;
+		int worst = -1;
+		for (int i = 0; i < k; i++)
+			if ((nonneg & free_mask & (1u << i)) && c[i] < 0 && (worst < 0 || c[i] < c[worst]))
+				worst = i;
+		if (worst < 0)
+			return 0;
+		free_mask &= ~(1u << worst);
+	}
+	return -EDOM;
+}
+
+static void lsq_fix(int k, double c[4])
+{
+	/* swap: bandwidth stays finite even if the data say "free" */
+	if (k == ALLM_PRED_SWAP_NF && c[1] < PRED_SWAP_MIN_SPMB)
+		c[1] = PRED_SWAP_MIN_SPMB;
+}
+
+void allm_pred_lsq_refit(struct allm_pred_lsq *q)
+{
+	double cp[4], c[4], P[4][4];
+
+	/* the prior is in 1/y^2 units of the calibration times: on a device now
+	 * `scale` times slower it must weigh 1/scale^2 as much, or it stays worth
+	 * more samples than it was meant to and holds the fit back */
+	for (int i = 0; i < q->k; i++) {
+		cp[i] = q->scale * q->base[i];
+		for (int j = 0; j < q->k; j++)
+			P[i][j] = q->prior_xtx[i][j] / (q->scale * q->scale);
+	}
+	if (lsq_fit(q->k, q->xtx, q->xty, P, cp, q->nonneg, c) < 0)
+		return; /* keep the last good fit */
+	lsq_fix(q->k, c);
+	memcpy(q->coef, c, sizeof(c));
+}
+
+/* Adds one weighted sample to A, b (scaled by f: +1 adds, -1 removes). */
+static void acc_sample(int k, double A[4][4], double b[4], const double x[4], double y, double f)
+{
+	double w = f / (y * y);
+	for (int i = 0; i < k; i++) {
+		b[i] += w * x[i] * y;
+		for (int j = 0; j < k; j++)
+			A[i][j] += w * x[i] * x[j];
+	}
+}
+
+/* One live sample: forget a little (more if the model is biased), add it, move
+ * the drift factor, refit. */
+static void lsq_observe(struct allm_pred_lsq *q, const double x[4], double y, double floor)
+{
+	double pred = clamp_pred(dot(q->k, q->coef, x), floor);
+	double le = fmin(fmax(log(y / pred), -7), 7);
+	q->bias = (1 - PRED_BIAS_ALPHA) * q->bias + PRED_BIAS_ALPHA * le;
+	double over = (fabs(q->bias) - PRED_BIAS_LO) / (PRED_BIAS_HI - PRED_BIAS_LO);
+	double lambda = PRED_LAMBDA - (PRED_LAMBDA - PRED_LAMBDA_FAST) * fmin(fmax(over, 0), 1);
+	for (int i = 0; i < q->k; i++) {
+		q->xty[i] *= lambda;
+		for (int j = 0; j < q->k; j++)
+			q->xtx[i][j] *= lambda;
+	}
+	acc_sample(q->k, q->xtx, q->xty, x, y, 1.0);
+	double ratio = y / clamp_pred(dot(q->k, q->base, x), floor);
+	ratio = fmin(fmax(ratio, 1e-3), 1e3);
+	double ls = (1 - PRED_SCALE_ALPHA) * log(q->scale) + PRED_SCALE_ALPHA * log(ratio);
+	q->scale = fmin(fmax(exp(ls), 1e-6), 1e6);
+	allm_pred_lsq_refit(q);
+}
+
+/* Calibrated (or guessed) state from grid points: the live statistics start
+ * from the grid at PRED_SEED_W samples' weight, the prior at PRED_PRIOR_W. */
+static void lsq_seed(struct allm_pred_lsq *q, const double A[4][4], const double b[4], double n_pts,
+		     const double c[4], bool seed_live)
+{
+	memset(q->xtx, 0, sizeof(q->xtx));
+	memset(q->xty, 0, sizeof(q->xty));
+	for (int i = 0; i < q->k; i++) {
+		if (seed_live)
+			q->xty[i] = b[i] * PRED_SEED_W / n_pts;
+		for (int j = 0; j < q->k; j++) {
+			if (seed_live)
+				q->xtx[i][j] = A[i][j] * PRED_SEED_W / n_pts;
+			q->prior_xtx[i][j] = A[i][j] * PRED_PRIOR_W / n_pts;
+		}
+	}
+	memset(q->base, 0, sizeof(q->base));
+	memset(q->coef, 0, sizeof(q->coef));
+	memcpy(q->base, c, sizeof(double) * (size_t)q->k);
+	memcpy(q->coef, c, sizeof(double) * (size_t)q->k);
+	q->scale = 1;
+	q->bias = 0;
+}
+
+void allm_pred_rc_features(const struct allm_prefill_shape *s, double x[4])
+{
+	double tok = s->tokens > 0 ? (double)s->tokens : 0;
+	double tsq = s->tokens_sq;
+	if (!(tsq >= 0) || !isfinite(tsq))
+		tsq = tok * tok; /* as if one sequence: the pessimistic case */
+	x[0] = 1;
+	x[1] = tok / 1e3;
+	x[2] = tsq / 1e6;
+	x[3] = s->n_seqs > 0 ? s->n_seqs : 0;
+}
+
+double allm_pred_swap_bw(const struct allm_pred_lsq *q)
+{
+	return 1e6 / fmax(q->coef[1], PRED_SWAP_MIN_SPMB);
+}
+
+static void swap_features(uint64_t bytes, int32_t n_runs, double x[4])
+{
+	if (n_runs < 1 && bytes > 0)
+		n_runs = 1; /* some copy happens */
+	x[0] = n_runs > 0 ? n_runs : 0;
+	x[1] = (double)bytes / 1e6;
+	x[2] = x[3] = 0;
+}
+
+/* ---- rolling error ---- */
+
+static void ring_push(struct allm_pred_ring *r, double pred, double meas)
+{
+	double pct = fabs(pred - meas) / meas * 100.0;
+	r->pct[r->head] = (float)fmin(pct, 1e9);
+	r->head = (r->head + 1) % ALLM_PRED_RING;
+	if (r->n < ALLM_PRED_RING)
+		r->n++;
+}
+
+static double ring_mean(const struct allm_pred_ring *r)
+{
+	if (r->n == 0)
+		return NAN;
+	double s = 0;
+	for (int32_t i = 0; i < r->n; i++)
+		s += r->pct[i];
+	return s / r->n;
+}
+
+/* ---- public API ---- */
+
+/* The guessed prior of an uncalibrated predictor: a pseudo-grid evaluated with
+ * the guess, so unexcited directions stay at the guess (scaled by drift). */
+static void seed_guess(struct allm_pred_lsq *q, const double *guess, bool rc)
+{
+	double A[4][4] = { { 0 } }, b[4] = { 0 }, x[4];
+	int n = 0;
+
+	memcpy(q->base, guess, sizeof(double) * (size_t)q->k);
+	for (int32_t len = 16; len <= 4096; len *= 4)
+		for (int32_t ns = 1; ns <= 4; ns *= 2) {
+			if (rc) {
+				struct allm_prefill_shape s = { ns, (int64_t)ns * len, (double)ns * len * len };
+				allm_pred_rc_features(&s, x);
+			} else {
+				swap_features((uint64_t)len * 4096, ns, x);
+			}
+			acc_sample(q->k, A, b, x, clamp_pred(dot(q->k, guess, x), PRED_SWAP_FLOOR), 1.0);
+			n++;
+		}
+	lsq_seed(q, A, b, n, guess, false);
+}
+
+int allm_predictor_create(const struct allm_predictor_key *key, struct allm_predictor **ret)
+{
+	if (!key || !ret)
+		return -EINVAL;
+	struct allm_predictor *p = allm_calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->key = *key;
+	/* the key may come from anywhere: make its strings strings */
+	p->key.model[sizeof(p->key.model) - 1] = 0;
+	p->key.device[sizeof(p->key.device) - 1] = 0;
+	p->key.dtype[sizeof(p->key.dtype) - 1] = 0;
+	p->rc.k = ALLM_PRED_RC_NF;
+	/* time grows with tokens: a negative slope is noise, and would make long
+	 * recomputes look free */
+	p->rc.nonneg = (1u << 1) | (1u << 2);
+	seed_guess(&p->rc, rc_guess, true);
+	for (int d = 0; d < 2; d++) {
+		p->swap[d].k = ALLM_PRED_SWAP_NF;
+		p->swap[d].nonneg = 3;
+		seed_guess(&p->swap[d], swap_guess, false);
+		p->swap_bw[d] = allm_pred_swap_bw(&p->swap[d]);
+	}
+	p->calib_mape_rc = p->calib_mape_swap = NAN;
+	*ret = p;
+	return 0;
+}
+
+void allm_predictor_free(struct allm_predictor *p)
+{
+	allm_free(p);
+}
+
+double allm_predict_prefill(const struct allm_predictor *p, const struct allm_prefill_shape *s)
+{
+	double x[4];
+	allm_pred_rc_features(s, x);
+	return clamp_pred(dot(ALLM_PRED_RC_NF, p->rc.coef, x), PRED_RC_FLOOR);
+}
+
+double allm_predict_recompute(const struct allm_predictor *p, int64_t n_tokens)
+{
+	double n = n_tokens > 0 ? (double)n_tokens : 0;
+	struct allm_prefill_shape s = { 1, n_tokens > 0 ? n_tokens : 0, n * n };
+	return allm_predict_prefill(p, &s);
+}
+
+double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs)
+{
+	double x[4];
+	ALLM_ASSERT(dir == 0 || dir == 1);
+	swap_features(bytes, n_runs, x);
+	return clamp_pred(x[0] * p->swap[dir].coef[0] + (double)bytes / p->swap_bw[dir], PRED_SWAP_FLOOR);
+}
+
+void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_prefill_shape *s, double seconds)
+{
+	double x[4];
+	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
+		return;
+	ring_push(&p->rc_err, allm_predict_prefill(p, s), seconds);
+	allm_pred_rc_features(s, x);
+	lsq_observe(&p->rc, x, seconds, PRED_RC_FLOOR);
+	p->n_prefill_obs++;
+}
+
+void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs, double seconds)
+{
+	double x[4];
+	ALLM_ASSERT(dir == 0 || dir == 1);
+	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
+		return;
+	ring_push(&p->swap_err, allm_predict_swap(p, dir, bytes, n_runs), seconds);
+	swap_features(bytes, n_runs, x);
+	lsq_observe(&p->swap[dir], x, seconds, PRED_SWAP_FLOOR);
+	p->swap_bw[dir] = allm_pred_swap_bw(&p->swap[dir]);
+	p->n_swap_obs++;
+}
+
+double allm_predictor_mape_recompute(const struct allm_predictor *p)
+{
+	return ring_mean(&p->rc_err);
+}
+
+double allm_predictor_mape_swap(const struct allm_predictor *p)
+{
+	return ring_mean(&p->swap_err);
+}
+
+void allm_predictor_reset_stats(struct allm_predictor *p)
+{
+	memset(&p->rc_err, 0, sizeof(p->rc_err));
+	memset(&p->swap_err, 0, sizeof(p->swap_err));
+}
+
+bool allm_predictor_calibrated(const struct allm_predictor *p)
+{
+	return p->calibrated;
+}
+
+void allm_predictor_get_info(const struct allm_predictor *p, struct allm_predictor_info *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->rc_coef[0] = p->rc.coef[0];
+	ret->rc_coef[1] = p->rc.coef[1] / 1e3;
+	ret->rc_coef[2] = p->rc.coef[2] / 1e6;
+	ret->rc_coef[3] = p->rc.coef[3];
+	for (int d = 0; d < 2; d++) {
+		ret->lat[d] = p->swap[d].coef[0];
+		ret->bw[d] = p->swap_bw[d];
+		ret->swap_scale[d] = p->swap[d].scale;
+	}
+	ret->n_prefill_obs = p->n_prefill_obs;
+	ret->n_swap_obs = p->n_swap_obs;
+	ret->mape_recompute = allm_predictor_mape_recompute(p);
+	ret->mape_swap = allm_predictor_mape_swap(p);
+	ret->calibrated = p->calibrated;
+	ret->calib_mape_recompute = p->calib_mape_rc;
+	ret->calib_mape_swap = p->calib_mape_swap;
+	ret->rc_scale = p->rc.scale;
+}
+
+/* ---- calibration ---- */
+
+struct calib_pt {
+	double x[4];
+	double y; /* median seconds */
+};
+
+static double median(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static bool good_time(double t)
+{
+	return t >= 0 && isfinite(t);
+}
+
+/* Fits q (k features) on the points and returns the leave-one-out absolute
+ * percentage errors summed into *loo_sum (count in *loo_n). -EDOM if singular. */
+static int calib_fit(struct allm_pred_lsq *q, const struct calib_pt *pts, int n, double *loo_sum, int *loo_n)
+{
+	double A[4][4] = { { 0 } }, b[4] = { 0 }, c[4], prior[4];
+	double floor = q->k == ALLM_PRED_RC_NF ? PRED_RC_FLOOR : PRED_SWAP_FLOOR;
+	int ret;
+
+	/* directions the grid leaves open (tiny max_tokens) keep the current model */
+	memcpy(prior, q->coef, sizeof(prior));
+	for (int i = 0; i < n; i++)
+		acc_sample(q->k, A, b, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), 1.0);
+	ret = lsq_fit(q->k, A, b, NULL, prior, q->nonneg, c);
+	if (ret < 0)
+		return ret;
+	lsq_fix(q->k, c);
+	for (int i = 0; n > q->k && i < n; i++) {
+		double Ai[4][4], bi[4], ci[4];
+		memcpy(Ai, A, sizeof(A));
+		memcpy(bi, b, sizeof(b));
+		acc_sample(q->k, Ai, bi, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), -1.0);
+		if (lsq_fit(q->k, Ai, bi, NULL, prior, q->nonneg, ci) < 0)
+			continue;
+		lsq_fix(q->k, ci);
+		double pred = clamp_pred(dot(q->k, ci, pts[i].x), floor);
+		*loo_sum += fabs(pred - pts[i].y) / fmax(pts[i].y, PRED_MIN_SAMPLE) * 100.0;
+		(*loo_n)++;
+	}
+	lsq_seed(q, A, b, n, c, true);
+	return 0;
+}
+
+struct calib_plan {
+	int32_t rc_ns[CALIB_MAX_PTS], rc_len[CALIB_MAX_PTS];
+	int n_rc, rc_reps;
+	int32_t sw_blocks[CALIB_MAX_PTS], sw_runs[CALIB_MAX_PTS]; /* per direction */
+	int n_sw, sw_reps;
+};
+
+static void calib_plan(const struct allm_calib_ops *ops, struct calib_plan *pl)
+{
+	int64_t lens[20];
+	int nl = 0;
+
+	memset(pl, 0, sizeof(*pl));
+	/* below 64 tokens there is too little to fit with steps starting at 8 */
+	for (int64_t len = ops->max_tokens >= 64 ? 8 : 1; len <= ops->max_tokens && nl < 18; len *= 2)
+		lens[nl++] = len;
+	/* cover the top of the range too: recomputes of long sequences live there */
+	if (nl < 20 && ops->max_tokens > lens[nl - 1] + lens[nl - 1] / 4)
+		lens[nl++] = ops->max_tokens;
+	for (int i = 0; i < nl; i++)
+		for (int32_t ns = 1; ns <= 4; ns *= 2)
+			if (ns * lens[i] <= ops->max_tokens && pl->n_rc < CALIB_MAX_PTS) {
+				pl->rc_ns[pl->n_rc] = ns;
+				pl->rc_len[pl->n_rc++] = (int32_t)lens[i];
+			}
+	pl->rc_reps = pl->n_rc * 3 <= CALIB_RC_RUNS ? 3 : pl->n_rc * 2 <= CALIB_RC_RUNS + 30 ? 2 : 1;
+
+	int32_t maxb = ALLM_MIN(ops->max_swap_blocks, CALIB_MAX_SWAP_BLOCKS);
+	if (!ops->time_swap || maxb < 1)
+		return;
+	for (int32_t b = 1;; b *= 2) {
+		if (b > maxb)
+			b = maxb; /* the top of the range, once */
+		int32_t runs[2] = { 1, ALLM_MIN(b, 4) };
+		for (int r = 0; r < (runs[1] > 1 ? 2 : 1); r++) {
+			pl->sw_blocks[pl->n_sw] = b;
+			pl->sw_runs[pl->n_sw++] = runs[r];
+		}
+		if (b == maxb)
+			break;
+	}
+	pl->sw_reps = pl->n_sw * 2 * 5 <= CALIB_SWAP_RUNS ? 5 : 3;
+}
+
+int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_ops *ops, struct allm_err *err)
+{
+	struct calib_plan pl;
+	struct calib_pt rc_pts[CALIB_MAX_PTS], sw_pts[2][CALIB_MAX_PTS];
+	int n_rc = 0, n_sw[2] = { 0, 0 }, done = 0, total;
+	double reps[8], t;
+	int64_t slow_tokens = INT64_MAX;
+	uint64_t block_bytes;
+
+	if (!ops || !ops->time_prefill || ops->max_tokens < 1)
+		return allm_err_set(err, -EINVAL, "calibration: no prefill callback or max_tokens < 1");
+	block_bytes = ops->block_bytes ? ops->block_bytes : p->key.block_bytes;
+	calib_plan(ops, &pl);
+	total = pl.n_rc + 2 * pl.n_sw;
+
+	/* warm-up: page in weights, spin up threads / the GPU clock */
+	t = ops->time_prefill(ops->user, 1, ALLM_MIN(ops->max_tokens, 128));
+	if (!good_time(t))
+		return allm_err_set(err, -EIO, "calibration: warm-up prefill failed");
+	for (int i = 0; i < pl.n_rc; i++) {
+		int32_t ns = pl.rc_ns[i], len = pl.rc_len[i];
+		int64_t tokens = (int64_t)ns * len;
+		if (tokens <= slow_tokens) {
+			for (int r = 0; r < pl.rc_reps; r++) {
+				reps[r] = ops->time_prefill(ops->user, ns, len);
+				if (!good_time(reps[r]))
+					return allm_err_set(err, -EIO, "calibration: prefill of %d x %d tokens failed",
+							    ns, len);
+			}
+			struct allm_prefill_shape s = { ns, tokens, (double)ns * len * len };
+			allm_pred_rc_features(&s, rc_pts[n_rc].x);
+			rc_pts[n_rc].y = median(reps, pl.rc_reps);
+			if (rc_pts[n_rc].y > CALIB_SLOW_S)
+				slow_tokens = ALLM_MIN(slow_tokens, tokens);
+			n_rc++;
+		}
+		if (ops->progress)
+			ops->progress(ops->user, ++done, total);
+	}
+	for (int dir = 0; dir < 2 && pl.n_sw > 0; dir++) {
+		t = ops->time_swap(ops->user, dir, ALLM_MIN(pl.sw_blocks[pl.n_sw - 1], 8), 1);
+		if (!good_time(t))
+			return allm_err_set(err, -EIO, "calibration: warm-up swap (%s) failed", dir ? "in" : "out");
+		for (int i = 0; i < pl.n_sw; i++) {
+			for (int r = 0; r < pl.sw_reps; r++) {
+				reps[r] = ops->time_swap(ops->user, dir, pl.sw_blocks[i], pl.sw_runs[i]);
+				if (!good_time(reps[r]))
+					return allm_err_set(err, -EIO,
+							    "calibration: swap %s of %d blocks in %d runs failed",
+							    dir ? "in" : "out", pl.sw_blocks[i], pl.sw_runs[i]);
+			}
+			swap_features((uint64_t)pl.sw_blocks[i] * block_bytes, pl.sw_runs[i], sw_pts[dir][i].x);
+			sw_pts[dir][i].y = median(reps, pl.sw_reps);
+			n_sw[dir]++;
+			if (ops->progress)
+				ops->progress(ops->user, ++done, total);
+		}
+	}
+
+	/* fit into copies: the predictor changes only if everything fits */
+	struct allm_pred_lsq rc = p->rc, sw[2] = { p->swap[0], p->swap[1] };
+	double loo_sum = 0, sw_loo_sum = 0;
+	int loo_n = 0, sw_loo_n = 0;
+	if (calib_fit(&rc, rc_pts, n_rc, &loo_sum, &loo_n) < 0)
+		return allm_err_set(err, -EIO, "calibration: prefill timings do not determine a model");
+	for (int dir = 0; dir < 2 && pl.n_sw > 0; dir++)
+		if (calib_fit(&sw[dir], sw_pts[dir], n_sw[dir], &sw_loo_sum, &sw_loo_n) < 0)
+			return allm_err_set(err, -EIO, "calibration: swap timings do not determine a model");
+	p->rc = rc;
+	p->calib_mape_rc = loo_n ? loo_sum / loo_n : NAN;
+	if (pl.n_sw > 0) {
+		p->swap[0] = sw[0];
+		p->swap[1] = sw[1];
+		p->swap_bw[0] = allm_pred_swap_bw(&sw[0]);
+		p->swap_bw[1] = allm_pred_swap_bw(&sw[1]);
+		p->calib_mape_swap = sw_loo_n ? sw_loo_sum / sw_loo_n : NAN;
+	}
+	p->calibrated = true;
+	time_t now = time(NULL);
+	struct tm tm;
+	if (gmtime_r(&now, &tm))
+		strftime(p->calibrated_at, sizeof(p->calibrated_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return 0;
+}

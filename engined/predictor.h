@@ -1,0 +1,174 @@
+/* Cost predictors the scheduler asks before it preempts (DESIGN §6, §7): how long
+ * recomputing a sequence takes (= a prefill of its current length) and how long
+ * swapping its KV blocks out and back in takes. Both are linear models fitted by
+ * weighted least squares: calibrated at start over a grid of timed prefills and
+ * swaps the engine runs for us through callbacks, persisted to a JSON profile so a
+ * restart skips the grid, then refitted after every real prefill and swap.
+ *
+ * Not thread-safe: the scheduler thread owns a predictor. */
+#ifndef ALLM_PREDICTOR_H
+#define ALLM_PREDICTOR_H
+
+#include "util.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a profile was measured on. A profile whose key differs in any field is
+ * "mismatched": its numbers say nothing about this run. Layers and hidden size,
+ * two of the cost features of DESIGN §7, are constant for a model, so they live
+ * here rather than in the regression. */
+struct allm_predictor_key {
+	char model[256]; /* model name or path */
+	char device[128]; /* e.g. "cpu:16" or "NVIDIA H100 80GB HBM3" */
+	char dtype[8]; /* "f32", "f16", "bf16" */
+	int32_t n_layers, hidden, block_size;
+	uint64_t block_bytes; /* bytes of one KV block, all layers, K and V */
+	int32_t threads; /* CPU threads the backend runs with */
+};
+
+/* A prefill batch, by the features of its cost. */
+struct allm_prefill_shape {
+	int32_t n_seqs;
+	int64_t tokens; /* sum of the sequences' new tokens */
+	double tokens_sq; /* sum over sequences of n_i^2 (attention is quadratic per sequence) */
+};
+
+enum {
+	ALLM_PRED_RC_NF = 4, /* recompute features: 1, tokens/1e3, tokens_sq/1e6, n_seqs */
+	ALLM_PRED_SWAP_NF = 2, /* swap features: runs, bytes/1e6 */
+	ALLM_PRED_RING = 100, /* samples in the rolling error */
+};
+
+/* Weighted least squares with exponential forgetting, pulled toward a prior. Each
+ * sample is weighted 1/y^2 so the fit minimises relative error (a 10 ms prefill
+ * matters as much as a 1 s one). The prior keeps directions the live traffic does
+ * not excite (e.g. long prompts on a chat workload) at their calibrated values
+ * times `scale`, instead of letting forgetting wind them down to the ridge. */
+struct allm_pred_lsq {
+	int32_t k; /* features in use: ALLM_PRED_RC_NF or ALLM_PRED_SWAP_NF */
+	uint32_t nonneg; /* bit i set: coef[i] is constrained to >= 0 */
+	double xtx[4][4]; /* sum of lambda^age * w * x x^T, seeded from calibration */
+	double xty[4]; /* sum of lambda^age * w * x y */
+	double prior_xtx[4][4]; /* calibration design scaled to a few samples' weight */
+	double base[4]; /* calibrated coefficients (before calibration: a built-in guess) */
+	double scale; /* EWMA of measured / base prediction: drift of the whole device */
+	double bias; /* EWMA of log(measured / predicted): a persistent one means the device
+		      * changed, and old samples are forgotten faster */
+	double coef[4]; /* current fit: predictions use only this */
+};
+
+/* Last ALLM_PRED_RING absolute percentage errors. */
+struct allm_pred_ring {
+	float pct[ALLM_PRED_RING];
+	int32_t n; /* valid entries, <= ALLM_PRED_RING */
+	int32_t head; /* next slot written */
+};
+
+/* Fields are read-only to callers: go through the functions. Public so tests and
+ * the profile code can see them. */
+struct allm_predictor {
+	struct allm_predictor_key key;
+	struct allm_pred_lsq rc; /* prefill/recompute seconds */
+	struct allm_pred_lsq swap[2]; /* [0] = out (d2h), [1] = in (h2d) */
+	/* bytes/s = 1e6 / swap[d].coef[1], kept as such so a profile (which stores
+	 * bandwidths) reloads to bit-identical predictions */
+	double swap_bw[2];
+	struct allm_pred_ring rc_err, swap_err; /* swap: both directions together */
+	int64_t n_prefill_obs, n_swap_obs;
+	double calib_mape_rc, calib_mape_swap; /* leave-one-out over the grid; NAN if none */
+	bool calibrated; /* by allm_predictor_calibrate or a loaded profile */
+	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
+};
+
+/* 0, -EINVAL (NULL key) or -ENOMEM. The new predictor is uncalibrated: it predicts
+ * from a built-in guess and learns from observations. The caller frees it. */
+int allm_predictor_create(const struct allm_predictor_key *key, struct allm_predictor **ret);
+void allm_predictor_free(struct allm_predictor *p);
+
+/* Seconds; always finite and > 0 whatever the input. */
+double allm_predict_prefill(const struct allm_predictor *p, const struct allm_prefill_shape *s);
+/* A prefill of one sequence of n_tokens (what recomputing it costs). */
+double allm_predict_recompute(const struct allm_predictor *p, int64_t n_tokens);
+/* t = n_runs * latency + bytes / bandwidth in direction dir (0 = out/d2h,
+ * 1 = in/h2d); n_runs = coalesced contiguous copies. */
+double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);
+
+/* Online learning from a real prefill / swap that took `seconds`. The prediction
+ * made before the sample is seen goes into the rolling error first, so that error
+ * is held out by construction. Non-finite or non-positive times are ignored. */
+void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_prefill_shape *s,
+				    double seconds);
+void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
+				 double seconds);
+
+/* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before any. */
+double allm_predictor_mape_recompute(const struct allm_predictor *p);
+double allm_predictor_mape_swap(const struct allm_predictor *p);
+/* Clears the rolling errors (for `reset-stats`); the models are kept. */
+void allm_predictor_reset_stats(struct allm_predictor *p);
+bool allm_predictor_calibrated(const struct allm_predictor *p);
+
+/* The engine's side of calibration: timed real prefills and swaps on the backend. */
+struct allm_calib_ops {
+	void *user;
+	int32_t max_tokens; /* largest prefill the engine can run (context and batch-token caps) */
+	int32_t max_swap_blocks; /* largest swap the pools allow; < 1 skips the swap grid */
+	uint64_t block_bytes; /* 0: use key.block_bytes */
+	/* runs and times a prefill of n_seqs sequences of len tokens each; seconds or < 0 */
+	double (*time_prefill)(void *user, int32_t n_seqs, int32_t len);
+	/* runs and times a copy of n_blocks blocks in direction dir as n_runs coalesced runs */
+	double (*time_swap)(void *user, int dir, int32_t n_blocks, int32_t n_runs);
+	void (*progress)(void *user, int done, int total); /* may be NULL */
+};
+
+/* Times prefills of 8, 16, 32, ... tokens up to max_tokens at 1, 2 and 4
+ * sequences, and swaps of 1..64 blocks as 1 and up to 4 runs in both directions
+ * (median of a few runs each, about 150 timed runs in all), fits both models and
+ * a leave-one-out error. 0; -EINVAL for bad ops; -EIO (with err) if a callback
+ * failed, leaving the predictor unchanged. */
+int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_ops *ops,
+			     struct allm_err *err);
+
+/* Profiles (predictor-profile.c). save: 0 or -errno (with err); refuses an
+ * uncalibrated predictor (-EINVAL); writes a temporary file and renames it, so a
+ * crash never leaves half a profile. load: 0; -ENOENT if missing; -EINVAL (err
+ * names the field) if corrupted; -ESTALE (err says which key field) if made for
+ * another key. On failure p is unchanged. */
+int allm_predictor_save(const struct allm_predictor *p, const char *path, struct allm_err *err);
+int allm_predictor_load(struct allm_predictor *p, const char *path, struct allm_err *err);
+/* $XDG_CACHE_HOME/adaptivellm/ (else ~/.cache/adaptivellm/) + a file name made of
+ * the sanitised model, device and dtype and a hash of the whole key. Creates the
+ * directory. 0, -ENOENT (no HOME), -ENAMETOOLONG or the mkdir error. */
+int allm_predictor_default_path(const struct allm_predictor_key *key, char *ret, size_t len);
+
+/* For stats and JSON, in natural units. */
+struct allm_predictor_info {
+	double rc_coef[4]; /* s, s/token, s/token^2 (per sequence), s/sequence */
+	double bw[2], lat[2]; /* bytes/s and s per run, [0] = d2h, [1] = h2d */
+	int64_t n_prefill_obs, n_swap_obs;
+	double mape_recompute, mape_swap; /* rolling, NAN if no sample */
+	bool calibrated;
+	double calib_mape_recompute, calib_mape_swap; /* leave-one-out at calibration, NAN if none */
+	double rc_scale, swap_scale[2]; /* drift since calibration (1 = none) */
+};
+void allm_predictor_get_info(const struct allm_predictor *p, struct allm_predictor_info *ret);
+
+/* Shared by predictor.c and predictor-profile.c. */
+/* Recomputes q->coef from its statistics; keeps the old coefficients if the
+ * system is singular. */
+void allm_pred_lsq_refit(struct allm_pred_lsq *q);
+/* Features of a prefill shape, sanitised (never NaN, never negative). */
+void allm_pred_rc_features(const struct allm_prefill_shape *s, double x[4]);
+/* Bandwidth from a swap model's coefficients. */
+double allm_pred_swap_bw(const struct allm_pred_lsq *q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,448 @@
+/* Description: the CPU fast path against the reference loops, op by op (per-op error
+ * limits, sentinels after every output), and batch invariance of GEMM and attention:
+ * a row's bits do not depend on the batch around it or on the thread count. */
+#include "backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 16 /* sentinel floats after every output */
+static const uint32_t SENTINEL = 0x7fc0dead; /* a NaN no op produces */
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		if (!(cond) && failures++ < 30) {                             \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fputc('\n', stderr);                                  \
+		}                                                             \
+	} while (0)
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static void fill(float *p, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = frand() * scale;
+}
+
+/* An output buffer of n floats followed by GUARD sentinels. */
+static float *out_alloc(size_t n)
+{
+	float *p = malloc((n + GUARD) * sizeof(float));
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n + GUARD; i++)
+		memcpy(&p[i], &SENTINEL, 4);
+	return p;
+}
+
+static bool guard_ok(const float *p, size_t n)
+{
+	for (size_t i = n; i < n + GUARD; i++)
+		if (memcmp(&p[i], &SENTINEL, 4))
+			return false;
+	return true;
+}
+
+/* Weights of dtype dt with random values; the caller frees. */
+static void *weights(enum allm_dtype dt, size_t n, float scale)
+{
+	float *f = malloc(n * sizeof(float));
+	void *w = malloc(n * allm_dtype_size(dt) + 4);
+	fill(f, n, scale);
+	allm_from_f32(w, f, dt, n);
+	free(f);
+	return w;
+}
+
+/* Largest |a - b| / max(|b|, floor) over n elements; also counts non-identical bits. */
+static double max_rel(const float *a, const float *b, size_t n, float floor_, size_t *ndiff)
+{
+	double worst = 0.0;
+	*ndiff = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (memcmp(&a[i], &b[i], 4))
+			(*ndiff)++;
+		double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor_);
+		if (!(d <= worst)) /* NaN counts as worst */
+			worst = isnan(d) ? INFINITY : d;
+	}
+	return worst;
+}
+
+/* --- GEMM ----------------------------------------------------------------------- */
+
+static void test_gemm(allm_backend_t *ref, allm_backend_t *fast)
+{
+	static const int64_t shapes[][3] = {
+		{ 1, 64, 512 }, { 2, 64, 172 }, { 3, 172, 64 }, { 4, 288, 768 }, { 5, 64, 172 },
+		{ 7, 100, 33 }, { 16, 256, 160 }, { 33, 300, 200 }, { 100, 64, 288 },
+		{ 1, 4096, 64 }, { 6, 7, 17 }, { 13, 1, 5 }, { 9, 600, 48 },
+	};
+	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
+		for (size_t s = 0; s < ALLM_ARRAY_SIZE(shapes); s++) {
+			int64_t n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
+			float *x = malloc((size_t)(n * k) * 4);
+			fill(x, (size_t)(n * k), 1.0f);
+			void *w = weights(dt, (size_t)(m * k), 0.1f);
+			void *b = weights(dt, (size_t)m, 0.5f);
+			for (int with_bias = 0; with_bias < 2; with_bias++) {
+				size_t ny = (size_t)(n * m), nd;
+				float *yr = out_alloc(ny), *yf = out_alloc(ny);
+				int r1 = ref->iface->gemm(ref, yr, x, w, with_bias ? b : NULL, dt,
+							  n, k, m);
+				int r2 = fast->iface->gemm(fast, yf, x, w, with_bias ? b : NULL, dt,
+							   n, k, m);
+				CHECK(r1 == 0 && r2 == 0, "gemm returned %d/%d", r1, r2);
+				double e = max_rel(yf, yr, ny, 1e-3f, &nd);
+				CHECK(e <= 1e-5, "gemm %s n=%ld k=%ld m=%ld bias=%d: rel err %g",
+				      allm_dtype_name(dt), n, k, m, with_bias, e);
+				CHECK(guard_ok(yf, ny), "gemm %s n=%ld k=%ld m=%ld: wrote past y",
+				      allm_dtype_name(dt), n, k, m);
+				if (nd)
+					printf("note: gemm %s n=%ld k=%ld m=%ld: %zu elements differ "
+					       "from the reference in the last bits\n",
+					       allm_dtype_name(dt), n, k, m, nd);
+				free(yr);
+				free(yf);
+			}
+			free(x);
+			free(w);
+			free(b);
+		}
+	}
+}
+
+/* Row i of an n-row call == the same row computed alone, inside every other n, and
+ * amid different neighbours; also across backends with other thread counts. */
+static void test_gemm_invariance(allm_backend_t **fasts, int n_fasts)
+{
+	static const int64_t km[][2] = { { 64, 172 }, { 288, 768 }, { 768, 64 }, { 4096, 288 },
+					 { 100, 33 } };
+	static const int64_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 33, 40 };
+	const int64_t nmax = 40;
+	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
+		for (size_t s = 0; s < ALLM_ARRAY_SIZE(km); s++) {
+			int64_t k = km[s][0], m = km[s][1];
+			float *x = malloc((size_t)(nmax * k) * 4), *x2 = malloc((size_t)(nmax * k) * 4);
+			void *w = weights(dt, (size_t)(m * k), 0.1f);
+			void *b = weights(dt, (size_t)m, 0.5f);
+			float *full = out_alloc((size_t)(nmax * m)), *y = out_alloc((size_t)(nmax * m));
+			fill(x, (size_t)(nmax * k), 1.0f);
+			fasts[0]->iface->gemm(fasts[0], full, x, w, b, dt, nmax, k, m);
+			for (int f = 0; f < n_fasts; f++) {
+				allm_backend_t *be = fasts[f];
+				for (size_t j = 0; j < ALLM_ARRAY_SIZE(ns); j++) {
+					int64_t n = ns[j];
+					be->iface->gemm(be, y, x, w, b, dt, n, k, m);
+					CHECK(!memcmp(y, full, (size_t)(n * m) * 4),
+					      "gemm %s k=%ld m=%ld: rows of n=%ld differ from n=%ld "
+					      "(backend %d)", allm_dtype_name(dt), k, m, n, nmax, f);
+					CHECK(guard_ok(y, (size_t)(nmax * m)), "gemm wrote past y");
+				}
+				/* Row i alone, and row i at position p amid other rows. */
+				for (int64_t i = 0; i < nmax; i += 7) {
+					be->iface->gemm(be, y, x + i * k, w, b, dt, 1, k, m);
+					CHECK(!memcmp(y, full + i * m, (size_t)m * 4),
+					      "gemm %s k=%ld m=%ld: row %ld alone differs",
+					      allm_dtype_name(dt), k, m, i);
+					int64_t p = (i * 5 + 3) % nmax;
+					fill(x2, (size_t)(nmax * k), 2.0f);
+					memcpy(x2 + p * k, x + i * k, (size_t)k * 4);
+					be->iface->gemm(be, y, x2, w, b, dt, nmax, k, m);
+					CHECK(!memcmp(y + p * m, full + i * m, (size_t)m * 4),
+					      "gemm %s k=%ld m=%ld: row %ld amid other rows differs",
+					      allm_dtype_name(dt), k, m, i);
+				}
+			}
+			free(x);
+			free(x2);
+			free(w);
+			free(b);
+			free(full);
+			free(y);
+		}
+	}
+}
+
+/* --- attention ------------------------------------------------------------------ */
+
+struct attn_case {
+	struct allm_kv_layout lay;
+	int32_t n_heads;
+	void *pool;
+	int32_t n_seqs, max_blocks;
+	int32_t seq_len[4];
+	int32_t *block_tables; /* [n_seqs][max_blocks] */
+};
+
+/* Sequences with shuffled physical blocks over a pool filled with random K/V. */
+static void attn_case_init(struct attn_case *c, enum allm_dtype dt, int32_t hd, int32_t kvh,
+			   int32_t n_heads)
+{
+	static const int32_t lens[4] = { 37, 1, 16, 70 };
+	memset(c, 0, sizeof(*c));
+	c->lay = (struct allm_kv_layout){ .n_layers = 2, .n_kv_heads = kvh, .head_dim = hd,
+					  .block_size = 16, .dtype = dt };
+	c->n_heads = n_heads;
+	c->n_seqs = 4;
+	c->max_blocks = 5;
+	memcpy(c->seq_len, lens, sizeof(lens));
+	int32_t n_blocks = c->n_seqs * c->max_blocks;
+	size_t elems = allm_kv_block_elems(&c->lay) * (size_t)n_blocks;
+	c->pool = weights(dt, elems, 1.0f);
+	c->block_tables = malloc((size_t)n_blocks * sizeof(int32_t));
+	for (int32_t i = 0; i < n_blocks; i++)
+		c->block_tables[i] = i;
+	for (int32_t i = n_blocks - 1; i > 0; i--) { /* shuffle */
+		int32_t j = (int32_t)(((uint32_t)(frand() * 1e6f) & 0xffff) % (uint32_t)(i + 1));
+		int32_t t = c->block_tables[i];
+		c->block_tables[i] = c->block_tables[j];
+		c->block_tables[j] = t;
+	}
+}
+
+/* Tokens (seq, pos) -> meta; arrays owned by the caller's buffers. */
+static void make_meta(struct allm_attn_meta *meta, const struct attn_case *c,
+		      const int32_t *seq, const int32_t *pos, int32_t *slot, int32_t n)
+{
+	int32_t mx = 0;
+	for (int32_t t = 0; t < n; t++) {
+		int32_t bs = c->lay.block_size;
+		slot[t] = c->block_tables[seq[t] * c->max_blocks + pos[t] / bs] * bs + pos[t] % bs;
+		mx = ALLM_MAX(mx, pos[t] + 1);
+	}
+	*meta = (struct allm_attn_meta){ .n_tokens = n, .n_seqs = c->n_seqs,
+					 .max_blocks_per_seq = c->max_blocks, .max_ctx = mx,
+					 .tok_seq = seq, .tok_pos = pos, .slot = slot,
+					 .block_tables = c->block_tables };
+}
+
+static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fasts)
+{
+	static const int32_t cfg[][3] = { { 16, 2, 4 }, { 64, 1, 8 }, { 32, 3, 3 } };
+	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
+		for (size_t ci = 0; ci < ALLM_ARRAY_SIZE(cfg); ci++) {
+			struct attn_case c;
+			attn_case_init(&c, dt, cfg[ci][0], cfg[ci][1], cfg[ci][2]);
+			/* A mixed batch: a whole prompt of seq 3, decodes of seqs 0..2. */
+			int32_t seq[80], pos[80], slot[80], n = 0;
+			for (int32_t p = 0; p < c.seq_len[3]; p++, n++)
+				seq[n] = 3, pos[n] = p;
+			for (int32_t s = 0; s < 3; s++, n++)
+				seq[n] = s, pos[n] = c.seq_len[s] - 1;
+			struct allm_attn_meta meta;
+			make_meta(&meta, &c, seq, pos, slot, n);
+			int32_t row = c.n_heads * c.lay.head_dim;
+			size_t nq = (size_t)n * row, nd;
+			float *q = malloc(nq * 4), *or = out_alloc(nq), *of = out_alloc(nq);
+			fill(q, nq, 1.0f);
+			float scale = 1.0f / sqrtf((float)c.lay.head_dim);
+			int r = ref->iface->attention(ref, or, q, c.pool, &c.lay, 1, c.n_heads, scale,
+						      &meta);
+			CHECK(r == 0, "ref attention returned %d", r);
+			for (int f = 0; f < n_fasts; f++) {
+				r = fasts[f]->iface->attention(fasts[f], of, q, c.pool, &c.lay, 1,
+							       c.n_heads, scale, &meta);
+				CHECK(r == 0, "fast attention returned %d", r);
+				double e = max_rel(of, or, nq, 1e-3f, &nd);
+				CHECK(nd == 0 || e <= 1e-6, "attention %s hd=%d: rel err %g",
+				      allm_dtype_name(dt), c.lay.head_dim, e);
+				CHECK(guard_ok(of, nq), "attention wrote past out");
+				/* Each decode token alone, and the prompt's last token alone. */
+				for (int32_t t = c.seq_len[3] - 1; t < n; t++) {
+					struct allm_attn_meta m1;
+					int32_t slot1;
+					float *o1 = out_alloc((size_t)row);
+					make_meta(&m1, &c, &seq[t], &pos[t], &slot1, 1);
+					fasts[f]->iface->attention(fasts[f], o1, q + (size_t)t * row,
+								   c.pool, &c.lay, 1, c.n_heads,
+								   scale, &m1);
+					CHECK(!memcmp(o1, of + (size_t)t * row, (size_t)row * 4),
+					      "attention %s: token %d alone differs from in batch",
+					      allm_dtype_name(dt), t);
+					CHECK(guard_ok(o1, (size_t)row), "attention wrote past out");
+					free(o1);
+				}
+			}
+			free(q);
+			free(or);
+			free(of);
+			free(c.pool);
+			free(c.block_tables);
+		}
+	}
+}
+
+/* --- the other ops: whatever path the fast backend takes, it matches ------------ */
+
+static void cmp_out(const char *op, const float *a, const float *b, size_t n, double lim)
+{
+	size_t nd;
+	double e = max_rel(a, b, n, 1e-3f, &nd);
+	CHECK(nd == 0 || e <= lim, "%s: rel err %g (%zu differ)", op, e, nd);
+	CHECK(guard_ok(a, n), "%s: wrote past its output", op);
+}
+
+static void test_other_ops(allm_backend_t *ref, allm_backend_t *fast)
+{
+	const int64_t n = 9, dim = 96, vocab = 50;
+	const int32_t nh = 4, nkv = 2, hd = 16;
+	allm_backend_t *be[2] = { ref, fast };
+	float *x = malloc((size_t)(n * dim) * 4), *x2 = malloc((size_t)(n * dim) * 4);
+	fill(x, (size_t)(n * dim), 2.0f);
+	fill(x2, (size_t)(n * dim), 2.0f);
+	int32_t ids[9], rows[9], pos[9];
+	for (int i = 0; i < n; i++) {
+		ids[i] = (int32_t)((i * 17 + 3) % vocab);
+		rows[i] = (int32_t)((i * 5 + 1) % n);
+		pos[i] = i * 3;
+	}
+	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
+		void *table = weights(dt, (size_t)(vocab * dim), 1.0f);
+		void *w = weights(dt, (size_t)dim, 1.0f), *b = weights(dt, (size_t)dim, 1.0f);
+		float *y[2];
+		for (int i = 0; i < 2; i++) {
+			y[i] = out_alloc((size_t)(n * dim));
+			be[i]->iface->embedding(be[i], y[i], table, dt, ids, n, dim);
+		}
+		cmp_out("embedding", y[1], y[0], (size_t)(n * dim), 0);
+		for (int i = 0; i < 2; i++)
+			be[i]->iface->rmsnorm(be[i], y[i], x, w, dt, n, dim, 1e-5f);
+		cmp_out("rmsnorm", y[1], y[0], (size_t)(n * dim), 1e-6);
+		for (int i = 0; i < 2; i++)
+			be[i]->iface->layernorm(be[i], y[i], x, w, b, dt, n, dim, 1e-5f);
+		cmp_out("layernorm", y[1], y[0], (size_t)(n * dim), 1e-6);
+		for (int i = 0; i < 2; i++)
+			be[i]->iface->layernorm(be[i], y[i], x, NULL, NULL, dt, n, dim, 1e-5f);
+		cmp_out("layernorm (no affine)", y[1], y[0], (size_t)(n * dim), 1e-6);
+		free(y[0]);
+		free(y[1]);
+		free(table);
+		free(w);
+		free(b);
+	}
+	float *y[2], *q[2], *k[2];
+	float inv_freq[8];
+	for (int i = 0; i < hd / 2; i++)
+		inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)hd);
+	size_t nq = (size_t)(n * nh * hd), nk = (size_t)(n * nkv * hd), ne = (size_t)(n * dim);
+	float *q0 = malloc(nq * 4), *k0 = malloc(nk * 4);
+	fill(q0, nq, 1.0f);
+	fill(k0, nk, 1.0f);
+	for (int i = 0; i < 2; i++) {
+		q[i] = out_alloc(nq);
+		k[i] = out_alloc(nk);
+		memcpy(q[i], q0, nq * 4);
+		memcpy(k[i], k0, nk * 4);
+		be[i]->iface->rope(be[i], q[i], k[i], pos, inv_freq, n, nh, nkv, hd);
+	}
+	cmp_out("rope q", q[1], q[0], nq, 1e-6);
+	cmp_out("rope k", k[1], k[0], nk, 1e-6);
+	for (int i = 0; i < 2; i++) {
+		free(q[i]);
+		free(k[i]);
+		y[i] = out_alloc(ne);
+	}
+	for (int i = 0; i < 2; i++)
+		be[i]->iface->silu_mul(be[i], y[i], x, x2, (int64_t)ne);
+	cmp_out("silu_mul", y[1], y[0], ne, 1e-6);
+	for (int i = 0; i < 2; i++)
+		be[i]->iface->relu(be[i], y[i], x, (int64_t)ne);
+	cmp_out("relu", y[1], y[0], ne, 0);
+	for (int i = 0; i < 2; i++)
+		be[i]->iface->add(be[i], y[i], x, x2, (int64_t)ne);
+	cmp_out("add", y[1], y[0], ne, 0);
+	for (int i = 0; i < 2; i++)
+		be[i]->iface->gather_rows(be[i], y[i], x, rows, n, dim);
+	cmp_out("gather_rows", y[1], y[0], ne, 0);
+	if (ref->iface->argmax && fast->iface->argmax) {
+		int32_t am[2][9 + GUARD];
+		x[3 * dim + 7] = x[3 * dim + 9] = 100.0f; /* a tie: lowest id wins */
+		for (int i = 0; i < 2; i++) {
+			for (int j = 0; j < 9 + GUARD; j++)
+				am[i][j] = -12345;
+			be[i]->iface->argmax(be[i], am[i], x, n, dim);
+		}
+		CHECK(!memcmp(am[0], am[1], sizeof(am[0])), "argmax differs or wrote past ids");
+		CHECK(am[1][3] == 7, "argmax tie: got %d, want 7", am[1][3]);
+	}
+	for (int i = 0; i < 2; i++)
+		free(y[i]);
+
+	/* kv_write: both pools identical afterwards, nothing outside the slots touched. */
+	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
+		struct attn_case c;
+		attn_case_init(&c, dt, hd, nkv, nh);
+		size_t bytes = allm_kv_block_bytes(&c.lay) * (size_t)(c.n_seqs * c.max_blocks);
+		void *p[2] = { malloc(bytes), malloc(bytes) };
+		memcpy(p[0], c.pool, bytes);
+		memcpy(p[1], c.pool, bytes);
+		int32_t seq[9], tp[9], slot[9];
+		for (int t = 0; t < n; t++)
+			seq[t] = t % 4, tp[t] = (t * 7) % c.seq_len[t % 4];
+		struct allm_attn_meta meta;
+		make_meta(&meta, &c, seq, tp, slot, (int32_t)n);
+		for (int i = 0; i < 2; i++)
+			be[i]->iface->kv_write(be[i], p[i], &c.lay, 1, k0, k0, &meta);
+		CHECK(!memcmp(p[0], p[1], bytes), "kv_write %s: pools differ", allm_dtype_name(dt));
+		CHECK(memcmp(p[0], c.pool, bytes), "kv_write %s: wrote nothing", allm_dtype_name(dt));
+		free(p[0]);
+		free(p[1]);
+		free(c.pool);
+		free(c.block_tables);
+	}
+	free(q0);
+	free(k0);
+	free(x);
+	free(x2);
+}
+
+int main(void)
+{
+	struct allm_backend_opts o_ref = { .reference = true };
+	struct allm_backend_opts o_fast[3] = { { .n_threads = 0 }, { .n_threads = 1 },
+					       { .n_threads = 3 } };
+	allm_backend_t *ref = NULL, *fasts[3] = { NULL };
+	struct allm_err err = { { 0 } };
+
+	if (allm_backend_cpu_create(&o_ref, &ref, &err)) {
+		fprintf(stderr, "reference backend: %s\n", err.msg);
+		return 1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (allm_backend_cpu_create(&o_fast[i], &fasts[i], &err)) {
+			fprintf(stderr, "fast backend: %s\n", err.msg);
+			return 1;
+		}
+	printf("ref: %s\nfast: %s\n", ref->iface->describe(ref), fasts[0]->iface->describe(fasts[0]));
+
+	test_gemm(ref, fasts[0]);
+	test_gemm(ref, fasts[2]);
+	test_gemm_invariance(fasts, 3);
+	test_attention(ref, fasts, 3);
+	test_other_ops(ref, fasts[0]);
+
+	for (int i = 0; i < 3; i++)
+		allm_backend_destroy(fasts[i]);
+	allm_backend_destroy(ref);
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,317 @@
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, and parameter validation. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int n_fail;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+			n_fail++; \
+		} \
+	} while (0)
+
+/* Deterministic logits for the tests (not the sampler's RNG). */
+static uint64_t lcg_state = 12345;
+static float rand_logit(void)
+{
+	lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((lcg_state >> 40) & 0xffff) / 65536.0f * 8.0f - 4.0f;
+}
+
+static void sampling(struct allm_sampling *p, float t, int32_t k, float top_p, uint64_t seed)
+{
+	allm_sampling_default(p);
+	p->temperature = t;
+	p->top_k = k;
+	p->top_p = top_p;
+	p->seed = seed;
+}
+
+static void test_greedy_ties(void)
+{
+	float l[10] = {0, 1, 2, 5, -1, 4, 0, 5, 3, 2};
+	struct allm_sampling p;
+	struct allm_sampler s;
+
+	CHECK(allm_argmax(l, 10) == 3, "argmax of a tie at 3 and 7 is %d, want 3", allm_argmax(l, 10));
+	float all_eq[6] = {1, 1, 1, 1, 1, 1};
+	CHECK(allm_argmax(all_eq, 6) == 0, "argmax of equal logits is %d, want 0", allm_argmax(all_eq, 6));
+	float neg[4] = {-9, -3, -3, -8};
+	CHECK(allm_argmax(neg, 4) == 1, "argmax of negative logits is %d, want 1", allm_argmax(neg, 4));
+	float last[5] = {0, 0, 0, 0, 1};
+	CHECK(allm_argmax(last, 5) == 4, "argmax of a maximum at the end is %d", allm_argmax(last, 5));
+
+	allm_sampling_default(&p);
+	CHECK(p.temperature == 0.0f && p.top_k == 0 && p.top_p == 1.0f && p.seed == 0,
+	      "defaults are not greedy/no-topk/no-topp/seed 0");
+	CHECK(allm_sampler_init(&s, &p, 10) == 0, "init");
+	for (int i = 0; i < 5; i++)
+		CHECK(allm_sampler_sample(&s, l) == 3, "greedy sampler tie gives not 3");
+	allm_sampler_fini(&s);
+}
+
+static void test_temperature_zero_is_greedy(void)
+{
+	enum { V = 300 };
+	float l[V];
+	struct allm_sampling p;
+	struct allm_sampler s;
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < V; i++)
+			l[i] = rand_logit();
+		/* top-k/top-p settings must not matter when greedy */
+		sampling(&p, 0.0f, round % 3 ? 7 : 0, round % 2 ? 0.5f : 1.0f, (uint64_t)round);
+		CHECK(allm_sampler_init(&s, &p, V) == 0, "init");
+		int32_t want = allm_argmax(l, V), got = allm_sampler_sample(&s, l);
+		CHECK(got == want, "temperature 0 gave %d, argmax is %d", got, want);
+		allm_sampler_fini(&s);
+	}
+}
+
+static void draw(const float *l, int32_t V, const struct allm_sampling *p, int n, int32_t *out)
+{
+	struct allm_sampler s;
+	if (allm_sampler_init(&s, p, V)) {
+		CHECK(0, "sampler init failed");
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		out[i] = allm_sampler_sample(&s, l);
+	allm_sampler_fini(&s);
+}
+
+static void test_seeds(void)
+{
+	enum { V = 64, N = 200 };
+	float l[V];
+	int32_t a[N], b[N], c[N];
+	struct allm_sampling p;
+	for (int i = 0; i < V; i++)
+		l[i] = rand_logit() * 0.3f; /* flat enough that many ids are likely */
+	sampling(&p, 1.0f, 0, 1.0f, 42);
+	draw(l, V, &p, N, a);
+	draw(l, V, &p, N, b);
+	CHECK(!memcmp(a, b, sizeof(a)), "same seed gave different sequences");
+	p.seed = 43;
+	draw(l, V, &p, N, c);
+	CHECK(memcmp(a, c, sizeof(a)), "seeds 42 and 43 gave the same %d samples", N);
+	int differ = 0, distinct = 0;
+	bool seen[V] = {0};
+	for (int i = 0; i < N; i++) {
+		differ += a[i] != c[i];
+		distinct += !seen[a[i]];
+		seen[a[i]] = true;
+	}
+	CHECK(differ > N / 2, "seeds 42 and 43 agree on %d of %d samples", N - differ, N);
+	CHECK(distinct > 10, "only %d distinct ids in %d samples of a flat distribution", distinct, N);
+	/* the same seed with top-k and top-p is reproducible too */
+	sampling(&p, 0.9f, 10, 0.9f, 7);
+	draw(l, V, &p, N, a);
+	draw(l, V, &p, N, b);
+	CHECK(!memcmp(a, b, sizeof(a)), "same seed with top-k/top-p gave different sequences");
+}
+
+static void test_top_k_one_and_tiny_top_p(void)
+{
+	enum { V = 200, N = 1000 };
+	float l[V];
+	int32_t out[N];
+	struct allm_sampling p;
+	for (int i = 0; i < V; i++)
+		l[i] = rand_logit() * 0.2f; /* flat: a real sample would rarely be the argmax */
+	int32_t want = allm_argmax(l, V);
+	sampling(&p, 1.0f, 1, 1.0f, 1);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		if (out[i] != want) {
+			CHECK(0, "top_k=1 sampled %d, argmax is %d", out[i], want);
+			break;
+		}
+	sampling(&p, 1.5f, 0, 1e-6f, 2);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		if (out[i] != want) {
+			CHECK(0, "top_p=1e-6 sampled %d, argmax is %d", out[i], want);
+			break;
+		}
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x > y ? -1 : x < y;
+}
+
+static void test_top_k(void)
+{
+	enum { V = 100, N = 10000, K = 5 };
+	float l[V], sorted[V];
+	int32_t *out = malloc(N * sizeof(int32_t));
+	int count[V] = {0};
+	struct allm_sampling p;
+	for (int i = 0; i < V; i++)
+		l[i] = rand_logit() * 0.25f; /* the top 5 hold a small share: truncation matters */
+	memcpy(sorted, l, sizeof(l));
+	qsort(sorted, V, sizeof(float), cmp_desc);
+	float kth = sorted[K - 1];
+	CHECK(sorted[K] < kth, "test logits have a tie at the k-th place");
+	sampling(&p, 1.0f, K, 1.0f, 99);
+	draw(l, V, &p, N, out);
+	int outside = 0;
+	for (int i = 0; i < N; i++) {
+		count[out[i]]++;
+		outside += l[out[i]] < kth;
+	}
+	CHECK(outside == 0, "top_k=%d sampled %d times outside the %d most likely ids", K, outside, K);
+	/* within the top k, frequencies follow the renormalised softmax */
+	double z = 0;
+	for (int i = 0; i < V; i++)
+		if (l[i] >= kth)
+			z += exp(l[i]);
+	for (int i = 0; i < V; i++) {
+		if (l[i] < kth)
+			continue;
+		double want = exp(l[i]) / z, got = (double)count[i] / N;
+		CHECK(fabs(got - want) < 0.02, "top_k: id %d frequency %.4f, want %.4f", i, got, want);
+	}
+	free(out);
+}
+
+static void test_top_p(void)
+{
+	enum { V = 8, N = 10000 };
+	/* probabilities by construction; ids shuffled so order != id */
+	const double prob[V] = {0.05, 0.30, 0.02, 0.50, 0.03, 0.04, 0.01, 0.05};
+	float l[V];
+	int32_t *out = malloc(N * sizeof(int32_t));
+	struct allm_sampling p;
+	for (int i = 0; i < V; i++)
+		l[i] = (float)log(prob[i]);
+
+	/* 0.5 < 0.75 <= 0.5 + 0.3: the nucleus is {3, 1} */
+	int count[V] = {0};
+	sampling(&p, 1.0f, 0, 0.75f, 5);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		count[out[i]]++;
+	CHECK(count[3] + count[1] == N, "top_p=0.75 sampled %d times outside the nucleus {3,1}",
+	      N - count[3] - count[1]);
+	CHECK(fabs(count[3] / (double)N - 0.5 / 0.8) < 0.02, "top_p=0.75: id 3 frequency %.4f, want %.4f",
+	      count[3] / (double)N, 0.5 / 0.8);
+
+	/* 0.83: {3, 1} reach 0.80, so one of the 0.05 ids joins: the lower id, 0, on a tie */
+	memset(count, 0, sizeof(count));
+	sampling(&p, 1.0f, 0, 0.83f, 6);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		count[out[i]]++;
+	int in = count[3] + count[1] + count[0] + count[7];
+	CHECK(in == N, "top_p=0.83 sampled %d times outside {3,1,0/7}", N - in);
+	CHECK(count[0] + count[7] > 0, "top_p=0.83 never sampled the third token");
+	CHECK(count[0] == 0 || count[7] == 0, "top_p=0.83 sampled both 0.05 ids (nucleus of 4)");
+
+	/* top-k and top-p together: k = 1 of the nucleus */
+	memset(count, 0, sizeof(count));
+	sampling(&p, 1.0f, 2, 0.99f, 8);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		count[out[i]]++;
+	CHECK(count[3] + count[1] == N, "top_k=2 top_p=0.99 sampled outside {3,1}");
+	free(out);
+}
+
+static void check_freqs(const float *l, int32_t V, float T, uint64_t seed)
+{
+	enum { N = 20000 };
+	int32_t *out = malloc(N * sizeof(int32_t));
+	int *count = calloc((size_t)V, sizeof(int));
+	double *want = calloc((size_t)V, sizeof(double)), z = 0, mx = -INFINITY;
+	struct allm_sampling p;
+	sampling(&p, T, 0, 1.0f, seed);
+	draw(l, V, &p, N, out);
+	for (int i = 0; i < N; i++)
+		count[out[i]]++;
+	for (int i = 0; i < V; i++)
+		mx = fmax(mx, l[i] / T);
+	for (int i = 0; i < V; i++)
+		z += want[i] = exp(l[i] / T - mx);
+	for (int i = 0; i < V; i++) {
+		double got = count[i] / (double)N;
+		want[i] /= z;
+		/* 5 sigma of a binomial frequency at p = 0.5 is 0.018 */
+		CHECK(fabs(got - want[i]) < 0.02, "T=%g: id %d frequency %.4f, want %.4f", T, i, got,
+		      want[i]);
+	}
+	free(out);
+	free(count);
+	free(want);
+}
+
+static void test_temperature_freqs(void)
+{
+	const float l[6] = {1.0f, 2.0f, 0.5f, 3.0f, 0.0f, 2.5f};
+	check_freqs(l, 6, 1.0f, 11);
+	check_freqs(l, 6, 0.5f, 12); /* sharper */
+	check_freqs(l, 6, 2.0f, 13); /* flatter */
+}
+
+static void test_validate(void)
+{
+	struct allm_sampling p;
+	struct allm_err err = {{0}};
+	allm_sampling_default(&p);
+	CHECK(allm_sampling_validate(&p, &err) == 0, "defaults rejected: %s", err.msg);
+	sampling(&p, 0.7f, 40, 1.0f, 3);
+	CHECK(allm_sampling_validate(&p, &err) == 0, "T=0.7 k=40 p=1 rejected: %s", err.msg);
+	sampling(&p, 0.7f, 0, 0.01f, 3);
+	CHECK(allm_sampling_validate(&p, &err) == 0, "top_p=0.01 rejected: %s", err.msg);
+
+	struct {
+		float t;
+		int32_t k;
+		float top_p;
+		const char *word;
+	} bad[] = {
+		{-0.5f, 0, 1.0f, "temperature"}, {-1e-7f, 0, 1.0f, "temperature"},
+		{NAN, 0, 1.0f, "temperature"},    {INFINITY, 0, 1.0f, "temperature"},
+		{1.0f, -1, 1.0f, "top_k"},        {1.0f, 0, 0.0f, "top_p"},
+		{1.0f, 0, -0.1f, "top_p"},        {1.0f, 0, 1.0001f, "top_p"},
+		{1.0f, 0, NAN, "top_p"},
+	};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++) {
+		memset(&err, 0, sizeof(err));
+		sampling(&p, bad[i].t, bad[i].k, bad[i].top_p, 0);
+		int r = allm_sampling_validate(&p, &err);
+		CHECK(r == -EINVAL, "case %zu (T=%g k=%d p=%g) returned %d, want -EINVAL", i, bad[i].t,
+		      bad[i].k, bad[i].top_p, r);
+		CHECK(strstr(err.msg, bad[i].word), "case %zu: message '%s' does not name %s", i, err.msg,
+		      bad[i].word);
+	}
+}
+
+int main(void)
+{
+	size_t mem0 = allm_mem_in_use();
+	test_greedy_ties();
+	test_temperature_zero_is_greedy();
+	test_seeds();
+	test_top_k_one_and_tiny_top_p();
+	test_top_k();
+	test_top_p();
+	test_temperature_freqs();
+	test_validate();
+	CHECK(allm_mem_in_use() == mem0, "sampler leaked %zu bytes", allm_mem_in_use() - mem0);
+	if (n_fail) {
+		fprintf(stderr, "test-sampler: %d failure(s)\n", n_fail);
+		return 1;
+	}
+	printf("test-sampler: ok\n");
+	return 0;
+}

@@ -1,0 +1,275 @@
+/* allm-run --workload: an offline batch run of a workload through the engine's
+ * step loop (all requests at t = 0, or Poisson arrivals), printing the summary of
+ * DESIGN §12. Start-up work (load, calibration) is not in the measured time. */
+#include "allm-run.h"
+
+#include "engine-calib.h"
+#include "metrics.h"
+#include "progress.h"
+#include "workload.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct wl_run {
+	struct allm_req_record *recs; /* indexed by workload index */
+	int32_t **gen; /* generated ids per request */
+	int64_t done;
+	int64_t n;
+	double last_draw;
+};
+
+static void on_finish(void *user, struct allm_request *r)
+{
+	struct wl_run *w = user;
+	struct allm_req_record *rec = &w->recs[r->tag];
+	int32_t n = allm_request_n_generated(r);
+	rec->first_sched_s = r->first_sched ? r->first_sched : r->finish;
+	rec->first_token_s = r->first_token ? r->first_token : r->finish;
+	rec->finish_s = r->finish;
+	rec->n_prompt = r->seq.n_prompt;
+	rec->n_generated = n;
+	rec->n_preempt_swap = r->n_preempt_swap;
+	rec->n_preempt_recompute = r->n_preempt_recompute;
+	w->gen[r->tag] = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
+	if (w->gen[r->tag])
+		memcpy(w->gen[r->tag], r->seq.tokens + r->seq.n_prompt, (size_t)n * sizeof(int32_t));
+	rec->generated = w->gen[r->tag];
+	const char *why = r->finish_kind == ALLM_FINISH_STOP	    ? "stop"
+			  : r->finish_kind == ALLM_FINISH_LENGTH    ? "length"
+			  : r->finish_kind == ALLM_FINISH_CANCELLED ? "cancelled"
+								    : "error";
+	snprintf(rec->finish_reason, sizeof(rec->finish_reason), "%s", why);
+	if (r->finish_kind == ALLM_FINISH_ERROR)
+		fprintf(stderr, "\nallm-run: request %lld failed: %s\n", (long long)r->tag, r->error);
+	w->done++;
+}
+
+static void calib_progress(void *user, int done, int total)
+{
+	struct allm_progress *p = user;
+	allm_progress_steps(p, (uint64_t)done, (uint64_t)total);
+}
+
+static void print_table(const struct allm_run_summary *s, const struct run_args *a,
+			const struct allm_engine_stats *st)
+{
+	fprintf(stderr,
+		"workload %s: %lld requests in %.2f s | %.1f tok/s (gen %.1f tok/s), %.2f req/s | "
+		"mean weighted turnaround %.3f\n"
+		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | e2e p50 %.1f ms\n"
+		"  preemptions: swap %lld, recompute %lld | predictor MAPE: swap %.2f %%, recompute %.2f %%\n"
+		"  policy %s/%s | outputs_sha256 %s\n",
+		a->workload, (long long)s->requests, s->duration_s, s->throughput_tok_s,
+		s->gen_throughput_tok_s, s->req_s, s->mean_weighted_turnaround, s->ttft_ms.p50,
+		s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, s->e2e_ms.p50,
+		(long long)s->preempt_swap, (long long)s->preempt_recompute, s->mape_swap,
+		s->mape_recompute, allm_preempt_name(a->eng.preempt), allm_sched_name(a->eng.sched),
+		s->outputs_sha256);
+	(void)st;
+}
+
+static int build_workload(struct allm_runtime *rt, const struct run_args *a,
+			  struct allm_workload **ret)
+{
+	const struct allm_model_config *c = &rt->model->cfg;
+	struct allm_err err = {{0}};
+	struct allm_wl_opts o = {
+		.name_or_file = a->workload,
+		.n = a->n_requests,
+		.max_output = a->max_output,
+		.seed = a->samp.seed,
+		.rate = a->rate,
+		.vocab_size = c->vocab_size,
+		.max_context = c->max_pos,
+		.min_id = c->vocab_size > 16 ? 3 : 0,
+		.output_dist = a->output_dist,
+	};
+	struct allm_workload *w = NULL;
+	if (allm_workload_create(&o, &w, &err)) {
+		fprintf(stderr, "allm-run: --workload: %s\n", err.msg);
+		return -1;
+	}
+	/* text prompts from a JSONL file go through the tokenizer */
+	for (int64_t i = 0; i < w->n; i++) {
+		struct allm_wl_request *q = &w->reqs[i];
+		if (!q->prompt_text || q->n_prompt > 0)
+			continue;
+		size_t n = 0;
+		if (!rt->tok) {
+			fprintf(stderr, "allm-run: --workload line %lld has a text prompt but the model "
+					"has no tokenizer.json\n", (long long)i + 1);
+			goto fail;
+		}
+		allm_free(q->prompt_ids);
+		q->prompt_ids = NULL;
+		if (allm_tokenizer_encode(rt->tok, q->prompt_text, strlen(q->prompt_text), true,
+					  &q->prompt_ids, &n, &err)) {
+			fprintf(stderr, "allm-run: --workload line %lld: %s\n", (long long)i + 1, err.msg);
+			goto fail;
+		}
+		q->n_prompt = (int32_t)n;
+	}
+	if (allm_workload_fit_context(w, c->max_pos) < 0)
+		goto fail;
+	if (w->n_clipped)
+		fprintf(stderr, "allm-run: %lld requests clipped to fit the context of %d tokens\n",
+			(long long)w->n_clipped, c->max_pos);
+	*ret = w;
+	return 0;
+fail:
+	allm_workload_free(w);
+	return -1;
+}
+
+int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
+{
+	struct allm_err err = {{0}};
+	struct allm_workload *w = NULL;
+	struct allm_predictor *pred = NULL;
+	struct allm_engine *e = NULL;
+	struct wl_run run = {0};
+	struct allm_predictor_key key;
+	struct allm_progress cp = {.label = "calibrating predictors"};
+	struct allm_progress rp = {.label = "requests"};
+	char note[600] = "";
+	int rc = 1;
+
+	if (build_workload(rt, a, &w))
+		return 1;
+	run.n = w->n;
+	run.recs = allm_calloc((size_t)w->n, sizeof(*run.recs));
+	run.gen = allm_calloc((size_t)w->n, sizeof(*run.gen));
+	if (!run.recs || !run.gen)
+		goto out;
+	allm_engine_predictor_key(rt->model, rt->kv, &key);
+	if (allm_predictor_create(&key, &pred))
+		goto out;
+	struct allm_engine_config ec = {
+		.max_num_seqs = a->eng.max_num_seqs,
+		.max_num_batched_tokens = ALLM_MAX(a->eng.max_num_batched_tokens, 1),
+		.preempt = a->eng.preempt,
+		.sched = a->eng.sched,
+	};
+	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish};
+	if (allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, &err) ||
+	    allm_engine_prepare_predictor(e, a->eng.profile, calib_progress, &cp, note, sizeof(note),
+					  &err)) {
+		fprintf(stderr, "allm-run: %s\n", err.msg);
+		goto out;
+	}
+	if (note[0])
+		fprintf(stderr, "allm-run: %s\n", note);
+	fprintf(stderr, "allm-run: KV blocks: %d GPU, %d CPU (block size %d, %.1f KiB each)\n",
+		rt->kv->gpu.n_total, rt->kv->cpu.n_total, rt->kv->lay.block_size,
+		rt->kv->block_bytes / 1024.0);
+	allm_engine_reset_stats(e);
+
+	double t0 = allm_now();
+	int64_t next = 0;
+	while (run.done < w->n) {
+		double now = allm_now();
+		for (; next < w->n && t0 + w->reqs[next].arrival_s <= now; next++) {
+			const struct allm_wl_request *q = &w->reqs[next];
+			struct allm_submit s = {
+				.prompt = q->prompt_ids,
+				.n_prompt = q->n_prompt,
+				.max_tokens = q->max_tokens,
+				.sampling = a->samp,
+				.ignore_eos = a->ignore_eos,
+				.tag = (uint64_t)q->index,
+				.arrival = t0 + q->arrival_s,
+			};
+			/* each request its own stream: seed + index, so outputs do not depend
+			 * on the order requests happen to be sampled in */
+			s.sampling.seed = a->samp.seed + (uint64_t)q->index;
+			run.recs[q->index].index = q->index;
+			run.recs[q->index].send_s = s.arrival;
+			if (allm_engine_submit(e, &s, NULL, &err)) {
+				fprintf(stderr, "\nallm-run: request %lld rejected: %s\n", (long long)q->index, err.msg);
+				struct allm_req_record *rec = &run.recs[q->index];
+				rec->first_sched_s = rec->first_token_s = rec->finish_s = now;
+				rec->n_prompt = q->n_prompt;
+				snprintf(rec->finish_reason, sizeof(rec->finish_reason), "error");
+				run.done++;
+			}
+		}
+		if (allm_engine_idle(e)) {
+			if (next < w->n) {
+				double wait = t0 + w->reqs[next].arrival_s - allm_now();
+				if (wait > 0) {
+					struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+					nanosleep(&ts, NULL);
+				}
+			}
+			continue;
+		}
+		if (allm_engine_step(e, &err) < 0)
+			fprintf(stderr, "\nallm-run: step failed: %s\n", err.msg);
+		allm_progress_steps(&rp, (uint64_t)run.done, (uint64_t)w->n);
+	}
+	double t1 = allm_now();
+
+	struct allm_run_summary sum;
+	struct allm_engine_stats st;
+	allm_engine_get_stats(e, &st);
+	allm_metrics_summarize(run.recs, w->n, t0, t1, &sum);
+	sum.preempt_swap = st.preempt_swap;
+	sum.preempt_recompute = st.preempt_recompute;
+	sum.mape_swap = st.mape_swap;
+	sum.mape_recompute = st.mape_recompute;
+	if (a->records) {
+		FILE *f = fopen(a->records, "w");
+		if (!f) {
+			fprintf(stderr, "allm-run: --records %s: %s\n", a->records, strerror(errno));
+			goto out;
+		}
+		for (int64_t i = 0; i < w->n; i++) {
+			json_t *j = allm_metrics_record_json(&run.recs[i]);
+			if (j) {
+				json_dumpf(j, f, JSON_COMPACT);
+				fputc('\n', f);
+				json_decref(j);
+			}
+		}
+		fclose(f);
+	}
+	if (a->json) {
+		json_t *j = allm_metrics_summary_json(&sum);
+		json_object_set_new(j, "model", json_string(rt->model_desc));
+		json_object_set_new(j, "device", json_string(rt->be->iface->describe(rt->be)));
+		json_object_set_new(j, "policy", json_pack("{s:s, s:s}", "preempt",
+							   allm_preempt_name(a->eng.preempt), "sched",
+							   allm_sched_name(a->eng.sched)));
+		json_object_set_new(j, "blocks", json_pack("{s:i, s:i, s:i}", "gpu", rt->kv->gpu.n_total,
+							   "cpu", rt->kv->cpu.n_total, "block_size",
+							   rt->kv->lay.block_size));
+		json_object_set_new(j, "swapped_bytes", json_pack("{s:I, s:I}", "out",
+								  (json_int_t)st.swap_out_bytes, "in",
+								  (json_int_t)st.swap_in_bytes));
+		json_object_set_new(j, "recomputed_tokens", json_integer(st.recompute_tokens));
+		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
+		json_decref(j);
+		if (!s)
+			goto out;
+		puts(s);
+		free(s);
+	} else {
+		print_table(&sum, a, &st);
+	}
+	rc = 0;
+out:
+	if (run.gen)
+		for (int64_t i = 0; i < run.n; i++)
+			allm_free(run.gen[i]);
+	allm_free(run.gen);
+	allm_free(run.recs);
+	allm_engine_free(e);
+	allm_predictor_free(pred);
+	allm_workload_free(w);
+	return rc;
+}
