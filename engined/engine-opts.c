@@ -33,6 +33,8 @@ const char *allm_engine_opts_help(void)
 	       "  --dtype auto|f32|f16|bf16   weight storage dtype (default auto: f32 on cpu)\n"
 	       "  --threads N                 cpu worker threads (default: all cores)\n"
 	       "  --reference                 cpu: naive reference loops instead of the fast path\n"
+	       "  --gemm simd|openblas        cpu fast path GEMM (default simd: batch-invariant;\n"
+	       "                              openblas rows depend on batch size)\n"
 	       "  --block-size N              tokens per KV block (default 16)\n"
 	       "  --gpu-blocks N              device KV blocks (default: from memory)\n"
 	       "  --gpu-memory-utilization F  fraction of device memory to use (default 0.9)\n"
@@ -121,7 +123,7 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--model", "--dummy", "--device", "--dtype", "--block-size", "--gpu-blocks",
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
-		"--log-level", "--threads", "--dummy-seed",
+		"--log-level", "--threads", "--dummy-seed", "--gemm",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -194,6 +196,10 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (allm_parse_i64(v, 1, 1024, &n))
 			return BAD();
 		o->threads = (int)n;
+	} else if (!strcmp(f, "--gemm")) {
+		if (strcmp(v, "simd") && strcmp(v, "openblas"))
+			return BAD();
+		o->blas = !strcmp(v, "openblas");
 	} else if (!strcmp(f, "--dummy-seed")) {
 		if (allm_parse_i64(v, 0, INT64_MAX, &n))
 			return BAD();

@@ -27,6 +27,7 @@ struct allm_engine_opts {
 	const char *log_level;
 	int threads; /* --threads (cpu backend) */
 	bool reference; /* --reference: naive cpu loops */
+	bool blas; /* --gemm openblas */
 	uint64_t dummy_seed;
 };
 

@@ -61,7 +61,8 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		      struct allm_err *err)
 {
 	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
-	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference};
+	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference,
+				       .blas = o->blas};
 	char dir[4096];
 	int r;
 	if (!rt)

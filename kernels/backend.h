@@ -176,6 +176,7 @@ struct allm_backend {
 struct allm_backend_opts {
 	int n_threads; /* cpu: worker threads (0 = online cores) */
 	bool reference; /* cpu: the naive reference loops instead of the fast path */
+	bool blas; /* cpu fast path: OpenBLAS GEMM (not batch-invariant) */
 	int device_index; /* cuda: which GPU */
 };
 

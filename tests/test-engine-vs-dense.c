@@ -1,4 +1,4 @@
-/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models, and greedy ids agree over 32 steps. */
+/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models, and greedy ids agree over 32 steps, with the reference, SIMD and OpenBLAS CPU paths. */
 #include "dense-ref.h"
 #include "executor.h"
 #include "model-writer.h"
@@ -63,7 +63,9 @@ static void scatter(struct allm_kv_cache *kv)
 		allm_block_pool_release(&kv->gpu, 999, i);
 }
 
-static void run_variant(const struct variant *v, const char *tmp, bool reference)
+enum mode { MODE_REFERENCE, MODE_FAST, MODE_BLAS };
+
+static void run_variant(const struct variant *v, const char *tmp, enum mode mode)
 {
 	char dir[512], eb[512];
 	struct allm_err err = {{0}};
@@ -75,7 +77,8 @@ static void run_variant(const struct variant *v, const char *tmp, bool reference
 	struct dense_ref *ref = NULL;
 	struct allm_seq s1 = {0}, s2 = {0};
 	float *el = NULL, *rl = NULL;
-	const char *tag = reference ? "reference" : "fast";
+	static const char *const tags[] = {"reference", "fast", "openblas"};
+	const char *tag = tags[mode];
 
 	snprintf(dir, sizeof(dir), "%s/%s", tmp, v->name);
 	if (access(dir, F_OK) != 0) {
@@ -95,7 +98,8 @@ static void run_variant(const struct variant *v, const char *tmp, bool reference
 			return;
 		}
 	}
-	struct allm_backend_opts bo = {.reference = reference, .n_threads = 2};
+	struct allm_backend_opts bo = {.reference = mode == MODE_REFERENCE,
+				       .blas = mode == MODE_BLAS, .n_threads = 2};
 	struct allm_model_load_opts lo = {.wdtype = ALLM_DTYPE_F32};
 	if (allm_backend_cpu_create(&bo, &be, &err) || allm_model_load(be, dir, &lo, &m, &err)) {
 		EXPECT(0, "%s: load: %s", v->name, err.msg);
@@ -191,8 +195,9 @@ int main(void)
 		return 1;
 	}
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(variants); i++) {
-		run_variant(&variants[i], tmp, true);
-		run_variant(&variants[i], tmp, false);
+		run_variant(&variants[i], tmp, MODE_REFERENCE);
+		run_variant(&variants[i], tmp, MODE_FAST);
+		run_variant(&variants[i], tmp, MODE_BLAS);
 	}
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);

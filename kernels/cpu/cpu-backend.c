@@ -149,6 +149,8 @@ static int cpu_gemm(allm_backend_t *be, float *y, const float *x, const void *w,
 		cpu_ref_gemm(y, x, w, bias, dt, n, k, m);
 		return 0;
 	}
+	if (c->blas)
+		return cpu_blas_gemm(c, y, x, w, bias, dt, n, k, m);
 	return cpu_fast_gemm(c, y, x, w, bias, dt, n, k, m);
 }
 
@@ -275,6 +277,7 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 	be->ctx = c;
 	be->device_is_host = true;
 	c->reference = opts->reference;
+	c->blas = opts->blas && !opts->reference;
 	c->n_threads = opts->n_threads > 0 ? opts->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (c->n_threads < 1)
 		c->n_threads = 1;
@@ -284,8 +287,10 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 		r = cpu_fast_init(c, err);
 		if (r)
 			goto fail;
+		if (c->blas)
+			cpu_blas_init(c);
 		snprintf(c->desc, sizeof(c->desc), "cpu (%d threads, gemm: %s)", c->n_threads,
-			 cpu_fast_gemm_name(c));
+			 c->blas ? "openblas" : cpu_fast_gemm_name(c));
 	}
 	*ret = be;
 	return 0;

@@ -12,6 +12,7 @@ struct cpu_pool;
 struct cpu_ctx {
 	int n_threads;
 	bool reference; /* true: naive loops only, single thread */
+	bool blas; /* GEMM through OpenBLAS (fast, not batch-invariant) */
 	struct cpu_pool *pool; /* NULL in reference mode */
 	char desc[160];
 	double timer_t0; /* timer_start() wall clock */
@@ -63,6 +64,10 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta);
+/* OpenBLAS GEMM (cpu-gemm-blas.c), --gemm openblas. */
+int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+void cpu_blas_init(struct cpu_ctx *c);
 /* Name of the GEMM engine in use, for describe() ("openblas", "avx2"...). */
 const char *cpu_fast_gemm_name(struct cpu_ctx *c);
 

@@ -1,0 +1,51 @@
+/* The OpenBLAS GEMM, selectable with --gemm openblas. Not the default: OpenBLAS
+ * picks kernels by matrix shape, so the bits of a row change with the number of
+ * rows in the call (measured on 0.3.21: 18 of 25 (k, m) shapes differ between
+ * n = 1 and n = 2..100). Outputs then depend on what else is batched and a
+ * recompute prefill no longer reproduces the decoded K/V exactly (DESIGN §6). */
+#include "cpu-backend.h"
+
+#include <cblas.h>
+
+/* Rows of W converted to f32 per sgemm call when W is stored as f16/bf16. */
+#define BLAS_W_ROWS 256
+
+int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
+{
+	if (n <= 0 || m <= 0)
+		return 0;
+	if (dt == ALLM_DTYPE_F32) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)k,
+			    1.0f, x, (blasint)k, w, (blasint)k, 0.0f, y, (blasint)m);
+	} else {
+		float *tile = allm_malloc((size_t)BLAS_W_ROWS * (size_t)k * sizeof(float));
+		if (!tile)
+			return -ENOMEM;
+		size_t esz = allm_dtype_size(dt);
+		for (int64_t o = 0; o < m; o += BLAS_W_ROWS) {
+			int64_t rows = ALLM_MIN((int64_t)BLAS_W_ROWS, m - o);
+			allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt, (size_t)(rows * k));
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows,
+				    (blasint)k, 1.0f, x, (blasint)k, tile, (blasint)k, 0.0f, y + o,
+				    (blasint)m);
+		}
+		allm_free(tile);
+	}
+	if (bias) {
+		float *b = allm_malloc((size_t)m * sizeof(float));
+		if (!b)
+			return -ENOMEM;
+		allm_to_f32(b, bias, dt, (size_t)m);
+		for (int64_t i = 0; i < n; i++)
+			for (int64_t o = 0; o < m; o++)
+				y[i * m + o] += b[o];
+		allm_free(b);
+	}
+	return 0;
+}
+
+void cpu_blas_init(struct cpu_ctx *c)
+{
+	openblas_set_num_threads(c->n_threads);
+}
