@@ -17,6 +17,14 @@ struct allm_kv_cache {
 	void *host; /* host memory (pinned on CUDA) for cpu.capacity blocks */
 	struct allm_block_pool gpu; /* the device ("GPU") pool */
 	struct allm_block_pool cpu; /* the host ("CPU") swap pool */
+	/* Blocks of host-addressable pools already written once. The CPU backend maps
+	 * pools lazily (pre-faulting gigabytes takes seconds), so a block's first use
+	 * would pay page faults inside a timed swap; swaps touch fresh destination
+	 * blocks first, untimed, so measured costs are those of resident memory, as
+	 * with cudaMalloc'd and pinned memory. */
+	uint8_t *touched_dev; /* [gpu.capacity], NULL when device memory is not host */
+	uint8_t *touched_host; /* [cpu.capacity] */
+	uint32_t calib_cursor; /* where the next calibration copy starts */
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many

@@ -16,6 +16,7 @@
 #include <time.h>
 
 struct wl_run {
+	FILE *decisions; /* --decisions: one JSON line per decision once its cost is known */
 	struct allm_req_record *recs; /* indexed by workload index */
 	int32_t **gen; /* generated ids per request */
 	int64_t done;
@@ -47,6 +48,30 @@ static void on_finish(void *user, struct allm_request *r)
 	if (r->finish_kind == ALLM_FINISH_ERROR)
 		fprintf(stderr, "\nallm-run: request %lld failed: %s\n", (long long)r->tag, r->error);
 	w->done++;
+}
+
+/* Writes a decision when its measured cost arrives (or at the end, unmeasured). */
+static void write_decision(FILE *f, const struct allm_decision *d)
+{
+	json_t *j = json_pack("{s:I, s:f, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:s, s:s}", "seq",
+			      (json_int_t)d->seq_no, "time", d->time, "request", (json_int_t)d->req_id,
+			      "tag", (json_int_t)d->tag, "tokens", d->n_tokens, "blocks", d->n_blocks,
+			      "priority", d->priority, "pred_swap_s", d->pred_swap_s,
+			      "pred_recompute_s", d->pred_recompute_s, "choice",
+			      d->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute", "reason", d->reason);
+	if (!j)
+		return;
+	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
+	json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	fputc('\n', f);
+	json_decref(j);
+}
+
+static void on_decision(void *user, const struct allm_decision *d, bool measured)
+{
+	struct wl_run *w = user;
+	if (w->decisions && measured)
+		write_decision(w->decisions, d);
 }
 
 static void calib_progress(void *user, int done, int total)
@@ -155,7 +180,11 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		.preempt = a->eng.preempt,
 		.sched = a->eng.sched,
 	};
-	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish};
+	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision};
+	if (a->decisions && !(run.decisions = fopen(a->decisions, "w"))) {
+		fprintf(stderr, "allm-run: --decisions %s: %s\n", a->decisions, strerror(errno));
+		goto out;
+	}
 	if (allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, &err) ||
 	    allm_engine_prepare_predictor(e, a->eng.profile, calib_progress, &cp, note, sizeof(note),
 					  &err)) {
@@ -268,6 +297,8 @@ out:
 			allm_free(run.gen[i]);
 	allm_free(run.gen);
 	allm_free(run.recs);
+	if (run.decisions)
+		fclose(run.decisions);
 	allm_engine_free(e);
 	allm_predictor_free(pred);
 	allm_workload_free(w);

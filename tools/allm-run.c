@@ -37,6 +37,7 @@ static void usage(FILE *f)
 		"  --rate R               Poisson arrivals per second (default: all at t = 0)\n"
 		"  --output-dist D        fixed (default) or uniform output lengths\n"
 		"  --records FILE         per-request records as JSONL\n"
+		"  --decisions FILE       every preemption decision (predicted and measured cost) as JSONL\n"
 		"%s",
 		allm_engine_opts_help());
 }
@@ -99,6 +100,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->rate = d;
 		else if (!strcmp(f, "--records"))
 			a->records = v;
+		else if (!strcmp(f, "--decisions"))
+			a->decisions = v;
 		else if (!strcmp(f, "--output-dist") && (!strcmp(v, "fixed") || !strcmp(v, "uniform")))
 			a->output_dist = v;
 		else if (!strcmp(f, "--max-tokens") && !allm_parse_i64(v, 1, 1 << 24, &n))

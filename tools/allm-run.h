@@ -14,6 +14,7 @@ struct run_args {
 	int32_t max_output; /* --max-output */
 	double rate; /* --rate, 0 = all at t = 0 */
 	const char *records; /* --records FILE: per-request JSONL */
+	const char *decisions; /* --decisions FILE: every preemption decision, JSONL */
 	const char *output_dist; /* --output-dist fixed|uniform */
 	int32_t max_tokens;
 	struct allm_sampling samp;

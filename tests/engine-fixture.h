@@ -1,0 +1,717 @@
+/* Shared by the scheduler tests: a real engine on the CPU backend with the tiny
+ * dummy model, a fake clock (advanced by a fixed amount per step, so priorities
+ * are exact), a predictor calibrated from fake timing formulas (so Alg. 1's
+ * comparison is known in advance), and a step wrapper that checks the invariants
+ * of DESIGN §5/§6 after every step:
+ *  - both pools pass allm_block_pool_check; used blocks = blocks in request tables,
+ *    each owned by its request;
+ *  - every Alg. 1 victim is the lowest-priority (fair) / newest (fcfs) request left
+ *    running when it is chosen, its recorded priority is (now - arrival)/len, both
+ *    predictions are finite and > 0, and swap/recompute follows the policy table;
+ *  - a step either prefills or decodes: a prefill step gives no token to the
+ *    requests that were running; a decode step gives exactly one to each;
+ *  - Alg. 2 admits one group only (swapped or waiting), as a prefix of the queue
+ *    in priority (fair) / arrival (fcfs) order; fcfs never prefills while anything
+ *    is swapped.
+ * Each test file includes this once. */
+#ifndef ALLM_TEST_ENGINE_FIXTURE_H
+#define ALLM_TEST_ENGINE_FIXTURE_H
+
+#include "engine-calib.h"
+#include "engine.h"
+#include "model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fx_failures;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			fx_failures++; \
+			if (fx_failures < 40) { \
+				fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+				fprintf(stderr, __VA_ARGS__); \
+				fputc('\n', stderr); \
+			} \
+		} \
+	} while (0)
+
+/* --- fake predictor ----------------------------------------------------------------- */
+
+enum fx_pred {
+	FX_PRED_SWAP_CHEAP, /* swap ~1e-5 s, recompute ~1 s: Alg. 1 wants to swap */
+	FX_PRED_RC_CHEAP, /* recompute ~1e-5 s, swap ~1 s: Alg. 1 wants to recompute */
+	FX_PRED_CROSSOVER, /* recompute ~ n^2, swap ~ blocks: short victims recompute,
+			    * long ones swap (crossover near 40 tokens at block size 8) */
+};
+
+struct fx_calib {
+	enum fx_pred mode;
+	uint64_t block_bytes;
+};
+
+static double fx_time_prefill(void *user, int32_t n_seqs, int32_t len)
+{
+	const struct fx_calib *c = user;
+	double n = len;
+	switch (c->mode) {
+	case FX_PRED_SWAP_CHEAP: return n_seqs * (0.5 + 1e-2 * n + 1e-5 * n * n);
+	case FX_PRED_RC_CHEAP: return n_seqs * (1e-5 + 1e-8 * n);
+	default: return n_seqs * (7.5e-6 * n * n);
+	}
+}
+
+static double fx_time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+{
+	const struct fx_calib *c = user;
+	double bytes = (double)n_blocks * (double)c->block_bytes;
+	(void)dir;
+	switch (c->mode) {
+	case FX_PRED_SWAP_CHEAP: return 1e-6 * n_runs + bytes * 1e-10;
+	case FX_PRED_RC_CHEAP: return 0.5 * n_runs + bytes * 1e-4;
+	default: return 1e-3 * n_runs + (double)n_blocks * 1e-3;
+	}
+}
+
+/* --- the fixture --------------------------------------------------------------------- */
+
+struct fx_req {
+	int64_t id; /* engine id */
+	double arrival;
+	int32_t n_prompt, max_tokens;
+	int32_t *gen; /* generated ids */
+	int32_t n_gen, cap_gen;
+	bool done;
+	enum allm_finish finish;
+	int64_t submit_step, first_token_step, finish_step;
+	int32_t n_swap, n_recompute; /* preemptions seen by on_finish */
+	/* per-step snapshot */
+	int pre_state, post_state; /* enum allm_req_state; FINISHED when done */
+	int32_t pre_tokens, pre_gen;
+};
+
+struct fx_dec {
+	struct allm_decision d;
+	bool measured, dropped;
+};
+
+struct fx {
+	allm_backend_t *be;
+	struct allm_model *m;
+	struct allm_kv_cache *kv;
+	struct allm_predictor *pred, frozen;
+	bool freeze; /* restore the calibrated predictor before each step */
+	struct allm_engine *e;
+	enum allm_preempt_mode preempt; /* mirrors the engine's setting */
+	enum allm_sched_mode sched;
+	double now, dt;
+	int64_t step;
+	struct fx_req *req;
+	int n_req, cap_req;
+	struct fx_dec *dec;
+	int n_dec, cap_dec;
+	int n_measured;
+	int64_t n_swap_choice, n_rc_choice;
+	int64_t n_reason_full; /* "... CPU pool full" */
+	int max_victims_per_step;
+	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
+	int64_t n_steps_both_queues; /* steps that began with swapped and waiting requests */
+	bool verbose;
+};
+
+static double fx_clock(void *user)
+{
+	return ((struct fx *)user)->now;
+}
+
+static double fx_pri(double now, double arrival, int32_t len)
+{
+	return (now - arrival) / (double)ALLM_MAX(len, 1);
+}
+
+static struct fx_req *fx_req_of(struct fx *f, const struct allm_request *r)
+{
+	ALLM_ASSERT(r->tag < (uint64_t)f->n_req);
+	return &f->req[r->tag];
+}
+
+static void fx_on_token(void *user, struct allm_request *r, int32_t tok)
+{
+	struct fx *f = user;
+	struct fx_req *q = fx_req_of(f, r);
+	if (q->n_gen == q->cap_gen) {
+		q->cap_gen = ALLM_MAX(16, q->cap_gen * 2);
+		q->gen = realloc(q->gen, (size_t)q->cap_gen * sizeof(int32_t));
+	}
+	q->gen[q->n_gen++] = tok;
+	if (q->first_token_step < 0)
+		q->first_token_step = f->step;
+	CHECK(r->seq.n_tokens == q->n_prompt + q->n_gen, "request %d: %d tokens, expected %d",
+	      (int)r->tag, r->seq.n_tokens, q->n_prompt + q->n_gen);
+}
+
+static void fx_on_finish(void *user, struct allm_request *r)
+{
+	struct fx *f = user;
+	struct fx_req *q = fx_req_of(f, r);
+	CHECK(!q->done, "request %d finished twice", (int)r->tag);
+	q->done = true;
+	q->finish = r->finish_kind;
+	q->finish_step = f->step;
+	q->n_swap = r->n_preempt_swap;
+	q->n_recompute = r->n_preempt_recompute;
+	q->post_state = ALLM_REQ_FINISHED;
+	if (r->finish_kind == ALLM_FINISH_ERROR && f->verbose)
+		fprintf(stderr, "request %d failed: %s\n", (int)r->tag, r->error);
+}
+
+static bool fx_victim_before(struct fx *f, double now, const struct allm_request *v,
+			     const struct allm_request *r)
+{
+	/* v may be preempted before r: lower priority (fair) / later arrival (fcfs) */
+	double av = f->req[v->tag].arrival, ar = f->req[r->tag].arrival;
+	if (f->sched == ALLM_SCHED_FCFS)
+		return av > ar || (av == ar && v->id > r->id);
+	double pv = fx_pri(now, av, v->seq.n_tokens), pr = fx_pri(now, ar, r->seq.n_tokens);
+	return pv < pr || (pv == pr && v->id > r->id);
+}
+
+static void fx_on_decision(void *user, const struct allm_decision *d, bool measured)
+{
+	struct fx *f = user;
+	if (measured) {
+		bool found = false;
+		for (int i = f->n_dec - 1; i >= 0; i--)
+			if (f->dec[i].d.seq_no == d->seq_no) {
+				found = true;
+				CHECK(!f->dec[i].measured, "decision %lld measured twice", (long long)d->seq_no);
+				f->dec[i].measured = true;
+				f->dec[i].d.measured_s = d->measured_s;
+				f->n_measured++;
+				break;
+			}
+		CHECK(found, "measured cost for an unknown decision %lld", (long long)d->seq_no);
+		CHECK(isfinite(d->measured_s) && d->measured_s >= 0, "decision %lld measured %g",
+		      (long long)d->seq_no, d->measured_s);
+		return;
+	}
+	if (f->n_dec == f->cap_dec) {
+		f->cap_dec = ALLM_MAX(64, f->cap_dec * 2);
+		f->dec = realloc(f->dec, (size_t)f->cap_dec * sizeof(*f->dec));
+	}
+	struct fx_dec *x = &f->dec[f->n_dec++];
+	memset(x, 0, sizeof(*x));
+	x->d = *d;
+	CHECK(f->n_dec == 1 || d->seq_no == f->dec[f->n_dec - 2].d.seq_no + 1, "seq_no %lld",
+	      (long long)d->seq_no);
+	CHECK(isnan(d->measured_s), "new decision already measured");
+	CHECK(d->time == f->now, "decision time %g, clock %g", d->time, f->now);
+	ALLM_ASSERT(d->tag < (uint64_t)f->n_req);
+	struct fx_req *q = &f->req[d->tag];
+	CHECK(q->id == d->req_id, "decision names id %lld, tag %llu is %lld", (long long)d->req_id,
+	      (unsigned long long)d->tag, (long long)q->id);
+	double want = fx_pri(d->time, q->arrival, d->n_tokens);
+	CHECK(fabs(d->priority - want) <= 1e-12 * fmax(1, fabs(want)),
+	      "decision %lld: priority %.17g, (now - arrival)/len = %.17g", (long long)d->seq_no,
+	      d->priority, want);
+	CHECK(isfinite(d->pred_swap_s) && d->pred_swap_s > 0 && isfinite(d->pred_recompute_s) &&
+		      d->pred_recompute_s > 0,
+	      "decision %lld predictions swap %g recompute %g", (long long)d->seq_no, d->pred_swap_s,
+	      d->pred_recompute_s);
+	CHECK(d->reason != NULL, "no reason");
+
+	/* Alg. 1 order: the victim comes before every request still running */
+	const struct allm_request *run[512];
+	int nr = allm_engine_list(f->e, ALLM_REQ_RUNNING, run, 512);
+	struct allm_request vv = {0};
+	vv.id = d->req_id;
+	vv.tag = d->tag;
+	vv.seq.n_tokens = d->n_tokens;
+	for (int i = 0; i < nr; i++) {
+		CHECK(run[i]->id != d->req_id, "victim still running");
+		CHECK(fx_victim_before(f, d->time, &vv, run[i]),
+		      "%s: victim tag %llu (arrival %g, len %d, pri %g) preempted while tag %llu "
+		      "(arrival %g, len %d, pri %g) keeps running",
+		      f->sched == ALLM_SCHED_FCFS ? "fcfs" : "fair", (unsigned long long)d->tag,
+		      q->arrival, d->n_tokens, want, (unsigned long long)run[i]->tag,
+		      f->req[run[i]->tag].arrival, run[i]->seq.n_tokens,
+		      fx_pri(d->time, f->req[run[i]->tag].arrival, run[i]->seq.n_tokens));
+	}
+
+	/* swap or recompute: DESIGN §6's policy table. CPU blocks free before the
+	 * choice = now + what a swap took. */
+	int32_t cpu_free = f->kv->cpu.n_free + (d->choice == ALLM_CHOICE_SWAP ? d->n_blocks : 0);
+	bool fits = d->n_blocks > 0 && cpu_free >= d->n_blocks;
+	enum allm_choice want_c;
+	const char *want_r;
+	switch (f->preempt) {
+	case ALLM_PREEMPT_RECOMPUTE:
+		want_c = ALLM_CHOICE_RECOMPUTE;
+		want_r = "policy recompute";
+		break;
+	case ALLM_PREEMPT_SWAP:
+		want_c = fits ? ALLM_CHOICE_SWAP : ALLM_CHOICE_RECOMPUTE;
+		want_r = fits ? "policy swap" : "policy swap, CPU pool full";
+		break;
+	default:
+		if (d->pred_swap_s < d->pred_recompute_s) {
+			want_c = fits ? ALLM_CHOICE_SWAP : ALLM_CHOICE_RECOMPUTE;
+			want_r = fits ? "swap cheaper" : "swap cheaper, CPU pool full";
+		} else {
+			want_c = ALLM_CHOICE_RECOMPUTE;
+			want_r = "recompute cheaper";
+		}
+	}
+	CHECK(d->choice == want_c && d->reason && !strcmp(d->reason, want_r),
+	      "decision %lld (%s, %d blocks, %d CPU free, swap %g s vs recompute %g s): %s \"%s\", "
+	      "expected %s \"%s\"",
+	      (long long)d->seq_no, allm_preempt_name(f->preempt), d->n_blocks, cpu_free,
+	      d->pred_swap_s, d->pred_recompute_s, d->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute",
+	      d->reason ? d->reason : "(null)", want_c == ALLM_CHOICE_SWAP ? "swap" : "recompute",
+	      want_r);
+	if (d->choice == ALLM_CHOICE_SWAP)
+		f->n_swap_choice++;
+	else
+		f->n_rc_choice++;
+	if (d->reason && strstr(d->reason, "CPU pool full"))
+		f->n_reason_full++;
+}
+
+struct fx_opts {
+	int32_t block_size;
+	int32_t gpu_blocks, cpu_blocks;
+	int32_t max_num_seqs, max_num_batched_tokens;
+	enum allm_preempt_mode preempt;
+	enum allm_sched_mode sched;
+	enum fx_pred pred;
+	bool no_freeze;
+};
+
+/* The model and backend, shared by every engine of a test program. */
+static allm_backend_t *fx_be;
+static struct allm_model *fx_model;
+
+static int fx_global_init(void)
+{
+	struct allm_err err = {{0}};
+	struct allm_model_config cfg;
+	struct allm_backend_opts bo = {.n_threads = 1};
+	struct allm_model_load_opts lo = {.wdtype = ALLM_DTYPE_F32};
+	if (allm_model_config_preset("tiny", &cfg, &err) || allm_backend_cpu_create(&bo, &fx_be, &err) ||
+	    allm_model_dummy(fx_be, &cfg, 1234, &lo, &fx_model, &err)) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void fx_global_fini(void)
+{
+	allm_model_free(fx_model);
+	allm_backend_destroy(fx_be);
+}
+
+static int fx_init(struct fx *f, const struct fx_opts *o)
+{
+	struct allm_err err = {{0}};
+	const struct allm_model_config *c = &fx_model->cfg;
+	memset(f, 0, sizeof(*f));
+	f->be = fx_be;
+	f->m = fx_model;
+	f->now = 1000.0;
+	f->dt = 1.0;
+	f->preempt = o->preempt;
+	f->sched = o->sched;
+	f->freeze = !o->no_freeze;
+	struct allm_kv_layout lay = {c->n_layers, c->n_kv_heads, c->head_dim, o->block_size,
+				     ALLM_DTYPE_F32};
+	if (allm_kv_cache_create(f->be, &lay, o->gpu_blocks, o->cpu_blocks, &f->kv, &err))
+		goto fail;
+	struct allm_predictor_key key;
+	allm_engine_predictor_key(f->m, f->kv, &key);
+	if (allm_predictor_create(&key, &f->pred)) {
+		snprintf(err.msg, sizeof(err.msg), "predictor_create");
+		goto fail;
+	}
+	struct fx_calib cal = {o->pred, f->kv->block_bytes};
+	struct allm_calib_ops ops = {
+		.user = &cal,
+		.max_tokens = 256,
+		.max_swap_blocks = 64,
+		.block_bytes = f->kv->block_bytes,
+		.time_prefill = fx_time_prefill,
+		.time_swap = fx_time_swap,
+	};
+	if (allm_predictor_calibrate(f->pred, &ops, &err))
+		goto fail;
+	f->frozen = *f->pred;
+	struct allm_engine_config ec = {
+		.max_num_seqs = o->max_num_seqs ? o->max_num_seqs : 64,
+		.max_num_batched_tokens = o->max_num_batched_tokens ? o->max_num_batched_tokens : 4096,
+		.preempt = o->preempt,
+		.sched = o->sched,
+		.clock = fx_clock,
+		.clock_user = f,
+	};
+	struct allm_engine_events ev = {
+		.user = f,
+		.on_token = fx_on_token,
+		.on_finish = fx_on_finish,
+		.on_decision = fx_on_decision,
+	};
+	if (allm_engine_create(f->m, f->kv, f->pred, &ec, &ev, &f->e, &err))
+		goto fail;
+	return 0;
+fail:
+	fprintf(stderr, "fx_init: %s\n", err.msg);
+	fx_failures++;
+	return -1;
+}
+
+static void fx_fini(struct fx *f)
+{
+	allm_engine_free(f->e);
+	allm_predictor_free(f->pred);
+	allm_kv_cache_free(f->kv);
+	for (int i = 0; i < f->n_req; i++)
+		free(f->req[i].gen);
+	free(f->req);
+	free(f->dec);
+	memset(f, 0, sizeof(*f));
+}
+
+/* Deterministic prompt ids for request `tag`. */
+static void fx_prompt(int32_t *ids, int32_t n, uint64_t seed, int32_t vocab)
+{
+	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
+	for (int32_t i = 0; i < n; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		ids[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+	}
+}
+
+/* Submits a greedy, ignore_eos request; returns its tag (index) or -1. arrival 0 =
+ * the current clock. prompt NULL = generated from `seed`. */
+static int fx_submit_ids(struct fx *f, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens,
+			 double arrival)
+{
+	struct allm_err err = {{0}};
+	if (f->n_req == f->cap_req) {
+		f->cap_req = ALLM_MAX(64, f->cap_req * 2);
+		f->req = realloc(f->req, (size_t)f->cap_req * sizeof(*f->req));
+	}
+	int tag = f->n_req;
+	struct fx_req *q = &f->req[tag];
+	memset(q, 0, sizeof(*q));
+	q->arrival = arrival > 0 ? arrival : f->now;
+	q->n_prompt = n_prompt;
+	q->max_tokens = max_tokens;
+	q->submit_step = f->step;
+	q->first_token_step = -1;
+	q->finish_step = -1;
+	q->pre_state = q->post_state = ALLM_REQ_WAITING;
+	struct allm_submit s = {
+		.prompt = prompt,
+		.n_prompt = n_prompt,
+		.max_tokens = max_tokens,
+		.ignore_eos = true,
+		.tag = (uint64_t)tag,
+		.arrival = q->arrival,
+	};
+	allm_sampling_default(&s.sampling);
+	f->n_req++;
+	if (allm_engine_submit(f->e, &s, &q->id, &err)) {
+		CHECK(0, "submit: %s", err.msg);
+		f->n_req--;
+		return -1;
+	}
+	return tag;
+}
+
+static int fx_submit(struct fx *f, int32_t n_prompt, int32_t max_tokens, double arrival,
+		     uint64_t seed)
+{
+	int32_t ids[1024];
+	ALLM_ASSERT(n_prompt <= 1024);
+	fx_prompt(ids, n_prompt, seed, f->m->cfg.vocab_size);
+	return fx_submit_ids(f, ids, n_prompt, max_tokens, arrival);
+}
+
+/* The live request of a tag, or NULL when finished. */
+static const struct allm_request *fx_live(struct fx *f, int tag)
+{
+	static const struct allm_request *v[1024];
+	for (int q = 0; q < 3; q++) {
+		int n = allm_engine_list(f->e, (enum allm_req_state)q, v, 1024);
+		for (int i = 0; i < n; i++)
+			if (v[i]->tag == (uint64_t)tag)
+				return v[i];
+	}
+	return NULL;
+}
+
+/* Reads every live request's state into pre_ or post_ fields. */
+static void fx_snapshot(struct fx *f, bool pre)
+{
+	static const struct allm_request *v[1024];
+	for (int i = 0; i < f->n_req; i++) {
+		struct fx_req *q = &f->req[i];
+		if (pre) {
+			q->pre_state = q->done ? ALLM_REQ_FINISHED : -1;
+			q->pre_gen = q->n_gen;
+		} else
+			q->post_state = q->done ? ALLM_REQ_FINISHED : -1;
+	}
+	for (int s = 0; s < 3; s++) {
+		int n = allm_engine_list(f->e, (enum allm_req_state)s, v, 1024);
+		ALLM_ASSERT(n < 1024);
+		for (int i = 0; i < n; i++) {
+			struct fx_req *q = &f->req[v[i]->tag];
+			CHECK((int)v[i]->state == s, "request %d in queue %d has state %d", (int)v[i]->tag, s,
+			      v[i]->state);
+			if (pre) {
+				q->pre_state = s;
+				q->pre_tokens = v[i]->seq.n_tokens;
+			} else
+				q->post_state = s;
+		}
+	}
+	for (int i = 0; i < f->n_req; i++)
+		CHECK((pre ? f->req[i].pre_state : f->req[i].post_state) >= 0,
+		      "request %d is in no queue and not finished", i);
+}
+
+/* Pools and block tables agree. */
+static void fx_check_pools(struct fx *f)
+{
+	static const struct allm_request *v[1024];
+	struct allm_kv_cache *kv = f->kv;
+	CHECK(allm_block_pool_check(&kv->gpu) == 0, "GPU pool invariants (step %lld)",
+	      (long long)f->step);
+	CHECK(allm_block_pool_check(&kv->cpu) == 0, "CPU pool invariants (step %lld)",
+	      (long long)f->step);
+	int64_t gpu = 0, cpu = 0;
+	for (int s = 0; s < 3; s++) {
+		int n = allm_engine_list(f->e, (enum allm_req_state)s, v, 1024);
+		for (int i = 0; i < n; i++) {
+			const struct allm_request *r = v[i];
+			gpu += r->seq.n_blocks;
+			cpu += r->n_cpu_blocks;
+			for (int32_t b = 0; b < r->seq.n_blocks; b++)
+				CHECK(kv->gpu.owner[r->seq.blocks[b]] == r->id, "GPU block %d of request %lld",
+				      r->seq.blocks[b], (long long)r->id);
+			for (int32_t b = 0; b < r->n_cpu_blocks; b++)
+				CHECK(kv->cpu.owner[r->cpu_blocks[b]] == r->id, "CPU block %d of request %lld",
+				      r->cpu_blocks[b], (long long)r->id);
+			if (s == ALLM_REQ_WAITING)
+				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks == 0,
+				      "waiting request %lld holds blocks", (long long)r->id);
+			if (s == ALLM_REQ_SWAPPED)
+				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks > 0,
+				      "swapped request %lld: %d GPU, %d CPU blocks", (long long)r->id,
+				      r->seq.n_blocks, r->n_cpu_blocks);
+			if (s == ALLM_REQ_RUNNING)
+				CHECK(r->n_cpu_blocks == 0 && r->seq.n_blocks > 0 &&
+					      r->seq.n_cached == r->seq.n_tokens - 1,
+				      "running request %lld: %d GPU, %d CPU blocks, %d/%d cached",
+				      (long long)r->id, r->seq.n_blocks, r->n_cpu_blocks, r->seq.n_cached,
+				      r->seq.n_tokens);
+		}
+	}
+	CHECK(gpu == allm_block_pool_used(&kv->gpu), "GPU used %d, tables hold %lld",
+	      allm_block_pool_used(&kv->gpu), (long long)gpu);
+	CHECK(cpu == allm_block_pool_used(&kv->cpu), "CPU used %d, tables hold %lld",
+	      allm_block_pool_used(&kv->cpu), (long long)cpu);
+}
+
+/* Order key of Alg. 2 at `now`: larger = admitted first. */
+static bool fx_admit_before(struct fx *f, double now, int a, int b)
+{
+	const struct fx_req *x = &f->req[a], *y = &f->req[b];
+	if (f->sched == ALLM_SCHED_FCFS)
+		return x->arrival < y->arrival || (x->arrival == y->arrival && x->id < y->id);
+	double px = fx_pri(now, x->arrival, x->pre_tokens), py = fx_pri(now, y->arrival, y->pre_tokens);
+	return px > py || (px == py && x->id < y->id);
+}
+
+/* One engine step with the checks listed at the top. Returns the step's result. */
+static int fx_step(struct fx *f)
+{
+	struct allm_err err = {{0}};
+	struct allm_engine_stats st0, st1;
+	if (f->freeze)
+		*f->pred = f->frozen;
+	allm_engine_get_stats(f->e, &st0);
+	fx_snapshot(f, true);
+	int n_dec0 = f->n_dec;
+	double now = f->now;
+	if (st0.swapped > 0 && st0.waiting > 0)
+		f->n_steps_both_queues++;
+	int rc = allm_engine_step(f->e, &err);
+	CHECK(rc >= 0, "step %lld: %d %s", (long long)f->step, rc, err.msg);
+	allm_engine_get_stats(f->e, &st1);
+	fx_snapshot(f, false);
+	fx_check_pools(f);
+
+	bool prefill = st1.prefill_steps > st0.prefill_steps;
+	bool decode = st1.decode_steps > st0.decode_steps;
+	CHECK(!(prefill && decode), "step %lld both prefilled and decoded", (long long)f->step);
+	f->n_prefill_steps += prefill;
+	f->n_decode_steps += decode;
+	int n_vict = f->n_dec - n_dec0;
+	f->max_victims_per_step = ALLM_MAX(f->max_victims_per_step, n_vict);
+	/* victims of one step: ascending priority (fair) / descending arrival (fcfs) */
+	for (int i = n_dec0 + 1; i < f->n_dec; i++) {
+		const struct allm_decision *a = &f->dec[i - 1].d, *b = &f->dec[i].d;
+		if (f->sched == ALLM_SCHED_FAIR)
+			CHECK(a->priority <= b->priority, "step %lld: victims %g then %g",
+			      (long long)f->step, a->priority, b->priority);
+		else
+			CHECK(f->req[a->tag].arrival >= f->req[b->tag].arrival,
+			      "step %lld: fcfs victims arrived %g then %g", (long long)f->step,
+			      f->req[a->tag].arrival, f->req[b->tag].arrival);
+	}
+
+	int n_pref = 0, n_swin = 0;
+	for (int i = 0; i < f->n_req; i++) {
+		struct fx_req *q = &f->req[i];
+		int got = q->n_gen - q->pre_gen;
+		CHECK(got >= 0 && got <= 1, "request %d got %d tokens in one step", i, got);
+		bool ran = q->post_state == ALLM_REQ_RUNNING ||
+			   (q->post_state == ALLM_REQ_FINISHED && q->finish != ALLM_FINISH_ERROR &&
+			    q->finish != ALLM_FINISH_CANCELLED);
+		if (q->pre_state == ALLM_REQ_RUNNING && ran) {
+			/* still running (not preempted): a decode gives one token, a prefill none */
+			CHECK(got == (decode ? 1 : 0), "step %lld (%s): running request %d got %d tokens",
+			      (long long)f->step, prefill ? "prefill" : decode ? "decode" : "idle", i, got);
+		}
+		if (q->pre_state == ALLM_REQ_WAITING && ran) {
+			n_pref++;
+			CHECK(prefill && got == 1, "step %lld: request %d left waiting without a prefill",
+			      (long long)f->step, i);
+		}
+		if (q->pre_state == ALLM_REQ_SWAPPED && ran) {
+			n_swin++;
+			CHECK(decode && got == 1, "step %lld: request %d swapped in without a decode",
+			      (long long)f->step, i);
+		}
+	}
+	f->n_swapin_steps += n_swin > 0;
+	CHECK(!(n_pref && n_swin), "step %lld admitted %d waiting and %d swapped", (long long)f->step,
+	      n_pref, n_swin);
+	if (f->sched == ALLM_SCHED_FCFS && n_pref)
+		CHECK(st0.swapped == 0 && st1.swapped == 0,
+		      "fcfs step %lld prefilled with %d swapped requests", (long long)f->step, st0.swapped);
+	/* the admitted ones are a prefix of their queue's order */
+	if (n_pref || n_swin) {
+		int from = n_pref ? ALLM_REQ_WAITING : ALLM_REQ_SWAPPED;
+		for (int i = 0; i < f->n_req; i++) {
+			struct fx_req *q = &f->req[i];
+			bool admitted = q->pre_state == from && q->n_gen > q->pre_gen;
+			if (!admitted)
+				continue;
+			for (int j = 0; j < f->n_req; j++) {
+				struct fx_req *o = &f->req[j];
+				if (o->post_state != from)
+					continue;
+				if (o->pre_state != from && o->pre_state != ALLM_REQ_RUNNING)
+					continue;
+				CHECK(fx_admit_before(f, now, i, j),
+				      "step %lld (%s): admitted request %d (arrival %g, len %d) ahead of "
+				      "request %d (arrival %g, len %d), which still %s",
+				      (long long)f->step, f->sched == ALLM_SCHED_FCFS ? "fcfs" : "fair", i,
+				      q->arrival, q->pre_tokens, j, o->arrival, o->pre_tokens,
+				      from == ALLM_REQ_WAITING ? "waits" : "is swapped");
+			}
+		}
+	}
+	f->step++;
+	f->now += f->dt;
+	return rc;
+}
+
+static bool fx_idle(struct fx *f)
+{
+	return allm_engine_idle(f->e);
+}
+
+/* Steps until idle; false if max_steps pass first. */
+static bool fx_drain(struct fx *f, int64_t max_steps)
+{
+	for (int64_t i = 0; i < max_steps; i++) {
+		if (fx_idle(f))
+			return true;
+		fx_step(f);
+	}
+	return fx_idle(f);
+}
+
+/* Marks the still-unmeasured decisions of a request as never to be measured
+ * (its swap copy was dropped by a CPU shrink, or it was cancelled). */
+static void fx_drop_pending(struct fx *f, int64_t req_id)
+{
+	for (int i = 0; i < f->n_dec; i++)
+		if (f->dec[i].d.req_id == req_id && !f->dec[i].measured)
+			f->dec[i].dropped = true;
+}
+
+/* allm_engine_set_cpu_blocks, noting the swapped requests it turned into recomputes. */
+static int fx_set_cpu_blocks(struct fx *f, int32_t n)
+{
+	struct allm_err err = {{0}};
+	fx_snapshot(f, true);
+	int r = allm_engine_set_cpu_blocks(f->e, n, &err);
+	CHECK(r == 0, "set_cpu_blocks(%d): %s", n, err.msg);
+	fx_snapshot(f, false);
+	int conv = 0;
+	for (int i = 0; i < f->n_req; i++)
+		if (f->req[i].pre_state == ALLM_REQ_SWAPPED && f->req[i].post_state == ALLM_REQ_WAITING) {
+			fx_drop_pending(f, f->req[i].id);
+			conv++;
+		}
+	fx_check_pools(f);
+	return conv;
+}
+
+static int fx_cancel(struct fx *f, int tag)
+{
+	fx_drop_pending(f, f->req[tag].id);
+	int r = allm_engine_cancel(f->e, f->req[tag].id);
+	fx_check_pools(f);
+	return r;
+}
+
+/* After a drain: every request finished as expected, every decision measured
+ * (or dropped), both pools empty. */
+static void fx_check_end(struct fx *f, const char *what)
+{
+	int not_done = 0, bad = 0, unmeasured = 0;
+	for (int i = 0; i < f->n_req; i++) {
+		if (!f->req[i].done)
+			not_done++;
+		else if (f->req[i].finish != ALLM_FINISH_LENGTH && f->req[i].finish != ALLM_FINISH_CANCELLED)
+			bad++;
+		else if (f->req[i].finish == ALLM_FINISH_LENGTH)
+			CHECK(f->req[i].n_gen == f->req[i].max_tokens, "%s: request %d: %d of %d tokens", what,
+			      i, f->req[i].n_gen, f->req[i].max_tokens);
+	}
+	for (int i = 0; i < f->n_dec; i++)
+		if (!f->dec[i].measured && !f->dec[i].dropped)
+			unmeasured++;
+	CHECK(not_done == 0, "%s: %d requests never finished", what, not_done);
+	CHECK(bad == 0, "%s: %d requests finished with an error", what, bad);
+	CHECK(unmeasured == 0, "%s: %d of %d decisions never got a measured cost", what, unmeasured,
+	      f->n_dec);
+	CHECK(allm_block_pool_used(&f->kv->gpu) == 0 && allm_block_pool_used(&f->kv->cpu) == 0,
+	      "%s: blocks left in use: GPU %d CPU %d", what, allm_block_pool_used(&f->kv->gpu),
+	      allm_block_pool_used(&f->kv->cpu));
+	CHECK(allm_block_pool_check(&f->kv->gpu) == 0 && allm_block_pool_check(&f->kv->cpu) == 0,
+	      "%s: pool invariants", what);
+}
+
+#endif
