@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Description: preemption loses nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too.
+set -u
+RUN=${BUILD_DIR:?}/tools/allm-run
+M=${SHARED_DIR:?}/models/stories260K
+[ -d "$M" ] || { echo "skip: $M absent"; exit 77; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0
+W=(--model "$M" --device cpu --workload chatbot -n 64 --max-output 48 --seed 1 --temperature 0 --json --profile "$tmp/profile.json")
+
+field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval('d'+sys.argv[2]))" "$@"; }
+
+"$RUN" "${W[@]}" >"$tmp/plenty.json" 2>"$tmp/plenty.err" || { echo "FAIL: plentiful run"; cat "$tmp/plenty.err"; exit 1; }
+ref=$(field "$tmp/plenty.json" "['outputs_sha256']")
+echo "plentiful blocks: outputs_sha256 $ref"
+[ "$(field "$tmp/plenty.json" "['requests']")" = 64 ] || { echo "FAIL: not 64 requests"; fail=1; }
+
+for p in adaptive recompute swap; do
+  out=$tmp/$p.json
+  if ! "$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 8 --preempt "$p" >"$out" 2>"$tmp/$p.err"; then
+    echo "FAIL: constrained $p run failed"; cat "$tmp/$p.err"; fail=1; continue
+  fi
+  h=$(field "$out" "['outputs_sha256']"); sw=$(field "$out" "['preemptions']['swap']"); rc=$(field "$out" "['preemptions']['recompute']")
+  echo "--preempt $p --gpu-blocks 16 --cpu-blocks 8: sha $h swap $sw recompute $rc"
+  [ "$h" = "$ref" ] || { echo "FAIL: $p changed the outputs"; fail=1; }
+  [ $((sw + rc)) -gt 0 ] || { echo "FAIL: $p: no preemption under 16 GPU blocks"; fail=1; }
+  case $p in
+    recompute) [ "$sw" = 0 ] && [ "$rc" -gt 0 ] || { echo "FAIL: recompute mode swapped or never recomputed"; fail=1; } ;;
+    swap) [ "$sw" -gt 0 ] || { echo "FAIL: swap mode never swapped"; fail=1; } ;;
+  esac
+done
+
+for s in fair fcfs; do
+  out=$tmp/sched-$s.json
+  "$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 8 --sched "$s" --max-num-seqs 8 >"$out" 2>/dev/null \
+    || { echo "FAIL: --sched $s run failed"; fail=1; continue; }
+  h=$(field "$out" "['outputs_sha256']")
+  echo "--sched $s --max-num-seqs 8: sha $h turnaround $(field "$out" "['mean_weighted_turnaround']")"
+  [ "$h" = "$ref" ] || { echo "FAIL: --sched $s changed the outputs"; fail=1; }
+done
+exit $fail
