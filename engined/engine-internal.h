@@ -41,6 +41,8 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
 /* Takes r out of its queue, frees its blocks, reports and frees it. */
 void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_finish how,
 			const char *error);
+/* The decision r is waiting on for its measured cost, if still in the ring. */
+struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);
 /* Most tokens a request can ever hold in the KV cache. */
 int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r);
 

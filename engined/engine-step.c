@@ -76,8 +76,7 @@ static struct allm_decision *record(struct allm_engine *e)
 	return d;
 }
 
-/* The decision a request is waiting on, if still in the ring. */
-static struct allm_decision *pending(struct allm_engine *e, struct allm_request *r)
+struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r)
 {
 	if (r->pending_decision < 0 || r->pending_decision < e->n_decisions - ALLM_ENGINE_DECISIONS)
 		return NULL;
@@ -87,7 +86,7 @@ static struct allm_decision *pending(struct allm_engine *e, struct allm_request 
 
 static void attach_measured(struct allm_engine *e, struct allm_request *r, double seconds)
 {
-	struct allm_decision *d = pending(e, r);
+	struct allm_decision *d = allm_engine_pending_decision(e, r);
 	r->pending_decision = -1;
 	if (!d)
 		return;

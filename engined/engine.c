@@ -258,7 +258,15 @@ int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err
 		v->n_preempt_swap--; /* re-labelled: this preemption ends as a recompute */
 		e->st.preempt_recompute++;
 		e->st.preempt_swap--;
-		v->pending_decision = -1;
+		/* the decision ends as a recompute: say so, and let the re-prefill
+		 * attach its measured cost */
+		struct allm_decision *d = allm_engine_pending_decision(e, v);
+		if (d) {
+			d->choice = ALLM_CHOICE_RECOMPUTE;
+			d->reason = "swapped, then the CPU pool shrank";
+		} else {
+			v->pending_decision = -1;
+		}
 		if (allm_rq_push(&e->waiting, v))
 			allm_engine_retire(e, v, ALLM_FINISH_ERROR, "out of memory");
 	}

@@ -46,13 +46,14 @@ static int fx_failures;
 enum fx_pred {
 	FX_PRED_SWAP_CHEAP, /* swap ~1e-5 s, recompute ~1 s: Alg. 1 wants to swap */
 	FX_PRED_RC_CHEAP, /* recompute ~1e-5 s, swap ~1 s: Alg. 1 wants to recompute */
-	FX_PRED_CROSSOVER, /* recompute ~ n^2, swap ~ blocks: short victims recompute,
-			    * long ones swap (crossover near 40 tokens at block size 8) */
+	FX_PRED_CROSSOVER, /* recompute 7.5e-6 n^2, swap 2e-4/run + 2.5e-4 n: victims shorter
+			    * than ~35-40 tokens recompute, longer ones swap */
 };
 
 struct fx_calib {
 	enum fx_pred mode;
 	uint64_t block_bytes;
+	int32_t block_size;
 };
 
 static double fx_time_prefill(void *user, int32_t n_seqs, int32_t len)
@@ -74,7 +75,7 @@ static double fx_time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs
 	switch (c->mode) {
 	case FX_PRED_SWAP_CHEAP: return 1e-6 * n_runs + bytes * 1e-10;
 	case FX_PRED_RC_CHEAP: return 0.5 * n_runs + bytes * 1e-4;
-	default: return 1e-3 * n_runs + (double)n_blocks * 1e-3;
+	default: return 1e-4 * n_runs + (double)n_blocks * c->block_size * 1.25e-4;
 	}
 }
 
@@ -105,7 +106,8 @@ struct fx {
 	struct allm_model *m;
 	struct allm_kv_cache *kv;
 	struct allm_predictor *pred, frozen;
-	bool freeze; /* restore the calibrated predictor before each step */
+	bool freeze; /* restore the calibrated predictor before each step and after
+		      * each decision event: Alg. 1 always compares the fake costs */
 	struct allm_engine *e;
 	enum allm_preempt_mode preempt; /* mirrors the engine's setting */
 	enum allm_sched_mode sched;
@@ -184,6 +186,10 @@ static bool fx_victim_before(struct fx *f, double now, const struct allm_request
 static void fx_on_decision(void *user, const struct allm_decision *d, bool measured)
 {
 	struct fx *f = user;
+	/* the engine has just fed a real (microsecond) timing to the predictor: undo
+	 * it, so the next decision of this step sees the calibrated costs too */
+	if (f->freeze)
+		*f->pred = f->frozen;
 	if (measured) {
 		bool found = false;
 		for (int i = f->n_dec - 1; i >= 0; i--)
@@ -224,6 +230,10 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	      "decision %lld predictions swap %g recompute %g", (long long)d->seq_no, d->pred_swap_s,
 	      d->pred_recompute_s);
 	CHECK(d->reason != NULL, "no reason");
+	if (f->freeze) /* recompute = a prefill of the victim's current length */
+		CHECK(d->pred_recompute_s == allm_predict_recompute(&f->frozen, d->n_tokens),
+		      "decision %lld: recompute predicted %g, prefill of %d tokens %g", (long long)d->seq_no,
+		      d->pred_recompute_s, d->n_tokens, allm_predict_recompute(&f->frozen, d->n_tokens));
 
 	/* Alg. 1 order: the victim comes before every request still running */
 	const struct allm_request *run[512];
@@ -338,7 +348,7 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 		snprintf(err.msg, sizeof(err.msg), "predictor_create");
 		goto fail;
 	}
-	struct fx_calib cal = {o->pred, f->kv->block_bytes};
+	struct fx_calib cal = {o->pred, f->kv->block_bytes, o->block_size};
 	struct allm_calib_ops ops = {
 		.user = &cal,
 		.max_tokens = 256,
@@ -443,7 +453,7 @@ static int fx_submit(struct fx *f, int32_t n_prompt, int32_t max_tokens, double 
 }
 
 /* The live request of a tag, or NULL when finished. */
-static const struct allm_request *fx_live(struct fx *f, int tag)
+static inline const struct allm_request *fx_live(struct fx *f, int tag)
 {
 	static const struct allm_request *v[1024];
 	for (int q = 0; q < 3; q++) {
@@ -635,13 +645,13 @@ static int fx_step(struct fx *f)
 	return rc;
 }
 
-static bool fx_idle(struct fx *f)
+static inline bool fx_idle(struct fx *f)
 {
 	return allm_engine_idle(f->e);
 }
 
 /* Steps until idle; false if max_steps pass first. */
-static bool fx_drain(struct fx *f, int64_t max_steps)
+static inline bool fx_drain(struct fx *f, int64_t max_steps)
 {
 	for (int64_t i = 0; i < max_steps; i++) {
 		if (fx_idle(f))
@@ -661,7 +671,7 @@ static void fx_drop_pending(struct fx *f, int64_t req_id)
 }
 
 /* allm_engine_set_cpu_blocks, noting the swapped requests it turned into recomputes. */
-static int fx_set_cpu_blocks(struct fx *f, int32_t n)
+static inline int fx_set_cpu_blocks(struct fx *f, int32_t n)
 {
 	struct allm_err err = {{0}};
 	fx_snapshot(f, true);
@@ -678,7 +688,7 @@ static int fx_set_cpu_blocks(struct fx *f, int32_t n)
 	return conv;
 }
 
-static int fx_cancel(struct fx *f, int tag)
+static inline int fx_cancel(struct fx *f, int tag)
 {
 	fx_drop_pending(f, f->req[tag].id);
 	int r = allm_engine_cancel(f->e, f->req[tag].id);

@@ -1,0 +1,309 @@
+/* Description: preemption and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, GPU/CPU shrinks mid-run and policy switches; cancels free every block; bad submits and sizes are rejected. */
+#include "engine-fixture.h"
+
+enum { N_REQ = 24, MAX_TOKENS = 40, BS = 8 };
+/* longest request: 62 + 40 tokens = 13 blocks of 8 */
+enum { MAX_NEED = 13 };
+
+static int32_t ref_gen[N_REQ][MAX_TOKENS];
+
+static int32_t prompt_len(int i)
+{
+	return 3 + (i * 23) % 60;
+}
+
+/* The same requests in every run: two submitted per step. */
+static void feed(struct fx *f)
+{
+	while (f->n_req < N_REQ && f->n_req < 2 * (f->step + 1)) {
+		int i = f->n_req;
+		fx_submit(f, prompt_len(i), MAX_TOKENS, 0, (uint64_t)i + 77);
+	}
+}
+
+struct run_cfg {
+	const char *name;
+	int32_t gpu, cpu;
+	enum allm_preempt_mode mode;
+	enum allm_sched_mode sched;
+	enum fx_pred pred;
+	int resize; /* 1: GPU/CPU shrinks mid-run; 2: policy switches every few steps */
+};
+
+static void compare(struct fx *f, const char *name, bool reference)
+{
+	for (int i = 0; i < N_REQ && i < f->n_req; i++) {
+		const struct fx_req *q = &f->req[i];
+		if (q->n_gen != MAX_TOKENS)
+			continue; /* fx_check_end reported it */
+		if (reference) {
+			memcpy(ref_gen[i], q->gen, sizeof(ref_gen[i]));
+			continue;
+		}
+		int first = -1;
+		for (int k = 0; k < MAX_TOKENS && first < 0; k++)
+			if (q->gen[k] != ref_gen[i][k])
+				first = k;
+		CHECK(first < 0, "%s: request %d (prompt %d, %d swaps, %d recomputes) differs at token %d",
+		      name, i, q->n_prompt, q->n_swap, q->n_recompute, first);
+	}
+}
+
+static void run(const struct run_cfg *c, bool reference)
+{
+	struct fx f;
+	struct allm_err err = {{0}};
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = c->gpu, .cpu_blocks = c->cpu,
+			    .preempt = c->mode, .sched = c->sched, .pred = c->pred};
+	if (fx_init(&f, &o))
+		return;
+	int converted = 0, shrunk_cpu = 0;
+	int64_t cpu_shrink_step = -1;
+	for (int s = 0; s < 5000 && (f.n_req < N_REQ || !fx_idle(&f)); s++) {
+		feed(&f);
+		if (c->resize == 1) {
+			struct allm_engine_stats st;
+			allm_engine_get_stats(f.e, &st);
+			if (f.step == 6)
+				CHECK(allm_engine_set_gpu_blocks(f.e, MAX_NEED + 1, &err) == 0, "%s", err.msg);
+			if (f.step == 70)
+				CHECK(allm_engine_set_gpu_blocks(f.e, 40, &err) == 0, "%s", err.msg);
+			if (f.step == 110)
+				CHECK(allm_engine_set_gpu_blocks(f.e, MAX_NEED + 2, &err) == 0, "%s", err.msg);
+			if (f.step == 150)
+				CHECK(allm_engine_set_gpu_blocks(f.e, 200, &err) == 0, "%s", err.msg);
+			/* the CPU pool shrinks under swapped requests twice, then comes back */
+			if (shrunk_cpu < 2 && st.swapped >= 1 && f.step > cpu_shrink_step + 5) {
+				int32_t keep = st.cpu_used / 3;
+				int conv = fx_set_cpu_blocks(&f, keep);
+				converted += conv;
+				CHECK(conv >= 1, "%s: CPU shrink to %d (from %d used) converted nothing", c->name,
+				      keep, st.cpu_used);
+				struct allm_engine_stats st2;
+				allm_engine_get_stats(f.e, &st2);
+				CHECK(st2.cpu_used <= keep && st2.waiting == st.waiting + conv,
+				      "%s: after the CPU shrink: %d used of %d, %d waiting", c->name, st2.cpu_used,
+				      keep, st2.waiting);
+				cpu_shrink_step = f.step;
+				shrunk_cpu++;
+			}
+			if (shrunk_cpu && f.step == cpu_shrink_step + 3)
+				fx_set_cpu_blocks(&f, c->cpu);
+		}
+		if (c->resize == 2 && f.step % 7 == 0) {
+			static const enum allm_preempt_mode modes[] = {
+				ALLM_PREEMPT_SWAP, ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE};
+			f.preempt = modes[(f.step / 7) % 3];
+			f.sched = (f.step / 7) % 2 ? ALLM_SCHED_FCFS : ALLM_SCHED_FAIR;
+			allm_engine_set_preempt(f.e, f.preempt);
+			allm_engine_set_sched(f.e, f.sched);
+		}
+		fx_step(&f);
+	}
+	CHECK(fx_idle(&f) && f.n_req == N_REQ, "%s: not drained", c->name);
+	fx_check_end(&f, c->name);
+	compare(&f, c->name, reference);
+	struct allm_engine_stats st;
+	allm_engine_get_stats(f.e, &st);
+	if (reference)
+		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
+	else if (c->resize == 0 && c->mode == ALLM_PREEMPT_SWAP)
+		CHECK(st.preempt_swap > 0, "%s: no swap", c->name);
+	else if (c->resize == 0 && c->mode == ALLM_PREEMPT_RECOMPUTE)
+		CHECK(st.preempt_recompute > 0 && st.preempt_swap == 0, "%s: %lld recompute %lld swap",
+		      c->name, (long long)st.preempt_recompute, (long long)st.preempt_swap);
+	else
+		CHECK(st.preempt_swap > 0 && st.preempt_recompute > 0, "%s: %lld swap %lld recompute",
+		      c->name, (long long)st.preempt_swap, (long long)st.preempt_recompute);
+	if (c->resize == 1)
+		CHECK(converted >= 2, "%s: only %d swapped requests converted", c->name, converted);
+	printf("%-26s %3lld steps: %3lld swap, %3lld recompute preemptions (%d by CPU shrinks), "
+	       "%lld tokens recomputed, up to %d victims in a step: %s\n",
+	       c->name, (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_recompute,
+	       converted, (long long)st.recompute_tokens, f.max_victims_per_step,
+	       reference ? "reference" : "ids identical");
+	fx_fini(&f);
+}
+
+static void test_runs(void)
+{
+	static const struct run_cfg cfgs[] = {
+		{"plentiful", 512, 0, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
+		{"tight adaptive", 26, 40, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
+		{"tight recompute", 26, 40, ALLM_PREEMPT_RECOMPUTE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
+		{"tight swap", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
+		{"tight swap fcfs", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FCFS, FX_PRED_CROSSOVER, 0},
+		{"tight adaptive fcfs", 20, 12, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FCFS, FX_PRED_SWAP_CHEAP, 0},
+		{"resized mid-run (swap)", 64, 64, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 1},
+		{"resized mid-run (adaptive)", 64, 64, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR,
+		 FX_PRED_CROSSOVER, 1},
+		{"policy switches", 22, 24, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 2},
+	};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
+		run(&cfgs[i], i == 0);
+}
+
+/* Cancels a running, a swapped and a waiting request (one that was preempted by
+ * recompute if there is one); the rest still finish with the reference ids and
+ * both pools end empty. */
+static void test_cancel(void)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = 26, .cpu_blocks = 40,
+			    .preempt = ALLM_PREEMPT_SWAP, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_CROSSOVER};
+	if (fx_init(&f, &o))
+		return;
+	int cancelled[3] = {-1, -1, -1};
+	for (int s = 0; s < 5000 && (f.n_req < N_REQ || !fx_idle(&f)); s++) {
+		feed(&f);
+		struct allm_engine_stats st;
+		allm_engine_get_stats(f.e, &st);
+		if (cancelled[0] < 0 && st.running && st.swapped && st.waiting) {
+			const struct allm_request *v[64];
+			for (int q = 0; q < 3; q++) {
+				int n = allm_engine_list(f.e, (enum allm_req_state)q, v, 64);
+				int pick = 0;
+				for (int i = 0; i < n; i++)
+					if (v[i]->n_preempt_recompute + v[i]->n_preempt_swap > 0) {
+						pick = i; /* prefer one that was preempted */
+						break;
+					}
+				cancelled[q] = (int)v[pick]->tag;
+			}
+			for (int q = 0; q < 3; q++) {
+				int64_t id = f.req[cancelled[q]].id;
+				CHECK(fx_cancel(&f, cancelled[q]) == 0, "cancel of a %s request failed",
+				      q == 0 ? "waiting" : q == 1 ? "running" : "swapped");
+				CHECK(f.req[cancelled[q]].done && f.req[cancelled[q]].finish == ALLM_FINISH_CANCELLED,
+				      "cancelled request not finished as cancelled");
+				CHECK(allm_engine_cancel(f.e, id) == -ENOENT, "second cancel");
+			}
+			CHECK(allm_engine_cancel(f.e, 999999) == -ENOENT, "cancel of an unknown id");
+		}
+		fx_step(&f);
+	}
+	CHECK(cancelled[0] >= 0, "cancel: never had a running, a swapped and a waiting request");
+	CHECK(fx_idle(&f), "cancel: not drained");
+	fx_check_end(&f, "cancel");
+	for (int i = 0; i < N_REQ; i++) {
+		const struct fx_req *q = &f.req[i];
+		if (q->finish == ALLM_FINISH_CANCELLED)
+			continue;
+		CHECK(q->n_gen == MAX_TOKENS && !memcmp(q->gen, ref_gen[i], sizeof(ref_gen[i])),
+		      "cancel: request %d output changed", i);
+	}
+	struct allm_engine_stats st;
+	allm_engine_get_stats(f.e, &st);
+	CHECK(st.gpu_used == 0 && st.cpu_used == 0 && st.finished == N_REQ && st.failed == 0,
+	      "cancel: used %d/%d, finished %lld failed %lld", st.gpu_used, st.cpu_used,
+	      (long long)st.finished, (long long)st.failed);
+
+	/* cancelling everything mid-run also leaves both pools empty */
+	int base = f.n_req;
+	for (int i = 0; i < 12; i++)
+		fx_submit(&f, prompt_len(i), MAX_TOKENS, 0, (uint64_t)i + 500);
+	for (int s = 0; s < 40; s++)
+		fx_step(&f);
+	allm_engine_get_stats(f.e, &st);
+	CHECK(st.running + st.swapped + st.waiting > 0, "cancel-all: nothing left to cancel");
+	for (int i = base; i < f.n_req; i++)
+		if (!f.req[i].done)
+			CHECK(fx_cancel(&f, i) == 0, "cancel-all: request %d", i);
+	allm_engine_get_stats(f.e, &st);
+	CHECK(allm_engine_idle(f.e) && st.gpu_used == 0 && st.cpu_used == 0,
+	      "cancel-all: used GPU %d CPU %d", st.gpu_used, st.cpu_used);
+	fx_check_end(&f, "cancel-all");
+	printf("cancel: a waiting, a running and a swapped request cancelled, the others unchanged; "
+	       "pools empty after cancelling everything\n");
+	fx_fini(&f);
+}
+
+/* Invalid requests and pool sizes are refused with a message and change nothing. */
+static void test_bad_input(void)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = 16, .cpu_blocks = 8,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP};
+	struct allm_err err;
+	if (fx_init(&f, &o))
+		return;
+	const struct allm_model_config *c = &f.m->cfg;
+	int32_t *ids = calloc((size_t)c->max_pos + 8, sizeof(int32_t));
+	for (int i = 0; i < c->max_pos + 8; i++)
+		ids[i] = i % c->vocab_size;
+	struct {
+		const char *what;
+		int32_t n_prompt, max_tokens, bad_id, want;
+		float temperature;
+	} cases[] = {
+		{"empty prompt", 0, 10, 0, -EINVAL, 0},
+		{"negative id", 10, 10, -1, -EINVAL, 0},
+		{"id past the vocabulary", 10, 10, c->vocab_size, -EINVAL, 0},
+		{"prompt as long as the context", c->max_pos, 10, 0, -EINVAL, 0},
+		{"more blocks than the GPU pool", 100, 100, 0, -E2BIG, 0},
+		{"max_tokens 0", 10, 0, 0, -EINVAL, 0},
+		{"negative temperature", 10, 10, 0, -EINVAL, -1.0f},
+	};
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(cases); k++) {
+		int32_t saved = ids[5];
+		if (cases[k].bad_id)
+			ids[5] = cases[k].bad_id;
+		struct allm_submit s = {.prompt = ids, .n_prompt = cases[k].n_prompt,
+					.max_tokens = cases[k].max_tokens, .ignore_eos = true};
+		allm_sampling_default(&s.sampling);
+		s.sampling.temperature = cases[k].temperature;
+		int64_t id = -7;
+		memset(&err, 0, sizeof(err));
+		int r = allm_engine_submit(f.e, &s, &id, &err);
+		ids[5] = saved;
+		struct allm_engine_stats st;
+		allm_engine_get_stats(f.e, &st);
+		CHECK(r == cases[k].want, "%s: got %d, want %d", cases[k].what, r, cases[k].want);
+		CHECK(err.msg[0] != 0, "%s: no message", cases[k].what);
+		CHECK(id == -7 && st.waiting == 0 && allm_engine_idle(f.e), "%s: something was queued",
+		      cases[k].what);
+		printf("bad input %-32s -> %d: %s\n", cases[k].what, r, err.msg);
+	}
+	/* the largest request that fits is accepted: 16 blocks of 8 = 128 tokens */
+	CHECK(fx_submit(&f, 100, 28, 0, 1) == 0, "a request of exactly the pool size was refused");
+
+	/* pool sizes */
+	memset(&err, 0, sizeof(err));
+	CHECK(allm_engine_set_gpu_blocks(f.e, 0, &err) == -EINVAL && err.msg[0],
+	      "set_gpu_blocks(0) accepted");
+	CHECK(allm_engine_set_gpu_blocks(f.e, -3, &err) == -EINVAL, "set_gpu_blocks(-3) accepted");
+	CHECK(allm_engine_set_cpu_blocks(f.e, -1, &err) == -EINVAL, "set_cpu_blocks(-1) accepted");
+	CHECK(f.kv->gpu.n_total == 16 && f.kv->cpu.n_total == 8, "a refused resize changed the pools");
+	CHECK(allm_engine_set_limits(f.e, 0, 100, &err) == -EINVAL, "max_num_seqs 0 accepted");
+	CHECK(allm_engine_set_limits(f.e, 4, 0, &err) == -EINVAL, "max_num_batched_tokens 0 accepted");
+
+	/* a queued request that no longer fits a shrunk GPU pool fails with a reason
+	 * instead of waiting forever */
+	CHECK(allm_engine_set_gpu_blocks(f.e, 8, &err) == 0, "%s", err.msg);
+	fx_step(&f);
+	CHECK(f.req[0].done && f.req[0].finish == ALLM_FINISH_ERROR,
+	      "a request needing 16 blocks still queued in an 8-block pool");
+	CHECK(allm_engine_idle(f.e), "not idle");
+	fx_check_pools(&f);
+	printf("bad sizes refused; a request too big for the shrunk pool failed\n");
+	free(ids);
+	fx_fini(&f);
+}
+
+int main(void)
+{
+	if (fx_global_init())
+		return 1;
+	test_runs();
+	test_cancel();
+	test_bad_input();
+	fx_global_fini();
+	if (fx_failures) {
+		fprintf(stderr, "%d check(s) failed\n", fx_failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
