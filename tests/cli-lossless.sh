@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption loses nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too.
+# Description: preemption loses nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too; a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${SHARED_DIR:?}/models/stories260K
@@ -38,4 +38,13 @@ for s in fair fcfs; do
   echo "--sched $s --max-num-seqs 8: sha $h turnaround $(field "$out" "['mean_weighted_turnaround']")"
   [ "$h" = "$ref" ] || { echo "FAIL: --sched $s changed the outputs"; fail=1; }
 done
+# a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
+echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
+if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then
+  grep -q "ignored" "$tmp/bad.err" || { echo "FAIL: corrupted profile not reported"; cat "$tmp/bad.err"; fail=1; }
+  python3 -c "import json; json.load(open('$tmp/bad-profile.json'))['recompute']" 2>/dev/null \
+    || { echo "FAIL: profile not rewritten after recalibration"; fail=1; }
+else
+  echo "FAIL: a corrupted profile made the run fail"; cat "$tmp/bad.err"; fail=1
+fi
 exit $fail
