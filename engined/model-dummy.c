@@ -7,14 +7,6 @@
 #include <math.h>
 #include <stdio.h>
 
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t fnv1a(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -26,7 +18,7 @@ static uint64_t fnv1a(const char *s)
 /* Uniform in [-1, 1). */
 static float unit(uint64_t *st)
 {
-	return (float)((splitmix64(st) >> 40) * 0x1p-23) - 1.0f;
+	return (float)((allm_splitmix64(st) >> 40) * 0x1p-23) - 1.0f;
 }
 
 /* Fills one tensor. Scales keep activations O(1) through many layers: matrices

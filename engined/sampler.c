@@ -23,42 +23,12 @@ int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
 	return 0;
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return r;
-}
-
-/* Uniform in [0, 1) with 53 bits. */
-static double next_unit(uint64_t *s)
-{
-	return (double)(next_u64(s) >> 11) * 0x1p-53;
-}
-
 int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab)
 {
 	memset(s, 0, sizeof(*s));
 	s->p = *p;
 	s->vocab = vocab;
-	/* splitmix64 expands the seed into xoshiro's state, as its authors advise */
-	uint64_t x = p->seed;
-	for (int i = 0; i < 4; i++) {
-		uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		s->rng[i] = z ^ (z >> 31);
-	}
+	allm_rng_seed(&s->rng, p->seed);
 	if (p->temperature > 0.0f) {
 		s->probs = allm_malloc((size_t)vocab * sizeof(float));
 		s->idx = allm_malloc((size_t)vocab * sizeof(int32_t));
@@ -142,7 +112,7 @@ int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 	double total = 0.0;
 	for (int32_t i = 0; i < n; i++)
 		total += s->probs[truncate ? s->idx[i] : i];
-	double r = next_unit(s->rng) * total, cum = 0.0;
+	double r = allm_rng_unit(&s->rng) * total, cum = 0.0;
 	for (int32_t i = 0; i < n; i++) {
 		int32_t id = truncate ? s->idx[i] : i;
 		cum += s->probs[id];

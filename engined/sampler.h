@@ -14,7 +14,7 @@ struct allm_sampling {
 
 struct allm_sampler {
 	struct allm_sampling p;
-	uint64_t rng[4]; /* xoshiro256** state, from seed */
+	struct allm_rng rng; /* from seed */
 	int32_t vocab;
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */

@@ -17,54 +17,10 @@
 #define STREAM_PROMPT 0x70726f6d70745f69ull   /* "prompt_i" */
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
-struct rng {
-	uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += GOLDEN);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void rng_seed(struct rng *r, uint64_t seed)
-{
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&seed);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** (Blackman & Vigna). */
-static uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s;
-	uint64_t out = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return out;
-}
-
-/* [0, 1) with 53 random bits. */
-static double rng_uniform(struct rng *r)
-{
-	return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
 /* Box–Muller, cosine branch only: simpler to state than caching the sine half. */
-static double rng_normal(struct rng *r)
+static double rng_normal(struct allm_rng *r)
 {
-	double u1 = rng_uniform(r), u2 = rng_uniform(r);
+	double u1 = allm_rng_unit(r), u2 = allm_rng_unit(r);
 	return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
 }
 
@@ -126,12 +82,12 @@ int allm_workload_fit_context(struct allm_workload *w, int32_t max_context)
 
 static void set_arrivals(struct allm_workload *w, double rate, uint64_t seed)
 {
-	struct rng r;
-	rng_seed(&r, seed ^ STREAM_ARRIVALS);
+	struct allm_rng r;
+	allm_rng_seed(&r, seed ^ STREAM_ARRIVALS);
 	double t = 0.0;
 	for (int64_t i = 0; i < w->n; i++) {
 		if (i > 0)
-			t += -log(1.0 - rng_uniform(&r)) / rate;
+			t += -log(1.0 - allm_rng_unit(&r)) / rate;
 		w->reqs[i].arrival_s = t;
 	}
 }
@@ -174,9 +130,9 @@ static int synth_create(const struct allm_wl_opts *o, const struct wl_shape *sh,
 	w->n = o->n;
 	wl_set_name(w, sh->name);
 
-	struct rng lens, outs;
-	rng_seed(&lens, o->seed ^ STREAM_LENGTHS);
-	rng_seed(&outs, o->seed ^ STREAM_OUTPUTS);
+	struct allm_rng lens, outs;
+	allm_rng_seed(&lens, o->seed ^ STREAM_LENGTHS);
+	allm_rng_seed(&outs, o->seed ^ STREAM_OUTPUTS);
 	double mu = log(sh->mean) - sh->sigma * sh->sigma / 2.0;
 	uint64_t span = (uint64_t)(o->vocab_size - o->min_id);
 
@@ -185,7 +141,7 @@ static int synth_create(const struct allm_wl_opts *o, const struct wl_shape *sh,
 		double len = round(exp(mu + sh->sigma * rng_normal(&lens)));
 		q->index = i;
 		q->n_prompt = (int32_t)(len < 1.0 ? 1.0 : len > WL_MAX_INPUT ? WL_MAX_INPUT : len);
-		q->max_tokens = uniform_out ? 1 + (int32_t)(rng_uniform(&outs) * o->max_output)
+		q->max_tokens = uniform_out ? 1 + (int32_t)(allm_rng_unit(&outs) * o->max_output)
 					    : o->max_output;
 		if (clip_request(q, o->max_context))
 			w->n_clipped++;
@@ -195,10 +151,10 @@ static int synth_create(const struct allm_wl_opts *o, const struct wl_shape *sh,
 			rc = allm_err_set(err, -ENOMEM, "out of memory for prompt %lld", (long long)i);
 			goto fail;
 		}
-		struct rng ids;
-		rng_seed(&ids, o->seed ^ STREAM_PROMPT ^ ((uint64_t)i * GOLDEN));
+		struct allm_rng ids;
+		allm_rng_seed(&ids, o->seed ^ STREAM_PROMPT ^ ((uint64_t)i * GOLDEN));
 		for (int32_t k = 0; k < q->n_prompt; k++)
-			q->prompt_ids[k] = o->min_id + (int32_t)(rng_next(&ids) % span);
+			q->prompt_ids[k] = o->min_id + (int32_t)(allm_rng_next(&ids) % span);
 	}
 	if (o->rate > 0.0)
 		set_arrivals(w, o->rate, o->seed);

@@ -151,6 +151,43 @@ void allm_from_f32(void *dst, const float *src, enum allm_dtype dt, size_t n)
 	}
 }
 
+uint64_t allm_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void allm_rng_seed(struct allm_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = allm_splitmix64(&seed);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+uint64_t allm_rng_next(struct allm_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t out = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl64(s[3], 45);
+	return out;
+}
+
+double allm_rng_unit(struct allm_rng *r)
+{
+	return (double)(allm_rng_next(r) >> 11) * 0x1p-53;
+}
+
 int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)
 {
 	if (err) {

@@ -39,6 +39,20 @@ void allm_to_f32(float *dst, const void *src, enum allm_dtype dt, size_t n);
 /* Converts n f32 elements to dtype dt. */
 void allm_from_f32(void *dst, const float *src, enum allm_dtype dt, size_t n);
 
+/* Seeded pseudo-random numbers: xoshiro256** (Blackman & Vigna) with its state
+ * expanded from a 64-bit seed by splitmix64, as its authors advise. Used wherever
+ * a result must be reproducible from a seed (sampling, workloads, dummy weights). */
+struct allm_rng {
+	uint64_t s[4];
+};
+
+/* Next value of a splitmix64 stream whose state is *state. */
+uint64_t allm_splitmix64(uint64_t *state);
+void allm_rng_seed(struct allm_rng *r, uint64_t seed);
+uint64_t allm_rng_next(struct allm_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double allm_rng_unit(struct allm_rng *r);
+
 /* Error text for the caller to print; library code never prints. */
 struct allm_err {
 	char msg[512];
