@@ -7,17 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 * (1.0 + fabs(b)))
 #define CHECK_NEAR(a, b) CHECK(NEAR(a, b), "%s = %.12g, want %.12g", #a, (double)(a), (double)(b))

@@ -9,17 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 #define BLOCK_BYTES (64u * 1024u)
 

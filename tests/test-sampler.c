@@ -5,17 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 /* Deterministic logits for the tests (not the sampler's RNG). */
 static uint64_t lcg_state = 12345;

@@ -5,17 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 static void digest_hex(const void *p, size_t n, char hex[65])
 {

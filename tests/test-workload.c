@@ -8,17 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 static struct allm_wl_opts opts(const char *name, int64_t n, uint64_t seed)
 {
