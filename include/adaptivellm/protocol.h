@@ -1,0 +1,256 @@
+/* AdaptiveLLM-C wire protocol: the layout of the shared-memory segment that a
+ * client and allm-engined both map, and the fixed-size entries of its two rings.
+ *
+ *   segment = [ header (512 B) | SQ entries | CQ entries | prompt arena ]
+ *
+ *   SQ: client -> engine, struct allm_sqe (128 B each); the client produces, the
+ *       engine consumes.
+ *   CQ: engine -> client, struct allm_cqe (128 B each); the engine produces, the
+ *       client consumes.
+ *   arena: bytes the client manages itself; an SQE names a prompt by (offset,
+ *       length) inside it.
+ *
+ * Rules every field follows (see STYLE.md, "Shared memory"):
+ *   - fixed-width fields only, offsets (from the segment start) never pointers;
+ *   - the byte order is the host's, and both peers run on the same host, so
+ *     little-endian is assumed (checked below for the compilers we build with);
+ *   - head and tail are free-running uint32_t counters; slot = counter & mask;
+ *   - every reserved field is written as zero and must be zero on reading, so a
+ *     later ABI version can give it a meaning;
+ *   - the engine treats everything in the segment as hostile: it copies each
+ *     entry out before looking at it and never re-reads sizes or offsets from
+ *     the header (it keeps its own copy of the layout).
+ */
+#ifndef ADAPTIVELLM_PROTOCOL_H
+#define ADAPTIVELLM_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+/* C++ has no _Atomic before C++23: the fields keep their size and alignment, and
+ * C++ code reaches them through std::atomic_ref<uint32_t>. */
+#define ALLM_WIRE_ATOMIC(t) t
+extern "C" {
+#else
+#include <stdatomic.h>
+#define ALLM_WIRE_ATOMIC(t) _Atomic t
+#endif
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the AdaptiveLLM wire protocol assumes a little-endian host"
+#endif
+
+/* "ALLMSHM1" read as a little-endian uint64_t. */
+#define ALLM_SHM_MAGIC UINT64_C(0x314D48534D4C4C41)
+#define ALLM_SHM_ABI_VERSION 1u
+
+/* Cache line all shared control words are padded to. */
+#define ALLM_SHM_CACHELINE 64u
+/* Every region (rings, arena) starts on this boundary. */
+#define ALLM_SHM_ALIGN 64u
+
+/* Limits both sides enforce; a header asking for more is rejected. */
+#define ALLM_SHM_MAX_RING_ENTRIES (1u << 16)
+#define ALLM_SHM_MAX_ARENA_SIZE (UINT64_C(1) << 30)
+
+/* --- ring control -------------------------------------------------------- */
+
+/* allm_ring_ctl.flags: set by the consumer just before it sleeps on its doorbell;
+ * a producer that sees it after publishing an entry rings the doorbell. Only the
+ * consumer writes this word. */
+#define ALLM_RING_NEED_WAKEUP (1u << 0)
+
+/* The shared control block of one SPSC ring: three cache lines so that the
+ * consumer's stores (head, flags) and the producer's stores (tail) never share a
+ * line. */
+struct allm_ring_ctl {
+	ALLM_WIRE_ATOMIC(uint32_t) head; /* consumer-owned: next entry to consume */
+	uint8_t pad_head[ALLM_SHM_CACHELINE - 4];
+	ALLM_WIRE_ATOMIC(uint32_t) tail; /* producer-owned: next slot to fill */
+	uint8_t pad_tail[ALLM_SHM_CACHELINE - 4];
+	ALLM_WIRE_ATOMIC(uint32_t) flags; /* consumer-owned: ALLM_RING_NEED_WAKEUP */
+	/* Copies of the geometry for the client's convenience; written once by the
+	 * engine. The engine never reads them back (a client can rewrite them). */
+	uint32_t ring_mask;    /* ring_entries - 1 */
+	uint32_t ring_entries; /* power of two */
+	uint8_t pad_flags[ALLM_SHM_CACHELINE - 12];
+};
+
+/* --- segment header ------------------------------------------------------ */
+
+/* Written once by the engine when it creates the segment, before it hands the fd
+ * out; read (and validated) by the client when it maps it. */
+struct allm_shm_header {
+	uint64_t magic;         /* ALLM_SHM_MAGIC */
+	uint32_t abi_version;   /* ALLM_SHM_ABI_VERSION */
+	uint32_t header_size;   /* sizeof(struct allm_shm_header) */
+	uint64_t total_size;    /* bytes in the segment == size of the file */
+	uint64_t sq_offset;     /* first SQ entry, from the segment start */
+	uint32_t sq_entries;    /* power of two */
+	uint32_t sq_entry_size; /* sizeof(struct allm_sqe) */
+	uint64_t cq_offset;     /* first CQ entry */
+	uint32_t cq_entries;    /* power of two */
+	uint32_t cq_entry_size; /* sizeof(struct allm_cqe) */
+	uint64_t arena_offset;  /* prompt arena */
+	uint64_t arena_size;    /* bytes; prompt offsets are relative to arena_offset */
+	uint8_t reserved[128 - 72]; /* zero */
+	struct allm_ring_ctl sq_ctl; /* SQ: client produces, engine consumes */
+	struct allm_ring_ctl cq_ctl; /* CQ: engine produces, client consumes */
+};
+
+/* --- submission queue entry (client -> engine) --------------------------- */
+
+enum allm_op {
+	ALLM_OP_NOP = 0,    /* ignored (lets a client test the ring) */
+	ALLM_OP_SUBMIT = 1, /* start a generation request */
+	ALLM_OP_CANCEL = 2, /* cancel request_id (from its ACCEPTED entry) */
+};
+
+enum allm_prompt_kind {
+	ALLM_PROMPT_TEXT = 0,   /* prompt_len bytes of UTF-8 text */
+	ALLM_PROMPT_TOKENS = 1, /* prompt_len / 4 int32_t token ids (prompt_len % 4 == 0) */
+};
+
+/* Most stop token ids one request can carry inline. */
+#define ALLM_SQE_MAX_STOP 4
+
+struct allm_sqe {
+	uint8_t opcode;      /* enum allm_op */
+	uint8_t flags;       /* none defined yet: must be 0 */
+	uint8_t prompt_kind; /* enum allm_prompt_kind */
+	uint8_t ignore_eos;  /* 1: do not stop at the model's EOS token */
+	int32_t max_tokens;  /* > 0: tokens to generate at most */
+	uint64_t user_tag;   /* opaque to the engine, echoed in every CQE */
+	uint64_t request_id; /* CANCEL: the engine's id of the request to cancel */
+	uint32_t prompt_off; /* SUBMIT: prompt bytes at arena + prompt_off */
+	uint32_t prompt_len; /* SUBMIT: bytes (not tokens) */
+	float temperature;   /* 0: greedy */
+	float top_p;         /* (0, 1]; 1 disables */
+	int32_t top_k;       /* <= 0 disables */
+	uint32_t n_stop;     /* valid entries in stop_ids, <= ALLM_SQE_MAX_STOP */
+	uint64_t seed;       /* sampler seed */
+	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* extra stop token ids */
+	uint8_t reserved[128 - 72]; /* zero */
+};
+
+/* --- completion queue entry (engine -> client) --------------------------- */
+
+enum allm_cqe_kind {
+	ALLM_CQE_ACCEPTED = 1, /* the request got request_id (CANCEL uses it) */
+	ALLM_CQE_TOKEN = 2,    /* one generated token, its text in token.text */
+	ALLM_CQE_FINAL = 3,    /* the request ended; no further entries for it */
+};
+
+/* allm_cqe.flags */
+/* TOKEN: the text piece continues in the next TOKEN entry of the same request
+ * (a piece longer than ALLM_CQE_TEXT_MAX is split; only the last part lacks
+ * this flag, and only it counts as a token). */
+#define ALLM_CQE_F_CONTINUED (1u << 0)
+
+enum allm_finish_reason {
+	ALLM_FINISH_NONE = 0,      /* not finished (non-FINAL entries) */
+	ALLM_FINISH_EOS = 1,       /* the model emitted its end-of-sequence token */
+	ALLM_FINISH_LENGTH = 2,    /* max_tokens (or the context size) reached */
+	ALLM_FINISH_STOP = 3,      /* one of stop_ids was generated */
+	ALLM_FINISH_CANCELLED = 4, /* ALLM_OP_CANCEL or the client went away */
+	ALLM_FINISH_ERROR = 5,     /* rejected or failed: see status, final.error */
+};
+
+#define ALLM_CQE_TEXT_MAX 96
+#define ALLM_CQE_ERROR_MAX 64
+
+struct allm_cqe_token {
+	int32_t token_id; /* the token sampled */
+	uint32_t index;   /* 0 for the first generated token of the request */
+	char text[ALLM_CQE_TEXT_MAX]; /* UTF-8, not NUL-terminated: text_len bytes */
+};
+
+struct allm_cqe_final {
+	uint64_t queue_us; /* arrival -> first scheduled */
+	uint64_t ttft_us;  /* arrival -> first token */
+	uint64_t total_us; /* arrival -> finish */
+	uint32_t n_prompt;      /* prompt tokens */
+	uint32_t n_generated;   /* tokens generated */
+	uint32_t n_preemptions; /* times the request was swapped out or recomputed */
+	uint32_t reserved;      /* zero */
+	char error[ALLM_CQE_ERROR_MAX]; /* ALLM_FINISH_ERROR: message, NUL-padded */
+};
+
+struct allm_cqe {
+	uint8_t kind;          /* enum allm_cqe_kind */
+	uint8_t flags;         /* ALLM_CQE_F_* */
+	uint8_t text_len;      /* TOKEN: bytes used in token.text, <= ALLM_CQE_TEXT_MAX */
+	uint8_t finish_reason; /* FINAL: enum allm_finish_reason */
+	int32_t status;        /* FINAL: 0 or a negative errno */
+	uint64_t user_tag;     /* the SQE's user_tag */
+	uint64_t request_id;   /* the engine's id (0 if the SUBMIT was rejected) */
+	union {
+		struct allm_cqe_token token; /* kind == ALLM_CQE_TOKEN */
+		struct allm_cqe_final final; /* kind == ALLM_CQE_FINAL */
+		uint8_t raw[104];
+	} u;
+};
+
+/* --- layout checks: the ABI is these numbers -------------------------------- */
+
+#ifdef __cplusplus
+#define ALLM_WIRE_ASSERT(e, m) static_assert(e, m)
+#else
+#define ALLM_WIRE_ASSERT(e, m) _Static_assert(e, m)
+#endif
+
+#ifndef __cplusplus
+/* Atomics in memory that two processes share must be lock-free (a lock would
+ * live in one process only). */
+ALLM_WIRE_ASSERT(ATOMIC_INT_LOCK_FREE == 2, "uint32_t atomics must be lock-free");
+#endif
+ALLM_WIRE_ASSERT(sizeof(float) == 4, "float must be 32-bit");
+
+ALLM_WIRE_ASSERT(sizeof(struct allm_ring_ctl) == 3 * ALLM_SHM_CACHELINE, "ring ctl size");
+ALLM_WIRE_ASSERT(offsetof(struct allm_ring_ctl, head) == 0, "head line");
+ALLM_WIRE_ASSERT(offsetof(struct allm_ring_ctl, tail) == ALLM_SHM_CACHELINE, "tail line");
+ALLM_WIRE_ASSERT(offsetof(struct allm_ring_ctl, flags) == 2 * ALLM_SHM_CACHELINE, "flags line");
+ALLM_WIRE_ASSERT(offsetof(struct allm_ring_ctl, ring_mask) == 2 * ALLM_SHM_CACHELINE + 4, "mask");
+ALLM_WIRE_ASSERT(offsetof(struct allm_ring_ctl, ring_entries) == 2 * ALLM_SHM_CACHELINE + 8, "entries");
+
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, abi_version) == 8, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, total_size) == 16, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, sq_offset) == 24, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, cq_offset) == 40, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, arena_offset) == 56, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, arena_size) == 64, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, reserved) == 72, "hdr");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, sq_ctl) == 128, "sq ctl on its own lines");
+ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, cq_ctl) == 320, "cq ctl on its own lines");
+ALLM_WIRE_ASSERT(sizeof(struct allm_shm_header) == 512, "header size");
+ALLM_WIRE_ASSERT(sizeof(struct allm_shm_header) % ALLM_SHM_ALIGN == 0, "header alignment");
+
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, max_tokens) == 4, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, user_tag) == 8, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, request_id) == 16, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, prompt_off) == 24, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, temperature) == 32, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, top_k) == 40, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, seed) == 48, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, stop_ids) == 56, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 72, "sqe");
+ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
+
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, user_tag) == 8, "cqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, request_id) == 16, "cqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, u) == 24, "cqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_token, text) == 8, "cqe token");
+ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_token) == 104, "cqe token");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_prompt) == 24, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final");
+ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_final) == 104, "cqe final");
+ALLM_WIRE_ASSERT(sizeof(struct allm_cqe) == 128, "cqe size");
+ALLM_WIRE_ASSERT(ALLM_CQE_TEXT_MAX <= UINT8_MAX, "text_len is a uint8_t");
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
