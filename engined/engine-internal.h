@@ -39,7 +39,7 @@ bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);
 /* Releases everything r holds in either pool. */
 void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
 /* Takes r out of its queue, frees its blocks, reports and frees it. */
-void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_finish how,
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
 			const char *error);
 /* The decision r is waiting on for its measured cost, if still in the ring. */
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);

@@ -170,7 +170,7 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 				if (e->ev.on_decision)
 					e->ev.on_decision(e->ev.user, d, false);
 				if (allm_rq_push(&e->swapped, v))
-					allm_engine_retire(e, v, ALLM_FINISH_ERROR, "out of memory");
+					allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
 				return;
 			}
 		}
@@ -186,7 +186,7 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, false);
 	if (allm_rq_push(&e->waiting, v))
-		allm_engine_retire(e, v, ALLM_FINISH_ERROR, "out of memory");
+		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
 }
 
 /* Preempts until the running batch's next tokens fit (and a shrink's deficit is
@@ -224,7 +224,7 @@ static void fail_unfittable(struct allm_engine *e)
 			}
 			snprintf(msg, sizeof(msg), "needs %d KV blocks but the GPU pool now has %d", need,
 				 e->kv->gpu.n_total);
-			allm_engine_retire(e, r, ALLM_FINISH_ERROR, msg);
+			allm_engine_retire(e, r, ALLM_END_ERROR, msg);
 		}
 }
 
@@ -268,7 +268,7 @@ static int swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 		int32_t n = r->n_cpu_blocks;
 		allm_rq_remove(&e->swapped, r);
 		if (allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err)) {
-			allm_engine_retire(e, r, ALLM_FINISH_ERROR, err.msg);
+			allm_engine_retire(e, r, ALLM_END_ERROR, err.msg);
 			continue;
 		}
 		r->seq.n_blocks = n;
@@ -278,7 +278,7 @@ static int swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 		e->st.swap_in_bytes += (int64_t)res.bytes;
 		attach_measured(e, r, r->pending_swap_out_s + res.seconds);
 		if (allm_rq_push(&e->running, r))
-			allm_engine_retire(e, r, ALLM_FINISH_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 	}
 	return 0;
 }
@@ -314,7 +314,7 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 		r->seq.n_cached = r->seq.n_tokens;
 		int32_t id = allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
-			allm_engine_retire(e, r, ALLM_FINISH_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			continue;
 		}
 		if (!r->first_token)
@@ -323,10 +323,10 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 		if (e->ev.on_token)
 			e->ev.on_token(e->ev.user, r, id);
 		if (is_stop(e, r, id))
-			allm_engine_retire(e, r, ALLM_FINISH_STOP, NULL);
+			allm_engine_retire(e, r, ALLM_END_STOP, NULL);
 		else if (allm_request_n_generated(r) >= r->max_tokens ||
 			 r->seq.n_tokens >= e->model->cfg.max_pos)
-			allm_engine_retire(e, r, ALLM_FINISH_LENGTH, NULL);
+			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);
 	}
 }
 
@@ -347,7 +347,7 @@ static int forward(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_e
 		char msg[160];
 		snprintf(msg, sizeof(msg), "backend: %.150s", err->msg);
 		for (int32_t i = 0; i < sel->n; i++)
-			allm_engine_retire(e, sel->v[i], ALLM_FINISH_ERROR, msg);
+			allm_engine_retire(e, sel->v[i], ALLM_END_ERROR, msg);
 	}
 	return r;
 }
@@ -363,7 +363,7 @@ static int prefill(struct allm_engine *e, struct allm_rq_vec *sel, double now,
 		if (!r->first_sched)
 			r->first_sched = now;
 		if (allm_rq_push(&e->running, r)) {
-			allm_engine_retire(e, r, ALLM_FINISH_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			return allm_err_set(err, -ENOMEM, "out of memory");
 		}
 		int64_t n = r->seq.n_tokens - r->seq.n_cached;

@@ -104,7 +104,7 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r)
 	r->n_cpu_blocks = 0;
 }
 
-void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_finish how,
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
 			const char *error)
 {
 	switch (r->state) {
@@ -119,7 +119,7 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 	r->finish = allm_engine_now(e);
 	if (error)
 		snprintf(r->error, sizeof(r->error), "%s", error);
-	if (how == ALLM_FINISH_ERROR)
+	if (how == ALLM_END_ERROR)
 		e->st.failed++;
 	else
 		e->st.finished++;
@@ -135,7 +135,7 @@ void allm_engine_free(struct allm_engine *e)
 	struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		while (qs[i]->n)
-			allm_engine_retire(e, qs[i]->v[0], ALLM_FINISH_CANCELLED, NULL);
+			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, NULL);
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		allm_free(qs[i]->v);
 	allm_free(e->sel.v);
@@ -226,7 +226,7 @@ int allm_engine_cancel(struct allm_engine *e, int64_t id)
 	struct allm_request *r = find(e, id);
 	if (!r)
 		return -ENOENT;
-	allm_engine_retire(e, r, ALLM_FINISH_CANCELLED, NULL);
+	allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
 	return 0;
 }
 
@@ -268,7 +268,7 @@ int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err
 			v->pending_decision = -1;
 		}
 		if (allm_rq_push(&e->waiting, v))
-			allm_engine_retire(e, v, ALLM_FINISH_ERROR, "out of memory");
+			allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
 	}
 	return 0;
 }

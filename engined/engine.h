@@ -22,12 +22,12 @@ enum allm_req_state {
 	ALLM_REQ_FINISHED = 3,
 };
 
-enum allm_finish {
-	ALLM_FINISH_NONE = 0,
-	ALLM_FINISH_STOP, /* EOS or a stop id */
-	ALLM_FINISH_LENGTH, /* max_tokens or the context */
-	ALLM_FINISH_CANCELLED,
-	ALLM_FINISH_ERROR,
+enum allm_end {
+	ALLM_END_NONE = 0,
+	ALLM_END_STOP, /* EOS or a stop id */
+	ALLM_END_LENGTH, /* max_tokens or the context */
+	ALLM_END_CANCELLED,
+	ALLM_END_ERROR,
 };
 
 #define ALLM_MAX_STOP_IDS 8
@@ -65,8 +65,8 @@ struct allm_request {
 	double finish;
 	int32_t n_preempt_swap;
 	int32_t n_preempt_recompute;
-	enum allm_finish finish_kind;
-	char error[160]; /* why, for ALLM_FINISH_ERROR */
+	enum allm_end finish_kind;
+	char error[160]; /* why, for ALLM_END_ERROR */
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
 };
@@ -144,7 +144,7 @@ void allm_engine_free(struct allm_engine *e);
 int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64_t *ret_id,
 		       struct allm_err *err);
 /* Cancels a request wherever it is (its blocks are freed, on_finish fires with
- * ALLM_FINISH_CANCELLED). -ENOENT if unknown or already finished. */
+ * ALLM_END_CANCELLED). -ENOENT if unknown or already finished. */
 int allm_engine_cancel(struct allm_engine *e, int64_t id);
 
 /* Runs one scheduler step: preemption, admission, then a prefill or a decode.

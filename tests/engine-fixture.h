@@ -88,7 +88,7 @@ struct fx_req {
 	int32_t *gen; /* generated ids */
 	int32_t n_gen, cap_gen;
 	bool done;
-	enum allm_finish finish;
+	enum allm_end finish;
 	int64_t submit_step, first_token_step, finish_step;
 	int32_t n_swap, n_recompute; /* preemptions seen by on_finish */
 	/* per-step snapshot */
@@ -168,7 +168,7 @@ static void fx_on_finish(void *user, struct allm_request *r)
 	q->n_swap = r->n_preempt_swap;
 	q->n_recompute = r->n_preempt_recompute;
 	q->post_state = ALLM_REQ_FINISHED;
-	if (r->finish_kind == ALLM_FINISH_ERROR && f->verbose)
+	if (r->finish_kind == ALLM_END_ERROR && f->verbose)
 		fprintf(stderr, "request %d failed: %s\n", (int)r->tag, r->error);
 }
 
@@ -593,8 +593,8 @@ static int fx_step(struct fx *f)
 		int got = q->n_gen - q->pre_gen;
 		CHECK(got >= 0 && got <= 1, "request %d got %d tokens in one step", i, got);
 		bool ran = q->post_state == ALLM_REQ_RUNNING ||
-			   (q->post_state == ALLM_REQ_FINISHED && q->finish != ALLM_FINISH_ERROR &&
-			    q->finish != ALLM_FINISH_CANCELLED);
+			   (q->post_state == ALLM_REQ_FINISHED && q->finish != ALLM_END_ERROR &&
+			    q->finish != ALLM_END_CANCELLED);
 		if (q->pre_state == ALLM_REQ_RUNNING && ran) {
 			/* still running (not preempted): a decode gives one token, a prefill none */
 			CHECK(got == (decode ? 1 : 0), "step %lld (%s): running request %d got %d tokens",
@@ -704,9 +704,9 @@ static void fx_check_end(struct fx *f, const char *what)
 	for (int i = 0; i < f->n_req; i++) {
 		if (!f->req[i].done)
 			not_done++;
-		else if (f->req[i].finish != ALLM_FINISH_LENGTH && f->req[i].finish != ALLM_FINISH_CANCELLED)
+		else if (f->req[i].finish != ALLM_END_LENGTH && f->req[i].finish != ALLM_END_CANCELLED)
 			bad++;
-		else if (f->req[i].finish == ALLM_FINISH_LENGTH)
+		else if (f->req[i].finish == ALLM_END_LENGTH)
 			CHECK(f->req[i].n_gen == f->req[i].max_tokens, "%s: request %d: %d of %d tokens", what,
 			      i, f->req[i].n_gen, f->req[i].max_tokens);
 	}

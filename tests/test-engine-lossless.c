@@ -175,7 +175,7 @@ static void test_cancel(void)
 				int64_t id = f.req[cancelled[q]].id;
 				CHECK(fx_cancel(&f, cancelled[q]) == 0, "cancel of a %s request failed",
 				      q == 0 ? "waiting" : q == 1 ? "running" : "swapped");
-				CHECK(f.req[cancelled[q]].done && f.req[cancelled[q]].finish == ALLM_FINISH_CANCELLED,
+				CHECK(f.req[cancelled[q]].done && f.req[cancelled[q]].finish == ALLM_END_CANCELLED,
 				      "cancelled request not finished as cancelled");
 				CHECK(allm_engine_cancel(f.e, id) == -ENOENT, "second cancel");
 			}
@@ -188,7 +188,7 @@ static void test_cancel(void)
 	fx_check_end(&f, "cancel");
 	for (int i = 0; i < N_REQ; i++) {
 		const struct fx_req *q = &f.req[i];
-		if (q->finish == ALLM_FINISH_CANCELLED)
+		if (q->finish == ALLM_END_CANCELLED)
 			continue;
 		CHECK(q->n_gen == MAX_TOKENS && !memcmp(q->gen, ref_gen[i], sizeof(ref_gen[i])),
 		      "cancel: request %d output changed", i);
@@ -283,7 +283,7 @@ static void test_bad_input(void)
 	 * instead of waiting forever */
 	CHECK(allm_engine_set_gpu_blocks(f.e, 8, &err) == 0, "%s", err.msg);
 	fx_step(&f);
-	CHECK(f.req[0].done && f.req[0].finish == ALLM_FINISH_ERROR,
+	CHECK(f.req[0].done && f.req[0].finish == ALLM_END_ERROR,
 	      "a request needing 16 blocks still queued in an 8-block pool");
 	CHECK(allm_engine_idle(f.e), "not idle");
 	fx_check_pools(&f);

@@ -40,12 +40,12 @@ static void on_finish(void *user, struct allm_request *r)
 	if (w->gen[r->tag])
 		memcpy(w->gen[r->tag], r->seq.tokens + r->seq.n_prompt, (size_t)n * sizeof(int32_t));
 	rec->generated = w->gen[r->tag];
-	const char *why = r->finish_kind == ALLM_FINISH_STOP	    ? "stop"
-			  : r->finish_kind == ALLM_FINISH_LENGTH    ? "length"
-			  : r->finish_kind == ALLM_FINISH_CANCELLED ? "cancelled"
+	const char *why = r->finish_kind == ALLM_END_STOP	    ? "stop"
+			  : r->finish_kind == ALLM_END_LENGTH    ? "length"
+			  : r->finish_kind == ALLM_END_CANCELLED ? "cancelled"
 								    : "error";
 	snprintf(rec->finish_reason, sizeof(rec->finish_reason), "%s", why);
-	if (r->finish_kind == ALLM_FINISH_ERROR)
+	if (r->finish_kind == ALLM_END_ERROR)
 		fprintf(stderr, "\nallm-run: request %lld failed: %s\n", (long long)r->tag, r->error);
 	w->done++;
 }
