@@ -192,6 +192,51 @@ struct allm_cqe {
 	} u;
 };
 
+/* --- handshake over the Unix socket ($ALLM_RUNTIME_DIR/<name>.sock) -------
+ *
+ * 1. The client connects and sends one struct allm_hello.
+ * 2. The engine checks the peer (SO_PEERCRED), creates the client's segment and
+ *    two eventfd doorbells, and answers one struct allm_welcome. With status 0
+ *    the message carries, by SCM_RIGHTS, [segment memfd, SQ doorbell, CQ doorbell]
+ *    (memfd mode) or [SQ doorbell, CQ doorbell] with shm_name set (POSIX mode).
+ *    The SQ doorbell is rung by the client after a push when the engine has set
+ *    ALLM_RING_NEED_WAKEUP on the SQ; the CQ doorbell by the engine likewise.
+ * 3. The client maps the segment and sends one byte ALLM_MAPPED_ACK; in POSIX
+ *    mode the engine then unlinks the name.
+ * 4. The socket stays open as the client's lease: when it closes, the engine
+ *    cancels the client's requests and frees their blocks.
+ *
+ * A text piece the detokenizer held back until the end (an incomplete UTF-8
+ * sequence at EOS, say) arrives as a TOKEN entry with token_id -1 just before
+ * the FINAL entry. */
+
+#define ALLM_HELLO_MAGIC UINT64_C(0x4F4C45484D4C4C41)   /* "ALLMHELO" */
+#define ALLM_WELCOME_MAGIC UINT64_C(0x434C45574D4C4C41) /* "ALLMWELC" */
+#define ALLM_MAPPED_ACK 'M'
+
+/* allm_hello.flags */
+#define ALLM_HELLO_F_POSIX (1u << 0) /* a named shm_open segment instead of a memfd */
+
+struct allm_hello {
+	uint64_t magic;       /* ALLM_HELLO_MAGIC */
+	uint32_t abi_version; /* ALLM_SHM_ABI_VERSION */
+	uint32_t sq_entries;  /* wanted; 0 = default; the engine clamps and rounds */
+	uint32_t cq_entries;  /* wanted; 0 = default */
+	uint32_t arena_size;  /* wanted prompt arena bytes; 0 = default */
+	uint32_t flags;       /* ALLM_HELLO_F_* */
+	uint32_t reserved;    /* zero */
+};
+
+struct allm_welcome {
+	uint64_t magic;       /* ALLM_WELCOME_MAGIC */
+	uint32_t abi_version; /* the engine's ALLM_SHM_ABI_VERSION */
+	int32_t status;       /* 0, or a negative errno (then no fds are attached) */
+	uint32_t client_id;   /* the engine's number for this client */
+	uint32_t reserved;    /* zero */
+	char shm_name[64];    /* POSIX mode: the segment's name, NUL-terminated */
+	char message[128];    /* status != 0: why; else the model, NUL-terminated */
+};
+
 /* --- layout checks: the ABI is these numbers -------------------------------- */
 
 #ifdef __cplusplus
@@ -247,6 +292,8 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_prompt) == 24, "cqe final");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_final) == 104, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe) == 128, "cqe size");
+ALLM_WIRE_ASSERT(sizeof(struct allm_hello) == 32, "allm_hello is 32 bytes");
+ALLM_WIRE_ASSERT(sizeof(struct allm_welcome) == 216, "allm_welcome is 216 bytes");
 ALLM_WIRE_ASSERT(ALLM_CQE_TEXT_MAX <= UINT8_MAX, "text_len is a uint8_t");
 
 #ifdef __cplusplus
