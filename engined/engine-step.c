@@ -306,9 +306,10 @@ static int reserve_io(struct allm_engine *e, int32_t rows)
 
 /* Samples the next token of each request from its logits row and retires the
  * ones that are done. */
-static void emit(struct allm_engine *e, struct allm_rq_vec *sel, double now)
+static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 {
 	int32_t V = e->model->cfg.vocab_size;
+	double now = allm_engine_now(e); /* the tokens exist from now: after the forward */
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *r = sel->v[i];
 		r->seq.n_cached = r->seq.n_tokens;
@@ -388,7 +389,7 @@ static int prefill(struct allm_engine *e, struct allm_rq_vec *sel, double now,
 			attach_measured(e, q, pred_total > 0 ? secs * ALLM_MIN(1.0, mine / pred_total) : secs);
 		}
 	}
-	emit(e, sel, now);
+	emit(e, sel);
 	return (int)shape.tokens;
 }
 
@@ -405,7 +406,7 @@ static int decode(struct allm_engine *e, double now, struct allm_err *err)
 	if (r)
 		return r;
 	e->st.decode_steps++;
-	emit(e, sel, now);
+	emit(e, sel);
 	return sel->n;
 }
 

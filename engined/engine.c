@@ -221,6 +221,12 @@ static struct allm_request *find(const struct allm_engine *e, int64_t id)
 	return NULL;
 }
 
+void *allm_engine_request_user(const struct allm_engine *e, int64_t id)
+{
+	struct allm_request *r = find(e, id);
+	return r ? r->user : NULL;
+}
+
 int allm_engine_cancel(struct allm_engine *e, int64_t id)
 {
 	struct allm_request *r = find(e, id);

@@ -146,6 +146,8 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 /* Cancels a request wherever it is (its blocks are freed, on_finish fires with
  * ALLM_END_CANCELLED). -ENOENT if unknown or already finished. */
 int allm_engine_cancel(struct allm_engine *e, int64_t id);
+/* The submitter's user pointer of a live request, NULL if unknown or finished. */
+void *allm_engine_request_user(const struct allm_engine *e, int64_t id);
 
 /* Runs one scheduler step: preemption, admission, then a prefill or a decode.
  * Returns the number of tokens the forward processed (0 when idle), or -errno

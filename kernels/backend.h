@@ -61,7 +61,7 @@ struct allm_attn_meta {
 	const int32_t *block_tables; /* [n_seqs][max_blocks_per_seq] physical block ids */
 };
 
-enum allm_op {
+enum allm_backend_op {
 	ALLM_OP_EMBEDDING,
 	ALLM_OP_RMSNORM,
 	ALLM_OP_LAYERNORM,
@@ -92,7 +92,7 @@ struct allm_backend_i {
 	/* Human description of the device ("cpu: 2 threads, openblas", "NVIDIA H100 ..."). */
 	const char *(*describe)(allm_backend_t *be);
 	void (*destroy)(allm_backend_t *be);
-	bool (*supports)(allm_backend_t *be, enum allm_op op, enum allm_dtype dt);
+	bool (*supports)(allm_backend_t *be, enum allm_backend_op op, enum allm_dtype dt);
 
 	/* --- memory -------------------------------------------------------------- */
 	/* Device memory, zeroed. */
@@ -192,7 +192,7 @@ void allm_backend_destroy(allm_backend_t *be);
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
 			    struct allm_err *err);
 
-static inline bool allm_backend_supports(allm_backend_t *be, enum allm_op op,
+static inline bool allm_backend_supports(allm_backend_t *be, enum allm_backend_op op,
 					 enum allm_dtype dt)
 {
 	return be->iface->supports(be, op, dt);

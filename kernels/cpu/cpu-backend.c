@@ -34,7 +34,7 @@ static void cpu_destroy(allm_backend_t *be)
 	allm_free(be);
 }
 
-static bool cpu_supports(allm_backend_t *be, enum allm_op op, enum allm_dtype dt)
+static bool cpu_supports(allm_backend_t *be, enum allm_backend_op op, enum allm_dtype dt)
 {
 	return op < ALLM_OP_COUNT && dt < ALLM_DTYPE_COUNT;
 }

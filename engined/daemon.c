@@ -1,0 +1,323 @@
+/* allm-engined: the long-running engine. One thread runs the event loop (clients,
+ * doorbells, signals) and the scheduler's steps in turn: requests arrive and
+ * tokens leave between steps, never blocking one another (DESIGN §2, §8). */
+#include "daemon.h"
+
+#include "engine-calib.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+void dlog(const struct daemon *d, int level, const char *fmt, ...)
+{
+	if (level > d->log_level)
+		return;
+	static const char *const tag[] = {"error", "warn", "info", "debug"};
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	localtime_r(&ts.tv_sec, &tm);
+	fprintf(stderr, "%02d:%02d:%02d.%03ld allm-engined[%s] %s: ", tm.tm_hour, tm.tm_min,
+		tm.tm_sec, ts.tv_nsec / 1000000, d->name, tag[level]);
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: allm-engined [--name NAME] (--model DIR | --dummy PRESET) [options]\n"
+		"serving:\n"
+		"  --name NAME            engine name: socket $ALLM_RUNTIME_DIR/NAME.sock (default \"default\")\n"
+		"  --runtime-dir DIR      instead of $ALLM_RUNTIME_DIR, $XDG_RUNTIME_DIR/adaptivellm,\n"
+		"                         /tmp/adaptivellm-$UID\n"
+		"  --allow-uid UID        also serve this user (repeatable; default: own uid only)\n"
+		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
+		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests (default 30)\n"
+		"%s",
+		allm_engine_opts_help());
+}
+
+static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engine_opts *o)
+{
+	struct allm_err err = {{0}};
+	allm_engine_opts_default(o);
+	d->name = "default";
+	d->shutdown_timeout = 30;
+	for (int i = 1; i < argc;) {
+		int r = allm_engine_opts_parse(o, argc, argv, &i, &err);
+		if (r < 0) {
+			fprintf(stderr, "allm-engined: %s\n", err.msg);
+			return -1;
+		}
+		if (r)
+			continue;
+		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+			usage(stdout);
+			exit(0);
+		}
+		if (!v) {
+			fprintf(stderr, "allm-engined: unknown flag or missing value: %s (see --help)\n", f);
+			return -1;
+		}
+		int64_t n;
+		double x;
+		if (!strcmp(f, "--name")) {
+			if (!*v || strchr(v, '/') || strlen(v) > 64) {
+				fprintf(stderr, "allm-engined: --name must be 1..64 characters without '/'\n");
+				return -1;
+			}
+			d->name = v;
+		} else if (!strcmp(f, "--runtime-dir")) {
+			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s", v);
+		} else if (!strcmp(f, "--allow-uid") && !allm_parse_i64(v, 0, INT32_MAX, &n)) {
+			if (d->n_allow_uids == (int)ALLM_ARRAY_SIZE(d->allow_uids)) {
+				fprintf(stderr, "allm-engined: too many --allow-uid\n");
+				return -1;
+			}
+			d->allow_uids[d->n_allow_uids++] = (uid_t)n;
+		} else if (!strcmp(f, "--shm") && (!strcmp(v, "memfd") || !strcmp(v, "posix"))) {
+			d->posix_shm = !strcmp(v, "posix");
+		} else if (!strcmp(f, "--shutdown-timeout") && !allm_parse_f64(v, 0, 86400, &x)) {
+			d->shutdown_timeout = x;
+		} else {
+			fprintf(stderr, "allm-engined: unknown flag or bad value: %s %s (see --help)\n", f, v);
+			return -1;
+		}
+		i += 2;
+	}
+	static const char *const levels[] = {"error", "warn", "info", "debug"};
+	for (int l = 0; l < 4; l++)
+		if (!strcmp(o->log_level, levels[l]))
+			d->log_level = l;
+	return 0;
+}
+
+/* $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID;
+ * created 0700 and refused if someone else owns it. */
+static int prepare_runtime_dir(struct daemon *d)
+{
+	const char *env = getenv("ALLM_RUNTIME_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
+	if (!d->runtime_dir[0]) {
+		if (env && *env)
+			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s", env);
+		else if (xdg && *xdg)
+			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s/adaptivellm", xdg);
+		else
+			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "/tmp/adaptivellm-%d", (int)getuid());
+	}
+	if (mkdir(d->runtime_dir, 0700) && errno != EEXIST) {
+		dlog(d, 0, "cannot create %s: %s", d->runtime_dir, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (stat(d->runtime_dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+		dlog(d, 0, "%s is not a directory owned by uid %d", d->runtime_dir, (int)getuid());
+		return -1;
+	}
+	if ((st.st_mode & 0777) != 0700 && chmod(d->runtime_dir, 0700)) {
+		dlog(d, 0, "cannot make %s mode 0700: %s", d->runtime_dir, strerror(errno));
+		return -1;
+	}
+	snprintf(d->sock_path, sizeof(d->sock_path), "%s/%s.sock", d->runtime_dir, d->name);
+	return 0;
+}
+
+static int listen_socket(struct daemon *d)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(d->sock_path) >= sizeof(a.sun_path)) {
+		dlog(d, 0, "socket path too long: %s", d->sock_path);
+		return -1;
+	}
+	strcpy(a.sun_path, d->sock_path);
+	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0) {
+		close(probe);
+		dlog(d, 0, "an engine named '%s' is already running (%s)", d->name, d->sock_path);
+		return -1;
+	}
+	if (probe >= 0)
+		close(probe);
+	unlink(d->sock_path); /* stale socket of an engine that died */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 128)) {
+		dlog(d, 0, "cannot listen on %s: %s", d->sock_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	d->listen_fd = fd;
+	return 0;
+}
+
+static void stop_listening(struct daemon *d)
+{
+	if (d->listen_fd < 0)
+		return;
+	allm_loop_unwatch(d->loop, d->listen_fd);
+	close(d->listen_fd);
+	d->listen_fd = -1;
+	unlink(d->sock_path);
+}
+
+static int g_signal_fd = -1;
+
+/* Async-signal-safe: write(2) on an eventfd. */
+static void on_posix_signal(int sig)
+{
+	uint64_t one = 1;
+	int saved = errno;
+	if (g_signal_fd >= 0 && write(g_signal_fd, &one, sizeof(one)) < 0) {
+	}
+	errno = saved;
+}
+
+static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
+{
+	struct daemon *d = user;
+	uint64_t n = 0;
+	if (read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n == 0)
+		return;
+	if (d->draining) {
+		dlog(d, 1, "second signal: cancelling what is left");
+		d->drain_deadline = 0;
+		return;
+	}
+	dlog(d, 2, "SIGTERM/SIGINT: no new requests; finishing those in flight (up to %.0f s)",
+	     d->shutdown_timeout);
+	d->draining = true;
+	d->drain_deadline = allm_now() + d->shutdown_timeout;
+	stop_listening(d);
+}
+
+static void calib_progress(void *user, int done, int total)
+{
+	struct daemon *d = user;
+	if (d->log_level >= 2) {
+		fprintf(stderr, "\rallm-engined: calibrating predictors %d/%d", done, total);
+		if (done == total)
+			fputc('\n', stderr);
+	}
+}
+
+static void load_progress(void *user, uint64_t done, uint64_t total)
+{
+	static double last;
+	if (total < (64u << 20) || (done < total && allm_now() - last < 0.2))
+		return;
+	last = allm_now();
+	fprintf(stderr, "\rallm-engined: loading weights %3.0f%% %.2f/%.2f GiB", 100.0 * done / total,
+		done / 1073741824.0, total / 1073741824.0);
+	if (done >= total)
+		fputc('\n', stderr);
+}
+
+static int serve(struct daemon *d)
+{
+	struct allm_err err = {{0}};
+	for (;;) {
+		bool busy = !allm_engine_idle(d->eng);
+		if (d->draining && !busy && !daemon_backlogged(d))
+			return 0;
+		if (d->draining && busy && allm_now() > d->drain_deadline) {
+			dlog(d, 1, "shutdown timeout: cancelling the requests still in flight");
+			daemon_close_clients(d);
+			continue;
+		}
+		allm_loop_run_once(d->loop, busy ? 0 : 50);
+		daemon_pump_sq(d);
+		if (!allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
+			dlog(d, 0, "step failed: %s", err.msg);
+		daemon_flush(d);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = {.listen_fd = -1, .signal_fd = -1};
+	struct allm_engine_opts o;
+	struct allm_err err = {{0}};
+	char note[600] = "";
+	int rc = 1;
+
+	if (parse_args(argc, argv, &d, &o))
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	if (prepare_runtime_dir(&d))
+		return 1;
+	if (allm_runtime_open(&o, 0, load_progress, NULL, &d.rt, &err)) {
+		dlog(&d, 0, "%s", err.msg);
+		return 1;
+	}
+	if (d.rt->device_note[0])
+		dlog(&d, 2, "%s", d.rt->device_note);
+	if (d.rt->default_model)
+		dlog(&d, 1, "no --model given: the embedded default model (random weights: its text is noise)");
+	struct allm_predictor_key key;
+	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
+	struct allm_engine_config ec = {
+		.max_num_seqs = o.max_num_seqs,
+		.max_num_batched_tokens = o.max_num_batched_tokens,
+		.preempt = o.preempt,
+		.sched = o.sched,
+	};
+	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
+					.on_finish = daemon_on_finish};
+	if (allm_predictor_create(&key, &d.pred) ||
+	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
+	    allm_engine_prepare_predictor(d.eng, o.profile, calib_progress, &d, note, sizeof(note), &err)) {
+		dlog(&d, 0, "%s", err.msg[0] ? err.msg : "out of memory");
+		goto out;
+	}
+	if (note[0])
+		dlog(&d, 2, "%s", note);
+	if (allm_loop_create(false, &d.loop, &err)) {
+		dlog(&d, 0, "%s", err.msg);
+		goto out;
+	}
+	if (allm_loop_uring_error(d.loop))
+		dlog(&d, 1, "io_uring unavailable (%s): using epoll", strerror(-allm_loop_uring_error(d.loop)));
+	/* A handler, not signalfd: libraries start threads before main (OpenBLAS
+	 * does, in a constructor) that no mask set here would cover, and a signal
+	 * may land on any of them. The handler only bumps an eventfd the loop watches. */
+	d.signal_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	g_signal_fd = d.signal_fd;
+	struct sigaction sa = {.sa_handler = on_posix_signal};
+	sigemptyset(&sa.sa_mask);
+	if (d.signal_fd < 0 || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || allm_loop_watch(d.loop, d.signal_fd, POLLIN, on_signal, &d) ||
+	    listen_socket(&d) || allm_loop_watch(d.loop, d.listen_fd, POLLIN, daemon_on_listen, &d)) {
+		dlog(&d, 0, "cannot start serving");
+		goto out;
+	}
+	dlog(&d, 2, "serving %s (%s) on %s: %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
+		    "preempt %s, sched %s",
+	     d.rt->model_desc, d.rt->be->iface->describe(d.rt->be), d.sock_path, d.rt->kv->gpu.n_total,
+	     d.rt->kv->cpu.n_total, d.rt->kv->lay.block_size, allm_loop_backend(d.loop),
+	     allm_preempt_name(o.preempt), allm_sched_name(o.sched));
+	rc = serve(&d);
+	dlog(&d, 2, "stopped");
+out:
+	stop_listening(&d);
+	daemon_close_clients(&d);
+	allm_engine_free(d.eng);
+	if (d.signal_fd >= 0)
+		close(d.signal_fd);
+	allm_loop_free(d.loop);
+	allm_predictor_free(d.pred);
+	allm_runtime_close(d.rt);
+	return rc;
+}
