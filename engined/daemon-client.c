@@ -232,7 +232,7 @@ static void handle_submit(struct daemon *d, struct dclient *c, const struct allm
 	emit(d, c, &e);
 }
 
-static void handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
+void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	switch (q->opcode) {
 	case ALLM_OP_NOP:
@@ -269,7 +269,7 @@ void daemon_pump_sq(struct daemon *d)
 				c->state = DC_DEAD;
 				break;
 			}
-			handle_sqe(d, c, &q);
+			daemon_handle_sqe(d, c, &q);
 		}
 	}
 }
@@ -477,8 +477,10 @@ static void reap(struct daemon *d, struct dclient *c)
 	cancel_orphans(d);
 	if (c->sq_db.fd >= 0)
 		allm_loop_unwatch(d->loop, allm_doorbell_fd(&c->sq_db));
-	allm_loop_unwatch(d->loop, c->sock);
-	close(c->sock);
+	if (c->sock >= 0) {
+		allm_loop_unwatch(d->loop, c->sock);
+		close(c->sock);
+	}
 	allm_doorbell_close(&c->sq_db);
 	allm_doorbell_close(&c->cq_db);
 	allm_shm_segment_destroy(c->seg);
@@ -572,4 +574,30 @@ void daemon_close_clients(struct daemon *d)
 	for (struct dclient *c = d->clients; c; c = c->next)
 		c->state = DC_DEAD;
 	daemon_flush(d);
+}
+
+int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
+			 struct dclient **ret)
+{
+	struct dclient *c = allm_calloc(1, sizeof(*c));
+	int r;
+	if (!c)
+		return -ENOMEM;
+	c->d = d;
+	c->id = ++d->next_client_id;
+	c->sock = -1;
+	c->sq_db.fd = c->cq_db.fd = -1;
+	if ((r = allm_shm_segment_create(want, false, &c->seg)) ||
+	    (r = allm_shm_segment_sq_cons(c->seg, &c->sq)) ||
+	    (r = allm_shm_segment_cq_prod(c->seg, &c->cq)) ||
+	    !(c->prompt_buf = allm_malloc((size_t)c->seg->layout.arena_size))) {
+		allm_shm_segment_destroy(c->seg);
+		allm_free(c);
+		return r ? r : -ENOMEM;
+	}
+	c->state = DC_READY;
+	c->next = d->clients;
+	d->clients = c;
+	*ret = c;
+	return 0;
 }

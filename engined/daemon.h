@@ -89,6 +89,11 @@ void dlog(const struct daemon *d, int level, const char *fmt, ...)
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user);
 /* Drains every client's SQ (bounded per client) into the engine. */
 void daemon_pump_sq(struct daemon *d);
+/* Handles one SQE (already copied out of the ring) from client c. */
+void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q);
+/* A ready client over a new segment with no socket (the fuzz target). */
+int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
+			 struct dclient **ret);
 /* Pushes backlogged CQEs, rings CQ doorbells, reaps dead clients. */
 void daemon_flush(struct daemon *d);
 /* Engine events: tokens and finishes become CQEs. */

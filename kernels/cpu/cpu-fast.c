@@ -123,6 +123,9 @@ static void pack_portable(float *dst, const void *w, enum allm_dtype dt, int64_t
 
 /* --- AVX2 path ------------------------------------------------------------------- */
 #ifdef HAVE_X86_AVX2
+#include <cpuid.h>
+#endif
+#ifdef HAVE_X86_AVX2
 /* No "fma" in the target on purpose: the compiler must not fuse mul and add. */
 #define AVX2_FN __attribute__((target("avx2,f16c")))
 
@@ -341,8 +344,10 @@ static const struct gemm_engine *gemm_engine(void)
 		return e;
 	e = &engine_portable;
 #ifdef HAVE_X86_AVX2
+	/* F16C through cpuid: clang 14's __builtin_cpu_supports has no "f16c" */
+	unsigned a, b, c, dx;
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+	if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &dx) && (c & bit_F16C))
 		e = &engine_avx2;
 #endif
 	atomic_store_explicit(&chosen, e, memory_order_release);

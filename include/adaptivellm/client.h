@@ -1,0 +1,224 @@
+/* libadaptivellm: the client side of AdaptiveLLM-C.
+ *
+ * A client connects to a running allm-engined over its Unix socket
+ * ($ALLM_RUNTIME_DIR/<name>.sock), receives a shared-memory segment with two rings
+ * (see protocol.h), then submits generation requests on the SQ ring and reads
+ * their events (ACCEPTED, one TOKEN per generated token, FINAL) from the CQ ring.
+ * No system call is needed per token while the client is busy polling; a client
+ * that sleeps is woken through an eventfd doorbell.
+ *
+ *	struct allm_client_opts o = {0};            // all defaults
+ *	allm_client_t *c;
+ *	char err[256];
+ *	if (allm_client_connect(&o, &c, err, sizeof(err)) < 0) { puts(err); ... }
+ *	struct allm_request_params p;
+ *	allm_request_params_init(&p);
+ *	p.prompt = "Once upon a time"; p.prompt_len = strlen(p.prompt);
+ *	allm_client_submit(c, &p);
+ *	struct allm_event ev;
+ *	while (allm_client_wait(c, &ev, -1) == 1) {
+ *		if (ev.kind == ALLM_EVENT_TOKEN) fwrite(ev.text, 1, ev.text_len, stdout);
+ *		if (ev.kind == ALLM_EVENT_FINAL) break;
+ *	}
+ *	allm_client_disconnect(c);
+ *
+ * Errors: every call returns 0 (or a count) on success and a negative errno on
+ * failure; the library never prints, never exits and never raises a signal
+ * (SIGPIPE included).
+ *
+ * Threads: a handle is used by one thread at a time (the calls keep private
+ * state: the arena allocator, the ring views, the event text buffer); calls on
+ * different handles are independent and may run in parallel. A program that wants
+ * several threads submitting either opens one handle per thread or serializes
+ * the calls on a shared handle with its own mutex. Each function below repeats
+ * its own rule.
+ *
+ * Sticky failures: once a call has returned -EPIPE (the engine went away) or
+ * -EPROTO (the engine wrote something the protocol forbids), the handle is dead:
+ * every later call returns the same error. Disconnect it and connect again.
+ *
+ * Link with `pkg-config --cflags --libs adaptivellm`.
+ */
+#ifndef ADAPTIVELLM_CLIENT_H
+#define ADAPTIVELLM_CLIENT_H
+
+#include <adaptivellm/protocol.h>
+#include <adaptivellm/version.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One connection to one engine. Opaque. */
+typedef struct allm_client allm_client_t;
+
+/* Connection options. Zero-initialize, then set what you need: every zero field
+ * means "the default". */
+struct allm_client_opts {
+	const char *name;        /* engine name (allm-engined --name), default "default";
+	                          * a plain file name: no '/' */
+	const char *runtime_dir; /* where <name>.sock lives; default $ALLM_RUNTIME_DIR,
+	                          * else $XDG_RUNTIME_DIR/adaptivellm, else
+	                          * /tmp/adaptivellm-$UID */
+	uint32_t sq_entries;     /* submission ring slots wanted; 0 = the engine's default
+	                          * (the engine clamps and rounds to a power of two) */
+	uint32_t cq_entries;     /* completion ring slots wanted; 0 = engine default */
+	uint32_t arena_size;     /* prompt arena bytes wanted; 0 = engine default. It
+	                          * bounds the bytes of prompts submitted but not yet
+	                          * accepted, and the largest single prompt */
+	bool posix_shm;          /* ask for a named shm_open() segment instead of a memfd */
+	int timeout_ms;          /* connect + handshake limit; 0 = 5000, < 0 = no limit */
+	int spin_us;             /* allm_client_wait() busy-polls the ring this long before
+	                          * it sleeps on the doorbell; 0 = 50, < 0 = never spin */
+};
+
+/* Connects to the engine and performs the handshake of protocol.h (hello, welcome
+ * with the segment and doorbell fds, mapped ack). The socket then stays open as
+ * the client's lease.
+ * Returns 0 and a new handle in *ret (the caller owns it: allm_client_disconnect),
+ * or a negative errno with *ret untouched and, when err != NULL, a one-line
+ * message in err (always NUL-terminated, truncated to errlen):
+ *   -ENOENT / -ECONNREFUSED / -EACCES ...  "cannot connect to PATH: ..." (no engine)
+ *   -ETIMEDOUT  "no engine answers at PATH" (nothing answered within timeout_ms)
+ *   -EPROTO     the engine's answer or segment is malformed, or from another ABI
+ *   -EINVAL     bad options (name with '/', path too long for a socket)
+ *   any negative status the engine refused us with, err holding its message.
+ * Thread-safety: may be called from any thread; it touches no global state. */
+int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret, char *err,
+                        size_t errlen);
+
+/* Closes the lease socket, unmaps the segment and frees the handle. The engine
+ * sees the socket close and cancels every request of this client still in flight.
+ * Accepts NULL. Thread-safety: the handle must not be in use by another thread. */
+void allm_client_disconnect(allm_client_t *c);
+
+/* One generation request. Start from allm_request_params_init(). */
+struct allm_request_params {
+	const char *prompt;        /* UTF-8 text prompt (the engine tokenizes it) ... */
+	size_t prompt_len;         /* ... of this many bytes (no NUL needed) */
+	const int32_t *prompt_ids; /* or: token ids, taken as given (no BOS added) ... */
+	size_t n_prompt_ids;       /* ... this many; exactly one of text / ids is set */
+	int32_t max_tokens;        /* > 0: tokens to generate at most */
+	float temperature;         /* >= 0; 0 = greedy */
+	float top_p;               /* (0, 1]; 0 or 1 disables */
+	int32_t top_k;             /* >= 0; 0 disables */
+	uint64_t seed;             /* sampler seed */
+	bool ignore_eos;           /* do not stop at the model's end-of-sequence token */
+	const int32_t *stop_ids;   /* extra stop token ids ... */
+	uint32_t n_stop;           /* ... this many, <= ALLM_SQE_MAX_STOP */
+	uint64_t user_tag;         /* yours: echoed in every event of this request */
+};
+
+/* Fills *p with the defaults of the `allm` CLI: no prompt, max_tokens 128,
+ * temperature 1.0, top_p 1.0, top_k 0, seed 0, user_tag 0.
+ * Thread-safety: touches only *p. */
+void allm_request_params_init(struct allm_request_params *p);
+
+/* Queues one request: copies the prompt into the shared arena and publishes an
+ * SQE (ringing the engine's doorbell if it sleeps). Returns immediately; the
+ * request's events arrive through allm_client_poll / allm_client_wait, the first
+ * one being ACCEPTED (with the engine's request_id) or, if the engine refused the
+ * request, a FINAL with finish_reason ALLM_FINISH_ERROR and request_id 0.
+ * The caller may reuse the prompt memory as soon as this returns.
+ * Returns:
+ *   0        queued;
+ *   -EAGAIN  the SQ ring or the prompt arena is full: consume events (arena space
+ *            comes back when the engine accepts earlier requests), then retry;
+ *   -EINVAL  bad parameters (no prompt or both kinds, empty prompt, negative id,
+ *            max_tokens <= 0, temperature < 0 or not finite, top_p outside
+ *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP);
+ *   -E2BIG   the prompt is larger than the whole arena (ask for a bigger
+ *            arena_size when connecting);
+ *   -ENOMEM, -EPIPE (engine gone), -EPROTO (handle dead).
+ * Thread-safety: one thread per handle. */
+int allm_client_submit(allm_client_t *c, const struct allm_request_params *p);
+
+/* Asks the engine to cancel request_id (from its ACCEPTED event). The request
+ * then ends with a FINAL event whose finish_reason is ALLM_FINISH_CANCELLED (or
+ * its normal end, if that came first). Returns 0, -EAGAIN (SQ ring full: consume
+ * events and retry), -EINVAL (request_id 0), -EPIPE, -EPROTO.
+ * Thread-safety: one thread per handle. */
+int allm_client_cancel(allm_client_t *c, uint64_t request_id);
+
+enum allm_event_kind {
+	ALLM_EVENT_ACCEPTED = 1, /* the engine took the request: request_id is valid */
+	ALLM_EVENT_TOKEN = 2,    /* one generated token and its text piece */
+	ALLM_EVENT_FINAL = 3,    /* the request ended; no more events for it */
+};
+
+/* One event. Pointers in it stay valid until the next call on the same handle. */
+struct allm_event {
+	enum allm_event_kind kind;
+	uint64_t user_tag;   /* the request's user_tag */
+	uint64_t request_id; /* the engine's id; 0 in the FINAL of a refused request */
+	/* TOKEN */
+	int32_t token_id;    /* the sampled token; -1 for text the detokenizer held back
+	                      * and flushed at the end (just before FINAL) */
+	const char *text;    /* the token's whole text piece (reassembled if the engine
+	                      * split it over several entries), UTF-8, NOT NUL-terminated
+	                      * ... */
+	size_t text_len;     /* ... this many bytes; may be 0 (a token whose text is
+	                      * still incomplete UTF-8 arrives with a later one) */
+	/* FINAL */
+	int finish_reason;   /* enum allm_finish_reason (protocol.h) */
+	int32_t status;      /* 0, or a negative errno with ALLM_FINISH_ERROR */
+	const char *error;   /* ALLM_FINISH_ERROR: the engine's message (NUL-terminated);
+	                      * NULL otherwise */
+	uint64_t queue_us;   /* arrival -> first scheduled */
+	uint64_t ttft_us;    /* arrival -> first token */
+	uint64_t total_us;   /* arrival -> finish */
+	uint32_t n_prompt;   /* prompt tokens */
+	uint32_t n_generated;   /* tokens generated */
+	uint32_t n_preemptions; /* times the engine swapped the request out or dropped
+	                         * its cache to recompute it later */
+};
+
+/* Takes the next event without blocking. Returns 1 (an event in *ev), 0 (none
+ * ready), -EPIPE (the engine went away: the lease socket hung up; events the
+ * engine published before dying are still delivered first), -EPROTO (the engine
+ * wrote a malformed entry; the handle is dead).
+ * When it returns 0 it has asked the engine to ring the doorbell on the next
+ * entry, so a caller with its own event loop may now sleep until
+ * allm_client_fd() is readable (and allm_client_lease_fd() for a hang-up), then
+ * call allm_client_poll() again (which also empties the doorbell).
+ * Thread-safety: one thread per handle. */
+int allm_client_poll(allm_client_t *c, struct allm_event *ev);
+
+/* Takes the next event, blocking for up to timeout_ms (-1: forever, 0: like
+ * allm_client_poll): it busy-polls the ring for spin_us first (the lowest
+ * latency while tokens are flowing), then sleeps on the CQ doorbell and the
+ * lease socket. Returns 1 (event), 0 (timeout), -EINTR (a signal arrived while
+ * sleeping; nothing is lost, call again), -EPIPE, -EPROTO.
+ * Thread-safety: one thread per handle. */
+int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms);
+
+/* The CQ doorbell (an eventfd) for the caller's own poll/epoll loop: readable
+ * after the engine published entries while the client slept (see
+ * allm_client_poll). Do not read or close it. Thread-safety: any thread. */
+int allm_client_fd(allm_client_t *c);
+
+/* The lease socket, for the caller's own loop: readable or hung up once the
+ * engine went away. Do not read, write or close it. Thread-safety: any thread. */
+int allm_client_lease_fd(allm_client_t *c);
+
+/* The model the engine serves (from its welcome message), NUL-terminated, owned
+ * by the handle. Thread-safety: any thread. */
+const char *allm_client_model(allm_client_t *c);
+
+/* The engine's number for this client (from its welcome; allmctl shows it).
+ * Thread-safety: any thread. */
+uint32_t allm_client_id(allm_client_t *c);
+
+/* A finish reason as a word: "none", "eos", "length", "stop", "cancelled",
+ * "error", or "unknown". Static strings; thread-safe. */
+const char *allm_finish_reason_name(int finish_reason);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
