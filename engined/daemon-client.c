@@ -601,3 +601,21 @@ int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
 	*ret = c;
 	return 0;
 }
+
+bool daemon_prepare_sleep(struct daemon *d)
+{
+	bool ok = true;
+	for (struct dclient *c = d->clients; c; c = c->next)
+		if (c->state == DC_READY && !allm_ring_prepare_sleep(&c->sq))
+			ok = false; /* entries arrived: do not sleep */
+	if (!ok)
+		daemon_finish_sleep(d);
+	return ok;
+}
+
+void daemon_finish_sleep(struct daemon *d)
+{
+	for (struct dclient *c = d->clients; c; c = c->next)
+		if (c->state == DC_READY)
+			allm_ring_finish_sleep(&c->sq);
+}

@@ -238,7 +238,12 @@ static int serve(struct daemon *d)
 			daemon_close_clients(d);
 			continue;
 		}
-		allm_loop_run_once(d->loop, busy ? 0 : 50);
+		/* Idle: ask every client to ring its SQ doorbell, re-checking that
+		 * nothing arrived meanwhile (spin-then-sleep, DESIGN §8); then sleep. */
+		bool sleep = !busy && daemon_prepare_sleep(d);
+		allm_loop_run_once(d->loop, sleep ? 50 : 0);
+		if (sleep)
+			daemon_finish_sleep(d);
 		daemon_pump_sq(d);
 		if (!allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
 			dlog(d, 0, "step failed: %s", err.msg);
@@ -309,7 +314,10 @@ int main(int argc, char **argv)
 	     d.rt->kv->cpu.n_total, d.rt->kv->lay.block_size, allm_loop_backend(d.loop),
 	     allm_preempt_name(o.preempt), allm_sched_name(o.sched));
 	rc = serve(&d);
-	dlog(&d, 2, "stopped");
+	/* tests read this line: every block back in its pool after the last request */
+	dlog(&d, 2, "stopped; KV blocks in use: GPU %d, CPU %d; clients served: %u",
+	     allm_block_pool_used(&d.rt->kv->gpu), allm_block_pool_used(&d.rt->kv->cpu),
+	     d.next_client_id);
 out:
 	stop_listening(&d);
 	daemon_close_clients(&d);

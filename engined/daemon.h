@@ -96,6 +96,10 @@ int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
 			 struct dclient **ret);
 /* Pushes backlogged CQEs, rings CQ doorbells, reaps dead clients. */
 void daemon_flush(struct daemon *d);
+/* Before the loop sleeps: sets NEED_WAKEUP on every ready client's SQ; false
+ * (flags cleared again) when some SQ already has entries. */
+bool daemon_prepare_sleep(struct daemon *d);
+void daemon_finish_sleep(struct daemon *d);
 /* Engine events: tokens and finishes become CQEs. */
 void daemon_on_token(void *user, struct allm_request *r, int32_t token);
 void daemon_on_finish(void *user, struct allm_request *r);
