@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -204,6 +205,25 @@ static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
 	stop_listening(d);
 }
 
+/* The periodic tick (a timerfd in the loop): bounds how long a drain deadline or
+ * other timed work can wait while the engine sleeps. */
+static void on_tick(struct allm_loop *l, int fd, uint32_t revents, void *user)
+{
+	uint64_t n;
+	if (read(fd, &n, sizeof(n)) < 0) {
+	}
+}
+
+static int start_tick(struct daemon *d)
+{
+	d->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	struct itimerspec it = {{0, 100 * 1000000}, {0, 100 * 1000000}}; /* 10 Hz */
+	if (d->tick_fd < 0 || timerfd_settime(d->tick_fd, 0, &it, NULL) ||
+	    allm_loop_watch(d->loop, d->tick_fd, POLLIN, on_tick, d))
+		return -1;
+	return 0;
+}
+
 static void calib_progress(void *user, int done, int total)
 {
 	struct daemon *d = user;
@@ -241,7 +261,8 @@ static int serve(struct daemon *d)
 		/* Idle: ask every client to ring its SQ doorbell, re-checking that
 		 * nothing arrived meanwhile (spin-then-sleep, DESIGN §8); then sleep. */
 		bool sleep = !busy && daemon_prepare_sleep(d);
-		allm_loop_run_once(d->loop, sleep ? 50 : 0);
+		/* asleep, only an fd wakes us: a client, a doorbell, a signal, the tick */
+		allm_loop_run_once(d->loop, sleep ? -1 : 0);
 		if (sleep)
 			daemon_finish_sleep(d);
 		daemon_pump_sq(d);
@@ -253,7 +274,7 @@ static int serve(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = {.listen_fd = -1, .signal_fd = -1};
+	struct daemon d = {.listen_fd = -1, .signal_fd = -1, .tick_fd = -1};
 	struct allm_engine_opts o;
 	struct allm_err err = {{0}};
 	char note[600] = "";
@@ -304,7 +325,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_posix_signal};
 	sigemptyset(&sa.sa_mask);
 	if (d.signal_fd < 0 || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || allm_loop_watch(d.loop, d.signal_fd, POLLIN, on_signal, &d) ||
-	    listen_socket(&d) || allm_loop_watch(d.loop, d.listen_fd, POLLIN, daemon_on_listen, &d)) {
+	    start_tick(&d) || listen_socket(&d) || allm_loop_watch(d.loop, d.listen_fd, POLLIN, daemon_on_listen, &d)) {
 		dlog(&d, 0, "cannot start serving");
 		goto out;
 	}
@@ -324,6 +345,8 @@ out:
 	allm_engine_free(d.eng);
 	if (d.signal_fd >= 0)
 		close(d.signal_fd);
+	if (d.tick_fd >= 0)
+		close(d.tick_fd);
 	allm_loop_free(d.loop);
 	allm_predictor_free(d.pred);
 	allm_runtime_close(d.rt);

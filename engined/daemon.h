@@ -69,7 +69,8 @@ struct daemon {
 	char runtime_dir[512];
 	char sock_path[600];
 	int listen_fd;
-	int signal_fd;
+	int signal_fd; /* eventfd the signal handler bumps */
+	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
 	uid_t allow_uids[16];
 	int n_allow_uids;
