@@ -22,8 +22,14 @@ static void emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 {
 	if (c->state != DC_READY)
 		return;
-	if (c->bl_n == 0 && allm_ring_push(&c->cq, e) == 0) {
+	int r = c->bl_n == 0 ? allm_ring_push(&c->cq, e) : -EAGAIN;
+	if (r == 0) {
 		c->cq_pushed = true;
+		return;
+	}
+	if (r == -EPROTO) {
+		dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+		c->state = DC_DEAD;
 		return;
 	}
 	if (c->stalled && e->kind == ALLM_CQE_TOKEN)
@@ -170,6 +176,10 @@ static void handle_submit(struct daemon *d, struct dclient *c, const struct allm
 		return emit_final_error(d, c, q->user_tag, -ESHUTDOWN, "engine shutting down");
 	if (c->inflight >= ALLM_D_MAX_INFLIGHT)
 		return emit_final_error(d, c, q->user_tag, -EAGAIN, "too many requests in flight");
+	/* still not draining: no new work (its tokens would only be dropped) */
+	if (c->stalled)
+		return emit_final_error(d, c, q->user_tag, -ENOBUFS,
+					"client not draining its completion queue");
 	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
 		return emit_final_error(d, c, q->user_tag, -EINVAL, "bad flags, n_stop or max_tokens");
 	if (q->prompt_kind != ALLM_PROMPT_TEXT && q->prompt_kind != ALLM_PROMPT_TOKENS)
@@ -396,7 +406,8 @@ static void on_client_sock(struct allm_loop *l, int fd, uint32_t revents, void *
 		}
 		if (n > 0 && c->state == DC_ACK && buf[0] == ALLM_MAPPED_ACK) {
 			allm_shm_segment_unlink(c->seg); /* both sides mapped it: drop the name */
-			c->state = DC_READY;
+			/* the ack is the last byte a client ever sends */
+			c->state = n == 1 ? DC_READY : DC_DEAD;
 		} else if (n > 0) {
 			c->state = DC_DEAD; /* nothing else is ever sent on the lease */
 		}
@@ -548,11 +559,22 @@ void daemon_flush(struct daemon *d)
 			reap(d, c);
 			continue;
 		}
-		while (c->state == DC_READY && c->bl_n > 0 &&
-		       allm_ring_push(&c->cq, &c->backlog[c->bl_head]) == 0) {
+		while (c->state == DC_READY && c->bl_n > 0) {
+			int r = allm_ring_push(&c->cq, &c->backlog[c->bl_head]);
+			if (r == -EPROTO) {
+				dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+				c->state = DC_DEAD; /* reaped on the next turn */
+			}
+			if (r)
+				break;
 			c->bl_head = (c->bl_head + 1) % c->bl_cap;
 			c->bl_n--;
 			c->cq_pushed = true;
+		}
+		if (c->stalled && c->stall_handled && c->bl_n == 0) {
+			/* it drained everything: serve it again */
+			c->stalled = c->stall_handled = false;
+			dlog(d, 2, "client %u drains its completion queue again", c->id);
 		}
 		if (c->cq_pushed && allm_ring_needs_wakeup(&c->cq))
 			allm_doorbell_ring(&c->cq_db);

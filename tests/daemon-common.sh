@@ -1,0 +1,159 @@
+# Description: helpers the daemon integration tests source (not a test): start and stop a real allm-engined on stories260K in a private runtime dir, compute expected ids with allm-run, and check that a stopped daemon left no blocks, socket or /dev/shm objects behind.
+# shellcheck shell=bash
+#
+# Usage (from a test script):
+#   . "$(dirname "$0")/daemon-common.sh"     # sets BUILD_DIR, SHARED_DIR, M, tmp, RUN...
+#   daemon_start NAME [allm-engined flags...] # -> $DPID, log in $tmp/NAME.log
+#   ... ; daemon_stop NAME                    # SIGTERM, wait, then daemon_check_clean
+# Everything the test started is killed on exit (trap), and $tmp is removed.
+
+set -u
+
+BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
+SHARED_DIR=${SHARED_DIR:-$(cd "$(dirname "$0")/../../shared" && pwd)}
+M=$SHARED_DIR/models/stories260K
+ENGINED=$BUILD_DIR/engined/allm-engined
+ALLM=$BUILD_DIR/clientlib/allm
+RUN=$BUILD_DIR/tools/allm-run
+
+if [ ! -f "$M/model.safetensors" ]; then
+	echo "SKIP: $M is absent"
+	exit 77
+fi
+for b in "$ENGINED" "$ALLM" "$RUN"; do
+	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/allm-daemon.XXXXXX")
+export ALLM_RUNTIME_DIR=$tmp/run
+DPID=
+BG_PIDS=()
+fails=0
+
+cleanup() {
+	local p
+	for p in "${BG_PIDS[@]}" $DPID; do
+		kill -9 "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if [ "${KEEP_TMP:-0}" = 1 ]; then
+		echo "kept $tmp"
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+ok() {
+	echo "ok: $*"
+}
+finish() {
+	if [ $fails -gt 0 ]; then
+		echo "$fails failures"
+		exit 1
+	fi
+	echo "$(basename "$0"): all checks passed"
+	exit 0
+}
+
+# daemon_start NAME [flags...]: starts allm-engined on stories260K (CPU, a profile in
+# $tmp shared by every daemon of the test) and waits for its socket.
+daemon_start() {
+	local name=$1
+	shift
+	DNAME=$name
+	DLOG=$tmp/$name.log
+	"$ENGINED" --name "$name" --model "$M" --device cpu --profile "$tmp/profile.json" \
+		"$@" >"$DLOG" 2>&1 &
+	DPID=$!
+	local i
+	for i in $(seq 400); do
+		[ -S "$ALLM_RUNTIME_DIR/$name.sock" ] && return 0
+		kill -0 $DPID 2>/dev/null || break
+		sleep 0.025
+	done
+	echo "FAIL: allm-engined --name $name did not start; its log:"
+	tail -n 20 "$DLOG"
+	exit 1
+}
+
+daemon_alive() {
+	kill -0 "$DPID" 2>/dev/null
+}
+
+# daemon_check_clean: after the daemon exited: every block back in its pool, no
+# socket left, no /dev/shm object of this daemon's (the names carry its pid).
+daemon_check_clean() {
+	local what=$1
+	grep -q "stopped; KV blocks in use: GPU 0, CPU 0;" "$DLOG" &&
+		ok "$what: KV pools fully free" ||
+		fail "$what: no 'GPU 0, CPU 0' line: $(grep stopped "$DLOG" || tail -n 3 "$DLOG")"
+	[ ! -e "$ALLM_RUNTIME_DIR/$DNAME.sock" ] && ok "$what: socket removed" ||
+		fail "$what: $ALLM_RUNTIME_DIR/$DNAME.sock left behind"
+	local left
+	left=$(ls /dev/shm 2>/dev/null | grep -c "^allm-$DPID-")
+	[ "$left" -eq 0 ] && ok "$what: no /dev/shm/allm-$DPID-* left" ||
+		fail "$what: $left /dev/shm/allm-$DPID-* objects left"
+}
+
+# daemon_stop WHAT: SIGTERM; the daemon must exit 0 within 30 s and leave nothing.
+daemon_stop() {
+	local what=$1 i rc
+	kill -TERM "$DPID" 2>/dev/null
+	for i in $(seq 600); do
+		daemon_alive || break
+		sleep 0.05
+	done
+	if daemon_alive; then
+		fail "$what: the daemon did not exit 30 s after SIGTERM"
+		kill -9 "$DPID"
+	fi
+	wait "$DPID"
+	rc=$?
+	[ $rc -eq 0 ] && ok "$what: daemon exited 0" || fail "$what: daemon exit status $rc"
+	daemon_check_clean "$what"
+	local pid=$DPID
+	DPID=
+	DPID_LAST=$pid
+}
+
+# expected_ids MAX_TOKENS IGNORE_EOS(0/1) PROMPT... -> lines "KIND<TAB>PROMPT<TAB>IDS" on
+# stdout (KIND T: text, I: comma-separated ids), greedy, from allm-run; the format
+# daemon-client-load --expect reads.
+expected_ids() {
+	local max=$1 ign=$2 p kind gen
+	shift 2
+	local extra=()
+	[ "$ign" = 1 ] && extra=(--ignore-eos)
+	for p in "$@"; do
+		if [[ $p =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+			kind=I
+			gen=$("$RUN" --model "$M" --device cpu --prompt-ids "$p" --max-tokens "$max" \
+				--temperature 0 --ids "${extra[@]}" 2>/dev/null | grep '^generated:')
+		else
+			kind=T
+			gen=$("$RUN" --model "$M" --device cpu --prompt "$p" --max-tokens "$max" \
+				--temperature 0 --ids "${extra[@]}" 2>/dev/null | grep '^generated:')
+		fi
+		[ -n "$gen" ] || { echo "FAIL: allm-run gave no ids for '$p'" >&2; exit 1; }
+		printf '%s\t%s\t%s\n' "$kind" "$p" "${gen#generated: }"
+	done
+}
+
+# A fixed list of prompts the load tests cycle through.
+PROMPTS=(
+	"Once upon a time"
+	"The little dog"
+	"Lily and Ben went to the park"
+	"One day, a big bear"
+	"Tom had a red ball. He"
+	"The sun was"
+	"1,403,407,261,378"
+	"1,7,42,300,11,99"
+	"She was very happy because"
+	"In a small house there lived"
+)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Description: allm against a real allm-engined on stories260K gives exactly allm-run's greedy ids (text prompt and --prompt-ids, 60 tokens; memfd and --posix-shm), and the daemon then stops with exit 0, all KV blocks free, no socket and no /dev/shm objects left.
+. "$(dirname "$0")/daemon-common.sh"
+
+daemon_start ids
+
+check_same() {
+	local what=$1
+	shift
+	local want got
+	want=$("$RUN" --model "$M" --device cpu "$@" --max-tokens 60 --temperature 0 --ids 2>"$tmp/run.err" |
+		grep '^generated:')
+	got=$("$ALLM" --name ids generate "$@" --max-tokens 60 --temperature 0 --ids $EXTRA 2>"$tmp/allm.err" |
+		grep '^generated:')
+	if [ -z "$want" ]; then
+		fail "$what: allm-run printed no ids: $(tail -n 3 "$tmp/run.err")"
+	elif [ "$got" = "$want" ]; then
+		ok "$what: same ids as allm-run ($(echo "$want" | wc -w) words)"
+	else
+		fail "$what: allm and allm-run differ
+  allm-run: $want
+  allm:     $got  $(tail -n 2 "$tmp/allm.err")"
+	fi
+}
+
+EXTRA=
+check_same "text prompt" --prompt "Once upon a time"
+check_same "prompt ids" --prompt-ids 1,403,407,261,378
+EXTRA=--posix-shm
+check_same "text prompt, posix shm" --prompt "Once upon a time"
+check_same "prompt ids, posix shm" --prompt-ids 1,403,407,261,378
+
+daemon_stop "ids"
+finish
