@@ -465,7 +465,7 @@ void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 	}
 }
 
-static void cancel_orphans(struct daemon *d);
+static void cancel_all(struct daemon *d, struct dclient *c);
 
 /* Cancels a dead client's requests and frees everything it held. */
 static void reap(struct daemon *d, struct dclient *c)
@@ -485,7 +485,7 @@ static void reap(struct daemon *d, struct dclient *c)
 		}
 	}
 	allm_free(rs);
-	cancel_orphans(d);
+	cancel_all(d, NULL);
 	if (c->sq_db.fd >= 0)
 		allm_loop_unwatch(d->loop, allm_doorbell_fd(&c->sq_db));
 	if (c->sock >= 0) {
@@ -502,29 +502,8 @@ static void reap(struct daemon *d, struct dclient *c)
 	allm_free(c);
 }
 
-/* Cancels requests whose client is gone. */
-static void cancel_orphans(struct daemon *d)
-{
-	const struct allm_request *rs[256];
-	enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
-	for (int q = 0; q < 3; q++) {
-		int k;
-		do {
-			int64_t ids[256];
-			int n = allm_engine_list(d->eng, qs[q], rs, 256);
-			k = 0;
-			for (int i = 0; i < n; i++) {
-				const struct dreq *dr = rs[i]->user;
-				if (dr && !dr->c)
-					ids[k++] = rs[i]->id;
-			}
-			for (int i = 0; i < k; i++)
-				allm_engine_cancel(d->eng, ids[i]);
-		} while (k > 0);
-	}
-}
-
-/* Cancels every request c has in flight (on_finish sends their FINALs). */
+/* Cancels every request of client c (on_finish sends their FINALs); c NULL: the
+ * requests whose client is gone. */
 static void cancel_all(struct daemon *d, struct dclient *c)
 {
 	const struct allm_request *rs[256];

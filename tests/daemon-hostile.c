@@ -23,17 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 static const char *g_name, *g_dir;
 static char g_path[600];

@@ -12,17 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			n_fail++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 static const struct allm_shm_layout small = { .sq_entries = 8, .cq_entries = 8, .arena_size = 4096 };
 
