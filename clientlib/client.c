@@ -31,15 +31,6 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 int allm_client_attach(struct allm_client *c)
 {
 	int r;
@@ -525,7 +516,7 @@ int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms)
 		if (t >= spin_end || t >= deadline)
 			break;
 		for (int i = 0; i < 64; i++)
-			cpu_relax();
+			allm_cpu_relax();
 	}
 	/* Sleep on the doorbell and the lease until an entry, a hang-up or the end. */
 	for (;;) {

@@ -23,6 +23,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* One iteration of a busy-wait: tells the CPU we are spinning (lets the sibling
+ * hyperthread run and saves power) without giving up the core. */
+static inline void allm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Producer's view of a ring. Plain struct: the caller owns its storage. */
 struct allm_ring_prod {
 	struct allm_ring_ctl *ctl; /* shared */

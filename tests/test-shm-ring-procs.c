@@ -26,15 +26,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static uint64_t mix(uint64_t x)
 {
 	uint64_t z = x + UINT64_C(0x9E3779B97F4A7C15);
@@ -125,7 +116,7 @@ static void run_side(struct allm_ring_prod *prod, struct allm_ring_cons *cons,
 			continue;
 		}
 		if (idle++ < ph->spin) {
-			cpu_relax();
+			allm_cpu_relax();
 			continue;
 		}
 		idle = 0;

@@ -36,13 +36,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /* One ring in private memory, laid out as in a segment. */
 struct test_ring {
 	struct allm_ring_ctl *ctl;
@@ -189,7 +182,7 @@ static void *stream_producer(void *arg)
 			if (++spins % 128 == 0)
 				sched_yield(); /* 2-CPU CI machines: let the consumer run */
 			else
-				cpu_relax();
+				allm_cpu_relax();
 		}
 		if (r) {
 			a->errors++;
@@ -217,7 +210,7 @@ static void *stream_consumer(void *arg)
 			if (++idle % 128 == 0)
 				sched_yield();
 			else
-				cpu_relax();
+				allm_cpu_relax();
 			continue;
 		}
 		if (r) {
@@ -293,7 +286,7 @@ static void random_delay(uint64_t *rs)
 	case 1: {
 		uint64_t n = rng_next(rs) % 2000;
 		for (uint64_t i = 0; i < n; i++)
-			cpu_relax();
+			allm_cpu_relax();
 		break;
 	}
 	case 2:
@@ -326,7 +319,7 @@ static int recv_one(struct channel *ch, struct ent *out, uint64_t *rs, struct pi
 		for (uint64_t i = 0; i <= spin; i++) {
 			if (allm_ring_pop(&ch->c, out) == 0)
 				return 0;
-			cpu_relax();
+			allm_cpu_relax();
 		}
 		if (atomic_load(&pp->stop))
 			return -1;

@@ -37,15 +37,6 @@
 /* Busy-poll iterations between two sched_yield() calls. */
 #define YIELD_EVERY 4096
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -101,11 +92,11 @@ static int pop_wait(struct allm_ring_cons *cons, struct allm_doorbell *db, void 
 			if (i % YIELD_EVERY == 0)
 				sched_yield();
 			else
-				cpu_relax();
+				allm_cpu_relax();
 			continue;
 		}
 		if (spin_ns && now_ns() - start < spin_ns) {
-			cpu_relax();
+			allm_cpu_relax();
 			continue;
 		}
 		if (allm_ring_prepare_sleep(cons)) {
@@ -127,7 +118,7 @@ static int push_wake(struct allm_ring_prod *prod, struct allm_doorbell *db, cons
 		if (i % YIELD_EVERY == 0)
 			sched_yield();
 		else
-			cpu_relax();
+			allm_cpu_relax();
 	}
 	if (sleep && allm_ring_needs_wakeup(prod))
 		allm_doorbell_ring(db);
