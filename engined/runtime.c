@@ -110,6 +110,12 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 			goto fail;
 		}
 	}
+	/* A model whose configs name no EOS stops at the tokenizer's (one rule for
+	 * every program: the engine only looks at cfg.eos_ids). */
+	if (rt->model->cfg.n_eos == 0 && rt->tok && allm_tokenizer_eos_id(rt->tok) >= 0) {
+		rt->model->cfg.eos_ids[0] = allm_tokenizer_eos_id(rt->tok);
+		rt->model->cfg.n_eos = 1;
+	}
 	if ((r = open_kv(rt, max_kv_blocks, err)))
 		goto fail;
 	rt->load_seconds = allm_now() - t0;

@@ -5,7 +5,7 @@
 #include "progress.h"
 #include "runtime.h"
 #include "sampler.h"
-#include "sequence.h"
+#include "engine-calib.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -200,93 +200,94 @@ bad:
 	return -EINVAL;
 }
 
+/* One prompt through the engine: what came back, and when. */
 struct gen_result {
-	int32_t n_generated;
+	int32_t *ids; /* generated ids */
+	int32_t n_generated, cap;
 	const char *finish; /* "stop" or "length" */
-	double prefill_s, decode_s;
-	int32_t n_decode_steps;
+	char error[160]; /* set when the request failed */
+	bool done;
+	double t_start, t_first, t_end; /* submit, first token, finish */
+	FILE *stream; /* streams text pieces when set */
+	struct allm_detok *dt;
 };
 
-static bool is_eos(const struct allm_model_config *c, const struct allm_tokenizer *tok, int32_t id)
+static void on_token(void *user, struct allm_request *r, int32_t id)
 {
-	for (int i = 0; i < c->n_eos; i++)
-		if (c->eos_ids[i] == id)
-			return true;
-	return c->n_eos == 0 && tok && allm_tokenizer_eos_id(tok) == id;
+	struct gen_result *g = user;
+	char piece[1024];
+	if (!g->n_generated)
+		g->t_first = allm_now();
+	if (g->n_generated == g->cap) {
+		int32_t cap = g->cap ? g->cap * 2 : 64;
+		int32_t *v = allm_realloc(g->ids, (size_t)cap * sizeof(int32_t));
+		if (!v)
+			return;
+		g->ids = v;
+		g->cap = cap;
+	}
+	g->ids[g->n_generated++] = id;
+	if (g->dt && allm_detok_push(g->dt, id, piece, sizeof(piece)) > 0) {
+		fputs(piece, g->stream);
+		fflush(g->stream);
+	}
 }
 
-/* Prefill then decode one token at a time; streams text when stream != NULL. */
-static int generate(struct allm_runtime *rt, struct allm_seq *s, const struct run_args *a,
-		    FILE *stream, struct gen_result *res, struct allm_err *err)
+static void on_finish(void *user, struct allm_request *r)
 {
-	const struct allm_model_config *c = &rt->model->cfg;
-	struct allm_executor *ex = NULL;
-	struct allm_sampler smp;
-	struct allm_detok *dt = NULL;
-	float *logits = allm_malloc((size_t)c->vocab_size * sizeof(float));
+	struct gen_result *g = user;
 	char piece[1024];
+	g->t_end = allm_now();
+	g->done = true;
+	g->finish = r->finish_kind == ALLM_END_STOP ? "stop" : "length";
+	if (r->finish_kind == ALLM_END_ERROR || r->finish_kind == ALLM_END_CANCELLED)
+		snprintf(g->error, sizeof(g->error), "%s", r->error[0] ? r->error : "cancelled");
+	if (g->dt && allm_detok_flush(g->dt, piece, sizeof(piece)) > 0)
+		fputs(piece, g->stream);
+}
+
+/* Runs the prompt through the engine's step loop, like one request of the daemon:
+ * one path for sampling, stop rules and KV blocks. */
+static int generate(struct allm_runtime *rt, const int32_t *prompt, int32_t n_prompt,
+		    const struct run_args *a, FILE *stream, struct gen_result *g,
+		    struct allm_err *err)
+{
+	struct allm_predictor_key key;
+	struct allm_predictor *pred = NULL;
+	struct allm_engine *e = NULL;
 	int r;
 
-	memset(res, 0, sizeof(*res));
-	res->finish = "length";
-	if (!logits || allm_sampler_init(&smp, &a->samp, c->vocab_size)) {
-		allm_free(logits);
-		return allm_err_set(err, -ENOMEM, "out of memory");
-	}
-	if ((r = allm_executor_create(rt->model, rt->kv, &ex, err)))
+	memset(g, 0, sizeof(*g));
+	g->stream = stream;
+	if (stream && rt->tok && (r = allm_detok_create(rt->tok, true, &g->dt)))
+		return allm_err_set(err, r, "detokenizer: out of memory");
+	/* a single request is never preempted: the predictors stay uncalibrated */
+	allm_engine_predictor_key(rt->model, rt->kv, &key);
+	struct allm_engine_config ec = {
+		.max_num_seqs = 1,
+		.max_num_batched_tokens = ALLM_MAX(a->eng.max_num_batched_tokens, rt->model->cfg.max_pos),
+		.preempt = a->eng.preempt,
+		.sched = a->eng.sched,
+	};
+	struct allm_engine_events ev = {.user = g, .on_token = on_token, .on_finish = on_finish};
+	struct allm_submit sub = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = a->max_tokens,
+				  .sampling = a->samp, .ignore_eos = a->ignore_eos};
+	if ((r = allm_predictor_create(&key, &pred)) ? (allm_err_set(err, r, "out of memory"), 1) : 0)
 		goto out;
-	if (stream && rt->tok && (r = allm_detok_create(rt->tok, true, &dt))) {
-		allm_err_set(err, r, "detokenizer: out of memory");
+	if ((r = allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, err)))
 		goto out;
-	}
-	for (int32_t step = 0; step < a->max_tokens; step++) {
-		if (s->n_tokens >= c->max_pos)
-			break; /* context full: finish "length" */
-		if ((r = allm_seq_reserve(s, rt->kv, s->n_tokens))) {
-			allm_err_set(err, r, "KV cache too small: %d blocks cannot hold %d tokens "
-					     "(raise --gpu-blocks or --kv-cache-memory)",
-				     rt->kv->gpu.n_total, s->n_tokens);
+	g->t_start = allm_now();
+	if ((r = allm_engine_submit(e, &sub, NULL, err)))
+		goto out;
+	while (!g->done)
+		if ((r = allm_engine_step(e, err)) < 0)
 			goto out;
-		}
-		struct allm_batch_seq b;
-		allm_seq_batch_entry(s, &b);
-		double t0 = allm_now();
-		if ((r = allm_executor_forward(ex, &b, 1, false, logits, err)))
-			goto out;
-		double dt_s = allm_now() - t0;
-		if (step == 0)
-			res->prefill_s = dt_s;
-		else {
-			res->decode_s += dt_s;
-			res->n_decode_steps++;
-		}
-		s->n_cached = s->n_tokens;
-		int32_t id = allm_sampler_sample(&smp, logits);
-		if ((r = allm_seq_append(s, id))) {
-			allm_err_set(err, r, "out of memory");
-			goto out;
-		}
-		res->n_generated++;
-		if (dt) {
-			int n = allm_detok_push(dt, id, piece, sizeof(piece));
-			if (n > 0) {
-				fputs(piece, stream);
-				fflush(stream);
-			}
-		}
-		if (!a->ignore_eos && is_eos(c, rt->tok, id)) {
-			res->finish = "stop";
-			break;
-		}
-	}
-	if (dt && allm_detok_flush(dt, piece, sizeof(piece)) > 0)
-		fputs(piece, stream);
-	r = 0;
+	r = g->error[0] ? allm_err_set(err, -EIO, "%s", g->error) : 0;
 out:
-	allm_detok_free(dt);
-	allm_executor_free(ex);
-	allm_sampler_fini(&smp);
-	allm_free(logits);
+	allm_engine_free(e);
+	allm_predictor_free(pred);
+	allm_detok_free(g->dt);
+	g->dt = NULL;
 	return r;
 }
 
@@ -306,25 +307,25 @@ static char *decode_text(struct allm_runtime *rt, const int32_t *ids, int32_t n)
 	return text;
 }
 
-static int emit_json(struct allm_runtime *rt, const struct allm_seq *s,
+static int emit_json(struct allm_runtime *rt, const int32_t *prompt, int32_t n_prompt,
 		     const struct gen_result *g)
 {
 	json_t *o = json_object(), *p = json_array(), *q = json_array();
-	for (int32_t i = 0; i < s->n_prompt; i++)
-		json_array_append_new(p, json_integer(s->tokens[i]));
-	for (int32_t i = s->n_prompt; i < s->n_tokens; i++)
-		json_array_append_new(q, json_integer(s->tokens[i]));
-	char *text = decode_text(rt, s->tokens + s->n_prompt, s->n_tokens - s->n_prompt);
+	for (int32_t i = 0; i < n_prompt; i++)
+		json_array_append_new(p, json_integer(prompt[i]));
+	for (int32_t i = 0; i < g->n_generated; i++)
+		json_array_append_new(q, json_integer(g->ids[i]));
+	char *text = decode_text(rt, g->ids, g->n_generated);
 	json_object_set_new(o, "model", json_string(rt->model_desc));
 	json_object_set_new(o, "device", json_string(rt->be->iface->describe(rt->be)));
 	json_object_set_new(o, "prompt_ids", p);
 	json_object_set_new(o, "generated_ids", q);
 	json_object_set_new(o, "text", text ? json_string(text) : json_null());
 	json_object_set_new(o, "finish_reason", json_string(g->finish));
-	json_object_set_new(o, "prompt_tokens", json_integer(s->n_prompt));
+	json_object_set_new(o, "prompt_tokens", json_integer(n_prompt));
 	json_object_set_new(o, "generated_tokens", json_integer(g->n_generated));
-	json_object_set_new(o, "prefill_s", json_real(g->prefill_s));
-	json_object_set_new(o, "decode_s", json_real(g->decode_s));
+	json_object_set_new(o, "prefill_s", json_real(g->t_first - g->t_start));
+	json_object_set_new(o, "decode_s", json_real(g->t_end - g->t_first));
 	json_object_set_new(o, "load_s", json_real(rt->load_seconds));
 	allm_free(text);
 	char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
@@ -345,7 +346,7 @@ int main(int argc, char **argv)
 	struct allm_err err = {{0}};
 	struct allm_runtime *rt = NULL;
 	struct allm_progress prog = {.label = "loading weights", .min_total = 64 << 20};
-	struct allm_seq seq = {0};
+	struct gen_result g = {0};
 	int32_t *prompt = NULL, n_prompt = 0;
 	int rc = 1, r;
 
@@ -401,41 +402,32 @@ int main(int argc, char **argv)
 		for (int32_t i = 0; i < n_prompt; i++)
 			prompt[i] = (int32_t)((i * 2654435761u) % (uint32_t)c->vocab_size);
 	}
-	if (n_prompt >= c->max_pos) {
-		fprintf(stderr, "allm-run: the prompt has %d tokens but the model's context is %d "
-				"(max_position_embeddings)\n", n_prompt, c->max_pos);
-		goto out;
-	}
-	if (allm_seq_init(&seq, 1, prompt, n_prompt))
-		goto out;
-
-	struct gen_result g;
 	FILE *stream = (!a.ids && !a.json && !a.bench && rt->tok) ? stdout : NULL;
 	if (a.bench) {
 		/* warm-up: first touches of scratch and weights are not the steady state */
 		struct run_args w = a;
 		w.max_tokens = 2;
-		struct allm_seq ws;
-		if (allm_seq_init(&ws, 2, prompt, n_prompt) == 0) {
-			generate(rt, &ws, &w, NULL, &g, &err);
-			allm_seq_fini(&ws, rt->kv);
-		}
+		generate(rt, prompt, n_prompt, &w, NULL, &g, &err);
+		allm_free(g.ids);
 	}
-	if ((r = generate(rt, &seq, &a, stream, &g, &err))) {
-		fprintf(stderr, "\nallm-run: %s\n", err.msg);
+	if ((r = generate(rt, prompt, n_prompt, &a, stream, &g, &err))) {
+		fprintf(stderr, "%sallm-run: %s\n", g.n_generated && stream ? "\n" : "", err.msg);
 		goto out;
 	}
 	if (stream) {
 		fputc('\n', stream);
 		fflush(stream);
 	}
+	/* the first token comes out of the prefill, every later one out of a decode step */
+	double prefill_s = g.t_first - g.t_start, decode_s = g.t_end - g.t_first;
+	int32_t n_decode = g.n_generated - 1;
 	if (a.json) {
-		if (emit_json(rt, &seq, &g))
+		if (emit_json(rt, prompt, n_prompt, &g))
 			goto out;
 	} else if (a.ids) {
-		print_ids(stdout, "prompt", seq.tokens, seq.n_prompt);
-		print_ids(stdout, "generated", seq.tokens + seq.n_prompt, seq.n_tokens - seq.n_prompt);
-		char *text = decode_text(rt, seq.tokens + seq.n_prompt, seq.n_tokens - seq.n_prompt);
+		print_ids(stdout, "prompt", prompt, n_prompt);
+		print_ids(stdout, "generated", g.ids, g.n_generated);
+		char *text = decode_text(rt, g.ids, g.n_generated);
 		if (text)
 			printf("text: %s\n", text);
 		allm_free(text);
@@ -444,18 +436,17 @@ int main(int argc, char **argv)
 		FILE *bo = a.json ? stderr : stdout;
 		fprintf(bo, "bench: prefill %d tokens in %.2f ms = %.1f tok/s | decode %d tokens in "
 			    "%.2f ms = %.1f tok/s | %s\n",
-			seq.n_prompt, g.prefill_s * 1e3, seq.n_prompt / g.prefill_s, g.n_decode_steps,
-			g.decode_s * 1e3, g.n_decode_steps ? g.n_decode_steps / g.decode_s : 0.0,
-			rt->be->iface->describe(rt->be));
+			n_prompt, prefill_s * 1e3, n_prompt / prefill_s, n_decode, decode_s * 1e3,
+			n_decode > 0 ? n_decode / decode_s : 0.0, rt->be->iface->describe(rt->be));
 	} else if (!a.json) {
 		fprintf(stderr, "allm-run: %d prompt + %d generated tokens (%s); prefill %.1f tok/s, "
 				"decode %.1f tok/s\n",
-			seq.n_prompt, g.n_generated, g.finish, seq.n_prompt / g.prefill_s,
-			g.n_decode_steps ? g.n_decode_steps / g.decode_s : 0.0);
+			n_prompt, g.n_generated, g.finish, n_prompt / prefill_s,
+			n_decode > 0 ? n_decode / decode_s : 0.0);
 	}
 	rc = 0;
 out:
-	allm_seq_fini(&seq, rt ? rt->kv : NULL);
+	allm_free(g.ids);
 	allm_free(prompt);
 	allm_runtime_close(rt);
 	return rc;
