@@ -259,7 +259,7 @@ static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefil
 	}
 }
 
-static int swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
+static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel)
 {
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *r = sel->v[i];
@@ -280,7 +280,6 @@ static int swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 		if (allm_rq_push(&e->running, r))
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 	}
-	return 0;
 }
 
 /* --- forward passes --------------------------------------------------------------- */
@@ -393,7 +392,7 @@ static int prefill(struct allm_engine *e, struct allm_rq_vec *sel, double now,
 	return (int)shape.tokens;
 }
 
-static int decode(struct allm_engine *e, double now, struct allm_err *err)
+static int decode(struct allm_engine *e, struct allm_err *err)
 {
 	struct allm_rq_vec *sel = &e->sel;
 	sel->n = 0;
@@ -451,6 +450,6 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 		return n; /* a prefill step does not decode */
 	}
 	if (s_sche->n)
-		swap_in(e, s_sche, now);
-	return decode(e, now, err);
+		swap_in(e, s_sche);
+	return decode(e, err);
 }

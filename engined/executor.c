@@ -376,7 +376,6 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 	CHECK(head(ex, &a, S));
 	CHECK(BE->download(be, ret_logits, a.logits, (size_t)S * c->vocab_size * sizeof(float)));
 	BE->timer_stop(be, &ex->last_seconds);
-	ex->last_tokens = T;
 	return 0;
 fail:
 	return allm_err_set(err, r, "forward failed on %s: %s", BE->name(be),

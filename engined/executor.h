@@ -28,7 +28,6 @@ struct allm_executor {
 	int32_t *meta_host; /* host staging of the same */
 	size_t meta_cap; /* int32 elements in meta_dev / meta_host */
 	double last_seconds; /* device time of the last forward */
-	int64_t last_tokens; /* tokens in the last forward */
 };
 
 int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,

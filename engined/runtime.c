@@ -31,6 +31,7 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 		.block_size = o->block_size,
 		.dtype = rt->be->device_is_host ? ALLM_DTYPE_F32 : rt->model->wdtype,
 	};
+	bool single = cap < 0; /* one sequence: never more than its context, never preempted */
 	int32_t n = o->gpu_blocks;
 	if (n <= 0) {
 		size_t bytes;
@@ -43,16 +44,14 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 			bytes = budget > 0 ? (size_t)budget : 0;
 		}
 		n = allm_kv_blocks_in(&lay, bytes);
-		if (cap < 0)
+		if (single)
 			cap = (c->max_pos + lay.block_size - 1) / lay.block_size;
 		if (cap > 0 && n > cap)
 			n = cap;
 	}
 	int32_t nc = o->cpu_blocks;
 	if (nc < 0)
-		nc = allm_kv_blocks_in(&lay, (size_t)(o->swap_space_gib * 1073741824.0));
-	if (cap < 0 && o->cpu_blocks < 0)
-		nc = 0; /* a single sequence is never preempted */
+		nc = single ? 0 : allm_kv_blocks_in(&lay, (size_t)(o->swap_space_gib * 1073741824.0));
 	return allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
 }
 
