@@ -106,7 +106,9 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 {
 	char path[4096];
 	struct allm_err lerr = {{0}};
+	bool ignored = false; /* a profile existed but was unusable: keep saying why */
 	int r;
+	note[0] = 0;
 	if (profile_path)
 		snprintf(path, sizeof(path), "%s", profile_path);
 	else {
@@ -121,9 +123,11 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 			snprintf(note, note_len, "predictor profile loaded from %s", path);
 			return 0;
 		}
-		if (r != -ENOENT)
+		if (r != -ENOENT) {
 			snprintf(note, note_len, "predictor profile %s ignored (%s): recalibrating", path,
 				 lerr.msg);
+			ignored = true;
+		}
 	}
 	if ((r = allm_engine_calibrate(e, prog, user, err)))
 		return r;
@@ -131,9 +135,7 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 		snprintf(note, note_len, "calibrated; cannot save profile: %s", lerr.msg);
 		return 0;
 	}
-	if (r == 0 && (!note[0] || !path[0]))
+	if (!ignored)
 		snprintf(note, note_len, "predictors calibrated%s%s", path[0] ? ", saved to " : "", path);
-	else if (path[0] && strstr(note, "recalibrating") == NULL)
-		snprintf(note, note_len, "predictors calibrated, saved to %s", path);
 	return 0;
 }
