@@ -309,10 +309,12 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 {
 	int32_t V = e->model->cfg.vocab_size;
 	double now = allm_engine_now(e); /* the tokens exist from now: after the forward */
+	const int32_t *picked = e->ex->device_sampling ? e->ex->picked : NULL;
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *r = sel->v[i];
 		r->seq.n_cached = r->seq.n_tokens;
-		int32_t id = allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
+		int32_t id = picked ? picked[i]
+				    : allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			continue;
@@ -330,6 +332,52 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 	}
 }
 
+/* Device sampling (a GPU backend): the logits stay on the device; greedy rows
+ * come back as argmax ids, top-k rows as their k best (value, id) candidates
+ * that the request's own sampler and RNG finish on the host (the same
+ * arithmetic as allm_sampler_sample on the full row), and only rows with other
+ * settings are downloaded whole. The ids go to e->ex->picked for emit(). */
+static int sample_on_device(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
+{
+	int32_t V = e->model->cfg.vocab_size, k = 0;
+	bool want_argmax = false;
+	int32_t *picked = allm_executor_picked(e->ex, sel->n);
+	const int32_t *am = NULL, *tk_ids = NULL;
+	const float *tk_vals = NULL;
+	int r;
+	if (!picked)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	for (int32_t i = 0; i < sel->n; i++) {
+		const struct allm_sampler *s = &sel->v[i]->sampler;
+		switch (allm_sampler_need(s)) {
+		case ALLM_SAMPLE_ARGMAX: want_argmax = true; break;
+		case ALLM_SAMPLE_TOPK: k = ALLM_MAX(k, s->p.top_k); break;
+		default: break;
+		}
+	}
+	if ((want_argmax || k) &&
+	    (r = allm_executor_reduce(e->ex, want_argmax, k, &am, &tk_vals, &tk_ids, err)))
+		return r;
+	for (int32_t i = 0; i < sel->n; i++) {
+		struct allm_sampler *s = &sel->v[i]->sampler;
+		switch (allm_sampler_need(s)) {
+		case ALLM_SAMPLE_ARGMAX:
+			picked[i] = am[i];
+			break;
+		case ALLM_SAMPLE_TOPK:
+			/* a row's top top_k is the prefix of its top k */
+			picked[i] = allm_sampler_sample_topk(s, tk_vals + (size_t)i * k,
+							     tk_ids + (size_t)i * k);
+			break;
+		default:
+			if ((r = allm_executor_download_row(e->ex, i, e->logits + (size_t)i * V, err)))
+				return r;
+			picked[i] = allm_sampler_sample(s, e->logits + (size_t)i * V);
+		}
+	}
+	return 0;
+}
+
 static int forward(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
 {
 	int r;
@@ -341,7 +389,10 @@ static int forward(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_e
 			return allm_err_set(err, r, "internal: no block for a scheduled request");
 		allm_seq_batch_entry(&q->seq, &e->batch[i]);
 	}
-	r = allm_executor_forward(e->ex, e->batch, sel->n, false, e->logits, err);
+	bool dev = e->ex->device_sampling;
+	r = allm_executor_forward(e->ex, e->batch, sel->n, false, dev ? NULL : e->logits, err);
+	if (!r && dev)
+		r = sample_on_device(e, sel, err);
 	if (r) {
 		/* the backend failed for this batch: fail its requests, keep serving */
 		char msg[160];

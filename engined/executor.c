@@ -59,7 +59,18 @@ int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
 	ex->model = model;
 	ex->kv = kv;
 	ex->be = model->be;
+	/* on a GPU a decode step then copies ids, not vocab-sized rows, to the host */
+	ex->device_sampling = !ex->be->device_is_host && ex->be->iface->argmax &&
+			      allm_backend_has_topk(ex->be);
 	*ret = ex;
+	return 0;
+}
+
+int allm_executor_set_device_sampling(struct allm_executor *ex, bool on)
+{
+	if (on && !(ex->be->iface->argmax && allm_backend_has_topk(ex->be)))
+		return -ENOTSUP;
+	ex->device_sampling = on;
 	return 0;
 }
 
@@ -71,7 +82,11 @@ void allm_executor_free(struct allm_executor *ex)
 		ex->be->iface->free(ex->be, ex->scratch);
 	if (ex->meta_dev)
 		ex->be->iface->free(ex->be, ex->meta_dev);
+	if (ex->pick_dev)
+		ex->be->iface->free(ex->be, ex->pick_dev);
 	allm_free(ex->meta_host);
+	allm_free(ex->pick_host);
+	allm_free(ex->picked);
 	allm_free(ex);
 }
 
@@ -82,9 +97,18 @@ static int reserve(struct allm_executor *ex, int64_t T, size_t meta, struct allm
 	struct acts a;
 	int r;
 	if (T > ex->cap_tokens) {
-		int64_t cap = ALLM_MAX(T, ex->cap_tokens * 2);
+		/* Host RAM: double (pages are committed lazily). Device memory: just
+		 * what is asked (in steps of 256 tokens), the old buffer freed first,
+		 * so the peak never exceeds the largest batch's, which is what the
+		 * runtime measured before giving the rest to the KV pool. */
+		int64_t cap = be->device_is_host ? ALLM_MAX(T, ex->cap_tokens * 2) : (T + 255) & ~255LL;
 		size_t n = act_floats(&ex->model->cfg, cap, &a, NULL);
 		void *p;
+		if (!be->device_is_host && ex->scratch) {
+			be->iface->free(be, ex->scratch);
+			ex->scratch = NULL;
+			ex->cap_tokens = 0;
+		}
 		if ((r = be->iface->alloc(be, n * sizeof(float), &p)))
 			return allm_err_set(err, r, "cannot allocate activations for %lld tokens: %s",
 					    (long long)cap, allm_backend_last_error(be));
@@ -323,6 +347,7 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 	int32_t maxb = 1;
 	int r;
 
+	ex->logits_rows = 0; /* nothing to reduce until this forward succeeds */
 	if ((r = validate(ex, seqs, n_seqs, &T, &maxb, err)))
 		return r;
 	int64_t S = all_logits ? T : n_seqs;
@@ -374,10 +399,91 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 						 : run_opt_layer(ex, l, &a, T, &meta));
 	CHECK(BE->gather_rows(be, a.h, a.x, d + 5 * T, S, c->hidden));
 	CHECK(head(ex, &a, S));
-	CHECK(BE->download(be, ret_logits, a.logits, (size_t)S * c->vocab_size * sizeof(float)));
-	BE->timer_stop(be, &ex->last_seconds);
+	ex->logits_dev = a.logits;
+	ex->logits_rows = (int32_t)S;
+	if (ret_logits)
+		CHECK(BE->download(be, ret_logits, a.logits, (size_t)S * c->vocab_size * sizeof(float)));
+	/* on a GPU this waits for the step: the time is the forward's device time */
+	CHECK(BE->timer_stop(be, &ex->last_seconds));
 	return 0;
 fail:
 	return allm_err_set(err, r, "forward failed on %s: %s", BE->name(be),
 			    allm_backend_last_error(be));
+}
+
+int allm_executor_reduce(struct allm_executor *ex, bool want_argmax, int32_t k,
+			 const int32_t **ret_ids, const float **ret_vals,
+			 const int32_t **ret_topk_ids, struct allm_err *err)
+{
+	allm_backend_t *be = ex->be;
+	int64_t n = ex->logits_rows, V = ex->model->cfg.vocab_size;
+	int r;
+	if (n <= 0)
+		return allm_err_set(err, -EINVAL, "no logits kept on the device to reduce");
+	if (k < 0 || k > ALLM_TOPK_MAX || k > V || (k && !allm_backend_has_topk(be)) ||
+	    (want_argmax && !BE->argmax))
+		return allm_err_set(err, -EINVAL, "device reduction (argmax %d, top-%d) not available",
+				    want_argmax, k);
+	/* layout: ids[n] | vals[n * k] (f32 bits) | topk ids[n * k] */
+	size_t words = (size_t)n * (1 + 2 * (size_t)k);
+	if (words > ex->pick_cap) {
+		size_t cap = ALLM_MAX(words, ex->pick_cap * 2);
+		void *d;
+		int32_t *h = allm_malloc(cap * sizeof(int32_t));
+		if (!h)
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		if ((r = BE->alloc(be, cap * sizeof(int32_t), &d))) {
+			allm_free(h);
+			return allm_err_set(err, r, "cannot allocate sampling buffers: %s",
+					    allm_backend_last_error(be));
+		}
+		if (ex->pick_dev)
+			BE->free(be, ex->pick_dev);
+		allm_free(ex->pick_host);
+		ex->pick_dev = d;
+		ex->pick_host = h;
+		ex->pick_cap = cap;
+	}
+	int32_t *d_ids = ex->pick_dev;
+	float *d_vals = (float *)(d_ids + n);
+	int32_t *d_tk = d_ids + n + n * k;
+	if (want_argmax && (r = BE->argmax(be, d_ids, ex->logits_dev, n, V)))
+		goto fail;
+	if (k && (r = BE->topk(be, d_vals, d_tk, ex->logits_dev, n, V, k)))
+		goto fail;
+	if ((r = BE->download(be, ex->pick_host, ex->pick_dev, words * sizeof(int32_t))))
+		goto fail;
+	*ret_ids = ex->pick_host;
+	*ret_vals = (const float *)(ex->pick_host + n);
+	*ret_topk_ids = ex->pick_host + n + n * k;
+	return 0;
+fail:
+	return allm_err_set(err, r, "sampling on %s failed: %s", BE->name(be),
+			    allm_backend_last_error(be));
+}
+
+int allm_executor_download_row(struct allm_executor *ex, int32_t row, float *ret,
+			       struct allm_err *err)
+{
+	allm_backend_t *be = ex->be;
+	int64_t V = ex->model->cfg.vocab_size;
+	int r;
+	if (row < 0 || row >= ex->logits_rows)
+		return allm_err_set(err, -EINVAL, "no kept logits row %d", row);
+	if ((r = BE->download(be, ret, ex->logits_dev + (size_t)row * V, (size_t)V * sizeof(float))))
+		return allm_err_set(err, r, "download of logits: %s", allm_backend_last_error(be));
+	return 0;
+}
+
+int32_t *allm_executor_picked(struct allm_executor *ex, int32_t n)
+{
+	if (n > ex->picked_cap) {
+		int32_t cap = ALLM_MAX(n, ex->picked_cap * 2);
+		int32_t *p = allm_realloc(ex->picked, (size_t)cap * sizeof(int32_t));
+		if (!p)
+			return NULL;
+		ex->picked = p;
+		ex->picked_cap = cap;
+	}
+	return ex->picked;
 }

@@ -28,6 +28,16 @@ struct allm_executor {
 	int32_t *meta_host; /* host staging of the same */
 	size_t meta_cap; /* int32 elements in meta_dev / meta_host */
 	double last_seconds; /* device time of the last forward */
+	/* Device sampling: with ret_logits NULL a forward keeps its logits on the
+	 * device (logits_dev, logits_rows rows) for allm_executor_reduce(). */
+	bool device_sampling; /* the engine should use it (a GPU with argmax + topk) */
+	float *logits_dev; /* device: (logits_rows, vocab), inside scratch */
+	int32_t logits_rows;
+	void *pick_dev; /* device: argmax ids, then top-k values and ids */
+	int32_t *pick_host; /* host staging of the same */
+	size_t pick_cap; /* 32-bit words in pick_dev / pick_host */
+	int32_t *picked; /* [picked_cap] host: the engine's chosen ids of a step */
+	int32_t picked_cap;
 };
 
 int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
@@ -42,5 +52,22 @@ void allm_executor_free(struct allm_executor *ex);
 int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 			  int32_t n_seqs, bool all_logits, float *ret_logits,
 			  struct allm_err *err);
+
+/* Forces device sampling on or off (tests run the device path on the CPU
+ * backend this way). -ENOTSUP when the backend lacks argmax or topk. */
+int allm_executor_set_device_sampling(struct allm_executor *ex, bool on);
+
+/* After a forward with ret_logits NULL: reduces every kept row on the device,
+ * the argmax when want_argmax, the top k (value desc, id asc) when k > 0, and
+ * brings both back in one download: *ret_ids[row], *ret_vals / *ret_topk_ids
+ * [row * k + j]. The arrays belong to ex and live until the next call. */
+int allm_executor_reduce(struct allm_executor *ex, bool want_argmax, int32_t k,
+			 const int32_t **ret_ids, const float **ret_vals,
+			 const int32_t **ret_topk_ids, struct allm_err *err);
+/* Downloads kept row `row` into ret[vocab]. */
+int allm_executor_download_row(struct allm_executor *ex, int32_t row, float *ret,
+			       struct allm_err *err);
+/* Host array of at least n ids for the caller's picks of a step (owned by ex). */
+int32_t *allm_executor_picked(struct allm_executor *ex, int32_t n);
 
 #endif

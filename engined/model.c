@@ -286,11 +286,16 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 			goto out;
 		for (size_t q = i; q < j; q++) {
 			size_t ne = spec_elems(jobs[q].spec);
-			void *dst = be->device_is_host ? *jobs[q].spec->slot : conv;
-			allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
-			allm_from_f32(dst, f32, m->wdtype, ne);
+			const void *src = reads[q - i].dst; /* in the pinned staging window */
+			if (be->device_is_host || jobs[q].t->dtype != m->wdtype) {
+				void *dst = be->device_is_host ? *jobs[q].spec->slot : conv;
+				allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
+				allm_from_f32(dst, f32, m->wdtype, ne);
+				src = conv;
+			}
+			/* already in the storage dtype: straight from pinned memory */
 			if (!be->device_is_host &&
-			    (r = be->iface->upload(be, *jobs[q].spec->slot, conv, ne * esz))) {
+			    (r = be->iface->upload(be, *jobs[q].spec->slot, src, ne * esz))) {
 				r = allm_err_set(err, r, "upload of %s: %s", jobs[q].spec->name,
 						 allm_backend_last_error(be));
 				goto out;

@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include "executor.h"
 #include "model-writer.h"
 
 #include <errno.h>
@@ -20,6 +21,62 @@ static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 	return 0;
 }
 
+/* Device memory the largest step takes besides weights and KV blocks
+ * (activations, step metadata, the backend's conversion and GEMM buffers),
+ * measured the way vLLM's profile run does: run a forward of
+ * max_num_batched_tokens tokens over a scratch KV pool and read how much memory
+ * it left in use. Everything is freed again; the engine's executor later grows
+ * to the same size, never more (executor.c reserve()). */
+static int measure_activation_peak(struct allm_runtime *rt, const struct allm_kv_layout *lay,
+				   size_t *ret_bytes, struct allm_err *err)
+{
+	allm_backend_t *be = rt->be;
+	const struct allm_model_config *c = &rt->model->cfg;
+	int32_t T = ALLM_MAX(rt->opts.max_num_batched_tokens, rt->opts.max_num_seqs);
+	int32_t per = ALLM_MIN(T, c->max_pos); /* tokens per scratch sequence */
+	int32_t n_seqs = (T + per - 1) / per;
+	int32_t bps = (per + lay->block_size - 1) / lay->block_size;
+	struct allm_kv_cache *kv = NULL;
+	struct allm_executor *ex = NULL;
+	struct allm_batch_seq *b = allm_calloc((size_t)n_seqs, sizeof(*b));
+	int32_t *tok = allm_calloc((size_t)per, sizeof(int32_t)); /* id 0: any valid token */
+	int32_t *bt = allm_malloc((size_t)n_seqs * bps * sizeof(int32_t));
+	float *logits = allm_malloc((size_t)n_seqs * c->vocab_size * sizeof(float));
+	size_t free0 = 0, free1 = 0, total = 0;
+	int r;
+	if (!b || !tok || !bt || !logits) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = be->iface->mem_info(be, &free0, &total)))
+		goto mem_fail;
+	if ((r = allm_kv_cache_create(be, lay, n_seqs * bps, 0, &kv, err)) ||
+	    (r = allm_executor_create(rt->model, kv, &ex, err)))
+		goto out;
+	for (int32_t s = 0, left = T; s < n_seqs; s++, left -= per) {
+		for (int32_t i = 0; i < bps; i++)
+			bt[s * bps + i] = s * bps + i;
+		b[s] = (struct allm_batch_seq){tok, ALLM_MIN(per, left), 0, bt + s * bps, bps};
+	}
+	if ((r = allm_executor_forward(ex, b, n_seqs, false, logits, err)))
+		goto out;
+	if ((r = be->iface->mem_info(be, &free1, &total)))
+		goto mem_fail;
+	size_t used = free0 > free1 ? free0 - free1 : 0, pool = kv->block_bytes * (size_t)(n_seqs * bps);
+	*ret_bytes = used > pool ? used - pool : 0;
+	goto out;
+mem_fail:
+	r = allm_err_set(err, r, "cannot read device memory: %s", allm_backend_last_error(be));
+out:
+	allm_executor_free(ex);
+	allm_kv_cache_free(kv);
+	allm_free(b);
+	allm_free(tok);
+	allm_free(bt);
+	allm_free(logits);
+	return r;
+}
+
 static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 {
 	const struct allm_model_config *c = &rt->model->cfg;
@@ -33,15 +90,31 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 	};
 	bool single = cap < 0; /* one sequence: never more than its context, never preempted */
 	int32_t n = o->gpu_blocks;
+	int r;
 	if (n <= 0) {
 		size_t bytes;
 		if (rt->be->device_is_host) {
 			bytes = (size_t)(o->kv_cache_gib * 1073741824.0);
 		} else {
-			size_t fr = 0, tot = 0;
-			rt->be->iface->mem_info(rt->be, &fr, &tot);
-			double budget = o->gpu_mem_util * (double)tot - (double)(tot - fr);
+			/* vLLM's rule: util x total, minus what is already used (weights,
+			 * the backend's buffers) and what the largest step will need */
+			size_t fr = 0, tot = 0, peak = 0;
+			if ((r = measure_activation_peak(rt, &lay, &peak, err)))
+				return r;
+			if ((r = rt->be->iface->mem_info(rt->be, &fr, &tot)))
+				return allm_err_set(err, r, "cannot read device memory: %s",
+						    allm_backend_last_error(rt->be));
+			double budget = o->gpu_mem_util * (double)tot - (double)(tot - fr) - (double)peak;
+			rt->activation_peak = peak;
 			bytes = budget > 0 ? (size_t)budget : 0;
+			if (allm_kv_blocks_in(&lay, bytes) < 1)
+				return allm_err_set(err, -ENOMEM,
+						    "no device memory left for the KV cache: %.2f of %.2f GiB "
+						    "in use after the weights and a %.2f GiB activation peak "
+						    "(--gpu-memory-utilization %.2f; lower "
+						    "--max-num-batched-tokens or use --gpu-blocks)",
+						    (tot - fr) / 1073741824.0, tot / 1073741824.0,
+						    peak / 1073741824.0, o->gpu_mem_util);
 		}
 		n = allm_kv_blocks_in(&lay, bytes);
 		if (single)

@@ -19,6 +19,7 @@ struct allm_runtime {
 	char model_desc[4200]; /* directory, or dummy:PRESET */
 	char device_note[256]; /* why --device auto chose what it chose, or "" */
 	double load_seconds;
+	size_t activation_peak; /* device bytes the largest step needs (GPU backends) */
 };
 
 /* Opens the runtime. max_kv_blocks > 0 caps the KV pool; -1 caps it at one

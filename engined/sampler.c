@@ -1,5 +1,7 @@
 #include "sampler.h"
 
+#include "backend.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -70,11 +72,89 @@ static int by_prob_desc(const void *a, const void *b)
 	return x < y ? -1 : (x > y);
 }
 
+enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
+{
+	if (s->p.temperature <= 0.0f || s->p.top_k == 1)
+		return ALLM_SAMPLE_ARGMAX;
+	if (s->p.top_k > 1 && s->p.top_k <= ALLM_TOPK_MAX && s->p.top_k < s->vocab)
+		return ALLM_SAMPLE_TOPK;
+	return ALLM_SAMPLE_FULL;
+}
+
+static const int32_t *sort_ids;
+
+/* Candidate slots by descending probability, then ascending token id: the order
+ * the full-row path sorts tokens by. */
+static int by_cand_desc(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	float px = sort_probs[x], py = sort_probs[y];
+	if (px != py)
+		return px > py ? -1 : 1;
+	return sort_ids[x] < sort_ids[y] ? -1 : (sort_ids[x] > sort_ids[y]);
+}
+
+int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids)
+{
+	/* The distribution is that of the full-row path (softmax renormalised over
+	 * the top k); the arithmetic touches only the k candidates, so the host and
+	 * a device top-k give the same token for the same RNG state. */
+	int32_t k = s->p.top_k;
+	float inv_t = 1.0f / s->p.temperature;
+	float *p = s->probs; /* [k] probability of candidate slot j */
+	int32_t *ord = s->idx; /* [k] slots in sampling order */
+	double sum = 0.0;
+	for (int32_t j = 0; j < k; j++) {
+		p[j] = expf((vals[j] - vals[0]) * inv_t);
+		sum += p[j];
+	}
+	for (int32_t j = 0; j < k; j++) {
+		p[j] = (float)(p[j] / sum);
+		ord[j] = j;
+	}
+	/* equal probabilities of distinct values (exp underflow) go by id, as in the
+	 * full-row path; the sampler runs on the step-loop thread only */
+	sort_probs = p;
+	sort_ids = ids;
+	qsort(ord, (size_t)k, sizeof(int32_t), by_cand_desc);
+	int32_t n = k;
+	if (s->p.top_p < 1.0f) {
+		double cum = 0.0, mass = 0.0;
+		for (int32_t i = 0; i < n; i++)
+			mass += p[ord[i]];
+		for (int32_t i = 0; i < n; i++) {
+			cum += p[ord[i]];
+			if (cum >= s->p.top_p * mass) {
+				n = i + 1;
+				break;
+			}
+		}
+	}
+	double total = 0.0;
+	for (int32_t i = 0; i < n; i++)
+		total += p[ord[i]];
+	double r = allm_rng_unit(&s->rng) * total, cum = 0.0;
+	for (int32_t i = 0; i < n; i++) {
+		cum += p[ord[i]];
+		if (r < cum)
+			return ids[ord[i]];
+	}
+	return ids[ord[n - 1]]; /* rounding left r at the very end */
+}
+
 int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 {
 	int32_t V = s->vocab;
-	if (s->p.temperature <= 0.0f || s->p.top_k == 1)
+	enum allm_sample_need need = allm_sampler_need(s);
+	if (need == ALLM_SAMPLE_ARGMAX)
 		return allm_argmax(logits, V);
+	if (need == ALLM_SAMPLE_TOPK) {
+		float vals[ALLM_TOPK_MAX];
+		int32_t ids[ALLM_TOPK_MAX];
+		uint64_t heap[ALLM_TOPK_MAX];
+		allm_topk_host(logits, V, s->p.top_k, vals, ids, heap);
+		return allm_sampler_sample_topk(s, vals, ids);
+	}
 
 	float mx = logits[allm_argmax(logits, V)];
 	float inv_t = 1.0f / s->p.temperature;

@@ -4,14 +4,24 @@
 #include "backend.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define CUDA_MODULE_NAME "liballm-cuda.so"
+
+/* The loaded CUDA module. Never dlclose()d: its static CUDA runtime registers
+ * exit handlers and driver callbacks that must outlive every backend. */
+static void *cuda_module;
 
 /* Why no CUDA device can be used here, or NULL when one can. Never links libcuda:
- * the driver is probed with dlopen so the stub in /usr/local/cuda never binds. */
-static const char *cuda_unusable_reason(char *buf, size_t len)
+ * the driver is probed with dlopen so the stub in /usr/local/cuda never binds.
+ * RTLD_NODELETE keeps an initialised driver mapped for the module's runtime. */
+static const char *cuda_unusable_reason(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!h)
 		return "no NVIDIA driver (libcuda.so.1 not found)";
 	int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
@@ -25,28 +35,125 @@ static const char *cuda_unusable_reason(char *buf, size_t len)
 	else if (cu_count(&n) != 0 || n <= 0)
 		why = "no CUDA device";
 	dlclose(h);
-	if (!why) {
-		snprintf(buf, len, "the CUDA backend module is not built into this binary");
-		why = buf;
-	}
 	return why;
+}
+
+/* Tries to dlopen the module at path; keeps the first dlerror() in why. */
+static void *try_module(const char *path, char *why, size_t why_len)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h && access(path, F_OK) == 0 && !why[0])
+		snprintf(why, why_len, "%s", dlerror());
+	return h;
+}
+
+/* Loads the CUDA module: $ALLM_CUDA_MODULE, else beside the executable, else the
+ * build tree this binary came from, else the installed libdir. */
+static int load_cuda_module(char *why, size_t why_len)
+{
+	char path[PATH_MAX + 32];
+	why[0] = 0;
+	if (cuda_module)
+		return 0;
+	const char *env = getenv("ALLM_CUDA_MODULE");
+	if (env && env[0]) {
+		cuda_module = try_module(env, why, why_len);
+		if (!cuda_module) {
+			if (!why[0])
+				snprintf(why, why_len, "ALLM_CUDA_MODULE=%s: no such file", env);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(path, sizeof(path), "%s/%s", exe, CUDA_MODULE_NAME);
+			cuda_module = try_module(path, why, why_len);
+		}
+	}
+#ifdef ALLM_CUDA_BUILD_DIR
+	if (!cuda_module)
+		cuda_module = try_module(ALLM_CUDA_BUILD_DIR "/" CUDA_MODULE_NAME, why, why_len);
+#endif
+#ifdef ALLM_CUDA_LIBDIR
+	if (!cuda_module)
+		cuda_module = try_module(ALLM_CUDA_LIBDIR "/" CUDA_MODULE_NAME, why, why_len);
+#endif
+	if (cuda_module)
+		return 0;
+	if (!why[0]) {
+#ifdef ALLM_CUDA_BUILD_DIR
+		snprintf(why, why_len, "the CUDA backend module (%s) was not found beside the "
+			 "executable, in the build tree or in the libdir; set ALLM_CUDA_MODULE",
+			 CUDA_MODULE_NAME);
+#else
+		snprintf(why, why_len, "this build has no CUDA backend module (built without nvcc "
+			 "or with -Dcuda=disabled)");
+#endif
+	}
+	return -ENOENT;
+}
+
+void *allm_backend_cuda_symbol(const char *name)
+{
+	return cuda_module ? dlsym(cuda_module, name) : NULL;
+}
+
+/* Creates the CUDA backend, or says why not in why (and err). */
+static int cuda_create(const struct allm_backend_opts *opts, allm_backend_t **ret, char *why,
+		       size_t why_len, struct allm_err *err)
+{
+	const char *no_dev = cuda_unusable_reason();
+	if (no_dev) {
+		snprintf(why, why_len, "%s", no_dev);
+		return allm_err_set(err, -ENODEV, "%s", why);
+	}
+	if (load_cuda_module(why, why_len))
+		return allm_err_set(err, -ENOENT, "%s", why);
+	allm_backend_create_fn create = (allm_backend_create_fn)dlsym(cuda_module, ALLM_CUDA_ENTRY);
+	if (!create) {
+		snprintf(why, why_len, "the CUDA module has no %s", ALLM_CUDA_ENTRY);
+		return allm_err_set(err, -ENOEXEC, "%s", why);
+	}
+	allm_backend_t *be = NULL;
+	struct allm_err e2 = {{0}};
+	int r = create(opts, &be, &e2);
+	if (!r && be->iface->version != ALLM_BACKEND_VERSION) {
+		snprintf(e2.msg, sizeof(e2.msg), "the CUDA module implements backend version %u, "
+			 "this program needs %u (stale build?)", be->iface->version,
+			 ALLM_BACKEND_VERSION);
+		allm_backend_destroy(be);
+		r = -ENOEXEC;
+	}
+	if (r) {
+		snprintf(why, why_len, "%.300s", e2.msg);
+		return allm_err_set(err, r, "%s", e2.msg);
+	}
+	*ret = be;
+	return 0;
 }
 
 int allm_backend_create(const char *device, const struct allm_backend_opts *opts,
 			allm_backend_t **ret, char *ret_note, size_t note_len,
 			struct allm_err *err)
 {
-	char why_buf[160];
+	char why[400];
 	if (ret_note && note_len)
 		ret_note[0] = 0;
 	if (!device || !strcmp(device, "cpu"))
 		return allm_backend_cpu_create(opts, ret, err);
 	if (!strcmp(device, "cuda")) {
-		const char *why = cuda_unusable_reason(why_buf, sizeof(why_buf));
-		return allm_err_set(err, -ENODEV, "--device cuda: %s", why);
+		int r = cuda_create(opts, ret, why, sizeof(why), err);
+		return r ? allm_err_set(err, r, "--device cuda: %s", why) : 0;
 	}
 	if (!strcmp(device, "auto")) {
-		const char *why = cuda_unusable_reason(why_buf, sizeof(why_buf));
+		if (cuda_create(opts, ret, why, sizeof(why), NULL) == 0)
+			return 0;
 		if (ret_note && note_len)
 			snprintf(ret_note, note_len, "device auto: using cpu (%s)", why);
 		return allm_backend_cpu_create(opts, ret, err);
@@ -59,4 +166,70 @@ void allm_backend_destroy(allm_backend_t *be)
 {
 	if (be)
 		be->iface->destroy(be);
+}
+
+/* --- top-k on the host ----------------------------------------------------------- */
+
+struct topk_item {
+	float v;
+	int32_t id;
+};
+
+/* a ranks before b: larger value, then lower id. -0.0 == +0.0 under ==. */
+static inline bool topk_before(struct topk_item a, struct topk_item b)
+{
+	return a.v > b.v || (a.v == b.v && a.id < b.id);
+}
+
+/* Min-heap on rank (the worst kept item at the root). */
+static void heap_down(struct topk_item *h, int32_t n, int32_t i)
+{
+	for (;;) {
+		int32_t l = 2 * i + 1, r = l + 1, w = i;
+		if (l < n && topk_before(h[w], h[l]))
+			w = l;
+		if (r < n && topk_before(h[w], h[r]))
+			w = r;
+		if (w == i)
+			return;
+		struct topk_item t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
+void allm_topk_host(const float *row, int64_t vocab, int32_t k, float *ret_vals,
+		    int32_t *ret_ids, void *scratch)
+{
+	struct topk_item *h = scratch;
+	int32_t n = 0;
+	for (int64_t j = 0; j < vocab; j++) {
+		struct topk_item it = {row[j], (int32_t)j};
+		if (n < k) {
+			/* sift up */
+			int32_t i = n++;
+			h[i] = it;
+			while (i > 0 && topk_before(h[(i - 1) / 2], h[i])) {
+				struct topk_item t = h[i];
+				h[i] = h[(i - 1) / 2];
+				h[(i - 1) / 2] = t;
+				i = (i - 1) / 2;
+			}
+		} else if (topk_before(it, h[0])) {
+			h[0] = it;
+			heap_down(h, n, 0);
+		}
+	}
+	/* pop the worst to the back: the array ends up best first */
+	for (int32_t m = n; m > 1; m--) {
+		struct topk_item t = h[0];
+		h[0] = h[m - 1];
+		h[m - 1] = t;
+		heap_down(h, m - 1, 0);
+	}
+	for (int32_t i = 0; i < n; i++) {
+		ret_vals[i] = h[i].v;
+		ret_ids[i] = h[i].id;
+	}
 }

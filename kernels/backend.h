@@ -74,6 +74,7 @@ enum allm_backend_op {
 	ALLM_OP_KV_WRITE,
 	ALLM_OP_ATTENTION,
 	ALLM_OP_ARGMAX,
+	ALLM_OP_TOPK,
 	ALLM_OP_COUNT
 };
 
@@ -160,9 +161,21 @@ struct allm_backend_i {
 	 * returns seconds of device time in between. */
 	int (*timer_start)(allm_backend_t *be);
 	int (*timer_stop)(allm_backend_t *be, double *ret_seconds);
+
+	/* --- version 2 ------------------------------------------------------------ */
+	/* Optional: for each row i of logits[n, vocab], its k largest values sorted
+	 * descending, equal values in ascending id order (the order allm_topk_host()
+	 * defines), into ret_vals[i * k + j] and ret_ids[i * k + j], device memory.
+	 * 1 <= k <= min(vocab, ALLM_TOPK_MAX). -0.0 and +0.0 are equal. NULL (or a
+	 * version below 2): the engine downloads rows and selects on the host. */
+	int (*topk)(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float *logits,
+		    int64_t n, int64_t vocab, int32_t k);
 };
 
-#define ALLM_BACKEND_VERSION 1
+#define ALLM_BACKEND_VERSION 2
+
+/* Largest k a backend's topk must accept (the engine's cap for device top-k). */
+#define ALLM_TOPK_MAX 256
 
 struct allm_backend {
 	const struct allm_backend_i *iface;
@@ -191,6 +204,29 @@ void allm_backend_destroy(allm_backend_t *be);
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
 			    struct allm_err *err);
+
+/* The entry point of the CUDA module (kernels/cuda), found with dlsym(): same
+ * contract as allm_backend_cpu_create(). */
+typedef int (*allm_backend_create_fn)(const struct allm_backend_opts *opts, allm_backend_t **ret,
+				      struct allm_err *err);
+#define ALLM_CUDA_ENTRY "allm_backend_cuda_create"
+
+/* A symbol of the loaded CUDA module (tests reach its fault-injection hook this
+ * way), or NULL when no module is loaded or it lacks the name. */
+void *allm_backend_cuda_symbol(const char *name);
+
+/* The top-k order on host memory, shared by the CPU backend's topk and the
+ * sampler so that device and host candidates agree: the k largest of row[vocab]
+ * (1 <= k <= vocab), sorted descending, equal values by ascending id, -0.0 == +0.0.
+ * scratch holds k (value, id) pairs: 2 * k 32-bit words. */
+void allm_topk_host(const float *row, int64_t vocab, int32_t k, float *ret_vals,
+		    int32_t *ret_ids, void *scratch);
+
+/* Whether the backend implements the version-2 topk op. */
+static inline bool allm_backend_has_topk(allm_backend_t *be)
+{
+	return be->iface->version >= 2 && be->iface->topk != NULL;
+}
 
 static inline bool allm_backend_supports(allm_backend_t *be, enum allm_backend_op op,
 					 enum allm_dtype dt)

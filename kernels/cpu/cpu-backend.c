@@ -215,6 +215,19 @@ static int cpu_argmax(allm_backend_t *be, int32_t *ret_ids, const float *logits,
 	return 0;
 }
 
+static int cpu_topk(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float *logits,
+		    int64_t n, int64_t vocab, int32_t k)
+{
+	if (k < 1 || k > ALLM_TOPK_MAX || k > vocab)
+		return allm_err_set(&be->last_err, -EINVAL, "cpu: topk k=%d outside 1..min(%lld, %d)",
+				    k, (long long)vocab, ALLM_TOPK_MAX);
+	uint64_t scratch[ALLM_TOPK_MAX]; /* k (value, id) pairs */
+	for (int64_t i = 0; i < n; i++)
+		allm_topk_host(logits + i * vocab, vocab, k, ret_vals + i * k, ret_ids + i * k,
+			       scratch);
+	return 0;
+}
+
 static int cpu_timer_start(allm_backend_t *be)
 {
 	CTX(be)->timer_t0 = allm_now();
@@ -257,6 +270,7 @@ static const struct allm_backend_i cpu_iface = {
 	.argmax = cpu_argmax,
 	.timer_start = cpu_timer_start,
 	.timer_stop = cpu_timer_stop,
+	.topk = cpu_topk,
 };
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
