@@ -174,6 +174,9 @@ static void handle_submit(struct daemon *d, struct dclient *c, const struct allm
 	size_t n = 0;
 	if (d->draining)
 		return emit_final_error(d, c, q->user_tag, -ESHUTDOWN, "engine shutting down");
+	if (d->paused)
+		return emit_final_error(d, c, q->user_tag, -EBUSY,
+					"engine draining (allmctl drain): new requests refused");
 	if (c->inflight >= ALLM_D_MAX_INFLIGHT)
 		return emit_final_error(d, c, q->user_tag, -EAGAIN, "too many requests in flight");
 	/* still not draining: no new work (its tokens would only be dropped) */
@@ -456,6 +459,7 @@ void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 			continue;
 		}
 		c->uid = cr.uid;
+		c->pid = cr.pid;
 		if (d->draining || allm_loop_watch(d->loop, s, POLLIN, on_client_sock, c)) {
 			send_welcome(d, c, -ESHUTDOWN, "engine shutting down");
 			c->state = DC_DEAD;

@@ -3,6 +3,8 @@
  * tokens leave between steps, never blocking one another (DESIGN §2, §8). */
 #include "daemon.h"
 
+#include "ctl-proto.h"
+#include "ctl-server.h"
 #include "engine-calib.h"
 
 #include <errno.h>
@@ -111,14 +113,10 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
  * created 0700 and refused if someone else owns it. */
 static int prepare_runtime_dir(struct daemon *d)
 {
-	const char *env = getenv("ALLM_RUNTIME_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
-	if (!d->runtime_dir[0]) {
-		if (env && *env)
-			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s", env);
-		else if (xdg && *xdg)
-			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s/adaptivellm", xdg);
-		else
-			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "/tmp/adaptivellm-%d", (int)getuid());
+	/* one rule for every engine socket, shared with the control-plane peers */
+	if (!d->runtime_dir[0] && allm_ctl_runtime_dir(d->runtime_dir, sizeof(d->runtime_dir))) {
+		dlog(d, 0, "runtime directory path too long");
+		return -1;
 	}
 	if (mkdir(d->runtime_dir, 0700) && errno != EEXIST) {
 		dlog(d, 0, "cannot create %s: %s", d->runtime_dir, strerror(errno));
@@ -198,7 +196,14 @@ static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
 		d->drain_deadline = 0;
 		return;
 	}
-	dlog(d, 2, "SIGTERM/SIGINT: no new requests; finishing those in flight (up to %.0f s)",
+	daemon_begin_shutdown(d, "SIGTERM/SIGINT");
+}
+
+void daemon_begin_shutdown(struct daemon *d, const char *why)
+{
+	if (d->draining)
+		return;
+	dlog(d, 2, "%s: no new requests; finishing those in flight (up to %.0f s)", why,
 	     d->shutdown_timeout);
 	d->draining = true;
 	d->drain_deadline = allm_now() + d->shutdown_timeout;
@@ -209,9 +214,11 @@ static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
  * other timed work can wait while the engine sleeps. */
 static void on_tick(struct allm_loop *l, int fd, uint32_t revents, void *user)
 {
+	struct daemon *d = user;
 	uint64_t n;
 	if (read(fd, &n, sizeof(n)) < 0) {
 	}
+	ctl_server_tick(d->ctl); /* `stats` telemetry at 10 Hz */
 }
 
 static int start_tick(struct daemon *d)
@@ -246,9 +253,27 @@ static void load_progress(void *user, uint64_t done, uint64_t total)
 		fputc('\n', stderr);
 }
 
+/* Engine events: the control plane sees each finish (telemetry, latency windows)
+ * before daemon-client.c answers the client and frees the request's state; the
+ * split keeps daemon-client.c free of ZeroMQ (the fuzz target builds it alone). */
+static void on_finish(void *user, struct allm_request *r)
+{
+	struct daemon *d = user;
+	const struct dreq *dr = r->user;
+	ctl_server_on_finish(d->ctl, r, dr && dr->c ? dr->c->id : 0);
+	daemon_on_finish(user, r);
+}
+
+static void on_decision(void *user, const struct allm_decision *dec, bool measured)
+{
+	struct daemon *d = user;
+	ctl_server_on_decision(d->ctl, dec, measured);
+}
+
 static int serve(struct daemon *d)
 {
 	struct allm_err err = {{0}};
+	bool ctl_more = false; /* commands left over from the last turn's budget */
 	for (;;) {
 		bool busy = !allm_engine_idle(d->eng);
 		if (d->draining && !busy && !daemon_backlogged(d))
@@ -260,11 +285,14 @@ static int serve(struct daemon *d)
 		}
 		/* Idle: ask every client to ring its SQ doorbell, re-checking that
 		 * nothing arrived meanwhile (spin-then-sleep, DESIGN §8); then sleep. */
-		bool sleep = !busy && daemon_prepare_sleep(d);
-		/* asleep, only an fd wakes us: a client, a doorbell, a signal, the tick */
+		bool sleep = !busy && !ctl_more && daemon_prepare_sleep(d);
+		/* asleep, only an fd wakes us: a client, a doorbell, a signal, the tick,
+		 * the control socket */
 		allm_loop_run_once(d->loop, sleep ? -1 : 0);
 		if (sleep)
 			daemon_finish_sleep(d);
+		/* every turn, not only on ZMQ_FD: that fd is edge-triggered */
+		ctl_more = ctl_server_pump(d->ctl);
 		daemon_pump_sq(d);
 		if (!allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
 			dlog(d, 0, "step failed: %s", err.msg);
@@ -302,7 +330,7 @@ int main(int argc, char **argv)
 		.sched = o.sched,
 	};
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
-					.on_finish = daemon_on_finish};
+					.on_finish = on_finish, .on_decision = on_decision};
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
 	    allm_engine_prepare_predictor(d.eng, o.profile, calib_progress, &d, note, sizeof(note), &err)) {
@@ -311,6 +339,10 @@ int main(int argc, char **argv)
 	}
 	if (note[0])
 		dlog(&d, 2, "%s", note);
+	if (o.profile)
+		snprintf(d.profile_path, sizeof(d.profile_path), "%s", o.profile);
+	else if (allm_predictor_default_path(&key, d.profile_path, sizeof(d.profile_path)))
+		d.profile_path[0] = 0;
 	if (allm_loop_create(false, &d.loop, &err)) {
 		dlog(&d, 0, "%s", err.msg);
 		goto out;
@@ -329,9 +361,16 @@ int main(int argc, char **argv)
 		dlog(&d, 0, "cannot start serving");
 		goto out;
 	}
-	dlog(&d, 2, "serving %s (%s) on %s: %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
+	/* after listen_socket: it made sure no engine of this name runs, so the
+	 * control sockets' files can be replaced */
+	if (ctl_server_start(&d, &d.ctl)) {
+		dlog(&d, 0, "cannot start the control plane");
+		goto out;
+	}
+	dlog(&d, 2, "serving %s (%s) on %s (control: %s/%s.ctl): %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
 		    "preempt %s, sched %s",
-	     d.rt->model_desc, d.rt->be->iface->describe(d.rt->be), d.sock_path, d.rt->kv->gpu.n_total,
+	     d.rt->model_desc, d.rt->be->iface->describe(d.rt->be), d.sock_path, d.runtime_dir, d.name,
+	     d.rt->kv->gpu.n_total,
 	     d.rt->kv->cpu.n_total, d.rt->kv->lay.block_size, allm_loop_backend(d.loop),
 	     allm_preempt_name(o.preempt), allm_sched_name(o.sched));
 	rc = serve(&d);
@@ -343,6 +382,7 @@ out:
 	stop_listening(&d);
 	daemon_close_clients(&d);
 	allm_engine_free(d.eng);
+	ctl_server_stop(d.ctl); /* after the engine: its last finishes publish */
 	if (d.signal_fd >= 0)
 		close(d.signal_fd);
 	if (d.tick_fd >= 0)

@@ -22,6 +22,8 @@
 /* SQEs taken from one client per loop turn, so one busy client cannot starve others. */
 #define ALLM_D_SQ_BATCH 64
 
+struct ctl_server;
+
 enum dclient_state {
 	DC_HELLO, /* waiting for struct allm_hello */
 	DC_ACK, /* welcome sent, waiting for the mapped ack */
@@ -34,6 +36,7 @@ struct dclient {
 	uint32_t id;
 	int sock; /* the lease */
 	uid_t uid;
+	pid_t pid; /* from SO_PEERCRED at accept, for the control plane's client list */
 	enum dclient_state state;
 	uint8_t hello_buf[sizeof(struct allm_hello)];
 	size_t hello_got;
@@ -77,7 +80,10 @@ struct daemon {
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	struct dclient *clients;
 	uint32_t next_client_id;
-	bool draining; /* SIGTERM: no new work, finish what is in flight */
+	bool draining; /* SIGTERM or `shutdown`: no new work, finish what is in flight, exit */
+	bool paused; /* `drain` (control plane): no new work, but the engine stays up */
+	struct ctl_server *ctl; /* the control plane; NULL if it could not start */
+	char profile_path[4096]; /* where `calibrate` saves the predictor profile, or "" */
 	double drain_deadline;
 	double shutdown_timeout;
 	bool stop;
@@ -85,6 +91,10 @@ struct daemon {
 
 void dlog(const struct daemon *d, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Stops admitting work (the socket goes, submissions get a FINAL error), lets
+ * what is in flight finish within --shutdown-timeout, then the daemon exits 0:
+ * SIGTERM/SIGINT and the control plane's `shutdown` both end up here. */
+void daemon_begin_shutdown(struct daemon *d, const char *why);
 
 /* daemon-client.c */
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user);
@@ -104,6 +114,7 @@ void daemon_finish_sleep(struct daemon *d);
 /* Engine events: tokens and finishes become CQEs. */
 void daemon_on_token(void *user, struct allm_request *r, int32_t token);
 void daemon_on_finish(void *user, struct allm_request *r);
+
 /* Closes every client (shutdown). */
 void daemon_close_clients(struct daemon *d);
 /* Whether some client still has CQEs waiting for room. */

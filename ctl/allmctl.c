@@ -1,0 +1,157 @@
+/* allmctl: operate a running allm-engined through its control plane (DESIGN §9,
+ * ctl/PROTOCOL.md). Global flags may stand anywhere on the line; the first other
+ * word is the subcommand. Exit status: 0 ok, 1 error reply, 2 usage, 3 no engine. */
+#include "allmctl.h"
+
+#ifdef ALLMCTL_HAVE_TOP
+#include "top.h"
+#endif
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: allmctl [--name NAME] [--runtime-dir DIR] [--timeout MS] [--json] COMMAND [ARGS]\n"
+		"commands:\n"
+		"  status                 the engine's state, queues, blocks, latencies, predictors\n"
+		"  set KEY=VALUE...       change settings live, all or nothing; keys: gpu_blocks,\n"
+		"                         cpu_blocks, max_num_seqs, max_num_batched_tokens,\n"
+		"                         preempt (adaptive|recompute|swap), sched (fair|fcfs)\n"
+		"  calibrate              re-run predictor calibration (the engine must be idle)\n"
+		"  requests [--limit N]   the requests in flight (default 100)\n"
+		"  cancel ID              cancel one request\n"
+		"  reset-stats            zero the counters and latency windows\n"
+		"  drain [--no-wait]      refuse new requests; wait until those in flight finished\n"
+		"  resume                 accept new requests again after drain\n"
+		"  shutdown               drain, then the engine exits 0\n"
+		"  watch TOPIC... [--count N] [--duration S]\n"
+		"                         print telemetry (stats, decision, request, calibrate; all:\n"
+		"                         every topic), one line per message: TOPIC JSON\n"
+		"  top                    live dashboard\n"
+		"options:\n"
+		"  --name NAME            engine name (default \"default\")\n"
+		"  --runtime-dir DIR      default $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm,\n"
+		"                         else /tmp/adaptivellm-$UID\n"
+		"  --timeout MS           wait this long for each reply (default 5000; calibrate 300000)\n"
+		"  --json                 print exactly one JSON object on stdout (watch: one per line)\n"
+		"exit status: 0 ok, 1 the engine refused (error reply), 2 usage, 3 no engine answered\n");
+}
+
+int allmctl_fail(struct allmctl_run *r, const char *what, int err)
+{
+	fprintf(stderr, "allmctl: %s: %s\n", what, allm_ctl_client_error(r->c));
+	if (err == -ETIMEDOUT)
+		return ALLMCTL_EXIT_TIMEOUT;
+	return ALLMCTL_EXIT_ERROR;
+}
+
+struct cmd {
+	const char *name;
+	int (*fn)(struct allmctl_run *r, int argc, char **argv);
+};
+
+static const struct cmd cmds[] = {
+	{"status", allmctl_cmd_status},
+	{"set", allmctl_cmd_set},
+	{"calibrate", allmctl_cmd_simple},
+	{"requests", allmctl_cmd_requests},
+	{"cancel", allmctl_cmd_cancel},
+	{"reset-stats", allmctl_cmd_simple},
+	{"drain", allmctl_cmd_drain},
+	{"resume", allmctl_cmd_simple},
+	{"shutdown", allmctl_cmd_simple},
+	{"watch", allmctl_cmd_watch},
+};
+
+int main(int argc, char **argv)
+{
+	struct allmctl_opts o = {.name = "default", .timeout_ms = 0};
+	bool json = false;
+	/* the subcommand's words, global flags taken out */
+	char **rest = calloc((size_t)argc + 1, sizeof(char *));
+	int nrest = 0;
+	if (!rest)
+		return ALLMCTL_EXIT_ERROR;
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 1; i < argc; i++) {
+		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+			usage(stdout);
+			free(rest);
+			return 0;
+		} else if (!strcmp(f, "--json")) {
+			json = true;
+		} else if (!strcmp(f, "--name") || !strcmp(f, "--runtime-dir") || !strcmp(f, "--timeout")) {
+			if (!v) {
+				fprintf(stderr, "allmctl: %s needs a value (see --help)\n", f);
+				goto usage;
+			}
+			i++;
+			if (!strcmp(f, "--name")) {
+				if (!*v || strlen(v) > 64 || strchr(v, '/')) {
+					fprintf(stderr, "allmctl: --name must be 1..64 characters without '/'\n");
+					goto usage;
+				}
+				o.name = v;
+			} else if (!strcmp(f, "--runtime-dir")) {
+				o.runtime_dir = v;
+			} else {
+				char *end;
+				long t = strtol(v, &end, 10);
+				if (*end || end == v || t < 1 || t > 3600000) {
+					fprintf(stderr, "allmctl: --timeout must be 1..3600000 ms\n");
+					goto usage;
+				}
+				o.timeout_ms = (int)t;
+			}
+		} else {
+			rest[nrest++] = argv[i];
+		}
+	}
+	if (nrest == 0) {
+		fprintf(stderr, "allmctl: no command (see --help)\n");
+		goto usage;
+	}
+	bool timeout_given = o.timeout_ms > 0;
+	if (!timeout_given)
+		o.timeout_ms = strcmp(rest[0], "calibrate") ? 5000 : 300000;
+	if (!strcmp(rest[0], "top")) {
+		int rc;
+#ifdef ALLMCTL_HAVE_TOP
+		rc = allmctl_top(&o, nrest, rest);
+#else
+		fprintf(stderr, "allmctl: this build has no dashboard (top)\n");
+		rc = ALLMCTL_EXIT_ERROR;
+#endif
+		free(rest);
+		return rc;
+	}
+	const struct cmd *cmd = NULL;
+	for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++)
+		if (!strcmp(rest[0], cmds[k].name))
+			cmd = &cmds[k];
+	if (!cmd) {
+		fprintf(stderr, "allmctl: unknown command '%s' (see --help)\n", rest[0]);
+		goto usage;
+	}
+	char err[512];
+	struct allm_ctl_client_opts co = {.name = o.name, .runtime_dir = o.runtime_dir};
+	struct allmctl_run run = {.o = &o, .json = json};
+	if (allm_ctl_client_open(&co, &run.c, err, sizeof(err))) {
+		fprintf(stderr, "allmctl: %s\n", err);
+		free(rest);
+		return ALLMCTL_EXIT_ERROR;
+	}
+	int rc = cmd->fn(&run, nrest, rest);
+	allm_ctl_client_close(run.c);
+	free(rest);
+	return rc;
+usage:
+	free(rest);
+	return ALLMCTL_EXIT_USAGE;
+}

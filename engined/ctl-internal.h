@@ -1,0 +1,47 @@
+/* Private to engined/ctl-*.c: the control server's state and the pieces the
+ * command handlers and telemetry share. */
+#ifndef ALLM_CTL_INTERNAL_H
+#define ALLM_CTL_INTERNAL_H
+
+#include "ctl-proto.h"
+#include "ctl-server.h"
+#include "ctl-stats.h"
+#include "daemon.h"
+
+/* Most entries of client_list in a status map: the map stays bounded whatever
+ * the number of clients (`clients` still counts them all). */
+#define CTL_STATUS_MAX_CLIENTS 64
+/* Entries per queue in status.top. */
+#define CTL_STATUS_TOP 5
+
+struct ctl_server {
+	struct daemon *d;
+	void *zctx;
+	void *router; /* commands: [identity][delimiter?][body] */
+	void *pub;    /* telemetry: [topic][body] */
+	int router_fd; /* its ZMQ_FD, watched in the loop; -1 when not */
+	char ctl_path[600], pub_path[600]; /* socket files, removed at stop */
+	struct allm_ctl_enc out; /* the reply / telemetry being built (reused) */
+	struct allm_ctl_enc body; /* a result map, before it goes into the reply */
+	double start; /* allm_now() at start: uptime and telemetry times */
+	struct ctl_stats stats;
+	bool calibrating; /* inside `calibrate`: status.state says so */
+	uint64_t n_commands, n_errors; /* handled, and answered with an error */
+};
+
+/* ctl-commands.c: handles one decoded command. On success the result map is in
+ * s->body and 0 is returned; on failure err holds the reply's error text and
+ * nothing changed. */
+int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, size_t errlen);
+
+/* ctl-telemetry.c */
+/* The status map (PROTOCOL.md) into e. */
+void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e);
+/* Sends e's bytes on topic (drops when the subscriber queues are full). */
+void ctl_publish(struct ctl_server *s, const char *topic, const struct allm_ctl_enc *e);
+/* "serving", "draining", "drained", "shutting_down", "calibrating". */
+const char *ctl_state_name(const struct ctl_server *s);
+/* Requests in all three queues. */
+int64_t ctl_in_flight(const struct ctl_server *s);
+
+#endif

@@ -1,0 +1,165 @@
+/* The status map of ctl/PROTOCOL.md: the `status` reply and the `stats` telemetry
+ * body (10 Hz), built straight into msgpack from the engine's counters, queues,
+ * the rolling windows and the daemon's clients. */
+#include "ctl-internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+const char *ctl_state_name(const struct ctl_server *s)
+{
+	const struct daemon *d = s->d;
+	if (s->calibrating)
+		return "calibrating";
+	if (d->draining)
+		return "shutting_down";
+	if (d->paused)
+		return allm_engine_idle(d->eng) ? "drained" : "draining";
+	return "serving";
+}
+
+int64_t ctl_in_flight(const struct ctl_server *s)
+{
+	struct allm_engine_stats st;
+	allm_engine_get_stats(s->d->eng, &st);
+	return (int64_t)st.waiting + st.running + st.swapped;
+}
+
+static void enc_pctl(struct allm_ctl_enc *e, const char *key, const struct ctl_pctl *p)
+{
+	allm_ctl_enc_kmap(e, key, 4);
+	allm_ctl_enc_kdouble(e, "p50", p->p50);
+	allm_ctl_enc_kdouble(e, "p90", p->p90);
+	allm_ctl_enc_kdouble(e, "p99", p->p99);
+	allm_ctl_enc_kdouble(e, "mean", p->mean);
+}
+
+/* Up to CTL_STATUS_TOP entries of queue q, highest priority first. */
+static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *key,
+		    enum allm_req_state q, double now)
+{
+	const struct allm_request *best[CTL_STATUS_TOP];
+	double pri[CTL_STATUS_TOP];
+	int n = 0;
+	const struct allm_request *page[256];
+	/* a queue may be long: keep the best few in one pass over a bounded page */
+	int got = allm_engine_list(s->d->eng, q, page, (int)ALLM_ARRAY_SIZE(page));
+	for (int i = 0; i < got; i++) {
+		double p = allm_engine_priority(page[i], now);
+		int at = n;
+		while (at > 0 && pri[at - 1] < p)
+			at--;
+		if (at >= CTL_STATUS_TOP)
+			continue;
+		int last = n < CTL_STATUS_TOP ? n : CTL_STATUS_TOP - 1;
+		for (int k = last; k > at; k--) {
+			best[k] = best[k - 1];
+			pri[k] = pri[k - 1];
+		}
+		best[at] = page[i];
+		pri[at] = p;
+		if (n < CTL_STATUS_TOP)
+			n++;
+	}
+	allm_ctl_enc_karray(e, key, (uint32_t)n);
+	for (int i = 0; i < n; i++) {
+		allm_ctl_enc_map(e, 3);
+		allm_ctl_enc_kint(e, "id", best[i]->id);
+		allm_ctl_enc_kdouble(e, "priority", pri[i]);
+		allm_ctl_enc_kint(e, "length", best[i]->seq.n_tokens);
+	}
+}
+
+static void enc_clients(struct ctl_server *s, struct allm_ctl_enc *e)
+{
+	uint32_t n = 0, shown = 0;
+	for (struct dclient *c = s->d->clients; c; c = c->next)
+		n += c->state == DC_READY;
+	allm_ctl_enc_kint(e, "clients", n);
+	shown = ALLM_MIN(n, (uint32_t)CTL_STATUS_MAX_CLIENTS);
+	allm_ctl_enc_karray(e, "client_list", shown);
+	uint32_t i = 0;
+	for (struct dclient *c = s->d->clients; c && i < shown; c = c->next) {
+		if (c->state != DC_READY)
+			continue;
+		int space = allm_ring_space(&c->cq);
+		double fill = space >= 0 && c->cq.entries ? 1.0 - (double)space / c->cq.entries : NAN;
+		allm_ctl_enc_map(e, 8);
+		allm_ctl_enc_kint(e, "id", c->id);
+		allm_ctl_enc_kint(e, "pid", c->pid);
+		allm_ctl_enc_kint(e, "uid", c->uid);
+		allm_ctl_enc_kint(e, "in_flight", c->inflight);
+		allm_ctl_enc_kint(e, "submitted", (int64_t)c->submitted);
+		allm_ctl_enc_kint(e, "rejected", (int64_t)c->rejected);
+		allm_ctl_enc_kdouble(e, "ring_fill", fill);
+		allm_ctl_enc_kint(e, "backlog", c->bl_n);
+		i++;
+	}
+}
+
+void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
+{
+	struct daemon *d = s->d;
+	struct allm_engine_stats st;
+	struct ctl_stats_view v;
+	const struct allm_engine_config *cfg = allm_engine_get_config(d->eng);
+	double now = allm_now();
+	allm_engine_get_stats(d->eng, &st);
+	ctl_stats_view(&s->stats, &v);
+
+	allm_ctl_enc_map(e, 27);
+	allm_ctl_enc_kstr(e, "model", d->rt->model_desc);
+	allm_ctl_enc_kstr(e, "device", d->rt->be->iface->describe(d->rt->be));
+	allm_ctl_enc_kstr(e, "name", d->name);
+	allm_ctl_enc_kint(e, "pid", getpid());
+	allm_ctl_enc_kdouble(e, "uptime_s", now - s->start);
+	allm_ctl_enc_kstr(e, "state", ctl_state_name(s));
+	allm_ctl_enc_kmap(e, "policy", 2);
+	allm_ctl_enc_kstr(e, "preempt", allm_preempt_name(cfg->preempt));
+	allm_ctl_enc_kstr(e, "sched", allm_sched_name(cfg->sched));
+	allm_ctl_enc_kmap(e, "limits", 2);
+	allm_ctl_enc_kint(e, "max_num_seqs", cfg->max_num_seqs);
+	allm_ctl_enc_kint(e, "max_num_batched_tokens", cfg->max_num_batched_tokens);
+	allm_ctl_enc_kint(e, "block_size", d->rt->kv->lay.block_size);
+	allm_ctl_enc_kmap(e, "queues", 3);
+	allm_ctl_enc_kint(e, "waiting", st.waiting);
+	allm_ctl_enc_kint(e, "running", st.running);
+	allm_ctl_enc_kint(e, "swapped", st.swapped);
+	allm_ctl_enc_kmap(e, "top", 3);
+	enc_top(s, e, "waiting", ALLM_REQ_WAITING, now);
+	enc_top(s, e, "running", ALLM_REQ_RUNNING, now);
+	enc_top(s, e, "swapped", ALLM_REQ_SWAPPED, now);
+	allm_ctl_enc_kmap(e, "blocks", 2);
+	allm_ctl_enc_kmap(e, "gpu", 2);
+	allm_ctl_enc_kint(e, "total", st.gpu_total);
+	allm_ctl_enc_kint(e, "used", st.gpu_used);
+	allm_ctl_enc_kmap(e, "cpu", 2);
+	allm_ctl_enc_kint(e, "total", st.cpu_total);
+	allm_ctl_enc_kint(e, "used", st.cpu_used);
+	allm_ctl_enc_kmap(e, "preemptions", 2);
+	allm_ctl_enc_kint(e, "swap", st.preempt_swap);
+	allm_ctl_enc_kint(e, "recompute", st.preempt_recompute);
+	allm_ctl_enc_kmap(e, "swapped_bytes", 2);
+	allm_ctl_enc_kint(e, "out", st.swap_out_bytes);
+	allm_ctl_enc_kint(e, "in", st.swap_in_bytes);
+	allm_ctl_enc_kint(e, "recomputed_tokens", st.recompute_tokens);
+	allm_ctl_enc_kmap(e, "tokens", 2);
+	allm_ctl_enc_kint(e, "prompt", st.prompt_tokens);
+	allm_ctl_enc_kint(e, "generated", st.generated_tokens);
+	allm_ctl_enc_kmap(e, "requests", 2);
+	allm_ctl_enc_kint(e, "finished", st.finished);
+	allm_ctl_enc_kint(e, "failed", st.failed);
+	allm_ctl_enc_kdouble(e, "throughput_tok_s", v.throughput_tok_s);
+	allm_ctl_enc_kdouble(e, "gen_throughput_tok_s", v.gen_throughput_tok_s);
+	enc_pctl(e, "ttft_ms", &v.ttft);
+	enc_pctl(e, "tpot_ms", &v.tpot);
+	enc_pctl(e, "e2e_ms", &v.e2e);
+	allm_ctl_enc_kdouble(e, "mean_weighted_turnaround", v.mean_weighted_turnaround);
+	allm_ctl_enc_kmap(e, "predictor_mape", 2);
+	allm_ctl_enc_kdouble(e, "swap", st.mape_swap);
+	allm_ctl_enc_kdouble(e, "recompute", st.mape_recompute);
+	/* extension: counted allocations (kernels/util.h), for the dashboard */
+	allm_ctl_enc_kint(e, "memory_bytes", (int64_t)allm_mem_in_use());
+	enc_clients(s, e); /* clients, client_list */
+}
