@@ -91,6 +91,18 @@ void allm_workload_free(struct allm_workload *w);
  * afterwards. Returns 0, or -EINVAL if max_context is 1 (nothing fits). */
 int allm_workload_fit_context(struct allm_workload *w, int32_t max_context);
 
+struct allm_model_config;
+struct allm_tokenizer;
+
+/* allm_workload_create for one model (workload-model.c): ids from its vocabulary
+ * (skipping the first three control ids of a real one), JSONL text prompts encoded
+ * by tok (NULL: they stay text, n_prompt 0, for the engine to encode), then clipped
+ * to its context. Ownership and errors as allm_workload_create; a message names the
+ * JSONL line. */
+int allm_workload_for_model(const struct allm_wl_opts *o, const struct allm_model_config *c,
+			    const struct allm_tokenizer *tok, struct allm_workload **ret,
+			    struct allm_err *err);
+
 /* Writes w as replayable JSONL: {"prompt_ids": [...], "max_tokens": N, "arrival_s": x}
  * per request ("prompt" instead of "prompt_ids" for untokenized text). Doubles are
  * written with 17 significant digits so they read back bit-exact. */

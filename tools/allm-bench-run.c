@@ -60,7 +60,7 @@ static int load_model_info(const struct bench_opts *o, const char *ref,
 	return r ? -1 : 0;
 }
 
-/* allm-run --workload's build_workload, through the same library calls. */
+/* The trace allm-run --workload builds (workload-model.c), so the hashes agree. */
 static int build_workload(const struct bench_opts *o, const struct allm_model_config *c,
 			  const struct allm_tokenizer *tok, struct allm_workload **ret)
 {
@@ -71,39 +71,15 @@ static int build_workload(const struct bench_opts *o, const struct allm_model_co
 		.max_output = o->max_output,
 		.seed = o->seed,
 		.rate = o->rate,
-		.vocab_size = c->vocab_size,
-		.max_context = c->max_pos,
-		.min_id = c->vocab_size > 16 ? 3 : 0,
 		.output_dist = o->output_dist,
 	};
-	struct allm_workload *w = NULL;
-	if (allm_workload_create(&wo, &w, &err)) {
+	if (allm_workload_for_model(&wo, c, tok, ret, &err)) {
 		fprintf(stderr, PROG ": --workload: %s\n", err.msg);
 		return -1;
 	}
-	for (int64_t i = 0; tok && i < w->n; i++) {
-		struct allm_wl_request *q = &w->reqs[i];
-		size_t n = 0;
-		if (!q->prompt_text || q->n_prompt > 0)
-			continue;
-		allm_free(q->prompt_ids);
-		q->prompt_ids = NULL;
-		if (allm_tokenizer_encode(tok, q->prompt_text, strlen(q->prompt_text), true,
-					  &q->prompt_ids, &n, &err)) {
-			fprintf(stderr, PROG ": --workload line %lld: %s\n", (long long)i + 1, err.msg);
-			allm_workload_free(w);
-			return -1;
-		}
-		q->n_prompt = (int32_t)n;
-	}
-	if (allm_workload_fit_context(w, c->max_pos) < 0) {
-		allm_workload_free(w);
-		return -1;
-	}
-	if (w->n_clipped)
+	if ((*ret)->n_clipped)
 		fprintf(stderr, PROG ": %lld requests clipped to fit the context of %d tokens\n",
-			(long long)w->n_clipped, c->max_pos);
-	*ret = w;
+			(long long)(*ret)->n_clipped, c->max_pos);
 	return 0;
 }
 

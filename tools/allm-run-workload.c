@@ -109,46 +109,26 @@ static int build_workload(struct allm_runtime *rt, const struct run_args *a,
 		.max_output = a->max_output,
 		.seed = a->samp.seed,
 		.rate = a->rate,
-		.vocab_size = c->vocab_size,
-		.max_context = c->max_pos,
-		.min_id = c->vocab_size > 16 ? 3 : 0,
 		.output_dist = a->output_dist,
 	};
-	struct allm_workload *w = NULL;
-	if (allm_workload_create(&o, &w, &err)) {
+	if (allm_workload_for_model(&o, c, rt->tok, ret, &err)) {
 		fprintf(stderr, "allm-run: --workload: %s\n", err.msg);
 		return -1;
 	}
-	/* text prompts from a JSONL file go through the tokenizer */
-	for (int64_t i = 0; i < w->n; i++) {
-		struct allm_wl_request *q = &w->reqs[i];
-		if (!q->prompt_text || q->n_prompt > 0)
-			continue;
-		size_t n = 0;
-		if (!rt->tok) {
-			fprintf(stderr, "allm-run: --workload line %lld has a text prompt but the model "
-					"has no tokenizer.json\n", (long long)i + 1);
-			goto fail;
+	/* in-process, nothing else could encode a text prompt */
+	for (int64_t i = 0; i < (*ret)->n; i++) {
+		if ((*ret)->reqs[i].n_prompt == 0) {
+			fprintf(stderr, "allm-run: --workload line %lld has a text prompt but the "
+					"model has no tokenizer.json\n", (long long)i + 1);
+			allm_workload_free(*ret);
+			*ret = NULL;
+			return -1;
 		}
-		allm_free(q->prompt_ids);
-		q->prompt_ids = NULL;
-		if (allm_tokenizer_encode(rt->tok, q->prompt_text, strlen(q->prompt_text), true,
-					  &q->prompt_ids, &n, &err)) {
-			fprintf(stderr, "allm-run: --workload line %lld: %s\n", (long long)i + 1, err.msg);
-			goto fail;
-		}
-		q->n_prompt = (int32_t)n;
 	}
-	if (allm_workload_fit_context(w, c->max_pos) < 0)
-		goto fail;
-	if (w->n_clipped)
+	if ((*ret)->n_clipped)
 		fprintf(stderr, "allm-run: %lld requests clipped to fit the context of %d tokens\n",
-			(long long)w->n_clipped, c->max_pos);
-	*ret = w;
+			(long long)(*ret)->n_clipped, c->max_pos);
 	return 0;
-fail:
-	allm_workload_free(w);
-	return -1;
 }
 
 int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
