@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
-# The main job in one command: install dependencies, build, and generate text.
+# The main job in one command: install dependencies, build, start the engine
+# daemon (allm-engined) and generate text with a client (allm) through its
+# shared-memory rings, show the engine's state (allmctl), then shut it down.
 # Uses ../shared/models/stories260K (a real trained tiny Llama) when present,
 # otherwise the embedded default model (random weights: its text is noise).
-# Extra arguments go to allm-run, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
+# Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
+# nvcc lives outside PATH on a fresh machine; meson finds it there (DESIGN §4)
+if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 [ -f build/build.ninja ] || meson setup build
 ninja -C build
-MODEL=(); PROMPT=(--prompt "Once upon a time")
+
+MODEL=()
 if [ -d ../shared/models/stories260K ]; then MODEL=(--model ../shared/models/stories260K); fi
-exec build/tools/allm-run "${MODEL[@]}" "${PROMPT[@]}" --max-tokens 200 --temperature 0 "$@"
+# a private runtime dir and name: never collides with an engine the user runs
+export ALLM_RUNTIME_DIR; ALLM_RUNTIME_DIR=$(mktemp -d /tmp/allm-demo.XXXXXX)
+NAME=demo
+build/engined/allm-engined --name "$NAME" "${MODEL[@]}" &
+ENGINE=$!
+cleanup() {
+	kill -TERM "$ENGINE" 2>/dev/null && wait "$ENGINE" 2>/dev/null
+	rm -rf "$ALLM_RUNTIME_DIR"
+}
+trap cleanup EXIT
+
+# the engine answers its control socket once the model is loaded and calibrated
+for _ in $(seq 600); do
+	if build/ctl/allmctl --name "$NAME" --timeout 200 status >/dev/null 2>&1; then break; fi
+	kill -0 "$ENGINE" 2>/dev/null || { echo "demo: allm-engined exited early" >&2; exit 1; }
+done
+
+build/clientlib/allm --name "$NAME" generate --prompt "Once upon a time" --max-tokens 200 \
+	--temperature 0 "$@"
+echo
+build/ctl/allmctl --name "$NAME" status
+build/ctl/allmctl --name "$NAME" shutdown >/dev/null
+wait "$ENGINE"
