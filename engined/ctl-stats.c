@@ -1,5 +1,7 @@
 #include "ctl-stats.h"
 
+#include "metrics.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +21,8 @@ void ctl_stats_request(double send, double first_sched, double first_token, doub
 			   ? (finish - first_token) / (n_generated - 1) * 1e3
 			   : NAN;
 	*e2e_ms = (finish - send) * 1e3;
-	/* metrics.h: 1 when never scheduled or finished the instant it was; >= 1 */
-	double den = first_sched > 0 ? finish - first_sched : 0;
-	double w = den > 0 ? (finish - send) / den : 1;
-	*wta = w < 1 || !isfinite(w) ? 1 : w;
+	/* never scheduled (cancelled while waiting): 1, as metrics.h */
+	*wta = first_sched > 0 ? allm_metrics_weighted_turnaround(send, first_sched, finish) : 1;
 }
 
 void ctl_stats_add(struct ctl_stats *s, double send, double first_sched, double first_token,
@@ -51,39 +51,14 @@ void ctl_stats_sample(struct ctl_stats *s, double t, int64_t all_tokens, int64_t
 		s->rate_n++;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Percentiles of the finite values of v[0..n) (a NAN marks "does not apply"). */
+static struct allm_pctl pctl(double *scratch, const double *v, int32_t n)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double rank(const double *x, int32_t m, double p)
-{
-	double r = p / 100.0 * (m - 1);
-	int32_t lo = (int32_t)r;
-	double f = r - lo;
-	return lo + 1 < m ? x[lo] + f * (x[lo + 1] - x[lo]) : x[lo];
-}
-
-/* Percentiles of the finite values of v[0..n). */
-static struct ctl_pctl pctl(double *scratch, const double *v, int32_t n)
-{
-	struct ctl_pctl p = {NAN, NAN, NAN, NAN};
 	int32_t m = 0;
-	double sum = 0;
 	for (int32_t i = 0; i < n; i++)
-		if (isfinite(v[i])) {
+		if (isfinite(v[i]))
 			scratch[m++] = v[i];
-			sum += v[i];
-		}
-	if (m == 0)
-		return p;
-	qsort(scratch, (size_t)m, sizeof(double), cmp_double);
-	p.p50 = rank(scratch, m, 50);
-	p.p90 = rank(scratch, m, 90);
-	p.p99 = rank(scratch, m, 99);
-	p.mean = sum / m;
-	return p;
+	return allm_metrics_pctl(scratch, m);
 }
 
 void ctl_stats_view(struct ctl_stats *s, struct ctl_stats_view *ret)

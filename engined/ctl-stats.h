@@ -9,13 +9,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "metrics.h"
+
 #define CTL_STATS_WINDOW 1000
 /* 10 Hz samples of the token counters: 1 s plus one */
 #define CTL_STATS_RATE_SAMPLES 11
-
-struct ctl_pctl {
-	double p50, p90, p99, mean; /* milliseconds; NAN when no request qualifies */
-};
 
 struct ctl_stats {
 	/* per finished request, ring of CTL_STATS_WINDOW; NAN where it does not apply
@@ -32,7 +30,7 @@ struct ctl_stats {
 
 struct ctl_stats_view {
 	double throughput_tok_s, gen_throughput_tok_s; /* 0 before two samples */
-	struct ctl_pctl ttft, tpot, e2e;
+	struct allm_pctl ttft, tpot, e2e; /* milliseconds; NAN when no request qualifies */
 	double mean_weighted_turnaround; /* NAN before any request finished */
 };
 

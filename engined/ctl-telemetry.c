@@ -26,7 +26,7 @@ int64_t ctl_in_flight(const struct ctl_server *s)
 	return (int64_t)st.waiting + st.running + st.swapped;
 }
 
-static void enc_pctl(struct allm_ctl_enc *e, const char *key, const struct ctl_pctl *p)
+static void enc_pctl(struct allm_ctl_enc *e, const char *key, const struct allm_pctl *p)
 {
 	allm_ctl_enc_kmap(e, key, 4);
 	allm_ctl_enc_kdouble(e, "p50", p->p50);

@@ -7,10 +7,6 @@
 #include "sha256.h"
 #include "util.h"
 
-struct pctl {
-	double p50, p90, p99, mean;
-};
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -26,30 +22,45 @@ static double percentile_sorted(const double *x, int64_t m, double p)
 	return x[lo] + (rank - (double)lo) * (x[lo + 1] - x[lo]);
 }
 
-/* Sorts x in place. */
-static struct pctl stats_ms(double *x, int64_t m)
+struct allm_pctl allm_metrics_pctl(double *x, int64_t m)
 {
-	struct pctl s = {NAN, NAN, NAN, NAN};
+	struct allm_pctl s = {NAN, NAN, NAN, NAN};
 	if (m <= 0)
 		return s;
 	qsort(x, (size_t)m, sizeof(*x), cmp_double);
 	double sum = 0.0;
 	for (int64_t i = 0; i < m; i++)
 		sum += x[i];
-	s.p50 = percentile_sorted(x, m, 50.0) * 1e3;
-	s.p90 = percentile_sorted(x, m, 90.0) * 1e3;
-	s.p99 = percentile_sorted(x, m, 99.0) * 1e3;
-	s.mean = sum / (double)m * 1e3;
+	s.p50 = percentile_sorted(x, m, 50.0);
+	s.p90 = percentile_sorted(x, m, 90.0);
+	s.p99 = percentile_sorted(x, m, 99.0);
+	s.mean = sum / (double)m;
 	return s;
+}
+
+/* Seconds in x, milliseconds out. */
+static struct allm_pctl stats_ms(double *x, int64_t m)
+{
+	struct allm_pctl s = allm_metrics_pctl(x, m);
+	s.p50 *= 1e3;
+	s.p90 *= 1e3;
+	s.p99 *= 1e3;
+	s.mean *= 1e3;
+	return s;
+}
+
+double allm_metrics_weighted_turnaround(double send, double first_sched, double finish)
+{
+	double den = finish - first_sched;
+	if (!(den > 0.0))
+		return 1.0;
+	double w = (finish - send) / den;
+	return w >= 1.0 ? w : 1.0; /* clock jitter can put first_sched a hair before send */
 }
 
 static double weighted_turnaround(const struct allm_req_record *r)
 {
-	double den = r->finish_s - r->first_sched_s;
-	if (!(den > 0.0))
-		return 1.0;
-	double w = (r->finish_s - r->send_s) / den;
-	return w >= 1.0 ? w : 1.0; /* clock jitter can put first_sched a hair before send */
+	return allm_metrics_weighted_turnaround(r->send_s, r->first_sched_s, r->finish_s);
 }
 
 static int cmp_rec_index(const void *a, const void *b)
@@ -149,13 +160,9 @@ int allm_metrics_summarize(const struct allm_req_record *recs, int64_t n, double
 		s.req_s = (double)n / s.duration_s;
 	}
 	s.mean_weighted_turnaround = n > 0 ? wt_sum / (double)n : NAN;
-	struct pctl p;
-	p = stats_ms(ttft, n_ttft);
-	s.ttft_ms.p50 = p.p50, s.ttft_ms.p90 = p.p90, s.ttft_ms.p99 = p.p99, s.ttft_ms.mean = p.mean;
-	p = stats_ms(tpot, n_tpot);
-	s.tpot_ms.p50 = p.p50, s.tpot_ms.p90 = p.p90, s.tpot_ms.p99 = p.p99, s.tpot_ms.mean = p.mean;
-	p = stats_ms(e2e, n);
-	s.e2e_ms.p50 = p.p50, s.e2e_ms.p90 = p.p90, s.e2e_ms.p99 = p.p99, s.e2e_ms.mean = p.mean;
+	s.ttft_ms = stats_ms(ttft, n_ttft);
+	s.tpot_ms = stats_ms(tpot, n_tpot);
+	s.e2e_ms = stats_ms(e2e, n);
 	s.mape_swap = NAN;
 	s.mape_recompute = NAN;
 	*ret = s;

@@ -50,17 +50,26 @@ struct allm_req_record {
 	char finish_reason[32];   /* "length", "stop", "cancelled", ... */
 };
 
+struct allm_pctl {
+	double p50, p90, p99, mean; /* NAN when there is no value */
+};
+
 struct allm_run_summary {
 	int64_t requests;
 	double duration_s, throughput_tok_s, gen_throughput_tok_s, req_s, mean_weighted_turnaround;
-	struct {
-		double p50, p90, p99, mean;
-	} ttft_ms, tpot_ms, e2e_ms;
+	struct allm_pctl ttft_ms, tpot_ms, e2e_ms;
 	int64_t preempt_swap, preempt_recompute;
 	double mape_swap, mape_recompute; /* NAN unless the caller fills them */
 	char outputs_sha256[65];
 	int64_t prompt_tokens, generated_tokens;
 };
+
+/* p50/p90/p99 (interpolated between closest ranks, as numpy does) and the mean of
+ * x[0..m), in x's units; sorts x in place. All NAN when m is 0. */
+struct allm_pctl allm_metrics_pctl(double *x, int64_t m);
+/* (finish - send) / (finish - first_sched), at least 1 (1 when it finished the
+ * instant it was scheduled; clock jitter cannot push it below 1). */
+double allm_metrics_weighted_turnaround(double send, double first_sched, double finish);
 
 /* Summarizes n records (any order) of a run from start_s to end_s into *ret.
  * Returns 0; -EINVAL if end_s < start_s, n < 0, recs is NULL with n > 0, an index
