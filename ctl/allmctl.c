@@ -3,9 +3,7 @@
  * word is the subcommand. Exit status: 0 ok, 1 error reply, 2 usage, 3 no engine. */
 #include "allmctl.h"
 
-#ifdef ALLMCTL_HAVE_TOP
 #include "top.h"
-#endif
 
 #include <errno.h>
 #include <signal.h>
@@ -121,13 +119,7 @@ int main(int argc, char **argv)
 	if (!timeout_given)
 		o.timeout_ms = strcmp(rest[0], "calibrate") ? 5000 : 300000;
 	if (!strcmp(rest[0], "top")) {
-		int rc;
-#ifdef ALLMCTL_HAVE_TOP
-		rc = allmctl_top(&o, nrest, rest);
-#else
-		fprintf(stderr, "allmctl: this build has no dashboard (top)\n");
-		rc = ALLMCTL_EXIT_ERROR;
-#endif
+		int rc = allmctl_top(&o, nrest, rest);
 		free(rest);
 		return rc;
 	}

@@ -1,8 +1,6 @@
 /* allm-bench and the engine's control plane (ctl/PROTOCOL.md): `reset-stats` before
  * a run so that the counts cover only it, `status` after it for what the client
- * cannot see (preemptions by kind, predictor MAPE, policy, block counts). Built
- * without ctl/ (ALLM_BENCH_HAVE_CTL unset) both say -ENOSYS and the summary
- * carries nulls there. */
+ * cannot see (preemptions by kind, predictor MAPE, policy, block counts). */
 #include "allm-bench.h"
 
 #include <errno.h>
@@ -11,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef ALLM_BENCH_HAVE_CTL
 #include "ctl-client.h"
 
 /* A spawned engine answers at once; a busy one between two steps. */
@@ -23,8 +20,8 @@ static int call(const char *runtime_dir, const char *name, const char *cmd,
 	struct allm_ctl_client_opts o = {.name = name, .runtime_dir = runtime_dir};
 	struct allm_ctl_client *c = NULL;
 	char path[512];
-	/* ZeroMQ would wait out the whole timeout for an endpoint nobody bound: an
-	 * engine built without the control server answers "no" at once instead */
+	/* ZeroMQ would wait out the whole timeout for an endpoint nobody bound (an
+	 * engine that already exited): say so at once instead */
 	int r = allm_ctl_path(runtime_dir, name, "ctl", path, sizeof(path));
 	if (r == 0 && access(path, F_OK)) {
 		snprintf(err, errlen, "the engine has no control endpoint %s", path);
@@ -70,19 +67,3 @@ int bench_ctl_status(const char *runtime_dir, const char *name, json_t **ret, ch
 	return 0;
 }
 
-#else
-
-int bench_ctl_reset_stats(const char *runtime_dir, const char *name, char *err, size_t errlen)
-{
-	snprintf(err, errlen, "built without the control plane");
-	return -ENOSYS;
-}
-
-int bench_ctl_status(const char *runtime_dir, const char *name, json_t **ret, char *err,
-		     size_t errlen)
-{
-	snprintf(err, errlen, "built without the control plane");
-	return -ENOSYS;
-}
-
-#endif

@@ -282,8 +282,7 @@ int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *n
 		fprintf(stderr, PROG ": out of memory\n");
 		goto out;
 	}
-	if ((r = bench_ctl_reset_stats(runtime_dir, name, err, sizeof(err))) < 0 && r != -ENOSYS &&
-	    r != -ENOTCONN)
+	if ((r = bench_ctl_reset_stats(runtime_dir, name, err, sizeof(err))) < 0 && r != -ENOTCONN)
 		fprintf(stderr, PROG ": warning: reset-stats: %s (counts may include earlier "
 				"work)\n", err);
 	s.t0 = allm_now();
@@ -296,8 +295,7 @@ int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *n
 		fprintf(stderr, PROG ": cannot summarize the run\n");
 		goto out;
 	}
-	if ((r = bench_ctl_status(runtime_dir, name, &ret->status, err, sizeof(err))) < 0 &&
-	    r != -ENOSYS)
+	if ((r = bench_ctl_status(runtime_dir, name, &ret->status, err, sizeof(err))) < 0)
 		fprintf(stderr, PROG ": warning: status: %s (no preemption counts by kind)\n", err);
 	rc = 0;
 out:

@@ -109,7 +109,7 @@ void bench_result_free(struct bench_result *r);
 /* `reset-stats`: counts in the later `status` cover only this run. 0 or -errno. */
 int bench_ctl_reset_stats(const char *runtime_dir, const char *name, char *err, size_t errlen);
 /* `status` as a JSON object (new reference in *ret), for the preemption counts by
- * kind and predictor_mape. 0 or -errno (-ENOSYS: built without the control plane). */
+ * kind and predictor_mape. 0 or -errno. */
 int bench_ctl_status(const char *runtime_dir, const char *name, json_t **ret, char *err,
 		     size_t errlen);
 
