@@ -7,11 +7,7 @@
 # Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
-# nvcc lives outside PATH on a fresh machine; meson finds it there (DESIGN §4)
-if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
-[ -f build/build.ninja ] || meson setup build
-ninja -C build
+source tools/build.sh
 
 MODEL=()
 if [ -d ../shared/models/stories260K ]; then MODEL=(--model ../shared/models/stories260K); fi
