@@ -93,6 +93,15 @@ expect_error "unknown flag" 'unknown flag.*--frobnicate' $R --prompt-ids 1,2 --f
 expect_error "unknown flag at the end" 'unknown flag.*--frobnicate|missing value.*--frobnicate' $R --prompt-ids 1,2 --frobnicate
 expect_error "missing value" 'model.*value|value.*model' $RUN --prompt-ids 1,2 --model
 
+# --- workloads ----------------------------------------------------------------------------
+printf '{"prompt_ids": [5, 6]}\n{"prompt": "Once upon a time"}\n' >"$tmp/text.jsonl"
+# a --dummy model has no tokenizer.json: nothing can encode line 2
+expect_error "text prompt without a tokenizer" 'line 2 .*tokenizer' "$RUN" --dummy tiny \
+	--workload "$tmp/text.jsonl" -n 2 --max-output 4
+printf '{"prompt_ids": [5, 6]}\n{"prompt_ids": "x"}\n' >"$tmp/bad.jsonl"
+expect_error "malformed workload line" 'bad.jsonl:2:.*prompt_ids' "$RUN" --model "$M" --workload "$tmp/bad.jsonl" \
+	-n 2 --max-output 4
+
 # --- no GPU -------------------------------------------------------------------------------
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
 	echo "skip: --device cuda check (a GPU is present)"
