@@ -14,7 +14,7 @@
 #ifndef ALLM_BACKEND_H
 #define ALLM_BACKEND_H
 
-#include "util.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,7 +5,7 @@
  *   - LlamaForCausalLM / MistralForCausalLM (modeling_llama.py, modeling_mistral.py)
  *   - OPTForCausalLM (modeling_opt.py)
  * Dot products accumulate in double so that the reference is, if anything, more
- * accurate than the implementations it checks. Only kernels/util.h is used from
+ * accurate than the implementations it checks. Only common/common.h is used from
  * the engine, for f16/bf16 -> f32. */
 #include "dense-ref.h"
 
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "common.h"
 
 enum arch { ARCH_LLAMA, ARCH_OPT };
 

@@ -2,7 +2,7 @@
  *
  * Written from the Hugging Face transformers model definitions (Llama/Mistral,
  * OPT), sharing no code with the engine except the f16/bf16 conversions in
- * kernels/util.h. All weights are held as f32; every forward recomputes the
+ * common/common.h. All weights are held as f32; every forward recomputes the
  * whole sequence from scratch (no KV cache), so it is slow but simple. Tests
  * compare the engine's logits and greedy tokens against it. */
 #ifndef ALLM_TESTS_DENSE_REF_H

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "util.h"
+#include "common.h"
 
 struct allm_progress {
 	const char *label;

@@ -8,7 +8,7 @@
  * no chunk left) and goes back to sleep. Workers spin on `gen` for a short while
  * after each job before sleeping on `work_cv`. */
 #include "cpu-threads.h"
-#include "util.h"
+#include "common.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -23,7 +23,7 @@
 #ifndef ALLM_TOKENIZER_H
 #define ALLM_TOKENIZER_H
 
-#include "util.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

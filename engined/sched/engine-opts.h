@@ -3,7 +3,7 @@
 #ifndef ALLM_ENGINE_OPTS_H
 #define ALLM_ENGINE_OPTS_H
 
-#include "util.h"
+#include "common.h"
 
 enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
 enum allm_sched_mode { ALLM_SCHED_FAIR, ALLM_SCHED_FCFS };

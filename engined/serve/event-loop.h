@@ -9,7 +9,7 @@
 #ifndef ALLM_EVENT_LOOP_H
 #define ALLM_EVENT_LOOP_H
 
-#include "util.h"
+#include "common.h"
 
 #include <poll.h>
 

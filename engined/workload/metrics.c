@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "sha256.h"
-#include "util.h"
+#include "common.h"
 
 static int cmp_double(const void *a, const void *b)
 {

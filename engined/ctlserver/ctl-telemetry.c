@@ -159,7 +159,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kmap(e, "predictor_mape", 2);
 	allm_ctl_enc_kdouble(e, "swap", st.mape_swap);
 	allm_ctl_enc_kdouble(e, "recompute", st.mape_recompute);
-	/* extension: counted allocations (kernels/util.h), for the dashboard */
+	/* extension: counted allocations (common/common.h), for the dashboard */
 	allm_ctl_enc_kint(e, "memory_bytes", (int64_t)allm_mem_in_use());
 	enc_clients(s, e); /* clients, client_list */
 }

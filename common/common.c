@@ -1,4 +1,4 @@
-#include "util.h"
+#include "common.h"
 
 #include <errno.h>
 #include <stdatomic.h>

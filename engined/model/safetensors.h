@@ -10,7 +10,7 @@
 #ifndef ALLM_SAFETENSORS_H
 #define ALLM_SAFETENSORS_H
 
-#include "util.h"
+#include "common.h"
 
 #define ALLM_ST_MAX_DIMS 8
 

@@ -3,7 +3,7 @@
 #ifndef ALLM_SAMPLER_H
 #define ALLM_SAMPLER_H
 
-#include "util.h"
+#include "common.h"
 
 struct allm_sampling {
 	float temperature; /* 0 = greedy */

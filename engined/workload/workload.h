@@ -43,7 +43,7 @@
 
 #include <stdint.h>
 
-#include "util.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {

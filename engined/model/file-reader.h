@@ -14,7 +14,7 @@
 #ifndef ALLM_FILE_READER_H
 #define ALLM_FILE_READER_H
 
-#include "util.h"
+#include "common.h"
 
 #define ALLM_FR_DEFAULT_DEPTH 32
 #define ALLM_FR_DEFAULT_CHUNK ((size_t)8 << 20)

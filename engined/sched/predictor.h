@@ -9,7 +9,7 @@
 #ifndef ALLM_PREDICTOR_H
 #define ALLM_PREDICTOR_H
 
-#include "util.h"
+#include "common.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #ifndef ALLM_BLOCK_POOL_H
 #define ALLM_BLOCK_POOL_H
 
-#include "util.h"
+#include "common.h"
 
 #define ALLM_BLOCK_FREE (-1)
 #define ALLM_BLOCK_RETIRED (-2)

@@ -1,8 +1,8 @@
 /* Small helpers shared by every component of the engine: dtypes and their
  * conversions, an error buffer that library code fills instead of printing,
  * monotonic time and counted allocations (the dashboard shows the counters). */
-#ifndef ALLM_UTIL_H
-#define ALLM_UTIL_H
+#ifndef ALLM_COMMON_H
+#define ALLM_COMMON_H
 
 #include <errno.h>
 #include <stdarg.h>

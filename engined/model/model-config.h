@@ -4,7 +4,7 @@
 #ifndef ALLM_MODEL_CONFIG_H
 #define ALLM_MODEL_CONFIG_H
 
-#include "util.h"
+#include "common.h"
 
 #define ALLM_MAX_EOS 16
 #define ALLM_MAX_HEAD_DIM 1024
