@@ -81,7 +81,7 @@ struct set_plan {
 static int64_t max_blocks(const struct ctl_server *s)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	uint64_t bb = s->d->rt->kv->block_bytes ? s->d->rt->kv->block_bytes : 1;
+	uint64_t bb = s->h.rt->kv->block_bytes ? s->h.rt->kv->block_bytes : 1;
 	if (pages <= 0 || psz <= 0)
 		return CTL_MAX_BLOCKS;
 	return ALLM_MAX(1, ALLM_MIN((int64_t)CTL_MAX_BLOCKS, (int64_t)((uint64_t)pages * (uint64_t)psz / bb)));
@@ -152,7 +152,7 @@ static void enc_change_str(struct allm_ctl_enc *e, const char *key, const char *
  * are the pool resizes (memory), done first and undone if the second fails. */
 static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen)
 {
-	struct allm_engine *eng = s->d->eng;
+	struct allm_engine *eng = s->h.eng;
 	struct set_plan p;
 	struct allm_err e = {{0}};
 	int r = plan_set(s, args, &p, err, errlen);
@@ -200,7 +200,7 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 		if (lo < sizeof(log))
 			lo += (size_t)snprintf(log + lo, sizeof(log) - lo, " %s", set_keys[k]);
 	}
-	dlog(s->d, 2, "control: set%s", log);
+	ctl_log(s, 2, "control: set%s", log);
 	return 0;
 }
 
@@ -238,34 +238,34 @@ static void calib_progress(void *user, int done, int total)
 
 static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 {
-	struct daemon *d = s->d;
+	const struct ctl_host *h = &s->h;
 	struct allm_err e = {{0}};
 	int64_t busy = ctl_in_flight(s);
 	if (busy > 0)
 		return errf(err, errlen, "engine busy: %lld requests in flight (drain first)", (long long)busy);
 	struct calib_pub cp = {s, 0};
-	dlog(d, 2, "control: calibrating the predictors");
+	ctl_log(s, 2, "control: calibrating the predictors");
 	s->calibrating = true;
 	publish_calib(s, "start", 0, 0, false, NULL);
 	/* synchronous: the loop serves nothing meanwhile, which is why it needs an
 	 * idle engine (and the ring clients' new work waits in their rings) */
-	int r = allm_engine_calibrate(d->eng, calib_progress, &cp, &e);
+	int r = allm_engine_calibrate(h->eng, calib_progress, &cp, &e);
 	s->calibrating = false;
 	if (r) {
 		publish_calib(s, "failed", 0, 0, true, e.msg);
 		return errf(err, errlen, "calibration failed: %s", e.msg);
 	}
 	char note[64] = "not saved";
-	if (d->profile_path[0]) {
+	if (h->profile_path[0]) {
 		struct allm_err se = {{0}};
-		if (allm_predictor_save(d->pred, d->profile_path, &se))
-			dlog(d, 1, "control: cannot save the profile: %s", se.msg);
+		if (allm_predictor_save(h->pred, h->profile_path, &se))
+			ctl_log(s, 1, "control: cannot save the profile: %s", se.msg);
 		else
 			snprintf(note, sizeof(note), "saved");
 	}
 	publish_calib(s, "done", 1, 1, true, NULL);
 	struct allm_predictor_info in;
-	allm_predictor_get_info(d->pred, &in);
+	allm_predictor_get_info(h->pred, &in);
 	struct allm_ctl_enc *b = &s->body;
 	allm_ctl_enc_map(b, 3);
 	allm_ctl_enc_kmap(b, "swap", 5);
@@ -280,8 +280,8 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	allm_ctl_enc_kdouble(b, "s_per_token_sq", in.rc_coef[2]);
 	allm_ctl_enc_kdouble(b, "s_per_seq", in.rc_coef[3]);
 	allm_ctl_enc_kdouble(b, "calib_mape", in.calib_mape_recompute);
-	allm_ctl_enc_kstr(b, "profile", d->profile_path[0] ? d->profile_path : NULL);
-	dlog(d, 2, "control: calibrated (profile %s)", note);
+	allm_ctl_enc_kstr(b, "profile", h->profile_path[0] ? h->profile_path : NULL);
+	ctl_log(s, 2, "control: calibrated (profile %s)", note);
 	return 0;
 }
 
@@ -290,11 +290,10 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 static void enc_request(struct ctl_server *s, const struct allm_request *r, double now)
 {
 	static const char *const st[] = {"waiting", "running", "swapped", "finished"};
-	const struct dreq *dr = r->user;
 	struct allm_ctl_enc *b = &s->body;
 	allm_ctl_enc_map(b, 12);
 	allm_ctl_enc_kint(b, "id", r->id);
-	allm_ctl_enc_kint(b, "client", dr && dr->c ? dr->c->id : 0);
+	allm_ctl_enc_kint(b, "client", s->h.ops->request_client(s->h.user, r));
 	allm_ctl_enc_str(b, "tag");
 	allm_ctl_enc_uint(b, r->tag);
 	allm_ctl_enc_kstr(b, "state", st[r->state & 3]);
@@ -325,7 +324,7 @@ static int cmd_requests(struct ctl_server *s, const msgpack_object *args, char *
 	int got = 0;
 	static const enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
 	for (int q = 0; q < 3 && got < n; q++)
-		got += allm_engine_list(s->d->eng, qs[q], rs + got, (int)(n - got));
+		got += allm_engine_list(s->h.eng, qs[q], rs + got, (int)(n - got));
 	double now = allm_now();
 	allm_ctl_enc_map(&s->body, 2);
 	allm_ctl_enc_karray(&s->body, "requests", (uint32_t)got);
@@ -345,9 +344,9 @@ static int cmd_cancel(struct ctl_server *s, const msgpack_object *args, char *er
 		return errf(err, errlen, "cancel needs args {\"id\": request id}");
 	if ((r = int_arg(v, "id", 0, INT64_MAX, &id, err, errlen)))
 		return r;
-	if (allm_engine_cancel(s->d->eng, id))
+	if (allm_engine_cancel(s->h.eng, id))
 		return errf(err, errlen, "no request %lld", (long long)id);
-	dlog(s->d, 2, "control: cancelled request %lld", (long long)id);
+	ctl_log(s, 2, "control: cancelled request %lld", (long long)id);
 	allm_ctl_enc_map(&s->body, 1);
 	allm_ctl_enc_kint(&s->body, "id", id);
 	return 0;
@@ -365,7 +364,7 @@ static int no_args(const msgpack_object *args, const char *cmd, char *err, size_
 int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, size_t errlen)
 {
 	const msgpack_object *cmd = allm_ctl_get(req, "cmd"), *args = args_of(req);
-	struct daemon *d = s->d;
+	const struct ctl_host *h = &s->h;
 	struct allm_ctl_enc *b = &s->body;
 	int r;
 	if (allm_ctl_str_eq(cmd, "status")) {
@@ -385,20 +384,21 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 	} else if (allm_ctl_str_eq(cmd, "reset-stats")) {
 		if ((r = no_args(args, "reset-stats", err, errlen)))
 			return r;
-		allm_engine_reset_stats(d->eng);
-		allm_predictor_reset_stats(d->pred);
+		allm_engine_reset_stats(h->eng);
+		allm_predictor_reset_stats(h->pred);
 		ctl_stats_reset(&s->stats);
-		dlog(d, 2, "control: statistics reset");
+		ctl_log(s, 2, "control: statistics reset");
 		allm_ctl_enc_map(b, 0);
 	} else if (allm_ctl_str_eq(cmd, "drain") || allm_ctl_str_eq(cmd, "shutdown")) {
 		bool shut = allm_ctl_str_eq(cmd, "shutdown");
 		if ((r = no_args(args, shut ? "shutdown" : "drain", err, errlen)))
 			return r;
+		enum ctl_host_state hs = h->ops->state(h->user);
 		if (shut)
-			daemon_begin_shutdown(d, "shutdown command");
-		else if (!d->paused) {
-			d->paused = true;
-			dlog(d, 2, "control: draining: new requests are refused (%lld in flight)",
+			h->ops->shutdown(h->user, "shutdown command");
+		else if (hs == CTL_HOST_SERVING) {
+			h->ops->set_paused(h->user, true);
+			ctl_log(s, 2, "control: draining: new requests are refused (%lld in flight)",
 			     (long long)ctl_in_flight(s));
 		}
 		allm_ctl_enc_map(b, 1);
@@ -406,11 +406,13 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 	} else if (allm_ctl_str_eq(cmd, "resume")) {
 		if ((r = no_args(args, "resume", err, errlen)))
 			return r;
-		if (d->draining)
+		enum ctl_host_state hs = h->ops->state(h->user);
+		if (hs == CTL_HOST_SHUTTING_DOWN)
 			return errf(err, errlen, "the engine is shutting down");
-		if (d->paused)
-			dlog(d, 2, "control: resumed: accepting new requests");
-		d->paused = false;
+		if (hs == CTL_HOST_PAUSED) {
+			ctl_log(s, 2, "control: resumed: accepting new requests");
+			h->ops->set_paused(h->user, false);
+		}
 		allm_ctl_enc_map(b, 0);
 	} else {
 		const char *p = cmd->via.str.ptr;

@@ -6,7 +6,6 @@
 #include "ctl-proto.h"
 #include "ctl-server.h"
 #include "ctl-stats.h"
-#include "daemon.h"
 
 /* Most entries of client_list in a status map: the map stays bounded whatever
  * the number of clients (`clients` still counts them all). */
@@ -15,7 +14,7 @@
 #define CTL_STATUS_TOP 5
 
 struct ctl_server {
-	struct daemon *d;
+	struct ctl_host h; /* the program serving us, copied at start */
 	void *zctx;
 	void *router; /* commands: [identity][delimiter?][body] */
 	void *pub;    /* telemetry: [topic][body] */
@@ -28,6 +27,10 @@ struct ctl_server {
 	bool calibrating; /* inside `calibrate`: status.state says so */
 	uint64_t n_commands, n_errors; /* handled, and answered with an error */
 };
+
+/* A log line through the host. */
+void ctl_log(const struct ctl_server *s, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ctl-commands.c: handles one decoded command. On success the result map is in
  * s->body and 0 is returned; on failure err holds the reply's error text and

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,9 +22,12 @@
 /* Frames kept of one message: [identity][delimiter][body]; more is an error. */
 #define CTL_MAX_FRAMES 3
 
-static void on_router_fd(struct allm_loop *l, int fd, uint32_t revents, void *user)
+void ctl_log(const struct ctl_server *s, int level, const char *fmt, ...)
 {
-	ctl_server_pump(user);
+	va_list ap;
+	va_start(ap, fmt);
+	s->h.ops->log(s->h.user, level, fmt, ap);
+	va_end(ap);
 }
 
 static void *bind_socket(struct ctl_server *s, int type, const char *path)
@@ -39,7 +43,7 @@ static void *bind_socket(struct ctl_server *s, int type, const char *path)
 	if (zmq_setsockopt(z, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(z, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) || zmq_bind(z, ep)) {
 		int e = errno;
-		dlog(s->d, 0, "cannot bind %s: %s", ep, zmq_strerror(e));
+		ctl_log(s, 0, "cannot bind %s: %s", ep, zmq_strerror(e));
 		zmq_close(z);
 		errno = e;
 		return NULL;
@@ -47,32 +51,28 @@ static void *bind_socket(struct ctl_server *s, int type, const char *path)
 	return z;
 }
 
-int ctl_server_start(struct daemon *d, struct ctl_server **ret)
+int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 {
 	struct ctl_server *s = allm_calloc(1, sizeof(*s));
 	size_t len = sizeof(int);
 	int r;
 	if (!s)
 		return -ENOMEM;
-	s->d = d;
+	s->h = *host;
 	s->router_fd = -1;
 	s->start = allm_now();
 	allm_ctl_enc_init(&s->out);
 	allm_ctl_enc_init(&s->body);
 	ctl_stats_reset(&s->stats);
-	if ((r = allm_ctl_path(d->runtime_dir, d->name, "ctl", s->ctl_path, sizeof(s->ctl_path))) ||
-	    (r = allm_ctl_path(d->runtime_dir, d->name, "pub", s->pub_path, sizeof(s->pub_path)))) {
-		dlog(d, 0, "control socket path too long in %s", d->runtime_dir);
+	if ((r = allm_ctl_path(host->runtime_dir, host->name, "ctl", s->ctl_path, sizeof(s->ctl_path))) ||
+	    (r = allm_ctl_path(host->runtime_dir, host->name, "pub", s->pub_path, sizeof(s->pub_path)))) {
+		ctl_log(s, 0, "control socket path too long in %s", host->runtime_dir);
 		goto fail;
 	}
 	if (!(s->zctx = zmq_ctx_new()) || !(s->router = bind_socket(s, ZMQ_ROUTER, s->ctl_path)) ||
 	    !(s->pub = bind_socket(s, ZMQ_PUB, s->pub_path)) ||
 	    zmq_getsockopt(s->router, ZMQ_FD, &s->router_fd, &len)) {
 		r = -errno;
-		s->router_fd = -1;
-		goto fail;
-	}
-	if ((r = allm_loop_watch(d->loop, s->router_fd, POLLIN, on_router_fd, s))) {
 		s->router_fd = -1;
 		goto fail;
 	}
@@ -88,8 +88,6 @@ void ctl_server_stop(struct ctl_server *s)
 	if (!s)
 		return;
 	int linger = CTL_STOP_LINGER_MS;
-	if (s->router_fd >= 0)
-		allm_loop_unwatch(s->d->loop, s->router_fd);
 	if (s->router) {
 		zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_close(s->router);
@@ -105,6 +103,11 @@ void ctl_server_stop(struct ctl_server *s)
 	allm_ctl_enc_free(&s->out);
 	allm_ctl_enc_free(&s->body);
 	allm_free(s);
+}
+
+int ctl_server_fd(const struct ctl_server *s)
+{
+	return s->router_fd;
 }
 
 /* --- commands -------------------------------------------------------------------- */
@@ -134,7 +137,7 @@ static void reply_error(struct ctl_server *s, zmq_msg_t *ident, bool delim, uint
 	allm_ctl_enc_kbool(&s->out, "ok", false);
 	allm_ctl_enc_kstr(&s->out, "error", msg);
 	s->n_errors++;
-	dlog(s->d, 3, "control: command %llu refused: %s", (unsigned long long)id, msg);
+	ctl_log(s, 3, "control: command %llu refused: %s", (unsigned long long)id, msg);
 	send_reply(s, ident, delim);
 }
 
@@ -283,7 +286,7 @@ void ctl_server_tick(struct ctl_server *s)
 	if (!s)
 		return;
 	struct allm_engine_stats st;
-	allm_engine_get_stats(s->d->eng, &st);
+	allm_engine_get_stats(s->h.eng, &st);
 	ctl_stats_sample(&s->stats, allm_now(), st.prompt_tokens + st.generated_tokens,
 			 st.generated_tokens);
 	allm_ctl_enc_reset(&s->out);

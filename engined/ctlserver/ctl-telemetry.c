@@ -9,20 +9,19 @@
 
 const char *ctl_state_name(const struct ctl_server *s)
 {
-	const struct daemon *d = s->d;
 	if (s->calibrating)
 		return "calibrating";
-	if (d->draining)
-		return "shutting_down";
-	if (d->paused)
-		return allm_engine_idle(d->eng) ? "drained" : "draining";
-	return "serving";
+	switch (s->h.ops->state(s->h.user)) {
+	case CTL_HOST_SHUTTING_DOWN: return "shutting_down";
+	case CTL_HOST_PAUSED: return allm_engine_idle(s->h.eng) ? "drained" : "draining";
+	default: return "serving";
+	}
 }
 
 int64_t ctl_in_flight(const struct ctl_server *s)
 {
 	struct allm_engine_stats st;
-	allm_engine_get_stats(s->d->eng, &st);
+	allm_engine_get_stats(s->h.eng, &st);
 	return (int64_t)st.waiting + st.running + st.swapped;
 }
 
@@ -44,7 +43,7 @@ static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *ke
 	int n = 0;
 	const struct allm_request *page[256];
 	/* a queue may be long: keep the best few in one pass over a bounded page */
-	int got = allm_engine_list(s->d->eng, q, page, (int)ALLM_ARRAY_SIZE(page));
+	int got = allm_engine_list(s->h.eng, q, page, (int)ALLM_ARRAY_SIZE(page));
 	for (int i = 0; i < got; i++) {
 		double p = allm_engine_priority(page[i], now);
 		int at = n;
@@ -73,45 +72,39 @@ static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *ke
 
 static void enc_clients(struct ctl_server *s, struct allm_ctl_enc *e)
 {
-	uint32_t n = 0, shown = 0;
-	for (struct dclient *c = s->d->clients; c; c = c->next)
-		n += c->state == DC_READY;
+	struct ctl_client_info ci[CTL_STATUS_MAX_CLIENTS];
+	uint32_t n = s->h.ops->clients(s->h.user, ci, CTL_STATUS_MAX_CLIENTS);
+	uint32_t shown = ALLM_MIN(n, (uint32_t)CTL_STATUS_MAX_CLIENTS);
 	allm_ctl_enc_kint(e, "clients", n);
-	shown = ALLM_MIN(n, (uint32_t)CTL_STATUS_MAX_CLIENTS);
 	allm_ctl_enc_karray(e, "client_list", shown);
-	uint32_t i = 0;
-	for (struct dclient *c = s->d->clients; c && i < shown; c = c->next) {
-		if (c->state != DC_READY)
-			continue;
-		int space = allm_ring_space(&c->cq);
-		double fill = space >= 0 && c->cq.entries ? 1.0 - (double)space / c->cq.entries : NAN;
+	for (uint32_t i = 0; i < shown; i++) {
+		const struct ctl_client_info *c = &ci[i];
 		allm_ctl_enc_map(e, 8);
 		allm_ctl_enc_kint(e, "id", c->id);
 		allm_ctl_enc_kint(e, "pid", c->pid);
 		allm_ctl_enc_kint(e, "uid", c->uid);
-		allm_ctl_enc_kint(e, "in_flight", c->inflight);
+		allm_ctl_enc_kint(e, "in_flight", c->in_flight);
 		allm_ctl_enc_kint(e, "submitted", (int64_t)c->submitted);
 		allm_ctl_enc_kint(e, "rejected", (int64_t)c->rejected);
-		allm_ctl_enc_kdouble(e, "ring_fill", fill);
-		allm_ctl_enc_kint(e, "backlog", c->bl_n);
-		i++;
+		allm_ctl_enc_kdouble(e, "ring_fill", c->ring_fill);
+		allm_ctl_enc_kint(e, "backlog", c->backlog);
 	}
 }
 
 void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 {
-	struct daemon *d = s->d;
+	const struct ctl_host *h = &s->h;
 	struct allm_engine_stats st;
 	struct ctl_stats_view v;
-	const struct allm_engine_config *cfg = allm_engine_get_config(d->eng);
+	const struct allm_engine_config *cfg = allm_engine_get_config(h->eng);
 	double now = allm_now();
-	allm_engine_get_stats(d->eng, &st);
+	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
 	allm_ctl_enc_map(e, 27);
-	allm_ctl_enc_kstr(e, "model", d->rt->model_desc);
-	allm_ctl_enc_kstr(e, "device", d->rt->be->iface->describe(d->rt->be));
-	allm_ctl_enc_kstr(e, "name", d->name);
+	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
+	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
+	allm_ctl_enc_kstr(e, "name", h->name);
 	allm_ctl_enc_kint(e, "pid", getpid());
 	allm_ctl_enc_kdouble(e, "uptime_s", now - s->start);
 	allm_ctl_enc_kstr(e, "state", ctl_state_name(s));
@@ -121,7 +114,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kmap(e, "limits", 2);
 	allm_ctl_enc_kint(e, "max_num_seqs", cfg->max_num_seqs);
 	allm_ctl_enc_kint(e, "max_num_batched_tokens", cfg->max_num_batched_tokens);
-	allm_ctl_enc_kint(e, "block_size", d->rt->kv->lay.block_size);
+	allm_ctl_enc_kint(e, "block_size", h->rt->kv->lay.block_size);
 	allm_ctl_enc_kmap(e, "queues", 3);
 	allm_ctl_enc_kint(e, "waiting", st.waiting);
 	allm_ctl_enc_kint(e, "running", st.running);

@@ -7,6 +7,7 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -564,6 +565,32 @@ void daemon_flush(struct daemon *d)
 		c->cq_pushed = false;
 		pc = &c->next;
 	}
+}
+
+uint32_t daemon_client_list(void *user, struct ctl_client_info *ret, uint32_t max)
+{
+	struct daemon *d = user;
+	uint32_t n = 0;
+	for (struct dclient *c = d->clients; c; c = c->next) {
+		if (c->state != DC_READY)
+			continue;
+		if (n < max) {
+			int space = allm_ring_space(&c->cq);
+			ret[n] = (struct ctl_client_info){
+				.id = c->id,
+				.pid = c->pid,
+				.uid = c->uid,
+				.in_flight = c->inflight,
+				.submitted = c->submitted,
+				.rejected = c->rejected,
+				.ring_fill = space >= 0 && c->cq.entries ?
+						     1.0 - (double)space / c->cq.entries : NAN,
+				.backlog = c->bl_n,
+			};
+		}
+		n++;
+	}
+	return n;
 }
 
 bool daemon_backlogged(const struct daemon *d)

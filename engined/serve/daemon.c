@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void dlog(const struct daemon *d, int level, const char *fmt, ...)
+void vdlog(const struct daemon *d, int level, const char *fmt, va_list ap)
 {
 	if (level > d->log_level)
 		return;
@@ -31,11 +31,16 @@ void dlog(const struct daemon *d, int level, const char *fmt, ...)
 	localtime_r(&ts.tv_sec, &tm);
 	fprintf(stderr, "%02d:%02d:%02d.%03ld allm-engined[%s] %s: ", tm.tm_hour, tm.tm_min,
 		tm.tm_sec, ts.tv_nsec / 1000000, d->name, tag[level]);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void dlog(const struct daemon *d, int level, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vdlog(d, level, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static void usage(FILE *f)
@@ -270,6 +275,83 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 	ctl_server_on_decision(d->ctl, dec, measured);
 }
 
+/* --- what the control server sees of the daemon (struct ctl_host) ---------------- */
+
+static void host_log(void *user, int level, const char *fmt, va_list ap)
+{
+	vdlog(user, level, fmt, ap);
+}
+
+static enum ctl_host_state host_state(void *user)
+{
+	const struct daemon *d = user;
+	return d->draining ? CTL_HOST_SHUTTING_DOWN : d->paused ? CTL_HOST_PAUSED : CTL_HOST_SERVING;
+}
+
+static void host_set_paused(void *user, bool paused)
+{
+	struct daemon *d = user;
+	d->paused = paused;
+}
+
+static void host_shutdown(void *user, const char *why)
+{
+	daemon_begin_shutdown(user, why);
+}
+
+static uint32_t host_request_client(void *user, const struct allm_request *r)
+{
+	const struct dreq *dr = r->user;
+	return dr && dr->c ? dr->c->id : 0;
+}
+
+static const struct ctl_host_ops host_ops = {
+	.log = host_log,
+	.state = host_state,
+	.set_paused = host_set_paused,
+	.shutdown = host_shutdown,
+	.clients = daemon_client_list,
+	.request_client = host_request_client,
+};
+
+static void on_ctl_fd(struct allm_loop *l, int fd, uint32_t revents, void *user)
+{
+	ctl_server_pump(user);
+}
+
+/* After listen_socket(): it made sure no engine of this name runs, so the
+ * control sockets' files can be replaced. */
+static int start_control(struct daemon *d)
+{
+	struct ctl_host h = {
+		.ops = &host_ops,
+		.user = d,
+		.rt = d->rt,
+		.eng = d->eng,
+		.pred = d->pred,
+		.name = d->name,
+		.runtime_dir = d->runtime_dir,
+		.profile_path = d->profile_path,
+	};
+	if (ctl_server_start(&h, &d->ctl))
+		return -1;
+	if (allm_loop_watch(d->loop, ctl_server_fd(d->ctl), POLLIN, on_ctl_fd, d->ctl)) {
+		ctl_server_stop(d->ctl);
+		d->ctl = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static void stop_control(struct daemon *d)
+{
+	if (!d->ctl)
+		return;
+	allm_loop_unwatch(d->loop, ctl_server_fd(d->ctl));
+	ctl_server_stop(d->ctl);
+	d->ctl = NULL;
+}
+
 static int serve(struct daemon *d)
 {
 	struct allm_err err = {{0}};
@@ -361,9 +443,7 @@ int main(int argc, char **argv)
 		dlog(&d, 0, "cannot start serving");
 		goto out;
 	}
-	/* after listen_socket: it made sure no engine of this name runs, so the
-	 * control sockets' files can be replaced */
-	if (ctl_server_start(&d, &d.ctl)) {
+	if (start_control(&d)) {
 		dlog(&d, 0, "cannot start the control plane");
 		goto out;
 	}
@@ -382,7 +462,7 @@ out:
 	stop_listening(&d);
 	daemon_close_clients(&d);
 	allm_engine_free(d.eng);
-	ctl_server_stop(d.ctl); /* after the engine: its last finishes publish */
+	stop_control(&d); /* after the engine: its last finishes publish */
 	if (d.signal_fd >= 0)
 		close(d.signal_fd);
 	if (d.tick_fd >= 0)

@@ -11,6 +11,7 @@
 #include "shm-doorbell.h"
 #include "shm-segment.h"
 
+#include <stdarg.h>
 #include <sys/types.h>
 
 /* Most CQEs a client may leave undrained before its requests fail. */
@@ -22,7 +23,7 @@
 /* SQEs taken from one client per loop turn, so one busy client cannot starve others. */
 #define ALLM_D_SQ_BATCH 64
 
-struct ctl_server;
+#include "ctl-server.h"
 
 enum dclient_state {
 	DC_HELLO, /* waiting for struct allm_hello */
@@ -91,6 +92,7 @@ struct daemon {
 
 void dlog(const struct daemon *d, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+void vdlog(const struct daemon *d, int level, const char *fmt, va_list ap);
 /* Stops admitting work (the socket goes, submissions get a FINAL error), lets
  * what is in flight finish within --shutdown-timeout, then the daemon exits 0:
  * SIGTERM/SIGINT and the control plane's `shutdown` both end up here. */
@@ -117,6 +119,9 @@ void daemon_on_finish(void *user, struct allm_request *r);
 
 /* Closes every client (shutdown). */
 void daemon_close_clients(struct daemon *d);
+/* The control plane's client list: returns how many clients are ready and
+ * fills up to max of them (a struct ctl_host op; user is the daemon). */
+uint32_t daemon_client_list(void *user, struct ctl_client_info *ret, uint32_t max);
 /* Whether some client still has CQEs waiting for room. */
 bool daemon_backlogged(const struct daemon *d);
 
