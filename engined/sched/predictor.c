@@ -1,40 +1,11 @@
-/* Cost predictors: the models, online learning and calibration. Profiles (JSON)
- * are in predictor-profile.c. */
-#include "predictor.h"
+/* Cost predictors: the models, online learning and calibration. The fitter is
+ * predictor-lsq.c; profiles (JSON) are in predictor-profile.c. */
+#include "predictor-lsq.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <time.h>
-
-/* Forgetting per observation: in steady state the live data have an effective
- * window of ~20 samples, enough to average 4 coefficients over the noise. When
- * the predictions are biased (|EWMA of log error| above PRED_BIAS_LO) the device
- * has changed and forgetting speeds up, down to PRED_LAMBDA_FAST at PRED_BIAS_HI,
- * so a 2x slowdown is tracked within a few % after ~20 samples instead of ~100. */
-#define PRED_LAMBDA 0.95
-#define PRED_LAMBDA_FAST 0.6
-#define PRED_BIAS_ALPHA 0.3
-#define PRED_BIAS_LO 0.05
-#define PRED_BIAS_HI 0.15
-/* Weight (in samples) the calibration grid is seeded with in the live statistics,
- * and the weight of the permanent prior built from the same grid. */
-#define PRED_SEED_W 20.0
-#define PRED_PRIOR_W 2.0
-/* EWMA step of the device-wide drift factor that moves the prior. */
-#define PRED_SCALE_ALPHA 0.2
-/* Relative ridge: conditioning only, far below any sample's weight. It pulls
- * directions no sample constrains toward the prior instead of toward zero. */
-#define PRED_RIDGE 1e-9
-/* Predictions are clamped into [floor, PRED_CEIL] so the scheduler never sees a
- * negative, zero, NaN or infinite cost. */
-#define PRED_RC_FLOOR 1e-6
-#define PRED_SWAP_FLOOR 1e-9
-#define PRED_CEIL 1e9
-/* Shortest measurement we learn from: below it the clock, not the work, is measured. */
-#define PRED_MIN_SAMPLE 1e-9
-/* Swap: seconds per MB never below this (bandwidth <= 1e18 B/s), so bw is finite. */
-#define PRED_SWAP_MIN_SPMB 1e-12
 
 /* Calibration budget: ~150 timed runs in all (DESIGN: seconds on tiny models). */
 #define CALIB_RC_RUNS 90
@@ -48,204 +19,6 @@
  * feature units (per 1e3 tokens, per 1e6 tokens^2), and a memcpy-like swap. */
 static const double rc_guess[4] = { 1e-3, 2e-2, 1e-3, 0.0 };
 static const double swap_guess[2] = { 1e-5, 2e-4 }; /* 10 us per run, 5 GB/s */
-
-/* ---- small linear algebra ---- */
-
-static double dot(int k, const double *a, const double *b)
-{
-	double s = 0;
-	for (int i = 0; i < k; i++)
-		s += a[i] * b[i];
-	return s;
-}
-
-static double clamp_pred(double t, double floor)
-{
-	if (!(t >= floor)) /* also catches NaN */
-		return floor;
-	return t > PRED_CEIL ? PRED_CEIL : t;
-}
-
-/* Solves M c = r for the coefficients in free_mask, the others fixed at 0, by
- * Gaussian elimination with partial pivoting on the Jacobi-scaled system (the
- * features differ by orders of magnitude). 0 or -EDOM if singular. */
-static int solve_masked(int k, const double M[4][4], const double r[4], uint32_t free_mask, double c[4])
-{
-	int idx[4], n = 0;
-	double a[4][5], d[4];
-
-	for (int i = 0; i < k; i++)
-		if (free_mask & (1u << i))
-			idx[n++] = i;
-	for (int i = 0; i < n; i++) {
-		double m = M[idx[i]][idx[i]];
-		if (!(m > 0) || !isfinite(m))
-			return -EDOM;
-		d[i] = 1.0 / sqrt(m);
-	}
-	for (int i = 0; i < n; i++) {
-		for (int j = 0; j < n; j++)
-			a[i][j] = M[idx[i]][idx[j]] * d[i] * d[j];
-		a[i][n] = r[idx[i]] * d[i];
-	}
-	for (int col = 0; col < n; col++) {
-		int piv = col;
-		for (int i = col + 1; i < n; i++)
-			if (fabs(a[i][col]) > fabs(a[piv][col]))
-				piv = i;
-		if (!(fabs(a[piv][col]) > 1e-13))
-			return -EDOM;
-		if (piv != col)
-			for (int j = 0; j <= n; j++) {
-				double t = a[col][j];
-				a[col][j] = a[piv][j];
-				a[piv][j] = t;
-			}
-		for (int i = col + 1; i < n; i++) {
-			double f = a[i][col] / a[col][col];
-			for (int j = col; j <= n; j++)
-				a[i][j] -= f * a[col][j];
-		}
-	}
-	double y[4];
-	for (int i = n - 1; i >= 0; i--) {
-		double s = a[i][n];
-		for (int j = i + 1; j < n; j++)
-			s -= a[i][j] * y[j];
-		y[i] = s / a[i][i];
-	}
-	double out[4] = { 0 };
-	for (int i = 0; i < n; i++) {
-		out[idx[i]] = y[i] * d[i];
-		if (!isfinite(out[idx[i]]))
-			return -EDOM;
-	}
-	memcpy(c, out, sizeof(out));
-	return 0;
-}
-
-/* Minimises sum w (x.c - y)^2 + (c - cp)^T P (c - cp) + ridge, given A = sum w x x^T
- * and b = sum w x y, with the coefficients in `nonneg` kept >= 0 by pinning the
- * most negative one at 0 and solving again (an active set that is exact enough for
- * 4 unknowns). P may be NULL. 0 or -EDOM. */
-static int lsq_fit(int k, const double A[4][4], const double b[4], const double (*P)[4],
-		   const double cp[4], uint32_t nonneg, double c[4])
-{
-	double M[4][4], r[4], maxd = 0;
-
-	for (int i = 0; i < k; i++) {
-		r[i] = b[i];
-		for (int j = 0; j < k; j++) {
-			M[i][j] = A[i][j] + (P ? P[i][j] : 0);
-			if (P)
-				r[i] += P[i][j] * cp[j];
-		}
-		maxd = fmax(maxd, M[i][i]);
-	}
-	if (!(maxd > 0) || !isfinite(maxd))
-		maxd = 1;
-	for (int i = 0; i < k; i++) {
-		double ridge = PRED_RIDGE * fmax(M[i][i], 0) + 1e-12 * maxd;
-		M[i][i] += ridge;
-		r[i] += ridge * cp[i];
-	}
-	uint32_t free_mask = (1u << k) - 1;
-	for (int iter = 0; iter <= k; iter++) {
-		int ret = solve_masked(k, M, r, free_mask, c);
-		if (ret < 0)
-			return ret;
-		int worst = -1;
-		for (int i = 0; i < k; i++)
-			if ((nonneg & free_mask & (1u << i)) && c[i] < 0 && (worst < 0 || c[i] < c[worst]))
-				worst = i;
-		if (worst < 0)
-			return 0;
-		free_mask &= ~(1u << worst);
-	}
-	return -EDOM;
-}
-
-static void lsq_fix(int k, double c[4])
-{
-	/* swap: bandwidth stays finite even if the data say "free" */
-	if (k == ALLM_PRED_SWAP_NF && c[1] < PRED_SWAP_MIN_SPMB)
-		c[1] = PRED_SWAP_MIN_SPMB;
-}
-
-void allm_pred_lsq_refit(struct allm_pred_lsq *q)
-{
-	double cp[4], c[4], P[4][4];
-
-	/* the prior is in 1/y^2 units of the calibration times: on a device now
-	 * `scale` times slower it must weigh 1/scale^2 as much, or it stays worth
-	 * more samples than it was meant to and holds the fit back */
-	for (int i = 0; i < q->k; i++) {
-		cp[i] = q->scale * q->base[i];
-		for (int j = 0; j < q->k; j++)
-			P[i][j] = q->prior_xtx[i][j] / (q->scale * q->scale);
-	}
-	if (lsq_fit(q->k, q->xtx, q->xty, P, cp, q->nonneg, c) < 0)
-		return; /* keep the last good fit */
-	lsq_fix(q->k, c);
-	memcpy(q->coef, c, sizeof(c));
-}
-
-/* Adds one weighted sample to A, b (scaled by f: +1 adds, -1 removes). */
-static void acc_sample(int k, double A[4][4], double b[4], const double x[4], double y, double f)
-{
-	double w = f / (y * y);
-	for (int i = 0; i < k; i++) {
-		b[i] += w * x[i] * y;
-		for (int j = 0; j < k; j++)
-			A[i][j] += w * x[i] * x[j];
-	}
-}
-
-/* One live sample: forget a little (more if the model is biased), add it, move
- * the drift factor, refit. */
-static void lsq_observe(struct allm_pred_lsq *q, const double x[4], double y, double floor)
-{
-	double pred = clamp_pred(dot(q->k, q->coef, x), floor);
-	double le = fmin(fmax(log(y / pred), -7), 7);
-	q->bias = (1 - PRED_BIAS_ALPHA) * q->bias + PRED_BIAS_ALPHA * le;
-	double over = (fabs(q->bias) - PRED_BIAS_LO) / (PRED_BIAS_HI - PRED_BIAS_LO);
-	double lambda = PRED_LAMBDA - (PRED_LAMBDA - PRED_LAMBDA_FAST) * fmin(fmax(over, 0), 1);
-	for (int i = 0; i < q->k; i++) {
-		q->xty[i] *= lambda;
-		for (int j = 0; j < q->k; j++)
-			q->xtx[i][j] *= lambda;
-	}
-	acc_sample(q->k, q->xtx, q->xty, x, y, 1.0);
-	double ratio = y / clamp_pred(dot(q->k, q->base, x), floor);
-	ratio = fmin(fmax(ratio, 1e-3), 1e3);
-	double ls = (1 - PRED_SCALE_ALPHA) * log(q->scale) + PRED_SCALE_ALPHA * log(ratio);
-	q->scale = fmin(fmax(exp(ls), 1e-6), 1e6);
-	allm_pred_lsq_refit(q);
-}
-
-/* Calibrated (or guessed) state from grid points: the live statistics start
- * from the grid at PRED_SEED_W samples' weight, the prior at PRED_PRIOR_W. */
-static void lsq_seed(struct allm_pred_lsq *q, const double A[4][4], const double b[4], double n_pts,
-		     const double c[4], bool seed_live)
-{
-	memset(q->xtx, 0, sizeof(q->xtx));
-	memset(q->xty, 0, sizeof(q->xty));
-	for (int i = 0; i < q->k; i++) {
-		if (seed_live)
-			q->xty[i] = b[i] * PRED_SEED_W / n_pts;
-		for (int j = 0; j < q->k; j++) {
-			if (seed_live)
-				q->xtx[i][j] = A[i][j] * PRED_SEED_W / n_pts;
-			q->prior_xtx[i][j] = A[i][j] * PRED_PRIOR_W / n_pts;
-		}
-	}
-	memset(q->base, 0, sizeof(q->base));
-	memset(q->coef, 0, sizeof(q->coef));
-	memcpy(q->base, c, sizeof(double) * (size_t)q->k);
-	memcpy(q->coef, c, sizeof(double) * (size_t)q->k);
-	q->scale = 1;
-	q->bias = 0;
-}
 
 void allm_pred_rc_features(const struct allm_prefill_shape *s, double x[4])
 {
@@ -312,10 +85,10 @@ static void seed_guess(struct allm_pred_lsq *q, const double *guess, bool rc)
 			} else {
 				swap_features((uint64_t)len * 4096, ns, x);
 			}
-			acc_sample(q->k, A, b, x, clamp_pred(dot(q->k, guess, x), PRED_SWAP_FLOOR), 1.0);
+			allm_pred_acc_sample(q->k, A, b, x, allm_pred_clamp(allm_pred_dot(q->k, guess, x), PRED_SWAP_FLOOR), 1.0);
 			n++;
 		}
-	lsq_seed(q, A, b, n, guess, false);
+	allm_pred_lsq_seed(q, A, b, n, guess, false);
 }
 
 int allm_predictor_create(const struct allm_predictor_key *key, struct allm_predictor **ret)
@@ -355,7 +128,7 @@ double allm_predict_prefill(const struct allm_predictor *p, const struct allm_pr
 {
 	double x[4];
 	allm_pred_rc_features(s, x);
-	return clamp_pred(dot(ALLM_PRED_RC_NF, p->rc.coef, x), PRED_RC_FLOOR);
+	return allm_pred_clamp(allm_pred_dot(ALLM_PRED_RC_NF, p->rc.coef, x), PRED_RC_FLOOR);
 }
 
 double allm_predict_recompute(const struct allm_predictor *p, int64_t n_tokens)
@@ -370,7 +143,7 @@ double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes
 	double x[4];
 	ALLM_ASSERT(dir == 0 || dir == 1);
 	swap_features(bytes, n_runs, x);
-	return clamp_pred(x[0] * p->swap[dir].coef[0] + (double)bytes / p->swap_bw[dir], PRED_SWAP_FLOOR);
+	return allm_pred_clamp(x[0] * p->swap[dir].coef[0] + (double)bytes / p->swap_bw[dir], PRED_SWAP_FLOOR);
 }
 
 void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_prefill_shape *s, double seconds)
@@ -380,7 +153,7 @@ void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_
 		return;
 	ring_push(&p->rc_err, allm_predict_prefill(p, s), seconds);
 	allm_pred_rc_features(s, x);
-	lsq_observe(&p->rc, x, seconds, PRED_RC_FLOOR);
+	allm_pred_lsq_observe(&p->rc, x, seconds, PRED_RC_FLOOR);
 	p->n_prefill_obs++;
 }
 
@@ -392,7 +165,7 @@ void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t byt
 		return;
 	ring_push(&p->swap_err, allm_predict_swap(p, dir, bytes, n_runs), seconds);
 	swap_features(bytes, n_runs, x);
-	lsq_observe(&p->swap[dir], x, seconds, PRED_SWAP_FLOOR);
+	allm_pred_lsq_observe(&p->swap[dir], x, seconds, PRED_SWAP_FLOOR);
 	p->swap_bw[dir] = allm_pred_swap_bw(&p->swap[dir]);
 	p->n_swap_obs++;
 }
@@ -474,24 +247,24 @@ static int calib_fit(struct allm_pred_lsq *q, const struct calib_pt *pts, int n,
 	/* directions the grid leaves open (tiny max_tokens) keep the current model */
 	memcpy(prior, q->coef, sizeof(prior));
 	for (int i = 0; i < n; i++)
-		acc_sample(q->k, A, b, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), 1.0);
-	ret = lsq_fit(q->k, A, b, NULL, prior, q->nonneg, c);
+		allm_pred_acc_sample(q->k, A, b, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), 1.0);
+	ret = allm_pred_lsq_fit(q->k, A, b, NULL, prior, q->nonneg, c);
 	if (ret < 0)
 		return ret;
-	lsq_fix(q->k, c);
+	allm_pred_lsq_fix(q->k, c);
 	for (int i = 0; n > q->k && i < n; i++) {
 		double Ai[4][4], bi[4], ci[4];
 		memcpy(Ai, A, sizeof(A));
 		memcpy(bi, b, sizeof(b));
-		acc_sample(q->k, Ai, bi, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), -1.0);
-		if (lsq_fit(q->k, Ai, bi, NULL, prior, q->nonneg, ci) < 0)
+		allm_pred_acc_sample(q->k, Ai, bi, pts[i].x, fmax(pts[i].y, PRED_MIN_SAMPLE), -1.0);
+		if (allm_pred_lsq_fit(q->k, Ai, bi, NULL, prior, q->nonneg, ci) < 0)
 			continue;
-		lsq_fix(q->k, ci);
-		double pred = clamp_pred(dot(q->k, ci, pts[i].x), floor);
+		allm_pred_lsq_fix(q->k, ci);
+		double pred = allm_pred_clamp(allm_pred_dot(q->k, ci, pts[i].x), floor);
 		*loo_sum += fabs(pred - pts[i].y) / fmax(pts[i].y, PRED_MIN_SAMPLE) * 100.0;
 		(*loo_n)++;
 	}
-	lsq_seed(q, A, b, n, c, true);
+	allm_pred_lsq_seed(q, A, b, n, c, true);
 	return 0;
 }
 

@@ -98,12 +98,8 @@ void vdlog(const struct daemon *d, int level, const char *fmt, va_list ap);
  * SIGTERM/SIGINT and the control plane's `shutdown` both end up here. */
 void daemon_begin_shutdown(struct daemon *d, const char *why);
 
-/* daemon-client.c */
+/* daemon-client.c: sessions */
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user);
-/* Drains every client's SQ (bounded per client) into the engine. */
-void daemon_pump_sq(struct daemon *d);
-/* Handles one SQE (already copied out of the ring) from client c. */
-void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q);
 /* A ready client over a new segment with no socket (the fuzz target). */
 int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
 			 struct dclient **ret);
@@ -113,10 +109,6 @@ void daemon_flush(struct daemon *d);
  * (flags cleared again) when some SQ already has entries. */
 bool daemon_prepare_sleep(struct daemon *d);
 void daemon_finish_sleep(struct daemon *d);
-/* Engine events: tokens and finishes become CQEs. */
-void daemon_on_token(void *user, struct allm_request *r, int32_t token);
-void daemon_on_finish(void *user, struct allm_request *r);
-
 /* Closes every client (shutdown). */
 void daemon_close_clients(struct daemon *d);
 /* The control plane's client list: returns how many clients are ready and
@@ -124,5 +116,17 @@ void daemon_close_clients(struct daemon *d);
 uint32_t daemon_client_list(void *user, struct ctl_client_info *ret, uint32_t max);
 /* Whether some client still has CQEs waiting for room. */
 bool daemon_backlogged(const struct daemon *d);
+
+/* daemon-request.c: requests */
+/* Drains every client's SQ (bounded per client) into the engine. */
+void daemon_pump_sq(struct daemon *d);
+/* Handles one SQE (already copied out of the ring) from client c. */
+void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q);
+/* Cancels every request of client c (on_finish sends their FINALs); c NULL: the
+ * requests whose client is gone. */
+void daemon_cancel_requests(struct daemon *d, struct dclient *c);
+/* Engine events: tokens and finishes become CQEs. */
+void daemon_on_token(void *user, struct allm_request *r, int32_t token);
+void daemon_on_finish(void *user, struct allm_request *r);
 
 #endif
