@@ -1,4 +1,4 @@
-/* What allm-bench prints: the DESIGN §12 summary (engined/metrics.c builds it, as for
+/* What allm-bench prints: the DESIGN §12 summary (engined/workload/metrics.c builds it, as for
  * allm-run --workload) completed with what only the engine knows (its `status`),
  * per-request JSONL records, and the human-readable tables. */
 #include "allm-bench.h"

@@ -7,7 +7,7 @@
  *   allm-bench-report.c  summary JSON (shared metrics.c), records JSONL, tables
  *   allm-bench-ctl.c     the control plane: reset-stats before, status after a run
  *
- * Numbers are computed by engined/metrics.c and hashed by engined/sha256.c exactly as
+ * Numbers are computed by engined/workload/metrics.c and hashed by engined/workload/sha256.c exactly as
  * allm-run --workload does, so equal workloads give equal outputs_sha256. */
 #ifndef ALLM_BENCH_H
 #define ALLM_BENCH_H

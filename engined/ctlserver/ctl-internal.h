@@ -1,4 +1,4 @@
-/* Private to engined/ctl-*.c: the control server's state and the pieces the
+/* Private to engined/ctlserver/ctl-*.c: the control server's state and the pieces the
  * command handlers and telemetry share. */
 #ifndef ALLM_CTL_INTERNAL_H
 #define ALLM_CTL_INTERNAL_H
