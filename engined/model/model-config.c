@@ -245,19 +245,27 @@ int allm_model_config_validate(const struct allm_model_config *c, const char *wh
 	return 0;
 }
 
-static json_t *load_json(const char *path, bool required, int *ret_code, struct allm_err *err)
+/* Configs are small; a "config" this large is not one, and we will not read it. */
+#define CONFIG_MAX_BYTES (16u << 20)
+
+/* Reads dir/name (path is its name for messages). */
+static json_t *load_json(const struct allm_vdir *dir, const char *name, const char *path,
+			 bool required, int *ret_code, struct allm_err *err)
 {
 	json_error_t je;
+	char *text = NULL;
+	size_t len = 0;
 	*ret_code = 0;
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		if (!required && errno == ENOENT)
+	int r = allm_vdir_read(dir, name, CONFIG_MAX_BYTES, &text, &len);
+	if (r) {
+		if (!required && r == -ENOENT)
 			return NULL;
-		*ret_code = allm_err_set(err, -errno, "%s: %s", path, strerror(errno));
+		*ret_code = allm_err_set(err, r, "%s: %s", path,
+					 r == -EFBIG ? "too large for a config" : strerror(-r));
 		return NULL;
 	}
-	json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
-	fclose(f);
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	allm_free(text);
 	if (!root) {
 		*ret_code = allm_err_set(err, -EINVAL, "%s: invalid JSON at line %d: %s", path, je.line,
 					 je.text);
@@ -274,14 +282,21 @@ static json_t *load_json(const char *path, bool required, int *ret_code, struct 
 int allm_model_config_load(const char *dir, struct allm_model_config *ret,
 			   struct allm_err *err)
 {
+	struct allm_vdir d = allm_vdir_disk(dir);
+	return allm_model_config_load_from(&d, ret, err);
+}
+
+int allm_model_config_load_from(const struct allm_vdir *dir, struct allm_model_config *ret,
+				struct allm_err *err)
+{
 	char path[4096], gpath[4096];
 	struct allm_model_config c = {0};
 	json_t *root = NULL, *gen = NULL;
 	int r;
 
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	snprintf(gpath, sizeof(gpath), "%s/generation_config.json", dir);
-	root = load_json(path, true, &r, err);
+	allm_vdir_join(dir, "config.json", path, sizeof(path));
+	allm_vdir_join(dir, "generation_config.json", gpath, sizeof(gpath));
+	root = load_json(dir, "config.json", path, true, &r, err);
 	if (!root)
 		goto out;
 	const char *mt = json_string_value(json_object_get(root, "model_type"));
@@ -311,7 +326,7 @@ int allm_model_config_load(const char *dir, struct allm_model_config *ret,
 				 path, td);
 		goto out;
 	}
-	gen = load_json(gpath, false, &r, err);
+	gen = load_json(dir, "generation_config.json", gpath, false, &r, err);
 	if (r)
 		goto out;
 	if (gen && (r = get_eos(gen, gpath, &c, err)))

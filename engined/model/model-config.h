@@ -5,6 +5,7 @@
 #define ALLM_MODEL_CONFIG_H
 
 #include "common.h"
+#include "vdir.h"
 
 #define ALLM_MAX_EOS 16
 #define ALLM_MAX_HEAD_DIM 1024
@@ -62,6 +63,9 @@ struct allm_model_config {
  * 0 or -errno with err naming the file and field. */
 int allm_model_config_load(const char *dir, struct allm_model_config *ret,
 			   struct allm_err *err);
+/* The same from a directory on disk or embedded (common/vdir.h). */
+int allm_model_config_load_from(const struct allm_vdir *dir, struct allm_model_config *ret,
+				struct allm_err *err);
 
 /* Fills cfg from a preset name ("tiny", "llama-7b", "opt-13b", ...; see
  * allm_model_config_preset_names()). -ENOENT for an unknown name. */

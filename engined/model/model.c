@@ -330,6 +330,15 @@ static void direct_progress(void *user, uint64_t done, uint64_t total)
 int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
 		    struct allm_model **ret, struct allm_err *err)
 {
+	struct allm_vdir d = allm_vdir_disk(dir);
+	return allm_model_load_from(be, &d, o, ret, err);
+}
+
+int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
+			 const struct allm_model_load_opts *o, struct allm_model **ret,
+			 struct allm_err *err)
+{
+	const char *dir = vd->path;
 	struct allm_model_config cfg;
 	struct allm_st_index *idx = NULL;
 	struct allm_model *m = NULL;
@@ -340,9 +349,9 @@ int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model
 	uint64_t total = 0, direct_bytes = 0;
 	int r;
 
-	if ((r = allm_model_config_load(dir, &cfg, err)))
+	if ((r = allm_model_config_load_from(vd, &cfg, err)))
 		goto fail;
-	if ((r = allm_st_open_dir(dir, &idx, err)))
+	if ((r = allm_st_open_from(vd, &idx, err)))
 		goto fail;
 	if ((r = allm_model_create_shell(be, &cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
 		goto fail;

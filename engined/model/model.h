@@ -62,6 +62,10 @@ struct allm_model_load_opts {
  * must be present with the implied shape. 0 or -errno with err set. */
 int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
 		    struct allm_model **ret, struct allm_err *err);
+/* The same from a directory on disk or embedded (common/vdir.h). */
+int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *dir,
+			 const struct allm_model_load_opts *o, struct allm_model **ret,
+			 struct allm_err *err);
 
 /* Creates a model of preset shapes with deterministic pseudo-random weights
  * (seeded per tensor name, so values do not depend on dtype or thread count). */

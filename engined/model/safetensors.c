@@ -24,11 +24,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is l
 #define ST_MAX_HEADER ((uint64_t)100 << 20)
 /* Same bound for model.safetensors.index.json. */
 #define ST_MAX_INDEX ((off_t)100 << 20)
+#define ST_INDEX_NAME "model.safetensors.index.json"
+#define ST_SINGLE_NAME "model.safetensors"
 
 /* The index under construction, with the capacities of its growing arrays. */
 struct st_build {
 	struct allm_st_index *idx;
-	size_t cap_paths; /* entries allocated in idx->paths */
+	size_t cap_names; /* entries allocated in idx->names */
+	size_t cap_paths; /* in idx->paths */
 	size_t cap_sizes; /* in idx->file_sizes */
 	size_t cap_tensors; /* in idx->tensors */
 };
@@ -37,10 +40,14 @@ void allm_st_close(struct allm_st_index *idx)
 {
 	if (!idx)
 		return;
-	for (int32_t i = 0; i < idx->n_files; i++)
+	for (int32_t i = 0; i < idx->n_files; i++) {
+		allm_free(idx->names[i]);
 		allm_free(idx->paths[i]);
+	}
 	for (int32_t i = 0; i < idx->n_tensors; i++)
 		allm_free(idx->tensors[i].name);
+	allm_free((char *)idx->dir.path);
+	allm_free(idx->names);
 	allm_free(idx->paths);
 	allm_free(idx->file_sizes);
 	allm_free(idx->tensors);
@@ -55,20 +62,6 @@ static char *st_strdup(const char *s)
 	if (d)
 		memcpy(d, s, n);
 	return d;
-}
-
-/* Returns dir + "/" + name, or NULL when out of memory. */
-static char *st_join(const char *dir, const char *name)
-{
-	size_t a = strlen(dir), b = strlen(name);
-	char *p = allm_malloc(a + b + 2);
-
-	if (!p)
-		return NULL;
-	memcpy(p, dir, a);
-	p[a] = '/';
-	memcpy(p + a + 1, name, b + 1);
-	return p;
 }
 
 /* Grows *arr (of elem-sized items, *cap of them) to hold at least need. */
@@ -194,10 +187,12 @@ static int st_parse_entry(const char *path, const char *name, json_t *v, uint64_
 	return 0;
 }
 
-/* Reads and parses the header of path: *ret_root (a JSON object, the caller's), the
- * header length and the file size. */
-static int st_load_header(const char *path, json_t **ret_root, uint64_t *ret_hlen,
-			  uint64_t *ret_fsize, struct allm_err *err)
+/* Reads and parses the header of file name of dir (path: its full name, for
+ * messages): *ret_root (a JSON object, the caller's), the header length and the
+ * file size. */
+static int st_load_header(const struct allm_vdir *dir, const char *name, const char *path,
+			  json_t **ret_root, uint64_t *ret_hlen, uint64_t *ret_fsize,
+			  struct allm_err *err)
 {
 	int fd, ret;
 	struct stat st;
@@ -207,8 +202,12 @@ static int st_load_header(const char *path, json_t **ret_root, uint64_t *ret_hle
 	json_t *root = NULL;
 	json_error_t jerr;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	fd = allm_vdir_open(dir, name);
+	if (fd < 0) {
+		ret = allm_err_set(err, fd, "cannot open %s: %s", path, strerror(-fd));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
 		ret = allm_err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -290,17 +289,20 @@ static int st_check_metadata(const char *path, json_t *v, struct allm_err *err)
 	return 0;
 }
 
-/* Parses the header of path and appends the file and its tensors to bld. */
-static int st_parse_file(struct st_build *bld, const char *path, struct allm_err *err)
+/* Parses the header of file fname of the index's directory and appends the file
+ * and its tensors to bld. */
+static int st_parse_file(struct st_build *bld, const char *fname, struct allm_err *err)
 {
 	struct allm_st_index *idx = bld->idx;
 	int32_t file_idx = idx->n_files;
 	uint64_t hlen = 0, fsize = 0;
 	json_t *root = NULL, *v;
 	const char *name;
+	char path[4096];
 	int ret;
 
-	ret = st_load_header(path, &root, &hlen, &fsize, err);
+	allm_vdir_join(&idx->dir, fname, path, sizeof(path));
+	ret = st_load_header(&idx->dir, fname, path, &root, &hlen, &fsize, err);
 	if (ret < 0)
 		return ret;
 	json_object_foreach(root, name, v) {
@@ -323,13 +325,19 @@ static int st_parse_file(struct st_build *bld, const char *path, struct allm_err
 		idx->tensors[idx->n_tensors++] = t;
 	}
 	/* The tensors above already refer to this file by the next index. */
-	if (st_grow(&idx->paths, &bld->cap_paths, (size_t)file_idx + 1, sizeof(*idx->paths)) < 0 ||
+	char *p = st_strdup(path), *nm = st_strdup(fname);
+	if (!p || !nm ||
+	    st_grow(&idx->paths, &bld->cap_paths, (size_t)file_idx + 1, sizeof(*idx->paths)) < 0 ||
+	    st_grow(&idx->names, &bld->cap_names, (size_t)file_idx + 1, sizeof(*idx->names)) < 0 ||
 	    st_grow(&idx->file_sizes, &bld->cap_sizes, (size_t)file_idx + 1,
-		    sizeof(*idx->file_sizes)) < 0 ||
-	    !(idx->paths[file_idx] = st_strdup(path))) {
+		    sizeof(*idx->file_sizes)) < 0) {
+		allm_free(p);
+		allm_free(nm);
 		ret = allm_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
+	idx->paths[file_idx] = p;
+	idx->names[file_idx] = nm;
 	idx->file_sizes[file_idx] = fsize;
 	idx->n_files++;
 out:
@@ -359,12 +367,28 @@ static int st_sort(struct allm_st_index *idx, struct allm_err *err)
 	return 0;
 }
 
+/* A new, empty index over dir (its path copied). */
+static struct allm_st_index *st_new_index(const struct allm_vdir *dir)
+{
+	struct allm_st_index *idx = allm_calloc(1, sizeof(*idx));
+	char *path = st_strdup(dir->path ? dir->path : "");
+	if (!idx || !path) {
+		allm_free(idx);
+		allm_free(path);
+		return NULL;
+	}
+	idx->dir = *dir;
+	idx->dir.path = path;
+	return idx;
+}
+
 int allm_st_open_file(const char *path, struct allm_st_index **ret, struct allm_err *err)
 {
 	struct st_build bld = { 0 };
+	struct allm_vdir here = allm_vdir_disk(""); /* the name is the path */
 	int r;
 
-	bld.idx = allm_calloc(1, sizeof(*bld.idx));
+	bld.idx = st_new_index(&here);
 	if (!bld.idx)
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	r = st_parse_file(&bld, path, err);
@@ -387,21 +411,24 @@ static bool st_shard_name_ok(const char *s)
 
 /* Loads and validates dir/model.safetensors.index.json; *ret_root owns the JSON and
  * *ret_map points into it. */
-static int st_load_index(const char *index_path, json_t **ret_root, json_t **ret_map,
-			 struct allm_err *err)
+static int st_load_index(const struct allm_vdir *dir, const char *index_path, json_t **ret_root,
+			 json_t **ret_map, struct allm_err *err)
 {
 	json_t *root = NULL, *map, *v;
 	json_error_t jerr;
-	struct stat st;
 	const char *name;
+	char *text = NULL;
+	size_t len = 0;
 	int r;
 
-	if (stat(index_path, &st) < 0)
-		return allm_err_set(err, -errno, "cannot open %s: %s", index_path, strerror(errno));
-	if (st.st_size > ST_MAX_INDEX)
+	r = allm_vdir_read(dir, ST_INDEX_NAME, (size_t)ST_MAX_INDEX, &text, &len);
+	if (r == -EFBIG)
 		return allm_err_set(err, -EINVAL, "%s is larger than %lld MiB", index_path,
 				    (long long)(ST_MAX_INDEX >> 20));
-	root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
+	if (r)
+		return allm_err_set(err, r, "cannot open %s: %s", index_path, strerror(-r));
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	allm_free(text);
 	if (!root)
 		return allm_err_set(err, -EINVAL, "%s is not valid JSON: %s (line %d)%s", index_path,
 				    jerr.text, jerr.line,
@@ -437,16 +464,15 @@ fail:
 
 /* Opens every distinct shard of the weight_map once, then checks that each listed
  * tensor is in the shard the map names. */
-static int st_open_sharded(const char *dir, const char *index_path, struct st_build *bld,
-			   struct allm_err *err)
+static int st_open_sharded(const char *index_path, struct st_build *bld, struct allm_err *err)
 {
 	struct allm_st_index *idx = bld->idx;
 	json_t *root = NULL, *map, *v;
 	const char *name;
-	char *path = NULL;
+	char path[4096];
 	int ret;
 
-	ret = st_load_index(index_path, &root, &map, err);
+	ret = st_load_index(&idx->dir, index_path, &root, &map, err);
 	if (ret < 0)
 		return ret;
 	json_object_foreach(map, name, v) {
@@ -454,28 +480,19 @@ static int st_open_sharded(const char *dir, const char *index_path, struct st_bu
 		bool seen = false;
 
 		/* Shards are few (tens); a linear scan over the ones opened is cheap. */
-		for (int32_t f = 0; f < idx->n_files && !seen; f++) {
-			const char *base = strrchr(idx->paths[f], '/');
-
-			seen = strcmp(base ? base + 1 : idx->paths[f], shard) == 0;
-		}
+		for (int32_t f = 0; f < idx->n_files && !seen; f++)
+			seen = strcmp(idx->names[f], shard) == 0;
 		if (seen)
 			continue;
-		path = st_join(dir, shard);
-		if (!path) {
-			ret = allm_err_set(err, -ENOMEM, "out of memory");
+		if ((ret = allm_vdir_access(&idx->dir, shard)) < 0) {
+			ret = allm_err_set(err, ret, "shard %s listed in %s is missing: %s",
+					   allm_vdir_join(&idx->dir, shard, path, sizeof(path)),
+					   index_path, strerror(-ret));
 			goto out;
 		}
-		if (access(path, F_OK) < 0) {
-			ret = allm_err_set(err, -errno, "shard %s listed in %s is missing: %s", path,
-					   index_path, strerror(errno));
-			goto out;
-		}
-		ret = st_parse_file(bld, path, err);
+		ret = st_parse_file(bld, shard, err);
 		if (ret < 0)
 			goto out;
-		allm_free(path);
-		path = NULL;
 	}
 	ret = st_sort(idx, err);
 	if (ret < 0)
@@ -490,47 +507,47 @@ static int st_open_sharded(const char *dir, const char *index_path, struct st_bu
 			goto out;
 		}
 		in = idx->paths[t->file_idx];
-		base = strrchr(in, '/');
-		if (strcmp(base ? base + 1 : in, shard) != 0) {
+		base = idx->names[t->file_idx];
+		if (strcmp(base, shard) != 0) {
 			ret = allm_err_set(err, -EINVAL, "tensor %s listed in %s for shard %s is in %s",
 					   name, index_path, shard, in);
 			goto out;
 		}
 	}
 out:
-	allm_free(path);
 	json_decref(root);
 	return ret;
 }
 
 int allm_st_open_dir(const char *model_dir, struct allm_st_index **ret, struct allm_err *err)
 {
+	struct allm_vdir d = allm_vdir_disk(model_dir);
+	return allm_st_open_from(&d, ret, err);
+}
+
+int allm_st_open_from(const struct allm_vdir *dir, struct allm_st_index **ret,
+		      struct allm_err *err)
+{
 	struct st_build bld = { 0 };
-	char *index_path = NULL, *single = NULL;
+	char index_path[4096];
 	int r;
 
-	index_path = st_join(model_dir, "model.safetensors.index.json");
-	single = st_join(model_dir, "model.safetensors");
-	bld.idx = allm_calloc(1, sizeof(*bld.idx));
-	if (!index_path || !single || !bld.idx) {
-		r = allm_err_set(err, -ENOMEM, "out of memory");
-		goto out;
-	}
+	bld.idx = st_new_index(dir);
+	if (!bld.idx)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	allm_vdir_join(dir, ST_INDEX_NAME, index_path, sizeof(index_path));
 	/* The index wins, as in transformers: a stale model.safetensors next to it is
 	 * not what the index describes. */
-	if (access(index_path, F_OK) == 0) {
-		r = st_open_sharded(model_dir, index_path, &bld, err);
-	} else if (access(single, F_OK) == 0) {
-		r = st_parse_file(&bld, single, err);
+	if (allm_vdir_access(dir, ST_INDEX_NAME) == 0) {
+		r = st_open_sharded(index_path, &bld, err);
+	} else if (allm_vdir_access(dir, ST_SINGLE_NAME) == 0) {
+		r = st_parse_file(&bld, ST_SINGLE_NAME, err);
 		if (r == 0)
 			r = st_sort(bld.idx, err);
 	} else {
 		r = allm_err_set(err, -ENOENT, "no model.safetensors or model.safetensors.index.json in %s",
-				 model_dir);
+				 dir->path);
 	}
-out:
-	allm_free(index_path);
-	allm_free(single);
 	if (r < 0) {
 		allm_st_close(bld.idx);
 		return r;
@@ -582,10 +599,10 @@ int allm_st_read_tensors(const struct allm_st_index *idx, const struct allm_st_r
 			continue;
 		f = t->file_idx;
 		if (fds[f] < 0) {
-			fds[f] = open(idx->paths[f], O_RDONLY | O_CLOEXEC);
+			fds[f] = allm_vdir_open(&idx->dir, idx->names[f]);
 			if (fds[f] < 0) {
-				ret = allm_err_set(err, -errno, "cannot open %s: %s", idx->paths[f],
-						   strerror(errno));
+				ret = allm_err_set(err, fds[f], "cannot open %s: %s", idx->paths[f],
+						   strerror(-fds[f]));
 				goto out;
 			}
 			/* Weights are read front to back once: ask for aggressive readahead. */

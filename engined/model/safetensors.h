@@ -11,6 +11,7 @@
 #define ALLM_SAFETENSORS_H
 
 #include "common.h"
+#include "vdir.h"
 
 #define ALLM_ST_MAX_DIMS 8
 
@@ -25,8 +26,10 @@ struct allm_st_tensor {
 };
 
 struct allm_st_index {
+	struct allm_vdir dir; /* where the files are (path owned by the index) */
 	int32_t n_files;
-	char **paths; /* full paths of the shard files */
+	char **names; /* the shard files' names in dir */
+	char **paths; /* and their full paths, for messages */
 	uint64_t *file_sizes;
 	int32_t n_tensors;
 	struct allm_st_tensor *tensors; /* sorted by name */
@@ -38,6 +41,10 @@ struct allm_st_index {
  * and the problem. */
 int allm_st_open_dir(const char *model_dir, struct allm_st_index **ret,
 		     struct allm_err *err);
+/* The same for a directory on disk or embedded (common/vdir.h); an embedded
+ * directory's file table must outlive the index. */
+int allm_st_open_from(const struct allm_vdir *dir, struct allm_st_index **ret,
+		      struct allm_err *err);
 /* Opens one .safetensors file. */
 int allm_st_open_file(const char *path, struct allm_st_index **ret, struct allm_err *err);
 void allm_st_close(struct allm_st_index *idx);

@@ -136,18 +136,28 @@ int allm_tok_parse_post(struct allm_tokenizer *tok, json_t *pp, struct allm_err 
 	return parse_post_field(tok, pp, "post_processor", err);
 }
 
+/* A companion config this large is not one. */
+#define TOK_CONFIG_MAX (16u << 20)
+
 /* Loads dir/name; *ret = NULL when the file does not exist. */
-static int load_optional(const char *dir, const char *name, json_t **ret, struct allm_err *err)
+static int load_optional(const struct allm_vdir *dir, const char *name, json_t **ret,
+			 struct allm_err *err)
 {
 	char path[4096];
 	json_error_t jerr;
+	char *text = NULL;
+	size_t len = 0;
 
 	*ret = NULL;
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
-		return allm_err_set(err, -ENAMETOOLONG, "tokenizer: path too long: %s", dir);
-	if (access(path, F_OK) != 0)
+	allm_vdir_join(dir, name, path, sizeof(path));
+	int r = allm_vdir_read(dir, name, TOK_CONFIG_MAX, &text, &len);
+	if (r == -ENOENT)
 		return 0;
-	*ret = json_load_file(path, 0, &jerr);
+	if (r)
+		return allm_err_set(err, r, "tokenizer: %s: %s", path,
+				    r == -EFBIG ? "too large" : strerror(-r));
+	*ret = json_loadb(text, len, 0, &jerr);
+	allm_free(text);
 	if (!*ret || !json_is_object(*ret)) {
 		json_decref(*ret);
 		*ret = NULL;
@@ -230,7 +240,8 @@ static int apply_add_flags(struct allm_tokenizer *tok, json_t *cfg)
 	return 0;
 }
 
-int allm_tok_load_configs(struct allm_tokenizer *tok, const char *dir, struct allm_err *err)
+int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *dir,
+			  struct allm_err *err)
 {
 	json_t *cfg = NULL, *map = NULL, *gen = NULL;
 	int32_t bos = -2, eos = -2, gen_bos = -1;

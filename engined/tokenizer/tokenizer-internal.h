@@ -161,7 +161,8 @@ const char *allm_tok_json_type(json_t *obj);
 
 /* tokenizer-config.c: post_processor, then the companion files and BOS/EOS. */
 int allm_tok_parse_post(struct allm_tokenizer *tok, json_t *pp, struct allm_err *err);
-int allm_tok_load_configs(struct allm_tokenizer *tok, const char *dir, struct allm_err *err);
+int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *dir,
+			  struct allm_err *err);
 
 /* detokenizer.c: decoder -> per-id decoded bytes. */
 int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_err *err);

@@ -472,22 +472,29 @@ static int parse_pretok(struct allm_tokenizer *tok, json_t *pt, const char *fiel
 			    field, type);
 }
 
-static int load_common(const char *path, const char *dir, struct allm_tokenizer **ret,
-		       struct allm_err *err)
+/* tokenizer.json this large is not one (real ones are a few MiB). */
+#define TOK_JSON_MAX (256u << 20)
+
+/* Loads name from dir, and the companion configs beside it when configs. */
+static int load_common(const struct allm_vdir *dir, const char *name, bool configs,
+		       struct allm_tokenizer **ret, struct allm_err *err)
 {
 	struct allm_tokenizer *tok = NULL;
 	json_error_t jerr;
 	json_t *root;
+	char path[4096], *text = NULL;
+	size_t len = 0;
 	int r;
 
-	root = json_load_file(path, 0, &jerr);
-	if (!root) {
-		FILE *f = fopen(path, "r");
-		if (!f)
-			return allm_err_set(err, errno == ENOENT ? -ENOENT : -EIO, "tokenizer: cannot open %s", path);
-		fclose(f);
+	allm_vdir_join(dir, name, path, sizeof(path));
+	r = allm_vdir_read(dir, name, TOK_JSON_MAX, &text, &len);
+	if (r)
+		return allm_err_set(err, r == -ENOENT ? -ENOENT : r == -EFBIG ? -EINVAL : -EIO,
+				    "tokenizer: cannot open %s%s", path, r == -EFBIG ? ": too large" : "");
+	root = json_loadb(text, len, 0, &jerr);
+	allm_free(text);
+	if (!root)
 		return allm_err_set(err, -EINVAL, "tokenizer: %s: line %d: %s", path, jerr.line, jerr.text);
-	}
 	r = -ENOMEM;
 	tok = allm_calloc(1, sizeof(*tok));
 	if (!tok) {
@@ -510,7 +517,7 @@ static int load_common(const char *path, const char *dir, struct allm_tokenizer 
 	if (r == 0)
 		r = allm_tok_parse_decoder(tok, json_object_get(root, "decoder"), err);
 	if (r == 0)
-		r = allm_tok_load_configs(tok, dir, err);
+		r = allm_tok_load_configs(tok, configs ? dir : NULL, err);
 out:
 	json_decref(root);
 	if (r < 0) {
@@ -524,16 +531,21 @@ out:
 int allm_tokenizer_load_file(const char *tokenizer_json_path, struct allm_tokenizer **ret,
 			     struct allm_err *err)
 {
-	return load_common(tokenizer_json_path, NULL, ret, err);
+	struct allm_vdir here = allm_vdir_disk(""); /* the name is the path */
+	return load_common(&here, tokenizer_json_path, false, ret, err);
 }
 
 int allm_tokenizer_load(const char *model_dir, struct allm_tokenizer **ret,
 			struct allm_err *err)
 {
-	char path[4096];
-	if ((size_t)snprintf(path, sizeof(path), "%s/tokenizer.json", model_dir) >= sizeof(path))
-		return allm_err_set(err, -ENAMETOOLONG, "tokenizer: path too long: %s", model_dir);
-	return load_common(path, model_dir, ret, err);
+	struct allm_vdir d = allm_vdir_disk(model_dir);
+	return allm_tokenizer_load_from(&d, ret, err);
+}
+
+int allm_tokenizer_load_from(const struct allm_vdir *dir, struct allm_tokenizer **ret,
+			     struct allm_err *err)
+{
+	return load_common(dir, "tokenizer.json", true, ret, err);
 }
 
 void allm_tokenizer_free(struct allm_tokenizer *tok)

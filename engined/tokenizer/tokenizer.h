@@ -24,6 +24,7 @@
 #define ALLM_TOKENIZER_H
 
 #include "common.h"
+#include "vdir.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,9 @@ struct allm_tokenizer; /* opaque */
  * malformed / unsupported, with err naming the file and field). */
 int allm_tokenizer_load(const char *model_dir, struct allm_tokenizer **ret,
 			struct allm_err *err);
+/* The same from a directory on disk or embedded (common/vdir.h). */
+int allm_tokenizer_load_from(const struct allm_vdir *dir, struct allm_tokenizer **ret,
+			     struct allm_err *err);
 /* Same from one tokenizer.json path; no companion files are read. */
 int allm_tokenizer_load_file(const char *tokenizer_json_path, struct allm_tokenizer **ret,
 			     struct allm_err *err);
