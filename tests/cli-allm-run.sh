@@ -3,15 +3,12 @@
 set -u
 
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
-SHARED_DIR=${SHARED_DIR:-$(cd "$(dirname "$0")/../../shared" && pwd)}
+DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
 RUN=$BUILD_DIR/tools/allm-run
 MK=$BUILD_DIR/tools/allm-mkmodel
-M=$SHARED_DIR/models/stories260K
+M=$DATA_DIR/models/stories260K
 
-if [ ! -f "$M/model.safetensors" ]; then
-	echo "SKIP: $M is absent"
-	exit 77
-fi
+[ -f "$M/model.safetensors" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
 for b in "$RUN" "$MK"; do
 	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
 done
@@ -197,20 +194,33 @@ cmp -s "$tmp/seed-a/model.safetensors" "$tmp/seed-b/model.safetensors" && ok "sa
 	ok "different seed: different file" || fail "seeds 11 and 12 wrote identical (or no) model.safetensors"
 
 # --- the embedded default model ------------------------------------------------------
+# stories260K compiled into the program: the same ids as the files under data/,
+# with HOME and the caches pointing nowhere useful (nothing is read or written there).
 mkdir -p "$tmp/home"
-run default env HOME="$tmp/home" XDG_CACHE_HOME="$tmp/cache" "$RUN" --device cpu --prompt-ids 1,2,3 \
-	--max-tokens 5 --temperature 0 --ignore-eos --ids
+chmod 0500 "$tmp/home"
+run default env HOME="$tmp/home" XDG_CACHE_HOME="$tmp/home/cache" "$RUN" --device cpu \
+	--prompt "Once upon a time" --max-tokens 40 --temperature 0 --ids
+run default_disk "$RUN" --model "$M" --device cpu --prompt "Once upon a time" --max-tokens 40 \
+	--temperature 0 --ids
 n=$(gen_n "$tmp/default.out")
-[ $rc -eq 0 ] && [ "$n" -eq 5 ] && ok "default model: 5 ids" || fail "default model: rc $rc, $n ids"
-grep -qi 'default model' "$tmp/default.err" && ok "default model announced" ||
-	fail "stderr does not say it is the default model: $(head -c 300 "$tmp/default.err")"
-[ -f "$tmp/cache/adaptivellm/default-model-v1/config.json" ] && ok "default model cached under XDG_CACHE_HOME" ||
-	fail "no default model under \$XDG_CACHE_HOME/adaptivellm"
-# a second run reuses the cache and gives the same ids
-run default2 env HOME="$tmp/home" XDG_CACHE_HOME="$tmp/cache" "$RUN" --device cpu --prompt-ids 1,2,3 \
-	--max-tokens 5 --temperature 0 --ignore-eos --ids
-[ "$(grep '^generated:' "$tmp/default.out")" = "$(grep '^generated:' "$tmp/default2.out")" ] &&
-	ok "default model is stable across runs" || fail "default model gave different ids on a second run"
+[ $rc -eq 0 ] && [ "$n" -ge 20 ] && ok "default model: text prompt, $n ids" ||
+	fail "default model: rc $rc, $n ids"
+[ "$(grep -v '^text' "$tmp/default.out")" = "$(grep -v '^text' "$tmp/default_disk.out")" ] &&
+	ok "default model = data/models/stories260K, id for id" ||
+	fail "default model differs from $M: $(head -c 300 "$tmp/default.out")"
+grep -q 'Lily' "$tmp/default.out" && ok "default model writes TinyStories text" ||
+	fail "default model text lacks 'Lily': $(head -c 300 "$tmp/default.out")"
+[ "$(grep -ci 'embedded default model stories260K' "$tmp/default.err")" = 1 ] &&
+	ok "default model announced in one line" ||
+	fail "stderr does not say (once) it is the embedded default: $(head -c 300 "$tmp/default.err")"
+[ ! -e "$tmp/home/cache" ] && ok "default model writes nothing under HOME/XDG_CACHE_HOME" ||
+	fail "the default model wrote $tmp/home/cache"
+chmod 0700 "$tmp/home"
+# the old random default is --dummy tiny
+run dummy_tiny "$RUN" --dummy tiny --device cpu --prompt-ids 1,2,3 --max-tokens 5 --temperature 0 \
+	--ignore-eos --ids
+[ $rc -eq 0 ] && [ "$(gen_n "$tmp/dummy_tiny.out")" -eq 5 ] && ok "--dummy tiny: 5 ids" ||
+	fail "--dummy tiny: rc $rc"
 
 # --- text prompt (tokenizer) ------------------------------------------------------------
 run text "$RUN" --model "$M" --device cpu --prompt "Once upon a time" --max-tokens 60 --temperature 0

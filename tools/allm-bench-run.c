@@ -5,7 +5,7 @@
  * sees). One thread; the client waits on the CQ doorbell between events. */
 #include "allm-bench.h"
 
-#include "model-config.h"
+#include "model.h"
 #include "progress.h"
 #include "model-writer.h"
 #include "tokenizer.h"
@@ -38,20 +38,16 @@ static int load_model_info(const struct bench_opts *o, const char *ref,
 			   struct allm_model_config *cfg, struct allm_tokenizer **tok)
 {
 	struct allm_err err = {{0}};
-	char dir[4096] = "";
 	int r;
 	*tok = NULL;
 	if (o->dummy || !strncmp(ref, "dummy:", 6)) {
 		r = allm_model_config_preset(o->dummy ? o->dummy : ref + 6, cfg, &err);
 	} else {
-		if (o->model_dir)
-			snprintf(dir, sizeof(dir), "%s", o->model_dir);
-		else if (!strcmp(ref, "default"))
-			r = allm_default_model_dir(dir, sizeof(dir), &err);
-		else
-			snprintf(dir, sizeof(dir), "%s", ref);
-		r = dir[0] ? allm_model_config_load(dir, cfg, &err) : -EINVAL;
-		if (!r && allm_tokenizer_load(dir, tok, &err) < 0)
+		struct allm_vdir disk = allm_vdir_disk(o->model_dir ? o->model_dir : ref);
+		const struct allm_vdir *dir =
+			!o->model_dir && !strcmp(ref, "default") ? allm_default_model() : &disk;
+		r = allm_model_config_load_from(dir, cfg, &err);
+		if (!r && allm_tokenizer_load_from(dir, tok, &err) < 0)
 			*tok = NULL; /* no tokenizer: text prompts go to the engine as text */
 	}
 	if (r)

@@ -363,8 +363,7 @@ int main(int argc, char **argv)
 	if (rt->device_note[0])
 		fprintf(stderr, "allm-run: %s\n", rt->device_note);
 	if (rt->default_model)
-		fprintf(stderr, "allm-run: no --model given: using the embedded default model "
-				"(random weights: its text is noise; try --model ../shared/models/stories260K)\n");
+		fprintf(stderr, "allm-run: %s\n", ALLM_DEFAULT_MODEL_NOTE);
 	fprintf(stderr, "allm-run: %s %s, %d layers, %s weights, on %s (loaded in %.2f s)\n",
 		rt->model_desc, allm_arch_name(c->arch), c->n_layers, allm_dtype_name(rt->model->wdtype),
 		rt->be->iface->describe(rt->be), rt->load_seconds);

@@ -238,30 +238,3 @@ int allm_tokenizer_write_dir(int32_t vocab_size, const char *dir, struct allm_er
 			      "unk_token", "<unk>"),
 		    dir, "special_tokens_map.json", err);
 }
-
-int allm_default_model_dir(char *ret_dir, size_t len, struct allm_err *err)
-{
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char base[3000], tmp[3100];
-	struct allm_model_config cfg;
-	struct allm_model_write_opts o = {.seed = 20240521, .dtype = ALLM_DTYPE_F32};
-	int r;
-	if (xdg && *xdg)
-		snprintf(base, sizeof(base), "%s/adaptivellm", xdg);
-	else
-		snprintf(base, sizeof(base), "%s/.cache/adaptivellm", home && *home ? home : "/tmp");
-	snprintf(ret_dir, len, "%s/default-model-v1", base);
-	char probe[3100];
-	snprintf(probe, sizeof(probe), "%s/tokenizer.json", ret_dir);
-	if (access(probe, R_OK) == 0)
-		return 0;
-	/* write to a private directory, then rename: concurrent first runs never see
-	 * a half-written model */
-	snprintf(tmp, sizeof(tmp), "%s/.default-model-v1.%d", base, (int)getpid());
-	if ((r = allm_model_config_preset("tiny", &cfg, err)) ||
-	    (r = allm_model_write_dir(&cfg, &o, tmp, err)))
-		return r;
-	if (rename(tmp, ret_dir) && access(probe, R_OK) != 0)
-		return allm_err_set(err, -errno, "cannot create %s: %s", ret_dir, strerror(errno));
-	return 0;
-}

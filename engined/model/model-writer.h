@@ -24,9 +24,4 @@ int allm_model_write_dir(const struct allm_model_config *cfg,
  * characters and merges of common English pieces. */
 int allm_tokenizer_write_dir(int32_t vocab_size, const char *dir, struct allm_err *err);
 
-/* The embedded default model: generated once into the cache directory
- * ($XDG_CACHE_HOME/adaptivellm/default-model-v1) and reused. Its path goes to
- * ret_dir. */
-int allm_default_model_dir(char *ret_dir, size_t len, struct allm_err *err);
-
 #endif

@@ -62,6 +62,16 @@ struct allm_model_load_opts {
  * must be present with the implied shape. 0 or -errno with err set. */
 int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
 		    struct allm_model **ret, struct allm_err *err);
+/* The embedded default model, stories260K (data/models/, compiled in): a
+ * directory for allm_model_load_from(), allm_tokenizer_load_from() and friends. */
+const struct allm_vdir *allm_default_model(void);
+#define ALLM_DEFAULT_MODEL_NAME "stories260K"
+/* The one line programs print when they serve it. */
+#define ALLM_DEFAULT_MODEL_NOTE                                                              \
+	"no --model given: serving the embedded default model " ALLM_DEFAULT_MODEL_NAME       \
+	" (a 260K-parameter TinyStories Llama; --model DIR serves yours, --dummy tiny random "  \
+	"weights)"
+
 /* The same from a directory on disk or embedded (common/vdir.h). */
 int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *dir,
 			 const struct allm_model_load_opts *o, struct allm_model **ret,

@@ -1,7 +1,6 @@
 #include "runtime.h"
 
 #include "executor.h"
-#include "model-writer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -135,7 +134,6 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
 	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference,
 				       .blas = o->blas};
-	char dir[4096];
 	int r;
 	if (!rt)
 		return allm_err_set(err, -ENOMEM, "out of memory");
@@ -155,29 +153,25 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "dummy:%s", o->dummy);
 	} else {
-		if (o->model_dir) {
-			snprintf(dir, sizeof(dir), "%s", o->model_dir);
-		} else {
-			if ((r = allm_default_model_dir(dir, sizeof(dir), err)))
-				goto fail;
-			rt->default_model = true;
-		}
+		/* no --model: the embedded default, through the same loaders */
+		struct allm_vdir disk = allm_vdir_disk(o->model_dir);
+		const struct allm_vdir *dir = o->model_dir ? &disk : allm_default_model();
+		rt->default_model = !o->model_dir;
 		struct allm_model_config cfg;
 		enum allm_dtype dt;
-		if ((r = allm_model_config_load(dir, &cfg, err)) ||
+		if ((r = allm_model_config_load_from(dir, &cfg, err)) ||
 		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, err)))
 			goto fail;
 		struct allm_model_load_opts lo = {dt, progress, user};
-		if ((r = allm_model_load(rt->be, dir, &lo, &rt->model, err)))
+		if ((r = allm_model_load_from(rt->be, dir, &lo, &rt->model, err)))
 			goto fail;
-		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir);
-		char tj[4200];
-		snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
-		if (access(tj, F_OK) == 0 && (r = allm_tokenizer_load(dir, &rt->tok, err)))
+		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir->path);
+		if (allm_vdir_access(dir, "tokenizer.json") == 0 &&
+		    (r = allm_tokenizer_load_from(dir, &rt->tok, err)))
 			goto fail;
 		if (rt->tok && allm_tokenizer_vocab_size(rt->tok) > rt->model->cfg.vocab_size) {
 			r = allm_err_set(err, -EINVAL,
-					 "%s: tokenizer has %d tokens but config.json vocab_size is %d", dir,
+					 "%s: tokenizer has %d tokens but config.json vocab_size is %d", dir->path,
 					 allm_tokenizer_vocab_size(rt->tok), rt->model->cfg.vocab_size);
 			goto fail;
 		}

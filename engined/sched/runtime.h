@@ -15,7 +15,7 @@ struct allm_runtime {
 	struct allm_model *model;
 	struct allm_tokenizer *tok; /* NULL when the model directory has no tokenizer.json */
 	struct allm_kv_cache *kv;
-	bool default_model; /* no --model/--dummy: the generated default model */
+	bool default_model; /* no --model/--dummy: the embedded default (stories260K) */
 	char model_desc[4200]; /* directory, or dummy:PRESET */
 	char device_note[256]; /* why --device auto chose what it chose, or "" */
 	double load_seconds;

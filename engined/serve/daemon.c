@@ -402,7 +402,7 @@ int main(int argc, char **argv)
 	if (d.rt->device_note[0])
 		dlog(&d, 2, "%s", d.rt->device_note);
 	if (d.rt->default_model)
-		dlog(&d, 1, "no --model given: the embedded default model (random weights: its text is noise)");
+		dlog(&d, 2, "%s", ALLM_DEFAULT_MODEL_NOTE);
 	struct allm_predictor_key key;
 	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
 	struct allm_engine_config ec = {
