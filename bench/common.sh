@@ -5,7 +5,7 @@
 # Environment (all optional):
 #   BUILD_DIR   meson build dir with tools/allm-bench (default: build)
 #   MODEL       model flags, e.g. "--dummy small" or "--dummy llama-7b"
-#               (default: --model ../shared/models/stories260K)
+#               (default: --model data/models/stories260K)
 #   DEVICE      cpu (default) or cuda
 #   KIND        results subfolder (default: cpu, or gpu with DEVICE=cuda)
 #   RESULTS     where to write (default: bench/results/KIND/MODEL_TAG)
@@ -27,7 +27,7 @@ for b in "$ALLM_BENCH" "$ALLM_RUN"; do
 done
 
 DEVICE=${DEVICE:-cpu}
-MODEL=${MODEL:---model $(cd "$ROOT/../shared/models/stories260K" 2>/dev/null && pwd || echo ../shared/models/stories260K)}
+MODEL=${MODEL:---model $ROOT/data/models/stories260K}
 read -r -a MODEL_ARGS <<<"$MODEL"
 # "--dummy small" -> dummy-small; "--model DIR" -> the directory's name
 case "${MODEL_ARGS[0]}" in

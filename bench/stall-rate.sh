@@ -14,11 +14,11 @@
 # requests then simply run, like any client's). The transient cost is fixed (about
 # 5120 tokens of extra work), so a short window (small R) shows a larger slowdown.
 # Usage: bench/stall-rate.sh [BUILD_DIR]
-#   K=4 R=100 T=64 REPS=3 STALL_N=50 STALL_T=400 MODEL_DIR=../shared/models/stories260K
+#   K=4 R=100 T=64 REPS=3 STALL_N=50 STALL_T=400 MODEL_DIR=data/models/stories260K
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd)
 K=${K:-4}; R=${R:-100}; T=${T:-64}; REPS=${REPS:-3}; STALL_N=${STALL_N:-50}; STALL_T=${STALL_T:-400}
-M=${MODEL_DIR:-$(cd "$(dirname "$0")/../../shared/models/stories260K" && pwd)}
+M=${MODEL_DIR:-$(cd "$(dirname "$0")/../data/models/stories260K" && pwd)}
 LOAD=$B/tests/daemon-client-load
 for b in "$B/engined/allm-engined" "$B/tools/allm-run" "$LOAD"; do
 	[ -x "$b" ] || { echo "$b not built" >&2; exit 1; }

@@ -1,7 +1,7 @@
 /* Tokenizer throughput: encodes a generated multi-MB text with the GPT-2 and
  * stories260K tokenizers and prints MB/s, and prints load times of the GPT-2
  * tokenizer.json and of a synthetic 128k-vocab / 280k-merges file written to /tmp.
- * Not a test: `build/tests/bench-tokenizer [shared_dir]`. */
+ * Not a test: `build/tests/bench-tokenizer [data_dir]` (default: data). */
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -168,7 +168,7 @@ static int write_synthetic(const char *path)
 
 int main(int argc, char **argv)
 {
-	const char *shared = argc > 1 ? argv[1] : getenv("SHARED_DIR") ? getenv("SHARED_DIR") : "../shared";
+	const char *shared = argc > 1 ? argv[1] : getenv("DATA_DIR") ? getenv("DATA_DIR") : "data";
 	char path[4096];
 	size_t len;
 	char *text = make_text(8u << 20, &len);

@@ -2,12 +2,12 @@
 # Description: allm-bench against an engine it spawns and against a running --name engine on stories260K: the §12 JSON keys and types, outputs_sha256 equal to allm-run --workload's, --compare with 3 policies (equal hashes, per-setting fields), --records lines with send <= first token <= finish, --ping, bad flags exit 2, and no engine or runtime dir left behind (bad --model, SIGINT).
 set -u
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
-SHARED_DIR=${SHARED_DIR:-$(cd "$(dirname "$0")/../../shared" && pwd)}
-M=$SHARED_DIR/models/stories260K
+DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
+M=$DATA_DIR/models/stories260K
 BENCH=$BUILD_DIR/tools/allm-bench
 RUN=$BUILD_DIR/tools/allm-run
 ENGINED=$BUILD_DIR/engined/allm-engined
-[ -f "$M/model.safetensors" ] || { echo "SKIP: $M is absent"; exit 77; }
+[ -f "$M/model.safetensors" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
 for b in "$BENCH" "$RUN" "$ENGINED"; do
 	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
 done

@@ -3,7 +3,7 @@
 set -u
 
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
-SHARED_DIR=${SHARED_DIR:-$(cd "$(dirname "$0")/../../shared" && pwd)}
+DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
 RUN=$BUILD_DIR/tools/allm-run
 MK=$BUILD_DIR/tools/allm-mkmodel
 
@@ -16,12 +16,9 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 n=0
 
-# A model with a 512-token context: stories260K when present, else a generated one.
-M=$SHARED_DIR/models/stories260K
-if [ ! -f "$M/model.safetensors" ]; then
-	M=$tmp/tiny
-	"$MK" --out "$M" --seed 1 --max-pos 512 2>/dev/null || { echo "FAIL: allm-mkmodel"; exit 1; }
-fi
+# A model with a 512-token context and a tokenizer: stories260K.
+M=$DATA_DIR/models/stories260K
+[ -f "$M/model.safetensors" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
 
 # expect_error NAME REGEX CMD...: CMD must exit non-zero without a signal, and
 # stderr must hold a line matching REGEX (case-insensitive) that says what is wrong.

@@ -2,8 +2,8 @@
 # Description: preemption loses nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too; a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
-M=${SHARED_DIR:?}/models/stories260K
-[ -d "$M" ] || { echo "skip: $M absent"; exit 77; }
+M=${DATA_DIR:?}/models/stories260K
+[ -d "$M" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 W=(--model "$M" --device cpu --workload chatbot -n 64 --max-output 48 --seed 1 --temperature 0 --json --profile "$tmp/profile.json")

@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 #
 # Usage (from a test script):
-#   . "$(dirname "$0")/daemon-common.sh"     # sets BUILD_DIR, SHARED_DIR, M, tmp, RUN...
+#   . "$(dirname "$0")/daemon-common.sh"     # sets BUILD_DIR, DATA_DIR, M, tmp, RUN...
 #   daemon_start NAME [allm-engined flags...] # -> $DPID, log in $tmp/NAME.log
 #   ... ; daemon_stop NAME                    # SIGTERM, wait, then daemon_check_clean
 # Everything the test started is killed on exit (trap), and $tmp is removed.
@@ -10,16 +10,13 @@
 set -u
 
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
-SHARED_DIR=${SHARED_DIR:-$(cd "$(dirname "$0")/../../shared" && pwd)}
-M=$SHARED_DIR/models/stories260K
+DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
+M=$DATA_DIR/models/stories260K
 ENGINED=$BUILD_DIR/engined/allm-engined
 ALLM=$BUILD_DIR/clientlib/allm
 RUN=$BUILD_DIR/tools/allm-run
 
-if [ ! -f "$M/model.safetensors" ]; then
-	echo "SKIP: $M is absent"
-	exit 77
-fi
+[ -f "$M/model.safetensors" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
 for b in "$ENGINED" "$ALLM" "$RUN"; do
 	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
 done

@@ -96,18 +96,18 @@ static int count_occurrences(const char *text, const char *word)
 
 int main(void)
 {
-	const char *shared = getenv("SHARED_DIR");
-	if (!shared)
-		shared = "../shared";
+	const char *data = getenv("DATA_DIR");
+	if (!data)
+		data = "data";
 	char dir[4096], tokpath[4200];
-	snprintf(dir, sizeof(dir), "%s/models/stories260K", shared);
+	snprintf(dir, sizeof(dir), "%s/models/stories260K", data);
 	snprintf(tokpath, sizeof(tokpath), "%s/tokenizer.json", dir);
 	char cfgpath[4200];
 	snprintf(cfgpath, sizeof(cfgpath), "%s/config.json", dir);
 	FILE *probe = fopen(cfgpath, "r");
 	if (!probe) {
-		printf("SKIP: %s not found\n", dir);
-		return 77;
+		printf("FAIL: %s is missing from the checkout\n", dir);
+		return 1;
 	}
 	fclose(probe);
 

@@ -76,18 +76,14 @@ static inline void roundtrip(struct allm_tokenizer *tok, const char *text)
 	allm_free(ids);
 }
 
-/* Loads a shared model file; returns 77 (skip) when ../shared lacks it. */
+/* Loads a model file kept under data/ (DATA_DIR); 1 (fail) when it cannot. */
 static inline int load_shared(const char *rel, bool is_dir, struct allm_tokenizer **tok)
 {
-	const char *shared = getenv("SHARED_DIR");
+	const char *data = getenv("DATA_DIR");
 	char path[4096];
 	struct allm_err err = { { 0 } };
-	snprintf(path, sizeof(path), "%s/%s", shared ? shared : "../shared", rel);
+	snprintf(path, sizeof(path), "%s/%s", data ? data : "data", rel);
 	int r = is_dir ? allm_tokenizer_load(path, tok, &err) : allm_tokenizer_load_file(path, tok, &err);
-	if (r == -ENOENT) {
-		fprintf(stderr, "SKIP: %s\n", err.msg);
-		return 77;
-	}
 	if (r) {
 		fprintf(stderr, "FAIL load %s: %s\n", path, err.msg);
 		return 1;

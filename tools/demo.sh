@@ -2,19 +2,17 @@
 # The main job in one command: install dependencies, build, start the engine
 # daemon (allm-engined) and generate text with a client (allm) through its
 # shared-memory rings, show the engine's state (allmctl), then shut it down.
-# Uses ../shared/models/stories260K (a real trained tiny Llama) when present,
-# otherwise the embedded default model (random weights: its text is noise).
+# Serves the embedded default model, stories260K (a real trained tiny Llama
+# compiled into the programs): it writes small TinyStories.
 # Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/build.sh
 
-MODEL=()
-if [ -d ../shared/models/stories260K ]; then MODEL=(--model ../shared/models/stories260K); fi
 # a private runtime dir and name: never collides with an engine the user runs
 export ALLM_RUNTIME_DIR; ALLM_RUNTIME_DIR=$(mktemp -d /tmp/allm-demo.XXXXXX)
 NAME=demo
-build/engined/allm-engined --name "$NAME" "${MODEL[@]}" &
+build/engined/allm-engined --name "$NAME" &
 ENGINE=$!
 cleanup() {
 	kill -TERM "$ENGINE" 2>/dev/null && wait "$ENGINE" 2>/dev/null

@@ -252,13 +252,10 @@ int main(void)
 	allm_backend_t *gpu = gh_backend("cuda");
 	allm_backend_t *cpu = gh_backend("cpu-ref");
 	printf("cuda: %s\n", gpu->iface->describe(gpu));
-	const char *shared = getenv("SHARED_DIR");
+	const char *data = getenv("DATA_DIR");
 	char stories[4096];
-	snprintf(stories, sizeof(stories), "%s/models/stories260K", shared ? shared : "../shared");
-	if (access(stories, F_OK) == 0)
-		greedy_same(cpu, gpu, stories, "stories260K");
-	else
-		printf("stories260K not found under %s: skipped that part\n", stories);
+	snprintf(stories, sizeof(stories), "%s/models/stories260K", data ? data : "data");
+	greedy_same(cpu, gpu, stories, "stories260K");
 	random_models(cpu, gpu);
 	swap_round_trip(gpu);
 	injected_faults(gpu); /* last: it leaves the CUDA context dead */
