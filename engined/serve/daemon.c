@@ -6,6 +6,7 @@
 #include "ctl-proto.h"
 #include "ctl-server.h"
 #include "engine-calib.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -239,23 +240,9 @@ static int start_tick(struct daemon *d)
 static void calib_progress(void *user, int done, int total)
 {
 	struct daemon *d = user;
-	if (d->log_level >= 2) {
-		fprintf(stderr, "\rallm-engined: calibrating predictors %d/%d", done, total);
-		if (done == total)
-			fputc('\n', stderr);
-	}
-}
-
-static void load_progress(void *user, uint64_t done, uint64_t total)
-{
-	static double last;
-	if (total < (64u << 20) || (done < total && allm_now() - last < 0.2))
-		return;
-	last = allm_now();
-	fprintf(stderr, "\rallm-engined: loading weights %3.0f%% %.2f/%.2f GiB", 100.0 * done / total,
-		done / 1073741824.0, total / 1073741824.0);
-	if (done >= total)
-		fputc('\n', stderr);
+	static struct allm_progress p = {.label = "calibrating predictors", .prefix = "allm-engined: "};
+	if (d->log_level >= 2)
+		allm_progress_steps(&p, (uint64_t)done, (uint64_t)total);
 }
 
 /* Engine events: the control plane sees each finish (telemetry, latency windows)
@@ -395,7 +382,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (prepare_runtime_dir(&d))
 		return 1;
-	if (allm_runtime_open(&o, 0, load_progress, NULL, &d.rt, &err)) {
+	struct allm_progress load = {.label = "loading weights", .prefix = "allm-engined: ",
+				     .min_total = 64u << 20};
+	if (allm_runtime_open(&o, 0, allm_progress_cb, &load, &d.rt, &err)) {
 		dlog(&d, 0, "%s", err.msg);
 		return 1;
 	}
