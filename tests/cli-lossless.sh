@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption loses nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too; a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging); a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -38,6 +38,23 @@ for s in fair fcfs; do
   echo "--sched $s --max-num-seqs 8: sha $h turnaround $(field "$out" "['mean_weighted_turnaround']")"
   [ "$h" = "$ref" ] || { echo "FAIL: --sched $s changed the outputs"; fail=1; }
 done
+for c in on off; do
+  for s in fair fcfs; do
+    out=$tmp/chunk-$c-$s.json
+    "$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 8 --sched "$s" --chunked-prefill "$c" \
+      --max-num-batched-tokens 24 >"$out" 2>/dev/null || { echo "FAIL: --chunked-prefill $c --sched $s failed"; fail=1; continue; }
+    h=$(field "$out" "['outputs_sha256']"); mixed=$(field "$out" "['steps']['mixed']")
+    echo "--chunked-prefill $c --sched $s --max-num-batched-tokens 24: sha $h, $mixed mixed steps"
+    [ "$h" = "$ref" ] || { echo "FAIL: --chunked-prefill $c --sched $s changed the outputs"; fail=1; }
+    if [ $c = on ]; then [ "$mixed" -gt 0 ] || { echo "FAIL: chunked prefill never mixed a step"; fail=1; }
+    else [ "$mixed" = 0 ] || { echo "FAIL: --chunked-prefill off mixed $mixed steps"; fail=1; }; fi
+  done
+done
+out=$tmp/paper.json
+"$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 8 --chunked-prefill off --admit-lookahead 0 \
+  --max-wait-factor 0 >"$out" 2>/dev/null || { echo "FAIL: the paper's fair failed"; fail=1; }
+[ "$(field "$out" "['outputs_sha256']")" = "$ref" ] && echo "the paper's fair (no headroom, no aging): same outputs" ||
+  { echo "FAIL: the paper's fair changed the outputs"; fail=1; }
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
 if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then

@@ -13,6 +13,11 @@
  *  - Alg. 2 admits one group only (swapped or waiting), as a prefix of the queue
  *    in priority (fair) / arrival (fcfs) order; fcfs never prefills while anything
  *    is swapped.
+ * With chunked prefill, admission headroom or aging on (fx_opts), the checks
+ * that describe the paper's step structure relax to what still holds: a step may
+ * decode and prefill; a request that was decoding and keeps running gets exactly
+ * one token; a prefill in progress gets none until its last chunk; aged
+ * requests are admitted first and are victims only when nothing else is.
  * Each test file includes this once. */
 #ifndef ALLM_TEST_ENGINE_FIXTURE_H
 #define ALLM_TEST_ENGINE_FIXTURE_H
@@ -94,6 +99,7 @@ struct fx_req {
 	/* per-step snapshot */
 	int pre_state, post_state; /* enum allm_req_state; FINISHED when done */
 	int32_t pre_tokens, pre_gen;
+	bool pre_decoding; /* running with only its last token uncached */
 };
 
 struct fx_dec {
@@ -123,6 +129,8 @@ struct fx {
 	int max_victims_per_step;
 	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
 	int64_t n_steps_both_queues; /* steps that began with swapped and waiting requests */
+	bool paper; /* no chunking, headroom or aging: the paper's step structure */
+	bool chunked;
 	bool verbose;
 };
 
@@ -171,6 +179,8 @@ static void fx_on_finish(void *user, struct allm_request *r)
 	if (r->finish_kind == ALLM_END_ERROR && f->verbose)
 		fprintf(stderr, "request %d failed: %s\n", (int)r->tag, r->error);
 }
+
+static inline const struct allm_request *fx_live(struct fx *f, int tag);
 
 static bool fx_victim_before(struct fx *f, double now, const struct allm_request *v,
 			     const struct allm_request *r)
@@ -221,6 +231,8 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	struct fx_req *q = &f->req[d->tag];
 	CHECK(q->id == d->req_id, "decision names id %lld, tag %llu is %lld", (long long)d->req_id,
 	      (unsigned long long)d->tag, (long long)q->id);
+	const struct allm_request *victim = fx_live(f, (int)d->tag);
+	bool victim_aged = victim && victim->aged;
 	double want = fx_pri(d->time, q->arrival, d->n_tokens);
 	CHECK(fabs(d->priority - want) <= 1e-12 * fmax(1, fabs(want)),
 	      "decision %lld: priority %.17g, (now - arrival)/len = %.17g", (long long)d->seq_no,
@@ -230,7 +242,7 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	      "decision %lld predictions swap %g recompute %g", (long long)d->seq_no, d->pred_swap_s,
 	      d->pred_recompute_s);
 	CHECK(d->reason != NULL, "no reason");
-	if (f->freeze) /* recompute = a prefill of the victim's current length */
+	if (f->freeze && !f->chunked) /* recompute = a prefill of the victim's current length */
 		CHECK(d->pred_recompute_s == allm_predict_recompute(&f->frozen, d->n_tokens),
 		      "decision %lld: recompute predicted %g, prefill of %d tokens %g", (long long)d->seq_no,
 		      d->pred_recompute_s, d->n_tokens, allm_predict_recompute(&f->frozen, d->n_tokens));
@@ -244,6 +256,15 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	vv.seq.n_tokens = d->n_tokens;
 	for (int i = 0; i < nr; i++) {
 		CHECK(run[i]->id != d->req_id, "victim still running");
+		/* aging: an aged victim means everything left running is aged too, and
+		 * an unaged one comes before the unaged rest */
+		if (victim_aged) {
+			CHECK(run[i]->aged, "aged victim tag %llu preempted while unaged tag %llu runs",
+			      (unsigned long long)d->tag, (unsigned long long)run[i]->tag);
+			continue;
+		}
+		if (run[i]->aged)
+			continue;
 		CHECK(fx_victim_before(f, d->time, &vv, run[i]),
 		      "%s: victim tag %llu (arrival %g, len %d, pri %g) preempted while tag %llu "
 		      "(arrival %g, len %d, pri %g) keeps running",
@@ -300,6 +321,9 @@ struct fx_opts {
 	enum allm_sched_mode sched;
 	enum fx_pred pred;
 	bool no_freeze;
+	bool chunked; /* chunked prefill */
+	int32_t lookahead; /* admission headroom (fair) */
+	double max_wait_factor; /* aging (fair) */
 };
 
 /* The model and backend, shared by every engine of a test program. */
@@ -338,6 +362,8 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 	f->preempt = o->preempt;
 	f->sched = o->sched;
 	f->freeze = !o->no_freeze;
+	f->chunked = o->chunked;
+	f->paper = !o->chunked && o->lookahead == 0 && o->max_wait_factor == 0;
 	struct allm_kv_layout lay = {c->n_layers, c->n_kv_heads, c->head_dim, o->block_size,
 				     ALLM_DTYPE_F32};
 	if (allm_kv_cache_create(f->be, &lay, o->gpu_blocks, o->cpu_blocks, &f->kv, &err))
@@ -365,6 +391,9 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 		.max_num_batched_tokens = o->max_num_batched_tokens ? o->max_num_batched_tokens : 4096,
 		.preempt = o->preempt,
 		.sched = o->sched,
+		.chunked_prefill = o->chunked,
+		.admit_lookahead = o->lookahead,
+		.max_wait_factor = o->max_wait_factor,
 		.clock = fx_clock,
 		.clock_user = f,
 	};
@@ -487,6 +516,8 @@ static void fx_snapshot(struct fx *f, bool pre)
 			if (pre) {
 				q->pre_state = s;
 				q->pre_tokens = v[i]->seq.n_tokens;
+				q->pre_decoding = s == ALLM_REQ_RUNNING &&
+						  v[i]->seq.n_cached == v[i]->seq.n_tokens - 1;
 			} else
 				q->post_state = s;
 		}
@@ -527,7 +558,8 @@ static void fx_check_pools(struct fx *f)
 				      r->seq.n_blocks, r->n_cpu_blocks);
 			if (s == ALLM_REQ_RUNNING)
 				CHECK(r->n_cpu_blocks == 0 && r->seq.n_blocks > 0 &&
-					      r->seq.n_cached == r->seq.n_tokens - 1,
+					      (r->seq.n_cached == r->seq.n_tokens - 1 ||
+					       (f->chunked && r->seq.n_cached < r->seq.n_tokens - 1)),
 				      "running request %lld: %d GPU, %d CPU blocks, %d/%d cached",
 				      (long long)r->id, r->seq.n_blocks, r->n_cpu_blocks, r->seq.n_cached,
 				      r->seq.n_tokens);
@@ -570,13 +602,15 @@ static int fx_step(struct fx *f)
 
 	bool prefill = st1.prefill_steps > st0.prefill_steps;
 	bool decode = st1.decode_steps > st0.decode_steps;
-	CHECK(!(prefill && decode), "step %lld both prefilled and decoded", (long long)f->step);
+	CHECK(f->chunked || !(prefill && decode), "step %lld both prefilled and decoded", (long long)f->step);
+	CHECK(st1.mixed_steps - st0.mixed_steps == (prefill && decode), "step %lld: mixed count",
+	      (long long)f->step);
 	f->n_prefill_steps += prefill;
 	f->n_decode_steps += decode;
 	int n_vict = f->n_dec - n_dec0;
 	f->max_victims_per_step = ALLM_MAX(f->max_victims_per_step, n_vict);
 	/* victims of one step: ascending priority (fair) / descending arrival (fcfs) */
-	for (int i = n_dec0 + 1; i < f->n_dec; i++) {
+	for (int i = n_dec0 + 1; i < f->n_dec && f->paper; i++) {
 		const struct allm_decision *a = &f->dec[i - 1].d, *b = &f->dec[i].d;
 		if (f->sched == ALLM_SCHED_FAIR)
 			CHECK(a->priority <= b->priority, "step %lld: victims %g then %g",
@@ -595,20 +629,20 @@ static int fx_step(struct fx *f)
 		bool ran = q->post_state == ALLM_REQ_RUNNING ||
 			   (q->post_state == ALLM_REQ_FINISHED && q->finish != ALLM_END_ERROR &&
 			    q->finish != ALLM_END_CANCELLED);
-		if (q->pre_state == ALLM_REQ_RUNNING && ran) {
+		if (q->pre_state == ALLM_REQ_RUNNING && ran && (f->paper || q->pre_decoding)) {
 			/* still running (not preempted): a decode gives one token, a prefill none */
 			CHECK(got == (decode ? 1 : 0), "step %lld (%s): running request %d got %d tokens",
 			      (long long)f->step, prefill ? "prefill" : decode ? "decode" : "idle", i, got);
 		}
 		if (q->pre_state == ALLM_REQ_WAITING && ran) {
 			n_pref++;
-			CHECK(prefill && got == 1, "step %lld: request %d left waiting without a prefill",
-			      (long long)f->step, i);
+			CHECK(prefill && (got == 1 || f->chunked),
+			      "step %lld: request %d left waiting without a prefill", (long long)f->step, i);
 		}
 		if (q->pre_state == ALLM_REQ_SWAPPED && ran) {
 			n_swin++;
-			CHECK(decode && got == 1, "step %lld: request %d swapped in without a decode",
-			      (long long)f->step, i);
+			CHECK(decode && (got == 1 || f->chunked),
+			      "step %lld: request %d swapped in without a decode", (long long)f->step, i);
 		}
 	}
 	f->n_swapin_steps += n_swin > 0;
@@ -617,8 +651,8 @@ static int fx_step(struct fx *f)
 	if (f->sched == ALLM_SCHED_FCFS && n_pref)
 		CHECK(st0.swapped == 0 && st1.swapped == 0,
 		      "fcfs step %lld prefilled with %d swapped requests", (long long)f->step, st0.swapped);
-	/* the admitted ones are a prefix of their queue's order */
-	if (n_pref || n_swin) {
+	/* the admitted ones are a prefix of their queue's order (aged ones first) */
+	if ((n_pref || n_swin) && f->paper) {
 		int from = n_pref ? ALLM_REQ_WAITING : ALLM_REQ_SWAPPED;
 		for (int i = 0; i < f->n_req; i++) {
 			struct fx_req *q = &f->req[i];
@@ -711,8 +745,13 @@ static void fx_check_end(struct fx *f, const char *what)
 			      i, f->req[i].n_gen, f->req[i].max_tokens);
 	}
 	for (int i = 0; i < f->n_dec; i++)
-		if (!f->dec[i].measured && !f->dec[i].dropped)
-			unmeasured++;
+		if (!f->dec[i].measured && !f->dec[i].dropped) {
+			if (unmeasured++ < 3)
+				fprintf(stderr, "%s: decision %lld (request %lld, %s, \"%s\") never measured\n",
+					what, (long long)f->dec[i].d.seq_no, (long long)f->dec[i].d.req_id,
+					f->dec[i].d.choice == ALLM_CHOICE_SWAP ? "swap" : "recompute",
+					f->dec[i].d.reason ? f->dec[i].d.reason : "");
+		}
 	CHECK(not_done == 0, "%s: %d requests never finished", what, not_done);
 	CHECK(bad == 0, "%s: %d requests finished with an error", what, bad);
 	CHECK(unmeasured == 0, "%s: %d of %d decisions never got a measured cost", what, unmeasured,

@@ -1,4 +1,4 @@
-/* Description: preemption and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, GPU/CPU shrinks mid-run and policy switches; cancels free every block; bad submits and sizes are rejected. */
+/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches; cancels free every block; bad submits and sizes are rejected. */
 #include "engine-fixture.h"
 
 enum { N_REQ = 24, MAX_TOKENS = 40, BS = 8 };
@@ -28,6 +28,9 @@ struct run_cfg {
 	enum allm_sched_mode sched;
 	enum fx_pred pred;
 	int resize; /* 1: GPU/CPU shrinks mid-run; 2: policy switches every few steps */
+	bool chunked; /* chunked prefill, 16 tokens a step */
+	int32_t lookahead; /* fair's admission headroom */
+	double max_wait_factor; /* fair's aging */
 };
 
 static void compare(struct fx *f, const char *name, bool reference)
@@ -54,7 +57,9 @@ static void run(const struct run_cfg *c, bool reference)
 	struct fx f;
 	struct allm_err err = {{0}};
 	struct fx_opts o = {.block_size = BS, .gpu_blocks = c->gpu, .cpu_blocks = c->cpu,
-			    .preempt = c->mode, .sched = c->sched, .pred = c->pred};
+			    .preempt = c->mode, .sched = c->sched, .pred = c->pred,
+			    .chunked = c->chunked, .max_num_batched_tokens = c->chunked ? 16 : 0,
+			    .lookahead = c->lookahead, .max_wait_factor = c->max_wait_factor};
 	if (fx_init(&f, &o))
 		return;
 	int converted = 0, shrunk_cpu = 0;
@@ -107,6 +112,10 @@ static void run(const struct run_cfg *c, bool reference)
 	allm_engine_get_stats(f.e, &st);
 	if (reference)
 		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
+	else if (c->chunked)
+		CHECK(st.mixed_steps > 0 && st.preempt_swap + st.preempt_recompute > 0,
+		      "%s: %lld mixed steps, %lld preemptions", c->name, (long long)st.mixed_steps,
+		      (long long)(st.preempt_swap + st.preempt_recompute));
 	else if (c->resize == 0 && c->mode == ALLM_PREEMPT_SWAP)
 		CHECK(st.preempt_swap > 0, "%s: no swap", c->name);
 	else if (c->resize == 0 && c->mode == ALLM_PREEMPT_RECOMPUTE)
@@ -127,18 +136,32 @@ static void run(const struct run_cfg *c, bool reference)
 
 static void test_runs(void)
 {
+	/* name, GPU and CPU blocks, policies, predictor, resize, then the newer knobs */
+#define R(n, g, c, m, sc, p, rs) .name = n, .gpu = g, .cpu = c, .mode = m, .sched = sc, .pred = p, .resize = rs
 	static const struct run_cfg cfgs[] = {
-		{"plentiful", 512, 0, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
-		{"tight adaptive", 26, 40, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
-		{"tight recompute", 26, 40, ALLM_PREEMPT_RECOMPUTE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
-		{"tight swap", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0},
-		{"tight swap fcfs", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FCFS, FX_PRED_CROSSOVER, 0},
-		{"tight adaptive fcfs", 20, 12, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FCFS, FX_PRED_SWAP_CHEAP, 0},
-		{"resized mid-run (swap)", 64, 64, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 1},
-		{"resized mid-run (adaptive)", 64, 64, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR,
-		 FX_PRED_CROSSOVER, 1},
-		{"policy switches", 22, 24, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 2},
+		{R("plentiful", 512, 0, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0)},
+		{R("tight adaptive", 26, 40, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0)},
+		{R("tight recompute", 26, 40, ALLM_PREEMPT_RECOMPUTE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0)},
+		{R("tight swap", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0)},
+		{R("tight swap fcfs", 26, 40, ALLM_PREEMPT_SWAP, ALLM_SCHED_FCFS, FX_PRED_CROSSOVER, 0)},
+		{R("tight adaptive fcfs", 20, 12, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FCFS, FX_PRED_SWAP_CHEAP, 0)},
+		{R("resized mid-run (swap)", 64, 64, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 1)},
+		{R("resized mid-run (adaptive)", 64, 64, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR,
+		   FX_PRED_CROSSOVER, 1)},
+		{R("policy switches", 22, 24, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 2)},
+		{R("chunked adaptive", 26, 40, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .chunked = true},
+		{R("chunked recompute fcfs", 26, 40, ALLM_PREEMPT_RECOMPUTE, ALLM_SCHED_FCFS,
+		   FX_PRED_CROSSOVER, 0), .chunked = true},
+		{R("chunked headroom aging", 26, 12, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR,
+		   FX_PRED_CROSSOVER, 0), .chunked = true, .lookahead = 4, .max_wait_factor = 2.0},
+		{R("chunked resized (swap)", 64, 64, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 1),
+		 .chunked = true},
+		{R("chunked policy switches", 22, 24, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 2),
+		 .chunked = true, .lookahead = 2, .max_wait_factor = 3.0},
 	};
+#undef R
+
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
 		run(&cfgs[i], i == 0);
 }

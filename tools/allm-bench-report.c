@@ -60,7 +60,10 @@ json_t *bench_summary_json(const struct bench_result *r)
 						status_get(st, "blocks.cpu.total"), "block_size",
 						status_get(st, "block_size"))) |
 		  json_object_set_new(j, "swapped_bytes", status_get(st, "swapped_bytes")) |
-		  json_object_set_new(j, "recomputed_tokens", status_get(st, "recomputed_tokens"));
+		  json_object_set_new(j, "recomputed_tokens", status_get(st, "recomputed_tokens")) |
+		  json_object_set_new(j, "steps", status_get(st, "steps")) |
+		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |
+		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps"));
 	if (bad) {
 		json_decref(j);
 		return NULL;

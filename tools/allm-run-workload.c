@@ -154,12 +154,8 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	allm_engine_predictor_key(rt->model, rt->kv, &key);
 	if (allm_predictor_create(&key, &pred))
 		goto out;
-	struct allm_engine_config ec = {
-		.max_num_seqs = a->eng.max_num_seqs,
-		.max_num_batched_tokens = ALLM_MAX(a->eng.max_num_batched_tokens, 1),
-		.preempt = a->eng.preempt,
-		.sched = a->eng.sched,
-	};
+	struct allm_engine_config ec;
+	allm_engine_config_from_opts(&a->eng, &ec);
 	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision};
 	if (a->decisions && !(run.decisions = fopen(a->decisions, "w"))) {
 		fprintf(stderr, "allm-run: --decisions %s: %s\n", a->decisions, strerror(errno));
@@ -261,6 +257,12 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 								  (json_int_t)st.swap_out_bytes, "in",
 								  (json_int_t)st.swap_in_bytes));
 		json_object_set_new(j, "recomputed_tokens", json_integer(st.recompute_tokens));
+		json_object_set_new(j, "steps", json_pack("{s:I, s:I, s:I}", "decode",
+							  (json_int_t)(st.decode_steps - st.mixed_steps),
+							  "mixed", (json_int_t)st.mixed_steps, "prefill",
+							  (json_int_t)(st.prefill_steps - st.mixed_steps)));
+		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
+		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
 		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
 		json_decref(j);
 		if (!s)

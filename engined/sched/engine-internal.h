@@ -20,6 +20,7 @@ struct allm_engine {
 	struct allm_executor *ex;
 	struct allm_rq_vec waiting, running, swapped;
 	int64_t next_id;
+	int64_t step_no; /* steps ever run (never reset: aging counts it) */
 	struct allm_decision *dlog; /* ring of ALLM_ENGINE_DECISIONS */
 	int64_t n_decisions; /* ever made; the next seq_no */
 	struct allm_engine_stats st; /* counters (queue/pool fields filled on read) */
@@ -43,6 +44,13 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 			const char *error);
 /* The decision r is waiting on for its measured cost, if still in the ring. */
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);
+/* engine-forward.c: runs sel (rows with chunk > 0 feed that many prompt tokens,
+ * the others decode one), samples, emits and retires. Tokens processed, or
+ * -errno when the backend failed (sel's requests are then failed). */
+int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err);
+/* Gives r's pending preemption decision its measured cost. */
+void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, double seconds);
+
 /* Most tokens a request can ever hold in the KV cache. */
 int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r);
 

@@ -1,5 +1,7 @@
 #include "engine-opts.h"
 
+#include "engine.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +20,10 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 	o->max_num_batched_tokens = 2048;
 	o->preempt = ALLM_PREEMPT_ADAPTIVE;
 	o->sched = ALLM_SCHED_FAIR;
+	/* defaults measured in bench/README.md ("Scheduler quality") */
+	o->chunked_prefill = true;
+	o->admit_lookahead = ALLM_DEFAULT_ADMIT_LOOKAHEAD;
+	o->max_wait_factor = ALLM_DEFAULT_MAX_WAIT_FACTOR;
 	o->log_level = "info";
 	o->dummy_seed = 0;
 }
@@ -28,7 +34,7 @@ const char *allm_engine_opts_help(void)
 	       "  --model DIR                 Hugging Face model directory (Llama or OPT)\n"
 	       "  --dummy PRESET              random weights of real shapes (tiny, small, medium,\n"
 	       "                              llama-7b, llama-13b, llama-33b, opt-tiny, opt-13b, opt-30b...)\n"
-	       "                              with neither: the embedded default model (noise)\n"
+	       "                              with neither: the embedded default model (stories260K)\n"
 	       "  --device auto|cpu|cuda      compute backend (default auto)\n"
 	       "  --dtype auto|f32|f16|bf16   weight storage dtype (default auto: f32 on cpu)\n"
 	       "  --threads N                 cpu worker threads (default: all cores)\n"
@@ -46,6 +52,12 @@ const char *allm_engine_opts_help(void)
 	       "  --max-num-batched-tokens N  tokens per step cap (default 2048)\n"
 	       "  --preempt adaptive|recompute|swap   (default adaptive)\n"
 	       "  --sched fair|fcfs           admission order (default fair)\n"
+	       "  --chunked-prefill on|off    steps mix decodes with prefill chunks (default on;\n"
+	       "                              off: the paper's prefill-only steps)\n"
+	       "  --max-wait-factor F         fair: a request waiting over F x its own service time\n"
+	       "                              goes first (default " ALLM_STR(ALLM_DEFAULT_MAX_WAIT_FACTOR) "; 0 = off)\n"
+	       "  --admit-lookahead STEPS     fair: admission leaves room for this many steps of\n"
+	       "                              growth (default " ALLM_STR(ALLM_DEFAULT_ADMIT_LOOKAHEAD) ")\n"
 	       "  --profile FILE              predictor profile (calibrated once, then reused)\n"
 	       "  --log-level error|warn|info|debug\n";
 }
@@ -123,7 +135,8 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--model", "--dummy", "--device", "--dtype", "--block-size", "--gpu-blocks",
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
-		"--log-level", "--threads", "--dummy-seed", "--gemm",
+		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
+		"--max-wait-factor", "--admit-lookahead",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -186,6 +199,18 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 	} else if (!strcmp(f, "--sched")) {
 		if (allm_sched_parse(v, &o->sched))
 			return BAD();
+	} else if (!strcmp(f, "--chunked-prefill")) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return BAD();
+		o->chunked_prefill = !strcmp(v, "on");
+	} else if (!strcmp(f, "--max-wait-factor")) {
+		if (allm_parse_f64(v, 0, 1e6, &d) || (d > 0 && d < 1))
+			return allm_err_set(err, -EINVAL, "bad value for %s: '%s' (0 = off, or 1..1e6)", f, v);
+		o->max_wait_factor = d;
+	} else if (!strcmp(f, "--admit-lookahead")) {
+		if (allm_parse_i64(v, 0, 1 << 20, &n))
+			return BAD();
+		o->admit_lookahead = (int32_t)n;
 	} else if (!strcmp(f, "--profile")) {
 		o->profile = v;
 	} else if (!strcmp(f, "--log-level")) {
@@ -207,4 +232,16 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 	}
 #undef BAD
 	return 1;
+}
+
+void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_engine_config *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->max_num_seqs = o->max_num_seqs;
+	ret->max_num_batched_tokens = o->max_num_batched_tokens;
+	ret->preempt = o->preempt;
+	ret->sched = o->sched;
+	ret->chunked_prefill = o->chunked_prefill;
+	ret->admit_lookahead = o->admit_lookahead;
+	ret->max_wait_factor = o->max_wait_factor;
 }

@@ -8,6 +8,13 @@
 enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
 enum allm_sched_mode { ALLM_SCHED_FAIR, ALLM_SCHED_FCFS };
 
+/* Defaults of the fair scheduler's admission headroom and aging (bench/README.md,
+ * "Scheduler quality", has the measurements behind them). */
+#define ALLM_DEFAULT_ADMIT_LOOKAHEAD 8
+#define ALLM_DEFAULT_MAX_WAIT_FACTOR 8
+#define ALLM_STR_(x) #x
+#define ALLM_STR(x) ALLM_STR_(x)
+
 struct allm_engine_opts {
 	const char *model_dir; /* --model; NULL with no dummy = the embedded default */
 	const char *dummy; /* --dummy PRESET */
@@ -23,6 +30,9 @@ struct allm_engine_opts {
 	int32_t max_num_batched_tokens;
 	enum allm_preempt_mode preempt;
 	enum allm_sched_mode sched;
+	bool chunked_prefill; /* --chunked-prefill on|off */
+	int32_t admit_lookahead; /* --admit-lookahead STEPS (fair) */
+	double max_wait_factor; /* --max-wait-factor F (fair; 0 = off) */
 	const char *profile; /* --profile FILE */
 	const char *log_level;
 	int threads; /* --threads (cpu backend) */

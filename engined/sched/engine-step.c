@@ -1,11 +1,27 @@
 /* One scheduler step (DESIGN §6): Alg. 1 (Mem_Schedule) preempts until the running
  * batch's next tokens fit, choosing per victim between swap and recompute from
  * predicted costs; Alg. 2 (Req_Schedule) then admits either swapped or waiting
- * requests, whichever group is more urgent; then one decode of the running batch
- * (a prefill step does not decode). fcfs reproduces vLLM 0.2's order. */
+ * requests, whichever group is more urgent; then the batch runs
+ * (engine-forward.c). fcfs reproduces vLLM 0.2's order.
+ *
+ * With the config's zero values this is the paper's engine: a step either
+ * prefills newly admitted prompts or decodes the running batch. The rest is ours:
+ *  - chunked prefill: a step decodes the running batch and carries prefill
+ *    chunks up to max_num_batched_tokens tokens; long prompts span steps;
+ *  - fair without thrash (fair, admit_lookahead > 0): admission leaves the
+ *    running batch and each newcomer room to grow admit_lookahead steps (all
+ *    their growth while the host pool could not take a victim, since the next
+ *    preemption would then recompute), takes nobody in a step that had to
+ *    preempt, and swaps back in first while the host pool is full. Without it
+ *    fair admits into the blocks a preemption just freed and the next block
+ *    boundary evicts what it admitted: on summary at 16 sequences, 270 recomputes
+ *    (77k tokens prefilled again) against fcfs's 1 (bench/README.md, "Scheduler
+ *    quality", has the measurements; a minimum residency after admission was
+ *    tried and changed nothing, so it is not here);
+ *  - aging (fair only): a request that waited past max_wait_factor x its own
+ *    service time is admitted first, room is made for it, and it is no victim. */
 #include "engine-internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +49,13 @@ static int victim_fcfs(const void *a, const void *b)
 	return x->id > y->id ? -1 : x->id < y->id;
 }
 
-/* Admission: most urgent first (fair) / oldest first (fcfs). */
+/* Admission: most urgent first (fair: aged requests before the others) / oldest
+ * first (fcfs). */
 static int urgent_fair(const void *a, const void *b)
 {
+	const struct allm_request *x = *(struct allm_request *const *)a, *y = *(struct allm_request *const *)b;
+	if (x->aged != y->aged)
+		return x->aged ? -1 : 1;
 	return -victim_fair(a, b);
 }
 
@@ -53,6 +73,11 @@ static void order(struct allm_rq_vec *q, int (*cmp)(const void *, const void *),
 
 /* --- helpers ---------------------------------------------------------------------- */
 
+static bool fair(const struct allm_engine *e)
+{
+	return e->cfg.sched == ALLM_SCHED_FAIR;
+}
+
 /* GPU blocks r still needs before its next decode can write its last token. */
 static int32_t decode_need(const struct allm_engine *e, const struct allm_request *r)
 {
@@ -65,6 +90,67 @@ static int32_t running_need(const struct allm_engine *e)
 	for (int32_t i = 0; i < e->running.n; i++)
 		need += decode_need(e, e->running.v[i]);
 	return need;
+}
+
+/* The host pool could not take the next victim (the longest running request):
+ * a preemption now would recompute. */
+static bool host_pool_full(const struct allm_engine *e)
+{
+	int32_t biggest = 0;
+	for (int32_t i = 0; i < e->running.n; i++)
+		biggest = ALLM_MAX(biggest, e->running.v[i]->seq.n_blocks);
+	return e->cfg.preempt == ALLM_PREEMPT_RECOMPUTE || e->kv->cpu.n_free < biggest;
+}
+
+/* Fair with headroom: swapped requests go back first while the host pool is
+ * full, so that the next preemptions can swap instead of recomputing (fcfs gets
+ * this from its swapped-first order; fair's wait/length ranks swapped requests,
+ * which are longer, behind the newcomers and left the host pool full). */
+static bool swap_pressure(const struct allm_engine *e)
+{
+	return fair(e) && e->cfg.admit_lookahead > 0 && e->running.n > 0 && host_pool_full(e);
+}
+
+/* Steps of growth admission leaves room for: admit_lookahead while a victim
+ * could still be swapped (cheap), all of it when the next one would recompute
+ * (a prefill thrown away). */
+static int64_t headroom(const struct allm_engine *e)
+{
+	return host_pool_full(e) ? INT32_MAX : e->cfg.admit_lookahead;
+}
+
+/* Blocks the running batch needs to grow admit_lookahead more tokens each
+ * (capped by each one's longest length), beyond its next token's. */
+static int32_t lookahead_need(const struct allm_engine *e)
+{
+	int32_t need = 0;
+	if (!fair(e) || e->cfg.admit_lookahead <= 0)
+		return 0;
+	for (int32_t i = 0; i < e->running.n; i++) {
+		const struct allm_request *r = e->running.v[i];
+		int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + headroom(e),
+				       (int64_t)allm_engine_max_len(e, r));
+		need += ALLM_MAX(0, allm_kv_blocks_for(e->kv, len) - ALLM_MAX(r->seq.n_blocks,
+							allm_kv_blocks_for(e->kv, r->seq.n_tokens)));
+	}
+	return need;
+}
+
+/* Whether fair's Alg. 1 passes r over while there is another victim: an aged
+ * request, whose wait must stay bounded. */
+static bool protected(const struct allm_engine *e, const struct allm_request *r)
+{
+	return fair(e) && r->aged;
+}
+
+/* Index in running (in victim order) of the next victim: the first one not
+ * protected, else the first. */
+static int32_t next_victim(const struct allm_engine *e)
+{
+	for (int32_t i = 0; i < e->running.n; i++)
+		if (!protected(e, e->running.v[i]))
+			return i;
+	return 0;
 }
 
 static struct allm_decision *record(struct allm_engine *e)
@@ -84,29 +170,16 @@ struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct
 	return d->seq_no == r->pending_decision ? d : NULL;
 }
 
-static void attach_measured(struct allm_engine *e, struct allm_request *r, double seconds)
+/* Takes r into the running batch (admission or swap-in). */
+static void admitted(struct allm_engine *e, struct allm_request *r, double now)
 {
-	struct allm_decision *d = allm_engine_pending_decision(e, r);
-	r->pending_decision = -1;
-	if (!d)
-		return;
-	d->measured_s = seconds;
-	if (e->ev.on_decision)
-		e->ev.on_decision(e->ev.user, d, true);
-}
-
-static bool is_stop(const struct allm_engine *e, const struct allm_request *r, int32_t id)
-{
-	if (r->ignore_eos)
-		return false;
-	const struct allm_model_config *c = &e->model->cfg;
-	for (int i = 0; i < c->n_eos; i++)
-		if (c->eos_ids[i] == id)
-			return true;
-	for (int i = 0; i < r->n_stop; i++)
-		if (r->stop_ids[i] == id)
-			return true;
-	return false;
+	r->state = ALLM_REQ_RUNNING;
+	if (!r->first_sched) {
+		r->first_sched = now;
+		e->st.max_wait_steps = ALLM_MAX(e->st.max_wait_steps, e->step_no - r->arrival_step);
+	}
+	r->admit_step = e->step_no;
+	r->gen_at_admit = allm_request_n_generated(r);
 }
 
 /* --- Alg. 1: preemption -------------------------------------------------------- */
@@ -114,6 +187,9 @@ static bool is_stop(const struct allm_engine *e, const struct allm_request *r, i
 static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 {
 	struct allm_kv_cache *kv = e->kv;
+	/* a chunked re-prefill cut short: its earlier decision cost what it got */
+	if (v->pending_decision >= 0)
+		allm_engine_attach_measured(e, v, v->pending_rc_s);
 	int32_t n = v->seq.n_blocks;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
 	/* CPU blocks come off a stack, so they are mostly consecutive: the runs of the
@@ -131,8 +207,12 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 	d->priority = allm_engine_priority(v, now);
 	d->pred_swap_s = allm_predict_swap(e->pred, 0, bytes, runs) +
 			 allm_predict_swap(e->pred, 1, bytes, runs);
-	/* recompute re-prefills everything it had: prompt + generated so far */
-	d->pred_recompute_s = allm_predict_recompute(e->pred, v->seq.n_tokens);
+	/* recompute re-prefills everything it had: prompt + generated so far; with
+	 * chunked prefill that rides in steps that run anyway, so it costs what it
+	 * adds to them */
+	d->pred_recompute_s = e->cfg.chunked_prefill
+				      ? allm_predict_recompute_marginal(e->pred, v->seq.n_tokens)
+				      : allm_predict_recompute(e->pred, v->seq.n_tokens);
 	bool fits = kv->cpu.n_free >= n && n > 0;
 	switch (e->cfg.preempt) {
 	case ALLM_PREEMPT_RECOMPUTE:
@@ -152,6 +232,7 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 			d->reason = "recompute cheaper";
 		}
 	}
+	v->pending_rc_s = 0;
 	if (d->choice == ALLM_CHOICE_SWAP) {
 		struct allm_swap_result res;
 		int32_t *cpu = allm_realloc(v->cpu_blocks, (size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
@@ -178,6 +259,10 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 		d->choice = ALLM_CHOICE_RECOMPUTE;
 		d->reason = "swap failed";
 	}
+	/* a prefill whose request gave at most its first token since it was
+	 * admitted bought nothing: the thrash fair must avoid */
+	if (allm_request_n_generated(v) - v->gen_at_admit <= 1)
+		e->st.wasted_prefill_tokens += v->seq.n_cached;
 	allm_seq_release(&v->seq, kv);
 	e->st.preempt_recompute++;
 	v->n_preempt_recompute++;
@@ -189,21 +274,58 @@ static void preempt(struct allm_engine *e, struct allm_request *v, double now)
 		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
 }
 
-/* Preempts until the running batch's next tokens fit (and a shrink's deficit is
- * paid). Returns whether anything was preempted. */
+/* Preempts, in victim order, until the running batch's next tokens, `extra`
+ * blocks and a shrink's deficit fit (with_lookahead: and the admission headroom
+ * too); fair passes over protected requests while others remain, and evicts them
+ * only when evict_protected. The running batch must already be in victim order.
+ * Returns how many were preempted. */
+static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead,
+		     bool evict_protected, double now)
+{
+	int n = 0;
+	while (e->running.n > 0 &&
+	       running_need(e) + (with_lookahead ? lookahead_need(e) : 0) + extra + e->kv->gpu.deficit >
+		       e->kv->gpu.n_free) {
+		int32_t i = next_victim(e);
+		struct allm_request *v = e->running.v[i];
+		if (!evict_protected && protected(e, v))
+			break;
+		allm_rq_remove_at(&e->running, i);
+		preempt(e, v, now);
+		n++;
+	}
+	return n;
+}
+
+/* Alg. 1: preempts until the running batch's next tokens fit (and a shrink's
+ * deficit is paid). Returns whether anything was preempted. */
 static bool mem_schedule(struct allm_engine *e, double now)
 {
-	bool any = false;
-	order(&e->running, e->cfg.sched == ALLM_SCHED_FCFS ? victim_fcfs : victim_fair, now);
-	int32_t need = running_need(e);
-	while (e->running.n > 0 && need + e->kv->gpu.deficit > e->kv->gpu.n_free) {
-		struct allm_request *v = e->running.v[0];
-		allm_rq_remove_at(&e->running, 0);
-		need -= decode_need(e, v);
-		preempt(e, v, now);
-		any = true;
-	}
-	return any;
+	order(&e->running, fair(e) ? victim_fair : victim_fcfs, now);
+	return make_room(e, 0, false, true, now) > 0;
+}
+
+/* --- aging ----------------------------------------------------------------------- */
+
+/* Marks the waiting and swapped requests that have waited past max_wait_factor x
+ * their own service time (in steps). A request's wait is the steps since it
+ * arrived less the steps it spent generating (one token each). */
+static void age(struct allm_engine *e)
+{
+	if (!fair(e) || e->cfg.max_wait_factor <= 0)
+		return;
+	struct allm_rq_vec *qs[] = {&e->waiting, &e->swapped};
+	for (size_t q = 0; q < ALLM_ARRAY_SIZE(qs); q++)
+		for (int32_t i = 0; i < qs[q]->n; i++) {
+			struct allm_request *r = qs[q]->v[i];
+			if (r->aged)
+				continue;
+			int64_t wait = e->step_no - r->arrival_step - allm_request_n_generated(r);
+			if ((double)wait > e->cfg.max_wait_factor * (double)allm_engine_service_steps(e, r)) {
+				r->aged = true;
+				e->st.aged++;
+			}
+		}
 }
 
 /* --- Alg. 2: admission ----------------------------------------------------------- */
@@ -236,30 +358,59 @@ static double mean_priority(const struct allm_rq_vec *q, double now)
 	return q->n ? s / q->n : 0;
 }
 
-/* Picks from q (already ordered) while the blocks and limits allow; stops at the
- * first that does not fit, so order is respected. */
-static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefill,
-		 int32_t budget, int32_t slots, struct allm_rq_vec *out)
+/* GPU blocks admitting r takes now. */
+static int32_t admit_blocks(const struct allm_engine *e, const struct allm_request *r, bool prefill)
 {
-	int64_t tokens = 0;
+	int32_t b = allm_kv_blocks_for(e->kv, r->seq.n_tokens);
+	return prefill ? b : ALLM_MAX(r->n_cpu_blocks, b);
+}
+
+/* The same plus its growth over admit_lookahead steps (fair): what admission
+ * must leave free so that the newcomer is not the next victim. */
+static int32_t admit_blocks_ahead(const struct allm_engine *e, const struct allm_request *r,
+				  bool prefill)
+{
+	int32_t now = admit_blocks(e, r, prefill);
+	if (!fair(e) || e->cfg.admit_lookahead <= 0)
+		return now;
+	int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + headroom(e),
+			       (int64_t)allm_engine_max_len(e, r));
+	return ALLM_MAX(now, allm_kv_blocks_for(e->kv, len));
+}
+
+/* Picks from q (already ordered) while the blocks and limits allow; stops at the
+ * first that does not fit, so order is respected. For prefills, tokens is the
+ * step's prompt-token budget: without chunking a prompt longer than it still
+ * runs, alone; with chunking each admitted prompt takes what is left of it (at
+ * least one token) and its chunk is set. */
+static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefill,
+		 int32_t budget, int32_t slots, int64_t tokens, struct allm_rq_vec *out)
+{
+	int64_t used = 0;
 	out->n = 0;
 	for (int32_t i = 0; i < q->n && out->n < slots; i++) {
 		struct allm_request *r = q->v[i];
-		int32_t b = prefill ? allm_kv_blocks_for(e->kv, r->seq.n_tokens)
-				    : ALLM_MAX(r->n_cpu_blocks, allm_kv_blocks_for(e->kv, r->seq.n_tokens));
+		int32_t b = admit_blocks_ahead(e, r, prefill);
+		int64_t want = r->seq.n_tokens - r->seq.n_cached;
 		if (b > budget)
 			break;
-		/* a prompt longer than the token budget still runs, alone */
-		if (prefill && out->n > 0 && tokens + r->seq.n_tokens > e->cfg.max_num_batched_tokens)
+		if (prefill && e->cfg.chunked_prefill) {
+			if (used >= tokens)
+				break;
+			want = ALLM_MIN(want, tokens - used);
+		} else if (prefill && out->n > 0 && used + want > tokens) {
 			break;
+		}
 		if (allm_rq_push(out, r))
 			break;
+		if (prefill)
+			r->chunk = (int32_t)want;
 		budget -= b;
-		tokens += r->seq.n_tokens;
+		used += want;
 	}
 }
 
-static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel)
+static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 {
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *r = sel->v[i];
@@ -273,234 +424,160 @@ static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel)
 		}
 		r->seq.n_blocks = n;
 		r->n_cpu_blocks = 0;
-		r->state = ALLM_REQ_RUNNING;
+		r->chunk = 0; /* a prefill swapped out mid-way finishes its prompt next step */
+		admitted(e, r, now);
 		allm_predictor_observe_swap(e->pred, 1, res.bytes, res.n_runs, res.seconds);
 		e->st.swap_in_bytes += (int64_t)res.bytes;
-		attach_measured(e, r, r->pending_swap_out_s + res.seconds);
+		allm_engine_attach_measured(e, r, r->pending_swap_out_s + res.seconds);
 		if (allm_rq_push(&e->running, r))
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 	}
 }
 
-/* --- forward passes --------------------------------------------------------------- */
-
-static int reserve_io(struct allm_engine *e, int32_t rows)
+/* The most urgent request waiting or swapped when it is aged, else NULL; *prefill
+ * says which queue (both already in urgent_fair order). */
+static struct allm_request *aged_head(struct allm_engine *e, bool *prefill)
 {
-	if (rows > e->logits_rows) {
-		float *l = allm_realloc(e->logits, (size_t)rows * e->model->cfg.vocab_size * sizeof(float));
-		if (!l)
-			return -ENOMEM;
-		e->logits = l;
-		e->logits_rows = rows;
-	}
-	if (rows > e->batch_cap) {
-		struct allm_batch_seq *b = allm_realloc(e->batch, (size_t)rows * sizeof(*b));
-		if (!b)
-			return -ENOMEM;
-		e->batch = b;
-		e->batch_cap = rows;
-	}
-	return 0;
+	struct allm_request *head = NULL;
+	if (e->waiting.n && e->waiting.v[0]->aged)
+		head = e->waiting.v[0], *prefill = true;
+	if (e->swapped.n && e->swapped.v[0]->aged && (!head || urgent_fair(&e->swapped.v[0], &head) < 0))
+		head = e->swapped.v[0], *prefill = false;
+	return head;
 }
 
-/* Samples the next token of each request from its logits row and retires the
- * ones that are done. */
-static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
+/* Fair with aging: when the most urgent request waiting or swapped is aged and
+ * does not fit, evicts unprotected running requests until it does, so its wait
+ * stays bounded however many others keep arriving. */
+static void room_for_aged(struct allm_engine *e, double now)
 {
-	int32_t V = e->model->cfg.vocab_size;
-	double now = allm_engine_now(e); /* the tokens exist from now: after the forward */
-	const int32_t *picked = e->ex->device_sampling ? e->ex->picked : NULL;
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_request *r = sel->v[i];
-		r->seq.n_cached = r->seq.n_tokens;
-		int32_t id = picked ? picked[i]
-				    : allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
-		if (allm_seq_append(&r->seq, id)) {
-			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
-			continue;
-		}
-		if (!r->first_token)
-			r->first_token = now;
-		e->st.generated_tokens++;
-		if (e->ev.on_token)
-			e->ev.on_token(e->ev.user, r, id);
-		if (is_stop(e, r, id))
-			allm_engine_retire(e, r, ALLM_END_STOP, NULL);
-		else if (allm_request_n_generated(r) >= r->max_tokens ||
-			 r->seq.n_tokens >= e->model->cfg.max_pos)
-			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);
-	}
+	bool prefill = false;
+	struct allm_request *head = aged_head(e, &prefill);
+	if (!head || e->running.n + 1 > e->cfg.max_num_seqs)
+		return;
+	order(&e->running, victim_fair, now);
+	make_room(e, admit_blocks_ahead(e, head, prefill), true, false, now);
 }
 
-/* Device sampling (a GPU backend): the logits stay on the device; greedy rows
- * come back as argmax ids, top-k rows as their k best (value, id) candidates
- * that the request's own sampler and RNG finish on the host (the same
- * arithmetic as allm_sampler_sample on the full row), and only rows with other
- * settings are downloaded whole. The ids go to e->ex->picked for emit(). */
-static int sample_on_device(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
+/* Admitted waiting requests leave the queue for the running batch. */
+static int admit_prompts(struct allm_engine *e, struct allm_rq_vec *w, double now)
 {
-	int32_t V = e->model->cfg.vocab_size, k = 0;
-	bool want_argmax = false;
-	int32_t *picked = allm_executor_picked(e->ex, sel->n);
-	const int32_t *am = NULL, *tk_ids = NULL;
-	const float *tk_vals = NULL;
-	int r;
-	if (!picked)
-		return allm_err_set(err, -ENOMEM, "out of memory");
-	for (int32_t i = 0; i < sel->n; i++) {
-		const struct allm_sampler *s = &sel->v[i]->sampler;
-		switch (allm_sampler_need(s)) {
-		case ALLM_SAMPLE_ARGMAX: want_argmax = true; break;
-		case ALLM_SAMPLE_TOPK: k = ALLM_MAX(k, s->p.top_k); break;
-		default: break;
-		}
-	}
-	if ((want_argmax || k) &&
-	    (r = allm_executor_reduce(e->ex, want_argmax, k, &am, &tk_vals, &tk_ids, err)))
-		return r;
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_sampler *s = &sel->v[i]->sampler;
-		switch (allm_sampler_need(s)) {
-		case ALLM_SAMPLE_ARGMAX:
-			picked[i] = am[i];
-			break;
-		case ALLM_SAMPLE_TOPK:
-			/* a row's top top_k is the prefix of its top k */
-			picked[i] = allm_sampler_sample_topk(s, tk_vals + (size_t)i * k,
-							     tk_ids + (size_t)i * k);
-			break;
-		default:
-			if ((r = allm_executor_download_row(e->ex, i, e->logits + (size_t)i * V, err)))
-				return r;
-			picked[i] = allm_sampler_sample(s, e->logits + (size_t)i * V);
-		}
-	}
-	return 0;
-}
-
-static int forward(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
-{
-	int r;
-	if ((r = reserve_io(e, sel->n)))
-		return allm_err_set(err, r, "out of memory");
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_request *q = sel->v[i];
-		if ((r = allm_seq_reserve(&q->seq, e->kv, q->seq.n_tokens)))
-			return allm_err_set(err, r, "internal: no block for a scheduled request");
-		allm_seq_batch_entry(&q->seq, &e->batch[i]);
-	}
-	bool dev = e->ex->device_sampling;
-	r = allm_executor_forward(e->ex, e->batch, sel->n, false, dev ? NULL : e->logits, err);
-	if (!r && dev)
-		r = sample_on_device(e, sel, err);
-	if (r) {
-		/* the backend failed for this batch: fail its requests, keep serving */
-		char msg[160];
-		snprintf(msg, sizeof(msg), "backend: %.150s", err->msg);
-		for (int32_t i = 0; i < sel->n; i++)
-			allm_engine_retire(e, sel->v[i], ALLM_END_ERROR, msg);
-	}
-	return r;
-}
-
-static int prefill(struct allm_engine *e, struct allm_rq_vec *sel, double now,
-		   struct allm_err *err)
-{
-	struct allm_prefill_shape shape = {0};
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_request *r = sel->v[i];
+	for (int32_t i = 0; i < w->n; i++) {
+		struct allm_request *r = w->v[i];
 		allm_rq_remove(&e->waiting, r);
-		r->state = ALLM_REQ_RUNNING;
-		if (!r->first_sched)
-			r->first_sched = now;
+		admitted(e, r, now);
+		r->prefilling = true;
 		if (allm_rq_push(&e->running, r)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
-			return allm_err_set(err, -ENOMEM, "out of memory");
-		}
-		int64_t n = r->seq.n_tokens - r->seq.n_cached;
-		shape.n_seqs++;
-		shape.tokens += n;
-		shape.tokens_sq += (double)n * (double)n;
-	}
-	int r = forward(e, sel, err);
-	if (r)
-		return r;
-	double secs = e->ex->last_seconds;
-	double pred_total = allm_predict_prefill(e->pred, &shape);
-	allm_predictor_observe_prefill(e->pred, &shape, secs);
-	e->st.prefill_steps++;
-	e->st.prompt_tokens += shape.tokens;
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_request *q = sel->v[i];
-		if (q->pending_decision >= 0) {
-			/* a recompute preemption paid off now: its share of this prefill */
-			double mine = allm_predict_recompute(e->pred, q->seq.n_tokens);
-			e->st.recompute_tokens += q->seq.n_tokens;
-			attach_measured(e, q, pred_total > 0 ? secs * ALLM_MIN(1.0, mine / pred_total) : secs);
+			return -ENOMEM;
 		}
 	}
-	emit(e, sel);
-	return (int)shape.tokens;
+	return 0;
 }
 
-static int decode(struct allm_engine *e, struct allm_err *err)
+/* Prompt tokens a chunked step can still carry after its decodes and the
+ * chunks of the prompts already being prefilled (whose chunks are set here,
+ * oldest admission first). */
+static int64_t continue_prefills(struct allm_engine *e)
 {
-	struct allm_rq_vec *sel = &e->sel;
-	sel->n = 0;
-	for (int32_t i = 0; i < e->running.n; i++)
-		if (allm_rq_push(sel, e->running.v[i]))
-			return allm_err_set(err, -ENOMEM, "out of memory");
-	if (!sel->n)
-		return 0;
-	int r = forward(e, sel, err);
-	if (r)
-		return r;
-	e->st.decode_steps++;
-	emit(e, sel);
-	return sel->n;
+	int64_t left = e->cfg.max_num_batched_tokens;
+	for (int32_t i = 0; i < e->running.n; i++) {
+		struct allm_request *r = e->running.v[i];
+		r->chunk = 0;
+		if (!r->prefilling)
+			left--; /* a decode row */
+	}
+	/* running is in victim order; partial prefills go in admission order */
+	for (;;) {
+		struct allm_request *best = NULL;
+		for (int32_t i = 0; i < e->running.n; i++) {
+			struct allm_request *r = e->running.v[i];
+			if (r->chunk || !r->prefilling)
+				continue;
+			if (!best || r->admit_step < best->admit_step ||
+			    (r->admit_step == best->admit_step && r->id < best->id))
+				best = r;
+		}
+		if (!best)
+			break;
+		/* a prefill in progress always moves, by at least one token */
+		best->chunk = (int32_t)ALLM_MAX(1, ALLM_MIN(left, best->seq.n_tokens - best->seq.n_cached));
+		left -= best->chunk;
+	}
+	return ALLM_MAX(left, 0);
 }
 
 int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 {
 	double now = allm_engine_now(e);
+	bool chunked = e->cfg.chunked_prefill;
+	e->step_no++;
 	e->st.steps++;
 	fail_unfittable(e);
 	bool preempted = mem_schedule(e, now);
+	age(e);
+	if (fair(e)) {
+		order(&e->swapped, urgent_fair, now);
+		order(&e->waiting, urgent_fair, now);
+		if (e->cfg.max_wait_factor > 0)
+			room_for_aged(e, now);
+	}
 
-	int32_t budget = e->kv->gpu.n_free - e->kv->gpu.deficit - running_need(e);
+	int64_t tokens = chunked ? continue_prefills(e) : e->cfg.max_num_batched_tokens;
+	int32_t budget = e->kv->gpu.n_free - e->kv->gpu.deficit - running_need(e) - lookahead_need(e);
 	int32_t slots = e->cfg.max_num_seqs - e->running.n;
 	struct allm_rq_vec *s_sche = &e->sel, *w_sche = &e->sel2;
 	s_sche->n = w_sche->n = 0;
-	if (budget > 0 && slots > 0) {
-		if (e->cfg.sched == ALLM_SCHED_FCFS) {
+	/* anti-thrash: blocks a preemption just freed are not handed to a newcomer
+	 * that the next block boundary would evict (an aged request still goes) */
+	bool aged_prefill;
+	bool hold = fair(e) && e->cfg.admit_lookahead > 0 && preempted && !aged_head(e, &aged_prefill);
+	if (budget > 0 && slots > 0 && !hold) {
+		if (!fair(e)) {
 			/* vLLM 0.2: swapped first; new prompts only when nothing is swapped;
 			 * no swap-in in a step that had to preempt */
 			if (e->swapped.n == 0) {
 				order(&e->waiting, urgent_fcfs, now);
-				pick(e, &e->waiting, true, budget, slots, w_sche);
+				pick(e, &e->waiting, true, budget, slots, tokens, w_sche);
 			} else if (!preempted) {
 				order(&e->swapped, urgent_fcfs, now);
-				pick(e, &e->swapped, false, budget, slots, s_sche);
+				pick(e, &e->swapped, false, budget, slots, tokens, s_sche);
 			}
 		} else {
-			order(&e->swapped, urgent_fair, now);
-			order(&e->waiting, urgent_fair, now);
-			pick(e, &e->swapped, false, budget, slots, s_sche);
-			pick(e, &e->waiting, true, budget, slots, w_sche);
-			/* Alg. 2: the more urgent group wins; ties go to the swapped ones */
+			pick(e, &e->swapped, false, budget, slots, tokens, s_sche);
+			pick(e, &e->waiting, true, budget, slots, tokens, w_sche);
+			/* Alg. 2: the more urgent group wins; ties go to the swapped ones; an
+			 * aged head wins for its group */
 			if (w_sche->n && s_sche->n) {
-				if (mean_priority(w_sche, now) <= mean_priority(s_sche, now))
+				bool w_aged = w_sche->v[0]->aged, s_aged = s_sche->v[0]->aged;
+				if (s_aged || (!w_aged && (swap_pressure(e) || mean_priority(w_sche, now) <= mean_priority(s_sche, now))))
 					w_sche->n = 0;
 				else
 					s_sche->n = 0;
 			}
 		}
 	}
-	if (w_sche->n) {
-		int n = prefill(e, w_sche, now, err);
-		return n; /* a prefill step does not decode */
+
+	struct allm_rq_vec *sel = &e->sel;
+	if (!chunked && w_sche->n) {
+		/* the paper's prefill step: the new prompts alone, no decode */
+		if (admit_prompts(e, w_sche, now))
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		sel = w_sche;
+	} else {
+		if (s_sche->n)
+			swap_in(e, s_sche, now);
+		if (admit_prompts(e, w_sche, now))
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		/* the running batch: decodes, prefills in progress, the new prompts */
+		sel->n = 0;
+		for (int32_t i = 0; i < e->running.n; i++) {
+			struct allm_request *r = e->running.v[i];
+			if (!chunked)
+				r->chunk = 0;
+			if (allm_rq_push(sel, r))
+				return allm_err_set(err, -ENOMEM, "out of memory");
+		}
 	}
-	if (s_sche->n)
-		swap_in(e, s_sche);
-	return decode(e, err);
+	return allm_engine_run_batch(e, sel, err);
 }

@@ -74,8 +74,13 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((r = allm_engine_set_limits(e, cfg->max_num_seqs, cfg->max_num_batched_tokens, err)))
+	if ((r = allm_engine_set_limits(e, cfg->max_num_seqs, cfg->max_num_batched_tokens, err)) ||
+	    (r = allm_engine_set_max_wait_factor(e, cfg->max_wait_factor, err)))
 		goto fail;
+	if (cfg->admit_lookahead < 0) {
+		r = allm_err_set(err, -EINVAL, "admit_lookahead must be >= 0");
+		goto fail;
+	}
 	if ((r = allm_executor_create(model, kv, &e->ex, err)))
 		goto fail;
 	allm_engine_reset_stats(e);
@@ -147,6 +152,13 @@ void allm_engine_free(struct allm_engine *e)
 	allm_free(e);
 }
 
+int64_t allm_engine_service_steps(const struct allm_engine *e, const struct allm_request *r)
+{
+	int64_t chunk = e->cfg.chunked_prefill ? ALLM_MAX(e->cfg.max_num_batched_tokens, 1) : INT32_MAX;
+	int64_t out = allm_engine_max_len(e, r) - r->seq.n_prompt;
+	return (r->seq.n_prompt + chunk - 1) / chunk + ALLM_MAX(out, 1);
+}
+
 int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r)
 {
 	int64_t n = (int64_t)r->seq.n_prompt + r->max_tokens;
@@ -200,6 +212,7 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 	r->n_stop = s->n_stop;
 	memcpy(r->stop_ids, s->stop_ids, sizeof(r->stop_ids));
 	r->arrival = s->arrival > 0 ? s->arrival : allm_engine_now(e);
+	r->arrival_step = e->step_no;
 	r->pending_decision = -1;
 	r->state = ALLM_REQ_WAITING;
 	if (allm_rq_push(&e->waiting, r)) {
@@ -300,6 +313,19 @@ int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 				    1 << 24, max_num_batched_tokens);
 	e->cfg.max_num_seqs = max_num_seqs;
 	e->cfg.max_num_batched_tokens = max_num_batched_tokens;
+	return 0;
+}
+
+void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on)
+{
+	e->cfg.chunked_prefill = on;
+}
+
+int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err)
+{
+	if (!(f == 0 || (f >= 1 && f <= 1e6)))
+		return allm_err_set(err, -EINVAL, "max_wait_factor must be 0 (off) or in 1..1e6 (got %g)", f);
+	e->cfg.max_wait_factor = f;
 	return 0;
 }
 

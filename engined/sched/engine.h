@@ -69,6 +69,13 @@ struct allm_request {
 	char error[160]; /* why, for ALLM_END_ERROR */
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
+	double pending_rc_s; /* chunked re-prefill: its share of each step so far */
+	int64_t arrival_step; /* engine step count when it arrived (aging counts steps) */
+	int64_t admit_step; /* step it was last admitted or swapped in */
+	int32_t chunk; /* this step: prompt tokens fed (0 = a decode row) */
+	bool prefilling; /* admitted from waiting, its (re-)prefill not finished yet */
+	int32_t gen_at_admit; /* tokens it had generated when last admitted */
+	bool aged; /* waited past max_wait_factor x its service: goes first, stays */
 };
 
 static inline int32_t allm_request_n_generated(const struct allm_request *r)
@@ -104,15 +111,29 @@ struct allm_engine_events {
 	void (*on_decision)(void *user, const struct allm_decision *d, bool measured);
 };
 
+/* Zero values give the paper's engine: prefill-only steps, no
+ * admission headroom, no aging. Programs take their defaults from engine-opts. */
 struct allm_engine_config {
 	int32_t max_num_seqs;
 	int32_t max_num_batched_tokens;
 	enum allm_preempt_mode preempt;
 	enum allm_sched_mode sched;
+	/* steps mix the running batch's decodes with prefill chunks, up to
+	 * max_num_batched_tokens tokens; long prompts span steps (DESIGN §6) */
+	bool chunked_prefill;
+	/* fair: admission leaves the running batch room to grow this many steps, and
+	 * admits nothing in a step that had to preempt */
+	int32_t admit_lookahead;
+	/* fair: a request that has waited more than this x its own service time
+	 * (in steps) goes first and is not a victim; 0 = off */
+	double max_wait_factor;
 	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
 	double (*clock)(void *user);
 	void *clock_user;
 };
+
+/* The engine settings the shared flags give (engine-opts.c). */
+void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_engine_config *ret);
 
 struct allm_engine_stats {
 	int32_t waiting, running, swapped;
@@ -123,6 +144,10 @@ struct allm_engine_stats {
 	int64_t recompute_tokens; /* tokens re-prefilled after a recompute preemption */
 	int64_t prompt_tokens, generated_tokens; /* processed since start / reset */
 	int64_t steps, prefill_steps, decode_steps;
+	int64_t mixed_steps; /* both: decode-only = decode - mixed, prefill-only = prefill - mixed */
+	int64_t wasted_prefill_tokens; /* prefilled for requests dropped before their first token */
+	int64_t aged; /* requests that waited past max_wait_factor */
+	int64_t max_wait_steps; /* longest wait (steps) of a request when first admitted */
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
 };
@@ -164,6 +189,9 @@ void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m);
 void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
 int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 			   int32_t max_num_batched_tokens, struct allm_err *err);
+void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
+/* -EINVAL unless 0 (off) or in [1, 1e6]. */
+int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
@@ -179,5 +207,8 @@ int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
 
 /* Fairness priority of DESIGN §6: (now - arrival) / current length. */
 double allm_engine_priority(const struct allm_request *r, double now);
+/* A request's own service time in steps: its prompt's prefill chunks plus one
+ * step per output token (what it would take alone). */
+int64_t allm_engine_service_steps(const struct allm_engine *e, const struct allm_request *r);
 
 #endif

@@ -138,6 +138,22 @@ double allm_predict_recompute(const struct allm_predictor *p, int64_t n_tokens)
 	return allm_predict_prefill(p, &s);
 }
 
+double allm_predict_prefill_marginal(const struct allm_predictor *p,
+				     const struct allm_prefill_shape *s)
+{
+	double x[4];
+	allm_pred_rc_features(s, x);
+	x[0] = 0; /* the step's fixed cost is paid whether or not this work rides in it */
+	return allm_pred_clamp(allm_pred_dot(ALLM_PRED_RC_NF, p->rc.coef, x), PRED_RC_FLOOR);
+}
+
+double allm_predict_recompute_marginal(const struct allm_predictor *p, int64_t n_tokens)
+{
+	double n = n_tokens > 0 ? (double)n_tokens : 0;
+	struct allm_prefill_shape s = { 1, n_tokens > 0 ? n_tokens : 0, n * n };
+	return allm_predict_prefill_marginal(p, &s);
+}
+
 double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs)
 {
 	double x[4];

@@ -31,11 +31,15 @@ struct allm_predictor_key {
 	int32_t threads; /* CPU threads the backend runs with */
 };
 
-/* A prefill batch, by the features of its cost. */
+/* A prefill batch, by the features of its cost. A step of chunked prefill (a
+ * mix of decodes and prefill chunks) is described the same way: a row that feeds
+ * n new tokens after p cached ones adds (p + n)^2 - p^2 to tokens_sq (twice the
+ * query-key pairs its attention scores), so a whole prefill adds n^2 and a
+ * decode 2p + 1. */
 struct allm_prefill_shape {
 	int32_t n_seqs;
 	int64_t tokens; /* sum of the sequences' new tokens */
-	double tokens_sq; /* sum over sequences of n_i^2 (attention is quadratic per sequence) */
+	double tokens_sq; /* sum over sequences of (p_i + n_i)^2 - p_i^2 */
 };
 
 enum {
@@ -94,6 +98,12 @@ void allm_predictor_free(struct allm_predictor *p);
 double allm_predict_prefill(const struct allm_predictor *p, const struct allm_prefill_shape *s);
 /* A prefill of one sequence of n_tokens (what recomputing it costs). */
 double allm_predict_recompute(const struct allm_predictor *p, int64_t n_tokens);
+/* What the work of s adds to a step that runs anyway (a chunked step): the
+ * prediction without its constant term. */
+double allm_predict_prefill_marginal(const struct allm_predictor *p,
+				     const struct allm_prefill_shape *s);
+/* What re-prefilling n_tokens adds to the steps it rides in (chunked prefill). */
+double allm_predict_recompute_marginal(const struct allm_predictor *p, int64_t n_tokens);
 /* t = n_runs * latency + bytes / bandwidth in direction dir (0 = out/d2h,
  * 1 = in/h2d); n_runs = coalesced contiguous copies. */
 double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);

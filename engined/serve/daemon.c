@@ -394,12 +394,8 @@ int main(int argc, char **argv)
 		dlog(&d, 2, "%s", ALLM_DEFAULT_MODEL_NOTE);
 	struct allm_predictor_key key;
 	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
-	struct allm_engine_config ec = {
-		.max_num_seqs = o.max_num_seqs,
-		.max_num_batched_tokens = o.max_num_batched_tokens,
-		.preempt = o.preempt,
-		.sched = o.sched,
-	};
+	struct allm_engine_config ec;
+	allm_engine_config_from_opts(&o, &ec);
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
 					.on_finish = on_finish, .on_decision = on_decision};
 	if (allm_predictor_create(&key, &d.pred) ||

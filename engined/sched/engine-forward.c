@@ -1,0 +1,233 @@
+/* Running a step's batch: the forward pass over the rows the scheduler picked
+ * (decodes, whole prefills, or prefill chunks), sampling each row that finished
+ * its prompt or decoded, retiring the requests that are done, and feeding the
+ * recompute predictor what a step with prefill work cost. What goes into a
+ * batch is decided in engine-step.c. */
+#include "engine-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+
+/* Whether row r fed only part of its uncached tokens this step: its logits row
+ * is not a next-token distribution, so nothing is sampled (and its RNG, which
+ * makes outputs reproducible across preemptions, is left alone). */
+static bool partial(const struct allm_request *r)
+{
+	return r->chunk > 0 && r->seq.n_cached + r->chunk < r->seq.n_tokens;
+}
+
+static bool is_stop(const struct allm_engine *e, const struct allm_request *r, int32_t id)
+{
+	if (r->ignore_eos)
+		return false;
+	const struct allm_model_config *c = &e->model->cfg;
+	for (int i = 0; i < c->n_eos; i++)
+		if (c->eos_ids[i] == id)
+			return true;
+	for (int i = 0; i < r->n_stop; i++)
+		if (r->stop_ids[i] == id)
+			return true;
+	return false;
+}
+
+static int reserve_io(struct allm_engine *e, int32_t rows)
+{
+	if (rows > e->logits_rows) {
+		float *l = allm_realloc(e->logits, (size_t)rows * e->model->cfg.vocab_size * sizeof(float));
+		if (!l)
+			return -ENOMEM;
+		e->logits = l;
+		e->logits_rows = rows;
+	}
+	if (rows > e->batch_cap) {
+		struct allm_batch_seq *b = allm_realloc(e->batch, (size_t)rows * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		e->batch = b;
+		e->batch_cap = rows;
+	}
+	return 0;
+}
+
+/* Samples the next token of each row that has one and retires the requests that
+ * are done; partial rows only advance their cached count. */
+static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
+{
+	int32_t V = e->model->cfg.vocab_size;
+	double now = allm_engine_now(e); /* the tokens exist from now: after the forward */
+	const int32_t *picked = e->ex->device_sampling ? e->ex->picked : NULL;
+	for (int32_t i = 0; i < sel->n; i++) {
+		struct allm_request *r = sel->v[i];
+		if (partial(r)) {
+			r->seq.n_cached += r->chunk;
+			continue;
+		}
+		r->seq.n_cached = r->seq.n_tokens;
+		r->prefilling = false;
+		int32_t id = picked ? picked[i]
+				    : allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
+		if (allm_seq_append(&r->seq, id)) {
+			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+			continue;
+		}
+		if (!r->first_token)
+			r->first_token = now;
+		e->st.generated_tokens++;
+		if (e->ev.on_token)
+			e->ev.on_token(e->ev.user, r, id);
+		if (is_stop(e, r, id))
+			allm_engine_retire(e, r, ALLM_END_STOP, NULL);
+		else if (allm_request_n_generated(r) >= r->max_tokens ||
+			 r->seq.n_tokens >= e->model->cfg.max_pos)
+			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);
+	}
+}
+
+/* Device sampling (a GPU backend): the logits stay on the device; greedy rows
+ * come back as argmax ids, top-k rows as their k best (value, id) candidates
+ * that the request's own sampler and RNG finish on the host (the same
+ * arithmetic as allm_sampler_sample on the full row), and only rows with other
+ * settings are downloaded whole. The ids go to e->ex->picked for emit(). */
+static int sample_on_device(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
+{
+	int32_t V = e->model->cfg.vocab_size, k = 0;
+	bool want_argmax = false;
+	int32_t *picked = allm_executor_picked(e->ex, sel->n);
+	const int32_t *am = NULL, *tk_ids = NULL;
+	const float *tk_vals = NULL;
+	int r;
+	if (!picked)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	for (int32_t i = 0; i < sel->n; i++) {
+		const struct allm_sampler *s = &sel->v[i]->sampler;
+		if (partial(sel->v[i]))
+			continue;
+		switch (allm_sampler_need(s)) {
+		case ALLM_SAMPLE_ARGMAX: want_argmax = true; break;
+		case ALLM_SAMPLE_TOPK: k = ALLM_MAX(k, s->p.top_k); break;
+		default: break;
+		}
+	}
+	if ((want_argmax || k) &&
+	    (r = allm_executor_reduce(e->ex, want_argmax, k, &am, &tk_vals, &tk_ids, err)))
+		return r;
+	for (int32_t i = 0; i < sel->n; i++) {
+		struct allm_sampler *s = &sel->v[i]->sampler;
+		if (partial(sel->v[i]))
+			continue;
+		switch (allm_sampler_need(s)) {
+		case ALLM_SAMPLE_ARGMAX:
+			picked[i] = am[i];
+			break;
+		case ALLM_SAMPLE_TOPK:
+			/* a row's top top_k is the prefix of its top k */
+			picked[i] = allm_sampler_sample_topk(s, tk_vals + (size_t)i * k,
+							     tk_ids + (size_t)i * k);
+			break;
+		default:
+			if ((r = allm_executor_download_row(e->ex, i, e->logits + (size_t)i * V, err)))
+				return r;
+			picked[i] = allm_sampler_sample(s, e->logits + (size_t)i * V);
+		}
+	}
+	return 0;
+}
+
+/* The shape a row adds to a step's cost (predictor.h): n new tokens after p. */
+static void add_row(struct allm_prefill_shape *s, int32_t p, int32_t n)
+{
+	s->n_seqs++;
+	s->tokens += n;
+	s->tokens_sq += ((double)p + n) * ((double)p + n) - (double)p * p;
+}
+
+/* Attaches the measured cost to r's pending preemption decision. */
+void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, double seconds)
+{
+	struct allm_decision *d = allm_engine_pending_decision(e, r);
+	r->pending_decision = -1;
+	if (!d)
+		return;
+	d->measured_s = seconds;
+	if (e->ev.on_decision)
+		e->ev.on_decision(e->ev.user, d, true);
+}
+
+/* After a step that prefilled: learn its cost, and hand each re-prefill its
+ * share of the time. A whole-prompt prefill step (chunked prefill off) is the
+ * paper's recompute: the victim's share of that step. A chunked step carries
+ * decodes and chunks: each chunk's share is its marginal predicted cost over the
+ * step's predicted cost, summed over the steps its re-prefill rides in. */
+static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct allm_prefill_shape *step,
+		  double secs)
+{
+	double pred_step = allm_predict_prefill(e->pred, step);
+	allm_predictor_observe_prefill(e->pred, step, secs);
+	for (int32_t i = 0; i < sel->n; i++) {
+		struct allm_request *q = sel->v[i];
+		if (q->chunk <= 0 || q->pending_decision < 0)
+			continue;
+		e->st.recompute_tokens += q->chunk;
+		if (!e->cfg.chunked_prefill) {
+			double mine = allm_predict_recompute(e->pred, q->seq.n_tokens);
+			allm_engine_attach_measured(e, q, pred_step > 0 ? secs * ALLM_MIN(1.0, mine / pred_step)
+								       : secs);
+			continue;
+		}
+		struct allm_prefill_shape c = {0};
+		add_row(&c, q->seq.n_cached, q->chunk);
+		q->pending_rc_s += pred_step > 0
+					   ? secs * ALLM_MIN(1.0, allm_predict_prefill_marginal(e->pred, &c) / pred_step)
+					   : 0;
+		if (!partial(q))
+			allm_engine_attach_measured(e, q, q->pending_rc_s);
+	}
+}
+
+int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err)
+{
+	struct allm_prefill_shape shape = {0};
+	int64_t prefill_tokens = 0, decodes = 0;
+	int r;
+	if (!sel->n)
+		return 0;
+	if ((r = reserve_io(e, sel->n)))
+		return allm_err_set(err, r, "out of memory");
+	for (int32_t i = 0; i < sel->n; i++) {
+		struct allm_request *q = sel->v[i];
+		if ((r = allm_seq_reserve(&q->seq, e->kv, q->seq.n_tokens)))
+			return allm_err_set(err, r, "internal: no block for a scheduled request");
+		allm_seq_batch_entry(&q->seq, &e->batch[i]);
+		if (q->chunk <= 0 && q->prefilling)
+			q->chunk = e->batch[i].n_new; /* no chunk given: the rest of its prompt */
+		if (q->chunk > 0) {
+			/* a prompt (or re-prefill) row: chunk tokens of it */
+			e->batch[i].n_new = q->chunk;
+			prefill_tokens += q->chunk;
+		} else {
+			decodes++;
+		}
+		add_row(&shape, e->batch[i].start_pos, e->batch[i].n_new);
+	}
+	bool dev = e->ex->device_sampling;
+	r = allm_executor_forward(e->ex, e->batch, sel->n, false, dev ? NULL : e->logits, err);
+	if (!r && dev)
+		r = sample_on_device(e, sel, err);
+	if (r) {
+		/* the backend failed for this batch: fail its requests, keep serving */
+		char msg[160];
+		snprintf(msg, sizeof(msg), "backend: %.150s", err->msg);
+		for (int32_t i = 0; i < sel->n; i++)
+			allm_engine_retire(e, sel->v[i], ALLM_END_ERROR, msg);
+		return r;
+	}
+	e->st.prefill_steps += prefill_tokens > 0;
+	e->st.decode_steps += decodes > 0;
+	e->st.mixed_steps += prefill_tokens > 0 && decodes > 0;
+	e->st.prompt_tokens += prefill_tokens;
+	if (prefill_tokens > 0)
+		learn(e, sel, &shape, e->ex->last_seconds);
+	emit(e, sel);
+	return (int)ALLM_MIN(prefill_tokens + decodes, (int64_t)INT32_MAX);
+}
