@@ -58,6 +58,13 @@ static double gd(const msgpack_object *m, const char *path)
 	return v;
 }
 
+static bool gb(const msgpack_object *m, const char *path)
+{
+	bool v = false;
+	allm_ctl_get_bool(m, path, &v);
+	return v;
+}
+
 static const char *gs(const msgpack_object *m, const char *path, char *buf, size_t cap)
 {
 	int r = allm_ctl_get_strbuf(m, path, buf, cap);
@@ -109,6 +116,10 @@ static void print_status(const msgpack_object *m)
 	       "preemptions", (long long)gi(m, "preemptions.swap"),
 	       (long long)gi(m, "preemptions.recompute"), (long long)gi(m, "swapped_bytes.out"),
 	       (long long)gi(m, "swapped_bytes.in"), (long long)gi(m, "recomputed_tokens"));
+	printf("%-12s decode %lld, mixed %lld, prefill %lld (chunked prefill %s); wasted prefill %lld tokens\n",
+	       "steps", (long long)gi(m, "steps.decode"), (long long)gi(m, "steps.mixed"),
+	       (long long)gi(m, "steps.prefill"), gb(m, "policy.chunked_prefill") ? "on" : "off",
+	       (long long)gi(m, "wasted_prefill_tokens"));
 	printf("%-12s prompt %lld, generated %lld; requests finished %lld, failed %lld\n", "tokens",
 	       (long long)gi(m, "tokens.prompt"), (long long)gi(m, "tokens.generated"),
 	       (long long)gi(m, "requests.finished"), (long long)gi(m, "requests.failed"));

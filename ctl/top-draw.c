@@ -218,11 +218,11 @@ void top_draw(const struct top_state *s, const struct top_view *v, struct top_gr
 		{ top_panel_latency, 4 }, { top_panel_clients, 0 },
 	};
 	static const struct top_slot right2[] = {
-		{ top_panel_preemptions, 3 }, { top_panel_predictor, 2 }, { top_panel_decisions, 0 },
+		{ top_panel_preemptions, 4 }, { top_panel_predictor, 2 }, { top_panel_decisions, 0 },
 	};
 	static const struct top_slot one[] = {
 		{ top_panel_queues, 4 }, { top_panel_blocks, 3 }, { top_panel_throughput, 3 },
-		{ top_panel_latency, 4 }, { top_panel_preemptions, 3 }, { top_panel_predictor, 2 },
+		{ top_panel_latency, 4 }, { top_panel_preemptions, 4 }, { top_panel_predictor, 2 },
 		{ top_panel_decisions, 0 }, { top_panel_clients, 0 },
 	};
 	struct top_rect body = { .y = 2, .x = 0, .h = g->rows - 3, .w = g->cols };

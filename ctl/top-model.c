@@ -162,6 +162,10 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->swapped_out = top_i64(m, "swapped_bytes.out");
 	s->swapped_in = top_i64(m, "swapped_bytes.in");
 	s->recomputed_tokens = top_i64(m, "recomputed_tokens");
+	s->steps_decode = top_i64(m, "steps.decode");
+	s->steps_mixed = top_i64(m, "steps.mixed");
+	s->steps_prefill = top_i64(m, "steps.prefill");
+	s->wasted_prefill_tokens = top_i64(m, "wasted_prefill_tokens");
 	s->tok_prompt = top_i64(m, "tokens.prompt");
 	s->tok_generated = top_i64(m, "tokens.generated");
 	s->req_finished = top_i64(m, "requests.finished");

@@ -195,6 +195,13 @@ void top_panel_preemptions(const struct top_state *s, const struct top_view *v,
 	top_fmt_bytes(in, sizeof(in), s->swapped_in);
 	top_grid_putf(g, y + 1, r.x, end, TOP_A_DIM, "swapped out %s in %s  recomputed %lld tok",
 		      out, in, (long long)s->recomputed_tokens);
+	if (TOP_ROWS(r) < 3)
+		return;
+	/* steps by kind: what chunked prefill and fair's headroom change */
+	top_grid_putf(g, y + 2, r.x, end, TOP_A_DIM,
+		      "steps dec/mix/pre %lld/%lld/%lld  wasted %lld tok",
+		      (long long)s->steps_decode, (long long)s->steps_mixed,
+		      (long long)s->steps_prefill, (long long)s->wasted_prefill_tokens);
 }
 
 void top_panel_predictor(const struct top_state *s, const struct top_view *v,

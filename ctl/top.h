@@ -76,6 +76,8 @@ struct top_state {
 	int64_t gpu_used, gpu_total, cpu_used, cpu_total;
 	int64_t pre_swap, pre_recompute;
 	int64_t swapped_out, swapped_in, recomputed_tokens; /* bytes, bytes, tokens */
+	int64_t steps_decode, steps_mixed, steps_prefill; /* steps by kind */
+	int64_t wasted_prefill_tokens; /* prefilled for requests evicted before their first token */
 	int64_t tok_prompt, tok_generated, req_finished, req_failed;
 	double tput, gen_tput; /* tokens/s over the engine's last ~1 s */
 	double spark[TOP_SPARK_N]; /* ring of throughput samples, oldest at spark_head */

@@ -24,7 +24,7 @@ static struct allm_ctl_msg *pack_stats(const struct stats_in *in)
 	int64_t i;
 
 	allm_ctl_enc_init(&e);
-	allm_ctl_enc_map(&e, 26);
+	allm_ctl_enc_map(&e, 28);
 	allm_ctl_enc_kstr(&e, "model", in->model ? in->model : "stories260K");
 	allm_ctl_enc_kstr(&e, "device", "cpu");
 	allm_ctl_enc_kstr(&e, "name", "test-engine");
@@ -72,6 +72,11 @@ static struct allm_ctl_msg *pack_stats(const struct stats_in *in)
 	allm_ctl_enc_kint(&e, "out", 3 * 1024 * 1024);
 	allm_ctl_enc_kint(&e, "in", 1024);
 	allm_ctl_enc_kint(&e, "recomputed_tokens", 777);
+	allm_ctl_enc_kmap(&e, "steps", 3);
+	allm_ctl_enc_kint(&e, "decode", 4321);
+	allm_ctl_enc_kint(&e, "mixed", 55);
+	allm_ctl_enc_kint(&e, "prefill", 6);
+	allm_ctl_enc_kint(&e, "wasted_prefill_tokens", 99);
 	allm_ctl_enc_kmap(&e, "tokens", 2);
 	allm_ctl_enc_kint(&e, "prompt", 1000);
 	allm_ctl_enc_kint(&e, "generated", 5000);
@@ -236,6 +241,7 @@ static void check_full(const struct top_state *s, int rows, int cols)
 	HAS(&g, "mean weighted turnaround 1.250");
 	HAS(&g, "swap 3  recompute 5  total 8");
 	HAS(&g, "swapped out 3.0 MiB");
+	HAS(&g, "steps dec/mix/pre 4321/55/6  wasted 99 tok");
 	ON_ROW(&g, "swap 12.5 %", "recompute -");
 	ON_ROW(&g, "   4001 ", "3");
 	CHECK(find(&g, "waiting for engine") < 0, "connected view says waiting");

@@ -66,15 +66,17 @@ range:
 
 /* --- set ------------------------------------------------------------------------- */
 
-enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_COUNT };
+enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_COUNT };
 static const char *const set_keys[K_COUNT] = {"gpu_blocks", "cpu_blocks", "max_num_seqs",
-					       "max_num_batched_tokens", "preempt", "sched"};
+					       "max_num_batched_tokens", "preempt", "sched",
+					       "chunked_prefill", "max_wait_factor"};
 
 struct set_plan {
 	bool has[K_COUNT];
 	int64_t num[K_COUNT];
 	enum allm_preempt_mode preempt;
 	enum allm_sched_mode sched;
+	bool chunked;
 };
 
 /* Most blocks a pool may be given: the ceiling above and the machine's memory. */
@@ -103,7 +105,8 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 		if (key < 0)
 			return errf(err, errlen,
 				    "unknown key '%.*s' (gpu_blocks, cpu_blocks, max_num_seqs, "
-				    "max_num_batched_tokens, preempt, sched)",
+				    "max_num_batched_tokens, preempt, sched, chunked_prefill, "
+				    "max_wait_factor)",
 				    (int)ALLM_MIN(k->via.str.size, 40u), k->via.str.ptr);
 		if (p->has[key])
 			return errf(err, errlen, "%s given twice", set_keys[key]);
@@ -115,6 +118,14 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 		case K_SEQS: r = int_arg(val, "max_num_seqs", 1, 1 << 20, &p->num[key], err, errlen); break;
 		case K_TOKENS:
 			r = int_arg(val, "max_num_batched_tokens", 1, 1 << 24, &p->num[key], err, errlen);
+			break;
+		case K_WAIT:
+			r = int_arg(val, "max_wait_factor", 0, 1000000, &p->num[key], err, errlen);
+			break;
+		case K_CHUNKED:
+			if (!allm_ctl_str_eq(val, "on") && !allm_ctl_str_eq(val, "off"))
+				return errf(err, errlen, "chunked_prefill: expected on or off");
+			p->chunked = allm_ctl_str_eq(val, "on");
 			break;
 		default:
 			if (val->type != MSGPACK_OBJECT_STR || val->via.str.size >= sizeof(v))
@@ -177,6 +188,10 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 		allm_engine_set_preempt(eng, p.preempt);
 	if (p.has[K_SCHED])
 		allm_engine_set_sched(eng, p.sched);
+	if (p.has[K_CHUNKED])
+		allm_engine_set_chunked_prefill(eng, p.chunked);
+	if (p.has[K_WAIT] && allm_engine_set_max_wait_factor(eng, (double)p.num[K_WAIT], &e))
+		ctl_log(s, 1, "control: max_wait_factor: %s", e.msg); /* 0 or >= 1: checked above */
 
 	struct allm_ctl_enc *b = &s->body;
 	uint32_t n = 0;
@@ -193,6 +208,10 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 										       : cfg.max_num_batched_tokens;
 		if (k == K_PREEMPT)
 			enc_change_str(b, set_keys[k], allm_preempt_name(cfg.preempt), allm_preempt_name(p.preempt));
+		else if (k == K_CHUNKED)
+			enc_change_str(b, set_keys[k], cfg.chunked_prefill ? "on" : "off", p.chunked ? "on" : "off");
+		else if (k == K_WAIT)
+			enc_change_int(b, set_keys[k], (int64_t)cfg.max_wait_factor, p.num[k]);
 		else if (k == K_SCHED)
 			enc_change_str(b, set_keys[k], allm_sched_name(cfg.sched), allm_sched_name(p.sched));
 		else

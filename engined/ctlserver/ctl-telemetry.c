@@ -101,16 +101,18 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 27);
+	allm_ctl_enc_map(e, 30);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
 	allm_ctl_enc_kint(e, "pid", getpid());
 	allm_ctl_enc_kdouble(e, "uptime_s", now - s->start);
 	allm_ctl_enc_kstr(e, "state", ctl_state_name(s));
-	allm_ctl_enc_kmap(e, "policy", 2);
+	allm_ctl_enc_kmap(e, "policy", 4);
 	allm_ctl_enc_kstr(e, "preempt", allm_preempt_name(cfg->preempt));
 	allm_ctl_enc_kstr(e, "sched", allm_sched_name(cfg->sched));
+	allm_ctl_enc_kbool(e, "chunked_prefill", cfg->chunked_prefill);
+	allm_ctl_enc_kdouble(e, "max_wait_factor", cfg->max_wait_factor);
 	allm_ctl_enc_kmap(e, "limits", 2);
 	allm_ctl_enc_kint(e, "max_num_seqs", cfg->max_num_seqs);
 	allm_ctl_enc_kint(e, "max_num_batched_tokens", cfg->max_num_batched_tokens);
@@ -137,6 +139,13 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "out", st.swap_out_bytes);
 	allm_ctl_enc_kint(e, "in", st.swap_in_bytes);
 	allm_ctl_enc_kint(e, "recomputed_tokens", st.recompute_tokens);
+	/* steps by kind and the work fair's anti-thrash is about (DESIGN §6) */
+	allm_ctl_enc_kmap(e, "steps", 3);
+	allm_ctl_enc_kint(e, "decode", st.decode_steps - st.mixed_steps);
+	allm_ctl_enc_kint(e, "mixed", st.mixed_steps);
+	allm_ctl_enc_kint(e, "prefill", st.prefill_steps - st.mixed_steps);
+	allm_ctl_enc_kint(e, "wasted_prefill_tokens", st.wasted_prefill_tokens);
+	allm_ctl_enc_kint(e, "max_wait_steps", st.max_wait_steps);
 	allm_ctl_enc_kmap(e, "tokens", 2);
 	allm_ctl_enc_kint(e, "prompt", st.prompt_tokens);
 	allm_ctl_enc_kint(e, "generated", st.generated_tokens);
