@@ -52,10 +52,12 @@ int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
 		allm_err_set(err, r, "out of memory");
 		goto fail;
 	}
-	kv->touched_host = allm_calloc((size_t)ALLM_MAX(n_cpu_blocks, 1), 1);
+	/* a simulated device's pools are bookkeeping: nothing to pre-fault */
+	if (!be->simulated)
+		kv->touched_host = allm_calloc((size_t)ALLM_MAX(n_cpu_blocks, 1), 1);
 	if (be->device_is_host)
 		kv->touched_dev = allm_calloc((size_t)n_gpu_blocks, 1);
-	if (!kv->touched_host || (be->device_is_host && !kv->touched_dev)) {
+	if ((!be->simulated && !kv->touched_host) || (be->device_is_host && !kv->touched_dev)) {
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
