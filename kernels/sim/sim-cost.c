@@ -1,6 +1,7 @@
 #include "sim-cost.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Seconds of a measured shape at n rows: log-log interpolation between the
  * points, proportional to n past the last one (compute-bound by then). */
@@ -57,11 +58,32 @@ double allm_sim_cost_attention(const struct allm_sim_profile *p, const struct al
 	const struct allm_sim_op_params *o = &p->op[ALLM_OP_ATTENTION];
 	double hd = lay->head_dim;
 	double kv_tok = 2.0 * lay->n_kv_heads * hd * (double)allm_dtype_size(lay->dtype);
-	double flops = 4.0 * n_heads * hd * s->sum_ctx;
+	double flops = (4.0 * hd + o->score_flops) * n_heads * s->sum_ctx;
 	double bytes = s->kv_reads * kv_tok + 8.0 * (double)s->n_tokens * n_heads * hd;
 	double tc = flops / (p->flops[lay->dtype] * eff(o, (double)s->n_tokens));
 	double tm = bytes / (p->mem_bw * o->bandwidth);
 	return o->launch + fmax(tc, tm);
+}
+
+void allm_sim_attn_shape_from(const int32_t *tok_pos, const int32_t *tok_seq, int64_t n_tokens,
+			      struct allm_sim_attn_shape *s)
+{
+	int64_t run = 0;
+	int32_t ctx = 0;
+	memset(s, 0, sizeof(*s));
+	s->n_tokens = n_tokens;
+	for (int64_t t = 0; t < n_tokens; t++) {
+		int32_t p = tok_pos[t] + 1;
+		s->sum_ctx += p;
+		if (t > 0 && tok_seq[t] != tok_seq[t - 1]) {
+			s->kv_reads += (double)ctx * ceil((double)run / ALLM_SIM_ATTN_Q_TILE);
+			run = 0;
+			ctx = 0;
+		}
+		run++;
+		ctx = ALLM_MAX(ctx, p);
+	}
+	s->kv_reads += (double)ctx * ceil((double)run / ALLM_SIM_ATTN_Q_TILE);
 }
 
 double allm_sim_cost_stream(const struct allm_sim_profile *p, enum allm_backend_op op, double bytes)

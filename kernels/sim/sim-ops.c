@@ -77,8 +77,8 @@ int sim_embedding(allm_backend_t *be, float *y, const void *table, enum allm_dty
 		c->fwd.n_tok = n;
 		c->fwd.have_ids = true;
 	}
-	double bytes = (double)n * (double)dim * (double)(allm_dtype_size(dt) + 4) + 4.0 * (double)n;
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_EMBEDDING, bytes), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_EMBEDDING, allm_sim_bytes_embedding(n, dim, dt)),
+	       w0);
 	return 0;
 }
 
@@ -87,8 +87,7 @@ int sim_rmsnorm(allm_backend_t *be, float *y, const float *x, const void *w,
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	double bytes = 8.0 * (double)n * (double)dim + (double)dim * (double)allm_dtype_size(dt);
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RMSNORM, bytes), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RMSNORM, allm_sim_bytes_norm(n, dim, dt, 1)), w0);
 	return 0;
 }
 
@@ -97,8 +96,7 @@ int sim_layernorm(allm_backend_t *be, float *y, const float *x, const void *w,
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	double bytes = 8.0 * (double)n * (double)dim + 2.0 * (double)dim * (double)allm_dtype_size(dt);
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_LAYERNORM, bytes), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_LAYERNORM, allm_sim_bytes_norm(n, dim, dt, 2)), w0);
 	return 0;
 }
 
@@ -121,8 +119,8 @@ int sim_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	double bytes = 8.0 * (double)n * (n_heads + n_kv_heads) * head_dim + 4.0 * (double)n;
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ROPE, bytes), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ROPE,
+				       allm_sim_bytes_rope(n, n_heads, n_kv_heads, head_dim)), w0);
 	return 0;
 }
 
@@ -131,7 +129,7 @@ int sim_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *u
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_SILU_MUL, 12.0 * (double)n), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_SILU_MUL, allm_sim_bytes_elementwise(n, 3)), w0);
 	return 0;
 }
 
@@ -139,7 +137,7 @@ int sim_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RELU, 8.0 * (double)n), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RELU, allm_sim_bytes_elementwise(n, 2)), w0);
 	return 0;
 }
 
@@ -147,7 +145,7 @@ int sim_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ADD, 12.0 * (double)n), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ADD, allm_sim_bytes_elementwise(n, 3)), w0);
 	return 0;
 }
 
@@ -169,8 +167,7 @@ int sim_gather_rows(allm_backend_t *be, float *y, const float *x, const int32_t 
 		f->sel[i] = known && rows[i] >= 0 && rows[i] < f->n_tok ? f->keys[rows[i]]
 									 : mix(f->serial, (uint64_t)i);
 	f->n_sel = n;
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_GATHER_ROWS, (8.0 * (double)dim + 4.0) * (double)n),
-	       w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_GATHER_ROWS, allm_sim_bytes_gather(n, dim)), w0);
 	return 0;
 }
 
@@ -180,8 +177,8 @@ int sim_kv_write(allm_backend_t *be, void *kv_pool, const struct allm_kv_layout 
 {
 	struct sim_ctx *c = SIM(be);
 	double w0 = allm_now();
-	double row = 2.0 * lay->n_kv_heads * lay->head_dim * (4.0 + (double)allm_dtype_size(lay->dtype));
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_KV_WRITE, (row + 4.0) * meta->n_tokens), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_KV_WRITE, allm_sim_bytes_kv_write(lay, meta->n_tokens)),
+	       w0);
 	return 0;
 }
 
@@ -201,21 +198,7 @@ static void attn_shape(struct sim_ctx *c, const struct allm_attn_meta *meta)
 		s->kv_reads = (double)meta->n_seqs * meta->max_ctx * ceil((double)T / ALLM_SIM_ATTN_Q_TILE);
 		return;
 	}
-	/* a sequence's tokens are contiguous in a batch: one K/V read per query tile */
-	int64_t run = 0;
-	int32_t ctx = 0;
-	for (int64_t t = 0; t < T; t++) {
-		int32_t p = meta->tok_pos[t] + 1;
-		s->sum_ctx += p;
-		if (t > 0 && meta->tok_seq[t] != meta->tok_seq[t - 1]) {
-			s->kv_reads += (double)ctx * ceil((double)run / ALLM_SIM_ATTN_Q_TILE);
-			run = 0;
-			ctx = 0;
-		}
-		run++;
-		ctx = ALLM_MAX(ctx, p);
-	}
-	s->kv_reads += (double)ctx * ceil((double)run / ALLM_SIM_ATTN_Q_TILE);
+	allm_sim_attn_shape_from(meta->tok_pos, meta->tok_seq, T, s);
 	if (f->have_ids && f->n_tok == T) {
 		for (int64_t t = 0; t < T; t++)
 			f->keys[t] = mix((uint64_t)(uint32_t)f->ids[t], (uint64_t)meta->tok_pos[t]);
@@ -253,7 +236,7 @@ int sim_argmax(allm_backend_t *be, int32_t *ret_ids, const float *logits, int64_
 				    "a small device buffer", (long long)n);
 	for (int64_t i = 0; i < n; i++)
 		ret_ids[i] = pick(row_key(&c->fwd, logits, i), vocab);
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ARGMAX, 4.0 * (double)n * (double)vocab), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ARGMAX, allm_sim_bytes_logits(n, vocab)), w0);
 	return 0;
 }
 
@@ -279,7 +262,7 @@ int sim_topk(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float 
 			ret_vals[i * k + j] = 8.0f - (float)j / (float)k;
 		}
 	}
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_TOPK, 4.0 * (double)n * (double)vocab), w0);
+	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_TOPK, allm_sim_bytes_logits(n, vocab)), w0);
 	return 0;
 }
 

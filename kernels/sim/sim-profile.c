@@ -172,7 +172,8 @@ static int parse_link(struct pctx *c, json_t *root, struct allm_sim_profile *p)
 static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct allm_sim_op_params *def,
 		    bool needs_compute, struct allm_sim_op_params *ret)
 {
-	static const char *const keys[] = {"launch", "compute", "half_rows", "bandwidth", NULL};
+	static const char *const keys[] = {"launch", "compute", "half_rows", "bandwidth", "score_flops",
+					   NULL};
 	char path[64];
 	snprintf(path, sizeof(path), "ops.%s", name);
 	json_t *o = json_object_get(ops, name);
@@ -188,8 +189,14 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 	if (!needs_compute) {
 		if (o && (json_object_get(o, "compute") || json_object_get(o, "half_rows")))
 			return bad(c, path, "%scompute/half_rows apply to gemm and attention only", "");
-		return 0;
 	}
+	if (strcmp(name, "attention") && o && json_object_get(o, "score_flops"))
+		return bad(c, path, "%sscore_flops applies to attention only", "");
+	if (!needs_compute)
+		return 0;
+	if (!strcmp(name, "attention") &&
+	    (r = num(c, o, path, "score_flops", false, 0, 0, false, 1e6, &ret->score_flops)))
+		return r;
 	if ((r = num(c, o, path, "compute", true, 0, 0, true, 1, &ret->compute)) ||
 	    (r = num(c, o, path, "half_rows", true, 0, 0, false, 1e6, &ret->half_rows)))
 		return r;

@@ -25,6 +25,9 @@ struct allm_sim_op_params {
 	double compute; /* fraction of peak FLOP/s reached at large row counts (gemm, attention) */
 	double half_rows; /* rows at which half of `compute` is reached (saturation curve) */
 	double bandwidth; /* fraction of peak memory bandwidth the op reaches */
+	/* attention: FLOP-equivalents of the softmax per score (one exp, max, sum per
+	 * query x context position x head), on top of 4 * head_dim for QK and PV */
+	double score_flops;
 };
 
 /* A measured GEMM shape (k, m) of one weight dtype: seconds at several row counts. */
