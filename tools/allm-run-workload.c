@@ -104,18 +104,32 @@ static double sim_wall(allm_backend_t *be)
 	return be->simulated ? allm_sim_wall_seconds(be) : 0;
 }
 
-/* What a simulated run adds to the summary: the profile, and the wall time the
- * engine's own host work took per step (the run's wall time minus the time spent
- * inside the simulated device), the scheduler overhead at this batch size. */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double sim_cpu(allm_backend_t *be)
+{
+	return be->simulated ? allm_sim_cpu_seconds(be) : 0;
+}
+
+/* What a simulated run adds to the summary: the profile, and the time the
+ * engine's own host work took per step (the run's time minus the time spent in
+ * the simulated device), the scheduler overhead at this batch size: in wall time
+ * and in this thread's CPU time (which a loaded machine does not inflate). */
 static json_t *sim_json(allm_backend_t *be, const struct allm_engine_stats *st, double wall,
-			double simwall)
+			double simwall, double cpu, double simcpu)
 {
 	const struct allm_sim_profile *p = allm_sim_get_profile(be);
 	double steps = (double)ALLM_MAX(st->steps, 1);
-	return json_pack("{s:s, s:s, s:f, s:f, s:I, s:f, s:f}", "profile", p->name, "profile_hash",
-			 p->hash, "wall_s", wall, "device_wall_s", simwall, "steps", (json_int_t)st->steps,
-			 "wall_per_step_ms", wall / steps * 1e3, "host_per_step_ms",
-			 (wall - simwall) / steps * 1e3);
+	return json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "profile", p->name,
+			 "profile_hash", p->hash, "wall_s", wall, "device_wall_s", simwall, "cpu_s", cpu,
+			 "device_cpu_s", simcpu, "steps", (json_int_t)st->steps, "wall_per_step_ms",
+			 wall / steps * 1e3, "host_per_step_ms", (wall - simwall) / steps * 1e3,
+			 "host_cpu_per_step_ms", (cpu - simcpu) / steps * 1e3);
 }
 
 static int build_workload(struct allm_runtime *rt, const struct run_args *a,
@@ -197,6 +211,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	/* the device's clock: a simulated device's runs are in simulated time */
 	allm_backend_t *be = rt->be;
 	double t0 = allm_backend_clock(be), wall0 = allm_now(), simwall0 = sim_wall(be);
+	double cpu0 = thread_cpu(), simcpu0 = sim_cpu(be);
 	int64_t next = 0;
 	while (run.done < w->n) {
 		double now = allm_backend_clock(be);
@@ -236,6 +251,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	}
 	double t1 = allm_backend_clock(be);
 	double wall = allm_now() - wall0, simwall = sim_wall(be) - simwall0;
+	double cpu = thread_cpu() - cpu0, simcpu = sim_cpu(be) - simcpu0;
 
 	struct allm_run_summary sum;
 	struct allm_engine_stats st;
@@ -282,7 +298,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
 		if (be->simulated)
-			json_object_set_new(j, "simulated", sim_json(be, &st, wall, simwall));
+			json_object_set_new(j, "simulated", sim_json(be, &st, wall, simwall, cpu, simcpu));
 		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
 		json_decref(j);
 		if (!s)

@@ -75,29 +75,23 @@ static int sim_host_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr)
 	return 0;
 }
 
-static void charge(struct sim_ctx *c, double seconds, double w0)
-{
-	c->now += seconds;
-	c->wall += allm_now() - w0;
-}
-
 static int sim_upload(allm_backend_t *be, void *dst_dev, const void *src_host, size_t bytes)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	/* what the engine will read back (step metadata) lives in small real buffers */
 	if (sim_mem_real(&c->mem, dst_dev, bytes))
 		memcpy(dst_dev, src_host, bytes);
-	charge(c, allm_sim_cost_copy(c->prof, ALLM_COPY_H2D, (double)bytes), w0);
+	sim_charge(c, allm_sim_cost_copy(c->prof, ALLM_COPY_H2D, (double)bytes), w0);
 	return 0;
 }
 
 static int sim_download(allm_backend_t *be, void *dst_host, const void *src_dev, size_t bytes)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	sim_fill_download(c, dst_host, src_dev, bytes);
-	charge(c, allm_sim_cost_copy(c->prof, ALLM_COPY_D2H, (double)bytes), w0);
+	sim_charge(c, allm_sim_cost_copy(c->prof, ALLM_COPY_D2H, (double)bytes), w0);
 	return 0;
 }
 
@@ -107,12 +101,12 @@ static int sim_copy_async(allm_backend_t *be, void *dst, const void *src, size_t
 			  enum allm_copy_dir dir)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	if ((unsigned)dir > ALLM_COPY_H2H)
 		return allm_err_set(&be->last_err, -EINVAL, "sim: bad copy direction %d", (int)dir);
 	double t = allm_sim_cost_copy(c->prof, dir, (double)bytes);
 	c->copy_pending += t;
-	charge(c, t, w0);
+	sim_charge(c, t, w0);
 	return 0;
 }
 
@@ -146,6 +140,8 @@ static int sim_timer_start(allm_backend_t *be)
 	c->now += c->prof->host_step;
 	sim_fwd_begin(c);
 	c->timer_t0 = c->now;
+	c->fwd0 = sim_stamp(c);
+	c->in_fwd = true;
 	return 0;
 }
 
@@ -153,6 +149,10 @@ static int sim_timer_stop(allm_backend_t *be, double *ret_seconds)
 {
 	struct sim_ctx *c = SIM(be);
 	*ret_seconds = c->now - c->timer_t0;
+	if (c->in_fwd) {
+		c->in_fwd = false;
+		sim_charge(c, 0, c->fwd0);
+	}
 	return 0;
 }
 
@@ -236,4 +236,9 @@ const struct allm_sim_profile *allm_sim_get_profile(allm_backend_t *be)
 double allm_sim_wall_seconds(allm_backend_t *be)
 {
 	return SIM(be)->wall;
+}
+
+double allm_sim_cpu_seconds(allm_backend_t *be)
+{
+	return SIM(be)->cpu;
 }

@@ -26,9 +26,13 @@ double allm_sim_now(allm_backend_t *be);
 void allm_sim_advance_to(allm_backend_t *be, double t);
 /* The profile the device was made from (owned by the backend). */
 const struct allm_sim_profile *allm_sim_get_profile(allm_backend_t *be);
-/* Wall-clock seconds this process spent inside the simulated device's calls: a
- * run's wall time minus this is the engine's own host work. */
+/* Wall-clock seconds this process spent in the simulated device: each forward
+ * whole (timer_start to timer_stop, the executor issuing its ops included) and
+ * every call outside one. A run's wall time minus this is the engine's own host
+ * work per step: scheduling, batch building, sampling bookkeeping. */
 double allm_sim_wall_seconds(allm_backend_t *be);
+/* The same in this thread's CPU time (what a loaded machine does not inflate). */
+double allm_sim_cpu_seconds(allm_backend_t *be);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #include "sim-backend.h"
 #include "sim-cost.h"
 
+#include <time.h>
+
 /* Device allocations up to this size are backed by real (lazily committed) host
  * pages, so the engine's step metadata and sampled ids can be written and read
  * back; larger ones (weights, activations, KV pools) are address space only. */
@@ -51,6 +53,11 @@ struct sim_fwd {
 	uint64_t serial; /* forwards so far: keys of rows whose ids were unreadable */
 };
 
+/* Wall and CPU clocks at some instant. */
+struct sim_stamp {
+	double wall, cpu;
+};
+
 struct sim_ctx {
 	struct allm_sim_profile *prof;
 	struct sim_mem mem;
@@ -59,10 +66,46 @@ struct sim_ctx {
 	double timer_t0;
 	double copy_pending; /* seconds of async copies since the last copy_wait */
 	double wall; /* wall seconds spent inside this backend's calls */
+	double cpu; /* CPU seconds of this thread inside this backend's calls */
+	bool in_fwd; /* between timer_start and timer_stop: the forward is timed whole */
+	struct sim_stamp fwd0; /* clocks at timer_start */
 	struct sim_fwd fwd;
 };
 
 #define SIM(be) ((struct sim_ctx *)(be)->ctx)
+
+/* This thread's CPU time, seconds: with the wall clock, what the host spends in
+ * the device (a shared machine's load inflates wall time, not CPU time). */
+static inline double sim_cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Wall and CPU clocks at the start of a call, read only outside a forward (a
+ * forward is timed whole from timer_start to timer_stop, so its hundreds of ops
+ * cost no clock reads). */
+static inline struct sim_stamp sim_stamp(const struct sim_ctx *c)
+{
+	struct sim_stamp s = {0, 0};
+	if (!c->in_fwd) {
+		s.wall = allm_now();
+		s.cpu = sim_cpu_now();
+	}
+	return s;
+}
+
+/* Advances the virtual clock by `seconds` of device time for a call that began at
+ * st (sim_stamp). */
+static inline void sim_charge(struct sim_ctx *c, double seconds, struct sim_stamp st)
+{
+	c->now += seconds;
+	if (!c->in_fwd) {
+		c->wall += allm_now() - st.wall;
+		c->cpu += sim_cpu_now() - st.cpu;
+	}
+}
 
 /* The ops of the vtable (sim-ops.c), as backend.h documents them. */
 int sim_embedding(allm_backend_t *be, float *y, const void *table, enum allm_dtype dt,

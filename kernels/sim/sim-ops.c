@@ -21,13 +21,6 @@ static int32_t pick(uint64_t key, int64_t vocab)
 	return (int32_t)(allm_splitmix64(&s) % (uint64_t)vocab);
 }
 
-/* Charges `seconds` of device time for a call that began at wall time w0. */
-static void charge(struct sim_ctx *c, double seconds, double w0)
-{
-	c->now += seconds;
-	c->wall += allm_now() - w0;
-}
-
 static int grow(struct sim_fwd *f, int64_t n)
 {
 	if (n <= f->cap)
@@ -66,7 +59,7 @@ int sim_embedding(allm_backend_t *be, float *y, const void *table, enum allm_dty
 			 const int32_t *ids, int64_t n, int64_t dim)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	/* the first embedding of a forward is the tokens' (OPT's second: positions) */
 	if (!c->fwd.have_ids && grow(&c->fwd, n) == 0) {
 		if (sim_mem_real(&c->mem, ids, (size_t)n * sizeof(int32_t)))
@@ -77,7 +70,7 @@ int sim_embedding(allm_backend_t *be, float *y, const void *table, enum allm_dty
 		c->fwd.n_tok = n;
 		c->fwd.have_ids = true;
 	}
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_EMBEDDING, allm_sim_bytes_embedding(n, dim, dt)),
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_EMBEDDING, allm_sim_bytes_embedding(n, dim, dt)),
 	       w0);
 	return 0;
 }
@@ -86,8 +79,8 @@ int sim_rmsnorm(allm_backend_t *be, float *y, const float *x, const void *w,
 		       enum allm_dtype dt, int64_t n, int64_t dim, float eps)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RMSNORM, allm_sim_bytes_norm(n, dim, dt, 1)), w0);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RMSNORM, allm_sim_bytes_norm(n, dim, dt, 1)), w0);
 	return 0;
 }
 
@@ -95,8 +88,8 @@ int sim_layernorm(allm_backend_t *be, float *y, const float *x, const void *w,
 			 const void *b, enum allm_dtype dt, int64_t n, int64_t dim, float eps)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_LAYERNORM, allm_sim_bytes_norm(n, dim, dt, 2)), w0);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_LAYERNORM, allm_sim_bytes_norm(n, dim, dt, 2)), w0);
 	return 0;
 }
 
@@ -104,12 +97,12 @@ int sim_gemm(allm_backend_t *be, float *y, const float *x, const void *w,
 		    const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	/* the last gemm of a forward is the LM head: its output holds the logits */
 	c->fwd.logits = y;
 	c->fwd.logits_rows = n;
 	c->fwd.logits_cols = m;
-	charge(c, allm_sim_cost_gemm(c->prof, dt, n, k, m, bias != NULL), w0);
+	sim_charge(c, allm_sim_cost_gemm(c->prof, dt, n, k, m, bias != NULL), w0);
 	return 0;
 }
 
@@ -118,8 +111,8 @@ int sim_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 		    int32_t head_dim)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ROPE,
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ROPE,
 				       allm_sim_bytes_rope(n, n_heads, n_kv_heads, head_dim)), w0);
 	return 0;
 }
@@ -128,24 +121,24 @@ int sim_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *u
 			int64_t n)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_SILU_MUL, allm_sim_bytes_elementwise(n, 3)), w0);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_SILU_MUL, allm_sim_bytes_elementwise(n, 3)), w0);
 	return 0;
 }
 
 int sim_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RELU, allm_sim_bytes_elementwise(n, 2)), w0);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_RELU, allm_sim_bytes_elementwise(n, 2)), w0);
 	return 0;
 }
 
 int sim_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ADD, allm_sim_bytes_elementwise(n, 3)), w0);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ADD, allm_sim_bytes_elementwise(n, 3)), w0);
 	return 0;
 }
 
@@ -154,7 +147,7 @@ int sim_gather_rows(allm_backend_t *be, float *y, const float *x, const int32_t 
 {
 	struct sim_ctx *c = SIM(be);
 	struct sim_fwd *f = &c->fwd;
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	if (n > f->sel_cap) {
 		uint64_t *s = allm_realloc(f->sel, (size_t)n * sizeof(*s));
 		if (!s)
@@ -167,7 +160,7 @@ int sim_gather_rows(allm_backend_t *be, float *y, const float *x, const int32_t 
 		f->sel[i] = known && rows[i] >= 0 && rows[i] < f->n_tok ? f->keys[rows[i]]
 									 : mix(f->serial, (uint64_t)i);
 	f->n_sel = n;
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_GATHER_ROWS, allm_sim_bytes_gather(n, dim)), w0);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_GATHER_ROWS, allm_sim_bytes_gather(n, dim)), w0);
 	return 0;
 }
 
@@ -176,8 +169,8 @@ int sim_kv_write(allm_backend_t *be, void *kv_pool, const struct allm_kv_layout 
 			const struct allm_attn_meta *meta)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_KV_WRITE, allm_sim_bytes_kv_write(lay, meta->n_tokens)),
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_KV_WRITE, allm_sim_bytes_kv_write(lay, meta->n_tokens)),
 	       w0);
 	return 0;
 }
@@ -211,10 +204,10 @@ int sim_attention(allm_backend_t *be, float *out, const float *q, const void *kv
 			 float scale, const struct allm_attn_meta *meta)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	if (c->fwd.meta_pos != meta->tok_pos || c->fwd.shape.n_tokens != meta->n_tokens)
 		attn_shape(c, meta);
-	charge(c, allm_sim_cost_attention(c->prof, lay, n_heads, &c->fwd.shape), w0);
+	sim_charge(c, allm_sim_cost_attention(c->prof, lay, n_heads, &c->fwd.shape), w0);
 	return 0;
 }
 
@@ -230,13 +223,13 @@ int sim_argmax(allm_backend_t *be, int32_t *ret_ids, const float *logits, int64_
 		      int64_t vocab)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	if (!sim_mem_real(&c->mem, ret_ids, (size_t)n * sizeof(int32_t)))
 		return allm_err_set(&be->last_err, -EFAULT, "sim: argmax output of %lld ids is not in "
 				    "a small device buffer", (long long)n);
 	for (int64_t i = 0; i < n; i++)
 		ret_ids[i] = pick(row_key(&c->fwd, logits, i), vocab);
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ARGMAX, allm_sim_bytes_logits(n, vocab)), w0);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_ARGMAX, allm_sim_bytes_logits(n, vocab)), w0);
 	return 0;
 }
 
@@ -246,7 +239,7 @@ int sim_topk(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float 
 		    int64_t n, int64_t vocab, int32_t k)
 {
 	struct sim_ctx *c = SIM(be);
-	double w0 = allm_now();
+	struct sim_stamp w0 = sim_stamp(c);
 	if (k < 1 || k > ALLM_TOPK_MAX || k > vocab)
 		return allm_err_set(&be->last_err, -EINVAL, "sim: topk k=%d outside 1..min(%lld, %d)", k,
 				    (long long)vocab, ALLM_TOPK_MAX);
@@ -262,7 +255,7 @@ int sim_topk(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float 
 			ret_vals[i * k + j] = 8.0f - (float)j / (float)k;
 		}
 	}
-	charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_TOPK, allm_sim_bytes_logits(n, vocab)), w0);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_TOPK, allm_sim_bytes_logits(n, vocab)), w0);
 	return 0;
 }
 
