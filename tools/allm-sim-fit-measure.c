@@ -1,349 +1,351 @@
-/* allm-sim-fit's measurements: the real CPU backend's ops, called as the engine
- * calls them, on grids of shapes; every point is the median of f->repeat timings. */
+/* allm-sim-fit's measurements, in place: the model runs real forwards on the CPU
+ * backend over a grid of batch shapes, through a proxy of the backend's vtable
+ * that times every op as the executor calls it. In place, not in a loop of one
+ * op: between a forward's GEMMs come single-threaded ops during which the
+ * backend's workers go to sleep, K/V writes land on scattered pool pages, and
+ * caches hold what a forward leaves in them; an op timed alone misses all three
+ * (2-3x on GEMMs here). Samples of equal shape are reduced to their median. */
 #include "allm-sim-fit.h"
 
+#include "runtime.h"
+#include "sequence.h"
+
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const int64_t gemm_rows[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256,
-				    384, 512, 768, 1024, 1536, 2048};
-static const int64_t op_rows[] = {1, 4, 16, 64, 256, 1024};
+/* --- the proxy --------------------------------------------------------------------- */
 
-typedef void (*run_fn)(struct fit *f, void *job);
+static struct fit *rec; /* where samples go; NULL while not recording */
+static allm_backend_t real; /* a copy of the CPU backend the proxy forwards to */
+static double last_download_s; /* the forward's logits download, charged to argmax */
 
-/* Seconds per call of run: the mean over a burst of calls lasting BURST_S (the
- * engine calls ops back to back, and on a shared machine a mean over a burst
- * includes the time other processes take, as a real run's wall time does), the
- * median of f->repeat bursts after a warm-up call. Records the bursts' spread. */
-#define BURST_S 0.01
-
-static double time_op(struct fit *f, run_fn run, void *job)
+static void *grow(void *v, int *cap, int n, size_t sz)
 {
-	double v[MAX_REPEAT];
-	run(f, job);
-	for (int i = 0; i < f->repeat; i++) {
-		double t0 = allm_now(), t;
-		int64_t calls = 0;
-		do {
-			run(f, job);
-			calls++;
-		} while ((t = allm_now() - t0) < BURST_S);
-		v[i] = t / (double)calls;
-	}
-	double lo = v[0], hi = v[0];
-	for (int i = 1; i < f->repeat; i++) {
-		lo = fmin(lo, v[i]);
-		hi = fmax(hi, v[i]);
-	}
-	double med = fit_median(v, f->repeat);
-	if (f->n_spread < MAX_PTS && med > 0)
-		f->spread[f->n_spread++] = (hi - lo) / med;
-	return fmax(med, 1e-9);
-}
-
-static void *dev_alloc(struct fit *f, size_t bytes)
-{
-	void *p = NULL;
-	if (f->be->iface->alloc(f->be, bytes, &p)) {
-		fprintf(stderr, PROG ": cannot allocate %zu bytes\n", bytes);
+	if (n < *cap)
+		return v;
+	int c = *cap ? *cap * 2 : 1024;
+	void *p = realloc(v, (size_t)c * sz);
+	if (!p) {
+		fprintf(stderr, PROG ": out of memory\n");
 		exit(1);
 	}
-	/* fault the pages in: the engine's buffers are resident when timed */
-	memset(p, 0, bytes);
+	*cap = c;
 	return p;
 }
 
-/* ---- GEMM ---------------------------------------------------------------------- */
-
-struct gemm_job {
-	float *y, *x;
-	void *w[8];
-	int copies, next; /* weights rotate as a forward's layers do, so caches hold what they would */
-	enum allm_dtype dt;
-	int64_t n, k, m;
-};
-
-static void run_gemm(struct fit *f, void *job)
+static void add_stream(int op, double bytes, double t)
 {
-	struct gemm_job *g = job;
-	f->be->iface->gemm(f->be, g->y, g->x, g->w[g->next], NULL, g->dt, g->n, g->k, g->m);
-	g->next = (g->next + 1) % g->copies;
-}
-
-static bool shape_done(struct fit *f, int64_t k, int64_t m)
-{
-	size_t i;
-	json_t *s;
-	json_array_foreach(f->shapes, i, s)
-		if (json_integer_value(json_object_get(s, "k")) == k && json_integer_value(json_object_get(s, "m")) == m)
-			return true;
-	return false;
-}
-
-void measure_gemm(struct fit *f, int64_t k, int64_t m, int copies)
-{
-	if (shape_done(f, k, m))
+	if (!rec)
 		return;
-	int64_t nmax = gemm_rows[ALLM_ARRAY_SIZE(gemm_rows) - 1];
-	struct gemm_job g = {.copies = ALLM_MAX(1, ALLM_MIN(copies, 8)), .dt = ALLM_DTYPE_F32, .k = k, .m = m};
-	g.x = dev_alloc(f, (size_t)(nmax * k) * 4);
-	g.y = dev_alloc(f, (size_t)(nmax * m) * 4);
-	for (int i = 0; i < g.copies; i++) {
-		g.w[i] = dev_alloc(f, (size_t)(k * m) * 4);
-		for (int64_t j = 0; j < k * m; j++)
-			((float *)g.w[i])[j] = (float)((j * 7 + i) % 13) * 0.01f;
-	}
-	json_t *pts = json_array();
-	for (size_t r = 0; r < ALLM_ARRAY_SIZE(gemm_rows); r++) {
-		g.n = gemm_rows[r];
-		double t = time_op(f, run_gemm, &g);
-		json_array_append_new(pts, json_pack("[I, f]", (json_int_t)g.n, t));
-		if (f->ng < MAX_PTS)
-			f->g[f->ng++] = (struct gpt){(double)g.n, (double)k, (double)m, t};
-	}
-	json_array_append_new(f->shapes, json_pack("{s:s, s:I, s:I, s:o, s:s}", "dtype", "f32", "k",
-						   (json_int_t)k, "m", (json_int_t)m, "points", pts,
-						   "source", "measured: median of repeats (fitted.repeat)"));
-	for (int i = 0; i < g.copies; i++)
-		f->be->iface->free(f->be, g.w[i]);
-	f->be->iface->free(f->be, g.x);
-	f->be->iface->free(f->be, g.y);
-	if (!f->quiet)
-		fprintf(stderr, PROG ": gemm %lld x %lld measured\n", (long long)k, (long long)m);
+	rec->ss = grow(rec->ss, &rec->cap_ss, rec->nss, sizeof(*rec->ss));
+	rec->ss[rec->nss++] = (struct ssample){op, bytes, t};
 }
 
-/* Seconds of a 256-row GEMM of the largest shape with weights of dtype dt. */
-double gemm_dtype_seconds(struct fit *f, int64_t k, int64_t m, enum allm_dtype dt)
+static void add_link(int dir, double bytes, double t)
 {
-	struct gemm_job g = {.copies = 1, .dt = dt, .n = 256, .k = k, .m = m};
-	g.x = dev_alloc(f, (size_t)(256 * k) * 4);
-	g.y = dev_alloc(f, (size_t)(256 * m) * 4);
-	g.w[0] = dev_alloc(f, (size_t)(k * m) * allm_dtype_size(dt));
-	double t = time_op(f, run_gemm, &g);
-	f->be->iface->free(f->be, g.w[0]);
-	f->be->iface->free(f->be, g.x);
-	f->be->iface->free(f->be, g.y);
+	if (!rec)
+		return;
+	rec->ls = grow(rec->ls, &rec->cap_ls, rec->nls, sizeof(*rec->ls));
+	rec->ls[rec->nls++] = (struct ssample){dir, bytes, t};
+}
+
+#define R real.iface
+#define TIMED(call) \
+	double t0 = allm_now(); \
+	int r = (call); \
+	double t = allm_now() - t0
+
+static int p_embedding(allm_backend_t *be, float *y, const void *tb, enum allm_dtype dt, const int32_t *ids,
+		       int64_t n, int64_t dim)
+{
+	TIMED(R->embedding(&real, y, tb, dt, ids, n, dim));
+	add_stream(ALLM_OP_EMBEDDING, allm_sim_bytes_embedding(n, dim, dt), t);
+	return r;
+}
+
+static int p_rmsnorm(allm_backend_t *be, float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
+		     int64_t dim, float eps)
+{
+	TIMED(R->rmsnorm(&real, y, x, w, dt, n, dim, eps));
+	add_stream(ALLM_OP_RMSNORM, allm_sim_bytes_norm(n, dim, dt, 1), t);
+	return r;
+}
+
+static int p_layernorm(allm_backend_t *be, float *y, const float *x, const void *w, const void *b,
+		       enum allm_dtype dt, int64_t n, int64_t dim, float eps)
+{
+	TIMED(R->layernorm(&real, y, x, w, b, dt, n, dim, eps));
+	add_stream(ALLM_OP_LAYERNORM, allm_sim_bytes_norm(n, dim, dt, 2), t);
+	return r;
+}
+
+static int p_gemm(allm_backend_t *be, float *y, const float *x, const void *w, const void *b, enum allm_dtype dt,
+		  int64_t n, int64_t k, int64_t m)
+{
+	TIMED(R->gemm(&real, y, x, w, b, dt, n, k, m));
+	if (rec) {
+		rec->gs = grow(rec->gs, &rec->cap_gs, rec->ngs, sizeof(*rec->gs));
+		rec->gs[rec->ngs++] = (struct gsample){dt, k, m, n, t};
+	}
+	return r;
+}
+
+static int p_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos, const float *f, int64_t n, int32_t h,
+		  int32_t kvh, int32_t hd)
+{
+	TIMED(R->rope(&real, q, k, pos, f, n, h, kvh, hd));
+	add_stream(ALLM_OP_ROPE, allm_sim_bytes_rope(n, h, kvh, hd), t);
+	return r;
+}
+
+static int p_silu_mul(allm_backend_t *be, float *y, const float *g, const float *u, int64_t n)
+{
+	TIMED(R->silu_mul(&real, y, g, u, n));
+	add_stream(ALLM_OP_SILU_MUL, allm_sim_bytes_elementwise(n, 3), t);
+	return r;
+}
+
+static int p_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
+{
+	TIMED(R->relu(&real, y, x, n));
+	add_stream(ALLM_OP_RELU, allm_sim_bytes_elementwise(n, 2), t);
+	return r;
+}
+
+static int p_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n)
+{
+	TIMED(R->add(&real, y, a, b, n));
+	add_stream(ALLM_OP_ADD, allm_sim_bytes_elementwise(n, 3), t);
+	return r;
+}
+
+static int p_gather(allm_backend_t *be, float *y, const float *x, const int32_t *rows, int64_t n, int64_t dim)
+{
+	TIMED(R->gather_rows(&real, y, x, rows, n, dim));
+	add_stream(ALLM_OP_GATHER_ROWS, allm_sim_bytes_gather(n, dim), t);
+	return r;
+}
+
+static int p_kv_write(allm_backend_t *be, void *pool, const struct allm_kv_layout *lay, int32_t l, const float *k,
+		      const float *v, const struct allm_attn_meta *m)
+{
+	TIMED(R->kv_write(&real, pool, lay, l, k, v, m));
+	add_stream(ALLM_OP_KV_WRITE, allm_sim_bytes_kv_write(lay, m->n_tokens), t);
+	return r;
+}
+
+static int p_attention(allm_backend_t *be, float *out, const float *q, const void *pool,
+		       const struct allm_kv_layout *lay, int32_t l, int32_t h, float scale,
+		       const struct allm_attn_meta *m)
+{
+	TIMED(R->attention(&real, out, q, pool, lay, l, h, scale, m));
+	if (rec) {
+		rec->as = grow(rec->as, &rec->cap_as, rec->nas, sizeof(*rec->as));
+		struct apt *a = &rec->as[rec->nas++];
+		a->lay = *lay;
+		a->heads = h;
+		allm_sim_attn_shape_from(m->tok_pos, m->tok_seq, m->n_tokens, &a->s);
+		a->t = t;
+	}
+	return r;
+}
+
+static int p_upload(allm_backend_t *be, void *d, const void *s, size_t bytes)
+{
+	TIMED(R->upload(&real, d, s, bytes));
+	add_link(ALLM_COPY_H2D, (double)bytes, t);
+	return r;
+}
+
+static int p_download(allm_backend_t *be, void *d, const void *s, size_t bytes)
+{
+	TIMED(R->download(&real, d, s, bytes));
+	last_download_s = t;
+	return r;
+}
+#undef TIMED
+#undef R
+
+int fit_proxy_install(allm_backend_t *be)
+{
+	static struct allm_backend_i proxy;
+	real = *be;
+	proxy = *be->iface;
+	proxy.embedding = p_embedding;
+	proxy.rmsnorm = p_rmsnorm;
+	proxy.layernorm = p_layernorm;
+	proxy.gemm = p_gemm;
+	proxy.rope = p_rope;
+	proxy.silu_mul = p_silu_mul;
+	proxy.relu = p_relu;
+	proxy.add = p_add;
+	proxy.gather_rows = p_gather;
+	proxy.kv_write = p_kv_write;
+	proxy.attention = p_attention;
+	proxy.upload = p_upload;
+	proxy.download = p_download;
+	be->iface = &proxy;
+	return 0;
+}
+
+void fit_proxy_record(struct fit *f)
+{
+	rec = f;
+}
+
+/* --- forwards over a grid of batch shapes ------------------------------------------ */
+
+int fit_forward(struct allm_runtime *rt, const struct fit_shape *sh, int reps, double *ret_mean,
+		struct fit *f)
+{
+	int32_t n = sh->n_dec + sh->n_pre;
+	struct allm_seq *seqs = allm_calloc((size_t)n, sizeof(*seqs));
+	struct allm_batch_seq *b = allm_calloc((size_t)n, sizeof(*b));
+	int32_t *ids = allm_malloc(4096 * sizeof(int32_t));
+	float *logits = allm_malloc((size_t)n * rt->model->cfg.vocab_size * sizeof(float));
+	int32_t *picks = allm_malloc((size_t)n * 40 * sizeof(int32_t));
+	float *vals = allm_malloc((size_t)n * 40 * sizeof(float));
+	struct allm_executor *ex = NULL;
+	struct allm_err err = {{0}};
+	double v[MAX_REPEAT];
+	int32_t made = 0, V = rt->model->cfg.vocab_size;
+	int rc = -1;
+	if (!seqs || !b || !ids || !logits || !picks || !vals || allm_executor_create(rt->model, rt->kv, &ex, &err))
+		goto out;
+	for (int32_t i = 0; i < 4096; i++)
+		ids[i] = (int32_t)((i * 2654435761u + 7) % (uint32_t)V);
+	for (; made < n; made++) {
+		bool dec = made < sh->n_dec;
+		int32_t len = dec ? sh->ctx : sh->len;
+		if (allm_seq_init(&seqs[made], 1000 + made, ids + made % 64, len) ||
+		    allm_seq_reserve(&seqs[made], rt->kv, len)) {
+			made++;
+			goto out;
+		}
+		seqs[made].n_cached = dec ? len - 1 : 0;
+		allm_seq_batch_entry(&seqs[made], &b[made]);
+	}
+	/* device time as the engine's clock sees it; the CPU engine downloads the
+	 * logits and samples on the host, which a simulated device charges to argmax */
+	float *ret = rt->be->simulated ? NULL : logits;
+	if (allm_executor_forward(ex, b, n, false, ret, &err)) /* warm-up */
+		goto out;
+	for (int r = 0; r < reps; r++) {
+		fit_proxy_record(f);
+		int e = allm_executor_forward(ex, b, n, false, ret, &err);
+		fit_proxy_record(NULL);
+		if (e)
+			goto out;
+		v[r] = ex->last_seconds;
+		if (f && !rt->be->simulated) {
+			double t0 = allm_now();
+			rt->be->iface->argmax(rt->be, picks, logits, n, V);
+			double t = allm_now() - t0 + last_download_s;
+			add_stream_to(f, ALLM_OP_ARGMAX, allm_sim_bytes_logits(n, V), t);
+			t0 = allm_now();
+			rt->be->iface->topk(rt->be, vals, picks, logits, n, V, 40);
+			add_stream_to(f, ALLM_OP_TOPK, allm_sim_bytes_logits(n, V), allm_now() - t0);
+		}
+	}
+	double sum = 0;
+	for (int r = 0; r < reps; r++)
+		sum += v[r];
+	*ret_mean = sum / reps;
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, PROG ": forward of %d decodes @%d + %d x %d failed: %s\n", sh->n_dec, sh->ctx,
+			sh->n_pre, sh->len, err.msg[0] ? err.msg : "out of memory or KV blocks");
+	for (int32_t i = 0; i < made; i++)
+		allm_seq_fini(&seqs[i], rt->kv);
+	allm_executor_free(ex);
+	allm_free(seqs);
+	allm_free(b);
+	allm_free(ids);
+	allm_free(logits);
+	allm_free(picks);
+	allm_free(vals);
+	return rc;
+}
+
+void add_stream_to(struct fit *f, int op, double bytes, double t)
+{
+	struct fit *saved = rec;
+	rec = f;
+	add_stream(op, bytes, t);
+	rec = saved;
+}
+
+/* The grid: decodes of 1..256 sequences at three context lengths, prefills of
+ * 1..4 prompts of 8..2048 tokens, two mixed steps; K/V of at most 32768 tokens. */
+int fit_grid(const struct allm_model_config *c, struct fit_shape *ret, int max)
+{
+	static const int32_t dec[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+	static const int32_t ctx[] = {32, 128, 512};
+	static const int32_t pre_n[] = {1, 2, 4};
+	static const int32_t pre_len[] = {8, 32, 128, 512, 2048};
+	int n = 0;
+	for (size_t j = 0; j < ALLM_ARRAY_SIZE(ctx); j++)
+		for (size_t i = 0; i < ALLM_ARRAY_SIZE(dec); i++)
+			if (ctx[j] < c->max_pos && dec[i] * ctx[j] <= 32768 && n < max)
+				ret[n++] = (struct fit_shape){dec[i], ctx[j], 0, 0};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(pre_n); i++)
+		for (size_t j = 0; j < ALLM_ARRAY_SIZE(pre_len); j++) {
+			int32_t len = ALLM_MIN(pre_len[j], c->max_pos - 1);
+			if (pre_n[i] * len <= 2048 && n < max && (j == 0 || len != ALLM_MIN(pre_len[j - 1], c->max_pos - 1)))
+				ret[n++] = (struct fit_shape){0, 0, pre_n[i], len};
+		}
+	if (n + 2 <= max && 128 < c->max_pos) {
+		ret[n++] = (struct fit_shape){32, 128, 1, 64};
+		ret[n++] = (struct fit_shape){64, 128, 1, 256 < c->max_pos ? 256 : 64};
+	}
+	return n;
+}
+
+/* Copies of 1 to 64 KV blocks between the pools, as a swap makes them. */
+void fit_copies(struct fit *f, struct allm_kv_cache *kv)
+{
+	for (int d = 0; d < 2; d++)
+		for (int32_t n = 1; n <= 64 && n + 1 <= ALLM_MIN(kv->gpu.capacity, kv->cpu.capacity); n *= 2)
+			for (int r = 0; r < f->repeat; r++) {
+				double t = allm_kv_time_copy(kv, d, n, 1);
+				if (t >= 0)
+					add_link_to(f, d == 0 ? ALLM_COPY_D2H : ALLM_COPY_H2D, (double)n * kv->block_bytes, t);
+			}
+}
+
+void add_link_to(struct fit *f, int dir, double bytes, double t)
+{
+	struct fit *saved = rec;
+	rec = f;
+	add_link(dir, bytes, t);
+	rec = saved;
+}
+
+/* Seconds of a 256-row GEMM of shape (k, m) with weights of dtype dt, alone. */
+double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dtype dt, int reps)
+{
+	void *x = NULL, *y = NULL, *w = NULL;
+	double v[MAX_REPEAT], t = NAN;
+	if (be->iface->alloc(be, (size_t)(256 * k) * 4, &x) || be->iface->alloc(be, (size_t)(256 * m) * 4, &y) ||
+	    be->iface->alloc(be, (size_t)(k * m) * allm_dtype_size(dt), &w))
+		goto out;
+	be->iface->gemm(be, y, x, w, NULL, dt, 256, k, m);
+	for (int r = 0; r < reps; r++) {
+		double t0 = allm_now();
+		be->iface->gemm(be, y, x, w, NULL, dt, 256, k, m);
+		v[r] = allm_now() - t0;
+	}
+	t = fit_median(v, reps);
+out:
+	if (x)
+		be->iface->free(be, x);
+	if (y)
+		be->iface->free(be, y);
+	if (w)
+		be->iface->free(be, w);
 	return t;
 }
-
-/* ---- attention ----------------------------------------------------------------- */
-
-struct attn_job {
-	float *out, *q;
-	void *pool;
-	struct allm_kv_layout lay;
-	int32_t heads;
-	struct allm_attn_meta meta;
-};
-
-static void run_attn(struct fit *f, void *job)
-{
-	struct attn_job *a = job;
-	f->be->iface->attention(f->be, a->out, a->q, a->pool, &a->lay, 0, a->heads, 0.125f, &a->meta);
-}
-
-/* Times n_seqs sequences of ctx tokens each feeding their last n_new tokens. */
-static void attn_point(struct fit *f, struct attn_job *a, int32_t *pos, int32_t *seq, int32_t *bt,
-		       int32_t n_seqs, int32_t ctx, int32_t n_new)
-{
-	int32_t bs = a->lay.block_size, bps = (ctx + bs - 1) / bs, T = n_seqs * n_new;
-	for (int32_t s = 0; s < n_seqs; s++) {
-		for (int32_t b = 0; b < bps; b++)
-			bt[s * bps + b] = s * bps + b;
-		for (int32_t i = 0; i < n_new; i++) {
-			pos[s * n_new + i] = ctx - n_new + i;
-			seq[s * n_new + i] = s;
-		}
-	}
-	a->meta = (struct allm_attn_meta){.n_tokens = T, .n_seqs = n_seqs, .max_blocks_per_seq = bps,
-					  .max_ctx = ctx, .tok_seq = seq, .tok_pos = pos, .block_tables = bt};
-	double t = time_op(f, run_attn, a);
-	if (f->na < (int)ALLM_ARRAY_SIZE(f->a)) {
-		struct apt *p = &f->a[f->na++];
-		p->lay = a->lay;
-		p->heads = a->heads;
-		allm_sim_attn_shape_from(pos, seq, T, &p->s);
-		p->t = t;
-	}
-}
-
-#define ATTN_MAX_TOKENS 32768 /* K/V tokens a grid point may hold */
-
-void measure_attention(struct fit *f, const struct allm_model_config *c)
-{
-	static const int32_t dec_seqs[] = {1, 4, 16, 64, 128, 256};
-	static const int32_t ctxs[] = {16, 64, 256, 512, 1024};
-	static const int32_t pre_seqs[] = {1, 2, 4};
-	struct attn_job a = {.heads = c->n_heads,
-			     .lay = {1, c->n_kv_heads, c->head_dim, 16, ALLM_DTYPE_F32}};
-	size_t blocks = ATTN_MAX_TOKENS / 16 + 64;
-	a.pool = dev_alloc(f, blocks * allm_kv_block_bytes(&a.lay));
-	a.q = dev_alloc(f, (size_t)4096 * c->n_heads * c->head_dim * 4);
-	a.out = dev_alloc(f, (size_t)4096 * c->n_heads * c->head_dim * 4);
-	int32_t *pos = dev_alloc(f, 4096 * 4), *seq = dev_alloc(f, 4096 * 4), *bt = dev_alloc(f, blocks * 4);
-	for (size_t i = 0; i < ALLM_ARRAY_SIZE(ctxs); i++) {
-		int32_t ctx = ctxs[i];
-		if (ctx > c->max_pos)
-			continue;
-		for (size_t j = 0; j < ALLM_ARRAY_SIZE(dec_seqs); j++)
-			if ((int64_t)dec_seqs[j] * ctx <= ATTN_MAX_TOKENS)
-				attn_point(f, &a, pos, seq, bt, dec_seqs[j], ctx, 1);
-		for (size_t j = 0; j < ALLM_ARRAY_SIZE(pre_seqs); j++)
-			if ((int64_t)pre_seqs[j] * ctx <= 2048)
-				attn_point(f, &a, pos, seq, bt, pre_seqs[j], ctx, ctx);
-	}
-	f->be->iface->free(f->be, a.pool);
-	f->be->iface->free(f->be, a.q);
-	f->be->iface->free(f->be, a.out);
-	f->be->iface->free(f->be, pos);
-	f->be->iface->free(f->be, seq);
-	f->be->iface->free(f->be, bt);
-	if (!f->quiet)
-		fprintf(stderr, PROG ": attention (%d heads, %d kv heads, head_dim %d) measured\n",
-			c->n_heads, c->n_kv_heads, c->head_dim);
-}
-
-/* ---- streaming ops and copies ------------------------------------------------------ */
-
-struct op_job {
-	enum allm_backend_op op;
-	const struct allm_model_config *c;
-	int64_t n;
-	float *a, *b, *y, *big; /* activations of up to 1024 x max(F, V) */
-	void *w; /* an embedding table / norm weights */
-	int32_t *ids, *pos;
-	void *pool;
-	struct allm_kv_layout lay;
-	struct allm_attn_meta meta;
-	float *inv_freq;
-};
-
-static void run_stream(struct fit *f, void *job)
-{
-	struct op_job *j = job;
-	const struct allm_backend_i *B = f->be->iface;
-	const struct allm_model_config *c = j->c;
-	int64_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
-	switch (j->op) {
-	case ALLM_OP_EMBEDDING: B->embedding(f->be, j->y, j->w, ALLM_DTYPE_F32, j->ids, j->n, D); break;
-	case ALLM_OP_RMSNORM: B->rmsnorm(f->be, j->y, j->a, j->w, ALLM_DTYPE_F32, j->n, D, 1e-5f); break;
-	case ALLM_OP_LAYERNORM:
-		B->layernorm(f->be, j->y, j->a, j->w, j->w, ALLM_DTYPE_F32, j->n, D, 1e-5f);
-		break;
-	case ALLM_OP_ROPE:
-		B->rope(f->be, j->a, j->b, j->pos, j->inv_freq, j->n, c->n_heads, c->n_kv_heads, c->head_dim);
-		break;
-	case ALLM_OP_SILU_MUL: B->silu_mul(f->be, j->big, j->big, j->big, j->n * F); break;
-	case ALLM_OP_RELU: B->relu(f->be, j->big, j->big, j->n * F); break;
-	case ALLM_OP_ADD: B->add(f->be, j->y, j->y, j->a, j->n * D); break;
-	case ALLM_OP_GATHER_ROWS: B->gather_rows(f->be, j->y, j->a, j->pos, j->n, D); break;
-	case ALLM_OP_KV_WRITE: B->kv_write(f->be, j->pool, &j->lay, 0, j->a, j->b, &j->meta); break;
-	case ALLM_OP_ARGMAX:
-		/* the CPU engine downloads the logits and picks on the host: both count */
-		B->download(f->be, j->y, j->big, (size_t)(j->n * V) * 4);
-		B->argmax(f->be, j->ids, j->y, j->n, V);
-		break;
-	case ALLM_OP_TOPK: B->topk(f->be, j->y, j->ids, j->big, j->n, V, 40); break;
-	default: break;
-	}
-}
-
-static double stream_bytes(const struct op_job *j)
-{
-	const struct allm_model_config *c = j->c;
-	switch (j->op) {
-	case ALLM_OP_EMBEDDING: return allm_sim_bytes_embedding(j->n, c->hidden, ALLM_DTYPE_F32);
-	case ALLM_OP_RMSNORM: return allm_sim_bytes_norm(j->n, c->hidden, ALLM_DTYPE_F32, 1);
-	case ALLM_OP_LAYERNORM: return allm_sim_bytes_norm(j->n, c->hidden, ALLM_DTYPE_F32, 2);
-	case ALLM_OP_ROPE: return allm_sim_bytes_rope(j->n, c->n_heads, c->n_kv_heads, c->head_dim);
-	case ALLM_OP_SILU_MUL: return allm_sim_bytes_elementwise(j->n * c->intermediate, 3);
-	case ALLM_OP_RELU: return allm_sim_bytes_elementwise(j->n * c->intermediate, 2);
-	case ALLM_OP_ADD: return allm_sim_bytes_elementwise(j->n * c->hidden, 3);
-	case ALLM_OP_GATHER_ROWS: return allm_sim_bytes_gather(j->n, c->hidden);
-	case ALLM_OP_KV_WRITE: return allm_sim_bytes_kv_write(&j->lay, j->n);
-	default: return allm_sim_bytes_logits(j->n, c->vocab_size);
-	}
-}
-
-void measure_stream(struct fit *f, const struct allm_model_config *c)
-{
-	static const enum allm_backend_op ops[] = {
-		ALLM_OP_EMBEDDING, ALLM_OP_RMSNORM, ALLM_OP_LAYERNORM, ALLM_OP_ROPE, ALLM_OP_SILU_MUL,
-		ALLM_OP_RELU, ALLM_OP_ADD, ALLM_OP_GATHER_ROWS, ALLM_OP_KV_WRITE, ALLM_OP_ARGMAX, ALLM_OP_TOPK};
-	int64_t nmax = op_rows[ALLM_ARRAY_SIZE(op_rows) - 1];
-	int64_t wide = ALLM_MAX(ALLM_MAX(c->intermediate, c->vocab_size), c->hidden);
-	int64_t qk = (int64_t)(c->n_heads + c->n_kv_heads) * c->head_dim;
-	struct op_job j = {.c = c, .lay = {1, c->n_kv_heads, c->head_dim, 16, ALLM_DTYPE_F32}};
-	j.a = dev_alloc(f, (size_t)(nmax * ALLM_MAX(qk, c->hidden)) * 4);
-	j.b = dev_alloc(f, (size_t)(nmax * ALLM_MAX(qk, c->hidden)) * 4);
-	j.y = dev_alloc(f, (size_t)(nmax * wide) * 4);
-	j.big = dev_alloc(f, (size_t)(nmax * wide) * 4);
-	j.w = dev_alloc(f, (size_t)c->vocab_size * c->hidden * 4);
-	j.ids = dev_alloc(f, (size_t)nmax * 40 * 4);
-	j.pos = dev_alloc(f, (size_t)nmax * 4);
-	j.inv_freq = dev_alloc(f, (size_t)c->head_dim * 4);
-	j.pool = dev_alloc(f, (size_t)(nmax / 16 + 1) * allm_kv_block_bytes(&j.lay));
-	int32_t *seq = dev_alloc(f, (size_t)nmax * 4), *slot = dev_alloc(f, (size_t)nmax * 4);
-	for (int64_t i = 0; i < nmax; i++) {
-		j.ids[i] = (int32_t)((i * 2654435761u) % (uint32_t)c->vocab_size);
-		j.pos[i] = (int32_t)i;
-		slot[i] = (int32_t)i;
-	}
-	for (int i = 0; i < c->head_dim / 2; i++)
-		j.inv_freq[i] = powf(10000.0f, -2.0f * i / c->head_dim);
-	for (size_t o = 0; o < ALLM_ARRAY_SIZE(ops); o++) {
-		j.op = ops[o];
-		for (size_t r = 0; r < ALLM_ARRAY_SIZE(op_rows); r++) {
-			j.n = op_rows[r];
-			j.meta = (struct allm_attn_meta){.n_tokens = (int32_t)j.n, .n_seqs = 1, .tok_seq = seq,
-							 .tok_pos = j.pos, .slot = slot};
-			double t = time_op(f, run_stream, &j);
-			int *n = &f->sn[j.op];
-			if (*n < 256) {
-				f->sx[j.op][*n] = stream_bytes(&j);
-				f->st[j.op][(*n)++] = t;
-			}
-		}
-	}
-	void *bufs[] = {j.a, j.b, j.y, j.big, j.w, j.ids, j.pos, j.inv_freq, j.pool, seq, slot};
-	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bufs); i++)
-		f->be->iface->free(f->be, bufs[i]);
-	if (!f->quiet)
-		fprintf(stderr, PROG ": streaming ops of width %d measured\n", c->hidden);
-}
-
-struct copy_job {
-	char *src, *dst;
-	size_t bytes;
-	enum allm_copy_dir dir;
-};
-
-static void run_copy(struct fit *f, void *job)
-{
-	struct copy_job *c = job;
-	double s;
-	f->be->iface->copy_async(f->be, c->dst, c->src, c->bytes, c->dir);
-	f->be->iface->copy_wait(f->be, &s);
-}
-
-/* Copies of a model's KV blocks, 1 to 64 at a time, between two resident pools. */
-void measure_copies(struct fit *f, size_t block_bytes)
-{
-	size_t max = 64 * block_bytes;
-	struct copy_job c = {.src = dev_alloc(f, max), .dst = dev_alloc(f, max)};
-	for (int d = 0; d < 2; d++)
-		for (size_t n = 1; n <= 64; n *= 2) {
-			c.bytes = n * block_bytes;
-			c.dir = d ? ALLM_COPY_H2D : ALLM_COPY_D2H;
-			double t = time_op(f, run_copy, &c);
-			if (f->cn[d] < 64) {
-				f->cx[d][f->cn[d]] = (double)c.bytes;
-				f->ct[d][f->cn[d]++] = t;
-			}
-		}
-	f->be->iface->free(f->be, c.src);
-	f->be->iface->free(f->be, c.dst);
-}
-

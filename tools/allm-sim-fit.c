@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,15 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: allm-sim-fit [--model DIR | --dummy PRESET]... [--repeat R] [--threads N]\n"
 		"                    [--host-step S] [--out FILE] [--quiet]\n"
+		"       allm-sim-fit --check PROFILE.json [--model DIR | --dummy PRESET]...\n"
 		"Times the CPU backend's ops on the shapes of the models given (default: the\n"
 		"embedded stories260K and --dummy small) and writes the cpu-local profile of the\n"
 		"simulated device (data/sim-profiles/cpu-local.json) to FILE or stdout.\n"
 		"  --repeat R      timings per point, the median is kept (default 7)\n"
 		"  --threads N     CPU backend threads, as the engine's --threads (default: all cores)\n"
-		"  --host-step S   host seconds per step to charge (default 0: not modelled)\n");
+		"  --host-step S   host seconds per step to charge (default 0: not modelled)\n"
+		"  --check P       instead of fitting: time whole forwards on the CPU backend and\n"
+		"                  on sim:P side by side\n");
 }
 
 /* ---- fits ----------------------------------------------------------------------------- */
@@ -121,7 +125,7 @@ struct fitted {
 	double mem_bw;
 };
 
-static void fit_all(struct fit *f, struct fitted *r, int64_t big_k, int64_t big_m)
+static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t big_k, int64_t big_m)
 {
 	double xg[4] = {log(5e10), log(16), log(2e10), log(2e-6)};
 	double xa[5] = {log(5e10), log(16), log(2e10), log(5e-6), log(16)};
@@ -152,9 +156,10 @@ static void fit_all(struct fit *f, struct fitted *r, int64_t big_k, int64_t big_
 		r->copy_bw[d] = 1.0 / b;
 	}
 	r->flops[ALLM_DTYPE_F32] = fmax(r->F_g, r->F_a);
-	double t32 = gemm_dtype_seconds(f, big_k, big_m, ALLM_DTYPE_F32);
+	double t32 = gemm_dtype_seconds(be, big_k, big_m, ALLM_DTYPE_F32, f->repeat);
 	for (int d = 1; d < ALLM_DTYPE_COUNT; d++)
-		r->flops[d] = r->flops[ALLM_DTYPE_F32] * t32 / gemm_dtype_seconds(f, big_k, big_m, (enum allm_dtype)d);
+		r->flops[d] = r->flops[ALLM_DTYPE_F32] * t32 /
+			      gemm_dtype_seconds(be, big_k, big_m, (enum allm_dtype)d, f->repeat);
 }
 
 static const char *const op_names[ALLM_OP_COUNT] = {
@@ -266,32 +271,171 @@ static int load_config(const char *kind, const char *v, struct allm_model_config
 	return r;
 }
 
-static void cover_model(struct fit *f, const struct allm_model_config *c)
+/* ---- samples -> points: the trimmed mean of samples of equal shape ------------------- */
+
+/* The mean of the middle 90 % of v[0..n): what a shape costs on average here,
+ * interference from other processes included (a run's wall time is the sum of
+ * its ops' times, so the mean, not the median, predicts it), without the rare
+ * stall of a descheduled thread. Records the spread (p90 - p10) / mean. */
+static double point_of(struct fit *f, double *v, int n)
 {
-	int64_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
-	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
-	int64_t P = c->arch == ALLM_ARCH_OPT ? c->embed_proj_dim : D;
-	int L = c->n_layers;
-	measure_gemm(f, D, Q, L);
-	measure_gemm(f, D, K, L);
-	measure_gemm(f, Q, D, L);
-	measure_gemm(f, D, F, L);
-	measure_gemm(f, F, D, L);
-	measure_gemm(f, P, V, 1);
-	if (P != D) {
-		measure_gemm(f, P, D, 1);
-		measure_gemm(f, D, P, 1);
+	fit_median(v, n); /* sorts */
+	int lo = n / 20, hi = n - n / 20;
+	double s = 0;
+	for (int i = lo; i < hi; i++)
+		s += v[i];
+	double m = s / (hi - lo);
+	if (n >= 5 && f->n_spread < MAX_PTS && m > 0)
+		f->spread[f->n_spread++] = (v[(int)(0.9 * (n - 1))] - v[(int)(0.1 * (n - 1))]) / m;
+	return m;
+}
+
+static int cmp_gs(const void *a, const void *b)
+{
+	const struct gsample *x = a, *y = b;
+	if (x->dt != y->dt)
+		return x->dt - y->dt;
+	if (x->k != y->k)
+		return x->k < y->k ? -1 : 1;
+	if (x->m != y->m)
+		return x->m < y->m ? -1 : 1;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static int cmp_ss(const void *a, const void *b)
+{
+	const struct ssample *x = a, *y = b;
+	if (x->op != y->op)
+		return x->op - y->op;
+	return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+
+static int cmp_as(const void *a, const void *b)
+{
+	return memcmp(a, b, offsetof(struct apt, t));
+}
+
+static double *scratch(int n)
+{
+	static double *v;
+	static int cap;
+	if (n > cap) {
+		cap = n;
+		v = realloc(v, (size_t)cap * sizeof(double));
+		if (!v)
+			exit(1);
 	}
-	measure_attention(f, c);
-	measure_stream(f, c);
-	struct allm_kv_layout lay = {c->n_layers, c->n_kv_heads, c->head_dim, 16, ALLM_DTYPE_F32};
-	measure_copies(f, allm_kv_block_bytes(&lay));
+	return v;
+}
+
+/* GEMM samples -> roofline points and measured shapes (at most 24 rows each). */
+static void reduce_gemm(struct fit *f)
+{
+	qsort(f->gs, (size_t)f->ngs, sizeof(*f->gs), cmp_gs);
+	struct gpt pts[256];
+	int np = 0;
+	for (int i = 0; i < f->ngs;) {
+		int j = i;
+		double *v = scratch(f->ngs);
+		while (j < f->ngs && !cmp_gs(&f->gs[i], &f->gs[j]))
+			v[j - i] = f->gs[j].t, j++;
+		const struct gsample *g = &f->gs[i];
+		struct gpt p = {(double)g->n, (double)g->k, (double)g->m, point_of(f, v, j - i)};
+		if (f->ng < MAX_PTS && g->dt == ALLM_DTYPE_F32)
+			f->g[f->ng++] = p;
+		if (np < 256)
+			pts[np++] = p;
+		i = j;
+		if (i == f->ngs || f->gs[i].k != g->k || f->gs[i].m != g->m || f->gs[i].dt != g->dt) {
+			json_t *a = json_array();
+			for (int q = 0; q < np; q++) {
+				/* thin to 24 rows, evenly through the list (rows ascend) */
+				int keep = np <= ALLM_SIM_MAX_GEMM_POINTS ? q : q * (np - 1) / (ALLM_SIM_MAX_GEMM_POINTS - 1);
+				if (np > ALLM_SIM_MAX_GEMM_POINTS && q >= ALLM_SIM_MAX_GEMM_POINTS)
+					break;
+				json_array_append_new(a, json_pack("[I, f]", (json_int_t)pts[keep].n, pts[keep].t));
+			}
+			if (np >= 2)
+				json_array_append_new(f->shapes, json_pack("{s:s, s:I, s:I, s:o, s:s}", "dtype",
+					allm_dtype_name((enum allm_dtype)g->dt), "k", (json_int_t)g->k, "m", (json_int_t)g->m,
+					"points", a, "source", "measured in place: trimmed mean of the forwards' calls"));
+			else
+				json_decref(a);
+			np = 0;
+		}
+	}
+}
+
+static void reduce_stream(struct fit *f, struct ssample *ss, int n, bool links)
+{
+	qsort(ss, (size_t)n, sizeof(*ss), cmp_ss);
+	for (int i = 0; i < n;) {
+		int j = i;
+		double *v = scratch(n);
+		while (j < n && !cmp_ss(&ss[i], &ss[j]))
+			v[j - i] = ss[j].t, j++;
+		double t = point_of(f, v, j - i);
+		int op = ss[i].op;
+		if (links && f->cn[op] < 256) {
+			f->cx[op][f->cn[op]] = ss[i].bytes;
+			f->ct[op][f->cn[op]++] = t;
+		} else if (!links && f->sn[op] < MAX_PTS) {
+			f->sx[op][f->sn[op]] = ss[i].bytes;
+			f->st[op][f->sn[op]++] = t;
+		}
+		i = j;
+	}
+}
+
+static void reduce_attention(struct fit *f)
+{
+	qsort(f->as, (size_t)f->nas, sizeof(*f->as), cmp_as);
+	for (int i = 0; i < f->nas;) {
+		int j = i;
+		double *v = scratch(f->nas);
+		while (j < f->nas && !cmp_as(&f->as[i], &f->as[j]))
+			v[j - i] = f->as[j].t, j++;
+		if (f->na < MAX_PTS) {
+			f->a[f->na] = f->as[i];
+			f->a[f->na++].t = point_of(f, v, j - i);
+		}
+		i = j;
+	}
+}
+
+/* Times the grid's forwards of one model in place, and its swap copies. */
+static int cover_model(struct fit *f, const char *kind, const char *name, int threads, int64_t *big_k,
+		       int64_t *big_m)
+{
+	struct allm_runtime *rt = NULL;
+	struct fit_shape grid[64];
+	if (fit_open(kind, name, "cpu", threads, &rt))
+		return -1;
+	const struct allm_model_config *c = &rt->model->cfg;
+	int n = fit_grid(c, grid, 64);
+	fit_proxy_install(rt->be);
+	for (int i = 0; i < n; i++) {
+		double t;
+		if (fit_forward(rt, &grid[i], f->repeat, &t, f)) {
+			allm_runtime_close(rt);
+			return -1;
+		}
+	}
+	fit_copies(f, rt->kv);
+	if ((int64_t)c->hidden * c->intermediate > *big_k * *big_m)
+		*big_k = c->hidden, *big_m = c->intermediate;
+	if (!f->quiet)
+		fprintf(stderr, PROG ": %s: %d batch shapes timed, %d samples\n", name ? name : "stories260K", n,
+			f->ngs + f->nas + f->nss + f->nls);
+	allm_runtime_close(rt);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static struct fit f;
 	struct allm_model_config cfg[MAX_MODELS];
+	const char *kinds[MAX_MODELS], *names[MAX_MODELS], *check = NULL;
 	char models[512] = "";
 	const char *out = NULL;
 	double host_step = 0;
@@ -306,6 +450,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--quiet")) {
 			f.quiet = true;
 		} else if (v && (!strcmp(a, "--model") || !strcmp(a, "--dummy")) && n < MAX_MODELS) {
+			kinds[n] = a;
+			names[n] = v;
 			if (load_config(a, v, &cfg[n++]))
 				return 1;
 			snprintf(models + strlen(models), sizeof(models) - strlen(models), "%s%s", n > 1 ? ", " : "", v);
@@ -318,6 +464,9 @@ int main(int argc, char **argv)
 			i++;
 		} else if (v && !strcmp(a, "--host-step")) {
 			host_step = atof(v);
+			i++;
+		} else if (v && !strcmp(a, "--check")) {
+			check = v;
 			i++;
 		} else if (v && !strcmp(a, "--out")) {
 			out = v;
@@ -333,27 +482,37 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!n) {
+		kinds[0] = "--model", names[0] = NULL, kinds[1] = "--dummy", names[1] = "small";
 		if (load_config("--model", NULL, &cfg[n++]) || load_config("--dummy", "small", &cfg[n++]))
 			return 1;
 		snprintf(models, sizeof(models), "stories260K (embedded), dummy:small");
 	}
+	if (check) {
+		for (int i = 0; i < n; i++)
+			if (fit_check(check, kinds[i], names[i], threads, f.repeat))
+				return 1;
+		return 0;
+	}
 	struct allm_backend_opts bo = {.n_threads = threads};
-	if (allm_backend_cpu_create(&bo, &f.be, &err)) {
+	allm_backend_t *be = NULL;
+	if (allm_backend_cpu_create(&bo, &be, &err)) {
 		fprintf(stderr, PROG ": %s\n", err.msg);
 		return 1;
 	}
 	f.shapes = json_array();
 	int64_t big_k = 0, big_m = 0;
-	for (int i = 0; i < n; i++) {
-		cover_model(&f, &cfg[i]);
-		if ((int64_t)cfg[i].hidden * cfg[i].intermediate > big_k * big_m)
-			big_k = cfg[i].hidden, big_m = cfg[i].intermediate;
-	}
+	for (int i = 0; i < n; i++)
+		if (cover_model(&f, kinds[i], names[i], threads, &big_k, &big_m))
+			return 1;
+	reduce_gemm(&f);
+	reduce_attention(&f);
+	reduce_stream(&f, f.ss, f.nss, false);
+	reduce_stream(&f, f.ls, f.nls, true);
 	struct fitted r = {0};
-	fit_all(&f, &r, big_k, big_m);
+	fit_all(&f, &r, be, big_k, big_m);
 	size_t fr = 0, tot = 0;
-	f.be->iface->mem_info(f.be, &fr, &tot);
-	json_t *j = build_profile(&f, &r, f.be->iface->describe(f.be), host_step, models, (double)tot);
+	be->iface->mem_info(be, &fr, &tot);
+	json_t *j = build_profile(&f, &r, be->iface->describe(be), host_step, models, (double)tot);
 	FILE *o = out ? fopen(out, "w") : stdout;
 	if (!j || !o || json_dumpf(j, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) ||
 	    fputc('\n', o) == EOF || (out && fclose(o))) {
@@ -362,11 +521,11 @@ int main(int argc, char **argv)
 	}
 	if (!f.quiet)
 		fprintf(stderr, PROG ": gemm roofline rms error %.1f %% (%d points), attention %.1f %% (%d points); "
-			"noise: median spread of repeats %.1f %%\n", rms_pct(r.loss_g, f.ng), f.ng,
+			"noise: median spread (p90 - p10) / mean of a shape's samples %.1f %%\n", rms_pct(r.loss_g, f.ng), f.ng,
 			rms_pct(r.loss_a, f.na), f.na,
 			100 * json_real_value(json_object_get(json_object_get(json_object_get(j, "fitted"), "noise"), "median_spread")));
 	json_decref(j);
 	json_decref(f.shapes);
-	allm_backend_destroy(f.be);
+	allm_backend_destroy(be);
 	return 0;
 }

@@ -5,14 +5,16 @@
  * --repeat timings; the spread of the repeats goes into the profile as the noise.
  *
  *   allm-sim-fit.c          flags, the fits, the profile JSON
- *   allm-sim-fit-measure.c  the timings: GEMM shapes at 22 row counts (kept as
- *                           measured shapes), attention batches, streaming ops, copies
+ *   allm-sim-fit-measure.c  the timings: real forwards over a grid of batch shapes
+ *                           through a proxy of the vtable that times every op in place
+ *   allm-sim-fit-check.c    --check: whole forwards, real cpu vs the simulated device
  *   allm-sim-fit-math.c     medians, weighted line fits, Nelder-Mead on log error */
 #ifndef ALLM_SIM_FIT_H
 #define ALLM_SIM_FIT_H
 
 #include "backend.h"
 #include "model.h"
+#include "runtime.h"
 #include "sim/sim-cost.h"
 
 #include <jansson.h>
@@ -23,44 +25,83 @@
 #define MAX_REPEAT 31
 #define MAX_PTS 4096
 
+/* A GEMM timed in place. */
+struct gsample {
+	int32_t dt;
+	int64_t k, m, n;
+	double t;
+};
+
+/* A streaming op (or a copy: op is then its enum allm_copy_dir) timed in place. */
+struct ssample {
+	int op;
+	double bytes, t;
+};
+
+/* An attention call timed in place (also a fitted point). */
+struct apt {
+	struct allm_kv_layout lay;
+	int32_t heads;
+	struct allm_sim_attn_shape s;
+	double t;
+};
+
+/* A GEMM point of the roofline fit: the median of its samples. */
+struct gpt {
+	double n, k, m, t;
+};
+
 struct fit {
-	allm_backend_t *be;
 	int repeat;
 	bool quiet;
-	double spread[MAX_PTS]; /* (max - min) / median of each point's repeats */
-	int n_spread;
-	/* stream-op points by op: bytes and seconds */
-	double sx[ALLM_OP_COUNT][256], st[ALLM_OP_COUNT][256];
-	int sn[ALLM_OP_COUNT];
-	/* GEMM points (roofline fit) and attention points */
-	struct gpt {
-		double n, k, m, t;
-	} g[MAX_PTS];
+	/* raw samples, as the proxy recorded them */
+	struct gsample *gs;
+	int ngs, cap_gs;
+	struct apt *as;
+	int nas, cap_as;
+	struct ssample *ss, *ls; /* streaming ops; copies and uploads by direction */
+	int nss, cap_ss, nls, cap_ls;
+	/* medians of equal-shape samples, what the fits use */
+	struct gpt g[MAX_PTS];
 	int ng;
-	struct apt {
-		struct allm_kv_layout lay;
-		int32_t heads;
-		struct allm_sim_attn_shape s;
-		double t;
-	} a[512];
+	struct apt a[MAX_PTS];
 	int na;
-	double cx[2][64], ct[2][64]; /* copies by direction (0 d2h, 1 h2d) */
-	int cn[2];
+	double sx[ALLM_OP_COUNT][MAX_PTS], st[ALLM_OP_COUNT][MAX_PTS]; /* stream ops: bytes, s */
+	int sn[ALLM_OP_COUNT];
+	double cx[4][256], ct[4][256]; /* copies by enum allm_copy_dir: bytes, s */
+	int cn[4];
+	double spread[MAX_PTS]; /* (max - min) / median of each point's samples */
+	int n_spread;
 	json_t *shapes; /* measured GEMM shapes */
 };
 
-/* Times every (k, m) GEMM shape once (a shape already measured is skipped), with
- * `copies` weight copies rotating like a forward's layers. */
-void measure_gemm(struct fit *f, int64_t k, int64_t m, int copies);
-/* Seconds of a 256-row GEMM of shape (k, m) with weights of dtype dt. */
-double gemm_dtype_seconds(struct fit *f, int64_t k, int64_t m, enum allm_dtype dt);
-/* Decode and prefill batches of the model's attention shape. */
-void measure_attention(struct fit *f, const struct allm_model_config *c);
-/* The streaming ops at the model's widths, 1 to 1024 rows. */
-void measure_stream(struct fit *f, const struct allm_model_config *c);
-/* Copies of 1 to 64 KV blocks of block_bytes between two resident pools. */
-void measure_copies(struct fit *f, size_t block_bytes);
+/* One batch of the grid: n_dec decodes at context ctx plus n_pre prefills of len. */
+struct fit_shape {
+	int32_t n_dec, ctx, n_pre, len;
+};
 
+/* Replaces be's vtable with a proxy that times every op into the fit set by
+ * fit_proxy_record() (NULL: not recording). */
+int fit_proxy_install(allm_backend_t *be);
+void fit_proxy_record(struct fit *f);
+/* The batch shapes to time for a model (at most max). */
+int fit_grid(const struct allm_model_config *c, struct fit_shape *ret, int max);
+/* Runs the shape's forward once unrecorded, then reps times recorded into f (NULL:
+ * not recorded), with argmax and top-k timed after each on the CPU; the mean
+ * device seconds go to *ret_mean. 0 or -1 (said why). */
+int fit_forward(struct allm_runtime *rt, const struct fit_shape *sh, int reps, double *ret_mean,
+		struct fit *f);
+/* Swap copies of 1 to 64 blocks between kv's pools, f->repeat each. */
+void fit_copies(struct fit *f, struct allm_kv_cache *kv);
+void add_stream_to(struct fit *f, int op, double bytes, double t);
+void add_link_to(struct fit *f, int dir, double bytes, double t);
+/* Seconds of a 256-row GEMM of shape (k, m) with weights of dtype dt, alone. */
+double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dtype dt, int reps);
+/* Opens a model (kind "--model"/"--dummy", name NULL = the embedded default) on
+ * device with room for the grid. 0 or -1 (said why). */
+int fit_open(const char *kind, const char *name, const char *device, int threads, struct allm_runtime **ret);
+/* --check: forwards of the grid on the CPU backend and on sim:profile side by side. */
+int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat);
 
 /* Median of v[0..n) (sorts v). */
 double fit_median(double *v, int n);

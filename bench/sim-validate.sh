@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The simulator's proof: the same workloads on the real CPU backend and on the
+# simulated device with the cpu-local profile (fitted on this machine by
+# allm-sim-fit first, unless REFIT=0), side by side with the error of each metric:
+# throughput, mean weighted turnaround, p50/p99 TTFT and TPOT, preemptions by kind.
+# Settings: the paper's 128/64 blocks, preempt adaptive/recompute/swap under fair,
+# and adaptive under fcfs; every real row REPS times (median; the spread is the
+# noise), the simulation once (it is deterministic).
+# Writes RESULTS/sim-validate.json and .md (RESULTS: bench/results/sim-validate/MODEL).
+# Usage: bench/sim-validate.sh     environment: see bench/common.sh, plus
+#   WORKLOADS="chatbot alpaca summary" OUT=128 N=100 REPS=3 REFIT=1
+#   SETTINGS="adaptive/fair recompute/fair swap/fair adaptive/fcfs"
+KIND=${KIND:-sim-validate}
+N=${N:-100}
+. "$(dirname "$0")/common.sh"
+WORKLOADS=${WORKLOADS:-chatbot alpaca summary}
+OUT=${OUT:-128}
+REPS=${REPS:-3}
+REFIT=${REFIT:-1}
+SETTINGS=${SETTINGS:-adaptive/fair recompute/fair swap/fair adaptive/fcfs}
+FIT=$BUILD_DIR/tools/allm-sim-fit
+machine_note sim-validate
+mkdir -p "$RESULTS/runs"
+t0=$(date +%s)
+# the common flags without --device and --profile: each side has its own
+ARGS=("${MODEL_ARGS[@]}" --gpu-blocks "$GPU_BLOCKS" --cpu-blocks "$CPU_BLOCKS" --block-size "$BLOCK_SIZE")
+if [ -n "${THREADS:-}" ]; then ARGS+=(--threads "$THREADS"); fi
+if [ "$REFIT" = 1 ]; then
+	echo "== fitting cpu-local on this machine (allm-sim-fit)" >&2
+	FIT_ARGS=()
+	if [ -n "${THREADS:-}" ]; then FIT_ARGS+=(--threads "$THREADS"); fi
+	"$FIT" "${FIT_ARGS[@]}" "${MODEL_ARGS[@]}" --quiet --out "$RESULTS/cpu-local.json"
+	SIM_DEVICE=sim:$RESULTS/cpu-local.json
+else
+	SIM_DEVICE=sim:cpu-local
+fi
+echo "$SIM_DEVICE" >"$RESULTS/sim-device.txt"
+rm -f "$RESULTS/profile-sim.json" # the sim's predictors: calibrated on this profile
+for wl in $WORKLOADS; do
+	for s in $SETTINGS; do
+		p=${s%/*} sc=${s#*/} tag=$wl-${s/\//-}
+		RUNARGS=(--workload "$wl" -n "$N" --max-output "$OUT" "${SAMPLING[@]}" --preempt "$p" --sched "$sc" --json)
+		for r in $(seq "$REPS"); do
+			echo "== $wl $p/$sc: real cpu, run $r of $REPS (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+			/usr/bin/env time -f '{"wall_s": %e, "user_s": %U, "sys_s": %S}' -o "$RESULTS/runs/real-$tag-$r.time" \
+				"$ALLM_RUN" "${ARGS[@]}" --device cpu --profile "$RESULTS/profile-cpu.json" "${RUNARGS[@]}" \
+				>"$RESULTS/runs/real-$tag-$r.json" 2>"$RESULTS/runs/real-$tag-$r.err"
+			echo "$(cut -d' ' -f1-3 /proc/loadavg)" >"$RESULTS/runs/real-$tag-$r.load"
+		done
+		echo "== $wl $p/$sc: $SIM_DEVICE" >&2
+		"$ALLM_RUN" "${ARGS[@]}" --device "$SIM_DEVICE" --profile "$RESULTS/profile-sim.json" "${RUNARGS[@]}" \
+			>"$RESULTS/runs/sim-$tag.json" 2>"$RESULTS/runs/sim-$tag.err"
+	done
+done
+echo "sim-validate: $(($(date +%s) - t0)) s" >&2
+python3 "$BENCH_DIR/sim-tables.py" validate "$RESULTS" "$REPS" $WORKLOADS -- $SETTINGS >"$RESULTS/sim-validate.md"
+cat "$RESULTS/sim-validate.md"
