@@ -20,6 +20,15 @@ REFIT=${REFIT:-1}
 SETTINGS=${SETTINGS:-adaptive/fair recompute/fair swap/fair adaptive/fcfs}
 FIT=$BUILD_DIR/tools/allm-sim-fit
 machine_note sim-validate
+# timed FILE CMD...: runs CMD, writes its wall and CPU seconds to FILE (JSON)
+timed() {
+	python3 -c 'import json, resource, subprocess, sys, time
+t = time.monotonic()
+r = subprocess.run(sys.argv[2:]).returncode
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+json.dump({"wall_s": time.monotonic() - t, "user_s": u.ru_utime, "sys_s": u.ru_stime}, open(sys.argv[1], "w"))
+sys.exit(r)' "$@"
+}
 mkdir -p "$RESULTS/runs"
 t0=$(date +%s)
 # the common flags without --device and --profile: each side has its own
@@ -42,8 +51,7 @@ for wl in $WORKLOADS; do
 		RUNARGS=(--workload "$wl" -n "$N" --max-output "$OUT" "${SAMPLING[@]}" --preempt "$p" --sched "$sc" --json)
 		for r in $(seq "$REPS"); do
 			echo "== $wl $p/$sc: real cpu, run $r of $REPS (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-			/usr/bin/env time -f '{"wall_s": %e, "user_s": %U, "sys_s": %S}' -o "$RESULTS/runs/real-$tag-$r.time" \
-				"$ALLM_RUN" "${ARGS[@]}" --device cpu --profile "$RESULTS/profile-cpu.json" "${RUNARGS[@]}" \
+			timed "$RESULTS/runs/real-$tag-$r.time" "$ALLM_RUN" "${ARGS[@]}" --device cpu --profile "$RESULTS/profile-cpu.json" "${RUNARGS[@]}" \
 				>"$RESULTS/runs/real-$tag-$r.json" 2>"$RESULTS/runs/real-$tag-$r.err"
 			echo "$(cut -d' ' -f1-3 /proc/loadavg)" >"$RESULTS/runs/real-$tag-$r.load"
 		done

@@ -21,8 +21,15 @@ WL=(--workload chatbot -n 40 --max-output 128 --seed 3 --temperature 0 --ignore-
 
 # 1. twice, each calibrating its own predictors: the same JSON bit for bit (the
 #    wall-clock fields under "simulated" aside); under 300 MB of memory for a 26 GB model
+# run_rss FILE CMD...: runs CMD and writes its peak RSS (KiB) to FILE
+run_rss() {
+	python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[2:]).returncode
+open(sys.argv[1], "w").write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(r)' "$@"
+}
 for i in 1 2; do
-	/usr/bin/env time -f '%M' -o "$tmp/rss$i" "$RUN" "${SIM[@]}" "${WL[@]}" --profile "$tmp/p$i.json" \
+	run_rss "$tmp/rss$i" "$RUN" "${SIM[@]}" "${WL[@]}" --profile "$tmp/p$i.json" \
 		--decisions "$tmp/d$i.jsonl" >"$tmp/r$i.json" 2>"$tmp/e$i.txt" || fail "sim run $i exits 0: $(tail -2 "$tmp/e$i.txt")"
 done
 python3 - "$tmp" <<'PY' && ok "two sim runs: identical summaries and decision logs" || fail "two sim runs differ"
