@@ -172,6 +172,12 @@ double allm_backend_clock(allm_backend_t *be)
 	return be && be->simulated ? allm_sim_now(be) : allm_now();
 }
 
+void allm_backend_host_step(allm_backend_t *be)
+{
+	if (be && be->simulated)
+		allm_sim_host_step(be);
+}
+
 void allm_backend_clock_wait_until(allm_backend_t *be, double t)
 {
 	if (be && be->simulated) {

@@ -212,6 +212,10 @@ void allm_backend_destroy(allm_backend_t *be);
  * monotonic wall clock (allm_now()) of any other. Engines and run loops read time
  * here so that a simulation reports simulated time. */
 double allm_backend_clock(allm_backend_t *be);
+/* The host begins a scheduler step: on a simulated device the clock advances by
+ * the profile's host time per step (the device waits while the host schedules,
+ * and the step's decisions see that time pass); nothing on a real device. */
+void allm_backend_host_step(allm_backend_t *be);
 /* Lets the device's clock reach t: sleeps on a real device, moves the virtual
  * clock forward (the device idles) on a simulated one. */
 void allm_backend_clock_wait_until(allm_backend_t *be, double t);

@@ -17,7 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: allm-sim-fit [--model DIR | --dummy PRESET]... [--repeat R] [--threads N]\n"
-		"                    [--host-step S] [--out FILE] [--quiet]\n"
+		"                    [--host-step S] [--clock wall|cpu] [--out FILE] [--quiet]\n"
 		"       allm-sim-fit --check PROFILE.json [--model DIR | --dummy PRESET]...\n"
 		"Times the CPU backend's ops on the shapes of the models given (default: the\n"
 		"embedded stories260K and --dummy small) and writes the cpu-local profile of the\n"
@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		"  --repeat R      timings per point, the median is kept (default 7)\n"
 		"  --threads N     CPU backend threads, as the engine's --threads (default: all cores)\n"
 		"  --host-step S   host seconds per step to charge (default 0: not modelled)\n"
+		"  --clock cpu     time in this thread's CPU time, not wall time (needs --threads 1):\n"
+		"                  op costs without what other processes on a shared machine take\n"
 		"  --check P       instead of fitting: time whole forwards on the CPU backend and\n"
 		"                  on sim:P side by side\n");
 }
@@ -77,12 +79,15 @@ static double attn_pred(const double *x, const struct apt *p)
 static double attn_loss(const double *x, void *user)
 {
 	struct fit *f = user;
-	double s = bounds_penalty(x, 5);
+	double s = bounds_penalty(x, 5), w = 0;
+	/* relative errors weighted by sqrt(time): long calls are most of a run's
+	 * time, and short ones must not pull the fit off them */
 	for (int i = 0; i < f->na; i++) {
-		double e = log(attn_pred(x, &f->a[i]) / f->a[i].t);
-		s += e * e;
+		double e = log(attn_pred(x, &f->a[i]) / f->a[i].t), wi = sqrt(f->a[i].t / f->a[f->na - 1].t);
+		s += wi * e * e;
+		w += wi;
 	}
-	return s;
+	return s / w * f->na;
 }
 
 /* Fits the roofline form: x = log of (peak FLOP/s, half rows, bytes/s, launch s
@@ -247,8 +252,9 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		"link", link,
 		"host_step", pnum(host_step, host_step > 0 ? "allm-sim-fit --host-step" : "not modelled: the engine's host work per step is under 1 %% of a CPU step here"),
 		"ops", ops, "gemm_shapes", json_incref(f->shapes),
-		"fitted", json_pack("{s:s, s:s, s:i, s:{s:f, s:f, s:i}, s:s, s:o}", "date", date,
-				    "models", models, "repeat", f->repeat, "noise", "median_spread", med_spread,
+		"fitted", json_pack("{s:s, s:s, s:i, s:s, s:{s:f, s:f, s:i}, s:s, s:o}", "date", date,
+				    "models", models, "repeat", f->repeat, "clock",
+				    f->cpu_clock ? "thread CPU time" : "wall", "noise", "median_spread", med_spread,
 				    "p90_spread", p90_spread, "points", f->n_spread, "attention_points_are",
 				    "[tokens, sum_ctx, kv_reads, heads, head_dim, kv_heads, seconds, fitted seconds]",
 				    "attention_points", attn_points(f, r)));
@@ -436,6 +442,7 @@ int main(int argc, char **argv)
 	static struct fit f;
 	struct allm_model_config cfg[MAX_MODELS];
 	const char *kinds[MAX_MODELS], *names[MAX_MODELS], *check = NULL;
+	bool cpu_clock = false;
 	char models[512] = "";
 	const char *out = NULL;
 	double host_step = 0;
@@ -465,6 +472,9 @@ int main(int argc, char **argv)
 		} else if (v && !strcmp(a, "--host-step")) {
 			host_step = atof(v);
 			i++;
+		} else if (v && !strcmp(a, "--clock") && (!strcmp(v, "cpu") || !strcmp(v, "wall"))) {
+			cpu_clock = !strcmp(v, "cpu");
+			i++;
 		} else if (v && !strcmp(a, "--check")) {
 			check = v;
 			i++;
@@ -481,6 +491,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --repeat must be 3..%d, --threads and --host-step >= 0\n", MAX_REPEAT);
 		return 2;
 	}
+	if (cpu_clock && threads != 1) {
+		fprintf(stderr, PROG ": --clock cpu needs --threads 1 (other threads' time is not this thread's)\n");
+		return 2;
+	}
+	fit_use_cpu_clock(cpu_clock);
+	f.cpu_clock = cpu_clock;
 	if (!n) {
 		kinds[0] = "--model", names[0] = NULL, kinds[1] = "--dummy", names[1] = "small";
 		if (load_config("--model", NULL, &cfg[n++]) || load_config("--dummy", "small", &cfg[n++]))

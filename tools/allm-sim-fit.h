@@ -54,6 +54,7 @@ struct gpt {
 struct fit {
 	int repeat;
 	bool quiet;
+	bool cpu_clock; /* timed in thread CPU time (--clock cpu) */
 	/* raw samples, as the proxy recorded them */
 	struct gsample *gs;
 	int ngs, cap_gs;
@@ -80,6 +81,8 @@ struct fit_shape {
 	int32_t n_dec, ctx, n_pre, len;
 };
 
+/* Times with this thread's CPU time instead of the wall clock. */
+void fit_use_cpu_clock(bool on);
 /* Replaces be's vtable with a proxy that times every op into the fit set by
  * fit_proxy_record() (NULL: not recording). */
 int fit_proxy_install(allm_backend_t *be);

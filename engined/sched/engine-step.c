@@ -510,6 +510,7 @@ static int64_t continue_prefills(struct allm_engine *e)
 
 int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 {
+	allm_backend_host_step(e->model->be); /* a simulated device waits for the host */
 	double now = allm_engine_now(e);
 	bool chunked = e->cfg.chunked_prefill;
 	e->step_no++;

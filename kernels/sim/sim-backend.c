@@ -132,12 +132,11 @@ static int sim_mem_info(allm_backend_t *be, size_t *ret_free, size_t *ret_total)
 	return 0;
 }
 
-/* A forward starts: the host's share of a step (scheduling, launching) passes
- * first, outside the forward's device time, as it does before a GPU's first kernel. */
+/* A forward starts (the host's share of its step was charged when the step
+ * began: allm_sim_host_step). */
 static int sim_timer_start(allm_backend_t *be)
 {
 	struct sim_ctx *c = SIM(be);
-	c->now += c->prof->host_step;
 	sim_fwd_begin(c);
 	c->timer_t0 = c->now;
 	c->fwd0 = sim_stamp(c);
@@ -219,6 +218,12 @@ fail:
 double allm_sim_now(allm_backend_t *be)
 {
 	return SIM(be)->now;
+}
+
+void allm_sim_host_step(allm_backend_t *be)
+{
+	struct sim_ctx *c = SIM(be);
+	c->now += c->prof->host_step;
 }
 
 void allm_sim_advance_to(allm_backend_t *be, double t)

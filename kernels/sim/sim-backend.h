@@ -22,6 +22,8 @@ int allm_backend_sim_create(const char *profile, const struct allm_backend_opts 
 
 /* The virtual clock, seconds (starts at 1.0 so 0 can mean "never" to callers). */
 double allm_sim_now(allm_backend_t *be);
+/* The host's work of one scheduler step: the clock advances by host_step. */
+void allm_sim_host_step(allm_backend_t *be);
 /* Moves the virtual clock forward to t (the device idles); earlier t is ignored. */
 void allm_sim_advance_to(allm_backend_t *be, double t);
 /* The profile the device was made from (owned by the backend). */

@@ -51,7 +51,7 @@ struct allm_sim_profile {
 	/* copies by enum allm_copy_dir: effective bytes/s and per-copy latency (s) */
 	double link_bw[4];
 	double link_latency[4];
-	double host_step; /* host seconds per forward the device waits for (scheduling) */
+	double host_step; /* host seconds per scheduler step the device waits for */
 	struct allm_sim_op_params op[ALLM_OP_COUNT];
 	struct allm_sim_gemm_shape *gemm_shapes; /* measured shapes (may be NULL) */
 	int32_t n_gemm_shapes;
