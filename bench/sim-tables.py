@@ -53,7 +53,8 @@ def validate(res, args):
     i = args.index("--")
     workloads, settings = args[1:i], args[i + 1:]
     rows, out = [], {"rows": []}
-    dat = ["# real_tok_s sim_tok_s real_own_tok_s real_wt sim_wt real_ttft99 sim_ttft99 real_tpot99 sim_tpot99"]
+    dat = ["# real_tok_s real_own_tok_s sim_tok_s real_ttft99 real_own_ttft99 sim_ttft99 "
+           "real_tpot99 real_own_tpot99 sim_tpot99 real_wt sim_wt"]
     misses = {"wall": {m: 0 for m, _ in TARGETS}, "own_core": {m: 0 for m, _ in TARGETS}}
     for wl in workloads:
         for s in settings:
@@ -76,10 +77,10 @@ def validate(res, args):
                                 "real_runs": real, "real_cpu_share": shares, "sim": sim,
                                 "error_percent": e, "error_own_core_percent": eo,
                                 "real_throughput_spread_percent": spread})
-            dat.append("%.3f %.3f %.3f %.5f %.5f %.3f %.3f %.4f %.4f" % (
-                med["throughput_tok_s"], sim["throughput_tok_s"], medo["throughput_tok_s"],
-                med["mean_weighted_turnaround"], sim["mean_weighted_turnaround"], med["ttft_p99_ms"],
-                sim["ttft_p99_ms"], med["tpot_p99_ms"], sim["tpot_p99_ms"]))
+            dat.append("%.3f %.3f %.3f %.3f %.3f %.3f %.4f %.4f %.4f %.5f %.5f" % (
+                med["throughput_tok_s"], medo["throughput_tok_s"], sim["throughput_tok_s"], med["ttft_p99_ms"],
+                medo["ttft_p99_ms"], sim["ttft_p99_ms"], med["tpot_p99_ms"], medo["tpot_p99_ms"],
+                sim["tpot_p99_ms"], med["mean_weighted_turnaround"], sim["mean_weighted_turnaround"]))
 
             def mark(d, m, lim):
                 return "%+.1f %%%s" % (d[m], "" if abs(d[m]) <= lim else " ✗")

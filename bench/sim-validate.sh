@@ -81,4 +81,5 @@ for wl in $WORKLOADS; do
 done
 echo "sim-validate: $(($(date +%s) - t0)) s" >&2
 python3 "$BENCH_DIR/sim-tables.py" validate "$RESULTS" "$REPS" $WORKLOADS -- $SETTINGS >"$RESULTS/sim-validate.md"
+bash "$BENCH_DIR/plots.sh" "$RESULTS" || true
 cat "$RESULTS/sim-validate.md"
