@@ -47,6 +47,13 @@ json_t *bench_summary_json(const struct bench_result *r)
 				(json_int_t)total_preemptions(r));
 	json_t *mape = json_pack("{s:o, s:o}", "swap", status_get(st, "predictor_mape.swap"),
 				 "recompute", status_get(st, "predictor_mape.recompute"));
+	/* a disk tier: its counts beside the others */
+	json_t *disk_total = status_get(st, "blocks.disk.total");
+	if (json_integer_value(disk_total) > 0) {
+		json_object_set_new(pre, "disk", status_get(st, "preemptions.disk"));
+		json_object_set_new(mape, "disk", status_get(st, "predictor_mape.disk"));
+	}
+	json_decref(disk_total);
 	int bad = json_object_set_new(j, "preemptions", pre) |
 		  json_object_set_new(j, "predictor_mape", mape) |
 		  json_object_set_new(j, "failed", json_integer(r->n_failed)) |

@@ -340,7 +340,7 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 		return;
 	struct allm_ctl_enc *e = &s->out;
 	allm_ctl_enc_reset(e);
-	allm_ctl_enc_map(e, 13);
+	allm_ctl_enc_map(e, 15);
 	allm_ctl_enc_kint(e, "seq", dec->seq_no);
 	/* engine clock is allm_now() in the daemon: seconds since this server started */
 	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->start);
@@ -352,7 +352,11 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 	allm_ctl_enc_kdouble(e, "priority", dec->priority);
 	allm_ctl_enc_kdouble(e, "pred_swap_ms", dec->pred_swap_s * 1e3);
 	allm_ctl_enc_kdouble(e, "pred_recompute_ms", dec->pred_recompute_s * 1e3);
-	allm_ctl_enc_kstr(e, "choice", dec->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute");
+	allm_ctl_enc_kdouble(e, "pred_disk_ms", dec->pred_disk_s * 1e3); /* nil without a disk tier */
+	allm_ctl_enc_kstr(e, "choice", allm_choice_name(dec->choice));
+	/* where the KV went: the host pool, the disk, or nowhere (recompute) */
+	allm_ctl_enc_kstr(e, "tier", dec->choice == ALLM_CHOICE_SWAP ? "host"
+				     : dec->choice == ALLM_CHOICE_DISK ? "disk" : "none");
 	allm_ctl_enc_kstr(e, "reason", dec->reason ? dec->reason : "");
 	allm_ctl_enc_kdouble(e, "measured_ms", measured ? dec->measured_s * 1e3 : NAN);
 	allm_ctl_enc_kbool(e, "measured", measured);

@@ -47,6 +47,9 @@ const char *allm_engine_opts_help(void)
 	       "  --kv-cache-memory GiB       cpu backend: size of the device KV pool (default 1)\n"
 	       "  --cpu-blocks N              host swap blocks (default: from --swap-space)\n"
 	       "  --swap-space GiB            host swap space (default 4)\n"
+	       "  --disk-swap-space GiB       a third KV tier on local disk (default 0: none)\n"
+	       "  --disk-swap-dir DIR         where its (unnamed) file lives (default\n"
+	       "                              $XDG_CACHE_HOME/adaptivellm/kv, else /var/tmp)\n"
 	       "scheduling:\n"
 	       "  --max-num-seqs N            running batch cap (default 256)\n"
 	       "  --max-num-batched-tokens N  tokens per step cap (default 2048)\n"
@@ -136,7 +139,7 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
 		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
-		"--max-wait-factor", "--admit-lookahead",
+		"--max-wait-factor", "--admit-lookahead", "--disk-swap-space", "--disk-swap-dir",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -185,6 +188,14 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (allm_parse_f64(v, 0, 1 << 20, &d))
 			return BAD();
 		o->swap_space_gib = d;
+	} else if (!strcmp(f, "--disk-swap-space")) {
+		if (allm_parse_f64(v, 0, 1 << 20, &d))
+			return BAD();
+		o->disk_swap_gib = d;
+	} else if (!strcmp(f, "--disk-swap-dir")) {
+		if (!*v)
+			return BAD();
+		o->disk_swap_dir = v;
 	} else if (!strcmp(f, "--max-num-seqs")) {
 		if (allm_parse_i64(v, 1, 1 << 20, &n))
 			return BAD();

@@ -26,6 +26,8 @@ struct allm_engine_opts {
 	double kv_cache_gib; /* --kv-cache-memory: cpu backend "GPU" pool size */
 	int32_t cpu_blocks; /* --cpu-blocks (-1 = derived) */
 	double swap_space_gib; /* --swap-space */
+	double disk_swap_gib; /* --disk-swap-space (0 = no disk tier) */
+	const char *disk_swap_dir; /* --disk-swap-dir (NULL = the default) */
 	int32_t max_num_seqs;
 	int32_t max_num_batched_tokens;
 	enum allm_preempt_mode preempt;
