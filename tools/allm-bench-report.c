@@ -70,7 +70,8 @@ json_t *bench_summary_json(const struct bench_result *r)
 		  json_object_set_new(j, "recomputed_tokens", status_get(st, "recomputed_tokens")) |
 		  json_object_set_new(j, "steps", status_get(st, "steps")) |
 		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |
-		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps"));
+		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps")) |
+		  json_object_set_new(j, "max_wait_ratio", status_get(st, "max_wait_ratio"));
 	if (bad) {
 		json_decref(j);
 		return NULL;
@@ -147,7 +148,7 @@ void bench_print_compare(FILE *f, const char *key, json_t *runs)
 		if (json_is_string(v))
 			snprintf(val, sizeof(val), "%s", json_string_value(v));
 		else
-			snprintf(val, sizeof(val), "%lld", (long long)json_integer_value(v));
+			snprintf(val, sizeof(val), "%g", json_number_value(v));
 		const char *h = json_string_value(json_object_get(run, "outputs_sha256"));
 		fprintf(f, "%-16s %9.1f %9.1f %7.2f %8.3f %9.1f %8.2f %9.1f %6.0f %6.0f %7.2f %7.2f  %.12s\n",
 			val, num(run, "throughput_tok_s"), num(run, "gen_throughput_tok_s"),

@@ -280,6 +280,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 							  (json_int_t)(st.prefill_steps - st.mixed_steps)));
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
+		json_object_set_new(j, "max_wait_ratio", json_real(st.max_wait_ratio));
 		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
 		json_decref(j);
 		if (!s)

@@ -101,7 +101,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 31);
+	allm_ctl_enc_map(e, 32);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -155,6 +155,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "prefill", st.prefill_steps - st.mixed_steps);
 	allm_ctl_enc_kint(e, "wasted_prefill_tokens", st.wasted_prefill_tokens);
 	allm_ctl_enc_kint(e, "max_wait_steps", st.max_wait_steps);
+	allm_ctl_enc_kdouble(e, "max_wait_ratio", st.max_wait_ratio);
 	allm_ctl_enc_kmap(e, "tokens", 2);
 	allm_ctl_enc_kint(e, "prompt", st.prompt_tokens);
 	allm_ctl_enc_kint(e, "generated", st.generated_tokens);

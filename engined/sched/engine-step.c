@@ -159,8 +159,11 @@ void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double 
 {
 	r->state = ALLM_REQ_RUNNING;
 	if (!r->first_sched) {
+		int64_t wait = e->step_no - r->arrival_step;
 		r->first_sched = now;
-		e->st.max_wait_steps = ALLM_MAX(e->st.max_wait_steps, e->step_no - r->arrival_step);
+		e->st.max_wait_steps = ALLM_MAX(e->st.max_wait_steps, wait);
+		e->st.max_wait_ratio = ALLM_MAX(e->st.max_wait_ratio,
+						(double)wait / (double)allm_engine_service_steps(e, r));
 	}
 	r->admit_step = e->step_no;
 	r->gen_at_admit = allm_request_n_generated(r);

@@ -162,6 +162,7 @@ struct allm_engine_stats {
 	int64_t wasted_prefill_tokens; /* prefilled for requests dropped before their first token */
 	int64_t aged; /* requests that waited past max_wait_factor */
 	int64_t max_wait_steps; /* longest wait (steps) of a request when first admitted */
+	double max_wait_ratio; /* the largest such wait over that request's service steps */
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
 	double mape_disk;
