@@ -1,0 +1,105 @@
+/* Stop strings over streamed text (gw-text.h). A match cannot start before
+ * `ready`: every tail that was a prefix of some stop string was held back, and a
+ * match starting earlier would have made a longer such tail. */
+#include "gw-text.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gw_stops_add(struct gw_stops *st, const char *s, size_t n)
+{
+	if (n == 0)
+		return -EINVAL;
+	if (st->n == GW_MAX_STOPS || n > GW_MAX_STOP_LEN)
+		return -E2BIG;
+	char *c = malloc(n);
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, s, n);
+	st->s[st->n] = c;
+	st->len[st->n++] = n;
+	if (n > st->max_len)
+		st->max_len = n;
+	return 0;
+}
+
+void gw_stops_free(struct gw_stops *st)
+{
+	for (int i = 0; i < st->n; i++)
+		free(st->s[i]);
+	memset(st, 0, sizeof(*st));
+}
+
+/* True when buf[at, len) is a proper prefix of some stop string. */
+static bool prefix_of_stop(const struct gw_stops *st, const char *p, size_t n)
+{
+	for (int i = 0; i < st->n; i++)
+		if (st->len[i] > n && !memcmp(st->s[i], p, n))
+			return true;
+	return false;
+}
+
+int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, size_t n)
+{
+	if (t->stopped || n == 0)
+		return 0;
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = t->cap ? t->cap : 256;
+		while (cap < t->len + n + 1)
+			cap *= 2;
+		char *b = realloc(t->buf, cap);
+		if (!b)
+			return -ENOMEM;
+		t->buf = b;
+		t->cap = cap;
+	}
+	memcpy(t->buf + t->len, p, n);
+	t->len += n;
+	if (st->n == 0) {
+		t->ready = t->len;
+		return 0;
+	}
+	/* the earliest complete match at or after ready */
+	size_t best = t->len;
+	for (int i = 0; i < st->n; i++) {
+		size_t l = st->len[i];
+		for (size_t at = t->ready; at + l <= t->len && at < best; at++)
+			if (!memcmp(t->buf + at, st->s[i], l)) {
+				best = at;
+				break;
+			}
+	}
+	if (best < t->len) {
+		t->len = t->ready = best;
+		t->stopped = true;
+		return 1;
+	}
+	/* hold back the longest tail that may still become a stop string */
+	size_t keep = t->len - t->ready;
+	if (keep > st->max_len - 1)
+		keep = st->max_len - 1;
+	for (; keep > 0; keep--)
+		if (prefix_of_stop(st, t->buf + t->len - keep, keep))
+			break;
+	t->ready = t->len - keep;
+	return 0;
+}
+
+void gw_text_finish(struct gw_text *t)
+{
+	t->ready = t->len;
+}
+
+void gw_text_consume(struct gw_text *t)
+{
+	memmove(t->buf, t->buf + t->ready, t->len - t->ready);
+	t->len -= t->ready;
+	t->ready = 0;
+}
+
+void gw_text_free(struct gw_text *t)
+{
+	free(t->buf);
+	memset(t, 0, sizeof(*t));
+}
