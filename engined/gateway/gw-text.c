@@ -4,6 +4,7 @@
 #include "gw-text.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ void gw_stops_free(struct gw_stops *st)
 	memset(st, 0, sizeof(*st));
 }
 
-/* True when buf[at, len) is a proper prefix of some stop string. */
+/* True when the n bytes at p are a proper prefix of some stop string. */
 static bool prefix_of_stop(const struct gw_stops *st, const char *p, size_t n)
 {
 	for (int i = 0; i < st->n; i++)
@@ -60,17 +61,21 @@ int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, 
 		t->ready = t->len;
 		return 0;
 	}
-	/* the earliest complete match at or after ready */
-	size_t best = t->len;
+	/* the match that ends first (the stop the stream completes first; on a tie
+	 * the longer one), so any split of the text into pieces stops at one place */
+	size_t best = t->len, best_end = SIZE_MAX;
 	for (int i = 0; i < st->n; i++) {
 		size_t l = st->len[i];
-		for (size_t at = t->ready; at + l <= t->len && at < best; at++)
+		for (size_t at = t->ready; at + l <= t->len && at + l <= best_end; at++)
 			if (!memcmp(t->buf + at, st->s[i], l)) {
-				best = at;
+				if (at + l < best_end || at < best) {
+					best = at;
+					best_end = at + l;
+				}
 				break;
 			}
 	}
-	if (best < t->len) {
+	if (best_end != SIZE_MAX) {
 		t->len = t->ready = best;
 		t->stopped = true;
 		return 1;

@@ -1,5 +1,6 @@
 /* Generated text as the OpenAI API returns it: `stop` strings are matched on the
- * detokenized text (not on tokens), the text ends just before the first match, and
+ * detokenized text (not on tokens), the text ends just before the stop string that
+ * the stream completes first (whatever pieces it came in), and
  * a stream holds back a tail that could still grow into a stop string so it never
  * sends half of one.
  *
