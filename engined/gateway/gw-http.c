@@ -168,7 +168,7 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	struct gw *gw = s->gw;
 	struct gw_req *r = s->r;
 	char *text = NULL;
-	size_t n = 0;
+	size_t n = 0, *ends = NULL, n_pieces = 0;
 	struct gw_api_err e = {0};
 	pthread_mutex_lock(&gw->lock);
 	if (r->hung_up) {
@@ -179,16 +179,20 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	if (r->out.ready > 0) {
 		n = r->out.ready;
 		text = malloc(n);
-		if (text) {
+		ends = malloc((r->out.n_ends + 1) * sizeof(*ends));
+		if (text && ends) {
 			memcpy(text, r->out.buf, n);
+			n_pieces = gw_text_pieces(&r->out, ends);
 			gw_text_consume(&r->out);
 		} else {
 			n = 0;
-			done = false; /* try again later */
+			done = false; /* out of memory: try again later */
 		}
 	}
 	if (n == 0 && !done) {
 		/* nothing yet: the pump resumes us when tokens come */
+		free(text);
+		free(ends);
 		r->suspended = true;
 		MHD_suspend_connection(c);
 		pthread_mutex_unlock(&gw->lock);
@@ -201,14 +205,22 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		gw_api_fail(&e, r->http_status, r->err_type, NULL, NULL, "%s", r->err);
 	pthread_mutex_unlock(&gw->lock);
 
+	/* one event per token's text, as OpenAI and vLLM send them (clients count
+	 * events); chat's first event also carries the role */
 	int rc = 0;
-	if (r->chat && !s->role_sent) {
-		rc |= gw_api_sse_chunk(r, true, text ? text : "", n, NULL, &s->buf, &s->len, &s->cap);
+	size_t at = 0;
+	if (r->chat && !s->role_sent && n_pieces == 0) {
+		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, &s->buf, &s->len, &s->cap);
 		s->role_sent = true;
-	} else if (n > 0) {
-		rc |= gw_api_sse_chunk(r, false, text, n, NULL, &s->buf, &s->len, &s->cap);
+	}
+	for (size_t i = 0; i < n_pieces; i++) {
+		rc |= gw_api_sse_chunk(r, r->chat && !s->role_sent, text + at, ends[i] - at, NULL,
+				       &s->buf, &s->len, &s->cap);
+		s->role_sent = true;
+		at = ends[i];
 	}
 	free(text);
+	free(ends);
 	if (done) {
 		if (e.status)
 			rc |= gw_api_sse_error(&e, &s->buf, &s->len, &s->cap);

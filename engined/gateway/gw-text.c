@@ -55,8 +55,17 @@ int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, 
 		t->buf = b;
 		t->cap = cap;
 	}
+	if (t->n_ends == t->ends_cap) {
+		size_t cap = t->ends_cap ? t->ends_cap * 2 : 64;
+		size_t *e = realloc(t->ends, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		t->ends = e;
+		t->ends_cap = cap;
+	}
 	memcpy(t->buf + t->len, p, n);
 	t->len += n;
+	t->ends[t->n_ends++] = t->len;
 	if (st->n == 0) {
 		t->ready = t->len;
 		return 0;
@@ -78,6 +87,10 @@ int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, 
 	if (best_end != SIZE_MAX) {
 		t->len = t->ready = best;
 		t->stopped = true;
+		while (t->n_ends && t->ends[t->n_ends - 1] > best)
+			t->n_ends--;
+		if (best > 0 && (!t->n_ends || t->ends[t->n_ends - 1] < best))
+			t->ends[t->n_ends++] = best; /* the piece the stop string cut */
 		return 1;
 	}
 	/* hold back the longest tail that may still become a stop string */
@@ -96,8 +109,24 @@ void gw_text_finish(struct gw_text *t)
 	t->ready = t->len;
 }
 
+size_t gw_text_pieces(const struct gw_text *t, size_t *ret)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n_ends && t->ends[i] <= t->ready; i++)
+		if (t->ends[i] > (n ? ret[n - 1] : 0))
+			ret[n++] = t->ends[i];
+	if (t->ready > (n ? ret[n - 1] : 0))
+		ret[n++] = t->ready;
+	return n;
+}
+
 void gw_text_consume(struct gw_text *t)
 {
+	size_t k = 0;
+	for (size_t i = 0; i < t->n_ends; i++)
+		if (t->ends[i] > t->ready)
+			t->ends[k++] = t->ends[i] - t->ready;
+	t->n_ends = k;
 	memmove(t->buf, t->buf + t->ready, t->len - t->ready);
 	t->len -= t->ready;
 	t->ready = 0;
@@ -106,5 +135,6 @@ void gw_text_consume(struct gw_text *t)
 void gw_text_free(struct gw_text *t)
 {
 	free(t->buf);
+	free(t->ends);
 	memset(t, 0, sizeof(*t));
 }

@@ -33,6 +33,8 @@ struct gw_text {
 	size_t len, cap;
 	size_t ready;  /* buf[0, ready) is final: no stop string can start in it */
 	bool stopped;  /* a stop string matched: buf holds the text before it, all ready */
+	size_t *ends;  /* where each appended piece (a token's text) ends in buf, increasing */
+	size_t n_ends, ends_cap;
 };
 
 /* Appends n bytes (after a stop, nothing more is taken). Returns 1 when this append
@@ -40,6 +42,10 @@ struct gw_text {
 int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, size_t n);
 /* The stream ended without a stop: the held-back tail is final too. */
 void gw_text_finish(struct gw_text *t);
+/* The pieces of buf[0, ready): their ends, increasing, the last one == ready (a
+ * piece cut by the hold-back ends there; its rest comes with the next). Returns how
+ * many (<= n_ends + 1), written to ret. */
+size_t gw_text_pieces(const struct gw_text *t, size_t *ret);
 /* Drops buf[0, ready) (the caller has sent it), keeping the held-back tail. */
 void gw_text_consume(struct gw_text *t);
 void gw_text_free(struct gw_text *t);
