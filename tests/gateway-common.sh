@@ -1,11 +1,8 @@
-# Description: helpers the gateway integration tests source (not a test): daemon-common.sh plus allm-gateway's path, gw_start (a gateway on a free port, waited for), gw_up (its engine connected), gw_stop, and gw_npm (the openai npm client and a Prometheus text parser, installed once under build/).
+# Description: helpers the gateway integration tests source (not a test): ctl-common.sh (daemon-common.sh, allmctl) plus allm-gateway's path, gw_start (a gateway on a free port, waited for), gw_up (its engine connected), gw_stop, and gw_npm (the openai npm client and a Prometheus text parser, installed once under build/).
 # shellcheck shell=bash
-. "$(dirname "$0")/daemon-common.sh"
+. "$(dirname "$0")/ctl-common.sh"
 GATEWAY=$BUILD_DIR/engined/allm-gateway
-CTL=$BUILD_DIR/ctl/allmctl
-for b in "$GATEWAY" "$CTL"; do
-	[ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }
-done
+[ -x "$GATEWAY" ] || { echo "FAIL: $GATEWAY not built"; exit 1; }
 TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 command -v curl >/dev/null || { echo "FAIL: curl is not installed (tools/install-deps.sh)"; exit 1; }
 

@@ -66,7 +66,8 @@ static void usage(FILE *f)
 		"  --api-key KEY            require \"Authorization: Bearer KEY\" on /v1/* (or set\n"
 		"                           $ALLM_API_KEY)\n"
 		"  --max-connections N      open HTTP connections at most (default 512)\n"
-		"  --timeout S              close a connection idle for S seconds (default 60)\n"
+		"  --timeout S              a client has S seconds to send a whole request, and a\n"
+		"                           connection idle S seconds is closed (default 60)\n"
 		"  --max-body-bytes N       largest request body (default 4194304)\n"
 		"  --model DIR              read the tokenizer and chat template from DIR (default:\n"
 		"                           the directory the engine serves, or its embedded model)\n"
@@ -189,6 +190,7 @@ int main(int argc, char **argv)
 		return 2;
 	pthread_mutex_init(&gw.lock, NULL);
 	pthread_mutex_init(&gw.ctl_lock, NULL);
+	pthread_mutex_init(&gw.conns_lock, NULL);
 	/* signals go to this thread only (sigwait below); the others inherit the mask */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
@@ -204,7 +206,7 @@ int main(int argc, char **argv)
 			gw_log(&gw, 2, "model %s: tokenizer %s; chat: %s", gw.model->id, gw.model->source,
 			       gw.model->tmpl ? allm_chat_template_name(gw.model->tmpl) : gw.model->why_no_chat);
 	}
-	if (gw_engine_start(&gw) || gw_http_start(&gw)) {
+	if (gw_engine_start(&gw) || gw_conns_start(&gw) || gw_http_start(&gw)) {
 		gw_log(&gw, 0, "cannot start");
 		return 1;
 	}
@@ -225,6 +227,7 @@ int main(int argc, char **argv)
 	wait_idle(&gw, &sigs, allm_now() + 2);
 	gw_engine_stop(&gw);
 	gw_http_stop(&gw);
+	gw_conns_stop(&gw);
 	gw_model_unref(gw.model);
 	gw_log(&gw, 2, "stopped");
 	return 0;

@@ -109,7 +109,8 @@ struct gw {
 	struct gw_model *model;   /* current (reference held); NULL before the first engine */
 	bool engine_up;           /* the ring client is connected */
 	struct gw_req *submits, **submits_tail; /* HTTP -> pump */
-	struct gw_req *cancels;   /* HTTP -> pump: hung up */
+	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
+	bool cancels_blocked;     /* the SQ refused a cancel this turn */
 	struct gw_req **slots;    /* in-flight requests by tag slot */
 	uint32_t n_slots, *gens;  /* slot capacity; generation per slot */
 	uint32_t *free_slots, n_free;
@@ -124,6 +125,11 @@ struct gw {
 	allm_client_t *client;
 	double next_connect;      /* allm_now() of the next connection attempt */
 	bool said_down;           /* logged that the engine is unreachable */
+	/* connection deadlines (gw-conns.c): */
+	pthread_mutex_t conns_lock;
+	struct gw_conn *conns;     /* every open connection */
+	pthread_t reaper;
+	atomic_bool reaper_stop;
 	/* /metrics: */
 	pthread_mutex_t ctl_lock;
 	struct allm_ctl_client *ctl;
@@ -159,6 +165,17 @@ void gw_engine_wake(struct gw *gw);
 struct gw_model *gw_engine_model(struct gw *gw, bool *up);
 /* Frees r when its last reference goes (under lock). */
 void gw_req_unref_locked(struct gw *gw, struct gw_req *r);
+
+/* gw-conns.c: the per-connection deadline for receiving a whole request */
+enum MHD_ConnectionNotificationCode;
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the gw). */
+void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		     enum MHD_ConnectionNotificationCode code);
+/* working: a whole request is in and being answered (no deadline); false: the
+ * answer is done, the next request's deadline starts. */
+void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working);
+int gw_conns_start(struct gw *gw);
+void gw_conns_stop(struct gw *gw);
 
 /* gw-http.c */
 /* Listens (--host, --port) and serves; gw->port is the bound port. */

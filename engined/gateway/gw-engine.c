@@ -171,14 +171,22 @@ static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, in
 
 /* --- events ---------------------------------------------------------------------- */
 
+/* Under lock. A full SQ (-EAGAIN) puts r on gw->cancels, which the pump retries
+ * every turn until the engine has made room. */
 static void send_cancel(struct gw *gw, struct gw_req *r)
 {
 	if (r->cancel_sent || r->phase != GW_ACCEPTED || !gw->client)
 		return;
-	/* -EAGAIN (SQ full) leaves it unsent: the hang-up path retries via cancels,
-	 * a stop string's extra tokens are dropped anyway */
-	if (allm_client_cancel(gw->client, r->request_id) == 0)
+	int e = allm_client_cancel(gw->client, r->request_id);
+	if (e == 0) {
 		r->cancel_sent = true;
+	} else if (e == -EAGAIN && !r->queued_cancel) {
+		r->queued_cancel = true;
+		r->refs++; /* held by gw->cancels */
+		r->next = gw->cancels;
+		gw->cancels = r;
+		gw->cancels_blocked = true;
+	}
 }
 
 static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_event *ev)
@@ -210,8 +218,8 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 			r->n_generated = r->n_tokens;
 			send_cancel(gw, r);
 		}
-		if (r->stream && (r->out.ready > 0 || r->out.stopped))
-			wake_req(rl, r);
+		if (r->stream)
+			wake_req(rl, r); /* one event per token, text or not */
 		break;
 	}
 	case ALLM_EVENT_FINAL:
@@ -433,6 +441,7 @@ static void *pump_main(void *arg)
 		}
 		struct gw_req *cancels = gw->cancels;
 		gw->cancels = NULL;
+		gw->cancels_blocked = false;
 		while (cancels) {
 			struct gw_req *r = cancels;
 			cancels = r->next;
@@ -475,10 +484,12 @@ static void *pump_main(void *arg)
 		pthread_mutex_lock(&gw->lock);
 		build_watch(gw, &w);
 		atomic_store(&gw->pump_sleeping, true);
-		bool more = gw->submits || gw->cancels;
+		/* cancels the full SQ refused: a short nap, then again */
+		bool blocked = gw->cancels_blocked;
+		bool more = gw->submits || (gw->cancels && !blocked);
 		pthread_mutex_unlock(&gw->lock);
 		if (!more) {
-			int timeout = gw->client ? 1000 : (int)(GW_RECONNECT_S * 1000);
+			int timeout = blocked ? 2 : gw->client ? 1000 : (int)(GW_RECONNECT_S * 1000);
 			poll(w.fds, 3 + w.n, timeout);
 		}
 		atomic_store(&gw->pump_sleeping, false);

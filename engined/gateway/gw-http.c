@@ -3,7 +3,8 @@
  * while the engine works, resumed by the pump, answered as one JSON document or
  * as a server-sent-event stream. libmicrohttpd's own limits do the rest: a
  * connection cap, an idle timeout (slow and idle clients cost a slot each, never a
- * thread), a per-connection memory pool that bounds headers. */
+ * thread), a per-connection memory pool that bounds headers; gw-conns.c adds a
+ * deadline for a whole request, which silence-based timeouts cannot give. */
 #include "gw-openai.h"
 
 #include "ctl-client.h"
@@ -176,20 +177,20 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		return -1;
 	}
 	bool done = r->phase == GW_DONE;
-	if (r->out.ready > 0) {
+	if (r->out.ready > 0 || r->out.n_ends > 0) {
 		n = r->out.ready;
-		text = malloc(n);
+		text = malloc(n + 1);
 		ends = malloc((r->out.n_ends + 1) * sizeof(*ends));
 		if (text && ends) {
 			memcpy(text, r->out.buf, n);
 			n_pieces = gw_text_pieces(&r->out, ends);
 			gw_text_consume(&r->out);
 		} else {
-			n = 0;
+			n = n_pieces = 0;
 			done = false; /* out of memory: try again later */
 		}
 	}
-	if (n == 0 && !done) {
+	if (n_pieces == 0 && !done) {
 		/* nothing yet: the pump resumes us when tokens come */
 		free(text);
 		free(ends);
@@ -464,6 +465,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	if (x->req)
 		return on_resumed(gw, c, x);
+	gw_conns_working(gw, c, true); /* the whole request is in */
 	switch (x->route) {
 	case R_HEALTH: return get_health(gw, c, x);
 	case R_METRICS: return get_metrics(gw, c, x);
@@ -477,6 +479,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct gw *gw = cls;
 	struct gw_http *x = *con_cls;
+	gw_conns_working(gw, c, false); /* the next request's deadline starts */
 	if (!x)
 		return;
 	if (x->req)
@@ -527,6 +530,7 @@ int gw_http_start(struct gw *gw)
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)GW_CONN_MEMORY,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw,
+		MHD_OPTION_NOTIFY_CONNECTION, gw_conns_notify, gw,
 		MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!gw->httpd) {

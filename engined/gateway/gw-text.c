@@ -43,7 +43,7 @@ static bool prefix_of_stop(const struct gw_stops *st, const char *p, size_t n)
 
 int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, size_t n)
 {
-	if (t->stopped || n == 0)
+	if (t->stopped)
 		return 0;
 	if (t->len + n + 1 > t->cap) {
 		size_t cap = t->cap ? t->cap : 256;
@@ -113,8 +113,7 @@ size_t gw_text_pieces(const struct gw_text *t, size_t *ret)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < t->n_ends && t->ends[i] <= t->ready; i++)
-		if (t->ends[i] > (n ? ret[n - 1] : 0))
-			ret[n++] = t->ends[i];
+		ret[n++] = t->ends[i]; /* empty pieces too: a token without text yet */
 	if (t->ready > (n ? ret[n - 1] : 0))
 		ret[n++] = t->ready;
 	return n;

@@ -37,14 +37,15 @@ struct gw_text {
 	size_t n_ends, ends_cap;
 };
 
-/* Appends n bytes (after a stop, nothing more is taken). Returns 1 when this append
- * completed a stop string, 0 otherwise, -ENOMEM. */
+/* Appends one piece of n bytes, n may be 0 (after a stop, nothing more is taken).
+ * Returns 1 when this append completed a stop string, 0 otherwise, -ENOMEM. */
 int gw_text_append(struct gw_text *t, const struct gw_stops *st, const char *p, size_t n);
 /* The stream ended without a stop: the held-back tail is final too. */
 void gw_text_finish(struct gw_text *t);
-/* The pieces of buf[0, ready): their ends, increasing, the last one == ready (a
- * piece cut by the hold-back ends there; its rest comes with the next). Returns how
- * many (<= n_ends + 1), written to ret. */
+/* The pieces of buf[0, ready): their ends, non-decreasing (an empty piece is a
+ * token whose text has not come yet, or a model without a tokenizer), the last one
+ * == ready when ready > 0 (a piece cut by the hold-back ends there; its rest comes
+ * with the next). Returns how many (<= n_ends + 1), written to ret. */
 size_t gw_text_pieces(const struct gw_text *t, size_t *ret);
 /* Drops buf[0, ready) (the caller has sent it), keeping the held-back tail. */
 void gw_text_consume(struct gw_text *t);
