@@ -80,6 +80,15 @@ curl -s "$MAIN_URL/metrics" >"$tmp/m-http.txt"
 	ok "GET /metrics and allmctl metrics print the same $(wc -l <"$tmp/m-http.txt") lines" ||
 	fail "GET /metrics differs from allmctl metrics: $(diff "$tmp/m-http.txt" "$tmp/m-ctl.txt" | head -5)"
 
+"$CTL" --name gwo metrics --json | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["families"]
+assert {"vllm:generation_tokens_total", "allm_blocks"} <= {x["name"] for x in f}
+assert all(x["type"] in ("counter", "gauge", "histogram") and x["samples"] for x in f)' &&
+	ok "allmctl metrics --json: the families as JSON" || fail "allmctl metrics --json"
+"$CTL" --name nosuch --timeout 300 metrics >/dev/null 2>&1
+[ $? -eq 3 ] && ok "allmctl metrics with no engine: exit 3" || fail "allmctl metrics, no engine: not exit 3"
+
 gw_stop "$MAIN_PID" "main gateway"
 daemon_stop "engine under six gateways"
 finish
