@@ -163,8 +163,13 @@ void gw_engine_release(struct gw *gw, struct gw_req *r);
 void gw_engine_wake(struct gw *gw);
 /* The current model (a new reference) or NULL, and whether the engine is up. */
 struct gw_model *gw_engine_model(struct gw *gw, bool *up);
-/* Frees r when its last reference goes (under lock). */
+/* gw-slots.c (under lock) */
+/* Frees r when its last reference goes. */
 void gw_req_unref_locked(struct gw *gw, struct gw_req *r);
+/* A slot and tag for r (0, -ENOMEM); its release; the request of a tag or NULL. */
+int gw_slot_take(struct gw *gw, struct gw_req *r);
+void gw_slot_put(struct gw *gw, struct gw_req *r);
+struct gw_req *gw_slot_find(struct gw *gw, uint64_t tag);
 
 /* gw-conns.c: the per-connection deadline for receiving a whole request */
 enum MHD_ConnectionNotificationCode;

@@ -65,74 +65,6 @@ void gw_engine_wake(struct gw *gw)
 	}
 }
 
-/* --- requests and their slots ---------------------------------------------------- */
-
-static void req_free(struct gw *gw, struct gw_req *r)
-{
-	free(r->ids);
-	free(r->text);
-	gw_stops_free(&r->stops);
-	gw_text_free(&r->out);
-	gw_model_unref(r->model);
-	free(r);
-	gw->live--;
-}
-
-void gw_req_unref_locked(struct gw *gw, struct gw_req *r)
-{
-	if (--r->refs == 0)
-		req_free(gw, r);
-}
-
-/* A slot for r's tag: tag = generation << 32 | slot, so a stale event of a
- * finished request never reaches the next one in the same slot. */
-static int slot_take(struct gw *gw, struct gw_req *r)
-{
-	if (gw->n_free == 0) {
-		uint32_t cap = gw->n_slots ? gw->n_slots * 2 : 256;
-		struct gw_req **s = realloc(gw->slots, cap * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		gw->slots = s;
-		uint32_t *g = realloc(gw->gens, cap * sizeof(*g));
-		if (!g)
-			return -ENOMEM;
-		gw->gens = g;
-		uint32_t *f = realloc(gw->free_slots, cap * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		gw->free_slots = f;
-		for (uint32_t i = gw->n_slots; i < cap; i++) {
-			gw->slots[i] = NULL;
-			gw->gens[i] = 0;
-			gw->free_slots[gw->n_free++] = cap - 1 - (i - gw->n_slots);
-		}
-		gw->n_slots = cap;
-	}
-	uint32_t s = gw->free_slots[--gw->n_free];
-	gw->slots[s] = r;
-	r->tag = (uint64_t)++gw->gens[s] << 32 | s;
-	return 0;
-}
-
-static void slot_put(struct gw *gw, struct gw_req *r)
-{
-	uint32_t s = (uint32_t)r->tag;
-	if (r->tag && s < gw->n_slots && gw->slots[s] == r) {
-		gw->slots[s] = NULL;
-		gw->free_slots[gw->n_free++] = s;
-	}
-	r->tag = 0;
-}
-
-static struct gw_req *slot_find(struct gw *gw, uint64_t tag)
-{
-	uint32_t s = (uint32_t)tag;
-	if (s >= gw->n_slots || !gw->slots[s] || gw->slots[s]->tag != tag)
-		return NULL;
-	return gw->slots[s];
-}
-
 /* The engine's refusal as an HTTP status (the OpenAI error shape's type). */
 static void map_status(int32_t st, int *http, const char **type)
 {
@@ -164,7 +96,7 @@ static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, in
 	r->finish = ALLM_FINISH_ERROR;
 	r->phase = GW_DONE;
 	gw_text_finish(&r->out);
-	slot_put(gw, r);
+	gw_slot_put(gw, r);
 	wake_req(rl, r);
 	gw_req_unref_locked(gw, r);
 }
@@ -191,7 +123,7 @@ static void send_cancel(struct gw *gw, struct gw_req *r)
 
 static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_event *ev)
 {
-	struct gw_req *r = slot_find(gw, ev->user_tag);
+	struct gw_req *r = gw_slot_find(gw, ev->user_tag);
 	if (!r)
 		return;
 	switch (ev->kind) {
@@ -236,7 +168,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		}
 		gw_text_finish(&r->out);
 		r->phase = GW_DONE;
-		slot_put(gw, r);
+		gw_slot_put(gw, r);
 		wake_req(rl, r);
 		gw_req_unref_locked(gw, r);
 		break;
@@ -328,7 +260,7 @@ static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req *
 				 gw->o.engine);
 			continue;
 		}
-		if (slot_take(gw, r))
+		if (gw_slot_take(gw, r))
 			return 0; /* out of memory: try again next turn */
 		r->params.user_tag = r->tag;
 		r->params.prompt = r->text;
@@ -337,16 +269,16 @@ static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req *
 		r->params.n_prompt_ids = r->n_ids;
 		int e = allm_client_submit(gw->client, &r->params);
 		if (e == -EAGAIN) {
-			slot_put(gw, r);
+			gw_slot_put(gw, r);
 			return 0;
 		}
 		if (e == -EPIPE || e == -EPROTO) {
-			slot_put(gw, r);
+			gw_slot_put(gw, r);
 			return -EPIPE;
 		}
 		*pending = r->next;
 		if (e) {
-			slot_put(gw, r);
+			gw_slot_put(gw, r);
 			fail_req(gw, rl, r, e == -E2BIG ? 413 : e == -EINVAL ? 400 : 500,
 				 e == -E2BIG || e == -EINVAL ? "invalid_request_error" : "server_error",
 				 "the engine's client library refused the request: %s", strerror(-e));
@@ -410,7 +342,7 @@ static void check_hangups(struct gw *gw, struct watch *w, struct resume_list *rl
 		ssize_t k = recv(p->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (k > 0 || (k < 0 && (errno == EAGAIN || errno == EINTR)))
 			continue;
-		if (slot_find(gw, r->tag) != r)
+		if (gw_slot_find(gw, r->tag) != r)
 			continue; /* finished meanwhile */
 		r->hung_up = true;
 		send_cancel(gw, r);
