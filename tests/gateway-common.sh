@@ -91,10 +91,18 @@ gw_stop() {
 }
 
 # reference_text PROMPT MAX_TOKENS [allm-run flags]: the greedy text allm-run makes
-# in-process (no daemon, no gateway), for comparing with what HTTP clients got.
+# in-process (no daemon, no gateway), as a JSON string, for comparing with what HTTP
+# clients got. allm-run decodes the generated ids alone, so SentencePiece drops the
+# space of their first word; after a prompt that space stays (as vLLM returns it),
+# so it is put back when the first generated piece starts with "▁".
 reference_text() {
 	local p=$1 n=$2
 	shift 2
 	"$RUN" --model "$M" --device cpu --prompt "$p" --max-tokens "$n" --temperature 0 "$@" --json \
-		2>/dev/null | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["text"]))'
+		2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+vocab = {i: t for t, i in json.load(open(sys.argv[1]))["model"]["vocab"].items()}
+space = r["generated_ids"] and vocab.get(r["generated_ids"][0], "").startswith("\u2581")
+print(json.dumps((" " if space else "") + r["text"]))' "$M/tokenizer.json"
 }

@@ -79,6 +79,9 @@ struct gw_req {
 	size_t text_len;
 	struct allm_request_params params; /* prompt pointers filled by the pump */
 	struct gw_stops stops;   /* stop strings (owned) */
+	struct allm_detok *detok; /* the prompt pushed already: generated ids decode in its
+				   * context (a leading space survives, as in vLLM); NULL
+				   * without a tokenizer: the engine's text is used */
 	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* stop_token_ids; params.stop_ids points here */
 
 	/* lock: */
@@ -123,6 +126,8 @@ struct gw {
 	int wake_fd;              /* eventfd: HTTP side -> pump */
 	atomic_bool pump_sleeping;
 	allm_client_t *client;
+	char *piece;              /* one decoded piece (gw_req.detok) ... */
+	size_t piece_cap;         /* ... of at most this many bytes */
 	double next_connect;      /* allm_now() of the next connection attempt */
 	bool said_down;           /* logged that the engine is unreachable */
 	/* connection deadlines (gw-conns.c): */

@@ -139,9 +139,21 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 	case ALLM_EVENT_TOKEN: {
 		if (r->out.stopped)
 			break;
+		const char *text = ev->text;
+		int n = (int)ev->text_len;
+		if (r->detok) {
+			/* our own decoding, in the prompt's context; the engine's flush
+			 * (token -1) is ours at the FINAL */
+			if (ev->token_id < 0)
+				break;
+			n = allm_detok_push(r->detok, ev->token_id, gw->piece, gw->piece_cap);
+			text = gw->piece;
+			if (n < 0)
+				n = 0; /* an id this tokenizer does not know: no text */
+		}
 		if (ev->token_id >= 0)
 			r->n_tokens++;
-		int s = gw_text_append(&r->out, &r->stops, ev->text, ev->text_len);
+		int s = gw_text_append(&r->out, &r->stops, text, (size_t)n);
 		if (s < 0) {
 			send_cancel(gw, r);
 			r->out.stopped = true; /* keeps what it has; the FINAL ends it */
@@ -155,6 +167,12 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		break;
 	}
 	case ALLM_EVENT_FINAL:
+		if (r->detok && !r->out.stopped) {
+			/* what our decoder held back (an unfinished UTF-8 sequence) */
+			int n = allm_detok_flush(r->detok, gw->piece, gw->piece_cap);
+			if (n > 0 && gw_text_append(&r->out, &r->stops, gw->piece, (size_t)n) == 1)
+				r->n_generated = r->n_tokens;
+		}
 		r->n_prompt = ev->n_prompt;
 		if (!r->out.stopped)
 			r->n_generated = ev->n_generated;
@@ -241,6 +259,20 @@ static void try_connect(struct gw *gw)
 	pthread_mutex_unlock(&gw->lock);
 }
 
+/* The pump's buffer for one decoded piece, as large as tok needs. */
+static int piece_fit(struct gw *gw, const struct allm_tokenizer *tok)
+{
+	size_t cap = allm_detok_piece_cap(tok);
+	if (cap <= gw->piece_cap)
+		return 0;
+	char *p = realloc(gw->piece, cap);
+	if (!p)
+		return -ENOMEM;
+	gw->piece = p;
+	gw->piece_cap = cap;
+	return 0;
+}
+
 /* Puts pending requests on the ring, in order, until the ring or arena is full
  * (under lock). Returns -EPIPE when the engine is gone. */
 static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req **pending)
@@ -260,7 +292,7 @@ static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req *
 				 gw->o.engine);
 			continue;
 		}
-		if (gw_slot_take(gw, r))
+		if ((r->detok && piece_fit(gw, r->model->tok)) || gw_slot_take(gw, r))
 			return 0; /* out of memory: try again next turn */
 		r->params.user_tag = r->tag;
 		r->params.prompt = r->text;
@@ -530,6 +562,7 @@ void gw_engine_stop(struct gw *gw)
 		allm_client_disconnect(gw->client);
 	gw->client = NULL;
 	close(gw->wake_fd);
+	free(gw->piece);
 	free(gw->slots);
 	free(gw->gens);
 	free(gw->free_slots);

@@ -369,10 +369,29 @@ static void new_id(struct gw_req *r, const char *prefix)
 		k += snprintf(r->id + k, sizeof(r->id) - (size_t)k, "%02x", b[i]);
 }
 
+/* A detokenizer that has seen the prompt, so the first generated token decodes as
+ * it follows the prompt (SentencePiece strips the space of the text's first word
+ * only: "Once" + "▁upon" must give " upon", not "upon"). */
+static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	size_t cap = allm_detok_piece_cap(m->tok);
+	char *buf = malloc(cap);
+	if (!buf || allm_detok_create(m->tok, true, &r->detok)) {
+		free(buf);
+		r->detok = NULL;
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	}
+	for (size_t i = 0; i < r->n_ids; i++)
+		allm_detok_push(r->detok, r->ids[i], buf, cap); /* the prompt's own text: dropped */
+	free(buf);
+	return 0;
+}
+
 void gw_api_discard(struct gw_req *r)
 {
 	if (!r)
 		return;
+	allm_detok_free(r->detok);
 	free(r->ids);
 	free(r->text);
 	gw_stops_free(&r->stops);
@@ -426,6 +445,8 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	for (size_t i = 0; json_is_array(sti) && i < json_array_size(sti); i++)
 		stop_ids[n_stop_ids++] = json_integer_value(json_array_get(sti, i));
 	if (chat ? chat_prompt(gw, b, m, r, e) : completion_prompt(b, m, r, e))
+		goto fail;
+	if (m->tok && r->ids && prime_detok(m, r, e))
 		goto fail;
 	if (m->context > 0 && r->n_ids >= (size_t)m->context) {
 		gw_api_fail(e, 413, "invalid_request_error", "context_length_exceeded", "prompt",
