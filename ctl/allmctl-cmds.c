@@ -2,6 +2,8 @@
  * watch reads telemetry), printed for people or, with --json, as one JSON object. */
 #include "allmctl.h"
 
+#include "ctl-prom.h"
+
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -240,6 +242,34 @@ int allmctl_cmd_simple(struct allmctl_run *r, int argc, char **argv)
 	}
 	allm_ctl_msg_free(m);
 	return 0;
+}
+
+/* --- metrics --------------------------------------------------------------------- */
+
+/* Prometheus text, the same bytes allm-gateway serves at GET /metrics (one renderer,
+ * ctl-prom.c); --json prints the reply's families instead. */
+int allmctl_cmd_metrics(struct allmctl_run *r, int argc, char **argv)
+{
+	struct allm_ctl_msg *m = NULL;
+	char err[256], *text = NULL;
+	size_t len = 0;
+	if (argc > 1)
+		return usage_err("unexpected argument '%s'", argv[1]);
+	int rc = call(r, "metrics", NULL, &m);
+	if (rc)
+		return rc;
+	if (r->json) {
+		print_json(m->result);
+	} else if (allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err))) {
+		fprintf(stderr, "allmctl: metrics: %s\n", err);
+		rc = ALLMCTL_EXIT_ERROR;
+	} else {
+		fwrite(text, 1, len, stdout);
+		fflush(stdout);
+	}
+	free(text);
+	allm_ctl_msg_free(m);
+	return rc;
 }
 
 /* --- requests, cancel ------------------------------------------------------------ */

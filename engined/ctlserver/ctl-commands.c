@@ -402,6 +402,10 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		if ((r = no_args(args, "status", err, errlen)))
 			return r;
 		ctl_encode_status(s, b);
+	} else if (allm_ctl_str_eq(cmd, "metrics")) {
+		if ((r = no_args(args, "metrics", err, errlen)))
+			return r;
+		ctl_metrics_encode(s, b);
 	} else if (allm_ctl_str_eq(cmd, "set")) {
 		return cmd_set(s, args, err, errlen);
 	} else if (allm_ctl_str_eq(cmd, "calibrate")) {
@@ -418,6 +422,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		allm_engine_reset_stats(h->eng);
 		allm_predictor_reset_stats(h->pred);
 		ctl_stats_reset(&s->stats);
+		ctl_metrics_reset(&s->metrics, h->rt->model->cfg.max_pos);
 		ctl_log(s, 2, "control: statistics reset");
 		allm_ctl_enc_map(b, 0);
 	} else if (allm_ctl_str_eq(cmd, "drain") || allm_ctl_str_eq(cmd, "shutdown")) {
@@ -448,7 +453,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 	} else {
 		const char *p = cmd->via.str.ptr;
 		return errf(err, errlen,
-			    "unknown command '%.*s' (status, set, calibrate, requests, cancel, "
+			    "unknown command '%.*s' (status, metrics, set, calibrate, requests, cancel, "
 			    "reset-stats, drain, resume, shutdown)",
 			    (int)ALLM_MIN(cmd->via.str.size, 40u), p);
 	}

@@ -64,6 +64,7 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 	allm_ctl_enc_init(&s->out);
 	allm_ctl_enc_init(&s->body);
 	ctl_stats_reset(&s->stats);
+	ctl_metrics_reset(&s->metrics, host->rt->model->cfg.max_pos);
 	if ((r = allm_ctl_path(host->runtime_dir, host->name, "ctl", s->ctl_path, sizeof(s->ctl_path))) ||
 	    (r = allm_ctl_path(host->runtime_dir, host->name, "pub", s->pub_path, sizeof(s->pub_path)))) {
 		ctl_log(s, 0, "control socket path too long in %s", host->runtime_dir);
@@ -311,6 +312,7 @@ void ctl_server_on_finish(struct ctl_server *s, const struct allm_request *r, ui
 	int32_t gen = allm_request_n_generated(r);
 	double ttft, tpot, e2e, wta;
 	ctl_stats_add(&s->stats, r->arrival, r->first_sched, r->first_token, r->finish, gen);
+	ctl_metrics_on_finish(&s->metrics, r);
 	ctl_stats_request(r->arrival, r->first_sched, r->first_token, r->finish, gen, &ttft, &tpot,
 			  &e2e, &wta);
 	struct allm_ctl_enc *e = &s->out;
