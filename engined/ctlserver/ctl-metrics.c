@@ -181,8 +181,8 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	       "CPU KV-cache usage: fraction of CPU blocks in use (1 means 100 percent).",
 	       frac(st.cpu_used, st.cpu_total));
 	single(e, mn, "vllm:num_preemptions_total", "counter",
-	       "Cumulative number of preemptions (swap and recompute).",
-	       (double)(st.preempt_swap + st.preempt_recompute));
+	       "Cumulative number of preemptions (swap, disk and recompute).",
+	       (double)(st.preempt_swap + st.preempt_recompute + st.preempt_disk));
 	single(e, mn, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
 	       (double)st.prompt_tokens);
 	single(e, mn, "vllm:generation_tokens_total", "counter",
@@ -204,21 +204,27 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	hist(e, mn, "vllm:request_generation_tokens", "Number of generation tokens processed.",
 	     &m->gen);
 	/* ours (8 families) */
-	fam(e, "allm_preemptions_total", "counter", "Preemptions by kind (Alg. 1's choice).", 2);
+	fam(e, "allm_preemptions_total", "counter", "Preemptions by kind (Alg. 1's choice).", 3);
 	value(e, mn, "kind", "swap", NULL, NULL, (double)st.preempt_swap);
 	value(e, mn, "kind", "recompute", NULL, NULL, (double)st.preempt_recompute);
+	value(e, mn, "kind", "disk", NULL, NULL, (double)st.preempt_disk);
 	fam(e, "allm_predictor_mape", "gauge",
-	    "Rolling mean absolute percentage error of the cost predictors (NaN before a sample).", 2);
+	    "Rolling mean absolute percentage error of the cost predictors (NaN before a sample).", 3);
 	value(e, mn, "predictor", "swap", NULL, NULL, st.mape_swap);
 	value(e, mn, "predictor", "recompute", NULL, NULL, st.mape_recompute);
-	fam(e, "allm_blocks", "gauge", "KV-cache blocks by pool and state.", 4);
+	value(e, mn, "predictor", "disk", NULL, NULL, st.disk_total ? st.mape_disk : NAN);
+	fam(e, "allm_blocks", "gauge", "KV-cache blocks by pool and state.", 6);
 	value(e, mn, "pool", "gpu", "state", "used", st.gpu_used);
 	value(e, mn, "pool", "gpu", "state", "free", st.gpu_total - st.gpu_used);
 	value(e, mn, "pool", "cpu", "state", "used", st.cpu_used);
 	value(e, mn, "pool", "cpu", "state", "free", st.cpu_total - st.cpu_used);
-	fam(e, "allm_swap_bytes_total", "counter", "KV-cache bytes swapped, by direction and tier.", 2);
+	value(e, mn, "pool", "disk", "state", "used", st.disk_used);
+	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used);
+	fam(e, "allm_swap_bytes_total", "counter", "KV-cache bytes swapped, by direction and tier.", 4);
 	value(e, mn, "direction", "out", "tier", "cpu", (double)st.swap_out_bytes);
 	value(e, mn, "direction", "in", "tier", "cpu", (double)st.swap_in_bytes);
+	value(e, mn, "direction", "out", "tier", "disk", (double)st.disk_write_bytes);
+	value(e, mn, "direction", "in", "tier", "disk", (double)st.disk_read_bytes);
 	single(e, mn, "allm_recomputed_tokens_total", "counter",
 	       "Tokens prefilled again after recompute preemptions.", (double)st.recompute_tokens);
 	single(e, mn, "allm_requests_failed_total", "counter",
