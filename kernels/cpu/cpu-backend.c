@@ -36,6 +36,8 @@ static void cpu_destroy(allm_backend_t *be)
 
 static bool cpu_supports(allm_backend_t *be, enum allm_backend_op op, enum allm_dtype dt)
 {
+	if (dt == ALLM_DTYPE_Q8) /* int8 weights: matrices and embedding tables */
+		return op == ALLM_OP_GEMM || op == ALLM_OP_EMBEDDING;
 	return op < ALLM_OP_COUNT && dt < ALLM_DTYPE_COUNT;
 }
 
@@ -298,7 +300,7 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 	if (c->reference) {
 		snprintf(c->desc, sizeof(c->desc), "cpu (reference loops, 1 thread)");
 	} else {
-		r = cpu_fast_init(c, err);
+		r = cpu_fast_init(c, opts->cpu_isa, err);
 		if (r)
 			goto fail;
 		if (c->blas)

@@ -1,0 +1,249 @@
+/* GEMM levels avx512 (AVX-512 F/BW/VL), avx512-vnni (+ VNNI: int8 x int8) and
+ * avx512-bf16 (+ BF16: bf16 x bf16 with vdpbf16ps). Per-function target
+ * attributes; nothing here runs unless cpu-isa.c found the instructions and the
+ * OS saves ZMM state. One zmm holds an output element's 16 partial sums, in the
+ * order cpu-gemm.h defines (so avx512 == avx2 and avx512-vnni == avx2-vnni, bit
+ * for bit). Tiles are 4 rows x 5 columns (20 accumulators, 5 W vectors, 1 x). */
+#include "cpu-gemm.h"
+#include "cpu-gemm-x86.h"
+
+#ifdef GEMM_X86
+
+#define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define T5B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+#define AVX512_ROWS 4
+#define AVX512_COLS 5
+#define VNNI_ROWS 4 /* int8 tiles keep 3 vectors per row live: 4 x 3 */
+#define VNNI_COLS 3
+
+/* The lane tree of cpu-gemm.h: lanes j + j+8, then j + j+4, j + j+2, j + j+1. */
+INL T5 float reduce16(__m512 v)
+{
+	__m256 lo = _mm512_castps512_ps256(v);
+	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+	__m256 h8 = _mm256_add_ps(lo, hi);
+	__m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+	__m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+	return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* Loads or reduces the accumulators of a tile (part: one zmm per element). */
+#define TILE_BEGIN(acc, R, C, t) \
+	for (int r_ = 0; r_ < R; r_++) \
+		for (int c_ = 0; c_ < C; c_++) \
+			acc[r_][c_] = (t)->first ? _mm512_setzero_ps() \
+						 : ((const __m512 *)(t)->part)[r_ * C + c_];
+#define TILE_END(acc, R, C, t) \
+	for (int r_ = 0; r_ < R; r_++) \
+		for (int c_ = 0; c_ < C; c_++) { \
+			if (!(t)->last) { \
+				((__m512 *)(t)->part)[r_ * C + c_] = acc[r_][c_]; \
+				continue; \
+			} \
+			float s_ = reduce16(acc[r_][c_]); \
+			(t)->y[r_ * (t)->ldy + c_] = (t)->bias ? s_ + (t)->bias[c_] : s_; \
+		}
+
+/* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
+INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, __mmask16 m, __m512 d)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F16:
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + e));
+	case ALLM_DTYPE_BF16:
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + e)), 16));
+	case ALLM_DTYPE_Q8:
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+					     _mm_maskz_loadu_epi8(m, row + e))), d);
+	default:
+		return _mm512_maskz_loadu_ps(m, (const float *)row + e);
+	}
+}
+
+/* The FMA tile: R x C elements over [p0, p0 + kc), f32 activations. */
+INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
+		     const struct gemm_tile *t)
+{
+	__m512 acc[AVX512_ROWS][AVX512_COLS];
+	const float *x[AVX512_ROWS];
+	const char *w[AVX512_COLS];
+	const int64_t k32 = allm_q8_k32(t->k);
+	TILE_BEGIN(acc, R, C, t);
+	for (int r = 0; r < R; r++)
+		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
+	for (int c = 0; c < C; c++)
+		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
+	int64_t p = t->p0, end = t->p0 + t->kc;
+	__mmask16 m = 0xffff;
+	for (;;) {
+		if (p + 16 > end) {
+			if (p >= end)
+				break;
+			m = (__mmask16)((1u << (end - p)) - 1);
+		}
+		__m512 wv[AVX512_COLS];
+		for (int c = 0; c < C; c++) {
+			__m512 d = _mm512_setzero_ps();
+			if (dt == ALLM_DTYPE_Q8)
+				d = _mm512_set1_ps(allm_bf16_to_f32(((const uint16_t *)(w[c] + k32))[p >> 5]));
+			wv[c] = w16(dt, w[c], p - t->w_p0, m, d);
+		}
+		for (int r = 0; r < R; r++) {
+			__m512 xv = _mm512_maskz_loadu_ps(m, x[r] + p);
+			for (int c = 0; c < C; c++)
+				acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+		}
+		p += 16;
+	}
+	TILE_END(acc, R, C, t);
+}
+
+#define FMA_TILE(R, C, DT) tile_fma(R, C, DT, t)
+static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_F32); }
+static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_F16); }
+static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_BF16); }
+static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_Q8); }
+
+/* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
+
+/* Lanes 0-7 = a, 8-15 = b: one 64-byte chunk covers blocks 2q (a) and 2q + 1 (b). */
+INL T5 __m512 pair16(float a, float b)
+{
+	return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
+{
+	__m512 acc[VNNI_ROWS][VNNI_COLS];
+	const int64_t k32 = allm_q8_k32(t->k), nb = k32 / 32;
+	const int8_t *xq[VNNI_ROWS], *wq[VNNI_COLS];
+	const int32_t *corr[VNNI_ROWS];
+	const float *dx[VNNI_ROWS];
+	const uint16_t *dw[VNNI_COLS];
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	TILE_BEGIN(acc, R, C, t);
+	for (int r = 0; r < R; r++) {
+		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
+		corr[r] = (const int32_t *)(xq[r] + k32);
+		dx[r] = (const float *)(xq[r] + 2 * k32);
+	}
+	for (int c = 0; c < C; c++) {
+		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
+		dw[c] = (const uint16_t *)(wq[c] + k32);
+	}
+	int64_t q_end = (ALLM_MIN(t->p0 + t->kc + 31, k32) / 32 + 1) / 2;
+	for (int64_t q = t->p0 / 64; q < q_end; q++) {
+		const bool half = 2 * q + 1 >= nb; /* an odd last block: lanes 8-15 stay */
+		const __mmask64 mb = half ? 0xffffffffull : ~0ull;
+		const __mmask16 ml = half ? 0x00ff : 0xffff;
+		__m512i xv[VNNI_ROWS], cv[VNNI_ROWS];
+		__m512 dxv[VNNI_ROWS];
+		for (int r = 0; r < R; r++) {
+			xv[r] = _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64);
+			cv[r] = _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16);
+			dxv[r] = pair16(dx[r][2 * q], half ? 0.0f : dx[r][2 * q + 1]);
+		}
+		for (int c = 0; c < C; c++) {
+			__m512i a = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mb, wq[c] + q * 64), flip);
+			__m512 dwv = pair16(allm_bf16_to_f32(dw[c][2 * q]),
+					    half ? 0.0f : allm_bf16_to_f32(dw[c][2 * q + 1]));
+			for (int r = 0; r < R; r++) {
+				__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv[r], a, xv[r]));
+				acc[r][c] = _mm512_mask3_fmadd_ps(f, _mm512_mul_ps(dwv, dxv[r]), acc[r][c], ml);
+			}
+		}
+	}
+	TILE_END(acc, R, C, t);
+}
+
+#define VNNI_TILE(R, C, unused) tile_vnni(R, C, t)
+static T5V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_4x3(VNNI_TILE, 0); }
+
+/* --- bf16 x bf16 (AVX512_BF16) ------------------------------------------------- */
+
+/* Activations rounded to bf16 (nearest even), k32 per row, zero past k. */
+static size_t bf16x_row_bytes(int64_t k)
+{
+	return ((size_t)allm_q8_k32(k) * 2 + 63) & ~(size_t)63;
+}
+
+static T5B void bf16x_prep(void *dst, const float *x, int64_t k)
+{
+	const int64_t k32 = allm_q8_k32(k);
+	for (int64_t p = 0; p < k32; p += 32) {
+		__mmask16 m0 = 0xffff, m1 = 0xffff;
+		if (p + 32 > k) {
+			int64_t rem = k - p;
+			m0 = rem >= 16 ? 0xffff : (__mmask16)((1u << rem) - 1);
+			m1 = rem <= 16 ? 0 : (__mmask16)((1u << (rem - 16)) - 1);
+		}
+		__m512 lo = _mm512_maskz_loadu_ps(m0, x + p), hi = _mm512_maskz_loadu_ps(m1, x + p + 16);
+		_mm512_storeu_si512((char *)dst + p * 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+	}
+}
+
+INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
+{
+	__m512 acc[AVX512_ROWS][AVX512_COLS];
+	const uint16_t *x[AVX512_ROWS], *w[AVX512_COLS];
+	TILE_BEGIN(acc, R, C, t);
+	for (int r = 0; r < R; r++)
+		x[r] = (const uint16_t *)((const char *)t->x + (size_t)r * t->x_stride);
+	for (int c = 0; c < C; c++)
+		w[c] = (const uint16_t *)((const char *)t->w + (size_t)c * t->w_stride);
+	int64_t p = t->p0, end = t->p0 + t->kc;
+	__mmask32 m = 0xffffffffu;
+	for (;;) {
+		if (p + 32 > end) {
+			if (p >= end)
+				break;
+			m = (__mmask32)((1ull << (end - p)) - 1);
+		}
+		__m512bh wv[AVX512_COLS];
+		for (int c = 0; c < C; c++)
+			wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(m, w[c] + p);
+		for (int r = 0; r < R; r++) { /* rows are zero-padded to k32 */
+			__m512bh xv = (__m512bh)_mm512_loadu_si512(x[r] + p);
+			for (int c = 0; c < C; c++)
+				acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, wv[c]);
+		}
+		p += 32;
+	}
+	TILE_END(acc, R, C, t);
+}
+
+#define BF16_TILE(R, C, unused) tile_dpbf16(R, C, t)
+static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_4x5(BF16_TILE, 0); }
+
+/* --- the levels ------------------------------------------------------------------ */
+
+#define KERN(fn, conv) \
+	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .tile = fn, .w_to_f32 = conv, \
+	  .tile_f32 = tile_f32 }
+static const struct gemm_kern k_f32 = KERN(tile_f32, NULL),
+			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
+			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32),
+			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32);
+static const struct gemm_kern k_q8_vnni = {
+	.max_rows = VNNI_ROWS, .max_cols = VNNI_COLS, .tile = tile_q8_vnni,
+	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,
+};
+static const struct gemm_kern k_bf16_dp = {
+	.max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .tile = tile_bf16_dp,
+	.x_prep = bf16x_prep, .x_row_bytes = bf16x_row_bytes,
+};
+
+const struct gemm_level gemm_level_avx512 = {
+	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8,
+};
+const struct gemm_level gemm_level_avx512_vnni = {
+	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni,
+};
+const struct gemm_level gemm_level_avx512_bf16 = {
+	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni,
+};
+
+#endif /* GEMM_X86 */

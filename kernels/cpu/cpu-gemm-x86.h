@@ -1,0 +1,44 @@
+/* Shared by the x86 GEMM levels: intrinsics, the tile dispatchers (a switch that
+ * turns the run-time tile shape into a call with constant R and C, so each shape
+ * is compiled with its accumulators in registers) and the int8 activation
+ * preparation the two VNNI levels share (their bits must agree). */
+#ifndef ALLM_CPU_GEMM_X86_H
+#define ALLM_CPU_GEMM_X86_H
+
+#include "cpu-gemm.h"
+
+#ifdef GEMM_X86
+#include <immintrin.h>
+
+#define INL static inline __attribute__((always_inline))
+
+#define TILE_ROW_2(F, R, A) \
+	case R * 8 + 1: F(R, 1, A); return; \
+	case R * 8 + 2: F(R, 2, A); return;
+#define TILE_ROW_3(F, R, A) TILE_ROW_2(F, R, A) case R * 8 + 3: F(R, 3, A); return;
+#define TILE_ROW_4(F, R, A) TILE_ROW_3(F, R, A) case R * 8 + 4: F(R, 4, A); return;
+#define TILE_ROW_5(F, R, A) TILE_ROW_4(F, R, A) case R * 8 + 5: F(R, 5, A); return;
+
+#define TILE_DISPATCH_2x2(F, A) \
+	switch (t->rows * 8 + t->cols) { TILE_ROW_2(F, 1, A) TILE_ROW_2(F, 2, A) }
+#define TILE_DISPATCH_4x3(F, A) \
+	switch (t->rows * 8 + t->cols) { \
+		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) }
+#define TILE_DISPATCH_4x5(F, A) \
+	switch (t->rows * 8 + t->cols) { \
+		TILE_ROW_5(F, 1, A) TILE_ROW_5(F, 2, A) TILE_ROW_5(F, 3, A) TILE_ROW_5(F, 4, A) }
+
+/* int8 activations for the VNNI levels (cpu-gemm-avx2.c; AVX2 code, so both
+ * levels prepare identical bytes). */
+size_t gemm_q8x_row_bytes(int64_t k);
+void gemm_q8x_prep(void *dst, const float *x, int64_t k);
+/* W to f32 for the blocked path (exact conversions: any level may use them). */
+void gemm_avx2_f16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+			  int cols);
+void gemm_avx2_bf16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0,
+			   int64_t kc, int cols);
+void gemm_avx2_q8_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+			 int cols);
+
+#endif
+#endif

@@ -1,0 +1,230 @@
+/* The GEMM driver of the CPU fast path: prepares the activations once (bf16 or int8
+ * rows, when the level's kernel wants them), converts the bias to f32, and cuts y
+ * into column tiles that the threads claim. A tile of W columns is read from memory
+ * once per call: few rows (decode) stream it in place, all of k at once; many rows
+ * (prefill) take it in k chunks of GEMM_KC, converted to f32 once per chunk when
+ * the kernel wants f32, while the activations of those k stay in L2 and each row
+ * tile's partial sums wait in a small buffer. None of this changes an element's
+ * arithmetic (cpu-gemm.h), so every row is batch-invariant. */
+#include "cpu-gemm.h"
+#include "cpu-threads.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+
+/* Below this many multiply-adds the wake-up of the workers costs more than it saves. */
+#define GEMM_INLINE_MACS (1 << 17)
+/* Preparing this many activations is worth the workers too. */
+#define GEMM_PREP_PARALLEL (1 << 16)
+
+const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa)
+{
+	switch (isa) {
+#ifdef GEMM_X86
+	case ALLM_CPU_ISA_AVX2: return &gemm_level_avx2;
+	case ALLM_CPU_ISA_AVX2_VNNI: return &gemm_level_avx2_vnni;
+	case ALLM_CPU_ISA_AVX512: return &gemm_level_avx512;
+	case ALLM_CPU_ISA_AVX512_VNNI: return &gemm_level_avx512_vnni;
+	case ALLM_CPU_ISA_AVX512_BF16: return &gemm_level_avx512_bf16;
+#endif
+	default: return &gemm_level_portable;
+	}
+}
+
+/* One GEMM call, shared by all threads. */
+struct gemm_job {
+	const struct gemm_kern *kern;
+	float *y; /* (n, m) */
+	const void *x; /* row 0 of the (prepared) activations */
+	size_t x_stride;
+	const void *w; /* (m, k) in dt */
+	size_t w_stride;
+	const float *bias; /* (m) f32, or NULL */
+	int64_t n, k, m;
+	int R, C; /* tile limits */
+	bool blocked; /* k chunks (and f32 conversion when the kernel has one) */
+	struct cpu_pool *pool;
+	_Atomic int err; /* first failure of any thread */
+};
+
+static void fail(_Atomic int *err, int code)
+{
+	int zero = 0;
+	atomic_compare_exchange_strong(err, &zero, code);
+}
+
+/* Columns [c0, c0 + cols) of y, all rows, all of k. */
+static void gemm_columns(const struct gemm_job *g, int64_t c0, int cols, char *part,
+			 float *conv)
+{
+	const struct gemm_kern *kn = g->kern;
+	struct gemm_tile t = {
+		.x_stride = g->x_stride, .k = g->k, .cols = cols, .ldy = g->m,
+		.bias = g->bias ? g->bias + c0 : NULL,
+	};
+	const char *w0 = (const char *)g->w + (size_t)c0 * g->w_stride;
+	int64_t kc_max = g->blocked ? GEMM_KC : g->k;
+	size_t tile_part = (size_t)g->R * g->C * GEMM_PART_BYTES;
+
+	for (int64_t p0 = 0; p0 < g->k; p0 += kc_max) {
+		int64_t kc = ALLM_MIN(kc_max, g->k - p0);
+		void (*fn)(const struct gemm_tile *) = kn->tile;
+		t.w = w0, t.w_stride = g->w_stride, t.w_p0 = 0;
+		if (g->blocked && kn->w_to_f32) {
+			kn->w_to_f32(conv, w0, g->w_stride, g->k, p0, kc, cols);
+			fn = kn->tile_f32;
+			t.w = conv, t.w_stride = (size_t)kc * sizeof(float), t.w_p0 = p0;
+		}
+		t.p0 = p0, t.kc = kc;
+		t.first = p0 == 0, t.last = p0 + kc == g->k;
+		for (int64_t r0 = 0, rt = 0; r0 < g->n; r0 += g->R, rt++) {
+			t.rows = (int)ALLM_MIN((int64_t)g->R, g->n - r0);
+			t.x = (const char *)g->x + (size_t)r0 * g->x_stride;
+			t.y = g->y + r0 * g->m + c0;
+			t.part = part + (size_t)rt * tile_part;
+			fn(&t);
+		}
+	}
+}
+
+static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
+{
+	struct gemm_job *g = arg;
+	int64_t row_tiles = (g->n + g->R - 1) / g->R;
+	size_t part_bytes = g->blocked ? (size_t)row_tiles * g->R * g->C * GEMM_PART_BYTES : 0;
+	size_t conv_bytes = g->blocked && g->kern->w_to_f32
+				    ? (size_t)g->C * GEMM_KC * sizeof(float) : 0;
+	char *scratch = cpu_pool_scratch(g->pool, tid, part_bytes + conv_bytes + 64);
+	if (!scratch) {
+		fail(&g->err, -ENOMEM);
+		return;
+	}
+	for (int64_t it = begin; it < end; it++) {
+		int64_t c0 = it * g->C;
+		gemm_columns(g, c0, (int)ALLM_MIN((int64_t)g->C, g->m - c0), scratch,
+			     (float *)(scratch + part_bytes));
+	}
+}
+
+struct inline_run {
+	void (*fn)(void *arg, int tid, int64_t begin, int64_t end);
+	void *arg;
+	int64_t n_items;
+};
+
+static void inline_trampoline(void *arg, int tid, int64_t begin, int64_t end)
+{
+	struct inline_run *r = arg;
+	r->fn(r->arg, tid, 0, r->n_items);
+}
+
+/* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the
+ * pool's thread 0, whose scratch it uses) when `inline_run`. */
+static void run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
+		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
+{
+	if (!inline_run) {
+		cpu_pool_run_tid(pool, n_items, fn, arg);
+		return;
+	}
+	struct inline_run r = { fn, arg, n_items };
+	cpu_pool_run_tid(pool, 1, inline_trampoline, &r);
+}
+
+/* Activation preparation, rows in parallel. */
+struct prep_job {
+	const struct gemm_kern *kern;
+	char *dst;
+	size_t stride;
+	const float *x;
+	int64_t k;
+};
+
+static void prep_worker(void *arg, int tid, int64_t begin, int64_t end)
+{
+	struct prep_job *p = arg;
+	for (int64_t i = begin; i < end; i++)
+		p->kern->x_prep(p->dst + (size_t)i * p->stride, p->x + i * p->k, p->k);
+}
+
+/* A buffer of ctx that grows to `bytes` (64-byte aligned), kept for later calls. */
+static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
+{
+	if (*aligned && bytes <= *cap)
+		return *aligned;
+	void *r = allm_malloc(bytes + 64);
+	if (!r)
+		return NULL;
+	allm_free(*raw);
+	*raw = r;
+	*aligned = (void *)(((uintptr_t)r + 63) & ~(uintptr_t)63);
+	*cap = bytes;
+	return *aligned;
+}
+
+static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_dtype dt)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F32: return lv->f32;
+	case ALLM_DTYPE_F16: return lv->f16;
+	case ALLM_DTYPE_BF16: return lv->bf16;
+	case ALLM_DTYPE_Q8: return lv->q8;
+	default: return NULL;
+	}
+}
+
+static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		       const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
+{
+	const struct gemm_kern *kn = kern_for(c->level, dt);
+	if (!kn)
+		return -EINVAL;
+	struct gemm_job g = {
+		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
+		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k, .m = m,
+		.R = kn->max_rows, .C = kn->max_cols, .blocked = n > GEMM_DIRECT_ROWS,
+		.pool = c->pool,
+	};
+	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
+
+	if (kn->x_prep) {
+		struct prep_job p = { kn, NULL, kn->x_row_bytes(k), x, k };
+		p.dst = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, (size_t)n * p.stride);
+		if (!p.dst)
+			return -ENOMEM;
+		run_items(c->pool, n * k < GEMM_PREP_PARALLEL, n, prep_worker, &p);
+		g.x = p.dst;
+		g.x_stride = p.stride;
+	}
+	if (bias && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8) { /* int8: the bias is f32 */
+		float *b = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
+		if (!b)
+			return -ENOMEM;
+		allm_to_f32(b, bias, dt, (size_t)m);
+		g.bias = b;
+	} else {
+		g.bias = bias;
+	}
+	run_items(c->pool, inline_run, (m + g.C - 1) / g.C, gemm_worker, &g);
+	return atomic_load(&g.err);
+}
+
+int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
+{
+	if (n <= 0 || m <= 0)
+		return 0;
+	if (k <= 0) { /* an empty sum: the reference gives 0 (+ bias) */
+		cpu_ref_gemm(y, x, w, bias, dt, n, k, m);
+		return 0;
+	}
+	pthread_mutex_lock(&c->gemm_mu); /* the shared preparation buffers */
+	int r = gemm_locked(c, y, x, w, bias, dt, n, k, m);
+	pthread_mutex_unlock(&c->gemm_mu);
+	return r;
+}
+
+const char *cpu_fast_gemm_name(struct cpu_ctx *c)
+{
+	return allm_cpu_isa_name(c->level->isa);
+}
