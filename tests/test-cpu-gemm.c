@@ -58,27 +58,27 @@ static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, float **ret_f)
 
 /* --- the documented orders, restated in scalar C ---------------------------- */
 
-static float tree16(const float l[16])
+/* The lane tree: l[j] + l[j + lanes/2] first, halving down to one. */
+static float tree(float *l, int lanes)
 {
-	float s8[8], s4[4];
-	for (int j = 0; j < 8; j++)
-		s8[j] = l[j] + l[j + 8];
-	for (int j = 0; j < 4; j++)
-		s4[j] = s8[j] + s8[j + 4];
-	return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+	for (int h = lanes / 2; h >= 1; h /= 2)
+		for (int j = 0; j < h; j++)
+			l[j] = l[j] + l[j + h];
+	return l[0];
 }
 
-/* avx2 / avx512: 16 fma chains, lane = p mod 16, then the tree. */
-static float emu_fma16(const float *x, const float *w, int64_t k)
+/* avx2 (8) / avx512 (16): fma chains, lane = p mod lanes, then the tree. */
+static float emu_fma(const float *x, const float *w, int64_t k, int lanes)
 {
 	float l[16] = {0};
 	for (int64_t p = 0; p < k; p++)
-		l[p % 16] = fmaf(x[p], w[p], l[p % 16]);
-	return tree16(l);
+		l[p % lanes] = fmaf(x[p], w[p], l[p % lanes]);
+	return tree(l, lanes);
 }
 
-/* VNNI: x quantized per block of 32; integer dot per 4; fma(I, dw * dx, lane). */
-static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row)
+/* VNNI: x quantized per block of 32; integer dot per 4; fma(I, dw * dx, lane), lane
+ * 8 * (b % 2) + j on 16 lanes, j on 8. */
+static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row, int lanes)
 {
 	int64_t k32 = allm_q8_k32(k);
 	const int8_t *q = allm_q8_row_q(wq, k, row);
@@ -96,11 +96,11 @@ static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row)
 			int32_t acc = 0;
 			for (int i = 0; i < 4; i++)
 				acc += (int32_t)nearbyintf(xs[4 * j + i] * id) * q[b * 32 + 4 * j + i];
-			int lane = 8 * (int)(b % 2) + j;
+			int lane = lanes == 16 ? 8 * (int)(b % 2) + j : j;
 			l[lane] = fmaf((float)acc, s, l[lane]);
 		}
 	}
-	return tree16(l);
+	return tree(l, lanes);
 }
 
 /* --- per level ------------------------------------------------------------------ */
@@ -158,12 +158,13 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 					bool vnni = dt == ALLM_DTYPE_Q8 && (isa == ALLM_CPU_ISA_AVX2_VNNI ||
 									    isa >= ALLM_CPU_ISA_AVX512_VNNI);
 					bool dpbf16 = dt == ALLM_DTYPE_BF16 && isa == ALLM_CPU_ISA_AVX512_BF16;
+					int lanes = isa >= ALLM_CPU_ISA_AVX512 ? 16 : 8;
 					if (isa == ALLM_CPU_ISA_PORTABLE)
 						want = yr[i * m + o]; /* the reference, bit for bit */
 					else if (vnni)
-						want = emu_vnni(xr, w, k, o) + bias[o];
+						want = emu_vnni(xr, w, k, o, lanes) + bias[o];
 					else if (!dpbf16)
-						want = emu_fma16(xr, wr, k) + bias[o];
+						want = emu_fma(xr, wr, k, lanes) + bias[o];
 					else
 						want = got; /* bound only (below) */
 					if (memcmp(&got, &want, 4) && !bad++) {

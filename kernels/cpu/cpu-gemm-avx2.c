@@ -2,8 +2,10 @@
  * target attributes: the file builds with the project's portable flags and these
  * functions only run once cpu-isa.c found the instructions (and the OS state).
  *
- * Every output element keeps 16 partial sums in two ymm (lanes 0-7, 8-15), the
- * order cpu-gemm.h defines, so results equal the avx512 level's bit for bit. */
+ * Every output element keeps 8 partial sums in one ymm, the order cpu-gemm.h
+ * defines for these levels. (16 lanes in two ymm would equal the AVX-512 levels'
+ * bits, but with 16 registers that leaves 2 x 2 tiles that load as much as they
+ * compute: a third of the speed of the 4 x 3 tiles below.) */
 #include "cpu-gemm.h"
 #include "cpu-gemm-x86.h"
 
@@ -12,13 +14,13 @@
 #define T2 __attribute__((target("avx2,fma,f16c")))
 #define T2V __attribute__((target("avx2,fma,f16c,avxvnni")))
 
-#define AVX2_ROWS 2 /* tile: 2 rows x 2 columns x 2 ymm = 8 accumulators */
-#define AVX2_COLS 2
+#define AVX2_ROWS 4 /* tile: 4 rows x 3 columns = 12 accumulators, 3 W, 1 x */
+#define AVX2_COLS 3
 
-INL T2 float reduce_lohi(__m256 lo, __m256 hi)
+/* The 8-lane tree: lanes j + j+4, then j + j+2, then j + j+1. */
+INL T2 float reduce8(__m256 v)
 {
-	__m256 h8 = _mm256_add_ps(lo, hi);
-	__m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+	__m128 h4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 	__m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
 	return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
@@ -41,77 +43,101 @@ INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e, __m256 d)
 	}
 }
 
-/* The FMA tile: R x C elements, 16 lanes each, over [p0, p0 + kc). */
+/* Loads or stores a tile's partial sums; or reduces them into y (+ bias). */
+#define TILE2_BEGIN(acc, R, C, t) \
+	UNROLL \
+	for (int r_ = 0; r_ < R; r_++) \
+		UNROLL \
+		for (int c_ = 0; c_ < C; c_++) \
+			acc[r_][c_] = (t)->first ? _mm256_setzero_ps() \
+						 : ((const __m256 *)(t)->part)[r_ * C + c_];
+#define TILE2_END(acc, R, C, t) \
+	UNROLL \
+	for (int r_ = 0; r_ < R; r_++) \
+		UNROLL \
+		for (int c_ = 0; c_ < C; c_++) { \
+			if (!(t)->last) { \
+				((__m256 *)(t)->part)[r_ * C + c_] = acc[r_][c_]; \
+				continue; \
+			} \
+			float s_ = reduce8(acc[r_][c_]); \
+			(t)->y[r_ * (t)->ldy + c_] = (t)->bias ? s_ + (t)->bias[c_] : s_; \
+		}
+
+/* One step of 8 k: x from xs[r] + e_x, W from ws[c] + e_w (their own indices, so
+ * the k tail can run over zero-padded copies). */
+INL T2 void fma_step(const int R, const int C, const enum allm_dtype dt,
+		     __m256 acc[AVX2_ROWS][AVX2_COLS], const float *const *xs, int64_t ex,
+		     const char *const *ws, int64_t ew, const __m256 *d)
+{
+	__m256 wv[AVX2_COLS];
+	UNROLL
+	for (int c = 0; c < C; c++)
+		wv[c] = w8(dt, ws[c], ew, d[c]);
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m256 xv = _mm256_loadu_ps(xs[r] + ex);
+		UNROLL
+		for (int c = 0; c < C; c++)
+			acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
+	}
+}
+
+/* The FMA tile: R x C elements, 8 lanes each, over [p0, p0 + kc). */
 INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 		     const struct gemm_tile *t)
 {
-	__m256 lo[AVX2_ROWS][AVX2_COLS], hi[AVX2_ROWS][AVX2_COLS];
+	__m256 acc[AVX2_ROWS][AVX2_COLS], d[AVX2_COLS];
 	const float *x[AVX2_ROWS];
 	const char *w[AVX2_COLS];
-	const __m256 *part = t->part;
 	const int64_t k32 = allm_q8_k32(t->k);
-	for (int r = 0; r < R; r++) {
-		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
-		for (int c = 0; c < C; c++) {
-			lo[r][c] = t->first ? _mm256_setzero_ps() : part[2 * (r * C + c)];
-			hi[r][c] = t->first ? _mm256_setzero_ps() : part[2 * (r * C + c) + 1];
-		}
-	}
-	for (int c = 0; c < C; c++)
-		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
-	int64_t p = t->p0, end = t->p0 + t->kc;
-	for (; p + 16 <= end; p += 16) {
-		__m256 x0[AVX2_ROWS], x1[AVX2_ROWS];
-		for (int r = 0; r < R; r++) {
-			x0[r] = _mm256_loadu_ps(x[r] + p);
-			x1[r] = _mm256_loadu_ps(x[r] + p + 8);
-		}
-		for (int c = 0; c < C; c++) {
-			__m256 d = _mm256_setzero_ps();
-			if (dt == ALLM_DTYPE_Q8)
-				d = _mm256_set1_ps(allm_bf16_to_f32(((const uint16_t *)(w[c] + k32))[p >> 5]));
-			__m256 w0 = w8(dt, w[c], p - t->w_p0, d), w1 = w8(dt, w[c], p - t->w_p0 + 8, d);
-			for (int r = 0; r < R; r++) {
-				lo[r][c] = _mm256_fmadd_ps(x0[r], w0, lo[r][c]);
-				hi[r][c] = _mm256_fmadd_ps(x1[r], w1, hi[r][c]);
-			}
-		}
-	}
-	if (p < end) { /* the k tail: one step over zero-padded copies */
-		int rem = (int)(end - p);
-		float xt[AVX2_ROWS][16], wt[AVX2_COLS][16];
-		for (int r = 0; r < R; r++)
-			for (int i = 0; i < 16; i++)
-				xt[r][i] = i < rem ? x[r][p + i] : 0.0f;
-		for (int c = 0; c < C; c++)
-			for (int i = 0; i < 16; i++)
-				wt[c][i] = i < rem ? gemm_wval(w[c], dt, t->k, 0, p + i - t->w_p0) : 0.0f;
-		for (int c = 0; c < C; c++)
-			for (int r = 0; r < R; r++) {
-				lo[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xt[r]), _mm256_loadu_ps(wt[c]),
-							   lo[r][c]);
-				hi[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(xt[r] + 8),
-							   _mm256_loadu_ps(wt[c] + 8), hi[r][c]);
-			}
-	}
-	__m256 *out = t->part;
+	TILE2_BEGIN(acc, R, C, t);
+	UNROLL
 	for (int r = 0; r < R; r++)
-		for (int c = 0; c < C; c++) {
-			if (!t->last) {
-				out[2 * (r * C + c)] = lo[r][c];
-				out[2 * (r * C + c) + 1] = hi[r][c];
-				continue;
-			}
-			float s = reduce_lohi(lo[r][c], hi[r][c]);
-			t->y[r * t->ldy + c] = t->bias ? s + t->bias[c] : s;
+		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
+		d[c] = _mm256_setzero_ps();
+	}
+	int64_t p = t->p0, end = t->p0 + t->kc;
+	for (; p + 8 <= end; p += 8) {
+		if (dt == ALLM_DTYPE_Q8 && (p & 31) == 0) { /* a new block: its scales */
+			UNROLL
+			for (int c = 0; c < C; c++)
+				d[c] = _mm256_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
 		}
+		fma_step(R, C, dt, acc, x, p, w, p - t->w_p0, d);
+	}
+	if (p < end) { /* the k tail: one step over zero-padded f32 copies */
+		int rem = (int)(end - p);
+		float xt[AVX2_ROWS][8], wt[AVX2_COLS][8];
+		const float *xp[AVX2_ROWS];
+		const char *wp[AVX2_COLS];
+		__m256 one[AVX2_COLS];
+		UNROLL
+		for (int r = 0; r < R; r++) {
+			for (int i = 0; i < 8; i++)
+				xt[r][i] = i < rem ? x[r][p + i] : 0.0f;
+			xp[r] = xt[r];
+		}
+		UNROLL
+		for (int c = 0; c < C; c++) {
+			for (int i = 0; i < 8; i++)
+				wt[c][i] = i < rem ? gemm_wval(w[c], dt, t->k, 0, p + i - t->w_p0) : 0.0f;
+			wp[c] = (const char *)wt[c];
+			one[c] = _mm256_setzero_ps();
+		}
+		fma_step(R, C, ALLM_DTYPE_F32, acc, xp, 0, wp, 0, one);
+	}
+	TILE2_END(acc, R, C, t);
 }
 
 #define FMA_TILE(R, C, DT) tile_fma(R, C, DT, t)
-static T2 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_2x2(FMA_TILE, ALLM_DTYPE_F32); }
-static T2 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_2x2(FMA_TILE, ALLM_DTYPE_F16); }
-static T2 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_2x2(FMA_TILE, ALLM_DTYPE_BF16); }
-static T2 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_2x2(FMA_TILE, ALLM_DTYPE_Q8); }
+static T2 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_F32); }
+static T2 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_F16); }
+static T2 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_BF16); }
+static T2 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_Q8); }
 
 /* W rows to f32 for the blocked path: the values w8() computes. */
 INL T2 void to_f32(const enum allm_dtype dt, float *dst, const void *w, size_t w_stride,
@@ -120,17 +146,26 @@ INL T2 void to_f32(const enum allm_dtype dt, float *dst, const void *w, size_t w
 	const int64_t k32 = allm_q8_k32(k);
 	for (int c = 0; c < cols; c++) {
 		const char *row = (const char *)w + (size_t)c * w_stride;
-		float *o = dst + (size_t)c * kc;
+		float *o = dst + (size_t)c * gemm_conv_ld(kc);
 		int64_t i = 0;
 		for (; i + 8 <= kc; i += 8) {
 			__m256 d = _mm256_setzero_ps();
 			if (dt == ALLM_DTYPE_Q8)
-				d = _mm256_set1_ps(allm_bf16_to_f32(((const uint16_t *)(row + k32))[(p0 + i) >> 5]));
+				d = _mm256_set1_ps(gemm_bf16f(((const uint16_t *)(row + k32))[(p0 + i) >> 5]));
 			_mm256_storeu_ps(o + i, w8(dt, row, p0 + i, d));
 		}
 		for (; i < kc; i++)
 			o[i] = gemm_wval(row, dt, k, 0, p0 + i);
 	}
+}
+
+/* f32 W is copied too: a contiguous block in L2 streams better than rows strided by k. */
+void gemm_f32_copy(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+		   int cols)
+{
+	for (int c = 0; c < cols; c++)
+		memcpy(d + (size_t)c * gemm_conv_ld(kc), (const float *)((const char *)w + (size_t)c * s) + p0,
+		       (size_t)kc * sizeof(float));
 }
 
 T2 void gemm_avx2_f16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
@@ -202,71 +237,61 @@ T2 void gemm_q8x_prep(void *dst, const float *x, int64_t k)
 	}
 }
 
-/* Lane j of block b: fma(I, dw_b * dx_b, acc[b % 2]) (cpu-gemm.h). Blocks past k
- * are zero in both operands, so the loop runs to k32 unmasked. */
+/* Lane j of block b: fma(I, dw_b * dx_b, acc) (cpu-gemm.h). Blocks past k are zero
+ * in both operands, so the loop runs to k32 unmasked. */
 INL T2V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 {
-	__m256 acc[AVX2_ROWS][AVX2_COLS][2];
+	__m256 acc[AVX2_ROWS][AVX2_COLS];
 	const int64_t k32 = allm_q8_k32(t->k);
-	const __m256 *part = t->part;
 	const int8_t *xq[AVX2_ROWS], *wq[AVX2_COLS];
 	const int32_t *corr[AVX2_ROWS];
 	const float *dx[AVX2_ROWS];
 	const uint16_t *dw[AVX2_COLS];
 	const __m256i flip = _mm256_set1_epi8((char)0x80);
+	TILE2_BEGIN(acc, R, C, t);
+	UNROLL
 	for (int r = 0; r < R; r++) {
 		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
 		corr[r] = (const int32_t *)(xq[r] + k32);
 		dx[r] = (const float *)(xq[r] + 2 * k32);
-		for (int c = 0; c < C; c++)
-			for (int h = 0; h < 2; h++)
-				acc[r][c][h] = t->first ? _mm256_setzero_ps() : part[2 * (r * C + c) + h];
 	}
+	UNROLL
 	for (int c = 0; c < C; c++) {
 		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
 		dw[c] = (const uint16_t *)(wq[c] + k32);
 	}
 	int64_t b_end = ALLM_MIN(t->p0 + t->kc + 31, k32) / 32;
 	for (int64_t b = t->p0 / 32; b < b_end; b++) {
-		const int h = (int)(b & 1);
-		__m256i xv[AVX2_ROWS], cv[AVX2_ROWS];
-		__m256 dxv[AVX2_ROWS];
-		for (int r = 0; r < R; r++) {
-			xv[r] = _mm256_loadu_si256((const __m256i *)(xq[r] + b * 32));
-			cv[r] = _mm256_loadu_si256((const __m256i *)(corr[r] + b * 8));
-			dxv[r] = _mm256_set1_ps(dx[r][b]);
-		}
+		__m256i a[AVX2_COLS];
+		__m256 dwv[AVX2_COLS];
+		UNROLL
 		for (int c = 0; c < C; c++) {
-			__m256i a = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq[c] + b * 32)),
-						     flip);
-			__m256 dwv = _mm256_set1_ps(allm_bf16_to_f32(dw[c][b]));
-			for (int r = 0; r < R; r++) {
-				__m256i i32 = _mm256_dpbusd_avx_epi32(cv[r], a, xv[r]);
-				acc[r][c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32),
-							       _mm256_mul_ps(dwv, dxv[r]), acc[r][c][h]);
+			a[c] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq[c] + b * 32)), flip);
+			dwv[c] = _mm256_set1_ps(gemm_bf16f(dw[c][b]));
+		}
+		UNROLL
+		for (int r = 0; r < R; r++) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + b * 32));
+			__m256i cv = _mm256_loadu_si256((const __m256i *)(corr[r] + b * 8));
+			__m256 dxv = _mm256_set1_ps(dx[r][b]);
+			UNROLL
+			for (int c = 0; c < C; c++) {
+				__m256i i32 = _mm256_dpbusd_avx_epi32(cv, a[c], xv);
+				acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dwv[c], dxv),
+							    acc[r][c]);
 			}
 		}
 	}
-	__m256 *out = t->part;
-	for (int r = 0; r < R; r++)
-		for (int c = 0; c < C; c++) {
-			if (!t->last) {
-				out[2 * (r * C + c)] = acc[r][c][0];
-				out[2 * (r * C + c) + 1] = acc[r][c][1];
-				continue;
-			}
-			float s = reduce_lohi(acc[r][c][0], acc[r][c][1]);
-			t->y[r * t->ldy + c] = t->bias ? s + t->bias[c] : s;
-		}
+	TILE2_END(acc, R, C, t);
 }
 
 #define VNNI_TILE(R, C, unused) tile_vnni(R, C, t)
-static T2V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_2x2(VNNI_TILE, 0); }
+static T2V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_4x3(VNNI_TILE, 0); }
 
 #define KERN(fn, conv) \
 	{ .max_rows = AVX2_ROWS, .max_cols = AVX2_COLS, .tile = fn, .w_to_f32 = conv, \
 	  .tile_f32 = tile_f32 }
-static const struct gemm_kern k_f32 = KERN(tile_f32, NULL), k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
+static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy), k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
 			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32), k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32);
 static const struct gemm_kern k_q8_vnni = {
 	.max_rows = AVX2_ROWS, .max_cols = AVX2_COLS, .tile = tile_q8_vnni,

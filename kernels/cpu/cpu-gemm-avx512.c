@@ -3,7 +3,7 @@
  * attributes; nothing here runs unless cpu-isa.c found the instructions and the
  * OS saves ZMM state. One zmm holds an output element's 16 partial sums, in the
  * order cpu-gemm.h defines (so avx512 == avx2 and avx512-vnni == avx2-vnni, bit
- * for bit). Tiles are 4 rows x 5 columns (20 accumulators, 5 W vectors, 1 x). */
+ * for bit). */
 #include "cpu-gemm.h"
 #include "cpu-gemm-x86.h"
 
@@ -13,8 +13,11 @@
 #define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define T5B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
 
-#define AVX512_ROWS 4
-#define AVX512_COLS 5
+/* FMA tiles: 6 rows x 4 columns (24 accumulators, 4 W vectors, 1 x): in the blocked
+ * path the block of W streams from L2 and the 6 rows of x sit in L1, so few columns
+ * and many rows load the least from L2 per FMA (measured: 6x4 > 4x5 > 8x3). */
+#define AVX512_ROWS 6
+#define AVX512_COLS 4
 #define VNNI_ROWS 4 /* int8 tiles keep 3 vectors per row live: 4 x 3 */
 #define VNNI_COLS 3
 
@@ -31,35 +34,102 @@ INL T5 float reduce16(__m512 v)
 
 /* Loads or reduces the accumulators of a tile (part: one zmm per element). */
 #define TILE_BEGIN(acc, R, C, t) \
+	UNROLL \
 	for (int r_ = 0; r_ < R; r_++) \
+		UNROLL \
 		for (int c_ = 0; c_ < C; c_++) \
 			acc[r_][c_] = (t)->first ? _mm512_setzero_ps() \
 						 : ((const __m512 *)(t)->part)[r_ * C + c_];
+/* Four reductions at once, the same tree per element (cpu-gemm.h): lanes j + j+8
+ * (quarters 0+2, 1+3), then j + j+4, j + j+2, j + j+1; results a, b, c, d. */
+INL T5 __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+	__m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+	__m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+	__m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88),
+				  _mm512_shuffle_f32x4(ab, cd, 0xdd));
+	__m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, 0x4e));
+	__m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, 0xb1));
+	return _mm512_castps512_ps128(
+		_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s1));
+}
+
+/* Stores the partial sums, or reduces them into y (+ bias). */
 #define TILE_END(acc, R, C, t) \
-	for (int r_ = 0; r_ < R; r_++) \
-		for (int c_ = 0; c_ < C; c_++) { \
-			if (!(t)->last) { \
-				((__m512 *)(t)->part)[r_ * C + c_] = acc[r_][c_]; \
-				continue; \
+	do { \
+		if (!(t)->last) { \
+			UNROLL \
+			for (int r_ = 0; r_ < R; r_++) \
+				UNROLL \
+				for (int c_ = 0; c_ < C; c_++) \
+					((__m512 *)(t)->part)[r_ * C + c_] = acc[r_][c_]; \
+			break; \
+		} \
+		UNROLL \
+		for (int r_ = 0; r_ < R; r_++) { \
+			float *y_ = (t)->y + r_ * (t)->ldy; \
+			int c_ = 0; \
+			UNROLL \
+			for (; c_ + 4 <= C; c_ += 4) { \
+				__m128 s_ = reduce4(acc[r_][c_], acc[r_][c_ + 1], acc[r_][c_ + 2], \
+						    acc[r_][c_ + 3]); \
+				if ((t)->bias) \
+					s_ = _mm_add_ps(s_, _mm_loadu_ps((t)->bias + c_)); \
+				_mm_storeu_ps(y_ + c_, s_); \
 			} \
-			float s_ = reduce16(acc[r_][c_]); \
-			(t)->y[r_ * (t)->ldy + c_] = (t)->bias ? s_ + (t)->bias[c_] : s_; \
-		}
+			UNROLL \
+			for (; c_ < C; c_++) { \
+				float s_ = reduce16(acc[r_][c_]); \
+				y_[c_] = (t)->bias ? s_ + (t)->bias[c_] : s_; \
+			} \
+		} \
+	} while (0)
 
 /* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
-INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, __mmask16 m, __m512 d)
+INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m,
+		  __m512 d)
 {
+	const bool all = m == 0xffff; /* a constant wherever this is inlined */
 	switch (dt) {
-	case ALLM_DTYPE_F16:
-		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + e));
-	case ALLM_DTYPE_BF16:
-		return _mm512_castsi512_ps(_mm512_slli_epi32(
-			_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + e)), 16));
-	case ALLM_DTYPE_Q8:
-		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-					     _mm_maskz_loadu_epi8(m, row + e))), d);
+	case ALLM_DTYPE_F16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		return _mm512_cvtph_ps(all ? _mm256_loadu_si256((const __m256i *)h)
+					   : _mm256_maskz_loadu_epi16(m, h));
+	}
+	case ALLM_DTYPE_BF16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		__m256i v = all ? _mm256_loadu_si256((const __m256i *)h) : _mm256_maskz_loadu_epi16(m, h);
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+	}
+	case ALLM_DTYPE_Q8: { /* rows are padded past k: no mask needed */
+		__m128i q = _mm_loadu_si128((const __m128i *)(row + e));
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+	}
 	default:
-		return _mm512_maskz_loadu_ps(m, (const float *)row + e);
+		return all ? _mm512_loadu_ps((const float *)row + e)
+			   : _mm512_maskz_loadu_ps(m, (const float *)row + e);
+	}
+}
+
+/* One step of 16 k of the FMA tile. */
+INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
+		     __m512 acc[AVX512_ROWS][AVX512_COLS], const float *const *x,
+		     const char *const *w, int64_t p, int64_t w_p0, int64_t k32, const __mmask16 m)
+{
+	__m512 wv[AVX512_COLS];
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		__m512 d = _mm512_setzero_ps();
+		if (dt == ALLM_DTYPE_Q8)
+			d = _mm512_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
+		wv[c] = w16(dt, w[c], p - w_p0, m, d);
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m512 xv = m == 0xffff ? _mm512_loadu_ps(x[r] + p) : _mm512_maskz_loadu_ps(m, x[r] + p);
+		UNROLL
+		for (int c = 0; c < C; c++)
+			acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
 	}
 }
 
@@ -72,40 +142,25 @@ INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 	const char *w[AVX512_COLS];
 	const int64_t k32 = allm_q8_k32(t->k);
 	TILE_BEGIN(acc, R, C, t);
+	UNROLL
 	for (int r = 0; r < R; r++)
 		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
+	UNROLL
 	for (int c = 0; c < C; c++)
 		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
 	int64_t p = t->p0, end = t->p0 + t->kc;
-	__mmask16 m = 0xffff;
-	for (;;) {
-		if (p + 16 > end) {
-			if (p >= end)
-				break;
-			m = (__mmask16)((1u << (end - p)) - 1);
-		}
-		__m512 wv[AVX512_COLS];
-		for (int c = 0; c < C; c++) {
-			__m512 d = _mm512_setzero_ps();
-			if (dt == ALLM_DTYPE_Q8)
-				d = _mm512_set1_ps(allm_bf16_to_f32(((const uint16_t *)(w[c] + k32))[p >> 5]));
-			wv[c] = w16(dt, w[c], p - t->w_p0, m, d);
-		}
-		for (int r = 0; r < R; r++) {
-			__m512 xv = _mm512_maskz_loadu_ps(m, x[r] + p);
-			for (int c = 0; c < C; c++)
-				acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
-		}
-		p += 16;
-	}
+	for (; p + 16 <= end; p += 16)
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, 0xffff);
+	if (p < end)
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, (__mmask16)((1u << (end - p)) - 1));
 	TILE_END(acc, R, C, t);
 }
 
 #define FMA_TILE(R, C, DT) tile_fma(R, C, DT, t)
-static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_F32); }
-static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_F16); }
-static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_BF16); }
-static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_4x5(FMA_TILE, ALLM_DTYPE_Q8); }
+static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_F32); }
+static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_F16); }
+static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_BF16); }
+static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_Q8); }
 
 /* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
 
@@ -125,11 +180,13 @@ INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 	const uint16_t *dw[VNNI_COLS];
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	TILE_BEGIN(acc, R, C, t);
+	UNROLL
 	for (int r = 0; r < R; r++) {
 		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
 		corr[r] = (const int32_t *)(xq[r] + k32);
 		dx[r] = (const float *)(xq[r] + 2 * k32);
 	}
+	UNROLL
 	for (int c = 0; c < C; c++) {
 		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
 		dw[c] = (const uint16_t *)(wq[c] + k32);
@@ -141,15 +198,18 @@ INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 		const __mmask16 ml = half ? 0x00ff : 0xffff;
 		__m512i xv[VNNI_ROWS], cv[VNNI_ROWS];
 		__m512 dxv[VNNI_ROWS];
+		UNROLL
 		for (int r = 0; r < R; r++) {
 			xv[r] = _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64);
 			cv[r] = _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16);
 			dxv[r] = pair16(dx[r][2 * q], half ? 0.0f : dx[r][2 * q + 1]);
 		}
+		UNROLL
 		for (int c = 0; c < C; c++) {
 			__m512i a = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mb, wq[c] + q * 64), flip);
-			__m512 dwv = pair16(allm_bf16_to_f32(dw[c][2 * q]),
-					    half ? 0.0f : allm_bf16_to_f32(dw[c][2 * q + 1]));
+			__m512 dwv = pair16(gemm_bf16f(dw[c][2 * q]),
+					    half ? 0.0f : gemm_bf16f(dw[c][2 * q + 1]));
+			UNROLL
 			for (int r = 0; r < R; r++) {
 				__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv[r], a, xv[r]));
 				acc[r][c] = _mm512_mask3_fmadd_ps(f, _mm512_mul_ps(dwv, dxv[r]), acc[r][c], ml);
@@ -190,8 +250,10 @@ INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
 	__m512 acc[AVX512_ROWS][AVX512_COLS];
 	const uint16_t *x[AVX512_ROWS], *w[AVX512_COLS];
 	TILE_BEGIN(acc, R, C, t);
+	UNROLL
 	for (int r = 0; r < R; r++)
 		x[r] = (const uint16_t *)((const char *)t->x + (size_t)r * t->x_stride);
+	UNROLL
 	for (int c = 0; c < C; c++)
 		w[c] = (const uint16_t *)((const char *)t->w + (size_t)c * t->w_stride);
 	int64_t p = t->p0, end = t->p0 + t->kc;
@@ -203,10 +265,13 @@ INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
 			m = (__mmask32)((1ull << (end - p)) - 1);
 		}
 		__m512bh wv[AVX512_COLS];
+		UNROLL
 		for (int c = 0; c < C; c++)
 			wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(m, w[c] + p);
+		UNROLL
 		for (int r = 0; r < R; r++) { /* rows are zero-padded to k32 */
 			__m512bh xv = (__m512bh)_mm512_loadu_si512(x[r] + p);
+			UNROLL
 			for (int c = 0; c < C; c++)
 				acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, wv[c]);
 		}
@@ -216,14 +281,14 @@ INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
 }
 
 #define BF16_TILE(R, C, unused) tile_dpbf16(R, C, t)
-static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_4x5(BF16_TILE, 0); }
+static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4(BF16_TILE, 0); }
 
 /* --- the levels ------------------------------------------------------------------ */
 
 #define KERN(fn, conv) \
 	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .tile = fn, .w_to_f32 = conv, \
 	  .tile_f32 = tile_f32 }
-static const struct gemm_kern k_f32 = KERN(tile_f32, NULL),
+static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy),
 			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
 			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32),
 			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32);

@@ -11,28 +11,59 @@
 #include <immintrin.h>
 
 #define INL static inline __attribute__((always_inline))
+/* Before every loop over a tile's rows or columns: fully unrolled, the accumulator
+ * arrays become registers (GCC does not keep an array in registers otherwise). */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* bf16 -> f32 without a call (allm_bf16_to_f32 lives in another file). */
+static inline float gemm_bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
 
 #define TILE_ROW_2(F, R, A) \
-	case R * 8 + 1: F(R, 1, A); return; \
-	case R * 8 + 2: F(R, 2, A); return;
-#define TILE_ROW_3(F, R, A) TILE_ROW_2(F, R, A) case R * 8 + 3: F(R, 3, A); return;
-#define TILE_ROW_4(F, R, A) TILE_ROW_3(F, R, A) case R * 8 + 4: F(R, 4, A); return;
-#define TILE_ROW_5(F, R, A) TILE_ROW_4(F, R, A) case R * 8 + 5: F(R, 5, A); return;
+	case R * 16 + 1: F(R, 1, A); return; \
+	case R * 16 + 2: F(R, 2, A); return;
+#define TILE_ROW_3(F, R, A) TILE_ROW_2(F, R, A) case R * 16 + 3: F(R, 3, A); return;
+#define TILE_ROW_4(F, R, A) TILE_ROW_3(F, R, A) case R * 16 + 4: F(R, 4, A); return;
+#define TILE_ROW_5(F, R, A) TILE_ROW_4(F, R, A) case R * 16 + 5: F(R, 5, A); return;
+#define TILE_ROW_6(F, R, A) TILE_ROW_5(F, R, A) case R * 16 + 6: F(R, 6, A); return;
+#define TILE_ROW_7(F, R, A) TILE_ROW_6(F, R, A) case R * 16 + 7: F(R, 7, A); return;
+#define TILE_ROW_8(F, R, A) TILE_ROW_7(F, R, A) case R * 16 + 8: F(R, 8, A); return;
+#define TILE_ROW_9(F, R, A) TILE_ROW_8(F, R, A) case R * 16 + 9: F(R, 9, A); return;
+#define TILE_ROW_10(F, R, A) TILE_ROW_9(F, R, A) case R * 16 + 10: F(R, 10, A); return;
 
 #define TILE_DISPATCH_2x2(F, A) \
-	switch (t->rows * 8 + t->cols) { TILE_ROW_2(F, 1, A) TILE_ROW_2(F, 2, A) }
+	switch (t->rows * 16 + t->cols) { TILE_ROW_2(F, 1, A) TILE_ROW_2(F, 2, A) }
 #define TILE_DISPATCH_4x3(F, A) \
-	switch (t->rows * 8 + t->cols) { \
+	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) }
 #define TILE_DISPATCH_4x5(F, A) \
-	switch (t->rows * 8 + t->cols) { \
+	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_5(F, 1, A) TILE_ROW_5(F, 2, A) TILE_ROW_5(F, 3, A) TILE_ROW_5(F, 4, A) }
+#define TILE_DISPATCH_6x4(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
+		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) }
+#define TILE_DISPATCH_8x3(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) \
+		TILE_ROW_3(F, 5, A) TILE_ROW_3(F, 6, A) TILE_ROW_3(F, 7, A) TILE_ROW_3(F, 8, A) }
+#define TILE_DISPATCH_3x7(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_7(F, 1, A) TILE_ROW_7(F, 2, A) TILE_ROW_7(F, 3, A) }
+#define TILE_DISPATCH_2x10(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_10(F, 1, A) TILE_ROW_10(F, 2, A) }
 
 /* int8 activations for the VNNI levels (cpu-gemm-avx2.c; AVX2 code, so both
  * levels prepare identical bytes). */
 size_t gemm_q8x_row_bytes(int64_t k);
 void gemm_q8x_prep(void *dst, const float *x, int64_t k);
 /* W to f32 for the blocked path (exact conversions: any level may use them). */
+void gemm_f32_copy(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+		   int cols);
 void gemm_avx2_f16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
 			  int cols);
 void gemm_avx2_bf16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0,

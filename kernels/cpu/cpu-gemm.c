@@ -14,6 +14,8 @@
 
 /* Below this many multiply-adds the wake-up of the workers costs more than it saves. */
 #define GEMM_INLINE_MACS (1 << 17)
+/* Bytes of W (as f32) one item of the blocked path holds in L2. */
+#define GEMM_W_BLOCK_BYTES (384 << 10)
 /* Preparing this many activations is worth the workers too. */
 #define GEMM_PREP_PARALLEL (1 << 16)
 
@@ -42,7 +44,9 @@ struct gemm_job {
 	const float *bias; /* (m) f32, or NULL */
 	int64_t n, k, m;
 	int R, C; /* tile limits */
-	bool blocked; /* k chunks (and f32 conversion when the kernel has one) */
+	bool blocked; /* many rows: column blocks, k chunks, f32 conversion */
+	int64_t cb; /* columns per item: C (direct) or a block of W that fits L2 */
+	int64_t kc; /* k chunk (k when it fits) */
 	struct cpu_pool *pool;
 	_Atomic int err; /* first failure of any thread */
 };
@@ -53,36 +57,44 @@ static void fail(_Atomic int *err, int code)
 	atomic_compare_exchange_strong(err, &zero, code);
 }
 
-/* Columns [c0, c0 + cols) of y, all rows, all of k. */
-static void gemm_columns(const struct gemm_job *g, int64_t c0, int cols, char *part,
+/* Columns [c0, c0 + ncols) of y, all rows, all of k: for each k chunk, the block of
+ * W (converted once when the kernel wants f32) stays in L2 while each row tile of x
+ * stays in L1 across the block's column tiles. */
+static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, char *part,
 			 float *conv)
 {
 	const struct gemm_kern *kn = g->kern;
-	struct gemm_tile t = {
-		.x_stride = g->x_stride, .k = g->k, .cols = cols, .ldy = g->m,
-		.bias = g->bias ? g->bias + c0 : NULL,
-	};
+	struct gemm_tile t = { .x_stride = g->x_stride, .k = g->k, .ldy = g->m };
 	const char *w0 = (const char *)g->w + (size_t)c0 * g->w_stride;
-	int64_t kc_max = g->blocked ? GEMM_KC : g->k;
+	int64_t col_tiles = (ncols + g->C - 1) / g->C;
 	size_t tile_part = (size_t)g->R * g->C * GEMM_PART_BYTES;
 
-	for (int64_t p0 = 0; p0 < g->k; p0 += kc_max) {
-		int64_t kc = ALLM_MIN(kc_max, g->k - p0);
+	for (int64_t p0 = 0; p0 < g->k; p0 += g->kc) {
+		int64_t kc = ALLM_MIN(g->kc, g->k - p0);
 		void (*fn)(const struct gemm_tile *) = kn->tile;
-		t.w = w0, t.w_stride = g->w_stride, t.w_p0 = 0;
+		const char *wb = w0;
+		size_t ws = g->w_stride;
+		t.w_p0 = 0;
 		if (g->blocked && kn->w_to_f32) {
-			kn->w_to_f32(conv, w0, g->w_stride, g->k, p0, kc, cols);
+			kn->w_to_f32(conv, w0, g->w_stride, g->k, p0, kc, (int)ncols);
 			fn = kn->tile_f32;
-			t.w = conv, t.w_stride = (size_t)kc * sizeof(float), t.w_p0 = p0;
+			wb = (const char *)conv, ws = (size_t)gemm_conv_ld(kc) * sizeof(float), t.w_p0 = p0;
 		}
+		t.w_stride = ws;
 		t.p0 = p0, t.kc = kc;
 		t.first = p0 == 0, t.last = p0 + kc == g->k;
 		for (int64_t r0 = 0, rt = 0; r0 < g->n; r0 += g->R, rt++) {
 			t.rows = (int)ALLM_MIN((int64_t)g->R, g->n - r0);
 			t.x = (const char *)g->x + (size_t)r0 * g->x_stride;
-			t.y = g->y + r0 * g->m + c0;
-			t.part = part + (size_t)rt * tile_part;
-			fn(&t);
+			for (int64_t ct = 0; ct < col_tiles; ct++) {
+				int64_t cc = ct * g->C;
+				t.cols = (int)ALLM_MIN((int64_t)g->C, ncols - cc);
+				t.w = wb + (size_t)cc * ws;
+				t.y = g->y + r0 * g->m + c0 + cc;
+				t.bias = g->bias ? g->bias + c0 + cc : NULL;
+				t.part = part + (size_t)(rt * col_tiles + ct) * tile_part;
+				fn(&t);
+			}
 		}
 	}
 }
@@ -90,18 +102,20 @@ static void gemm_columns(const struct gemm_job *g, int64_t c0, int cols, char *p
 static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct gemm_job *g = arg;
-	int64_t row_tiles = (g->n + g->R - 1) / g->R;
-	size_t part_bytes = g->blocked ? (size_t)row_tiles * g->R * g->C * GEMM_PART_BYTES : 0;
+	int64_t row_tiles = (g->n + g->R - 1) / g->R, col_tiles = (g->cb + g->C - 1) / g->C;
+	size_t part_bytes = g->kc < g->k ? (size_t)(row_tiles * col_tiles) * g->R * g->C *
+						   GEMM_PART_BYTES
+					 : 0;
 	size_t conv_bytes = g->blocked && g->kern->w_to_f32
-				    ? (size_t)g->C * GEMM_KC * sizeof(float) : 0;
+				    ? (size_t)g->cb * gemm_conv_ld(g->kc) * sizeof(float) : 0;
 	char *scratch = cpu_pool_scratch(g->pool, tid, part_bytes + conv_bytes + 64);
 	if (!scratch) {
 		fail(&g->err, -ENOMEM);
 		return;
 	}
 	for (int64_t it = begin; it < end; it++) {
-		int64_t c0 = it * g->C;
-		gemm_columns(g, c0, (int)ALLM_MIN((int64_t)g->C, g->m - c0), scratch,
+		int64_t c0 = it * g->cb;
+		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), scratch,
 			     (float *)(scratch + part_bytes));
 	}
 }
@@ -183,8 +197,14 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
 		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k, .m = m,
 		.R = kn->max_rows, .C = kn->max_cols, .blocked = n > GEMM_DIRECT_ROWS,
-		.pool = c->pool,
+		.cb = kn->max_cols, .kc = k, .pool = c->pool,
 	};
+	if (g.blocked) {
+		/* a block of W columns as f32 that fits L2 beside x; at most 16 tiles */
+		g.kc = ALLM_MIN(k, (int64_t)GEMM_KC);
+		int64_t cb = GEMM_W_BLOCK_BYTES / (g.kc * (int64_t)sizeof(float)) / g.C * g.C;
+		g.cb = ALLM_MAX((int64_t)g.C, ALLM_MIN(cb, 16 * (int64_t)g.C));
+	}
 	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
 
 	if (kn->x_prep) {
@@ -205,7 +225,7 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	} else {
 		g.bias = bias;
 	}
-	run_items(c->pool, inline_run, (m + g.C - 1) / g.C, gemm_worker, &g);
+	run_items(c->pool, inline_run, (m + g.cb - 1) / g.cb, gemm_worker, &g);
 	return atomic_load(&g.err);
 }
 

@@ -8,22 +8,24 @@
  *
  *   portable  acc = 0; for p in 0..k-1: acc = acc + x[p] * w[p] (mul, then add);
  *             y = acc + bias. The reference's arithmetic, bit for bit.
- *   avx2, avx512 (f32, f16, bf16 and int8 weights; int8 dequantized to f32 as
- *             q * d first, as the reference does): 16 partial sums,
- *             lane j = fma chain over p = j, j + 16, j + 32, ... in increasing p,
- *             starting from +0; then the lanes are added in one tree,
- *             s8[j] = l[j] + l[j+8], s4[j] = s8[j] + s8[j+4],
- *             s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1]; y = s + bias.
- *             AVX2 keeps the 16 lanes in two ymm, so both levels give the same bits.
- *   avx2-vnni, avx512-vnni: as avx2 for float weights; int8 weights meet int8
- *             activations: each row of x is quantized per block of 32 (xq =
- *             round-half-even(x * 127 / amax), dx = amax / 127), lane j of block b
- *             gets the exact integer I = sum of 4 products xq * q, and lane
- *             8 * (b % 2) + j (j < 8) accumulates fma(I, dw_b * dx_b, acc) over b;
- *             then the same tree. Both VNNI levels give the same bits.
+ *   avx512 (f32, f16, bf16 and int8 weights; int8 dequantized to f32 as q * d
+ *             first, as the reference does): 16 partial sums, lane j = fma chain
+ *             over p = j, j + 16, j + 32, ... in increasing p, starting from +0;
+ *             then the lanes are added in one tree, s8[j] = l[j] + l[j+8],
+ *             s4[j] = s8[j] + s8[j+4], s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1];
+ *             y = s + bias.
+ *   avx2:     the same with 8 lanes (p mod 8; tree from s4[j] = l[j] + l[j+4]).
+ *   avx512-vnni: as avx512 for float weights; int8 weights meet int8 activations:
+ *             each row of x is quantized per block of 32 (xq = round-half-even(
+ *             x * 127 / amax), dx = amax / 127); lane j of block b gets the exact
+ *             integer I = sum of its 4 products xq * q, and lane 8 * (b % 2) + j
+ *             (j < 8) accumulates fma(I, dw_b * dx_b, acc) in increasing b; then
+ *             the 16-lane tree.
+ *   avx2-vnni: as avx2 for float weights; int8 as avx512-vnni but lane j of every
+ *             block feeds lane j (8 lanes), then the 8-lane tree.
  *   avx512-bf16: as avx512-vnni, and bf16 weights meet bf16 activations (x rounded
  *             to nearest-even bf16): lane j accumulates vdpbf16ps over the pairs
- *             (32 i + 2 j, 32 i + 2 j + 1); then the same tree.
+ *             (32 i + 2 j, 32 i + 2 j + 1); then the 16-lane tree.
  *
  * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
  * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
@@ -38,7 +40,9 @@
 #define GEMM_X86 1
 #endif
 
-#define GEMM_KC 512 /* k chunk of the blocked path (a multiple of 64) */
+#ifndef GEMM_KC
+#define GEMM_KC 1024 /* k chunk of the blocked path (a multiple of 64) */
+#endif
 #define GEMM_DIRECT_ROWS 8 /* up to this many rows: W read in place, k in one piece */
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
 
@@ -59,6 +63,13 @@ struct gemm_tile {
 	const float *bias; /* [cols] f32, or NULL */
 };
 
+/* Floats between rows of a converted W chunk of kc: one cache line more than kc, so
+ * rows of a power-of-two k do not all fall into the same L1 sets. */
+static inline int64_t gemm_conv_ld(int64_t kc)
+{
+	return kc + 16;
+}
+
 /* How a level computes a GEMM of one weight dtype. */
 struct gemm_kern {
 	int max_rows, max_cols; /* tile limits */
@@ -67,8 +78,9 @@ struct gemm_kern {
 	size_t (*x_row_bytes)(int64_t k); /* with x_prep */
 	/* A tile reading W in its storage dtype. */
 	void (*tile)(const struct gemm_tile *t);
-	/* Optional, for many rows: W rows [0, cols) over [p0, p0 + kc) to f32 rows of kc
-	 * (exact: the same values the tile would compute), then tile_f32 on them. */
+	/* Optional, for many rows: W rows [0, cols) over [p0, p0 + kc) to f32 rows
+	 * gemm_conv_ld(kc) apart (exact: the values the tile would compute), then
+	 * tile_f32 on them. */
 	void (*w_to_f32)(float *dst, const void *w, size_t w_stride, int64_t k, int64_t p0,
 			 int64_t kc, int cols);
 	void (*tile_f32)(const struct gemm_tile *t);
@@ -88,17 +100,6 @@ extern const struct gemm_level gemm_level_avx512, gemm_level_avx512_vnni,
 
 /* The level for isa (one this machine supports). */
 const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa);
-
-/* The 16-lane tree of the comment above, on 16 floats (tests and scalar tails). */
-static inline float gemm_tree16(const float l[16])
-{
-	float s8[8], s4[4];
-	for (int j = 0; j < 8; j++)
-		s8[j] = l[j] + l[j + 8];
-	for (int j = 0; j < 4; j++)
-		s4[j] = s8[j] + s8[j + 4];
-	return (s4[0] + s4[2]) + (s4[1] + s4[3]);
-}
 
 /* Weight (row i, column p) of an [*, k] matrix stored as dt, as f32. */
 static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int64_t i,
