@@ -27,13 +27,16 @@ void allm_q8_quantize_rows(void *dst, int64_t k, int64_t row0, const float *src,
 		for (int64_t b = 0; b * ALLM_Q8_BLOCK < k; b++) {
 			int64_t p0 = b * ALLM_Q8_BLOCK, p1 = ALLM_MIN(k, p0 + ALLM_Q8_BLOCK);
 			float amax = 0.0f;
-			for (int64_t p = p0; p < p1; p++)
-				amax = fmaxf(amax, fabsf(s[p]));
+			for (int64_t p = p0; p < p1; p++) {
+				float a = fabsf(s[p]);
+				amax = a > amax ? a : amax;
+			}
 			d[b] = allm_q8_scale(amax);
 			float scale = allm_bf16_to_f32(d[b]);
 			for (int64_t p = p0; p < p1 && scale > 0.0f; p++) {
-				float v = nearbyintf(s[p] / scale);
-				q[p] = (int8_t)fmaxf(-127.0f, fminf(127.0f, v));
+				/* |w| / scale <= 127 by the rounding up of scale */
+				long v = lrintf(s[p] / scale); /* half to even */
+				q[p] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
 			}
 		}
 	}

@@ -164,8 +164,10 @@ static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fa
 				r = fasts[f]->iface->attention(fasts[f], of, q, c.pool, &c.lay, 1,
 							       c.n_heads, scale, &meta);
 				CHECK(r == 0, "fast attention returned %d", r);
-				double e = max_rel(of, or, nq, 1e-3f, &nd);
-				CHECK(nd == 0 || e <= 1e-6, "attention %s hd=%d: rel err %g",
+				/* outputs are convex combinations of V rows in [-1, 1]: a
+				 * reordered f32 computation (SIMD levels) stays within 1e-5 */
+				double e = max_rel(of, or, nq, 1.0f, &nd);
+				CHECK(nd == 0 || e <= 1e-5, "attention %s hd=%d: error %g",
 				      allm_dtype_name(dt), c.lay.head_dim, e);
 				CHECK(guard_ok(of, nq), "attention wrote past out");
 				/* Each decode token alone, and the prompt's last token alone. */

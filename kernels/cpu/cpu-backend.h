@@ -58,6 +58,12 @@ void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 		       const int32_t *block_table, int32_t ctx_len, float scale,
 		       float *scores);
+/* The same with AVX2 + FMA (cpu-attention-simd.c): its own fixed order, used by
+ * every x86 SIMD level. */
+void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
+			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    float *scores);
 /* Whole batch, single thread. */
 int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 		      const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,

@@ -1,8 +1,9 @@
 /* The CPU fast path outside the GEMM (cpu-gemm.c): parallel attention, and the
  * lifetime of the thread pool and the GEMM level.
  *
- * Attention is computed per (token, head) exactly as the reference does
- * (cpu_attention_one), so it is bit-identical to it and batch-invariant. */
+ * Attention is computed per (token, head) in one fixed order, whatever the batch
+ * (the reference's cpu_attention_one on the portable level, its SIMD twin on the
+ * x86 levels), so it is batch-invariant. */
 #include "cpu-backend.h"
 #include "cpu-gemm.h"
 #include "cpu-threads.h"
@@ -21,6 +22,9 @@ struct attn_job {
 	float scale;
 	const struct allm_attn_meta *meta;
 	struct cpu_pool *pool;
+	void (*one)(float *out_row, const float *q_row, const void *kv_pool,
+		    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+		    const int32_t *block_table, int32_t ctx_len, float scale, float *scores);
 	_Atomic int err;
 };
 
@@ -44,8 +48,8 @@ static void attn_worker(void *arg, int tid, int64_t begin, int64_t end)
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t] * meta->max_blocks_per_seq;
 		size_t row = ((size_t)t * a->n_heads + h) * hd;
-		cpu_attention_one(a->out + row, a->q + row, a->kv_pool, a->lay, a->layer,
-				  h / a->group, bt, ctx, a->scale, scores);
+		a->one(a->out + row, a->q + row, a->kv_pool, a->lay, a->layer, h / a->group, bt, ctx,
+		       a->scale, scores);
 	}
 }
 
@@ -61,6 +65,8 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.out = out, .q = q, .kv_pool = kv_pool, .lay = lay, .layer = layer,
 		.n_heads = n_heads, .group = n_heads / lay->n_kv_heads, .scale = scale,
 		.meta = meta, .pool = c->pool,
+		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
+							      : cpu_attention_one_simd,
 	};
 	cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * n_heads, attn_worker, &a);
 	return atomic_load(&a.err);

@@ -164,57 +164,95 @@ static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, 
 
 /* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
 
-/* Lanes 0-7 = a, 8-15 = b: one 64-byte chunk covers blocks 2q (a) and 2q + 1 (b). */
-INL T5 __m512 pair16(float a, float b)
+/* 16 block scales from block b0 on (nb blocks in all) as f32: bf16 or f32 sources. */
+INL T5 __m512 scales16_bf16(const uint16_t *d, int64_t b0, int64_t nb)
 {
-	return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(
+		_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, d + b0)), 16));
+}
+
+INL T5 __m512 scales16_f32(const float *d, int64_t b0, int64_t nb)
+{
+	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
+	return _mm512_maskz_loadu_ps(m, d + b0);
+}
+
+/* One 64-byte chunk covers blocks 2q and 2q + 1: lanes 0-7 take the first's scale,
+ * 8-15 the second's (sel: the chunk's position among the 8 of a 16-scale group). */
+INL T5V void vnni_chunk(const int R, const int C, __m512 acc[VNNI_ROWS][VNNI_COLS],
+			const int8_t *const *xq, const int32_t *const *corr, const __m512 *dx16,
+			const int8_t *const *wq, const __m512 *dw16, int64_t q, __m512i sel,
+			const bool half)
+{
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	const __mmask64 mb = half ? 0xffffffffull : ~0ull; /* an odd last block: 32 bytes */
+	const __mmask16 ml = half ? 0x00ff : 0xffff;
+	__m512i a[VNNI_COLS];
+	__m512 dwv[VNNI_COLS];
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		a[c] = _mm512_xor_si512(half ? _mm512_maskz_loadu_epi8(mb, wq[c] + q * 64)
+					     : _mm512_loadu_si512(wq[c] + q * 64), flip);
+		dwv[c] = _mm512_permutexvar_ps(sel, dw16[c]);
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m512i xv = half ? _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64)
+				  : _mm512_loadu_si512(xq[r] + q * 64);
+		__m512i cv = half ? _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16)
+				  : _mm512_loadu_si512(corr[r] + q * 16);
+		__m512 dxv = _mm512_permutexvar_ps(sel, dx16[r]);
+		UNROLL
+		for (int c = 0; c < C; c++) {
+			__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, a[c], xv));
+			if (half)
+				acc[r][c] = _mm512_mask3_fmadd_ps(f, _mm512_mul_ps(dwv[c], dxv), acc[r][c], ml);
+			else
+				acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(dwv[c], dxv), acc[r][c]);
+		}
+	}
 }
 
 INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 {
-	__m512 acc[VNNI_ROWS][VNNI_COLS];
+	__m512 acc[VNNI_ROWS][VNNI_COLS], dx16[VNNI_ROWS], dw16[VNNI_COLS];
 	const int64_t k32 = allm_q8_k32(t->k), nb = k32 / 32;
 	const int8_t *xq[VNNI_ROWS], *wq[VNNI_COLS];
 	const int32_t *corr[VNNI_ROWS];
 	const float *dx[VNNI_ROWS];
 	const uint16_t *dw[VNNI_COLS];
-	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
 	TILE_BEGIN(acc, R, C, t);
 	UNROLL
 	for (int r = 0; r < R; r++) {
 		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
 		corr[r] = (const int32_t *)(xq[r] + k32);
 		dx[r] = (const float *)(xq[r] + 2 * k32);
+		dx16[r] = _mm512_setzero_ps();
 	}
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
 		dw[c] = (const uint16_t *)(wq[c] + k32);
+		dw16[c] = _mm512_setzero_ps();
 	}
 	int64_t q_end = (ALLM_MIN(t->p0 + t->kc + 31, k32) / 32 + 1) / 2;
 	for (int64_t q = t->p0 / 64; q < q_end; q++) {
-		const bool half = 2 * q + 1 >= nb; /* an odd last block: lanes 8-15 stay */
-		const __mmask64 mb = half ? 0xffffffffull : ~0ull;
-		const __mmask16 ml = half ? 0x00ff : 0xffff;
-		__m512i xv[VNNI_ROWS], cv[VNNI_ROWS];
-		__m512 dxv[VNNI_ROWS];
-		UNROLL
-		for (int r = 0; r < R; r++) {
-			xv[r] = _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64);
-			cv[r] = _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16);
-			dxv[r] = pair16(dx[r][2 * q], half ? 0.0f : dx[r][2 * q + 1]);
-		}
-		UNROLL
-		for (int c = 0; c < C; c++) {
-			__m512i a = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mb, wq[c] + q * 64), flip);
-			__m512 dwv = pair16(gemm_bf16f(dw[c][2 * q]),
-					    half ? 0.0f : gemm_bf16f(dw[c][2 * q + 1]));
+		if ((q & 7) == 0 || q == t->p0 / 64) { /* the scales of 16 blocks at once */
+			int64_t b0 = q * 2 & ~(int64_t)15;
 			UNROLL
-			for (int r = 0; r < R; r++) {
-				__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv[r], a, xv[r]));
-				acc[r][c] = _mm512_mask3_fmadd_ps(f, _mm512_mul_ps(dwv, dxv[r]), acc[r][c], ml);
-			}
+			for (int r = 0; r < R; r++)
+				dx16[r] = scales16_f32(dx[r], b0, nb);
+			UNROLL
+			for (int c = 0; c < C; c++)
+				dw16[c] = scales16_bf16(dw[c], b0, nb);
 		}
+		__m512i sel = _mm512_add_epi32(pair, _mm512_set1_epi32((int)(q * 2 & 15)));
+		if (2 * q + 1 < nb)
+			vnni_chunk(R, C, acc, xq, corr, dx16, wq, dw16, q, sel, false);
+		else
+			vnni_chunk(R, C, acc, xq, corr, dx16, wq, dw16, q, sel, true);
 	}
 	TILE_END(acc, R, C, t);
 }
