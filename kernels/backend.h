@@ -208,7 +208,7 @@ const char *allm_cpu_isa_name(enum allm_cpu_isa isa);
 int allm_cpu_isa_parse(const char *s, enum allm_cpu_isa *ret);
 /* Whether this CPU (cpuid) and OS (XGETBV) can run `isa`. */
 bool allm_cpu_isa_supported(enum allm_cpu_isa isa);
-/* The best supported level. */
+/* The best supported level (for speed: avx512-bf16 only on AMD, see cpu-isa.c). */
 enum allm_cpu_isa allm_cpu_isa_best(void);
 
 /* Options for creating a backend; zero means default. */
