@@ -167,7 +167,11 @@ static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
 			int64_t n)
 {
-	cpu_ref_silu_mul(y, gate, up, n);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_silu_mul(y, gate, up, n);
+	else
+		cpu_fast_silu_mul(c, y, gate, up, n);
 	return 0;
 }
 

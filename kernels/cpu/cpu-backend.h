@@ -58,12 +58,14 @@ void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 		       const int32_t *block_table, int32_t ctx_len, float scale,
 		       float *scores);
-/* The same with AVX2 + FMA (cpu-attention-simd.c): its own fixed order, used by
- * every x86 SIMD level. */
+/* The same with AVX2 + FMA (cpu-simd.c): its own fixed order, used by every x86
+ * SIMD level. */
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
 			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 			    const int32_t *block_table, int32_t ctx_len, float scale,
 			    float *scores);
+/* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* Whole batch, single thread. */
 int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 		      const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
@@ -77,6 +79,8 @@ int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err
 void cpu_fast_fini(struct cpu_ctx *c);
 int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+/* silu_mul over the threads (the SIMD version on x86 levels). */
+void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta);

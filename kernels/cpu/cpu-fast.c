@@ -72,6 +72,33 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 	return atomic_load(&a.err);
 }
 
+/* --- element-wise ---------------------------------------------------------------- */
+
+#define ELEMWISE_CHUNK 4096 /* elements per item: small enough to share, big enough to pay */
+
+struct silu_job {
+	float *y;
+	const float *gate, *up;
+	int64_t n;
+	bool simd;
+};
+
+static void silu_worker(void *arg, int64_t begin, int64_t end)
+{
+	struct silu_job *j = arg;
+	int64_t b = begin * ELEMWISE_CHUNK, e = ALLM_MIN(j->n, end * ELEMWISE_CHUNK);
+	if (j->simd)
+		cpu_silu_mul_simd(j->y + b, j->gate + b, j->up + b, e - b);
+	else
+		cpu_ref_silu_mul(j->y + b, j->gate + b, j->up + b, e - b);
+}
+
+void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n)
+{
+	struct silu_job j = {y, gate, up, n, c->level->isa != ALLM_CPU_ISA_PORTABLE};
+	cpu_pool_run(c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK, silu_worker, &j);
+}
+
 /* --- lifetime ---------------------------------------------------------------------- */
 
 int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err)

@@ -57,11 +57,50 @@ static void fail(_Atomic int *err, int code)
 	atomic_compare_exchange_strong(err, &zero, code);
 }
 
+/* Bytes of W per element of a row, as far as prefetching cares (int8: the quants). */
+static size_t w_elem_bytes(const struct gemm_job *g)
+{
+	return g->w_stride >= (size_t)g->k * 4 ? 4 : g->w_stride >= (size_t)g->k * 2 ? 2 : 1;
+}
+
+/* The W rows a column block will read next, pulled into L2 a slice at a time while
+ * the current block computes, so the conversion of the next block does not wait
+ * on DRAM (its reads would otherwise stall the whole core). */
+struct w_ahead {
+	const char *w; /* row 0 of the region */
+	size_t stride, off, len; /* between rows; bytes of each row to fetch */
+	int64_t rows;
+	int64_t total; /* lines in all */
+	int64_t r; /* next line: row r, byte l of its part */
+	size_t l;
+};
+
+static void w_ahead_init(struct w_ahead *a, const struct gemm_job *g, int64_t c0, int64_t ncols,
+			 int64_t p0, int64_t kc)
+{
+	size_t eb = w_elem_bytes(g);
+	a->w = (const char *)g->w + (size_t)c0 * g->w_stride;
+	a->stride = g->w_stride, a->off = (size_t)p0 * eb, a->len = (size_t)kc * eb;
+	a->rows = ncols;
+	a->total = ncols * (int64_t)((a->len + 63) / 64);
+	a->r = 0, a->l = 0;
+}
+
+static void w_ahead_step(struct w_ahead *a, int64_t lines)
+{
+	for (; lines > 0 && a->r < a->rows; lines--) {
+		__builtin_prefetch(a->w + (size_t)a->r * a->stride + a->off + a->l, 0, 2);
+		if ((a->l += 64) >= a->len)
+			a->l = 0, a->r++;
+	}
+}
+
 /* Columns [c0, c0 + ncols) of y, all rows, all of k: for each k chunk, the block of
  * W (converted once when the kernel wants f32) stays in L2 while each row tile of x
- * stays in L1 across the block's column tiles. */
-static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, char *part,
-			 float *conv)
+ * stays in L1 across the block's column tiles. next_c0: the block this thread does
+ * next (-1: none), whose first chunk is prefetched during the last one of this. */
+static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, int64_t next_c0,
+			 char *part, float *conv)
 {
 	const struct gemm_kern *kn = g->kern;
 	struct gemm_tile t = { .x_stride = g->x_stride, .k = g->k, .ldy = g->m };
@@ -83,7 +122,15 @@ static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, ch
 		t.w_stride = ws;
 		t.p0 = p0, t.kc = kc;
 		t.first = p0 == 0, t.last = p0 + kc == g->k;
+		struct w_ahead ahead = {0};
+		if (g->blocked && !t.last)
+			w_ahead_init(&ahead, g, c0, ncols, p0 + kc, ALLM_MIN(g->kc, g->k - p0 - kc));
+		else if (g->blocked && next_c0 >= 0)
+			w_ahead_init(&ahead, g, next_c0, ALLM_MIN(g->cb, g->m - next_c0), 0,
+				     ALLM_MIN(g->kc, g->k));
+		int64_t row_tiles = (g->n + g->R - 1) / g->R;
 		for (int64_t r0 = 0, rt = 0; r0 < g->n; r0 += g->R, rt++) {
+			w_ahead_step(&ahead, (ahead.total + row_tiles - 1) / row_tiles);
 			t.rows = (int)ALLM_MIN((int64_t)g->R, g->n - r0);
 			t.x = (const char *)g->x + (size_t)r0 * g->x_stride;
 			for (int64_t ct = 0; ct < col_tiles; ct++) {
@@ -115,8 +162,8 @@ static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 	for (int64_t it = begin; it < end; it++) {
 		int64_t c0 = it * g->cb;
-		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), scratch,
-			     (float *)(scratch + part_bytes));
+		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), it + 1 < end ? c0 + g->cb : -1,
+			     scratch, (float *)(scratch + part_bytes));
 	}
 }
 

@@ -1,5 +1,7 @@
-/* Paged attention of one (token, head) with AVX2 + FMA, for every x86 SIMD level
- * (the portable level keeps the reference's cpu_attention_one). The order is fixed
+/* Attention and SiLU with AVX2 + FMA, for every x86 SIMD level (the portable level
+ * keeps the reference's loops).
+ *
+ * Paged attention of one (token, head): the order is fixed
  * per (token, head) and independent of the batch, as DESIGN §6 asks:
  *   score[p] = scale * (8-lane fma chain over d, lane tree j + j+4, j + j+2, j + j+1)
  *   w[p]     = exp(score[p] - max) (a vector exp: |rel err| < 2e-7), sum in p order
@@ -167,7 +169,40 @@ void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_p
 	}
 }
 
+/* y = silu(g) * u = g / (1 + exp(-g)) * u, 8 at a time (exp8 needs x <= 0: for
+ * g > 0, exp(-g) <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
+static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(gate + i);
+		__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+		__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
+		__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
+		__m256 s = _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+	}
+	if (i < n) {
+		float g[8] = {0}, u[8] = {0}, t[8];
+		memcpy(g, gate + i, (size_t)(n - i) * 4);
+		memcpy(u, up + i, (size_t)(n - i) * 4);
+		silu_mul_avx2(t, g, u, 8);
+		memcpy(y + i, t, (size_t)(n - i) * 4);
+	}
+}
+
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	silu_mul_avx2(y, gate, up, n);
+}
+
 #else
+
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	cpu_ref_silu_mul(y, gate, up, n);
+}
 
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
 			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
