@@ -68,12 +68,16 @@ INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e, __m256 d)
  * the k tail can run over zero-padded copies). */
 INL T2 void fma_step(const int R, const int C, const enum allm_dtype dt,
 		     __m256 acc[AVX2_ROWS][AVX2_COLS], const float *const *xs, int64_t ex,
-		     const char *const *ws, int64_t ew, const __m256 *d)
+		     const char *const *ws, int64_t ew, const __m256 *d, size_t pf)
 {
+	const int eb = dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 ? 1 : 2;
 	__m256 wv[AVX2_COLS];
 	UNROLL
-	for (int c = 0; c < C; c++)
+	for (int c = 0; c < C; c++) {
+		if (pf && (ew * eb & 63) == 0) /* once per cache line */
+			_mm_prefetch(ws[c] + ew * eb + pf, _MM_HINT_T0);
 		wv[c] = w8(dt, ws[c], ew, d[c]);
+	}
 	UNROLL
 	for (int r = 0; r < R; r++) {
 		__m256 xv = _mm256_loadu_ps(xs[r] + ex);
@@ -107,7 +111,7 @@ INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 			for (int c = 0; c < C; c++)
 				d[c] = _mm256_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
 		}
-		fma_step(R, C, dt, acc, x, p, w, p - t->w_p0, d);
+		fma_step(R, C, dt, acc, x, p, w, p - t->w_p0, d, t->prefetch);
 	}
 	if (p < end) { /* the k tail: one step over zero-padded f32 copies */
 		int rem = (int)(end - p);
@@ -128,7 +132,7 @@ INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 			wp[c] = (const char *)wt[c];
 			one[c] = _mm256_setzero_ps();
 		}
-		fma_step(R, C, ALLM_DTYPE_F32, acc, xp, 0, wp, 0, one);
+		fma_step(R, C, ALLM_DTYPE_F32, acc, xp, 0, wp, 0, one, 0);
 	}
 	TILE2_END(acc, R, C, t);
 }
@@ -266,6 +270,8 @@ INL T2V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 		__m256 dwv[AVX2_COLS];
 		UNROLL
 		for (int c = 0; c < C; c++) {
+			if (t->prefetch && (b & 1) == 0)
+				_mm_prefetch((const char *)wq[c] + b * 32 + t->prefetch, _MM_HINT_T0);
 			a[c] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq[c] + b * 32)), flip);
 			dwv[c] = _mm256_set1_ps(gemm_bf16f(dw[c][b]));
 		}

@@ -52,6 +52,10 @@ static inline float gemm_bf16f(uint16_t h)
 	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) \
 		TILE_ROW_3(F, 5, A) TILE_ROW_3(F, 6, A) TILE_ROW_3(F, 7, A) TILE_ROW_3(F, 8, A) }
+#define TILE_DISPATCH_3x4(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) }
+#define TILE_DISPATCH_2x8(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_8(F, 1, A) TILE_ROW_8(F, 2, A) }
 #define TILE_DISPATCH_3x7(F, A) \
 	switch (t->rows * 16 + t->cols) { TILE_ROW_7(F, 1, A) TILE_ROW_7(F, 2, A) TILE_ROW_7(F, 3, A) }
 #define TILE_DISPATCH_2x10(F, A) \

@@ -120,6 +120,9 @@ static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, in
 			wb = (const char *)conv, ws = (size_t)gemm_conv_ld(kc) * sizeof(float), t.w_p0 = p0;
 		}
 		t.w_stride = ws;
+		/* few rows: W streams from DRAM in rows of a few KiB, too short for the
+		 * hardware prefetcher to catch on; ask for the next tile's rows */
+		t.prefetch = g->blocked ? 0 : (size_t)g->C * g->w_stride;
 		t.p0 = p0, t.kc = kc;
 		t.first = p0 == 0, t.last = p0 + kc == g->k;
 		struct w_ahead ahead = {0};

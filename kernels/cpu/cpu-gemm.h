@@ -58,6 +58,8 @@ struct gemm_tile {
 	int rows, cols;
 	bool first, last; /* first chunk: start from 0; last: reduce and store y */
 	void *part; /* [rows][cols] partial states, GEMM_PART_BYTES each */
+	size_t prefetch; /* nonzero: W streams from memory, and each row's bytes at this
+			  * distance (the next tile's rows) are prefetched as it goes */
 	float *y; /* y of (row 0, column 0) */
 	int64_t ldy;
 	const float *bias; /* [cols] f32, or NULL */
