@@ -75,7 +75,7 @@ INL T2 void fma_step(const int R, const int C, const enum allm_dtype dt,
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		if (pf && (ew * eb & 63) == 0) /* once per cache line */
-			_mm_prefetch(ws[c] + ew * eb + pf, _MM_HINT_T0);
+			_mm_prefetch(ws[c] + ew * eb + pf, _MM_HINT_T1);
 		wv[c] = w8(dt, ws[c], ew, d[c]);
 	}
 	UNROLL
@@ -271,7 +271,7 @@ INL T2V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
 		UNROLL
 		for (int c = 0; c < C; c++) {
 			if (t->prefetch && (b & 1) == 0)
-				_mm_prefetch((const char *)wq[c] + b * 32 + t->prefetch, _MM_HINT_T0);
+				_mm_prefetch((const char *)wq[c] + b * 32 + t->prefetch, _MM_HINT_T1);
 			a[c] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq[c] + b * 32)), flip);
 			dwv[c] = _mm256_set1_ps(gemm_bf16f(dw[c][b]));
 		}

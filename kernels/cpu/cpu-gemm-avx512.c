@@ -18,6 +18,10 @@
  * and many rows load the least from L2 per FMA (measured: 6x4 > 4x5 > 8x3). */
 #define AVX512_ROWS 6
 #define AVX512_COLS 4
+#ifndef AVX512_DECODE_COLS
+#define AVX512_DECODE_COLS 8 /* n <= 2: 2 x 8 tiles, 8 rows of W streaming */
+#endif
+#define FMA_ACC_COLS (AVX512_DECODE_COLS > AVX512_COLS ? AVX512_DECODE_COLS : AVX512_COLS)
 #define VNNI_ROWS 3 /* int8 tiles keep 3 vectors per row live: 3 x 4 (decode streams 4 */
 #define VNNI_COLS 4 /* rows of W; measured 10-15 % faster than 4 x 3) */
 
@@ -113,16 +117,16 @@ INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __
 
 /* One step of 16 k of the FMA tile. */
 INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
-		     __m512 acc[AVX512_ROWS][AVX512_COLS], const float *const *x,
+		     __m512 acc[AVX512_ROWS][FMA_ACC_COLS], const float *const *x,
 		     const char *const *w, int64_t p, int64_t w_p0, int64_t k32, const __mmask16 m,
 		     size_t pf)
 {
 	const int eb = dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 ? 1 : 2;
-	__m512 wv[AVX512_COLS];
+	__m512 wv[FMA_ACC_COLS];
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		if (pf && ((p - w_p0) * eb & 63) == 0) /* once per cache line */
-			_mm_prefetch(w[c] + (p - w_p0) * eb + pf, _MM_HINT_T0);
+			_mm_prefetch(w[c] + (p - w_p0) * eb + pf, _MM_HINT_T1);
 		__m512 d = _mm512_setzero_ps();
 		if (dt == ALLM_DTYPE_Q8)
 			d = _mm512_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
@@ -141,9 +145,9 @@ INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
 INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 		     const struct gemm_tile *t)
 {
-	__m512 acc[AVX512_ROWS][AVX512_COLS];
+	__m512 acc[AVX512_ROWS][FMA_ACC_COLS];
 	const float *x[AVX512_ROWS];
-	const char *w[AVX512_COLS];
+	const char *w[FMA_ACC_COLS];
 	const int64_t k32 = allm_q8_k32(t->k);
 	TILE_BEGIN(acc, R, C, t);
 	UNROLL
@@ -161,10 +165,10 @@ INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 }
 
 #define FMA_TILE(R, C, DT) tile_fma(R, C, DT, t)
-static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_F32); }
-static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_F16); }
-static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_BF16); }
-static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4(FMA_TILE, ALLM_DTYPE_Q8); }
+static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F32); }
+static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F16); }
+static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_BF16); }
+static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_Q8); }
 
 /* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
 
@@ -197,7 +201,7 @@ INL T5V void vnni_chunk(const int R, const int C, __m512 acc[VNNI_ROWS][VNNI_COL
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		if (pf)
-			_mm_prefetch((const char *)wq[c] + q * 64 + pf, _MM_HINT_T0);
+			_mm_prefetch((const char *)wq[c] + q * 64 + pf, _MM_HINT_T1);
 		a[c] = _mm512_xor_si512(half ? _mm512_maskz_loadu_epi8(mb, wq[c] + q * 64)
 					     : _mm512_loadu_si512(wq[c] + q * 64), flip);
 		dwv[c] = _mm512_permutexvar_ps(sel, dw16[c]);
@@ -312,7 +316,7 @@ INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
 		UNROLL
 		for (int c = 0; c < C; c++) {
 			if (t->prefetch)
-				_mm_prefetch((const char *)(w[c] + p) + t->prefetch, _MM_HINT_T0);
+				_mm_prefetch((const char *)(w[c] + p) + t->prefetch, _MM_HINT_T1);
 			wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(m, w[c] + p);
 		}
 		UNROLL
@@ -333,8 +337,8 @@ static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4(BF16
 /* --- the levels ------------------------------------------------------------------ */
 
 #define KERN(fn, conv) \
-	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .tile = fn, .w_to_f32 = conv, \
-	  .tile_f32 = tile_f32 }
+	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .decode_cols = AVX512_DECODE_COLS, \
+	  .tile = fn, .w_to_f32 = conv, .tile_f32 = tile_f32 }
 static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy),
 			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
 			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32),

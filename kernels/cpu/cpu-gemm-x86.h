@@ -52,6 +52,17 @@ static inline float gemm_bf16f(uint16_t h)
 	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) \
 		TILE_ROW_3(F, 5, A) TILE_ROW_3(F, 6, A) TILE_ROW_3(F, 7, A) TILE_ROW_3(F, 8, A) }
+/* columns 5-8 only (wide decode tiles) */
+#define TILE_ROW_5TO8(F, R, A) \
+	case R * 16 + 5: F(R, 5, A); return; \
+	case R * 16 + 6: F(R, 6, A); return; \
+	case R * 16 + 7: F(R, 7, A); return; \
+	case R * 16 + 8: F(R, 8, A); return;
+/* 6 x 4 tiles, and 1-2 x 5-8 for decode */
+#define TILE_DISPATCH_6x4_2x8(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
+		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) TILE_ROW_5TO8(F, 1, A) TILE_ROW_5TO8(F, 2, A) }
 #define TILE_DISPATCH_3x4(F, A) \
 	switch (t->rows * 16 + t->cols) { TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) }
 #define TILE_DISPATCH_2x8(F, A) \

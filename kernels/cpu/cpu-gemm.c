@@ -249,6 +249,8 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		.R = kn->max_rows, .C = kn->max_cols, .blocked = n > GEMM_DIRECT_ROWS,
 		.cb = kn->max_cols, .kc = k, .pool = c->pool,
 	};
+	if (n <= 2 && kn->decode_cols) /* decode: more rows of W streaming at once */
+		g.C = kn->decode_cols, g.cb = kn->decode_cols;
 	if (g.blocked) {
 		/* a block of W columns as f32 that fits L2 beside x; at most 16 tiles */
 		g.kc = ALLM_MIN(k, (int64_t)GEMM_KC);

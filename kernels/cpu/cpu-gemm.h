@@ -75,6 +75,7 @@ static inline int64_t gemm_conv_ld(int64_t kc)
 /* How a level computes a GEMM of one weight dtype. */
 struct gemm_kern {
 	int max_rows, max_cols; /* tile limits */
+	int decode_cols; /* optional: wider tiles when n <= 2 (more W rows streaming) */
 	/* Optional: prepares one row of x (k values) into dst; NULL: x used as is. */
 	void (*x_prep)(void *dst, const float *x, int64_t k);
 	size_t (*x_row_bytes)(int64_t k); /* with x_prep */
