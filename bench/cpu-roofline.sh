@@ -10,8 +10,9 @@
 #            of every matrix and of attention)
 #   batched  total tok/s of N x (128 prompt + 128 generated) through the scheduler,
 #            N = 1, 8, 32 (f32)
-# Every number is the best of REPS runs (the machine is shared: the best run is the
-# one least disturbed); runs of the two builds alternate, so both see the same noise.
+# Every number is the best of REPS runs, the limits too (the machine is shared: the
+# best run is the one least disturbed), with the spread of the runs; runs of the two
+# builds alternate, so both see the same noise.
 #
 # usage: bench/cpu-roofline.sh [BUILD_DIR [BEFORE_BUILD_DIR]]
 #   BEFORE_BUILD_DIR: another build (e.g. of main) measured in the same run; flags it
@@ -36,9 +37,6 @@ for b in "${builds[@]}"; do
   [ -x "$b/tools/allm-run" ] || { echo "cpu-roofline: no $b/tools/allm-run" >&2; exit 1; }
 done
 
-echo "cpu-roofline: limits (bench-cpu-probe, $THREADS threads)" >&2
-"$PROBE" -t "$THREADS" -m 1024 -r 7 >"$TMP/probe.txt"
-cat "$TMP/probe.txt" >&2
 
 # The batched workload: N requests of 128 distinct prompt ids, 128 tokens out each.
 python3 - "$TMP" <<'PY'
@@ -62,6 +60,9 @@ run() {
 }
 
 for rep in $(seq "$REPS"); do
+  # the limits too are measured every round, and the best of them is the limit
+  echo "cpu-roofline: rep $rep/$REPS: limits (bench-cpu-probe, $THREADS threads)" >&2
+  "$PROBE" -t "$THREADS" -m 1024 -r 3 >>"$TMP/probe.txt"
   for b in "${builds[@]}"; do
     echo "cpu-roofline: rep $rep/$REPS, $b: decode and prefill" >&2
     for dt in f32 f16 bf16; do
@@ -81,8 +82,12 @@ done
 python3 - "$TMP" "$B" "$BEFORE" "$THREADS" "$DECODE" <<'PY'
 import json, re, sys
 tmp, after, before, threads, decode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-probe = dict(l.split() for l in open(tmp + "/probe.txt"))
-bw, peak = float(probe["read_gbs"]), float(probe["fma_gflops"])
+probes = {}
+for l in open(tmp + "/probe.txt"):
+    k, v = l.split()
+    probes.setdefault(k, []).append(v)
+bws, peaks = [float(x) for x in probes["read_gbs"]], [float(x) for x in probes["fma_gflops"]]
+bw, peak = max(bws), max(peaks)
 
 # --dummy medium: 12 layers, D 768, F 2048, V 32000, 12 heads of 64, untied head.
 L, D, F, V, P = 12, 768, 2048, 32000, 128
@@ -100,51 +105,58 @@ mean_ctx = P + decode / 2
 flops = 2 * P * L * sum(r * k for r, k in layer_rows) + 2 * V * D \
       + L * 4 * D * sum(t + 1 for t in range(P))        # QK and PV of the causal prefill
 
-res = {}
+runs = {}   # (metric, build) -> [values]; None: the build lacks the flag
+devs = {}
 for line in open(tmp + "/results"):
-    tag, b = line.split()[0], line.split()[1][6:]
+    f = line.split()
+    tag, b = f[0], f[1][6:]
     if "unsupported" in line:
-        res.setdefault((tag, b), None)
+        runs.setdefault(("prefill-" + tag[6:], b), None)
+        runs.setdefault(("decode-" + tag[6:], b), None)
+        runs.setdefault((tag, b), None)
         continue
     if tag.startswith("bench"):
         m = re.search(r"prefill \d+ tokens in [\d.]+ ms = ([\d.]+) tok/s \| decode \d+ tokens in [\d.]+ ms = ([\d.]+) tok/s \| (.*)$", line.strip())
-        pf, dc = float(m.group(1)), float(m.group(2))
-        old = res.get((tag, b))
-        res[(tag, b)] = (max(pf, old[0]), max(dc, old[1]), m.group(3)) if old else (pf, dc, m.group(3))
+        runs.setdefault(("prefill-" + tag[6:], b), []).append(float(m.group(1)))
+        runs.setdefault(("decode-" + tag[6:], b), []).append(float(m.group(2)))
+        devs[b] = m.group(3)
     else:
-        j = json.loads(line.split(" ", 2)[2])
-        res[(tag, b)] = j["throughput_tok_s"]
+        runs.setdefault((tag, b), []).append(json.loads(line.split(" ", 2)[2])["throughput_tok_s"])
 
-def dev(b):
-    for dt in ("f32", "f16", "bf16", "int8"):
-        v = res.get(("bench-" + dt, b))
-        if v:
-            return v[2]
-    return "?"
 builds = [x for x in (before, after) if x]
-out = []
-out.append(f"limits: read {bw:.1f} GB/s, peak FMA {peak:.0f} GFLOP/s ({probe['vector']}, {threads} threads)")
+out = [f"limits (best of {len(bws)}): read {bw:.1f} GB/s (seen {min(bws):.1f}-{max(bws):.1f}), "
+       f"peak FMA {peak:.0f} GFLOP/s (seen {min(peaks):.0f}-{max(peaks):.0f}), {probes['vector'][0]}, {threads} threads"]
 for b in builds:
-    out.append(f"{'before' if b == before and before else 'after'}: {b}: {dev(b)}")
+    out.append(f"{'before' if before and b == before else 'after'}: {b}: {devs.get(b, '?')}")
 out.append("")
-hdr = "| | " + " | ".join(("before", "after") if before else ("after",)) + " | limit |"
-out.append(hdr)
+out.append("| | " + " | ".join(("before", "after") if before else ("after",)) + " | limit |")
 out.append("|---" * (len(builds) + 2) + "|")
-def cell(v, lim):
-    return "-" if v is None else f"{v:.1f} ({100 * v / lim:.0f} %)"
+def cell(key, b, lim=None):
+    v = runs.get((key, b))
+    if not v:
+        return "-"
+    s = f"{max(v):.1f}"
+    if lim:
+        s += f" ({100 * max(v) / lim:.0f} %)"
+    if len(v) > 1:
+        s += f" [{min(v):.0f}-{max(v):.0f}]"
+    return s
 for dt in ("f32", "f16", "bf16", "int8"):
-    lim = bw * 1e9 / (wbytes(dt) + kv_per_ctx * mean_ctx)
-    row = [cell(res.get(("bench-" + dt, b), (0, None))[1] if res.get(("bench-" + dt, b)) else None, lim) for b in builds]
-    out.append(f"| decode {dt}, batch 1, tok/s | " + " | ".join(row) + f" | {lim:.1f} ({(wbytes(dt) + kv_per_ctx * mean_ctx) / 1e6:.0f} MB/token) |")
+    per_tok = wbytes(dt) + kv_per_ctx * mean_ctx
+    lim = bw * 1e9 / per_tok
+    out.append(f"| decode {dt}, batch 1, tok/s | " + " | ".join(cell("decode-" + dt, b, lim) for b in builds)
+               + f" | {lim:.1f} ({per_tok / 1e6:.0f} MB/token) |")
 for dt in ("f32", "f16", "bf16", "int8"):
     lim = peak * 1e9 / flops * P
-    row = [cell(res.get(("bench-" + dt, b))[0] if res.get(("bench-" + dt, b)) else None, lim) for b in builds]
-    out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(row) + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
+    out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(cell("prefill-" + dt, b, lim) for b in builds)
+               + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
 for n in (1, 8, 32):
-    row = ["-" if res.get((f"batch-{n}", b)) is None else f"{res[(f'batch-{n}', b)]:.1f}" for b in builds]
-    ratio = ""
-    if before and res.get((f"batch-{n}", before)) and res.get((f"batch-{n}", after)):
-        ratio = f" ({res[(f'batch-{n}', after)] / res[(f'batch-{n}', before)]:.2f}x)"
-    out.append(f"| {n} x (128 + 128), f32, total tok/s | " + " | ".join(row) + ratio + " | |")
+    cells = [cell(f"batch-{n}", b) for b in builds]
+    a, z = runs.get((f"batch-{n}", before)), runs.get((f"batch-{n}", after))
+    if before and a and z:
+        cells[-1] += f" ({max(z) / max(a):.2f}x)"
+    out.append(f"| {n} x (128 + 128), f32, total tok/s | " + " | ".join(cells) + " | |")
+out.append("")
+out.append("best of the runs (fraction of the limit) [lowest-highest run]")
 print("\n".join(out))
 PY

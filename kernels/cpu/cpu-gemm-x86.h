@@ -29,48 +29,27 @@ static inline float gemm_bf16f(uint16_t h)
 	case R * 16 + 2: F(R, 2, A); return;
 #define TILE_ROW_3(F, R, A) TILE_ROW_2(F, R, A) case R * 16 + 3: F(R, 3, A); return;
 #define TILE_ROW_4(F, R, A) TILE_ROW_3(F, R, A) case R * 16 + 4: F(R, 4, A); return;
-#define TILE_ROW_5(F, R, A) TILE_ROW_4(F, R, A) case R * 16 + 5: F(R, 5, A); return;
-#define TILE_ROW_6(F, R, A) TILE_ROW_5(F, R, A) case R * 16 + 6: F(R, 6, A); return;
-#define TILE_ROW_7(F, R, A) TILE_ROW_6(F, R, A) case R * 16 + 7: F(R, 7, A); return;
-#define TILE_ROW_8(F, R, A) TILE_ROW_7(F, R, A) case R * 16 + 8: F(R, 8, A); return;
-#define TILE_ROW_9(F, R, A) TILE_ROW_8(F, R, A) case R * 16 + 9: F(R, 9, A); return;
-#define TILE_ROW_10(F, R, A) TILE_ROW_9(F, R, A) case R * 16 + 10: F(R, 10, A); return;
-
-#define TILE_DISPATCH_2x2(F, A) \
-	switch (t->rows * 16 + t->cols) { TILE_ROW_2(F, 1, A) TILE_ROW_2(F, 2, A) }
-#define TILE_DISPATCH_4x3(F, A) \
-	switch (t->rows * 16 + t->cols) { \
-		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) }
-#define TILE_DISPATCH_4x5(F, A) \
-	switch (t->rows * 16 + t->cols) { \
-		TILE_ROW_5(F, 1, A) TILE_ROW_5(F, 2, A) TILE_ROW_5(F, 3, A) TILE_ROW_5(F, 4, A) }
-#define TILE_DISPATCH_6x4(F, A) \
-	switch (t->rows * 16 + t->cols) { \
-		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
-		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) }
-#define TILE_DISPATCH_8x3(F, A) \
-	switch (t->rows * 16 + t->cols) { \
-		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) \
-		TILE_ROW_3(F, 5, A) TILE_ROW_3(F, 6, A) TILE_ROW_3(F, 7, A) TILE_ROW_3(F, 8, A) }
 /* columns 5-8 only (wide decode tiles) */
 #define TILE_ROW_5TO8(F, R, A) \
 	case R * 16 + 5: F(R, 5, A); return; \
 	case R * 16 + 6: F(R, 6, A); return; \
 	case R * 16 + 7: F(R, 7, A); return; \
 	case R * 16 + 8: F(R, 8, A); return;
+
+#define TILE_DISPATCH_4x3(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) }
+#define TILE_DISPATCH_3x4(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) }
+#define TILE_DISPATCH_6x4(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
+		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) }
 /* 6 x 4 tiles, and 1-2 x 5-8 for decode */
 #define TILE_DISPATCH_6x4_2x8(F, A) \
 	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
 		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) TILE_ROW_5TO8(F, 1, A) TILE_ROW_5TO8(F, 2, A) }
-#define TILE_DISPATCH_3x4(F, A) \
-	switch (t->rows * 16 + t->cols) { TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) }
-#define TILE_DISPATCH_2x8(F, A) \
-	switch (t->rows * 16 + t->cols) { TILE_ROW_8(F, 1, A) TILE_ROW_8(F, 2, A) }
-#define TILE_DISPATCH_3x7(F, A) \
-	switch (t->rows * 16 + t->cols) { TILE_ROW_7(F, 1, A) TILE_ROW_7(F, 2, A) TILE_ROW_7(F, 3, A) }
-#define TILE_DISPATCH_2x10(F, A) \
-	switch (t->rows * 16 + t->cols) { TILE_ROW_10(F, 1, A) TILE_ROW_10(F, 2, A) }
 
 /* int8 activations for the VNNI levels (cpu-gemm-avx2.c; AVX2 code, so both
  * levels prepare identical bytes). */
