@@ -3,6 +3,7 @@
 #ifndef ALLM_ENGINE_OPTS_H
 #define ALLM_ENGINE_OPTS_H
 
+#include "backend.h"
 #include "common.h"
 
 enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
@@ -40,6 +41,8 @@ struct allm_engine_opts {
 	int threads; /* --threads (cpu backend) */
 	bool reference; /* --reference: naive cpu loops */
 	bool blas; /* --gemm openblas */
+	enum allm_cpu_isa cpu_isa; /* --cpu-isa: the cpu GEMM's SIMD level (AUTO = best) */
+	bool quant_int8; /* --quant int8: int8 matrices, quantized at load (cpu) */
 	uint64_t dummy_seed;
 };
 

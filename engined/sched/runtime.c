@@ -13,6 +13,10 @@
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
 {
+	if (o->quant_int8) { /* matrices int8, norms and biases f32 */
+		*ret = ALLM_DTYPE_Q8;
+		return 0;
+	}
 	if (strcmp(o->dtype, "auto"))
 		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
 	if (be->device_is_host)
@@ -183,7 +187,7 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 {
 	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
 	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference,
-				       .blas = o->blas};
+				       .blas = o->blas, .cpu_isa = o->cpu_isa};
 	int r;
 	if (!rt)
 		return allm_err_set(err, -ENOMEM, "out of memory");
