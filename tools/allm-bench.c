@@ -31,7 +31,7 @@ static void usage(FILE *f)
 		"                         --max-num-batched-tokens --preempt --sched --profile\n"
 		"                         --log-level --gemm --reference --dummy-seed\n"
 		"                         --chunked-prefill --admit-lookahead --max-wait-factor\n"
-		"                         --disk-swap-space --disk-swap-dir\n"
+		"                         --disk-swap-space --disk-swap-dir --cpu-isa --quant\n"
 		"  --start-timeout S      limit on the engine's load + calibration (default 900)\n"
 		"workload:\n"
 		"  --workload W           chatbot (default), alpaca, summary or FILE.jsonl\n"
@@ -139,7 +139,7 @@ static bool is_engine_flag(const char *f)
 		"--kv-cache-memory", "--swap-space", "--gpu-memory-utilization", "--max-num-seqs",
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
 		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
-		"--max-wait-factor", "--disk-swap-space", "--disk-swap-dir",
+		"--max-wait-factor", "--disk-swap-space", "--disk-swap-dir", "--cpu-isa", "--quant",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))
