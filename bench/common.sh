@@ -51,6 +51,9 @@ ENGINE_ARGS=("${MODEL_ARGS[@]}" --device "$DEVICE" --gpu-blocks "$GPU_BLOCKS"
 	--cpu-blocks "$CPU_BLOCKS" --block-size "$BLOCK_SIZE" --profile "$PROFILE")
 if [ -n "${THREADS:-}" ]; then ENGINE_ARGS+=(--threads "$THREADS"); fi
 SAMPLING=(--temperature 0 --ignore-eos --seed "$SEED")
+# The paper's engine (its figures): prefill-only steps, fair without admission
+# headroom or aging. Our defaults are measured against it in sched-quality.sh.
+PAPER_ARGS=(--chunked-prefill off --admit-lookahead 0 --max-wait-factor 0)
 if [ -n "${RATE:-}" ]; then SAMPLING+=(--rate "$RATE"); fi
 
 # machine_note SCRIPT: what ran it (machine.txt, rewritten) and when, under which

@@ -15,7 +15,7 @@ t0=$(date +%s)
 for wl in $WORKLOADS; do
 	for out in $OUTPUTS; do
 		echo "== $wl, max output $out, $N requests" >&2
-		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" --workload "$wl" -n "$N" --max-output "$out" \
+		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" --workload "$wl" -n "$N" --max-output "$out" \
 			"${SAMPLING[@]}" --compare preempt=adaptive,recompute,swap --json --no-progress \
 			>"$RESULTS/paper-table/$wl-$out.json"
 	done

@@ -13,7 +13,7 @@ machine_note predictors
 mkdir -p "$RESULTS/predictors"
 for p in swap recompute adaptive; do
 	echo "== decisions under --preempt $p ($WORKLOAD, max output $OUT_LEN, $N requests)" >&2
-	"$ALLM_RUN" "${ENGINE_ARGS[@]}" --workload "$WORKLOAD" -n "$N" --max-output "$OUT_LEN" \
+	"$ALLM_RUN" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" --workload "$WORKLOAD" -n "$N" --max-output "$OUT_LEN" \
 		"${SAMPLING[@]}" --preempt "$p" --decisions "$RESULTS/predictors/decisions-$p.jsonl" \
 		--json >"$RESULTS/predictors/run-$p.json" 2>/dev/null
 done

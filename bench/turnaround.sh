@@ -14,7 +14,7 @@ t0=$(date +%s)
 for wl in $WORKLOADS; do
 	for s in $SEQS; do
 		echo "== $wl, max_num_seqs $s, max output $OUT_LEN, $N requests" >&2
-		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" --max-num-seqs "$s" --workload "$wl" -n "$N" \
+		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" --max-num-seqs "$s" --workload "$wl" -n "$N" \
 			--max-output "$OUT_LEN" "${SAMPLING[@]}" --compare sched=fair,fcfs --json \
 			--no-progress >"$RESULTS/turnaround/$wl-$s.json"
 	done

@@ -19,12 +19,16 @@ enum allm_dtype {
 	ALLM_DTYPE_F32 = 0,
 	ALLM_DTYPE_F16 = 1,
 	ALLM_DTYPE_BF16 = 2,
-	ALLM_DTYPE_COUNT
+	ALLM_DTYPE_COUNT, /* the element dtypes end here */
+	/* A block format, not an element dtype: int8 weights with one scale per 32
+	 * values (kernels/quant.h). Only GEMM weights and embedding tables take it
+	 * (--quant int8); allm_to_f32()/allm_from_f32() do not. */
+	ALLM_DTYPE_Q8 = 16,
 };
 
-/* Bytes per element of a dtype. */
+/* Bytes per element of a dtype (Q8: 1, the scales not counted; see allm_q8_bytes). */
 size_t allm_dtype_size(enum allm_dtype dt);
-/* "f32", "f16", "bf16". */
+/* "f32", "f16", "bf16", "int8". */
 const char *allm_dtype_name(enum allm_dtype dt);
 /* Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; -EINVAL otherwise. */
 int allm_dtype_parse(const char *s, enum allm_dtype *ret);

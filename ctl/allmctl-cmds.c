@@ -2,6 +2,8 @@
  * watch reads telemetry), printed for people or, with --json, as one JSON object. */
 #include "allmctl.h"
 
+#include "ctl-prom.h"
+
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -108,14 +110,24 @@ static void print_status(const msgpack_object *m)
 	printf("%-12s waiting %lld, running %lld, swapped %lld\n", "queues",
 	       (long long)gi(m, "queues.waiting"), (long long)gi(m, "queues.running"),
 	       (long long)gi(m, "queues.swapped"));
-	printf("%-12s gpu %lld/%lld used, cpu %lld/%lld used (block size %lld)\n", "blocks",
+	printf("%-12s gpu %lld/%lld used, cpu %lld/%lld used", "blocks",
 	       (long long)gi(m, "blocks.gpu.used"), (long long)gi(m, "blocks.gpu.total"),
-	       (long long)gi(m, "blocks.cpu.used"), (long long)gi(m, "blocks.cpu.total"),
-	       (long long)gi(m, "block_size"));
+	       (long long)gi(m, "blocks.cpu.used"), (long long)gi(m, "blocks.cpu.total"));
+	if (gi(m, "blocks.disk.total") > 0)
+		printf(", disk %lld/%lld used", (long long)gi(m, "blocks.disk.used"),
+		       (long long)gi(m, "blocks.disk.total"));
+	printf(" (block size %lld)\n", (long long)gi(m, "block_size"));
 	printf("%-12s swap %lld, recompute %lld (swapped out %lld B, in %lld B; recomputed %lld tokens)\n",
 	       "preemptions", (long long)gi(m, "preemptions.swap"),
 	       (long long)gi(m, "preemptions.recompute"), (long long)gi(m, "swapped_bytes.out"),
 	       (long long)gi(m, "swapped_bytes.in"), (long long)gi(m, "recomputed_tokens"));
+	if (gi(m, "blocks.disk.total") > 0)
+		printf("%-12s swaps %lld (written %lld B, read %lld B), demotions %lld, fallbacks %lld, "
+		       "MAPE %s %%\n",
+		       "disk", (long long)gi(m, "preemptions.disk"), (long long)gi(m, "disk_bytes.write"),
+		       (long long)gi(m, "disk_bytes.read"), (long long)gi(m, "disk_bytes.demotions"),
+		       (long long)gi(m, "disk_bytes.fallbacks"),
+		       num(gd(m, "predictor_mape.disk"), a, sizeof(a)));
 	printf("%-12s decode %lld, mixed %lld, prefill %lld (chunked prefill %s); wasted prefill %lld tokens\n",
 	       "steps", (long long)gi(m, "steps.decode"), (long long)gi(m, "steps.mixed"),
 	       (long long)gi(m, "steps.prefill"), gb(m, "policy.chunked_prefill") ? "on" : "off",
@@ -230,6 +242,34 @@ int allmctl_cmd_simple(struct allmctl_run *r, int argc, char **argv)
 	}
 	allm_ctl_msg_free(m);
 	return 0;
+}
+
+/* --- metrics --------------------------------------------------------------------- */
+
+/* Prometheus text, the same bytes allm-gateway serves at GET /metrics (one renderer,
+ * ctl-prom.c); --json prints the reply's families instead. */
+int allmctl_cmd_metrics(struct allmctl_run *r, int argc, char **argv)
+{
+	struct allm_ctl_msg *m = NULL;
+	char err[256], *text = NULL;
+	size_t len = 0;
+	if (argc > 1)
+		return usage_err("unexpected argument '%s'", argv[1]);
+	int rc = call(r, "metrics", NULL, &m);
+	if (rc)
+		return rc;
+	if (r->json) {
+		print_json(m->result);
+	} else if (allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err))) {
+		fprintf(stderr, "allmctl: metrics: %s\n", err);
+		rc = ALLMCTL_EXIT_ERROR;
+	} else {
+		fwrite(text, 1, len, stdout);
+		fflush(stdout);
+	}
+	free(text);
+	allm_ctl_msg_free(m);
+	return rc;
 }
 
 /* --- requests, cancel ------------------------------------------------------------ */

@@ -17,6 +17,8 @@ static void usage(FILE *f)
 		"usage: allmctl [--name NAME] [--runtime-dir DIR] [--timeout MS] [--json] COMMAND [ARGS]\n"
 		"commands:\n"
 		"  status                 the engine's state, queues, blocks, latencies, predictors\n"
+		"  metrics                the same in Prometheus text format (what allm-gateway\n"
+		"                         serves at GET /metrics); --json: the families as JSON\n"
 		"  set KEY=VALUE...       change settings live, all or nothing; keys: gpu_blocks,\n"
 		"                         cpu_blocks, max_num_seqs, max_num_batched_tokens,\n"
 		"                         preempt (adaptive|recompute|swap), sched (fair|fcfs)\n"
@@ -55,6 +57,7 @@ struct cmd {
 
 static const struct cmd cmds[] = {
 	{"status", allmctl_cmd_status},
+	{"metrics", allmctl_cmd_metrics},
 	{"set", allmctl_cmd_set},
 	{"calibrate", allmctl_cmd_simple},
 	{"requests", allmctl_cmd_requests},

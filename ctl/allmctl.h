@@ -28,6 +28,7 @@ struct allmctl_run {
 	struct allm_ctl_client *c; /* connected with no topics */
 };
 int allmctl_cmd_status(struct allmctl_run *r, int argc, char **argv);
+int allmctl_cmd_metrics(struct allmctl_run *r, int argc, char **argv); /* Prometheus text */
 int allmctl_cmd_set(struct allmctl_run *r, int argc, char **argv);
 int allmctl_cmd_simple(struct allmctl_run *r, int argc, char **argv); /* calibrate, reset-stats, resume, shutdown */
 int allmctl_cmd_requests(struct allmctl_run *r, int argc, char **argv);

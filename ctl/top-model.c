@@ -19,7 +19,7 @@ void top_model_init(struct top_state *s)
 	memset(s, 0, sizeof(*s));
 	s->uptime_s = NAN;
 	s->ttft.p50 = s->ttft.p99 = s->tpot.p50 = s->tpot.p99 = NAN;
-	s->mwt = s->mape_swap = s->mape_recompute = NAN;
+	s->mwt = s->mape_swap = s->mape_recompute = s->mape_disk = NAN;
 	s->spark_last_s = NAN;
 }
 
@@ -157,6 +157,12 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->gpu_total = top_i64(m, "blocks.gpu.total");
 	s->cpu_used = top_i64(m, "blocks.cpu.used");
 	s->cpu_total = top_i64(m, "blocks.cpu.total");
+	s->disk_used = top_i64(m, "blocks.disk.used");
+	s->disk_total = top_i64(m, "blocks.disk.total");
+	s->pre_disk = top_i64(m, "preemptions.disk");
+	s->disk_write = top_i64(m, "disk_bytes.write");
+	s->disk_read = top_i64(m, "disk_bytes.read");
+	s->demotions = top_i64(m, "disk_bytes.demotions");
 	s->pre_swap = top_i64(m, "preemptions.swap");
 	s->pre_recompute = top_i64(m, "preemptions.recompute");
 	s->swapped_out = top_i64(m, "swapped_bytes.out");
@@ -183,6 +189,7 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->mwt = top_dbl(m, "mean_weighted_turnaround");
 	s->mape_swap = top_dbl(m, "predictor_mape.swap");
 	s->mape_recompute = top_dbl(m, "predictor_mape.recompute");
+	s->mape_disk = top_dbl(m, "predictor_mape.disk");
 	s->n_clients = top_i64(m, "clients");
 	top_read_clients(s, m);
 	top_spark_push(s);

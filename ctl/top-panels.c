@@ -71,12 +71,13 @@ static void top_bar(struct top_grid *g, int y, int x, int w, int64_t used, int64
 void top_panel_blocks(const struct top_state *s, const struct top_view *v,
 		      struct top_grid *g, struct top_rect r)
 {
-	const char *label[2] = { "GPU", "CPU" };
-	int64_t used[2] = { s->gpu_used, s->cpu_used }, total[2] = { s->gpu_total, s->cpu_total };
-	int i, end = r.x + r.w;
+	const char *label[3] = { "GPU", "CPU", "DSK" };
+	int64_t used[3] = { s->gpu_used, s->cpu_used, s->disk_used };
+	int64_t total[3] = { s->gpu_total, s->cpu_total, s->disk_total };
+	int i, end = r.x + r.w, tiers = s->disk_total > 0 ? 3 : 2; /* the disk row only with a disk tier */
 
 	top_title(g, r, "KV blocks", "used/total");
-	for (i = 0; i < 2 && i < TOP_ROWS(r); i++) {
+	for (i = 0; i < tiers && i < TOP_ROWS(r); i++) {
 		int y = r.y + 1 + i;
 		char num[48];
 		int nw, x;
@@ -187,14 +188,23 @@ void top_panel_preemptions(const struct top_state *s, const struct top_view *v,
 	x = top_grid_putf(g, y, x, end, TOP_A_BOLD, "%lld", (long long)s->pre_swap);
 	x = top_grid_put(g, y, x, end, TOP_A_DIM, "  recompute ");
 	x = top_grid_putf(g, y, x, end, TOP_A_BOLD, "%lld", (long long)s->pre_recompute);
+	if (s->disk_total > 0) {
+		x = top_grid_put(g, y, x, end, TOP_A_DIM, "  disk ");
+		x = top_grid_putf(g, y, x, end, TOP_A_BOLD, "%lld", (long long)s->pre_disk);
+	}
 	top_grid_putf(g, y, x, end, TOP_A_DIM, "  total %lld",
-		      (long long)(s->pre_swap + s->pre_recompute));
+		      (long long)(s->pre_swap + s->pre_recompute + s->pre_disk));
 	if (TOP_ROWS(r) < 2)
 		return;
 	top_fmt_bytes(out, sizeof(out), s->swapped_out);
 	top_fmt_bytes(in, sizeof(in), s->swapped_in);
-	top_grid_putf(g, y + 1, r.x, end, TOP_A_DIM, "swapped out %s in %s  recomputed %lld tok",
-		      out, in, (long long)s->recomputed_tokens);
+	x = top_grid_putf(g, y + 1, r.x, end, TOP_A_DIM, "swapped out %s in %s  recomputed %lld tok",
+			  out, in, (long long)s->recomputed_tokens);
+	if (s->disk_total > 0) {
+		top_fmt_bytes(out, sizeof(out), s->disk_write);
+		top_fmt_bytes(in, sizeof(in), s->disk_read);
+		top_grid_putf(g, y + 1, x, end, TOP_A_DIM, "  disk w %s r %s", out, in);
+	}
 	if (TOP_ROWS(r) < 3)
 		return;
 	/* steps by kind: what chunked prefill and fair's headroom change */
@@ -207,14 +217,14 @@ void top_panel_preemptions(const struct top_state *s, const struct top_view *v,
 void top_panel_predictor(const struct top_state *s, const struct top_view *v,
 			 struct top_grid *g, struct top_rect r)
 {
-	const char *label[2] = { "swap ", "  recompute " };
-	double mape[2] = { s->mape_swap, s->mape_recompute };
-	int i, end = r.x + r.w, x = r.x, y = r.y + 1;
+	const char *label[3] = { "swap ", "  recompute ", "  disk " };
+	double mape[3] = { s->mape_swap, s->mape_recompute, s->mape_disk };
+	int i, end = r.x + r.w, x = r.x, y = r.y + 1, n = s->disk_total > 0 ? 3 : 2;
 
 	top_title(g, r, "Predictor error", "rolling MAPE");
 	if (TOP_ROWS(r) < 1)
 		return;
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < n; i++) {
 		x = top_grid_put(g, y, x, end, TOP_A_DIM, label[i]);
 		if (isnan(mape[i]))
 			x = top_grid_put(g, y, x, end, TOP_A_DIM, "-");
@@ -237,7 +247,7 @@ static void top_decision_line(struct top_grid *g, int y, int x, int end,
 			      const struct top_decision *d, enum top_dec_layout l)
 {
 	char ps[24], pr[24], me[24];
-	bool swap = strcmp(d->choice, "swap") == 0;
+	bool swap = strcmp(d->choice, "swap") == 0, disk = strcmp(d->choice, "disk") == 0;
 
 	top_fmt_ms(ps, sizeof(ps), d->pred_swap_ms);
 	top_fmt_ms(pr, sizeof(pr), d->pred_recompute_ms);
@@ -253,9 +263,9 @@ static void top_decision_line(struct top_grid *g, int y, int x, int end,
 	else
 		x = top_grid_putf(g, y, x, end, TOP_A_NORMAL, "%5lld %6s %6s ",
 				  (long long)d->request, ps, pr);
-	x = top_grid_putf(g, y, x, end, swap ? TOP_A_WARN : TOP_A_TITLE,
+	x = top_grid_putf(g, y, x, end, swap || disk ? TOP_A_WARN : TOP_A_TITLE,
 			  l >= TOP_DEC_MID ? "%-9s" : "%-4s",
-			  l >= TOP_DEC_MID ? d->choice : (swap ? "swap" : "rec"));
+			  l >= TOP_DEC_MID ? d->choice : (swap ? "swap" : disk ? "disk" : "rec"));
 	x = top_grid_putf(g, y, x, end, d->measured ? TOP_A_BOLD : TOP_A_DIM, " %7s", me);
 	top_grid_putf(g, y, x, end, TOP_A_DIM, "  %s", d->reason);
 }

@@ -51,7 +51,7 @@ struct top_decision {
 	int64_t length;    /* tokens the request held */
 	int64_t blocks;    /* KV blocks it held */
 	double pred_swap_ms, pred_recompute_ms;
-	char choice[12];   /* "swap" / "recompute" */
+	char choice[12];   /* "swap" / "disk" / "recompute" */
 	char reason[48];
 	double measured_ms; /* NAN until measured */
 	bool measured;
@@ -74,7 +74,9 @@ struct top_state {
 	struct top_entry top[TOP_Q_N][TOP_TOPN];
 	int n_top[TOP_Q_N];
 	int64_t gpu_used, gpu_total, cpu_used, cpu_total;
-	int64_t pre_swap, pre_recompute;
+	int64_t disk_used, disk_total; /* 0/0 without a disk tier */
+	int64_t pre_swap, pre_recompute, pre_disk;
+	int64_t disk_write, disk_read, demotions; /* bytes, bytes, count */
 	int64_t swapped_out, swapped_in, recomputed_tokens; /* bytes, bytes, tokens */
 	int64_t steps_decode, steps_mixed, steps_prefill; /* steps by kind */
 	int64_t wasted_prefill_tokens; /* prefilled for requests evicted before their first token */
@@ -86,6 +88,7 @@ struct top_state {
 	struct top_pct ttft, tpot;
 	double mwt;                     /* mean weighted turnaround; NAN before any finished */
 	double mape_swap, mape_recompute; /* percent; NAN before samples */
+	double mape_disk;
 	int64_t n_clients;              /* the engine's count (may exceed n_client_rows) */
 	struct top_client clients[TOP_CLIENTS];
 	int n_client_rows;

@@ -190,12 +190,40 @@ struct allm_backend {
 	enum allm_dtype sim_dtype; /* simulated: the storage dtype --dtype auto picks */
 };
 
+/* SIMD levels of the CPU fast path, lowest first. The level is chosen once, when
+ * the backend is created (the best this CPU and OS support, or the cap asked for),
+ * and every GEMM of that backend uses it: each level has one fixed reduction order
+ * per output element, so rows stay batch-invariant within a run (DESIGN §6).
+ * Levels may differ from each other in the last bits (and more where they round
+ * activations: bf16 and VNNI levels, see kernels/cpu/cpu-gemm.h). */
+enum allm_cpu_isa {
+	ALLM_CPU_ISA_AUTO = 0, /* the best level this machine supports */
+	ALLM_CPU_ISA_PORTABLE, /* plain C, the reference's arithmetic */
+	ALLM_CPU_ISA_AVX2, /* AVX2 + FMA + F16C */
+	ALLM_CPU_ISA_AVX2_VNNI, /* + AVX-VNNI: int8 weights x int8 activations */
+	ALLM_CPU_ISA_AVX512, /* AVX-512 F/BW/VL (and the OS saves ZMM state) */
+	ALLM_CPU_ISA_AVX512_VNNI, /* + AVX512_VNNI */
+	ALLM_CPU_ISA_AVX512_BF16, /* + AVX512_BF16: bf16 weights x bf16 activations */
+	ALLM_CPU_ISA_COUNT
+};
+
+/* "auto", "portable", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16". */
+const char *allm_cpu_isa_name(enum allm_cpu_isa isa);
+/* Parses a name above; -EINVAL otherwise. */
+int allm_cpu_isa_parse(const char *s, enum allm_cpu_isa *ret);
+/* Whether this CPU (cpuid) and OS (XGETBV) can run `isa`. */
+bool allm_cpu_isa_supported(enum allm_cpu_isa isa);
+/* The best supported level (for speed: avx512-bf16 only on AMD, see cpu-isa.c). */
+enum allm_cpu_isa allm_cpu_isa_best(void);
+
 /* Options for creating a backend; zero means default. */
 struct allm_backend_opts {
 	int n_threads; /* cpu: worker threads (0 = online cores) */
 	bool reference; /* cpu: the naive reference loops instead of the fast path */
 	bool blas; /* cpu fast path: OpenBLAS GEMM (not batch-invariant) */
 	int device_index; /* cuda: which GPU */
+	enum allm_cpu_isa cpu_isa; /* cpu fast path: SIMD level (AUTO = the best; a level
+				    * this machine lacks fails the creation) */
 };
 
 /* Creates the backend named by `device` ("cpu", "cuda", "auto", "sim:PROFILE" with

@@ -1,14 +1,18 @@
-/* Description: GEMM throughput of the CPU backend: reference loops vs fast path vs
- * OpenBLAS sgemm (for comparison only; it is not batch-invariant), in GFLOP/s.
+/* Description: GEMM throughput of the CPU backend: fast path (one SIMD level) vs
+ * OpenBLAS sgemm (for comparison only; it is not batch-invariant) and, with -r, the
+ * reference loops, in GFLOP/s; and the fast path's weight read rate in GB/s.
  *
- * usage: bench-gemm [-t threads] [-d f32|f16|bf16] [-s seconds] [n,k,m ...]
+ * usage: bench-gemm [-t threads] [-d f32|f16|bf16|int8] [-i ISA] [-s seconds] [-r]
+ *                   [n,k,m ...]
  * Default shapes: 1,4096,4096 16,4096,4096 128,4096,11008 1,64,512 5,64,172.
  * Each number is the fastest call seen in -s seconds (default 1); the reference is
  * timed on one call (it takes seconds on big shapes). */
 #include "backend.h"
+#include "quant.h"
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,18 +66,29 @@ int main(int argc, char **argv)
 		{ 5, 64, 172 },
 	};
 	int n_shapes = 5, opt;
+	bool with_ref = false;
 
-	while ((opt = getopt(argc, argv, "t:d:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:d:s:i:r")) != -1) {
 		switch (opt) {
 		case 't': o_fast.n_threads = atoi(optarg); break;
 		case 's': min_s = atof(optarg); break;
+		case 'r': with_ref = true; break;
+		case 'i':
+			if (allm_cpu_isa_parse(optarg, &o_fast.cpu_isa) == 0)
+				break;
+			goto usage;
 		case 'd':
+			if (!strcmp(optarg, "int8")) {
+				dt = ALLM_DTYPE_Q8;
+				break;
+			}
 			if (allm_dtype_parse(optarg, &dt) == 0)
 				break;
 			/* fall through */
 		default:
-			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16] [-s seconds] "
-					"[n,k,m ...]\n", argv[0]);
+		usage:
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "
+					"[-s seconds] [-r] [n,k,m ...]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -102,14 +117,15 @@ int main(int argc, char **argv)
 	printf("fast: %s; openblas: %s, %d threads; weights %s\n",
 	       fast->iface->describe(fast), openblas_get_config(), blas_threads,
 	       allm_dtype_name(dt));
-	printf("%6s %6s %6s | %9s %9s %9s | %8s %8s\n", "n", "k", "m", "ref", "fast",
-	       "openblas", "fast/ref", "fast/blas");
+	printf("%6s %6s %6s | %9s %9s %9s | %8s %8s | %8s\n", "n", "k", "m", "ref", "fast",
+	       "openblas", "fast/ref", "fast/blas", "W GB/s");
 
 	for (int i = 0; i < n_shapes; i++) {
 		struct shape s = shapes[i];
 		size_t nx = (size_t)(s.n * s.k), nw = (size_t)(s.m * s.k), ny = (size_t)(s.n * s.m);
 		float *x = malloc(nx * 4), *wf = malloc(nw * 4), *y = malloc(ny * 4);
-		void *w = malloc(nw * allm_dtype_size(dt));
+		size_t wbytes = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(s.m, s.k) : nw * allm_dtype_size(dt);
+		void *w = malloc(wbytes);
 		if (!x || !wf || !y || !w) {
 			fprintf(stderr, "out of memory\n");
 			return 1;
@@ -118,14 +134,17 @@ int main(int argc, char **argv)
 			x[j] = frand();
 		for (size_t j = 0; j < nw; j++)
 			wf[j] = frand() * 0.05f;
-		allm_from_f32(w, wf, dt, nw);
+		if (dt == ALLM_DTYPE_Q8)
+			allm_q8_quantize_rows(w, s.k, 0, wf, s.m);
+		else
+			allm_from_f32(w, wf, dt, nw);
 		double flop = 2.0 * (double)s.n * (double)s.k * (double)s.m;
-		double t_ref = time_backend(ref, y, x, w, NULL, dt, s, 0.0);
+		double t_ref = with_ref ? time_backend(ref, y, x, w, NULL, dt, s, 0.0) : NAN;
 		double t_fast = time_backend(fast, y, x, w, NULL, dt, s, min_s);
 		double t_blas = time_blas(y, x, wf, s, min_s);
-		printf("%6ld %6ld %6ld | %9.2f %9.2f %9.2f | %7.1fx %7.2fx\n", s.n, s.k, s.m,
+		printf("%6ld %6ld %6ld | %9.2f %9.2f %9.2f | %7.1fx %7.2fx | %8.2f\n", s.n, s.k, s.m,
 		       flop / t_ref * 1e-9, flop / t_fast * 1e-9, flop / t_blas * 1e-9,
-		       t_ref / t_fast, t_blas / t_fast);
+		       t_ref / t_fast, t_blas / t_fast, wbytes / t_fast * 1e-9);
 		fflush(stdout);
 		free(x);
 		free(wf);

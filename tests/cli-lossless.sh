@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging); a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -50,6 +50,28 @@ for c in on off; do
     else [ "$mixed" = 0 ] || { echo "FAIL: --chunked-prefill off mixed $mixed steps"; fail=1; }; fi
   done
 done
+# the disk tier: a third place for victims, same outputs under every policy
+mkdir -p "$tmp/kv"
+for p in adaptive swap recompute; do
+  out=$tmp/disk-$p.json
+  "$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 4 --disk-swap-space 0.01 --disk-swap-dir "$tmp/kv" \
+    --preempt "$p" >"$out" 2>"$tmp/disk-$p.err" || { echo "FAIL: disk tier, --preempt $p"; cat "$tmp/disk-$p.err"; fail=1; continue; }
+  h=$(field "$out" "['outputs_sha256']"); dk=$(field "$out" "['preemptions']['disk']")
+  echo "--disk-swap-space 0.01 --cpu-blocks 4 --preempt $p: sha $h, $dk to disk"
+  [ "$h" = "$ref" ] || { echo "FAIL: the disk tier changed the outputs ($p)"; fail=1; }
+  case $p in
+    recompute) [ "$dk" = 0 ] || { echo "FAIL: recompute policy went to disk"; fail=1; } ;;
+    swap) [ "$dk" -gt 0 ] || { echo "FAIL: swap policy never used the disk with a full host pool"; fail=1; } ;;
+  esac
+  grep -q 'disk KV tier: .* in '"$tmp/kv" "$tmp/disk-$p.err" || { echo "FAIL: no line says how the disk tier was opened"; fail=1; }
+done
+[ -z "$(ls -A "$tmp/kv")" ] || { echo "FAIL: files left in the disk swap directory: $(ls -A "$tmp/kv")"; fail=1; }
+# a directory that cannot hold it: a warning, and the run goes on with two tiers
+touch "$tmp/not-a-dir"
+"$RUN" "${W[@]}" -n 8 --disk-swap-space 0.01 --disk-swap-dir "$tmp/not-a-dir" >"$tmp/nodir.json" 2>"$tmp/nodir.err" &&
+  grep -q 'warning: .*not a directory.*serving without a disk tier' "$tmp/nodir.err" &&
+  echo "an unusable --disk-swap-dir: a warning, served without the tier" ||
+  { echo "FAIL: an unusable --disk-swap-dir: $(cat "$tmp/nodir.err")"; fail=1; }
 out=$tmp/paper.json
 "$RUN" "${W[@]}" --gpu-blocks 16 --cpu-blocks 8 --chunked-prefill off --admit-lookahead 0 \
   --max-wait-factor 0 >"$out" 2>/dev/null || { echo "FAIL: the paper's fair failed"; fail=1; }

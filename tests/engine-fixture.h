@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int fx_failures;
 
@@ -69,6 +70,20 @@ static double fx_time_prefill(void *user, int32_t n_seqs, int32_t len)
 	case FX_PRED_SWAP_CHEAP: return n_seqs * (0.5 + 1e-2 * n + 1e-5 * n * n);
 	case FX_PRED_RC_CHEAP: return n_seqs * (1e-5 + 1e-8 * n);
 	default: return n_seqs * (7.5e-6 * n * n);
+	}
+}
+
+/* The disk tier: dearer than the host link, cheaper than recomputing long
+ * sequences (CROSSOVER: host < disk < recompute from ~45 tokens on). */
+static double fx_time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+{
+	const struct fx_calib *c = user;
+	double bytes = (double)n_blocks * (double)c->block_bytes;
+	(void)dir;
+	switch (c->mode) {
+	case FX_PRED_SWAP_CHEAP: return 5e-6 * n_runs + bytes * 1e-9;
+	case FX_PRED_RC_CHEAP: return 1.0 * n_runs + bytes * 1e-4;
+	default: return 1.5e-4 * n_runs + (double)n_blocks * c->block_size * 1.5e-4;
 	}
 }
 
@@ -124,12 +139,14 @@ struct fx {
 	struct fx_dec *dec;
 	int n_dec, cap_dec;
 	int n_measured;
-	int64_t n_swap_choice, n_rc_choice;
+	int64_t n_swap_choice, n_rc_choice, n_disk_choice;
 	int64_t n_reason_full; /* "... CPU pool full" */
 	int max_victims_per_step;
 	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
 	int64_t n_steps_both_queues; /* steps that began with swapped and waiting requests */
 	bool paper; /* no chunking, headroom or aging: the paper's step structure */
+	bool disk; /* a disk tier: Alg. 1's three-way table */
+	char disk_dir[64];
 	bool chunked;
 	bool verbose;
 };
@@ -191,6 +208,61 @@ static bool fx_victim_before(struct fx *f, double now, const struct allm_request
 		return av > ar || (av == ar && v->id > r->id);
 	double pv = fx_pri(now, av, v->seq.n_tokens), pr = fx_pri(now, ar, r->seq.n_tokens);
 	return pv < pr || (pv == pr && v->id > r->id);
+}
+
+/* DESIGN §6's three-tier table, for engines with a disk tier. Free blocks before
+ * the choice = now + what the chosen copy took. */
+static void fx_check_three_tiers(struct fx *f, const struct allm_decision *d)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(f->kv);
+	int32_t n = d->n_blocks;
+	bool host = n > 0 && f->kv->cpu.n_free + (d->choice == ALLM_CHOICE_SWAP ? n : 0) >= n;
+	bool disk = n > 0 && dp->n_free + (d->choice == ALLM_CHOICE_DISK ? n : 0) >= n;
+	double ps = d->pred_swap_s, pd = d->pred_disk_s, pr = d->pred_recompute_s;
+	enum allm_choice want;
+	const char *why;
+	CHECK(isfinite(pd) && pd > 0, "decision %lld: disk prediction %g", (long long)d->seq_no, pd);
+	if (d->reason && (!strcmp(d->reason, "disk write failed") ||
+			  !strncmp(d->reason, "host pool made room", 19))) {
+		/* a fault fell back, or a demotion made the host pool take it */
+		CHECK(d->choice == (d->reason[0] == 'd' ? ALLM_CHOICE_RECOMPUTE : ALLM_CHOICE_SWAP),
+		      "decision %lld: \"%s\" with choice %d", (long long)d->seq_no, d->reason, d->choice);
+		goto count;
+	}
+	switch (f->preempt) {
+	case ALLM_PREEMPT_RECOMPUTE:
+		want = ALLM_CHOICE_RECOMPUTE, why = "policy recompute";
+		break;
+	case ALLM_PREEMPT_SWAP:
+		want = host ? ALLM_CHOICE_SWAP : disk ? ALLM_CHOICE_DISK : ALLM_CHOICE_RECOMPUTE;
+		why = host ? "policy swap" : disk ? "policy swap, CPU pool full: disk"
+					   : "policy swap, CPU and disk pools full";
+		break;
+	default: {
+		bool host_best = ps <= pd && ps < pr;
+		if (host && host_best)
+			want = ALLM_CHOICE_SWAP, why = "swap cheapest";
+		else if (disk && pd < pr)
+			want = ALLM_CHOICE_DISK,
+			why = host_best ? "swap cheapest, CPU pool full: disk" : "disk cheapest";
+		else
+			want = ALLM_CHOICE_RECOMPUTE,
+			why = pr <= ALLM_MIN(ps, pd) ? "recompute cheapest"
+						     : "swap cheaper, CPU and disk pools full";
+	}
+	}
+	CHECK(d->choice == want && d->reason && !strcmp(d->reason, why),
+	      "decision %lld (%s, %d blocks, host %d disk %d, swap %g disk %g recompute %g): %s "
+	      "\"%s\", expected %s \"%s\"",
+	      (long long)d->seq_no, allm_preempt_name(f->preempt), n, host, disk, ps, pd, pr,
+	      allm_choice_name(d->choice), d->reason ? d->reason : "(null)", allm_choice_name(want), why);
+count:
+	if (d->choice == ALLM_CHOICE_RECOMPUTE)
+		f->n_rc_choice++;
+	else
+		f->n_swap_choice++;
+	if (d->choice == ALLM_CHOICE_DISK)
+		f->n_disk_choice++;
 }
 
 static void fx_on_decision(void *user, const struct allm_decision *d, bool measured)
@@ -274,6 +346,10 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 		      fx_pri(d->time, f->req[run[i]->tag].arrival, run[i]->seq.n_tokens));
 	}
 
+	if (f->disk) {
+		fx_check_three_tiers(f, d);
+		return;
+	}
 	/* swap or recompute: DESIGN §6's policy table. CPU blocks free before the
 	 * choice = now + what a swap took. */
 	int32_t cpu_free = f->kv->cpu.n_free + (d->choice == ALLM_CHOICE_SWAP ? d->n_blocks : 0);
@@ -324,6 +400,7 @@ struct fx_opts {
 	bool chunked; /* chunked prefill */
 	int32_t lookahead; /* admission headroom (fair) */
 	double max_wait_factor; /* aging (fair) */
+	int32_t disk_blocks; /* > 0: a disk tier in a private temporary directory */
 };
 
 /* The model and backend, shared by every engine of a test program. */
@@ -368,6 +445,14 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 				     ALLM_DTYPE_F32};
 	if (allm_kv_cache_create(f->be, &lay, o->gpu_blocks, o->cpu_blocks, &f->kv, &err))
 		goto fail;
+	if (o->disk_blocks > 0) {
+		char note[512];
+		snprintf(f->disk_dir, sizeof(f->disk_dir), "/tmp/allm-fx-disk-XXXXXX");
+		if (!mkdtemp(f->disk_dir) ||
+		    allm_kv_attach_disk(f->kv, f->disk_dir, o->disk_blocks, note, sizeof(note), &err))
+			goto fail;
+		f->disk = true;
+	}
 	struct allm_predictor_key key;
 	allm_engine_predictor_key(f->m, f->kv, &key);
 	if (allm_predictor_create(&key, &f->pred)) {
@@ -385,6 +470,12 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 	};
 	if (allm_predictor_calibrate(f->pred, &ops, &err))
 		goto fail;
+	if (f->disk) {
+		ops.time_disk = fx_time_disk;
+		ops.max_disk_blocks = 64;
+		if (allm_predictor_calibrate_disk(f->pred, &ops, &err))
+			goto fail;
+	}
 	f->frozen = *f->pred;
 	struct allm_engine_config ec = {
 		.max_num_seqs = o->max_num_seqs ? o->max_num_seqs : 64,
@@ -417,6 +508,8 @@ static void fx_fini(struct fx *f)
 	allm_engine_free(f->e);
 	allm_predictor_free(f->pred);
 	allm_kv_cache_free(f->kv);
+	if (f->disk)
+		rmdir(f->disk_dir); /* empty: the KV file never had a name */
 	for (int i = 0; i < f->n_req; i++)
 		free(f->req[i].gen);
 	free(f->req);
@@ -536,13 +629,20 @@ static void fx_check_pools(struct fx *f)
 	      (long long)f->step);
 	CHECK(allm_block_pool_check(&kv->cpu) == 0, "CPU pool invariants (step %lld)",
 	      (long long)f->step);
-	int64_t gpu = 0, cpu = 0;
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	if (dp)
+		CHECK(allm_block_pool_check(dp) == 0, "disk pool invariants (step %lld)", (long long)f->step);
+	int64_t gpu = 0, cpu = 0, disk = 0;
 	for (int s = 0; s < 3; s++) {
 		int n = allm_engine_list(f->e, (enum allm_req_state)s, v, 1024);
 		for (int i = 0; i < n; i++) {
 			const struct allm_request *r = v[i];
 			gpu += r->seq.n_blocks;
 			cpu += r->n_cpu_blocks;
+			disk += r->n_disk_blocks;
+			for (int32_t b = 0; b < r->n_disk_blocks; b++)
+				CHECK(dp && dp->owner[r->disk_blocks[b]] == r->id, "disk block %d of request %lld",
+				      r->disk_blocks[b], (long long)r->id);
 			for (int32_t b = 0; b < r->seq.n_blocks; b++)
 				CHECK(kv->gpu.owner[r->seq.blocks[b]] == r->id, "GPU block %d of request %lld",
 				      r->seq.blocks[b], (long long)r->id);
@@ -550,14 +650,14 @@ static void fx_check_pools(struct fx *f)
 				CHECK(kv->cpu.owner[r->cpu_blocks[b]] == r->id, "CPU block %d of request %lld",
 				      r->cpu_blocks[b], (long long)r->id);
 			if (s == ALLM_REQ_WAITING)
-				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks == 0,
+				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks == 0 && r->n_disk_blocks == 0,
 				      "waiting request %lld holds blocks", (long long)r->id);
 			if (s == ALLM_REQ_SWAPPED)
-				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks > 0,
-				      "swapped request %lld: %d GPU, %d CPU blocks", (long long)r->id,
-				      r->seq.n_blocks, r->n_cpu_blocks);
+				CHECK(r->seq.n_blocks == 0 && (r->n_cpu_blocks > 0) != (r->n_disk_blocks > 0),
+				      "swapped request %lld: %d GPU, %d CPU, %d disk blocks", (long long)r->id,
+				      r->seq.n_blocks, r->n_cpu_blocks, r->n_disk_blocks);
 			if (s == ALLM_REQ_RUNNING)
-				CHECK(r->n_cpu_blocks == 0 && r->seq.n_blocks > 0 &&
+				CHECK(r->n_cpu_blocks == 0 && r->n_disk_blocks == 0 && r->seq.n_blocks > 0 &&
 					      (r->seq.n_cached == r->seq.n_tokens - 1 ||
 					       (f->chunked && r->seq.n_cached < r->seq.n_tokens - 1)),
 				      "running request %lld: %d GPU, %d CPU blocks, %d/%d cached",
@@ -569,6 +669,8 @@ static void fx_check_pools(struct fx *f)
 	      allm_block_pool_used(&kv->gpu), (long long)gpu);
 	CHECK(cpu == allm_block_pool_used(&kv->cpu), "CPU used %d, tables hold %lld",
 	      allm_block_pool_used(&kv->cpu), (long long)cpu);
+	CHECK(!dp || disk == allm_block_pool_used(dp), "disk used %d, tables hold %lld",
+	      dp ? allm_block_pool_used(dp) : 0, (long long)disk);
 }
 
 /* Order key of Alg. 2 at `now`: larger = admitted first. */
@@ -756,6 +858,8 @@ static void fx_check_end(struct fx *f, const char *what)
 	CHECK(bad == 0, "%s: %d requests finished with an error", what, bad);
 	CHECK(unmeasured == 0, "%s: %d of %d decisions never got a measured cost", what, unmeasured,
 	      f->n_dec);
+	CHECK(!allm_kv_disk_blocks(f->kv) || allm_block_pool_used(allm_kv_disk_blocks(f->kv)) == 0,
+	      "%s: disk blocks left in use", what);
 	CHECK(allm_block_pool_used(&f->kv->gpu) == 0 && allm_block_pool_used(&f->kv->cpu) == 0,
 	      "%s: blocks left in use: GPU %d CPU %d", what, allm_block_pool_used(&f->kv->gpu),
 	      allm_block_pool_used(&f->kv->cpu));

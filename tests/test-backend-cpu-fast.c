@@ -1,6 +1,7 @@
 /* Description: the CPU fast path against the reference loops, op by op (per-op error
- * limits, sentinels after every output), and batch invariance of GEMM and attention:
- * a row's bits do not depend on the batch around it or on the thread count. */
+ * limits, sentinels after every output), and batch invariance of attention: a
+ * token's bits do not depend on the batch around it or on the thread count (the
+ * GEMM levels have their own test, test-cpu-gemm.c). */
 #include "backend.h"
 
 #include <math.h>
@@ -83,101 +84,6 @@ static double max_rel(const float *a, const float *b, size_t n, float floor_, si
 	return worst;
 }
 
-/* --- GEMM ----------------------------------------------------------------------- */
-
-static void test_gemm(allm_backend_t *ref, allm_backend_t *fast)
-{
-	static const int64_t shapes[][3] = {
-		{ 1, 64, 512 }, { 2, 64, 172 }, { 3, 172, 64 }, { 4, 288, 768 }, { 5, 64, 172 },
-		{ 7, 100, 33 }, { 16, 256, 160 }, { 33, 300, 200 }, { 100, 64, 288 },
-		{ 1, 4096, 64 }, { 6, 7, 17 }, { 13, 1, 5 }, { 9, 600, 48 },
-	};
-	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
-		for (size_t s = 0; s < ALLM_ARRAY_SIZE(shapes); s++) {
-			int64_t n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
-			float *x = malloc((size_t)(n * k) * 4);
-			fill(x, (size_t)(n * k), 1.0f);
-			void *w = weights(dt, (size_t)(m * k), 0.1f);
-			void *b = weights(dt, (size_t)m, 0.5f);
-			for (int with_bias = 0; with_bias < 2; with_bias++) {
-				size_t ny = (size_t)(n * m), nd;
-				float *yr = out_alloc(ny), *yf = out_alloc(ny);
-				int r1 = ref->iface->gemm(ref, yr, x, w, with_bias ? b : NULL, dt,
-							  n, k, m);
-				int r2 = fast->iface->gemm(fast, yf, x, w, with_bias ? b : NULL, dt,
-							   n, k, m);
-				CHECK(r1 == 0 && r2 == 0, "gemm returned %d/%d", r1, r2);
-				double e = max_rel(yf, yr, ny, 1e-3f, &nd);
-				CHECK(e <= 1e-5, "gemm %s n=%ld k=%ld m=%ld bias=%d: rel err %g",
-				      allm_dtype_name(dt), n, k, m, with_bias, e);
-				CHECK(guard_ok(yf, ny), "gemm %s n=%ld k=%ld m=%ld: wrote past y",
-				      allm_dtype_name(dt), n, k, m);
-				if (nd)
-					printf("note: gemm %s n=%ld k=%ld m=%ld: %zu elements differ "
-					       "from the reference in the last bits\n",
-					       allm_dtype_name(dt), n, k, m, nd);
-				free(yr);
-				free(yf);
-			}
-			free(x);
-			free(w);
-			free(b);
-		}
-	}
-}
-
-/* Row i of an n-row call == the same row computed alone, inside every other n, and
- * amid different neighbours; also across backends with other thread counts. */
-static void test_gemm_invariance(allm_backend_t **fasts, int n_fasts)
-{
-	static const int64_t km[][2] = { { 64, 172 }, { 288, 768 }, { 768, 64 }, { 4096, 288 },
-					 { 100, 33 } };
-	static const int64_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 33, 40 };
-	const int64_t nmax = 40;
-	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
-		for (size_t s = 0; s < ALLM_ARRAY_SIZE(km); s++) {
-			int64_t k = km[s][0], m = km[s][1];
-			float *x = malloc((size_t)(nmax * k) * 4), *x2 = malloc((size_t)(nmax * k) * 4);
-			void *w = weights(dt, (size_t)(m * k), 0.1f);
-			void *b = weights(dt, (size_t)m, 0.5f);
-			float *full = out_alloc((size_t)(nmax * m)), *y = out_alloc((size_t)(nmax * m));
-			fill(x, (size_t)(nmax * k), 1.0f);
-			fasts[0]->iface->gemm(fasts[0], full, x, w, b, dt, nmax, k, m);
-			for (int f = 0; f < n_fasts; f++) {
-				allm_backend_t *be = fasts[f];
-				for (size_t j = 0; j < ALLM_ARRAY_SIZE(ns); j++) {
-					int64_t n = ns[j];
-					be->iface->gemm(be, y, x, w, b, dt, n, k, m);
-					CHECK(!memcmp(y, full, (size_t)(n * m) * 4),
-					      "gemm %s k=%ld m=%ld: rows of n=%ld differ from n=%ld "
-					      "(backend %d)", allm_dtype_name(dt), k, m, n, nmax, f);
-					CHECK(guard_ok(y, (size_t)(nmax * m)), "gemm wrote past y");
-				}
-				/* Row i alone, and row i at position p amid other rows. */
-				for (int64_t i = 0; i < nmax; i += 7) {
-					be->iface->gemm(be, y, x + i * k, w, b, dt, 1, k, m);
-					CHECK(!memcmp(y, full + i * m, (size_t)m * 4),
-					      "gemm %s k=%ld m=%ld: row %ld alone differs",
-					      allm_dtype_name(dt), k, m, i);
-					int64_t p = (i * 5 + 3) % nmax;
-					fill(x2, (size_t)(nmax * k), 2.0f);
-					memcpy(x2 + p * k, x + i * k, (size_t)k * 4);
-					be->iface->gemm(be, y, x2, w, b, dt, nmax, k, m);
-					CHECK(!memcmp(y + p * m, full + i * m, (size_t)m * 4),
-					      "gemm %s k=%ld m=%ld: row %ld amid other rows differs",
-					      allm_dtype_name(dt), k, m, i);
-				}
-			}
-			free(x);
-			free(x2);
-			free(w);
-			free(b);
-			free(full);
-			free(y);
-		}
-	}
-}
-
 /* --- attention ------------------------------------------------------------------ */
 
 struct attn_case {
@@ -258,8 +164,10 @@ static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fa
 				r = fasts[f]->iface->attention(fasts[f], of, q, c.pool, &c.lay, 1,
 							       c.n_heads, scale, &meta);
 				CHECK(r == 0, "fast attention returned %d", r);
-				double e = max_rel(of, or, nq, 1e-3f, &nd);
-				CHECK(nd == 0 || e <= 1e-6, "attention %s hd=%d: rel err %g",
+				/* outputs are convex combinations of V rows in [-1, 1]: a
+				 * reordered f32 computation (SIMD levels) stays within 1e-5 */
+				double e = max_rel(of, or, nq, 1.0f, &nd);
+				CHECK(nd == 0 || e <= 1e-5, "attention %s hd=%d: error %g",
 				      allm_dtype_name(dt), c.lay.head_dim, e);
 				CHECK(guard_ok(of, nq), "attention wrote past out");
 				/* Each decode token alone, and the prompt's last token alone. */
@@ -430,9 +338,6 @@ int main(void)
 		}
 	printf("ref: %s\nfast: %s\n", ref->iface->describe(ref), fasts[0]->iface->describe(fasts[0]));
 
-	test_gemm(ref, fasts[0]);
-	test_gemm(ref, fasts[2]);
-	test_gemm_invariance(fasts, 3);
 	test_attention(ref, fasts, 3);
 	test_other_ops(ref, fasts[0]);
 

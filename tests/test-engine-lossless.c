@@ -31,6 +31,8 @@ struct run_cfg {
 	bool chunked; /* chunked prefill, 16 tokens a step */
 	int32_t lookahead; /* fair's admission headroom */
 	double max_wait_factor; /* fair's aging */
+	int32_t disk; /* disk tier blocks (0: none) */
+	const char *fault; /* ALLM_KV_DISK_FAULT for this run */
 };
 
 static void compare(struct fx *f, const char *name, bool reference)
@@ -59,9 +61,15 @@ static void run(const struct run_cfg *c, bool reference)
 	struct fx_opts o = {.block_size = BS, .gpu_blocks = c->gpu, .cpu_blocks = c->cpu,
 			    .preempt = c->mode, .sched = c->sched, .pred = c->pred,
 			    .chunked = c->chunked, .max_num_batched_tokens = c->chunked ? 16 : 0,
-			    .lookahead = c->lookahead, .max_wait_factor = c->max_wait_factor};
+			    .lookahead = c->lookahead, .max_wait_factor = c->max_wait_factor,
+			    .disk_blocks = c->disk};
+	if (c->fault)
+		setenv("ALLM_KV_DISK_FAULT", c->fault, 1);
+	else
+		unsetenv("ALLM_KV_DISK_FAULT");
 	if (fx_init(&f, &o))
 		return;
+	int64_t disk_shrunk = -1;
 	int converted = 0, shrunk_cpu = 0;
 	int64_t cpu_shrink_step = -1;
 	for (int s = 0; s < 5000 && (f.n_req < N_REQ || !fx_idle(&f)); s++) {
@@ -94,6 +102,22 @@ static void run(const struct run_cfg *c, bool reference)
 			}
 			if (shrunk_cpu && f.step == cpu_shrink_step + 3)
 				fx_set_cpu_blocks(&f, c->cpu);
+			/* the disk pool shrinks under disk-swapped requests, then comes back */
+			if (c->disk && disk_shrunk < 0 && st.disk_used > 0) {
+				fx_snapshot(&f, true);
+				CHECK(allm_engine_set_disk_blocks(f.e, st.disk_used / 2, &err) == 0, "%s", err.msg);
+				fx_snapshot(&f, false);
+				for (int q = 0; q < f.n_req; q++)
+					if (f.req[q].pre_state == ALLM_REQ_SWAPPED &&
+					    f.req[q].post_state == ALLM_REQ_WAITING) {
+						fx_drop_pending(&f, f.req[q].id);
+						converted++;
+					}
+				fx_check_pools(&f);
+				disk_shrunk = f.step;
+			}
+			if (c->disk && disk_shrunk >= 0 && f.step == disk_shrunk + 4)
+				CHECK(allm_engine_set_disk_blocks(f.e, c->disk, &err) == 0, "%s", err.msg);
 		}
 		if (c->resize == 2 && f.step % 7 == 0) {
 			static const enum allm_preempt_mode modes[] = {
@@ -112,6 +136,10 @@ static void run(const struct run_cfg *c, bool reference)
 	allm_engine_get_stats(f.e, &st);
 	if (reference)
 		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
+	else if (c->disk)
+		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks > 0),
+		      "%s: %lld disk swaps, %lld fallbacks", c->name, (long long)st.preempt_disk,
+		      (long long)st.disk_fallbacks);
 	else if (c->chunked)
 		CHECK(st.mixed_steps > 0 && st.preempt_swap + st.preempt_recompute > 0,
 		      "%s: %lld mixed steps, %lld preemptions", c->name, (long long)st.mixed_steps,
@@ -126,10 +154,12 @@ static void run(const struct run_cfg *c, bool reference)
 		      c->name, (long long)st.preempt_swap, (long long)st.preempt_recompute);
 	if (c->resize == 1)
 		CHECK(converted >= 2, "%s: only %d swapped requests converted", c->name, converted);
-	printf("%-26s %3lld steps: %3lld swap, %3lld recompute preemptions (%d by CPU shrinks), "
-	       "%lld tokens recomputed, up to %d victims in a step: %s\n",
-	       c->name, (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_recompute,
-	       converted, (long long)st.recompute_tokens, f.max_victims_per_step,
+	printf("%-26s %3lld steps: %3lld swap, %3lld disk, %3lld recompute preemptions (%d by "
+	       "shrinks, %lld disk fallbacks, %lld demotions), %lld tokens recomputed, up to %d "
+	       "victims in a step: %s\n",
+	       c->name, (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_disk,
+	       (long long)st.preempt_recompute, converted, (long long)st.disk_fallbacks,
+	       (long long)st.demotions, (long long)st.recompute_tokens, f.max_victims_per_step,
 	       reference ? "reference" : "ids identical");
 	fx_fini(&f);
 }
@@ -159,11 +189,26 @@ static void test_runs(void)
 		 .chunked = true},
 		{R("chunked policy switches", 22, 24, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 2),
 		 .chunked = true, .lookahead = 2, .max_wait_factor = 3.0},
+		{R("disk adaptive", 26, 8, ALLM_PREEMPT_ADAPTIVE, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40},
+		{R("disk swap", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40},
+		{R("disk swap fcfs chunked", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FCFS, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .chunked = true},
+		{R("disk resized (swap)", 64, 16, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 1),
+		 .disk = 40},
+		{R("disk read EIO", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .fault = "eio-read=2"},
+		{R("disk write ENOSPC", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .fault = "enospc-write=2"},
+		{R("disk short read", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .fault = "short-read=1"},
 	};
 #undef R
 
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
 		run(&cfgs[i], i == 0);
+	unsetenv("ALLM_KV_DISK_FAULT");
 }
 
 /* Cancels a running, a swapped and a waiting request (one that was preempted by

@@ -47,6 +47,13 @@ json_t *bench_summary_json(const struct bench_result *r)
 				(json_int_t)total_preemptions(r));
 	json_t *mape = json_pack("{s:o, s:o}", "swap", status_get(st, "predictor_mape.swap"),
 				 "recompute", status_get(st, "predictor_mape.recompute"));
+	/* a disk tier: its counts beside the others */
+	json_t *disk_total = status_get(st, "blocks.disk.total");
+	if (json_integer_value(disk_total) > 0) {
+		json_object_set_new(pre, "disk", status_get(st, "preemptions.disk"));
+		json_object_set_new(mape, "disk", status_get(st, "predictor_mape.disk"));
+	}
+	json_decref(disk_total);
 	int bad = json_object_set_new(j, "preemptions", pre) |
 		  json_object_set_new(j, "predictor_mape", mape) |
 		  json_object_set_new(j, "failed", json_integer(r->n_failed)) |
@@ -64,6 +71,7 @@ json_t *bench_summary_json(const struct bench_result *r)
 		  json_object_set_new(j, "steps", status_get(st, "steps")) |
 		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |
 		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps")) |
+		  json_object_set_new(j, "max_wait_ratio", status_get(st, "max_wait_ratio")) |
 		  (st && bench_simulated(st)
 			   ? json_object_set_new(j, "simulated",
 						 json_string("times are the simulated device's virtual clock "
@@ -148,7 +156,7 @@ void bench_print_compare(FILE *f, const char *key, json_t *runs)
 		if (json_is_string(v))
 			snprintf(val, sizeof(val), "%s", json_string_value(v));
 		else
-			snprintf(val, sizeof(val), "%lld", (long long)json_integer_value(v));
+			snprintf(val, sizeof(val), "%g", json_number_value(v));
 		const char *h = json_string_value(json_object_get(run, "outputs_sha256"));
 		fprintf(f, "%-16s %9.1f %9.1f %7.2f %8.3f %9.1f %8.2f %9.1f %6.0f %6.0f %7.2f %7.2f  %.12s\n",
 			val, num(run, "throughput_tok_s"), num(run, "gen_throughput_tok_s"),

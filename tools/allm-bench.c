@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"                         --gpu-memory-utilization --max-num-seqs\n"
 		"                         --max-num-batched-tokens --preempt --sched --profile\n"
 		"                         --log-level --gemm --reference --dummy-seed\n"
+		"                         --chunked-prefill --admit-lookahead --max-wait-factor\n"
+		"                         --disk-swap-space --disk-swap-dir --cpu-isa --quant\n"
 		"  --start-timeout S      limit on the engine's load + calibration (default 900)\n"
 		"workload:\n"
 		"  --workload W           chatbot (default), alpaca, summary or FILE.jsonl\n"
@@ -63,6 +65,10 @@ static const char *const compare_keys[][2] = {
 	{"gpu_blocks", "--gpu-blocks"},
 	{"cpu_blocks", "--cpu-blocks"},
 	{"block_size", "--block-size"},
+	{"chunked_prefill", "--chunked-prefill"},
+	{"admit_lookahead", "--admit-lookahead"},
+	{"max_wait_factor", "--max-wait-factor"},
+	{"disk_swap_space", "--disk-swap-space"},
 };
 
 static const char *compare_flag(const char *key)
@@ -103,7 +109,8 @@ static int parse_compare(struct bench_opts *o, const char *spec)
 	const char *flag = compare_flag(buf);
 	if (!flag) {
 		fprintf(stderr, PROG ": --compare: unknown key '%s' (want preempt, sched, "
-				"max_num_seqs, max_num_batched_tokens, gpu_blocks, cpu_blocks, block_size)\n",
+				"max_num_seqs, max_num_batched_tokens, gpu_blocks, cpu_blocks, block_size, "
+				"chunked_prefill, admit_lookahead, max_wait_factor, disk_swap_space)\n",
 			buf);
 		return -1;
 	}
@@ -131,7 +138,8 @@ static bool is_engine_flag(const char *f)
 		"--device", "--dtype", "--threads", "--block-size", "--gpu-blocks", "--cpu-blocks",
 		"--kv-cache-memory", "--swap-space", "--gpu-memory-utilization", "--max-num-seqs",
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
-		"--gemm", "--dummy-seed", "--reference",
+		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
+		"--max-wait-factor", "--disk-swap-space", "--disk-swap-dir", "--cpu-isa", "--quant",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))
@@ -346,7 +354,9 @@ static int single(const struct bench_opts *o)
 static int compare(const struct bench_opts *o)
 {
 	const char *flag = compare_flag(o->compare_key);
-	bool numeric = strcmp(o->compare_key, "preempt") && strcmp(o->compare_key, "sched");
+	/* settings that are numbers are reported as JSON numbers, the rest as strings */
+	bool numeric = strcmp(o->compare_key, "preempt") && strcmp(o->compare_key, "sched") &&
+		       strcmp(o->compare_key, "chunked_prefill");
 	json_t *runs = json_array();
 	int rc = 0;
 	for (int k = 0; k < o->n_compare && !rc; k++) {
@@ -365,8 +375,11 @@ static int compare(const struct bench_opts *o)
 			json_t *sum = bench_summary_json(&res);
 			json_t *run = json_object();
 			json_t *set = json_object();
+			char *end = NULL;
+			double x = numeric ? strtod(v, &end) : 0;
 			json_object_set_new(set, o->compare_key,
-					    numeric ? json_integer(strtoll(v, NULL, 10)) : json_string(v));
+					    !numeric ? json_string(v)
+					    : x == (double)(long long)x ? json_integer((long long)x) : json_real(x));
 			json_object_set_new(run, "setting", set);
 			json_object_update(run, sum);
 			json_decref(sum);

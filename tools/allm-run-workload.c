@@ -59,9 +59,11 @@ static void write_decision(FILE *f, const struct allm_decision *d)
 			      "tag", (json_int_t)d->tag, "tokens", d->n_tokens, "blocks", d->n_blocks,
 			      "priority", d->priority, "pred_swap_s", d->pred_swap_s,
 			      "pred_recompute_s", d->pred_recompute_s, "choice",
-			      d->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute", "reason", d->reason);
+			      allm_choice_name(d->choice), "reason", d->reason);
 	if (!j)
 		return;
+	if (isfinite(d->pred_disk_s))
+		json_object_set_new(j, "pred_disk_s", json_real(d->pred_disk_s));
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
 	json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', f);
@@ -81,6 +83,12 @@ static void calib_progress(void *user, int done, int total)
 	allm_progress_steps(p, (uint64_t)done, (uint64_t)total);
 }
 
+/* A disk I/O failed and a request fell back to recompute: one line. */
+static void on_note(void *user, const char *msg)
+{
+	fprintf(stderr, "allm-run: warning: %s\n", msg);
+}
+
 static void print_table(const struct allm_run_summary *s, const struct run_args *a,
 			const struct allm_engine_stats *st)
 {
@@ -88,12 +96,12 @@ static void print_table(const struct allm_run_summary *s, const struct run_args 
 		"workload %s: %lld requests in %.2f s | %.1f tok/s (gen %.1f tok/s), %.2f req/s | "
 		"mean weighted turnaround %.3f\n"
 		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | e2e p50 %.1f ms\n"
-		"  preemptions: swap %lld, recompute %lld | predictor MAPE: swap %.2f %%, recompute %.2f %%\n"
+		"  preemptions: swap %lld, recompute %lld, disk %lld | predictor MAPE: swap %.2f %%, recompute %.2f %%\n"
 		"  policy %s/%s | outputs_sha256 %s\n",
 		a->workload, (long long)s->requests, s->duration_s, s->throughput_tok_s,
 		s->gen_throughput_tok_s, s->req_s, s->mean_weighted_turnaround, s->ttft_ms.p50,
 		s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, s->e2e_ms.p50,
-		(long long)s->preempt_swap, (long long)s->preempt_recompute, s->mape_swap,
+		(long long)s->preempt_swap, (long long)s->preempt_recompute, (long long)s->preempt_disk, s->mape_swap,
 		s->mape_recompute, allm_preempt_name(a->eng.preempt), allm_sched_name(a->eng.sched),
 		s->outputs_sha256);
 	(void)st;
@@ -190,7 +198,8 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		goto out;
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&a->eng, &ec);
-	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision};
+	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision,
+					.on_note = on_note};
 	if (a->decisions && !(run.decisions = fopen(a->decisions, "w"))) {
 		fprintf(stderr, "allm-run: --decisions %s: %s\n", a->decisions, strerror(errno));
 		goto out;
@@ -261,6 +270,9 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	sum.preempt_recompute = st.preempt_recompute;
 	sum.mape_swap = st.mape_swap;
 	sum.mape_recompute = st.mape_recompute;
+	sum.has_disk = rt->kv->disk != NULL;
+	sum.preempt_disk = st.preempt_disk;
+	sum.mape_disk = st.mape_disk;
 	if (a->records) {
 		FILE *f = fopen(a->records, "w");
 		if (!f) {
@@ -284,9 +296,14 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		json_object_set_new(j, "policy", json_pack("{s:s, s:s}", "preempt",
 							   allm_preempt_name(a->eng.preempt), "sched",
 							   allm_sched_name(a->eng.sched)));
-		json_object_set_new(j, "blocks", json_pack("{s:i, s:i, s:i}", "gpu", rt->kv->gpu.n_total,
-							   "cpu", rt->kv->cpu.n_total, "block_size",
-							   rt->kv->lay.block_size));
+		json_object_set_new(j, "blocks", json_pack("{s:i, s:i, s:i, s:i}", "gpu", rt->kv->gpu.n_total,
+							   "cpu", rt->kv->cpu.n_total, "disk", st.disk_total,
+							   "block_size", rt->kv->lay.block_size));
+		if (rt->kv->disk)
+			json_object_set_new(j, "disk_bytes", json_pack("{s:I, s:I, s:I}", "write",
+								       (json_int_t)st.disk_write_bytes, "read",
+								       (json_int_t)st.disk_read_bytes, "demotions",
+								       (json_int_t)st.demotions));
 		json_object_set_new(j, "swapped_bytes", json_pack("{s:I, s:I}", "out",
 								  (json_int_t)st.swap_out_bytes, "in",
 								  (json_int_t)st.swap_in_bytes));
@@ -297,6 +314,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 							  (json_int_t)(st.prefill_steps - st.mixed_steps)));
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
+		json_object_set_new(j, "max_wait_ratio", json_real(st.max_wait_ratio));
 		if (be->simulated)
 			json_object_set_new(j, "simulated", sim_json(be, &st, wall, simwall, cpu, simcpu));
 		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));

@@ -362,6 +362,8 @@ int main(int argc, char **argv)
 	const struct allm_model_config *c = &rt->model->cfg;
 	if (rt->device_note[0])
 		fprintf(stderr, "allm-run: %s\n", rt->device_note);
+	if (rt->disk_note[0])
+		fprintf(stderr, "allm-run: %s%s\n", rt->disk_failed ? "warning: " : "", rt->disk_note);
 	if (rt->default_model)
 		fprintf(stderr, "allm-run: %s\n", ALLM_DEFAULT_MODEL_NOTE);
 	fprintf(stderr, "allm-run: %s %s, %d layers, %s weights, on %s (loaded in %.2f s)\n",

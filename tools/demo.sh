@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job in one command: install dependencies, build, start the engine
 # daemon (allm-engined) and generate text with a client (allm) through its
-# shared-memory rings, show the engine's state (allmctl), then shut it down.
+# shared-memory rings, ask the same engine through the OpenAI-compatible HTTP
+# gateway (allm-gateway) with curl, show the engine's state (allmctl), then shut
+# both down.
 # Serves the embedded default model, stories260K (a real trained tiny Llama
 # compiled into the programs): it writes small TinyStories.
 # Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
@@ -14,7 +16,9 @@ export ALLM_RUNTIME_DIR; ALLM_RUNTIME_DIR=$(mktemp -d /tmp/allm-demo.XXXXXX)
 NAME=demo
 build/engined/allm-engined --name "$NAME" &
 ENGINE=$!
+GATEWAY=
 cleanup() {
+	[ -n "$GATEWAY" ] && kill -TERM "$GATEWAY" 2>/dev/null && wait "$GATEWAY" 2>/dev/null
 	kill -TERM "$ENGINE" 2>/dev/null && wait "$ENGINE" 2>/dev/null
 	rm -rf "$ALLM_RUNTIME_DIR"
 }
@@ -28,6 +32,27 @@ done
 
 build/clientlib/allm --name "$NAME" generate --prompt "Once upon a time" --max-tokens 200 \
 	--temperature 0 "$@"
+echo
+
+# the same engine over HTTP: allm-gateway on a free port (logged), one completion
+build/engined/allm-gateway --engine "$NAME" --port 0 2>"$ALLM_RUNTIME_DIR/gateway.log" &
+GATEWAY=$!
+URL=
+for _ in $(seq 400); do
+	PORT=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$ALLM_RUNTIME_DIR/gateway.log")
+	if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; then
+		URL=http://127.0.0.1:$PORT
+		break
+	fi
+	sleep 0.05
+done
+[ -n "$URL" ] || { echo "demo: allm-gateway did not come up" >&2; cat "$ALLM_RUNTIME_DIR/gateway.log" >&2; exit 1; }
+echo "\$ curl $URL/v1/completions -d '{\"model\": \"default\", \"prompt\": \"Once upon a time\", \"max_tokens\": 40, \"temperature\": 0}'"
+curl -s "$URL/v1/completions" -H "Content-Type: application/json" \
+	-d '{"model": "default", "prompt": "Once upon a time", "max_tokens": 40, "temperature": 0}' |
+	python3 -m json.tool
+kill -TERM "$GATEWAY" && wait "$GATEWAY"
+GATEWAY=
 echo
 build/ctl/allmctl --name "$NAME" status
 build/ctl/allmctl --name "$NAME" shutdown >/dev/null

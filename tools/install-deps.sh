@@ -7,6 +7,7 @@ PKGS=(
   build-essential meson ninja-build pkg-config python3
   liburing-dev libzmq3-dev libmsgpack-dev libncurses-dev libjansson-dev
   libopenblas-dev gnuplot-nox clang libclang-rt-14-dev tmux
+  libmicrohttpd-dev curl python3-jinja2
 )
 
 SUDO=""

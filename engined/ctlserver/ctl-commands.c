@@ -66,10 +66,10 @@ range:
 
 /* --- set ------------------------------------------------------------------------- */
 
-enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_COUNT };
+enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_DISK, K_COUNT };
 static const char *const set_keys[K_COUNT] = {"gpu_blocks", "cpu_blocks", "max_num_seqs",
 					       "max_num_batched_tokens", "preempt", "sched",
-					       "chunked_prefill", "max_wait_factor"};
+					       "chunked_prefill", "max_wait_factor", "disk_blocks"};
 
 struct set_plan {
 	bool has[K_COUNT];
@@ -106,7 +106,7 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 			return errf(err, errlen,
 				    "unknown key '%.*s' (gpu_blocks, cpu_blocks, max_num_seqs, "
 				    "max_num_batched_tokens, preempt, sched, chunked_prefill, "
-				    "max_wait_factor)",
+				    "max_wait_factor, disk_blocks)",
 				    (int)ALLM_MIN(k->via.str.size, 40u), k->via.str.ptr);
 		if (p->has[key])
 			return errf(err, errlen, "%s given twice", set_keys[key]);
@@ -121,6 +121,11 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 			break;
 		case K_WAIT:
 			r = int_arg(val, "max_wait_factor", 0, 1000000, &p->num[key], err, errlen);
+			break;
+		case K_DISK:
+			if (!allm_kv_disk_blocks(s->h.rt->kv))
+				return errf(err, errlen, "disk_blocks: no disk tier (start with --disk-swap-space)");
+			r = int_arg(val, "disk_blocks", 0, CTL_MAX_BLOCKS, &p->num[key], err, errlen);
 			break;
 		case K_CHUNKED:
 			if (!allm_ctl_str_eq(val, "on") && !allm_ctl_str_eq(val, "off"))
@@ -172,13 +177,20 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 	struct allm_engine_stats st;
 	allm_engine_get_stats(eng, &st);
 	const struct allm_engine_config cfg = *allm_engine_get_config(eng);
-	int32_t old_gpu = st.gpu_total, old_cpu = st.cpu_total;
+	int32_t old_gpu = st.gpu_total, old_cpu = st.cpu_total, old_disk = st.disk_total;
 	if (p.has[K_GPU] && (r = allm_engine_set_gpu_blocks(eng, (int32_t)p.num[K_GPU], &e)))
 		return errf(err, errlen, "gpu_blocks: %s", e.msg);
 	if (p.has[K_CPU] && (r = allm_engine_set_cpu_blocks(eng, (int32_t)p.num[K_CPU], &e))) {
 		if (p.has[K_GPU])
 			allm_engine_set_gpu_blocks(eng, old_gpu, NULL); /* shrinks back: cannot fail */
 		return errf(err, errlen, "cpu_blocks: %s", e.msg);
+	}
+	if (p.has[K_DISK] && (r = allm_engine_set_disk_blocks(eng, (int32_t)p.num[K_DISK], &e))) {
+		if (p.has[K_CPU])
+			allm_engine_set_cpu_blocks(eng, old_cpu, NULL);
+		if (p.has[K_GPU])
+			allm_engine_set_gpu_blocks(eng, old_gpu, NULL);
+		return errf(err, errlen, "disk_blocks: %s", e.msg);
 	}
 	int32_t seqs = p.has[K_SEQS] ? (int32_t)p.num[K_SEQS] : cfg.max_num_seqs;
 	int32_t toks = p.has[K_TOKENS] ? (int32_t)p.num[K_TOKENS] : cfg.max_num_batched_tokens;
@@ -204,8 +216,8 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 	for (int k = 0; k < K_COUNT; k++) {
 		if (!p.has[k])
 			continue;
-		int64_t old = k == K_GPU ? old_gpu : k == K_CPU ? old_cpu : k == K_SEQS ? cfg.max_num_seqs
-										       : cfg.max_num_batched_tokens;
+		int64_t old = k == K_GPU ? old_gpu : k == K_CPU ? old_cpu : k == K_DISK ? old_disk
+			      : k == K_SEQS ? cfg.max_num_seqs : cfg.max_num_batched_tokens;
 		if (k == K_PREEMPT)
 			enc_change_str(b, set_keys[k], allm_preempt_name(cfg.preempt), allm_preempt_name(p.preempt));
 		else if (k == K_CHUNKED)
@@ -390,6 +402,10 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		if ((r = no_args(args, "status", err, errlen)))
 			return r;
 		ctl_encode_status(s, b);
+	} else if (allm_ctl_str_eq(cmd, "metrics")) {
+		if ((r = no_args(args, "metrics", err, errlen)))
+			return r;
+		ctl_metrics_encode(s, b);
 	} else if (allm_ctl_str_eq(cmd, "set")) {
 		return cmd_set(s, args, err, errlen);
 	} else if (allm_ctl_str_eq(cmd, "calibrate")) {
@@ -406,6 +422,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		allm_engine_reset_stats(h->eng);
 		allm_predictor_reset_stats(h->pred);
 		ctl_stats_reset(&s->stats);
+		ctl_metrics_reset(&s->metrics, h->rt->model->cfg.max_pos);
 		ctl_log(s, 2, "control: statistics reset");
 		allm_ctl_enc_map(b, 0);
 	} else if (allm_ctl_str_eq(cmd, "drain") || allm_ctl_str_eq(cmd, "shutdown")) {
@@ -436,7 +453,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 	} else {
 		const char *p = cmd->via.str.ptr;
 		return errf(err, errlen,
-			    "unknown command '%.*s' (status, set, calibrate, requests, cancel, "
+			    "unknown command '%.*s' (status, metrics, set, calibrate, requests, cancel, "
 			    "reset-stats, drain, resume, shutdown)",
 			    (int)ALLM_MIN(cmd->via.str.size, 40u), p);
 	}

@@ -3,6 +3,7 @@
 #ifndef ALLM_CTL_INTERNAL_H
 #define ALLM_CTL_INTERNAL_H
 
+#include "ctl-metrics.h"
 #include "ctl-proto.h"
 #include "ctl-server.h"
 #include "ctl-stats.h"
@@ -25,6 +26,7 @@ struct ctl_server {
 	double start; /* allm_now() at start: uptime and telemetry times */
 	double clock0; /* the engine's clock at start (virtual on a simulated device) */
 	struct ctl_stats stats;
+	struct ctl_metrics metrics; /* Prometheus counters and histograms (ctl-metrics.c) */
 	bool calibrating; /* inside `calibrate`: status.state says so */
 	uint64_t n_commands, n_errors; /* handled, and answered with an error */
 };

@@ -65,6 +65,7 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 	allm_ctl_enc_init(&s->out);
 	allm_ctl_enc_init(&s->body);
 	ctl_stats_reset(&s->stats);
+	ctl_metrics_reset(&s->metrics, host->rt->model->cfg.max_pos);
 	if ((r = allm_ctl_path(host->runtime_dir, host->name, "ctl", s->ctl_path, sizeof(s->ctl_path))) ||
 	    (r = allm_ctl_path(host->runtime_dir, host->name, "pub", s->pub_path, sizeof(s->pub_path)))) {
 		ctl_log(s, 0, "control socket path too long in %s", host->runtime_dir);
@@ -313,6 +314,7 @@ void ctl_server_on_finish(struct ctl_server *s, const struct allm_request *r, ui
 	int32_t gen = allm_request_n_generated(r);
 	double ttft, tpot, e2e, wta;
 	ctl_stats_add(&s->stats, r->arrival, r->first_sched, r->first_token, r->finish, gen);
+	ctl_metrics_on_finish(&s->metrics, r);
 	ctl_stats_request(r->arrival, r->first_sched, r->first_token, r->finish, gen, &ttft, &tpot,
 			  &e2e, &wta);
 	struct allm_ctl_enc *e = &s->out;
@@ -342,7 +344,7 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 		return;
 	struct allm_ctl_enc *e = &s->out;
 	allm_ctl_enc_reset(e);
-	allm_ctl_enc_map(e, 13);
+	allm_ctl_enc_map(e, 15);
 	allm_ctl_enc_kint(e, "seq", dec->seq_no);
 	/* seconds on the engine's clock since this server started */
 	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->clock0);
@@ -354,7 +356,11 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 	allm_ctl_enc_kdouble(e, "priority", dec->priority);
 	allm_ctl_enc_kdouble(e, "pred_swap_ms", dec->pred_swap_s * 1e3);
 	allm_ctl_enc_kdouble(e, "pred_recompute_ms", dec->pred_recompute_s * 1e3);
-	allm_ctl_enc_kstr(e, "choice", dec->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute");
+	allm_ctl_enc_kdouble(e, "pred_disk_ms", dec->pred_disk_s * 1e3); /* nil without a disk tier */
+	allm_ctl_enc_kstr(e, "choice", allm_choice_name(dec->choice));
+	/* where the KV went: the host pool, the disk, or nowhere (recompute) */
+	allm_ctl_enc_kstr(e, "tier", dec->choice == ALLM_CHOICE_SWAP ? "host"
+				     : dec->choice == ALLM_CHOICE_DISK ? "disk" : "none");
 	allm_ctl_enc_kstr(e, "reason", dec->reason ? dec->reason : "");
 	allm_ctl_enc_kdouble(e, "measured_ms", measured ? dec->measured_s * 1e3 : NAN);
 	allm_ctl_enc_kbool(e, "measured", measured);

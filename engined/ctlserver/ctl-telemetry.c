@@ -101,7 +101,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 30);
+	allm_ctl_enc_map(e, 32);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -126,16 +126,25 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	enc_top(s, e, "waiting", ALLM_REQ_WAITING, eng_now);
 	enc_top(s, e, "running", ALLM_REQ_RUNNING, eng_now);
 	enc_top(s, e, "swapped", ALLM_REQ_SWAPPED, eng_now);
-	allm_ctl_enc_kmap(e, "blocks", 2);
+	allm_ctl_enc_kmap(e, "blocks", 3);
 	allm_ctl_enc_kmap(e, "gpu", 2);
 	allm_ctl_enc_kint(e, "total", st.gpu_total);
 	allm_ctl_enc_kint(e, "used", st.gpu_used);
 	allm_ctl_enc_kmap(e, "cpu", 2);
 	allm_ctl_enc_kint(e, "total", st.cpu_total);
 	allm_ctl_enc_kint(e, "used", st.cpu_used);
-	allm_ctl_enc_kmap(e, "preemptions", 2);
+	allm_ctl_enc_kmap(e, "disk", 2); /* 0/0 without a disk tier */
+	allm_ctl_enc_kint(e, "total", st.disk_total);
+	allm_ctl_enc_kint(e, "used", st.disk_used);
+	allm_ctl_enc_kmap(e, "preemptions", 3);
 	allm_ctl_enc_kint(e, "swap", st.preempt_swap);
 	allm_ctl_enc_kint(e, "recompute", st.preempt_recompute);
+	allm_ctl_enc_kint(e, "disk", st.preempt_disk);
+	allm_ctl_enc_kmap(e, "disk_bytes", 4);
+	allm_ctl_enc_kint(e, "write", st.disk_write_bytes);
+	allm_ctl_enc_kint(e, "read", st.disk_read_bytes);
+	allm_ctl_enc_kint(e, "demotions", st.demotions);
+	allm_ctl_enc_kint(e, "fallbacks", st.disk_fallbacks);
 	allm_ctl_enc_kmap(e, "swapped_bytes", 2);
 	allm_ctl_enc_kint(e, "out", st.swap_out_bytes);
 	allm_ctl_enc_kint(e, "in", st.swap_in_bytes);
@@ -147,6 +156,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "prefill", st.prefill_steps - st.mixed_steps);
 	allm_ctl_enc_kint(e, "wasted_prefill_tokens", st.wasted_prefill_tokens);
 	allm_ctl_enc_kint(e, "max_wait_steps", st.max_wait_steps);
+	allm_ctl_enc_kdouble(e, "max_wait_ratio", st.max_wait_ratio);
 	allm_ctl_enc_kmap(e, "tokens", 2);
 	allm_ctl_enc_kint(e, "prompt", st.prompt_tokens);
 	allm_ctl_enc_kint(e, "generated", st.generated_tokens);
@@ -159,9 +169,10 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	enc_pctl(e, "tpot_ms", &v.tpot);
 	enc_pctl(e, "e2e_ms", &v.e2e);
 	allm_ctl_enc_kdouble(e, "mean_weighted_turnaround", v.mean_weighted_turnaround);
-	allm_ctl_enc_kmap(e, "predictor_mape", 2);
+	allm_ctl_enc_kmap(e, "predictor_mape", 3);
 	allm_ctl_enc_kdouble(e, "swap", st.mape_swap);
 	allm_ctl_enc_kdouble(e, "recompute", st.mape_recompute);
+	allm_ctl_enc_kdouble(e, "disk", st.disk_total ? st.mape_disk : NAN);
 	/* extension: counted allocations (common/common.h), for the dashboard */
 	allm_ctl_enc_kint(e, "memory_bytes", (int64_t)allm_mem_in_use());
 	enc_clients(s, e); /* clients, client_list */

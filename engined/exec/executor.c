@@ -194,7 +194,7 @@ static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int6
 	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
 	int r;
 
-	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, dt, T, D, c->norm_eps));
+	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, m->vdtype, T, D, c->norm_eps));
 	CHECK(BE->gemm(be, a->q, a->h, L->wq, L->bq, dt, T, D, Q));
 	CHECK(BE->gemm(be, a->k, a->h, L->wk, L->bk, dt, T, D, K));
 	CHECK(BE->gemm(be, a->v, a->h, L->wv, L->bv, dt, T, D, K));
@@ -205,7 +205,7 @@ static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int6
 			    1.0f / sqrtf((float)c->head_dim), meta));
 	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
 	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, dt, T, D, c->norm_eps));
+	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, m->vdtype, T, D, c->norm_eps));
 	CHECK(BE->gemm(be, a->g, a->h, L->w_gate, L->b_gate, dt, T, D, F));
 	CHECK(BE->gemm(be, a->u, a->h, L->w_up, L->b_up, dt, T, D, F));
 	CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
@@ -261,23 +261,23 @@ static int run_opt_layer(struct allm_executor *ex, int l, struct acts *a, int64_
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
 	const struct allm_layer_weights *L = &m->layers[l];
-	enum allm_dtype dt = m->wdtype;
+	const enum allm_dtype vt = m->vdtype; /* norms */
 	int64_t D = c->hidden;
 	int r;
 	if (c->pre_ln) {
-		CHECK(BE->layernorm(be, a->h, a->x, L->attn_norm_w, L->attn_norm_b, dt, T, D, c->norm_eps));
+		CHECK(BE->layernorm(be, a->h, a->x, L->attn_norm_w, L->attn_norm_b, vt, T, D, c->norm_eps));
 		CHECK(opt_attn(ex, l, a, a->h, T, meta));
 		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->h, a->x, L->mlp_norm_w, L->mlp_norm_b, dt, T, D, c->norm_eps));
+		CHECK(BE->layernorm(be, a->h, a->x, L->mlp_norm_w, L->mlp_norm_b, vt, T, D, c->norm_eps));
 		CHECK(opt_mlp(ex, l, a, a->h, T));
 		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
 	} else {
 		CHECK(opt_attn(ex, l, a, a->x, T, meta));
 		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->x, a->x, L->attn_norm_w, L->attn_norm_b, dt, T, D, c->norm_eps));
+		CHECK(BE->layernorm(be, a->x, a->x, L->attn_norm_w, L->attn_norm_b, vt, T, D, c->norm_eps));
 		CHECK(opt_mlp(ex, l, a, a->x, T));
 		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->x, a->x, L->mlp_norm_w, L->mlp_norm_b, dt, T, D, c->norm_eps));
+		CHECK(BE->layernorm(be, a->x, a->x, L->mlp_norm_w, L->mlp_norm_b, vt, T, D, c->norm_eps));
 	}
 fail:
 	return r;
@@ -318,12 +318,12 @@ static int head(struct allm_executor *ex, struct acts *a, int64_t S)
 	float *in = a->h;
 	int r = 0;
 	if (c->arch == ALLM_ARCH_LLAMA) {
-		CHECK(BE->rmsnorm(be, a->e, a->h, m->final_norm_w, dt, S, D, c->norm_eps));
+		CHECK(BE->rmsnorm(be, a->e, a->h, m->final_norm_w, m->vdtype, S, D, c->norm_eps));
 		in = a->e;
 	} else {
 		if (c->final_ln) {
-			CHECK(BE->layernorm(be, a->e, a->h, m->final_norm_w, m->final_norm_b, dt, S, D,
-					    c->norm_eps));
+			CHECK(BE->layernorm(be, a->e, a->h, m->final_norm_w, m->final_norm_b, m->vdtype,
+					    S, D, c->norm_eps));
 			in = a->e;
 		}
 		if (m->proj_out) {

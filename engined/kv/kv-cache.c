@@ -78,6 +78,9 @@ void allm_kv_cache_free(struct allm_kv_cache *kv)
 		kv->be->iface->host_free(kv->be, kv->host);
 	allm_block_pool_fini(&kv->gpu);
 	allm_block_pool_fini(&kv->cpu);
+	allm_kv_disk_close(kv->disk);
+	if (kv->stage)
+		kv->be->iface->host_free(kv->be, kv->stage);
 	allm_free(kv->touched_dev);
 	allm_free(kv->touched_host);
 	allm_free(kv);
@@ -279,5 +282,224 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	int rc = copy_blocks(kv, src, dst, n, dir == 0, &res, NULL);
 	allm_free(src);
 	allm_free(dst);
+	return rc ? rc : res.seconds;
+}
+
+/* --- the disk tier ------------------------------------------------------------------- */
+
+/* Blocks of host staging for disk I/O of a device that is not host memory: the
+ * disk side goes at this many blocks at a time. */
+#define KV_STAGE_BLOCKS 64
+
+int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
+			size_t note_len, struct allm_err *err)
+{
+	int r;
+	if (kv->disk)
+		return allm_err_set(err, -EEXIST, "the KV cache already has a disk tier");
+	if (!kv->be->device_is_host) {
+		size_t bytes;
+		if ((r = pool_bytes(kv, KV_STAGE_BLOCKS, &bytes, err)))
+			return r;
+		if ((r = kv->be->iface->host_alloc(kv->be, bytes, &kv->stage)))
+			return allm_err_set(err, r, "cannot allocate disk staging: %s",
+					    allm_backend_last_error(kv->be));
+		kv->stage_blocks = KV_STAGE_BLOCKS;
+	}
+	return allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
+}
+
+struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv)
+{
+	return kv->disk ? allm_kv_disk_pool(kv->disk) : NULL;
+}
+
+int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
+{
+	if (!kv->disk)
+		return allm_err_set(err, -ENOTSUP, "no disk tier (start with --disk-swap-space)");
+	return allm_kv_disk_resize(kv->disk, n, err);
+}
+
+void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n)
+{
+	for (int32_t i = 0; i < n; i++) {
+		int r = allm_block_pool_release(allm_kv_disk_pool(kv->disk), owner, ids[i]);
+		ALLM_ASSERT(r == 0);
+	}
+}
+
+/* Moves n blocks between device ids and disk ids: straight from or into device
+ * memory when it is host memory, else through the staging buffer with the
+ * backend's copies (write: device -> stage -> disk; read: disk -> stage -> device). */
+static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, const int32_t *disk,
+		     int32_t n, struct allm_swap_result *res, struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	double t = 0, secs;
+	int32_t runs = 0, k;
+	int r = 0;
+	if (be->device_is_host) {
+		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &t, &runs, err);
+		goto out;
+	}
+	int32_t *seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t));
+	if (!seq)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	for (int32_t i = 0; i < kv->stage_blocks; i++)
+		seq[i] = i;
+	for (int32_t i = 0; i < n && !r; i += k) {
+		k = ALLM_MIN(kv->stage_blocks, n - i);
+		double t0 = allm_now();
+		for (int32_t j = 0; j < k && write && !r; j++)
+			r = be->iface->copy_async(be, (char *)kv->stage + (size_t)j * kv->block_bytes,
+						  (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
+						  kv->block_bytes, ALLM_COPY_D2H);
+		if (write && !r)
+			r = be->iface->copy_wait(be, NULL);
+		if (r) {
+			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
+			break;
+		}
+		int32_t rr = 0;
+		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &secs, &rr, err);
+		runs += rr;
+		for (int32_t j = 0; j < k && !write && !r; j++)
+			r = be->iface->copy_async(be, (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
+						  (char *)kv->stage + (size_t)j * kv->block_bytes,
+						  kv->block_bytes, ALLM_COPY_H2D);
+		if (!write && !r && (r = be->iface->copy_wait(be, NULL)))
+			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
+		t += allm_now() - t0;
+	}
+	allm_free(seq);
+out:
+	if (res && !r) {
+		res->seconds = t;
+		res->n_runs = runs;
+		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
+	}
+	return r;
+}
+
+/* Takes n blocks of pool p for owner into ids; -ENOSPC (nothing taken) if short. */
+static int take(struct allm_block_pool *p, int64_t owner, int32_t n, int32_t *ids)
+{
+	if (p->n_free < n)
+		return -ENOSPC;
+	for (int32_t i = 0; i < n; i++) {
+		int r = allm_block_pool_alloc(p, owner, &ids[i]);
+		ALLM_ASSERT(r == 0);
+	}
+	return 0;
+}
+
+static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *ids, int32_t n)
+{
+	for (int32_t i = 0; i < n; i++) {
+		int r = allm_block_pool_release(p, owner, ids[i]);
+		ALLM_ASSERT(r == 0);
+	}
+}
+
+int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
+		     int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	int r;
+	if (!dp)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (take(dp, owner, n, ret_disk))
+		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
+	if ((r = disk_xfer(kv, true, gpu, ret_disk, n, res, err))) {
+		give_back(dp, owner, ret_disk, n);
+		return r;
+	}
+	give_back(&kv->gpu, owner, gpu, n);
+	return 0;
+}
+
+int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	int r;
+	if (!dp)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (take(&kv->gpu, owner, n, ret_gpu))
+		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
+				    n);
+	/* fresh destination pages are faulted in outside the timed read (swap() does
+	 * the same), so the measured cost is the transfer's */
+	for (int32_t i = 0; kv->touched_dev && i < n; i++)
+		if (!kv->touched_dev[ret_gpu[i]]) {
+			memset((char *)kv->dev + (size_t)ret_gpu[i] * kv->block_bytes, 0, kv->block_bytes);
+			kv->touched_dev[ret_gpu[i]] = 1;
+		}
+	if ((r = disk_xfer(kv, false, ret_gpu, disk, n, res, err))) {
+		give_back(&kv->gpu, owner, ret_gpu, n);
+		return r;
+	}
+	give_back(dp, owner, disk, n);
+	return 0;
+}
+
+int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
+		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	double t = 0;
+	int32_t runs = 0;
+	int r;
+	if (!dp)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (take(dp, owner, n, ret_disk))
+		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
+	if ((r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, ret_disk, n, &t, &runs, err))) {
+		give_back(dp, owner, ret_disk, n);
+		return r;
+	}
+	give_back(&kv->cpu, owner, cpu, n);
+	if (res) {
+		res->seconds = t;
+		res->n_runs = runs;
+		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
+	}
+	return 0;
+}
+
+double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	int32_t span = n + n_runs;
+	if (!dp || n <= 0 || n_runs <= 0 || n_runs > n || span > kv->gpu.capacity ||
+	    span > dp->capacity)
+		return -EINVAL;
+	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(dp))
+		return -EBUSY;
+	int32_t *mem = allm_malloc((size_t)n * sizeof(int32_t)),
+		*disk = allm_malloc((size_t)n * sizeof(int32_t));
+	if (!mem || !disk) {
+		allm_free(mem);
+		allm_free(disk);
+		return -ENOMEM;
+	}
+	/* runs separated by a one-block gap on the disk side, as in time_copy */
+	int32_t room = ALLM_MIN(kv->gpu.capacity, dp->capacity) - span;
+	int32_t base = room > 0 ? (int32_t)(kv->calib_cursor % (uint32_t)(room + 1)) : 0;
+	kv->calib_cursor += (uint32_t)span;
+	int32_t per = n / n_runs, k = 0;
+	for (int32_t r = 0; r < n_runs; r++) {
+		int32_t len = r == n_runs - 1 ? n - k : per;
+		for (int32_t i = 0; i < len; i++, k++) {
+			mem[k] = base + k;
+			disk[k] = base + k + r;
+		}
+	}
+	touch_range(kv, true, base, span);
+	struct allm_swap_result res;
+	int rc = disk_xfer(kv, dir == 0, mem, disk, n, &res, NULL);
+	allm_free(mem);
+	allm_free(disk);
 	return rc ? rc : res.seconds;
 }

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "block-pool.h"
+#include "kv-disk.h"
 
 struct allm_kv_cache {
 	allm_backend_t *be; /* not owned */
@@ -25,6 +26,9 @@ struct allm_kv_cache {
 	uint8_t *touched_dev; /* [gpu.capacity], NULL when device memory is not host */
 	uint8_t *touched_host; /* [cpu.capacity] */
 	uint32_t calib_cursor; /* where the next calibration copy starts */
+	struct allm_kv_disk *disk; /* the disk tier, NULL when off */
+	void *stage; /* host staging for disk I/O when device memory is not host */
+	int32_t stage_blocks;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many
@@ -67,6 +71,35 @@ int allm_kv_swap_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
 /* Swap in: the reverse; -ENOSPC when the GPU pool has fewer than n free blocks. */
 int allm_kv_swap_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
 		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
+
+/* --- the disk tier (kv-disk.h) ---------------------------------------------------- */
+
+/* Adds a disk pool of n_blocks in dir. note: one line on how it was opened. */
+int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
+			size_t note_len, struct allm_err *err);
+/* The disk pool, or NULL when there is no disk tier. */
+struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv);
+int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
+/* Device -> disk: takes n disk blocks into ret_disk, writes the n GPU blocks there
+ * (staged through host memory when the device is not), releases the GPU blocks.
+ * -ENOSPC when the disk pool is short; on any failure nothing changed. */
+int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
+		     int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err);
+/* Disk -> device: takes n GPU blocks into ret_gpu, reads the disk blocks there,
+ * releases the disk blocks. On failure (EIO, a short read) the GPU blocks go back
+ * and the disk blocks stay the caller's: their contents are not trusted. */
+int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
+/* Host -> disk (a swapped request demoted to make room in the host pool): takes
+ * n disk blocks, writes the host blocks there, releases the host blocks. */
+int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
+		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err);
+/* Releases every disk block of owner in ids[0..n). */
+void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n);
+/* Times a disk write (dir 0) or read (dir 1) of n blocks as n_runs runs, over
+ * scratch blocks, only while the device and disk pools are unused (-EBUSY
+ * otherwise). For calibration. Seconds or a negative errno. */
+double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs);
 
 /* Times a copy of n blocks in direction dir (0 = out, 1 = in) as n_runs runs,
  * over blocks of both pools as scratch: only while both pools are unused (-EBUSY

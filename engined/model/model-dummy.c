@@ -21,13 +21,16 @@ static float unit(uint64_t *st)
 	return (float)((allm_splitmix64(st) >> 40) * 0x1p-23) - 1.0f;
 }
 
-/* Fills one tensor. Scales keep activations O(1) through many layers: matrices
- * ~ U(-1,1)/sqrt(fan_in), norms near 1, small biases, embeddings ~ U(-1,1). */
-static void fill_spec(const struct allm_weight_spec *s, uint64_t seed, enum allm_dtype dt,
-		      void *dst, float *tmp, size_t chunk)
+/* Fills one tensor, whole rows at a time (int8 storage quantizes per row). Scales
+ * keep activations O(1) through many layers: matrices ~ U(-1,1)/sqrt(fan_in), norms
+ * near 1, small biases, embeddings ~ U(-1,1). */
+static void fill_spec(const struct allm_model *m, const struct allm_weight_spec *s,
+		      uint64_t seed, void *dst, float *tmp, size_t chunk)
 {
 	uint64_t st = seed ^ fnv1a(s->name);
-	size_t ne = (size_t)s->shape[0] * (size_t)(s->n_dims == 2 ? s->shape[1] : 1);
+	int64_t rows = s->n_dims == 2 ? s->shape[0] : 1;
+	int64_t cols = s->n_dims == 2 ? s->shape[1] : s->shape[0];
+	int64_t per = ALLM_MAX((int64_t)1, (int64_t)chunk / cols); /* rows per chunk */
 	float scale = 1.0f, offset = 0.0f;
 	switch (s->kind) {
 	case ALLM_WKIND_MATRIX: scale = 1.0f / sqrtf((float)s->shape[1]); break;
@@ -35,12 +38,11 @@ static void fill_spec(const struct allm_weight_spec *s, uint64_t seed, enum allm
 	case ALLM_WKIND_BIAS: scale = 0.02f; break;
 	case ALLM_WKIND_EMBED: scale = 1.0f; break;
 	}
-	size_t esz = allm_dtype_size(dt);
-	for (size_t i = 0; i < ne; i += chunk) {
-		size_t c = ALLM_MIN(chunk, ne - i);
-		for (size_t j = 0; j < c; j++)
+	for (int64_t r0 = 0; r0 < rows; r0 += per) {
+		int64_t nr = ALLM_MIN(per, rows - r0);
+		for (int64_t j = 0; j < nr * cols; j++)
 			tmp[j] = offset + scale * unit(&st);
-		allm_from_f32((char *)dst + i * esz, tmp, dt, c);
+		allm_model_spec_store(m, s, dst, r0, tmp, nr);
 	}
 }
 
@@ -50,7 +52,7 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 {
 	struct allm_model *m = NULL;
 	struct allm_weight_spec *specs = NULL;
-	size_t n = 0, chunk = 1 << 20, esz;
+	size_t n = 0, chunk = 1 << 20;
 	float *tmp = NULL;
 	void *stage = NULL;
 	uint64_t total = 0, done = 0;
@@ -61,13 +63,14 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 	if ((r = allm_model_create_shell(be, cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
 		return r;
 	snprintf(m->source, sizeof(m->source), "dummy");
-	esz = allm_dtype_size(m->wdtype);
 	if ((r = allm_model_weight_specs(m, &specs, &n))) {
 		allm_err_set(err, r, "out of memory");
 		goto fail;
 	}
 	if ((r = allm_model_alloc_arena(m, specs, n, err)))
 		goto fail;
+	for (size_t i = 0; i < n; i++) /* a chunk holds at least one row */
+		chunk = ALLM_MAX(chunk, (size_t)(specs[i].n_dims == 2 ? specs[i].shape[1] : specs[i].shape[0]));
 	tmp = allm_malloc(chunk * sizeof(float));
 	if (!tmp) {
 		r = allm_err_set(err, -ENOMEM, "out of memory");
@@ -75,7 +78,7 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 	}
 	size_t max_bytes = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t b = (size_t)specs[i].shape[0] * (specs[i].n_dims == 2 ? specs[i].shape[1] : 1) * esz;
+		size_t b = allm_model_spec_bytes(m, &specs[i]);
 		total += b;
 		max_bytes = ALLM_MAX(max_bytes, b);
 	}
@@ -90,9 +93,9 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 		goto fail;
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t b = (size_t)specs[i].shape[0] * (specs[i].n_dims == 2 ? specs[i].shape[1] : 1) * esz;
+		size_t b = allm_model_spec_bytes(m, &specs[i]);
 		void *dst = be->device_is_host ? *specs[i].slot : stage;
-		fill_spec(&specs[i], seed, m->wdtype, dst, tmp, chunk);
+		fill_spec(m, &specs[i], seed, dst, tmp, chunk);
 		if (!be->device_is_host && (r = be->iface->upload(be, *specs[i].slot, stage, b))) {
 			r = allm_err_set(err, r, "upload: %s", allm_backend_last_error(be));
 			goto fail;

@@ -1,6 +1,7 @@
 /* Model weights: the tensor list a config implies, loading it from safetensors
  * (validated against config.json before any byte is read), and freeing. */
 #include "model.h"
+#include "quant.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,6 +128,42 @@ uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_
 	return allm_model_config_n_params(cfg) * allm_dtype_size(dt);
 }
 
+enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct allm_weight_spec *s)
+{
+	return s->kind == ALLM_WKIND_MATRIX || s->kind == ALLM_WKIND_EMBED ? m->wdtype : m->vdtype;
+}
+
+/* Rows and columns of a tensor (a vector is one row). */
+static int64_t spec_cols(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[1] : s->shape[0];
+}
+
+static int64_t spec_rows(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[0] : 1;
+}
+
+size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weight_spec *s)
+{
+	enum allm_dtype dt = allm_model_spec_dtype(m, s);
+	if (dt == ALLM_DTYPE_Q8)
+		return allm_q8_bytes(spec_rows(s), spec_cols(s));
+	return spec_elems(s) * allm_dtype_size(dt);
+}
+
+void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_spec *s,
+			   void *dst, int64_t row0, const float *src, int64_t n_rows)
+{
+	enum allm_dtype dt = allm_model_spec_dtype(m, s);
+	int64_t cols = spec_cols(s);
+	if (dt == ALLM_DTYPE_Q8)
+		allm_q8_quantize_rows(dst, cols, row0, src, n_rows);
+	else
+		allm_from_f32((char *)dst + (size_t)(row0 * cols) * allm_dtype_size(dt), src, dt,
+			      (size_t)(n_rows * cols));
+}
+
 int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
 			    enum allm_dtype wdtype, struct allm_model **ret, struct allm_err *err)
 {
@@ -136,6 +173,7 @@ int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *
 	m->cfg = *cfg;
 	m->be = be;
 	m->wdtype = wdtype;
+	m->vdtype = wdtype == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : wdtype;
 	m->layers = allm_calloc((size_t)cfg->n_layers, sizeof(*m->layers));
 	if (!m->layers) {
 		allm_free(m);
@@ -148,10 +186,13 @@ int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *
 int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *specs,
 			   size_t n, struct allm_err *err)
 {
-	size_t esz = allm_dtype_size(m->wdtype), total = 0;
+	size_t total = 0;
 	size_t free_b = 0, total_b = 0;
+	if (m->wdtype == ALLM_DTYPE_Q8 && !allm_backend_supports(m->be, ALLM_OP_GEMM, ALLM_DTYPE_Q8))
+		return allm_err_set(err, -ENOTSUP, "int8 weights (--quant int8) are not supported by "
+				    "the %s backend; use --device cpu", m->be->iface->name(m->be));
 	for (size_t i = 0; i < n; i++)
-		total += align64(spec_elems(&specs[i]) * esz);
+		total += align64(allm_model_spec_bytes(m, &specs[i]));
 	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
 
 	/* A clear refusal beats the OOM killer: check against what the device has. */
@@ -169,7 +210,7 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 	char *p = m->arena;
 	for (size_t i = 0; i < n; i++) {
 		*specs[i].slot = p;
-		p += align64(spec_elems(&specs[i]) * esz);
+		p += align64(allm_model_spec_bytes(m, &specs[i]));
 	}
 	m->inv_freq = (float *)p;
 	return 0;
@@ -250,7 +291,7 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 		       uint64_t done_before, uint64_t total, struct allm_err *err)
 {
 	allm_backend_t *be = m->be;
-	size_t max_t = 0, max_c = 0, esz = allm_dtype_size(m->wdtype);
+	size_t max_t = 0, max_c = 0, max_b = 0;
 	void *stage = NULL, *conv = NULL;
 	float *f32 = NULL;
 	struct allm_st_read *reads = NULL;
@@ -259,6 +300,7 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 	for (size_t i = 0; i < n; i++) {
 		max_t = ALLM_MAX(max_t, (size_t)jobs[i].t->nbytes);
 		max_c = ALLM_MAX(max_c, spec_elems(jobs[i].spec));
+		max_b = ALLM_MAX(max_b, allm_model_spec_bytes(m, jobs[i].spec));
 	}
 	size_t win = ALLM_MAX(STAGING_WINDOW, max_t);
 	reads = allm_calloc(n ? n : 1, sizeof(*reads));
@@ -267,7 +309,7 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 		r = allm_err_set(err, -ENOMEM, "cannot allocate %zu MiB of load staging", win >> 20);
 		goto out;
 	}
-	if (!be->device_is_host && !(conv = allm_malloc(ALLM_MAX(max_c, 1) * esz))) {
+	if (!be->device_is_host && !(conv = allm_malloc(ALLM_MAX(max_b, 1)))) {
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -285,17 +327,17 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 		if (r)
 			goto out;
 		for (size_t q = i; q < j; q++) {
-			size_t ne = spec_elems(jobs[q].spec);
+			const struct allm_weight_spec *sp = jobs[q].spec;
+			size_t ne = spec_elems(sp), nb = allm_model_spec_bytes(m, sp);
 			const void *src = reads[q - i].dst; /* in the pinned staging window */
-			if (be->device_is_host || jobs[q].t->dtype != m->wdtype) {
-				void *dst = be->device_is_host ? *jobs[q].spec->slot : conv;
+			if (be->device_is_host || jobs[q].t->dtype != allm_model_spec_dtype(m, sp)) {
+				void *dst = be->device_is_host ? *sp->slot : conv;
 				allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
-				allm_from_f32(dst, f32, m->wdtype, ne);
+				allm_model_spec_store(m, sp, dst, 0, f32, spec_rows(sp));
 				src = conv;
 			}
 			/* already in the storage dtype: straight from pinned memory */
-			if (!be->device_is_host &&
-			    (r = be->iface->upload(be, *jobs[q].spec->slot, src, ne * esz))) {
+			if (!be->device_is_host && (r = be->iface->upload(be, *sp->slot, src, nb))) {
 				r = allm_err_set(err, r, "upload of %s: %s", jobs[q].spec->name,
 						 allm_backend_last_error(be));
 				goto out;
@@ -380,7 +422,7 @@ int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
 	/* Tensors already in the storage dtype go straight into the weights when the
 	 * device is host memory; the rest take the staged path. */
 	for (size_t i = 0; i < n; i++) {
-		if (be->device_is_host && jobs[i].t->dtype == m->wdtype) {
+		if (be->device_is_host && jobs[i].t->dtype == allm_model_spec_dtype(m, &specs[i])) {
 			direct[n_direct].t = jobs[i].t;
 			direct[n_direct++].dst = *specs[i].slot;
 			direct_bytes += jobs[i].t->nbytes;

@@ -24,7 +24,9 @@ struct allm_layer_weights {
 struct allm_model {
 	struct allm_model_config cfg;
 	allm_backend_t *be; /* not owned */
-	enum allm_dtype wdtype; /* storage dtype of every weight */
+	enum allm_dtype wdtype; /* storage dtype of matrices and embedding tables */
+	enum allm_dtype vdtype; /* of norms and biases: wdtype, or f32 when wdtype is
+				 * int8 (ALLM_DTYPE_Q8, --quant int8: quantized at load) */
 	char source[512]; /* the directory, or "dummy:PRESET" */
 	void *arena; /* one device allocation for all weights */
 	size_t arena_bytes;
@@ -53,7 +55,8 @@ enum { ALLM_WKIND_MATRIX, ALLM_WKIND_NORM, ALLM_WKIND_BIAS, ALLM_WKIND_EMBED };
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n);
 
 struct allm_model_load_opts {
-	enum allm_dtype wdtype; /* storage dtype on the backend */
+	enum allm_dtype wdtype; /* storage dtype on the backend (ALLM_DTYPE_Q8: int8
+				 * matrices and embeddings, quantized from any file dtype) */
 	allm_progress_fn progress; /* may be NULL */
 	void *progress_user;
 };
@@ -87,6 +90,15 @@ void allm_model_free(struct allm_model *m);
 
 /* Bytes of weights cfg needs in dtype dt. */
 uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_dtype dt);
+
+/* The storage dtype of one tensor of m (matrices and embeddings: wdtype; norms and
+ * biases: vdtype), and its bytes in that dtype. */
+enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct allm_weight_spec *s);
+size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weight_spec *s);
+/* Stores n_rows rows of f32 values of tensor s (row0 onwards; a 1-D tensor is one
+ * row) into dst, the tensor's host-memory storage, in its dtype. */
+void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_spec *s,
+			   void *dst, int64_t row0, const float *src, int64_t n_rows);
 
 /* Allocates m's arena and points every slot into it (used by load and dummy). */
 int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *specs,

@@ -69,6 +69,12 @@ static double time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
 	return allm_kv_time_copy(c->e->kv, dir, n_blocks, n_runs);
 }
 
+static double time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+{
+	struct calib_ctx *c = user;
+	return allm_kv_time_disk(c->e->kv, dir, n_blocks, n_runs);
+}
+
 static void progress(void *user, int done, int total)
 {
 	struct calib_ctx *c = user;
@@ -76,7 +82,7 @@ static void progress(void *user, int done, int total)
 		c->progress(c->user, done, total);
 }
 
-int allm_engine_calibrate(struct allm_engine *e, void (*prog)(void *user, int done, int total),
+static int calibrate_main(struct allm_engine *e, void (*prog)(void *user, int done, int total),
 			  void *user, struct allm_err *err)
 {
 	struct calib_ctx c = {e, prog, user};
@@ -100,6 +106,50 @@ int allm_engine_calibrate(struct allm_engine *e, void (*prog)(void *user, int do
 	return allm_predictor_calibrate(e->pred, &ops, err);
 }
 
+int allm_engine_calibrate(struct allm_engine *e, void (*prog)(void *user, int done, int total),
+			  void *user, struct allm_err *err)
+{
+	int r = calibrate_main(e, prog, user, err);
+	if (!r && e->kv->disk)
+		r = allm_engine_calibrate_disk(e, prog, user, err);
+	return r;
+}
+
+/* The disk model at start: measured, or (a disk that errs while being timed)
+ * the built-in guess, which online learning corrects; the note says so. */
+static void disk_or_guess(struct allm_engine *e, void (*prog)(void *user, int done, int total),
+			  void *user, char *note, size_t note_len)
+{
+	struct allm_err derr = {{0}};
+	size_t used = strlen(note);
+	if (allm_engine_calibrate_disk(e, prog, user, &derr) && used + 1 < note_len)
+		snprintf(note + used, note_len - used, "%sdisk timing failed (%s): the disk model starts "
+			 "from a guess", used ? "; " : "", derr.msg);
+}
+
+int allm_engine_calibrate_disk(struct allm_engine *e, void (*prog)(void *user, int done, int total),
+			       void *user, struct allm_err *err)
+{
+	struct calib_ctx c = {e, prog, user};
+	struct allm_kv_cache *kv = e->kv;
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	if (!dp)
+		return 0;
+	if (!allm_engine_idle(e))
+		return allm_err_set(err, -EBUSY, "calibration needs an idle engine (drain first)");
+	struct allm_calib_ops ops = {
+		.user = &c,
+		/* time_disk needs n + runs ids in the device and the disk pool */
+		.max_disk_blocks = ALLM_MAX(0, ALLM_MIN(kv->gpu.capacity, dp->capacity) - 4),
+		.block_bytes = kv->block_bytes,
+		.time_disk = time_disk,
+		.progress = progress,
+	};
+	if (ops.max_disk_blocks < 1)
+		return 0; /* too small a pool to time: the guess stands, online learning fixes it */
+	return allm_predictor_calibrate_disk(e->pred, &ops, err);
+}
+
 int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_path,
 				  void (*prog)(void *user, int done, int total), void *user,
 				  char *note, size_t note_len, struct allm_err *err)
@@ -120,7 +170,9 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 	if (path[0]) {
 		r = allm_predictor_load(e->pred, path, &lerr);
 		if (r == 0) {
+			/* profiles keep no disk model: the disk is measured each start */
 			snprintf(note, note_len, "predictor profile loaded from %s", path);
+			disk_or_guess(e, prog, user, note, note_len);
 			return 0;
 		}
 		if (r != -ENOENT) {
@@ -129,13 +181,12 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 			ignored = true;
 		}
 	}
-	if ((r = allm_engine_calibrate(e, prog, user, err)))
+	if ((r = calibrate_main(e, prog, user, err)))
 		return r;
-	if (path[0] && allm_predictor_save(e->pred, path, &lerr)) {
+	if (path[0] && allm_predictor_save(e->pred, path, &lerr))
 		snprintf(note, note_len, "calibrated; cannot save profile: %s", lerr.msg);
-		return 0;
-	}
-	if (!ignored)
+	else if (!ignored)
 		snprintf(note, note_len, "predictors calibrated%s%s", path[0] ? ", saved to " : "", path);
+	disk_or_guess(e, prog, user, note, note_len);
 	return 0;
 }

@@ -22,5 +22,9 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 /* Runs calibration now (the control plane's `calibrate`), regardless of profile. */
 int allm_engine_calibrate(struct allm_engine *e, void (*progress)(void *user, int done, int total),
 			  void *user, struct allm_err *err);
+/* Times the disk tier's writes and reads and fits its model (nothing without a
+ * disk tier). Run at every start: profiles keep no disk model. */
+int allm_engine_calibrate_disk(struct allm_engine *e, void (*progress)(void *user, int done, int total),
+			       void *user, struct allm_err *err);
 
 #endif

@@ -44,6 +44,14 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 			const char *error);
 /* The decision r is waiting on for its measured cost, if still in the ring. */
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);
+/* engine-preempt.c: Alg. 1's choice for victim v and its execution. */
+void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now);
+/* Brings swapped r back (host or disk) into the running batch; a failed disk read
+ * sends it to waiting to recompute. */
+void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now);
+/* engine-step.c: r joins the running batch (admission or swap-in). */
+void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double now);
+
 /* engine-forward.c: runs sel (rows with chunk > 0 feed that many prompt tokens,
  * the others decode one), samples, emits and retires. Tokens processed, or
  * -errno when the backend failed (sel's requests are then failed). */

@@ -44,12 +44,19 @@ const char *allm_engine_opts_help(void)
 	       "  --reference                 cpu: naive reference loops instead of the fast path\n"
 	       "  --gemm simd|openblas        cpu fast path GEMM (default simd: batch-invariant;\n"
 	       "                              openblas rows depend on batch size)\n"
+	       "  --cpu-isa LEVEL             cpu SIMD level: auto (default: the best this CPU has),\n"
+	       "                              portable, avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16\n"
+	       "  --quant none|int8           int8 weights with per-32 scales, quantized at load\n"
+	       "                              (cpu; norms and biases stay f32; default none)\n"
 	       "  --block-size N              tokens per KV block (default 16)\n"
 	       "  --gpu-blocks N              device KV blocks (default: from memory)\n"
 	       "  --gpu-memory-utilization F  fraction of device memory to use (default 0.9)\n"
 	       "  --kv-cache-memory GiB       cpu backend: size of the device KV pool (default 1)\n"
 	       "  --cpu-blocks N              host swap blocks (default: from --swap-space)\n"
 	       "  --swap-space GiB            host swap space (default 4)\n"
+	       "  --disk-swap-space GiB       a third KV tier on local disk (default 0: none)\n"
+	       "  --disk-swap-dir DIR         where its (unnamed) file lives (default\n"
+	       "                              $XDG_CACHE_HOME/adaptivellm/kv, else /var/tmp)\n"
 	       "scheduling:\n"
 	       "  --max-num-seqs N            running batch cap (default 256)\n"
 	       "  --max-num-batched-tokens N  tokens per step cap (default 2048)\n"
@@ -139,7 +146,8 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
 		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
-		"--max-wait-factor", "--admit-lookahead",
+		"--max-wait-factor", "--admit-lookahead", "--disk-swap-space", "--disk-swap-dir",
+		"--cpu-isa", "--quant",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -190,6 +198,14 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (allm_parse_f64(v, 0, 1 << 20, &d))
 			return BAD();
 		o->swap_space_gib = d;
+	} else if (!strcmp(f, "--disk-swap-space")) {
+		if (allm_parse_f64(v, 0, 1 << 20, &d))
+			return BAD();
+		o->disk_swap_gib = d;
+	} else if (!strcmp(f, "--disk-swap-dir")) {
+		if (!*v)
+			return BAD();
+		o->disk_swap_dir = v;
 	} else if (!strcmp(f, "--max-num-seqs")) {
 		if (allm_parse_i64(v, 1, 1 << 20, &n))
 			return BAD();
@@ -230,6 +246,13 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (strcmp(v, "simd") && strcmp(v, "openblas"))
 			return BAD();
 		o->blas = !strcmp(v, "openblas");
+	} else if (!strcmp(f, "--cpu-isa")) {
+		if (allm_cpu_isa_parse(v, &o->cpu_isa))
+			return BAD();
+	} else if (!strcmp(f, "--quant")) {
+		if (strcmp(v, "none") && strcmp(v, "int8"))
+			return BAD();
+		o->quant_int8 = !strcmp(v, "int8");
 	} else if (!strcmp(f, "--dummy-seed")) {
 		if (allm_parse_i64(v, 0, INT64_MAX, &n))
 			return BAD();

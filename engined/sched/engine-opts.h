@@ -3,6 +3,7 @@
 #ifndef ALLM_ENGINE_OPTS_H
 #define ALLM_ENGINE_OPTS_H
 
+#include "backend.h"
 #include "common.h"
 
 enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
@@ -26,6 +27,8 @@ struct allm_engine_opts {
 	double kv_cache_gib; /* --kv-cache-memory: cpu backend "GPU" pool size */
 	int32_t cpu_blocks; /* --cpu-blocks (-1 = derived) */
 	double swap_space_gib; /* --swap-space */
+	double disk_swap_gib; /* --disk-swap-space (0 = no disk tier) */
+	const char *disk_swap_dir; /* --disk-swap-dir (NULL = the default) */
 	int32_t max_num_seqs;
 	int32_t max_num_batched_tokens;
 	enum allm_preempt_mode preempt;
@@ -38,6 +41,8 @@ struct allm_engine_opts {
 	int threads; /* --threads (cpu backend) */
 	bool reference; /* --reference: naive cpu loops */
 	bool blas; /* --gemm openblas */
+	enum allm_cpu_isa cpu_isa; /* --cpu-isa: the cpu GEMM's SIMD level (AUTO = best) */
+	bool quant_int8; /* --quant int8: int8 matrices, quantized at load (cpu) */
 	uint64_t dummy_seed;
 };
 

@@ -92,14 +92,16 @@ static int32_t running_need(const struct allm_engine *e)
 	return need;
 }
 
-/* The host pool could not take the next victim (the longest running request):
- * a preemption now would recompute. */
+/* Neither the host pool nor the disk could take the next victim (the longest
+ * running request): a preemption now would recompute. */
 static bool host_pool_full(const struct allm_engine *e)
 {
 	int32_t biggest = 0;
 	for (int32_t i = 0; i < e->running.n; i++)
 		biggest = ALLM_MAX(biggest, e->running.v[i]->seq.n_blocks);
-	return e->cfg.preempt == ALLM_PREEMPT_RECOMPUTE || e->kv->cpu.n_free < biggest;
+	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
+	return e->cfg.preempt == ALLM_PREEMPT_RECOMPUTE ||
+	       (e->kv->cpu.n_free < biggest && (!dp || dp->n_free < biggest));
 }
 
 /* Fair with headroom: swapped requests go back first while the host pool is
@@ -154,126 +156,21 @@ static int32_t next_victim(const struct allm_engine *e)
 	return 0;
 }
 
-static struct allm_decision *record(struct allm_engine *e)
-{
-	struct allm_decision *d = &e->dlog[e->n_decisions % ALLM_ENGINE_DECISIONS];
-	memset(d, 0, sizeof(*d));
-	d->seq_no = e->n_decisions++;
-	d->measured_s = NAN;
-	return d;
-}
-
-struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r)
-{
-	if (r->pending_decision < 0 || r->pending_decision < e->n_decisions - ALLM_ENGINE_DECISIONS)
-		return NULL;
-	struct allm_decision *d = &e->dlog[r->pending_decision % ALLM_ENGINE_DECISIONS];
-	return d->seq_no == r->pending_decision ? d : NULL;
-}
-
-/* Takes r into the running batch (admission or swap-in). */
-static void admitted(struct allm_engine *e, struct allm_request *r, double now)
+void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double now)
 {
 	r->state = ALLM_REQ_RUNNING;
 	if (!r->first_sched) {
+		int64_t wait = e->step_no - r->arrival_step;
 		r->first_sched = now;
-		e->st.max_wait_steps = ALLM_MAX(e->st.max_wait_steps, e->step_no - r->arrival_step);
+		e->st.max_wait_steps = ALLM_MAX(e->st.max_wait_steps, wait);
+		e->st.max_wait_ratio = ALLM_MAX(e->st.max_wait_ratio,
+						(double)wait / (double)allm_engine_service_steps(e, r));
 	}
 	r->admit_step = e->step_no;
 	r->gen_at_admit = allm_request_n_generated(r);
 }
 
-/* --- Alg. 1: preemption -------------------------------------------------------- */
-
-static void preempt(struct allm_engine *e, struct allm_request *v, double now)
-{
-	struct allm_kv_cache *kv = e->kv;
-	/* a chunked re-prefill cut short: its earlier decision cost what it got */
-	if (v->pending_decision >= 0)
-		allm_engine_attach_measured(e, v, v->pending_rc_s);
-	int32_t n = v->seq.n_blocks;
-	uint64_t bytes = (uint64_t)n * kv->block_bytes;
-	/* CPU blocks come off a stack, so they are mostly consecutive: the runs of the
-	 * copy are the runs of the GPU block table. */
-	int32_t runs = 1;
-	for (int32_t i = 1; i < n; i++)
-		if (v->seq.blocks[i] != v->seq.blocks[i - 1] + 1)
-			runs++;
-	struct allm_decision *d = record(e);
-	d->time = now;
-	d->req_id = v->id;
-	d->tag = v->tag;
-	d->n_tokens = v->seq.n_tokens;
-	d->n_blocks = n;
-	d->priority = allm_engine_priority(v, now);
-	d->pred_swap_s = allm_predict_swap(e->pred, 0, bytes, runs) +
-			 allm_predict_swap(e->pred, 1, bytes, runs);
-	/* recompute re-prefills everything it had: prompt + generated so far; with
-	 * chunked prefill that rides in steps that run anyway, so it costs what it
-	 * adds to them */
-	d->pred_recompute_s = e->cfg.chunked_prefill
-				      ? allm_predict_recompute_marginal(e->pred, v->seq.n_tokens)
-				      : allm_predict_recompute(e->pred, v->seq.n_tokens);
-	bool fits = kv->cpu.n_free >= n && n > 0;
-	switch (e->cfg.preempt) {
-	case ALLM_PREEMPT_RECOMPUTE:
-		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = "policy recompute";
-		break;
-	case ALLM_PREEMPT_SWAP:
-		d->choice = fits ? ALLM_CHOICE_SWAP : ALLM_CHOICE_RECOMPUTE;
-		d->reason = fits ? "policy swap" : "policy swap, CPU pool full";
-		break;
-	default:
-		if (d->pred_swap_s < d->pred_recompute_s) {
-			d->choice = fits ? ALLM_CHOICE_SWAP : ALLM_CHOICE_RECOMPUTE;
-			d->reason = fits ? "swap cheaper" : "swap cheaper, CPU pool full";
-		} else {
-			d->choice = ALLM_CHOICE_RECOMPUTE;
-			d->reason = "recompute cheaper";
-		}
-	}
-	v->pending_rc_s = 0;
-	if (d->choice == ALLM_CHOICE_SWAP) {
-		struct allm_swap_result res;
-		int32_t *cpu = allm_realloc(v->cpu_blocks, (size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
-		if (cpu) {
-			v->cpu_blocks = cpu;
-			if (allm_kv_swap_out(kv, v->id, v->seq.blocks, n, cpu, &res, NULL) == 0) {
-				v->n_cpu_blocks = n;
-				v->seq.n_blocks = 0; /* the GPU blocks went back to the pool */
-				v->pending_swap_out_s = res.seconds;
-				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
-				e->st.swap_out_bytes += (int64_t)res.bytes;
-				e->st.preempt_swap++;
-				v->n_preempt_swap++;
-				v->state = ALLM_REQ_SWAPPED;
-				v->pending_decision = d->seq_no;
-				if (e->ev.on_decision)
-					e->ev.on_decision(e->ev.user, d, false);
-				if (allm_rq_push(&e->swapped, v))
-					allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
-				return;
-			}
-		}
-		/* the copy failed: dropping the KV loses nothing but time */
-		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = "swap failed";
-	}
-	/* a prefill whose request gave at most its first token since it was
-	 * admitted bought nothing: the thrash fair must avoid */
-	if (allm_request_n_generated(v) - v->gen_at_admit <= 1)
-		e->st.wasted_prefill_tokens += v->seq.n_cached;
-	allm_seq_release(&v->seq, kv);
-	e->st.preempt_recompute++;
-	v->n_preempt_recompute++;
-	v->state = ALLM_REQ_WAITING;
-	v->pending_decision = d->seq_no;
-	if (e->ev.on_decision)
-		e->ev.on_decision(e->ev.user, d, false);
-	if (allm_rq_push(&e->waiting, v))
-		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
-}
+/* --- Alg. 1: preemption (the choice per victim: engine-preempt.c) -------------- */
 
 /* Preempts, in victim order, until the running batch's next tokens, `extra`
  * blocks and a shrink's deficit fit (with_lookahead: and the admission headroom
@@ -292,7 +189,7 @@ static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead,
 		if (!evict_protected && protected(e, v))
 			break;
 		allm_rq_remove_at(&e->running, i);
-		preempt(e, v, now);
+		allm_engine_preempt(e, v, now);
 		n++;
 	}
 	return n;
@@ -363,7 +260,7 @@ static double mean_priority(const struct allm_rq_vec *q, double now)
 static int32_t admit_blocks(const struct allm_engine *e, const struct allm_request *r, bool prefill)
 {
 	int32_t b = allm_kv_blocks_for(e->kv, r->seq.n_tokens);
-	return prefill ? b : ALLM_MAX(r->n_cpu_blocks, b);
+	return prefill ? b : ALLM_MAX(ALLM_MAX(r->n_cpu_blocks, r->n_disk_blocks), b);
 }
 
 /* The same plus its growth over admit_lookahead steps (fair): what admission
@@ -413,26 +310,8 @@ static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefil
 
 static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 {
-	for (int32_t i = 0; i < sel->n; i++) {
-		struct allm_request *r = sel->v[i];
-		struct allm_swap_result res;
-		struct allm_err err;
-		int32_t n = r->n_cpu_blocks;
-		allm_rq_remove(&e->swapped, r);
-		if (allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err)) {
-			allm_engine_retire(e, r, ALLM_END_ERROR, err.msg);
-			continue;
-		}
-		r->seq.n_blocks = n;
-		r->n_cpu_blocks = 0;
-		r->chunk = 0; /* a prefill swapped out mid-way finishes its prompt next step */
-		admitted(e, r, now);
-		allm_predictor_observe_swap(e->pred, 1, res.bytes, res.n_runs, res.seconds);
-		e->st.swap_in_bytes += (int64_t)res.bytes;
-		allm_engine_attach_measured(e, r, r->pending_swap_out_s + res.seconds);
-		if (allm_rq_push(&e->running, r))
-			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
-	}
+	for (int32_t i = 0; i < sel->n; i++)
+		allm_engine_swap_in(e, sel->v[i], now);
 }
 
 /* The most urgent request waiting or swapped when it is aged, else NULL; *prefill
@@ -466,7 +345,7 @@ static int admit_prompts(struct allm_engine *e, struct allm_rq_vec *w, double no
 	for (int32_t i = 0; i < w->n; i++) {
 		struct allm_request *r = w->v[i];
 		allm_rq_remove(&e->waiting, r);
-		admitted(e, r, now);
+		allm_engine_admitted(e, r, now);
 		r->prefilling = true;
 		if (allm_rq_push(&e->running, r)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");

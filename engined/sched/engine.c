@@ -17,6 +17,11 @@ double allm_engine_now(const struct allm_engine *e)
 	return e->cfg.clock(e->cfg.clock_user);
 }
 
+const char *allm_choice_name(enum allm_choice c)
+{
+	return c == ALLM_CHOICE_SWAP ? "swap" : c == ALLM_CHOICE_DISK ? "disk" : "recompute";
+}
+
 double allm_engine_priority(const struct allm_request *r, double now)
 {
 	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
@@ -99,6 +104,7 @@ static void free_request(struct allm_request *r)
 	allm_seq_fini(&r->seq, NULL);
 	allm_sampler_fini(&r->sampler);
 	allm_free(r->cpu_blocks);
+	allm_free(r->disk_blocks);
 	allm_free(r);
 }
 
@@ -110,6 +116,9 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r)
 		ALLM_ASSERT(rc == 0);
 	}
 	r->n_cpu_blocks = 0;
+	if (r->n_disk_blocks)
+		allm_kv_disk_release(e->kv, r->id, r->disk_blocks, r->n_disk_blocks);
+	r->n_disk_blocks = 0;
 }
 
 void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
@@ -263,35 +272,62 @@ int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err
 	return allm_kv_resize_gpu(e->kv, n, err);
 }
 
+/* A swapped request whose copy a shrink took: its KV is dropped and it
+ * recomputes (DESIGN §5); the decision ends as a recompute. */
+static void lose_copy(struct allm_engine *e, struct allm_request *v, const char *why)
+{
+	bool disk = v->n_disk_blocks > 0;
+	allm_engine_drop_blocks(e, v);
+	v->seq.n_cached = 0;
+	v->state = ALLM_REQ_WAITING;
+	v->n_preempt_recompute++;
+	v->n_preempt_swap--; /* re-labelled: this preemption ends as a recompute */
+	e->st.preempt_recompute++;
+	if (disk)
+		e->st.preempt_disk--;
+	else
+		e->st.preempt_swap--;
+	/* the decision ends as a recompute: say so, and let the re-prefill attach
+	 * its measured cost */
+	struct allm_decision *d = allm_engine_pending_decision(e, v);
+	if (d) {
+		d->choice = ALLM_CHOICE_RECOMPUTE;
+		d->reason = why;
+	} else {
+		v->pending_decision = -1;
+	}
+	if (allm_rq_push(&e->waiting, v))
+		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
+}
+
+/* Requests whose copy sits in the shrunk pool lose it, newest swapped first,
+ * until the pool's deficit is paid. */
+static void pay_deficit(struct allm_engine *e, struct allm_block_pool *p, bool disk, const char *why)
+{
+	for (int32_t i = e->swapped.n - 1; i >= 0 && p->deficit > 0; i--) {
+		struct allm_request *v = e->swapped.v[i];
+		if ((disk ? v->n_disk_blocks : v->n_cpu_blocks) == 0)
+			continue;
+		allm_rq_remove_at(&e->swapped, i);
+		lose_copy(e, v, why);
+	}
+}
+
 int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err)
 {
 	int r = allm_kv_resize_cpu(e->kv, n, err);
 	if (r)
 		return r;
-	/* Swapped requests beyond the new size lose their host copy: their KV is
-	 * dropped and they recompute (DESIGN §5), newest swapped first. */
-	while (e->kv->cpu.deficit > 0 && e->swapped.n > 0) {
-		struct allm_request *v = e->swapped.v[e->swapped.n - 1];
-		allm_rq_remove_at(&e->swapped, e->swapped.n - 1);
-		allm_engine_drop_blocks(e, v);
-		v->seq.n_cached = 0;
-		v->state = ALLM_REQ_WAITING;
-		v->n_preempt_recompute++;
-		v->n_preempt_swap--; /* re-labelled: this preemption ends as a recompute */
-		e->st.preempt_recompute++;
-		e->st.preempt_swap--;
-		/* the decision ends as a recompute: say so, and let the re-prefill
-		 * attach its measured cost */
-		struct allm_decision *d = allm_engine_pending_decision(e, v);
-		if (d) {
-			d->choice = ALLM_CHOICE_RECOMPUTE;
-			d->reason = "swapped, then the CPU pool shrank";
-		} else {
-			v->pending_decision = -1;
-		}
-		if (allm_rq_push(&e->waiting, v))
-			allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
-	}
+	pay_deficit(e, &e->kv->cpu, false, "swapped, then the CPU pool shrank");
+	return 0;
+}
+
+int allm_engine_set_disk_blocks(struct allm_engine *e, int32_t n, struct allm_err *err)
+{
+	int r = allm_kv_resize_disk(e->kv, n, err);
+	if (r)
+		return r;
+	pay_deficit(e, allm_kv_disk_blocks(e->kv), true, "swapped to disk, then the disk pool shrank");
 	return 0;
 }
 
@@ -350,6 +386,10 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 	ret->cpu_total = e->kv->cpu.n_total;
 	ret->cpu_used = allm_block_pool_used(&e->kv->cpu);
 	ret->mape_swap = e->pred ? allm_predictor_mape_swap(e->pred) : NAN;
+	ret->mape_disk = e->pred ? allm_predictor_mape_disk(e->pred) : NAN;
+	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
+	ret->disk_total = dp ? dp->n_total : 0;
+	ret->disk_used = dp ? allm_block_pool_used(dp) : 0;
 	ret->mape_recompute = e->pred ? allm_predictor_mape_recompute(e->pred) : NAN;
 }
 

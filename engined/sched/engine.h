@@ -54,6 +54,8 @@ struct allm_request {
 	struct allm_seq seq; /* tokens (prompt + generated) and the GPU block table */
 	int32_t *cpu_blocks; /* block table in the CPU pool while swapped */
 	int32_t n_cpu_blocks;
+	int32_t *disk_blocks; /* block table in the disk pool while swapped to disk */
+	int32_t n_disk_blocks;
 	struct allm_sampler sampler; /* per-request RNG: sampling survives preemption */
 	int32_t max_tokens;
 	bool ignore_eos;
@@ -63,7 +65,7 @@ struct allm_request {
 	double first_sched; /* first time it was scheduled (0 = never) */
 	double first_token;
 	double finish;
-	int32_t n_preempt_swap;
+	int32_t n_preempt_swap; /* to the host or to disk */
 	int32_t n_preempt_recompute;
 	enum allm_end finish_kind;
 	char error[160]; /* why, for ALLM_END_ERROR */
@@ -83,7 +85,10 @@ static inline int32_t allm_request_n_generated(const struct allm_request *r)
 	return r->seq.n_tokens - r->seq.n_prompt;
 }
 
-enum allm_choice { ALLM_CHOICE_SWAP = 0, ALLM_CHOICE_RECOMPUTE = 1 };
+enum allm_choice { ALLM_CHOICE_SWAP = 0, ALLM_CHOICE_RECOMPUTE = 1, ALLM_CHOICE_DISK = 2 };
+
+/* "swap" (to the host pool), "disk", "recompute". */
+const char *allm_choice_name(enum allm_choice c);
 
 /* One preemption, as Alg. 1 decided it. */
 struct allm_decision {
@@ -96,6 +101,7 @@ struct allm_decision {
 	double priority;
 	double pred_swap_s; /* predicted swap out + in */
 	double pred_recompute_s; /* predicted prefill of n_tokens */
+	double pred_disk_s; /* predicted disk write + read; NAN without a disk tier */
 	enum allm_choice choice;
 	const char *reason; /* static text */
 	double measured_s; /* NAN until the chosen action has run */
@@ -109,6 +115,9 @@ struct allm_engine_events {
 	void (*on_finish)(void *user, struct allm_request *r);
 	/* a preemption was decided (measured_s NAN), or its cost became known */
 	void (*on_decision)(void *user, const struct allm_decision *d, bool measured);
+	/* optional: something the operator should hear of (a disk I/O failed and a
+	 * request fell back to recompute); the engine never prints */
+	void (*on_note)(void *user, const char *msg);
 };
 
 /* Zero values give the paper's engine: prefill-only steps, no
@@ -139,7 +148,12 @@ struct allm_engine_stats {
 	int32_t waiting, running, swapped;
 	int32_t gpu_total, gpu_used, gpu_free, gpu_deficit;
 	int32_t cpu_total, cpu_used;
+	int32_t disk_total, disk_used; /* 0 without a disk tier */
 	int64_t preempt_swap, preempt_recompute;
+	int64_t preempt_disk; /* swaps to disk (not counted in preempt_swap) */
+	int64_t demotions; /* swapped requests moved from the host pool to disk */
+	int64_t disk_write_bytes, disk_read_bytes;
+	int64_t disk_fallbacks; /* disk I/O failures that turned into recomputes */
 	int64_t swap_out_bytes, swap_in_bytes;
 	int64_t recompute_tokens; /* tokens re-prefilled after a recompute preemption */
 	int64_t prompt_tokens, generated_tokens; /* processed since start / reset */
@@ -148,8 +162,10 @@ struct allm_engine_stats {
 	int64_t wasted_prefill_tokens; /* prefilled for requests dropped before their first token */
 	int64_t aged; /* requests that waited past max_wait_factor */
 	int64_t max_wait_steps; /* longest wait (steps) of a request when first admitted */
+	double max_wait_ratio; /* the largest such wait over that request's service steps */
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
+	double mape_disk;
 };
 
 struct allm_engine;
@@ -185,6 +201,9 @@ bool allm_engine_idle(const struct allm_engine *e);
 /* Run-time settings (the control plane calls these between steps). */
 int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err);
 int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err);
+/* The disk pool (a disk tier must exist: -ENOTSUP otherwise); requests beyond a
+ * shrink recompute, as for the CPU pool. */
+int allm_engine_set_disk_blocks(struct allm_engine *e, int32_t n, struct allm_err *err);
 void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m);
 void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
 int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,

@@ -19,6 +19,7 @@
  * feature units (per 1e3 tokens, per 1e6 tokens^2), and a memcpy-like swap. */
 static const double rc_guess[4] = { 1e-3, 2e-2, 1e-3, 0.0 };
 static const double swap_guess[2] = { 1e-5, 2e-4 }; /* 10 us per run, 5 GB/s */
+static const double disk_guess[2] = { 1e-4, 1e-3 }; /* 100 us per run, 1 GB/s */
 
 void allm_pred_rc_features(const struct allm_prefill_shape *s, double x[4])
 {
@@ -113,8 +114,12 @@ int allm_predictor_create(const struct allm_predictor_key *key, struct allm_pred
 		p->swap[d].nonneg = 3;
 		seed_guess(&p->swap[d], swap_guess, false);
 		p->swap_bw[d] = allm_pred_swap_bw(&p->swap[d]);
+		p->disk[d].k = ALLM_PRED_SWAP_NF;
+		p->disk[d].nonneg = 3;
+		seed_guess(&p->disk[d], disk_guess, false);
+		p->disk_bw[d] = allm_pred_swap_bw(&p->disk[d]);
 	}
-	p->calib_mape_rc = p->calib_mape_swap = NAN;
+	p->calib_mape_rc = p->calib_mape_swap = p->calib_mape_disk = NAN;
 	*ret = p;
 	return 0;
 }
@@ -162,6 +167,14 @@ double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes
 	return allm_pred_clamp(x[0] * p->swap[dir].coef[0] + (double)bytes / p->swap_bw[dir], PRED_SWAP_FLOOR);
 }
 
+double allm_predict_disk(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs)
+{
+	double x[4];
+	ALLM_ASSERT(dir == 0 || dir == 1);
+	swap_features(bytes, n_runs, x);
+	return allm_pred_clamp(x[0] * p->disk[dir].coef[0] + (double)bytes / p->disk_bw[dir], PRED_SWAP_FLOOR);
+}
+
 void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_prefill_shape *s, double seconds)
 {
 	double x[4];
@@ -186,6 +199,24 @@ void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t byt
 	p->n_swap_obs++;
 }
 
+void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs, double seconds)
+{
+	double x[4];
+	ALLM_ASSERT(dir == 0 || dir == 1);
+	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
+		return;
+	ring_push(&p->disk_err, allm_predict_disk(p, dir, bytes, n_runs), seconds);
+	swap_features(bytes, n_runs, x);
+	allm_pred_lsq_observe(&p->disk[dir], x, seconds, PRED_SWAP_FLOOR);
+	p->disk_bw[dir] = allm_pred_swap_bw(&p->disk[dir]);
+	p->n_disk_obs++;
+}
+
+double allm_predictor_mape_disk(const struct allm_predictor *p)
+{
+	return ring_mean(&p->disk_err);
+}
+
 double allm_predictor_mape_recompute(const struct allm_predictor *p)
 {
 	return ring_mean(&p->rc_err);
@@ -200,6 +231,7 @@ void allm_predictor_reset_stats(struct allm_predictor *p)
 {
 	memset(&p->rc_err, 0, sizeof(p->rc_err));
 	memset(&p->swap_err, 0, sizeof(p->swap_err));
+	memset(&p->disk_err, 0, sizeof(p->disk_err));
 }
 
 bool allm_predictor_calibrated(const struct allm_predictor *p)
@@ -227,6 +259,13 @@ void allm_predictor_get_info(const struct allm_predictor *p, struct allm_predict
 	ret->calib_mape_recompute = p->calib_mape_rc;
 	ret->calib_mape_swap = p->calib_mape_swap;
 	ret->rc_scale = p->rc.scale;
+	for (int d = 0; d < 2; d++) {
+		ret->disk_lat[d] = p->disk[d].coef[0];
+		ret->disk_bw[d] = p->disk_bw[d];
+	}
+	ret->n_disk_obs = p->n_disk_obs;
+	ret->mape_disk = allm_predictor_mape_disk(p);
+	ret->calib_mape_disk = p->calib_mape_disk;
 }
 
 /* ---- calibration ---- */
@@ -328,11 +367,43 @@ static void calib_plan(const struct allm_calib_ops *ops, struct calib_plan *pl)
 	pl->sw_reps = pl->n_sw * 2 * 5 <= CALIB_SWAP_RUNS ? 5 : 3;
 }
 
+/* Times the copies of the plan's grid in both directions with fn (swaps, or
+ * disk I/O), medians into pts[dir][], counts in n[dir]. 0 or -EIO with err. */
+static int time_copies(const struct allm_calib_ops *ops,
+		       double (*fn)(void *user, int dir, int32_t n_blocks, int32_t n_runs),
+		       const char *what, const struct calib_plan *pl, uint64_t block_bytes,
+		       struct calib_pt pts[2][CALIB_MAX_PTS], int n[2], int *done, int total,
+		       struct allm_err *err)
+{
+	double reps[8], t;
+	for (int dir = 0; dir < 2; dir++) {
+		t = fn(ops->user, dir, ALLM_MIN(pl->sw_blocks[pl->n_sw - 1], 8), 1);
+		if (!good_time(t))
+			return allm_err_set(err, -EIO, "calibration: warm-up %s (%s) failed", what,
+					    dir ? "in" : "out");
+		for (int i = 0; i < pl->n_sw; i++) {
+			for (int r = 0; r < pl->sw_reps; r++) {
+				reps[r] = fn(ops->user, dir, pl->sw_blocks[i], pl->sw_runs[i]);
+				if (!good_time(reps[r]))
+					return allm_err_set(err, -EIO,
+							    "calibration: %s %s of %d blocks in %d runs failed",
+							    what, dir ? "in" : "out", pl->sw_blocks[i], pl->sw_runs[i]);
+			}
+			swap_features((uint64_t)pl->sw_blocks[i] * block_bytes, pl->sw_runs[i], pts[dir][i].x);
+			pts[dir][i].y = median(reps, pl->sw_reps);
+			n[dir]++;
+			if (ops->progress)
+				ops->progress(ops->user, ++*done, total);
+		}
+	}
+	return 0;
+}
+
 int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_ops *ops, struct allm_err *err)
 {
 	struct calib_plan pl;
 	struct calib_pt rc_pts[CALIB_MAX_PTS], sw_pts[2][CALIB_MAX_PTS];
-	int n_rc = 0, n_sw[2] = { 0, 0 }, done = 0, total;
+	int n_rc = 0, n_sw[2] = { 0, 0 }, done = 0, total, r;
 	double reps[8], t;
 	int64_t slow_tokens = INT64_MAX;
 	uint64_t block_bytes;
@@ -351,9 +422,9 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 		int32_t ns = pl.rc_ns[i], len = pl.rc_len[i];
 		int64_t tokens = (int64_t)ns * len;
 		if (tokens <= slow_tokens) {
-			for (int r = 0; r < pl.rc_reps; r++) {
-				reps[r] = ops->time_prefill(ops->user, ns, len);
-				if (!good_time(reps[r]))
+			for (int k = 0; k < pl.rc_reps; k++) {
+				reps[k] = ops->time_prefill(ops->user, ns, len);
+				if (!good_time(reps[k]))
 					return allm_err_set(err, -EIO, "calibration: prefill of %d x %d tokens failed",
 							    ns, len);
 			}
@@ -367,26 +438,9 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 		if (ops->progress)
 			ops->progress(ops->user, ++done, total);
 	}
-	for (int dir = 0; dir < 2 && pl.n_sw > 0; dir++) {
-		t = ops->time_swap(ops->user, dir, ALLM_MIN(pl.sw_blocks[pl.n_sw - 1], 8), 1);
-		if (!good_time(t))
-			return allm_err_set(err, -EIO, "calibration: warm-up swap (%s) failed", dir ? "in" : "out");
-		for (int i = 0; i < pl.n_sw; i++) {
-			for (int r = 0; r < pl.sw_reps; r++) {
-				reps[r] = ops->time_swap(ops->user, dir, pl.sw_blocks[i], pl.sw_runs[i]);
-				if (!good_time(reps[r]))
-					return allm_err_set(err, -EIO,
-							    "calibration: swap %s of %d blocks in %d runs failed",
-							    dir ? "in" : "out", pl.sw_blocks[i], pl.sw_runs[i]);
-			}
-			swap_features((uint64_t)pl.sw_blocks[i] * block_bytes, pl.sw_runs[i], sw_pts[dir][i].x);
-			sw_pts[dir][i].y = median(reps, pl.sw_reps);
-			n_sw[dir]++;
-			if (ops->progress)
-				ops->progress(ops->user, ++done, total);
-		}
-	}
-
+	if (pl.n_sw > 0 && (r = time_copies(ops, ops->time_swap, "swap", &pl, block_bytes, sw_pts, n_sw,
+					    &done, total, err)))
+		return r;
 	/* fit into copies: the predictor changes only if everything fits */
 	struct allm_pred_lsq rc = p->rc, sw[2] = { p->swap[0], p->swap[1] };
 	double loo_sum = 0, sw_loo_sum = 0;
@@ -410,5 +464,36 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 	struct tm tm;
 	if (gmtime_r(&now, &tm))
 		strftime(p->calibrated_at, sizeof(p->calibrated_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return 0;
+}
+
+int allm_predictor_calibrate_disk(struct allm_predictor *p, const struct allm_calib_ops *ops,
+				  struct allm_err *err)
+{
+	struct calib_plan pl;
+	struct calib_pt pts[2][CALIB_MAX_PTS];
+	int n[2] = { 0, 0 }, done = 0, r;
+	double loo_sum = 0;
+	int loo_n = 0;
+	if (!ops || !ops->time_disk || ops->max_disk_blocks < 1)
+		return allm_err_set(err, -EINVAL, "disk calibration: no disk timing callback");
+	/* the swap grid, over the disk's blocks */
+	struct allm_calib_ops o = *ops;
+	o.max_swap_blocks = ops->max_disk_blocks;
+	o.time_swap = ops->time_disk;
+	calib_plan(&o, &pl);
+	if ((r = time_copies(&o, ops->time_disk, "disk", &pl,
+			     ops->block_bytes ? ops->block_bytes : p->key.block_bytes, pts, n, &done,
+			     2 * pl.n_sw, err)))
+		return r;
+	struct allm_pred_lsq dk[2] = { p->disk[0], p->disk[1] };
+	for (int dir = 0; dir < 2; dir++)
+		if (calib_fit(&dk[dir], pts[dir], n[dir], &loo_sum, &loo_n) < 0)
+			return allm_err_set(err, -EIO, "calibration: disk timings do not determine a model");
+	for (int dir = 0; dir < 2; dir++) {
+		p->disk[dir] = dk[dir];
+		p->disk_bw[dir] = allm_pred_swap_bw(&dk[dir]);
+	}
+	p->calib_mape_disk = loo_n ? loo_sum / loo_n : NAN;
 	return 0;
 }

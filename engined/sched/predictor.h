@@ -85,6 +85,14 @@ struct allm_predictor {
 	struct allm_pred_ring rc_err, swap_err; /* swap: both directions together */
 	int64_t n_prefill_obs, n_swap_obs;
 	double calib_mape_rc, calib_mape_swap; /* leave-one-out over the grid; NAN if none */
+	/* the disk tier: [0] = write (to disk), [1] = read, like swap[]; measured at
+	 * start whenever there is a disk tier (a disk changes more than a model),
+	 * not kept in profiles */
+	struct allm_pred_lsq disk[2];
+	double disk_bw[2];
+	struct allm_pred_ring disk_err;
+	int64_t n_disk_obs;
+	double calib_mape_disk;
 	bool calibrated; /* by allm_predictor_calibrate or a loaded profile */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
 };
@@ -108,6 +116,10 @@ double allm_predict_recompute_marginal(const struct allm_predictor *p, int64_t n
  * 1 = in/h2d); n_runs = coalesced contiguous copies. */
 double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);
 
+/* A disk write (dir 0) or read (dir 1) of bytes in n_runs runs. On a GPU a disk
+ * swap also pays the host link: the caller adds allm_predict_swap. */
+double allm_predict_disk(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);
+
 /* Online learning from a real prefill / swap that took `seconds`. The prediction
  * made before the sample is seen goes into the rolling error first, so that error
  * is held out by construction. Non-finite or non-positive times are ignored. */
@@ -115,10 +127,13 @@ void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_
 				    double seconds);
 void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
 				 double seconds);
+void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
+				 double seconds);
 
 /* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before any. */
 double allm_predictor_mape_recompute(const struct allm_predictor *p);
 double allm_predictor_mape_swap(const struct allm_predictor *p);
+double allm_predictor_mape_disk(const struct allm_predictor *p);
 /* Clears the rolling errors (for `reset-stats`); the models are kept. */
 void allm_predictor_reset_stats(struct allm_predictor *p);
 bool allm_predictor_calibrated(const struct allm_predictor *p);
@@ -133,6 +148,9 @@ struct allm_calib_ops {
 	double (*time_prefill)(void *user, int32_t n_seqs, int32_t len);
 	/* runs and times a copy of n_blocks blocks in direction dir as n_runs coalesced runs */
 	double (*time_swap)(void *user, int dir, int32_t n_blocks, int32_t n_runs);
+	/* the same for the disk tier (dir 0 write, 1 read); NULL without one */
+	double (*time_disk)(void *user, int dir, int32_t n_blocks, int32_t n_runs);
+	int32_t max_disk_blocks;
 	void (*progress)(void *user, int done, int total); /* may be NULL */
 };
 
@@ -143,6 +161,11 @@ struct allm_calib_ops {
  * failed, leaving the predictor unchanged. */
 int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_ops *ops,
 			     struct allm_err *err);
+/* Times disk writes and reads of 1..64 blocks (ops->time_disk, up to
+ * max_disk_blocks) and fits the disk models, as for swaps. 0, -EINVAL without
+ * time_disk, -EIO (with err) if a timing failed (the models stay as they were). */
+int allm_predictor_calibrate_disk(struct allm_predictor *p, const struct allm_calib_ops *ops,
+				  struct allm_err *err);
 
 /* Profiles (predictor-profile.c). save: 0 or -errno (with err); refuses an
  * uncalibrated predictor (-EINVAL); writes a temporary file and renames it, so a
@@ -160,6 +183,9 @@ int allm_predictor_default_path(const struct allm_predictor_key *key, char *ret,
 struct allm_predictor_info {
 	double rc_coef[4]; /* s, s/token, s/token^2 (per sequence), s/sequence */
 	double bw[2], lat[2]; /* bytes/s and s per run, [0] = d2h, [1] = h2d */
+	double disk_bw[2], disk_lat[2]; /* [0] = write, [1] = read */
+	double mape_disk, calib_mape_disk;
+	int64_t n_disk_obs;
 	int64_t n_prefill_obs, n_swap_obs;
 	double mape_recompute, mape_swap; /* rolling, NAN if no sample */
 	bool calibrated;

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* --dtype auto: the CPU reference computes in f32, so f32 storage; a GPU keeps
@@ -11,6 +13,10 @@
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
 {
+	if (o->quant_int8) { /* matrices int8, norms and biases f32 */
+		*ret = ALLM_DTYPE_Q8;
+		return 0;
+	}
 	if (strcmp(o->dtype, "auto"))
 		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
 	if (be->device_is_host)
@@ -129,13 +135,61 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 	return allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
 }
 
+/* $XDG_CACHE_HOME/adaptivellm/kv (made if missing), else /var/tmp. */
+static void default_disk_dir(char *ret, size_t len)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char base[4096];
+	if (xdg && *xdg)
+		snprintf(base, sizeof(base), "%s", xdg);
+	else if (home && *home)
+		snprintf(base, sizeof(base), "%s/.cache", home);
+	else
+		base[0] = 0;
+	if (base[0]) {
+		char a[4200];
+		snprintf(a, sizeof(a), "%s/adaptivellm", base);
+		snprintf(ret, len, "%s/adaptivellm/kv", base);
+		if ((mkdir(base, 0700) == 0 || errno == EEXIST) && (mkdir(a, 0700) == 0 || errno == EEXIST) &&
+		    (mkdir(ret, 0700) == 0 || errno == EEXIST))
+			return;
+	}
+	snprintf(ret, len, "/var/tmp");
+}
+
+/* The disk tier, when asked for. A directory that cannot hold it is not fatal:
+ * the engine serves with two tiers and says why (rt->disk_note). */
+static void open_disk(struct allm_runtime *rt)
+{
+	const struct allm_engine_opts *o = &rt->opts;
+	char dir[4096];
+	struct allm_err err = {{0}};
+	if (o->disk_swap_gib <= 0)
+		return;
+	if (o->disk_swap_dir)
+		snprintf(dir, sizeof(dir), "%s", o->disk_swap_dir);
+	else
+		default_disk_dir(dir, sizeof(dir));
+	int32_t n = allm_kv_blocks_in(&rt->kv->lay, (size_t)(o->disk_swap_gib * 1073741824.0));
+	if (n < 1) {
+		snprintf(rt->disk_note, sizeof(rt->disk_note),
+			 "--disk-swap-space %.3g GiB holds no KV block: no disk tier", o->disk_swap_gib);
+		rt->disk_failed = true;
+		return;
+	}
+	if (allm_kv_attach_disk(rt->kv, dir, n, rt->disk_note, sizeof(rt->disk_note), &err)) {
+		snprintf(rt->disk_note, sizeof(rt->disk_note), "%s: serving without a disk tier", err.msg);
+		rt->disk_failed = true;
+	}
+}
+
 int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		      allm_progress_fn progress, void *user, struct allm_runtime **ret,
 		      struct allm_err *err)
 {
 	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
 	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference,
-				       .blas = o->blas};
+				       .blas = o->blas, .cpu_isa = o->cpu_isa};
 	int r;
 	if (!rt)
 		return allm_err_set(err, -ENOMEM, "out of memory");
@@ -186,6 +240,7 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 	}
 	if ((r = open_kv(rt, max_kv_blocks, err)))
 		goto fail;
+	open_disk(rt);
 	rt->load_seconds = allm_now() - t0;
 	*ret = rt;
 	return 0;

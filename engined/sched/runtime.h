@@ -18,6 +18,8 @@ struct allm_runtime {
 	bool default_model; /* no --model/--dummy: the embedded default (stories260K) */
 	char model_desc[4200]; /* directory, or dummy:PRESET */
 	char device_note[256]; /* why --device auto chose what it chose, or "" */
+	char disk_note[600]; /* how the disk tier was opened, or why not; "" without one */
+	bool disk_failed; /* asked for, but unusable: serving without it */
 	double load_seconds;
 	size_t activation_peak; /* device bytes the largest step needs (GPU backends) */
 };

@@ -256,6 +256,11 @@ static void on_finish(void *user, struct allm_request *r)
 	daemon_on_finish(user, r);
 }
 
+static void on_note(void *user, const char *msg)
+{
+	dlog(user, 1, "%s", msg);
+}
+
 static void on_decision(void *user, const struct allm_decision *dec, bool measured)
 {
 	struct daemon *d = user;
@@ -411,6 +416,8 @@ int main(int argc, char **argv)
 	}
 	if (d.rt->device_note[0])
 		dlog(&d, 2, "%s", d.rt->device_note);
+	if (d.rt->disk_note[0])
+		dlog(&d, d.rt->disk_failed ? 1 : 2, "%s", d.rt->disk_note);
 	if (d.rt->default_model)
 		dlog(&d, 2, "%s", ALLM_DEFAULT_MODEL_NOTE);
 	struct allm_predictor_key key;
@@ -418,7 +425,8 @@ int main(int argc, char **argv)
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&o, &ec);
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
-					.on_finish = on_finish, .on_decision = on_decision};
+					.on_finish = on_finish, .on_decision = on_decision,
+					.on_note = on_note};
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
 	    allm_engine_prepare_predictor(d.eng, o.profile, calib_progress, &d, note, sizeof(note), &err)) {

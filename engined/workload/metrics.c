@@ -233,6 +233,11 @@ json_t *allm_metrics_summary_json(const struct allm_run_summary *s)
 	bad |= json_object_set_new(o, "predictor_mape",
 				   pair_json("swap", num(s->mape_swap), "recompute",
 					     num(s->mape_recompute)));
+	if (s->has_disk) {
+		bad |= json_object_set_new(json_object_get(o, "preemptions"), "disk",
+					   json_integer(s->preempt_disk));
+		bad |= json_object_set_new(json_object_get(o, "predictor_mape"), "disk", num(s->mape_disk));
+	}
 	bad |= json_object_set_new(o, "outputs_sha256", json_string(s->outputs_sha256));
 	bad |= json_object_set_new(o, "prompt_tokens", json_integer(s->prompt_tokens));
 	bad |= json_object_set_new(o, "generated_tokens", json_integer(s->generated_tokens));

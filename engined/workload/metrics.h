@@ -29,6 +29,7 @@
 #define ALLM_METRICS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -60,6 +61,9 @@ struct allm_run_summary {
 	struct allm_pctl ttft_ms, tpot_ms, e2e_ms;
 	int64_t preempt_swap, preempt_recompute;
 	double mape_swap, mape_recompute; /* NAN unless the caller fills them */
+	bool has_disk; /* a disk tier: preemptions and predictor_mape gain "disk" */
+	int64_t preempt_disk;
+	double mape_disk;
 	char outputs_sha256[65];
 	int64_t prompt_tokens, generated_tokens;
 };

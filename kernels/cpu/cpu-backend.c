@@ -36,6 +36,8 @@ static void cpu_destroy(allm_backend_t *be)
 
 static bool cpu_supports(allm_backend_t *be, enum allm_backend_op op, enum allm_dtype dt)
 {
+	if (dt == ALLM_DTYPE_Q8) /* int8 weights: matrices and embedding tables */
+		return op == ALLM_OP_GEMM || op == ALLM_OP_EMBEDDING;
 	return op < ALLM_OP_COUNT && dt < ALLM_DTYPE_COUNT;
 }
 
@@ -165,7 +167,11 @@ static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
 			int64_t n)
 {
-	cpu_ref_silu_mul(y, gate, up, n);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_silu_mul(y, gate, up, n);
+	else
+		cpu_fast_silu_mul(c, y, gate, up, n);
 	return 0;
 }
 
@@ -298,7 +304,7 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 	if (c->reference) {
 		snprintf(c->desc, sizeof(c->desc), "cpu (reference loops, 1 thread)");
 	} else {
-		r = cpu_fast_init(c, err);
+		r = cpu_fast_init(c, opts->cpu_isa, err);
 		if (r)
 			goto fail;
 		if (c->blas)

@@ -1,19 +1,28 @@
 /* Private to the CPU backend: its state and the two implementations of the ops,
  * the naive reference loops (cpu-ref.c, cpu-attention.c) and the fast path
- * (cpu-fast.c: threads + OpenBLAS/SIMD GEMM). The vtable in cpu-backend.c picks
- * one per op from ctx->reference. */
+ * (cpu-fast.c: threads, attention; cpu-gemm*.c: the SIMD GEMM levels). The vtable
+ * in cpu-backend.c picks one per op from ctx->reference. */
 #ifndef ALLM_CPU_BACKEND_H
 #define ALLM_CPU_BACKEND_H
 
 #include "backend.h"
 
+#include <pthread.h>
+
 struct cpu_pool;
+struct gemm_level;
 
 struct cpu_ctx {
 	int n_threads;
 	bool reference; /* true: naive loops only, single thread */
 	bool blas; /* GEMM through OpenBLAS (fast, not batch-invariant) */
 	struct cpu_pool *pool; /* NULL in reference mode */
+	const struct gemm_level *level; /* the SIMD level every GEMM uses (cpu-gemm.h) */
+	pthread_mutex_t gemm_mu; /* guards the buffers below across concurrent callers */
+	void *xbuf, *xbuf_raw; /* prepared activations (bf16 / int8 rows), aligned / raw */
+	size_t xbuf_cap;
+	void *bbuf, *bbuf_raw; /* the bias as f32 */
+	size_t bbuf_cap;
 	char desc[160];
 	double timer_t0; /* timer_start() wall clock */
 	double copy_seconds; /* time spent in copy_async since the last copy_wait */
@@ -49,6 +58,14 @@ void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 		       const int32_t *block_table, int32_t ctx_len, float scale,
 		       float *scores);
+/* The same with AVX2 + FMA (cpu-simd.c): its own fixed order, used by every x86
+ * SIMD level. */
+void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
+			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    float *scores);
+/* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* Whole batch, single thread. */
 int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 		      const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
@@ -57,10 +74,13 @@ int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 /* --- fast path (cpu-fast.c) -------------------------------------------------- */
 /* Same contracts as the reference ops; results for one row never depend on how
  * many other rows are in the call (batch invariance, DESIGN §6). */
-int cpu_fast_init(struct cpu_ctx *c, struct allm_err *err);
+/* Starts the threads and picks the GEMM level (isa: AUTO or one this CPU has). */
+int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err);
 void cpu_fast_fini(struct cpu_ctx *c);
 int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
+/* silu_mul over the threads (the SIMD version on x86 levels). */
+void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta);
@@ -68,7 +88,7 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
 void cpu_blas_init(struct cpu_ctx *c);
-/* Name of the GEMM engine in use, for describe() ("openblas", "avx2"...). */
+/* Name of the GEMM level in use, for describe() ("avx2", "avx512-bf16"...). */
 const char *cpu_fast_gemm_name(struct cpu_ctx *c);
 
 #endif

@@ -4,6 +4,7 @@
  * n = 1 and n = 2..100). Outputs then depend on what else is batched and a
  * recompute prefill no longer reproduces the decoded K/V exactly (DESIGN §6). */
 #include "cpu-backend.h"
+#include "quant.h"
 
 #include <cblas.h>
 
@@ -25,7 +26,12 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		size_t esz = allm_dtype_size(dt);
 		for (int64_t o = 0; o < m; o += BLAS_W_ROWS) {
 			int64_t rows = ALLM_MIN((int64_t)BLAS_W_ROWS, m - o);
-			allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt, (size_t)(rows * k));
+			if (dt == ALLM_DTYPE_Q8)
+				for (int64_t i = 0; i < rows; i++)
+					allm_q8_dequantize_row(tile + i * k, w, k, o + i);
+			else
+				allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt,
+					    (size_t)(rows * k));
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows,
 				    (blasint)k, 1.0f, x, (blasint)k, tile, (blasint)k, 0.0f, y + o,
 				    (blasint)m);
@@ -36,7 +42,8 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		float *b = allm_malloc((size_t)m * sizeof(float));
 		if (!b)
 			return -ENOMEM;
-		allm_to_f32(b, bias, dt, (size_t)m);
+		/* an int8 GEMM's bias is f32 */
+		allm_to_f32(b, bias, dt == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : dt, (size_t)m);
 		for (int64_t i = 0; i < n; i++)
 			for (int64_t o = 0; o < m; o++)
 				y[i * m + o] += b[o];

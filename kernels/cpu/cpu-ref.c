@@ -1,6 +1,7 @@
 /* The CPU reference ops: plain loops, one thread, f32 math. Every other backend
  * and the fast path are tested against these, so clarity beats speed here. */
 #include "cpu-backend.h"
+#include "quant.h"
 
 #include <math.h>
 
@@ -14,12 +15,21 @@ static inline float wload(const void *w, enum allm_dtype dt, size_t i)
 	}
 }
 
+/* Element (row, col) of a matrix with `cols` columns stored as dt (int8: q * d). */
+static inline float mload(const void *w, enum allm_dtype dt, int64_t cols, int64_t row,
+			  int64_t col)
+{
+	if (dt == ALLM_DTYPE_Q8)
+		return allm_q8_get(w, cols, row, col);
+	return wload(w, dt, (size_t)row * cols + col);
+}
+
 void cpu_ref_embedding(float *y, const void *table, enum allm_dtype dt, const int32_t *ids,
 		       int64_t n, int64_t dim)
 {
 	for (int64_t i = 0; i < n; i++) /* ids were range-checked by the caller */
 		for (int64_t j = 0; j < dim; j++)
-			y[i * dim + j] = wload(table, dt, (size_t)ids[i] * dim + j);
+			y[i * dim + j] = mload(table, dt, dim, ids[i], j);
 }
 
 void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt,
@@ -67,9 +77,9 @@ void cpu_ref_gemm(float *y, const float *x, const void *w, const void *bias,
 		for (int64_t o = 0; o < m; o++) {
 			float acc = 0.0f;
 			for (int64_t j = 0; j < k; j++)
-				acc += x[i * k + j] * wload(w, dt, (size_t)o * k + j);
-			if (bias)
-				acc += wload(bias, dt, o);
+				acc += x[i * k + j] * mload(w, dt, k, o, j);
+			if (bias) /* an int8 GEMM's bias is f32 */
+				acc += wload(bias, dt == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : dt, o);
 			y[i * m + o] = acc;
 		}
 	}

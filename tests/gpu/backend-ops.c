@@ -1,8 +1,9 @@
 /* Description: backend conformance (after ggml's test-backend-ops): every op x
  * dtype x shape on a candidate backend against the CPU reference loops, with a
  * stated error limit per op and sentinel guards around every device buffer,
- * checked after each op. Usage: backend-ops cpu-fast|cuda [-v]. Exit 77 when the
- * candidate cannot be created (no GPU). */
+ * checked after each op. Usage: backend-ops cpu-fast|cuda [-v]; cpu-fast runs
+ * every SIMD level this CPU supports. Exit 77 when the candidate cannot be
+ * created (no GPU). */
 #include "ops-cases.h"
 
 #include <stdio.h>
@@ -142,12 +143,15 @@ static bool compare(const struct op_case *c, int i, const void *cand, const void
 	}
 }
 
+#define MAX_CANDIDATES ALLM_CPU_ISA_COUNT
+
 int main(int argc, char **argv)
 {
 	struct allm_err err = {{0}};
 	struct allm_backend_opts ro = {.reference = true, .n_threads = 1};
-	struct allm_backend_opts co = {.n_threads = 2};
-	allm_backend_t *ref = NULL, *cand = NULL;
+	allm_backend_t *ref = NULL, *cand[MAX_CANDIDATES] = {NULL};
+	bool gemm_only[MAX_CANDIDATES] = {false}; /* levels whose other ops equal another's */
+	int n_cand = 0;
 	const char *which = argc > 1 ? argv[1] : "cpu-fast";
 	verbose = argc > 2 && !strcmp(argv[2], "-v");
 
@@ -155,66 +159,105 @@ int main(int argc, char **argv)
 		fprintf(stderr, "reference backend: %s\n", err.msg);
 		return 1;
 	}
-	int r = !strcmp(which, "cpu-fast") ? allm_backend_cpu_create(&co, &cand, &err)
-		: allm_backend_create(which, &co, &cand, NULL, 0, &err);
-	if (r) {
-		fprintf(stderr, "SKIP: candidate %s: %s\n", which, err.msg);
-		allm_backend_destroy(ref);
-		return 77;
+	if (!strcmp(which, "cpu-fast")) {
+		/* every SIMD level this machine supports, each against the reference */
+		for (int isa = ALLM_CPU_ISA_PORTABLE; isa < ALLM_CPU_ISA_COUNT; isa++) {
+			struct allm_backend_opts co = {.n_threads = 2, .cpu_isa = (enum allm_cpu_isa)isa};
+			if (!allm_cpu_isa_supported(co.cpu_isa)) {
+				printf("level %s: not supported by this CPU\n", allm_cpu_isa_name(co.cpu_isa));
+				continue;
+			}
+			if (allm_backend_cpu_create(&co, &cand[n_cand], &err)) {
+				fprintf(stderr, "candidate level %s: %s\n", allm_cpu_isa_name(co.cpu_isa),
+					err.msg);
+				return 1;
+			}
+			/* only GEMM depends on the level among the x86 levels (attention and
+			 * SiLU are one AVX2 code for all): the other ops run on the portable
+			 * level and on the best one */
+			gemm_only[n_cand] = co.cpu_isa != ALLM_CPU_ISA_PORTABLE &&
+					    co.cpu_isa != allm_cpu_isa_best();
+			n_cand++;
+		}
+	} else {
+		struct allm_backend_opts co = {.n_threads = 2};
+		if (allm_backend_create(which, &co, &cand[0], NULL, 0, &err)) {
+			fprintf(stderr, "SKIP: candidate %s: %s\n", which, err.msg);
+			allm_backend_destroy(ref);
+			return 77;
+		}
+		n_cand = 1;
 	}
-	printf("candidate: %s\n", cand->iface->describe(cand));
 
 	struct op_case *cases = NULL;
 	int n_cases = ops_build_cases(&cases);
-	int n_ok = 0, n_fail = 0, n_skip = 0;
 	size_t stage_bytes = 0;
 	for (int i = 0; i < n_cases; i++)
 		for (int j = 0; j < cases[i].nb; j++)
 			stage_bytes = ALLM_MAX(stage_bytes, cases[i].b[j].bytes + 2 * GUARD_BYTES);
 	char *stage = malloc(stage_bytes);
+	int n_ok[MAX_CANDIDATES] = {0}, n_fail[MAX_CANDIDATES] = {0}, n_skip[MAX_CANDIDATES] = {0};
+	int total_fail = 0;
 	for (int ci = 0; ci < n_cases; ci++) {
 		const struct op_case *c = &cases[ci];
-		if (!allm_backend_supports(cand, c->op, c->dt) ||
-		    (c->op == ALLM_OP_TOPK && !allm_backend_has_topk(cand)) ||
-		    (c->op == ALLM_OP_ARGMAX && !cand->iface->argmax)) {
-			n_skip++;
-			continue;
-		}
 		void *ro_[OP_MAX_BUFS] = {0}, *co_[OP_MAX_BUFS] = {0};
 		for (int j = 0; j < c->nb; j++) {
 			ro_[j] = malloc(c->b[j].bytes + 4);
 			co_[j] = malloc(c->b[j].bytes + 4);
 		}
-		bool ok = true;
-		int gr = run_on(ref, c, ro_, stage);
-		int gc = run_on(cand, c, co_, stage);
-		if (gr != 0 || gc != 0) {
-			ok = false;
-			fprintf(stderr, "FAIL %s: %s\n", c->name,
-				gr < 0 || gc < 0 ? "op failed" : "guard bytes overwritten");
-		}
-		for (int j = 0; ok && j < c->nb; j++) {
-			char why[160];
-			if (c->b[j].cmp == OP_CMP_NONE)
+		int gr = 0;
+		bool ref_ran = false; /* the reference runs once per case, when needed */
+		for (int k = 0; k < n_cand; k++) {
+			allm_backend_t *cb = cand[k];
+			if (gemm_only[k] && c->op != ALLM_OP_GEMM)
 				continue;
-			bool good = compare(c, j, co_[j], ro_[j], why, sizeof(why));
-			if (!good)
-				fprintf(stderr, "FAIL %s: output %d: %s\n", c->name, j, why);
-			else if (verbose)
-				printf("ok   %s: output %d: %s\n", c->name, j, why);
-			ok = ok && good;
+			if (!allm_backend_supports(cb, c->op, c->dt) ||
+			    (c->op == ALLM_OP_TOPK && !allm_backend_has_topk(cb)) ||
+			    (c->op == ALLM_OP_ARGMAX && !cb->iface->argmax)) {
+				n_skip[k]++;
+				continue;
+			}
+			if (!ref_ran) {
+				gr = run_on(ref, c, ro_, stage);
+				ref_ran = true;
+			}
+			bool ok = true;
+			int gc = run_on(cb, c, co_, stage);
+			if (gr != 0 || gc != 0) {
+				ok = false;
+				fprintf(stderr, "FAIL %s on %s: %s\n", c->name, cb->iface->describe(cb),
+					gr < 0 || gc < 0 ? "op failed" : "guard bytes overwritten");
+			}
+			for (int j = 0; ok && j < c->nb; j++) {
+				char why[160];
+				if (c->b[j].cmp == OP_CMP_NONE)
+					continue;
+				bool good = compare(c, j, co_[j], ro_[j], why, sizeof(why));
+				if (!good)
+					fprintf(stderr, "FAIL %s on %s: output %d: %s\n", c->name,
+						cb->iface->describe(cb), j, why);
+				else if (verbose)
+					printf("ok   %s on %s: output %d: %s\n", c->name,
+					       cb->iface->describe(cb), j, why);
+				ok = ok && good;
+			}
+			ok ? n_ok[k]++ : n_fail[k]++;
 		}
-		ok ? n_ok++ : n_fail++;
 		for (int j = 0; j < c->nb; j++) {
 			free(ro_[j]);
 			free(co_[j]);
 		}
 	}
-	printf("%d cases: %d ok, %d failed, %d not supported by %s\n", n_cases, n_ok, n_fail, n_skip,
-	       which);
+	for (int k = 0; k < n_cand; k++) {
+		printf("%d cases%s: %d ok, %d failed, %d not supported by %s\n",
+		       n_ok[k] + n_fail[k] + n_skip[k], gemm_only[k] ? " (GEMM)" : "", n_ok[k],
+		       n_fail[k], n_skip[k], cand[k]->iface->describe(cand[k]));
+		total_fail += n_fail[k];
+	}
 	free(stage);
 	ops_free_cases(cases, n_cases);
-	allm_backend_destroy(cand);
+	for (int i = 0; i < n_cand; i++)
+		allm_backend_destroy(cand[i]);
 	allm_backend_destroy(ref);
-	return n_fail ? 1 : 0;
+	return total_fail ? 1 : 0;
 }

@@ -1,0 +1,197 @@
+/* allm-gateway's pieces (DESIGN §9b): an OpenAI-compatible HTTP server (libmicrohttpd)
+ * in front of one engine, which it reaches as an ordinary ring client
+ * (libadaptivellm) and, for /metrics, through the control plane (liballm-ctl).
+ *
+ * Threads: libmicrohttpd's pool runs the HTTP side (gw-http.c: parsing, tokenizing,
+ * responses); one pump thread (gw-engine.c) owns the ring client and moves
+ * requests in and events out. They meet in struct gw_req under gw->lock. A
+ * connection waiting for the engine is suspended in libmicrohttpd and resumed by
+ * the pump when there is something to send. */
+#ifndef ALLM_GATEWAY_H
+#define ALLM_GATEWAY_H
+
+#include "chat-template.h"
+#include "gw-text.h"
+#include "tokenizer.h"
+
+#include <adaptivellm/client.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct MHD_Connection;
+struct MHD_Daemon;
+struct allm_ctl_client;
+
+struct gw_opts {
+	const char *engine;       /* engine name (--engine), "default" */
+	const char *runtime_dir;  /* NULL: the default rule (client.h) */
+	const char *host;         /* --host, "127.0.0.1" */
+	int port;                 /* --port, 8000; 0 = any free port */
+	const char *api_key;      /* --api-key or $ALLM_API_KEY; NULL = no auth */
+	int max_connections;      /* --max-connections */
+	int timeout_s;            /* --timeout: idle connection limit, seconds */
+	size_t max_body;          /* --max-body-bytes: request body cap */
+	const char *model_dir;    /* --model: tokenizer and chat template from here */
+	const char *served_name;  /* --served-model-name: the model id clients use */
+	const char *chat_template; /* --chat-template FILE: instead of the model's */
+	int threads;              /* HTTP threads */
+	int log_level;            /* 0 error .. 3 debug */
+};
+
+/* What the gateway knows of the model the engine serves: immutable once built,
+ * shared by reference count (a reconnect to an engine serving another model
+ * swaps it while old requests still hold the previous one). */
+struct gw_model {
+	atomic_int refs;
+	char id[256];            /* the model id of /v1/models and the `model` field */
+	struct allm_tokenizer *tok; /* NULL: text prompts go to the engine as text */
+	int32_t context;         /* max_position_embeddings; 0 = unknown */
+	struct allm_chat_template *tmpl; /* NULL: chat completions refused with why */
+	char why_no_chat[320];
+	char source[300];        /* where the tokenizer came from, for the log */
+	char engine[128];        /* the model as the engine named it (its welcome) */
+};
+
+enum gw_phase {
+	GW_QUEUED,    /* handed to the pump, not yet on the ring */
+	GW_SUBMITTED, /* on the ring, no answer yet */
+	GW_ACCEPTED,  /* the engine took it: tokens may come */
+	GW_DONE,      /* finished, failed or refused: nothing more comes */
+};
+
+/* One generation request. The HTTP side fills the first block and never changes
+ * it after enqueueing; everything below `lock:` is guarded by gw->lock. */
+struct gw_req {
+	struct gw *gw;
+	struct MHD_Connection *conn;
+	int sock;                /* the connection's socket, watched for hang-ups */
+	bool chat, stream, include_usage;
+	char id[48];             /* "cmpl-..." / "chatcmpl-..." */
+	long long created;       /* unix time */
+	struct gw_model *model;  /* a reference */
+	int32_t *ids;            /* prompt ids (owned), or ... */
+	size_t n_ids;
+	char *text;              /* ... a text prompt for the engine to tokenize (owned) */
+	size_t text_len;
+	struct allm_request_params params; /* prompt pointers filled by the pump */
+	struct gw_stops stops;   /* stop strings (owned) */
+	struct allm_detok *detok; /* the prompt pushed already: generated ids decode in its
+				   * context (a leading space survives, as in vLLM); NULL
+				   * without a tokenizer: the engine's text is used */
+	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* stop_token_ids; params.stop_ids points here */
+
+	/* lock: */
+	enum gw_phase phase;
+	uint64_t tag;            /* user_tag on the ring: slot index and generation */
+	uint64_t request_id;     /* the engine's, once ACCEPTED */
+	bool accepted;           /* the engine took it (an error after this streams) */
+	bool suspended;          /* its connection is suspended; whoever clears this resumes it */
+	bool hung_up;            /* the HTTP client went away: cancel in the engine */
+	bool cancel_sent;
+	struct gw_text out;      /* generated text, with stop strings applied */
+	uint32_t n_tokens;       /* tokens received */
+	int finish;              /* enum allm_finish_reason, once DONE */
+	uint32_t n_prompt, n_generated; /* from the engine's FINAL */
+	int http_status;         /* 0, or the error's status once DONE */
+	char err_type[40], err[256];
+	int refs;                /* HTTP side + pump side */
+	struct gw_req *next;     /* in a pump queue */
+	bool queued_cancel;      /* on gw->cancels */
+};
+
+struct gw {
+	struct gw_opts o;
+	struct MHD_Daemon *httpd;
+	int port;                 /* bound port */
+	pthread_mutex_t lock;
+	/* lock: */
+	struct gw_model *model;   /* current (reference held); NULL before the first engine */
+	bool engine_up;           /* the ring client is connected */
+	struct gw_req *submits, **submits_tail; /* HTTP -> pump */
+	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
+	bool cancels_blocked;     /* the SQ refused a cancel this turn */
+	struct gw_req **slots;    /* in-flight requests by tag slot */
+	uint32_t n_slots, *gens;  /* slot capacity; generation per slot */
+	uint32_t *free_slots, n_free;
+	int64_t live;             /* requests not yet freed */
+	bool stopping;            /* shutdown: refuse new requests */
+	bool aborting;            /* shutdown's deadline passed: end what still runs */
+	bool quit;                /* the pump exits */
+	/* pump: */
+	pthread_t pump;
+	int wake_fd;              /* eventfd: HTTP side -> pump */
+	atomic_bool pump_sleeping;
+	allm_client_t *client;
+	char *piece;              /* one decoded piece (gw_req.detok) ... */
+	size_t piece_cap;         /* ... of at most this many bytes */
+	double next_connect;      /* allm_now() of the next connection attempt */
+	bool said_down;           /* logged that the engine is unreachable */
+	/* connection deadlines (gw-conns.c): */
+	pthread_mutex_t conns_lock;
+	struct gw_conn *conns;     /* every open connection */
+	pthread_t reaper;
+	atomic_bool reaper_stop;
+	/* /metrics: */
+	pthread_mutex_t ctl_lock;
+	struct allm_ctl_client *ctl;
+	uint64_t seed_state;      /* for requests without a seed */
+};
+
+/* gateway.c */
+void gw_log(const struct gw *gw, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* gw-model.c */
+/* Builds the model description from a directory (disk, or the embedded default when
+ * dir is NULL) or, for engine strings like "dummy:tiny", one with no tokenizer.
+ * Never fails for a missing tokenizer: the model then has none and says why. */
+int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_model **ret);
+struct gw_model *gw_model_ref(struct gw_model *m);
+void gw_model_unref(struct gw_model *m);
+
+/* gw-engine.c */
+int gw_engine_start(struct gw *gw);
+/* Ends every request still running or queued with a 503 (shutdown's deadline). */
+void gw_engine_abort(struct gw *gw);
+/* Requests not yet freed (shutdown waits for 0). */
+int64_t gw_engine_live(struct gw *gw);
+/* Stops the pump and disconnects. */
+void gw_engine_stop(struct gw *gw);
+/* Hands r to the pump (r->conn must be suspended, r->suspended set, under lock). */
+void gw_engine_submit_locked(struct gw *gw, struct gw_req *r);
+/* The HTTP side is done with r: cancels it in the engine if it still runs. */
+void gw_engine_release(struct gw *gw, struct gw_req *r);
+/* Wakes the pump if it sleeps (after changing what it should look at). */
+void gw_engine_wake(struct gw *gw);
+/* The current model (a new reference) or NULL, and whether the engine is up. */
+struct gw_model *gw_engine_model(struct gw *gw, bool *up);
+/* gw-slots.c (under lock) */
+/* Frees r when its last reference goes. */
+void gw_req_unref_locked(struct gw *gw, struct gw_req *r);
+/* A slot and tag for r (0, -ENOMEM); its release; the request of a tag or NULL. */
+int gw_slot_take(struct gw *gw, struct gw_req *r);
+void gw_slot_put(struct gw *gw, struct gw_req *r);
+struct gw_req *gw_slot_find(struct gw *gw, uint64_t tag);
+
+/* gw-conns.c: the per-connection deadline for receiving a whole request */
+enum MHD_ConnectionNotificationCode;
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the gw). */
+void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		     enum MHD_ConnectionNotificationCode code);
+/* working: a whole request is in and being answered (no deadline); false: the
+ * answer is done, the next request's deadline starts. */
+void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working);
+int gw_conns_start(struct gw *gw);
+void gw_conns_stop(struct gw *gw);
+
+/* gw-http.c */
+/* Listens (--host, --port) and serves; gw->port is the bound port. */
+int gw_http_start(struct gw *gw);
+/* Stops accepting connections (shutdown); those open keep being served. */
+void gw_http_quiesce(struct gw *gw);
+void gw_http_stop(struct gw *gw);
+
+#endif

@@ -1,0 +1,569 @@
+/* The pump: the one thread that owns the ring client. It connects (and reconnects
+ * when the engine comes back), puts the requests the HTTP side hands it on the
+ * submission ring, routes completion events to their requests by user_tag,
+ * applies stop strings, cancels requests whose HTTP client hung up, and resumes
+ * the suspended connections that have something to send. */
+#include "gateway.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Between connection attempts while the engine is away. */
+#define GW_RECONNECT_S 0.25
+/* Events handled per turn before the queues are looked at again. */
+#define GW_EVENT_BATCH 1024
+/* The rings asked for: the pump drains the CQ continuously, so 64 streams fit
+ * easily; the arena bounds prompts on the ring not yet accepted. */
+#define GW_SQ_ENTRIES 1024
+#define GW_CQ_ENTRIES 16384
+#define GW_ARENA (8u << 20)
+
+/* Connections to resume once the lock is dropped (MHD_resume_connection takes
+ * libmicrohttpd's own lock; never call it under ours). */
+struct resume_list {
+	struct MHD_Connection **c;
+	size_t n, cap;
+};
+
+static void wake_req(struct resume_list *rl, struct gw_req *r)
+{
+	if (!r->suspended || !r->conn)
+		return;
+	if (rl->n == rl->cap) {
+		size_t cap = rl->cap ? rl->cap * 2 : 64;
+		struct MHD_Connection **c = realloc(rl->c, cap * sizeof(*c));
+		if (!c)
+			return; /* stays suspended; the next wake retries */
+		rl->c = c;
+		rl->cap = cap;
+	}
+	r->suspended = false;
+	rl->c[rl->n++] = r->conn;
+}
+
+static void resume_all(struct resume_list *rl)
+{
+	for (size_t i = 0; i < rl->n; i++)
+		MHD_resume_connection(rl->c[i]);
+	rl->n = 0;
+}
+
+void gw_engine_wake(struct gw *gw)
+{
+	uint64_t one = 1;
+	if (atomic_load(&gw->pump_sleeping) && write(gw->wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is already non-zero: the pump wakes anyway */
+	}
+}
+
+/* The engine's refusal as an HTTP status (the OpenAI error shape's type). */
+static void map_status(int32_t st, int *http, const char **type)
+{
+	switch (-st) {
+	case EAGAIN: *http = 429; *type = "rate_limit_exceeded"; break; /* queue caps */
+	case E2BIG: *http = 413; *type = "invalid_request_error"; break; /* too long */
+	case EINVAL: *http = 400; *type = "invalid_request_error"; break;
+	case EBUSY: /* drained (allmctl drain) */
+	case ESHUTDOWN:
+	case ENOBUFS:
+	case EPIPE: *http = 503; *type = "service_unavailable"; break;
+	default: *http = 500; *type = "server_error";
+	}
+}
+
+/* Ends r with an error (under lock): status, message, DONE, connection woken, the
+ * pump's reference dropped. */
+static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, int http,
+		     const char *type, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, int http,
+		     const char *type, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	snprintf(r->err_type, sizeof(r->err_type), "%s", type);
+	r->http_status = http;
+	r->finish = ALLM_FINISH_ERROR;
+	r->phase = GW_DONE;
+	gw_text_finish(&r->out);
+	gw_slot_put(gw, r);
+	wake_req(rl, r);
+	gw_req_unref_locked(gw, r);
+}
+
+/* --- events ---------------------------------------------------------------------- */
+
+/* Under lock. A full SQ (-EAGAIN) puts r on gw->cancels, which the pump retries
+ * every turn until the engine has made room. */
+static void send_cancel(struct gw *gw, struct gw_req *r)
+{
+	if (r->cancel_sent || r->phase != GW_ACCEPTED || !gw->client)
+		return;
+	int e = allm_client_cancel(gw->client, r->request_id);
+	if (e == 0) {
+		r->cancel_sent = true;
+	} else if (e == -EAGAIN && !r->queued_cancel) {
+		r->queued_cancel = true;
+		r->refs++; /* held by gw->cancels */
+		r->next = gw->cancels;
+		gw->cancels = r;
+		gw->cancels_blocked = true;
+	}
+}
+
+static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_event *ev)
+{
+	struct gw_req *r = gw_slot_find(gw, ev->user_tag);
+	if (!r)
+		return;
+	switch (ev->kind) {
+	case ALLM_EVENT_ACCEPTED:
+		r->request_id = ev->request_id;
+		r->phase = GW_ACCEPTED;
+		r->accepted = true;
+		if (r->hung_up || r->out.stopped)
+			send_cancel(gw, r);
+		if (r->stream)
+			wake_req(rl, r); /* the 200 and its headers can go */
+		break;
+	case ALLM_EVENT_TOKEN: {
+		if (r->out.stopped)
+			break;
+		const char *text = ev->text;
+		int n = (int)ev->text_len;
+		if (r->detok) {
+			/* our own decoding, in the prompt's context; the engine's flush
+			 * (token -1) is ours at the FINAL */
+			if (ev->token_id < 0)
+				break;
+			n = allm_detok_push(r->detok, ev->token_id, gw->piece, gw->piece_cap);
+			text = gw->piece;
+			if (n < 0)
+				n = 0; /* an id this tokenizer does not know: no text */
+		}
+		if (ev->token_id >= 0)
+			r->n_tokens++;
+		int s = gw_text_append(&r->out, &r->stops, text, (size_t)n);
+		if (s < 0) {
+			send_cancel(gw, r);
+			r->out.stopped = true; /* keeps what it has; the FINAL ends it */
+		} else if (s == 1) {
+			/* usage counts the tokens up to the one completing the stop */
+			r->n_generated = r->n_tokens;
+			send_cancel(gw, r);
+		}
+		if (r->stream)
+			wake_req(rl, r); /* one event per token, text or not */
+		break;
+	}
+	case ALLM_EVENT_FINAL:
+		if (r->detok && !r->out.stopped) {
+			/* what our decoder held back (an unfinished UTF-8 sequence) */
+			int n = allm_detok_flush(r->detok, gw->piece, gw->piece_cap);
+			if (n > 0 && gw_text_append(&r->out, &r->stops, gw->piece, (size_t)n) == 1)
+				r->n_generated = r->n_tokens;
+		}
+		r->n_prompt = ev->n_prompt;
+		if (!r->out.stopped)
+			r->n_generated = ev->n_generated;
+		r->finish = r->out.stopped ? ALLM_FINISH_STOP : ev->finish_reason;
+		if (ev->finish_reason == ALLM_FINISH_ERROR && !r->out.stopped) {
+			int http;
+			const char *type;
+			map_status(ev->status, &http, &type);
+			fail_req(gw, rl, r, http, type, "%s", ev->error ? ev->error : "engine error");
+			return;
+		}
+		gw_text_finish(&r->out);
+		r->phase = GW_DONE;
+		gw_slot_put(gw, r);
+		wake_req(rl, r);
+		gw_req_unref_locked(gw, r);
+		break;
+	}
+}
+
+/* --- connection ------------------------------------------------------------------ */
+
+/* Fails everything the engine had or was about to get (under lock). */
+static void engine_lost(struct gw *gw, struct resume_list *rl, struct gw_req **pending,
+			const char *why)
+{
+	for (uint32_t s = 0; s < gw->n_slots; s++)
+		if (gw->slots[s])
+			fail_req(gw, rl, gw->slots[s], 503, "service_unavailable", "%s", why);
+	while (*pending) {
+		struct gw_req *r = *pending;
+		*pending = r->next;
+		fail_req(gw, rl, r, 503, "service_unavailable", "%s", why);
+	}
+	if (gw->client) {
+		allm_client_disconnect(gw->client);
+		gw->client = NULL;
+	}
+	gw->engine_up = false;
+}
+
+static void try_connect(struct gw *gw)
+{
+	struct allm_client_opts o = {
+		.name = gw->o.engine,
+		.runtime_dir = gw->o.runtime_dir,
+		.sq_entries = GW_SQ_ENTRIES,
+		.cq_entries = GW_CQ_ENTRIES,
+		.arena_size = GW_ARENA,
+		.timeout_ms = 1000,
+		.spin_us = -1,
+	};
+	char err[256];
+	allm_client_t *c;
+	gw->next_connect = allm_now() + GW_RECONNECT_S;
+	if (allm_client_connect(&o, &c, err, sizeof(err))) {
+		if (!gw->said_down)
+			gw_log(gw, 1, "no engine '%s' yet (%s): answering 503, retrying every %.2f s",
+			       gw->o.engine, err, GW_RECONNECT_S);
+		gw->said_down = true;
+		return;
+	}
+	const char *em = allm_client_model(c);
+	struct gw_model *m = NULL;
+	pthread_mutex_lock(&gw->lock);
+	bool same = gw->model && (gw->o.model_dir || !strcmp(gw->model->engine, em));
+	pthread_mutex_unlock(&gw->lock);
+	if (!same && gw_model_load(&gw->o, em, &m)) {
+		gw_log(gw, 0, "out of memory loading the model description");
+		allm_client_disconnect(c);
+		return;
+	}
+	pthread_mutex_lock(&gw->lock);
+	if (m) {
+		gw_model_unref(gw->model);
+		gw->model = m;
+	}
+	gw->client = c;
+	gw->engine_up = true;
+	gw->said_down = false;
+	gw_log(gw, 2, "connected to engine '%s' (client %u), model %s; tokenizer: %s; chat: %s",
+	       gw->o.engine, allm_client_id(c), gw->model->id, gw->model->source,
+	       gw->model->tmpl ? allm_chat_template_name(gw->model->tmpl) : gw->model->why_no_chat);
+	pthread_mutex_unlock(&gw->lock);
+}
+
+/* The pump's buffer for one decoded piece, as large as tok needs. */
+static int piece_fit(struct gw *gw, const struct allm_tokenizer *tok)
+{
+	size_t cap = allm_detok_piece_cap(tok);
+	if (cap <= gw->piece_cap)
+		return 0;
+	char *p = realloc(gw->piece, cap);
+	if (!p)
+		return -ENOMEM;
+	gw->piece = p;
+	gw->piece_cap = cap;
+	return 0;
+}
+
+/* Puts pending requests on the ring, in order, until the ring or arena is full
+ * (under lock). Returns -EPIPE when the engine is gone. */
+static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req **pending)
+{
+	while (*pending) {
+		struct gw_req *r = *pending;
+		if (r->hung_up) {
+			*pending = r->next;
+			r->phase = GW_DONE;
+			gw_req_unref_locked(gw, r);
+			continue;
+		}
+		if (!gw->client) {
+			*pending = r->next;
+			fail_req(gw, rl, r, 503, "service_unavailable",
+				 "no engine '%s' is running (the gateway reconnects when it starts)",
+				 gw->o.engine);
+			continue;
+		}
+		if ((r->detok && piece_fit(gw, r->model->tok)) || gw_slot_take(gw, r))
+			return 0; /* out of memory: try again next turn */
+		r->params.user_tag = r->tag;
+		r->params.prompt = r->text;
+		r->params.prompt_len = r->text_len;
+		r->params.prompt_ids = r->ids;
+		r->params.n_prompt_ids = r->n_ids;
+		int e = allm_client_submit(gw->client, &r->params);
+		if (e == -EAGAIN) {
+			gw_slot_put(gw, r);
+			return 0;
+		}
+		if (e == -EPIPE || e == -EPROTO) {
+			gw_slot_put(gw, r);
+			return -EPIPE;
+		}
+		*pending = r->next;
+		if (e) {
+			gw_slot_put(gw, r);
+			fail_req(gw, rl, r, e == -E2BIG ? 413 : e == -EINVAL ? 400 : 500,
+				 e == -E2BIG || e == -EINVAL ? "invalid_request_error" : "server_error",
+				 "the engine's client library refused the request: %s", strerror(-e));
+			continue;
+		}
+		r->phase = GW_SUBMITTED;
+	}
+	return 0;
+}
+
+/* --- the loop -------------------------------------------------------------------- */
+
+struct watch {
+	struct pollfd *fds;
+	struct gw_req **reqs; /* fds[i + 3] belongs to reqs[i] */
+	size_t n, cap;
+};
+
+/* The fds to sleep on (under lock): the wake eventfd, the CQ doorbell, the lease,
+ * and the socket of every suspended request, for hang-ups only (POLLRDHUP: data a
+ * client pipelines must not wake us). */
+static void build_watch(struct gw *gw, struct watch *w)
+{
+	w->n = 0;
+	size_t need = 3 + gw->n_slots;
+	if (need > w->cap) {
+		struct pollfd *f = realloc(w->fds, need * sizeof(*f));
+		struct gw_req **q = f ? realloc(w->reqs, need * sizeof(*q)) : NULL;
+		if (f)
+			w->fds = f;
+		if (q) {
+			w->reqs = q;
+			w->cap = need;
+		}
+		if (!f || !q)
+			need = w->cap; /* watch what fits; hang-ups still show at the next write */
+	}
+	w->fds[0] = (struct pollfd){.fd = gw->wake_fd, .events = POLLIN};
+	w->fds[1] = (struct pollfd){.fd = gw->client ? allm_client_fd(gw->client) : -1, .events = POLLIN};
+	w->fds[2] = (struct pollfd){.fd = gw->client ? allm_client_lease_fd(gw->client) : -1,
+				    .events = POLLIN};
+	for (uint32_t s = 0; s < gw->n_slots && 3 + w->n < w->cap; s++) {
+		struct gw_req *r = gw->slots[s];
+		if (!r || !r->suspended || r->hung_up || r->sock < 0)
+			continue;
+		w->fds[3 + w->n] = (struct pollfd){.fd = r->sock, .events = POLLRDHUP};
+		w->reqs[w->n++] = r;
+	}
+}
+
+/* After poll (under lock): a watched socket that hung up cancels its request. */
+static void check_hangups(struct gw *gw, struct watch *w, struct resume_list *rl)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		struct pollfd *p = &w->fds[3 + i];
+		struct gw_req *r = w->reqs[i];
+		char c;
+		if (!(p->revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			continue;
+		/* nginx's test: EOF (or an error) on a peek means the client is gone */
+		ssize_t k = recv(p->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (k > 0 || (k < 0 && (errno == EAGAIN || errno == EINTR)))
+			continue;
+		if (gw_slot_find(gw, r->tag) != r)
+			continue; /* finished meanwhile */
+		r->hung_up = true;
+		send_cancel(gw, r);
+		wake_req(rl, r); /* libmicrohttpd then sees the close and completes it */
+	}
+}
+
+static void *pump_main(void *arg)
+{
+	struct gw *gw = arg;
+	struct gw_req *pending = NULL; /* taken from gw->submits, not yet on the ring */
+	struct resume_list rl = {0};
+	struct watch w = {0};
+	bool aborted = false;
+	for (;;) {
+		if (!gw->client && !gw->aborting && allm_now() >= gw->next_connect)
+			try_connect(gw);
+		bool busy = false, lost = false;
+		pthread_mutex_lock(&gw->lock);
+		if (gw->submits) {
+			struct gw_req **t = &pending;
+			while (*t)
+				t = &(*t)->next;
+			*t = gw->submits;
+			gw->submits = NULL;
+			gw->submits_tail = &gw->submits;
+			busy = true;
+		}
+		struct gw_req *cancels = gw->cancels;
+		gw->cancels = NULL;
+		gw->cancels_blocked = false;
+		while (cancels) {
+			struct gw_req *r = cancels;
+			cancels = r->next;
+			r->queued_cancel = false;
+			send_cancel(gw, r);
+			gw_req_unref_locked(gw, r); /* the cancel list's reference */
+		}
+		if (submit_pending(gw, &rl, &pending))
+			lost = true;
+		struct allm_event ev;
+		for (int i = 0; gw->client && !lost && i < GW_EVENT_BATCH; i++) {
+			int e = allm_client_poll(gw->client, &ev);
+			if (e == 1) {
+				on_event(gw, &rl, &ev);
+				busy = true;
+			} else {
+				lost = e < 0;
+				break;
+			}
+		}
+		if (lost) {
+			gw_log(gw, 1, "engine '%s' went away: failing its %s requests with 503, reconnecting",
+			       gw->o.engine, "in-flight");
+			engine_lost(gw, &rl, &pending, "the engine went away (restarting?): try again");
+			gw->next_connect = 0;
+		}
+		if (gw->aborting && !aborted) {
+			/* shutdown's deadline passed: everything still running ends now */
+			engine_lost(gw, &rl, &pending, "allm-gateway is shutting down");
+			aborted = true;
+		}
+		bool quit = gw->quit;
+		pthread_mutex_unlock(&gw->lock);
+		resume_all(&rl);
+		if (quit)
+			break;
+		if (busy || lost)
+			continue;
+
+		pthread_mutex_lock(&gw->lock);
+		build_watch(gw, &w);
+		atomic_store(&gw->pump_sleeping, true);
+		/* cancels the full SQ refused: a short nap, then again */
+		bool blocked = gw->cancels_blocked;
+		bool more = gw->submits || (gw->cancels && !blocked);
+		pthread_mutex_unlock(&gw->lock);
+		if (!more) {
+			int timeout = blocked ? 2 : gw->client ? 1000 : (int)(GW_RECONNECT_S * 1000);
+			poll(w.fds, 3 + w.n, timeout);
+		}
+		atomic_store(&gw->pump_sleeping, false);
+		uint64_t cnt;
+		if (w.fds[0].revents & POLLIN && read(gw->wake_fd, &cnt, sizeof(cnt)) < 0) {
+			/* EAGAIN: someone else drained it */
+		}
+		if (w.n) {
+			pthread_mutex_lock(&gw->lock);
+			check_hangups(gw, &w, &rl);
+			pthread_mutex_unlock(&gw->lock);
+			resume_all(&rl);
+		}
+	}
+	free(rl.c);
+	free(w.fds);
+	free(w.reqs);
+	return NULL;
+}
+
+/* --- the HTTP side's entry points ------------------------------------------------ */
+
+void gw_engine_submit_locked(struct gw *gw, struct gw_req *r)
+{
+	r->phase = GW_QUEUED;
+	r->next = NULL;
+	*gw->submits_tail = r;
+	gw->submits_tail = &r->next;
+}
+
+void gw_engine_release(struct gw *gw, struct gw_req *r)
+{
+	pthread_mutex_lock(&gw->lock);
+	r->conn = NULL;
+	r->suspended = false;
+	bool wake = false;
+	if (r->phase != GW_DONE && !r->hung_up) {
+		r->hung_up = true;
+		if (!r->queued_cancel) {
+			r->queued_cancel = true;
+			r->refs++; /* held by gw->cancels until the pump takes it */
+			r->next = gw->cancels;
+			gw->cancels = r;
+			wake = true;
+		}
+	}
+	gw_req_unref_locked(gw, r);
+	pthread_mutex_unlock(&gw->lock);
+	if (wake)
+		gw_engine_wake(gw);
+}
+
+struct gw_model *gw_engine_model(struct gw *gw, bool *up)
+{
+	pthread_mutex_lock(&gw->lock);
+	struct gw_model *m = gw_model_ref(gw->model);
+	*up = gw->engine_up;
+	pthread_mutex_unlock(&gw->lock);
+	return m;
+}
+
+int gw_engine_start(struct gw *gw)
+{
+	gw->submits_tail = &gw->submits;
+	atomic_init(&gw->pump_sleeping, false);
+	gw->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (gw->wake_fd < 0)
+		return -errno;
+	int e = pthread_create(&gw->pump, NULL, pump_main, gw);
+	if (e) {
+		close(gw->wake_fd);
+		return -e;
+	}
+	return 0;
+}
+
+static void set_flag(struct gw *gw, bool *flag)
+{
+	pthread_mutex_lock(&gw->lock);
+	*flag = true;
+	pthread_mutex_unlock(&gw->lock);
+	uint64_t one = 1;
+	if (write(gw->wake_fd, &one, sizeof(one)) < 0) {
+		/* already signalled */
+	}
+}
+
+void gw_engine_abort(struct gw *gw)
+{
+	set_flag(gw, &gw->aborting);
+}
+
+int64_t gw_engine_live(struct gw *gw)
+{
+	pthread_mutex_lock(&gw->lock);
+	int64_t n = gw->live;
+	pthread_mutex_unlock(&gw->lock);
+	return n;
+}
+
+void gw_engine_stop(struct gw *gw)
+{
+	set_flag(gw, &gw->quit);
+	pthread_join(gw->pump, NULL);
+	if (gw->client)
+		allm_client_disconnect(gw->client);
+	gw->client = NULL;
+	close(gw->wake_fd);
+	free(gw->piece);
+	free(gw->slots);
+	free(gw->gens);
+	free(gw->free_slots);
+}

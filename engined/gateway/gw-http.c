@@ -1,0 +1,561 @@
+/* The HTTP side (libmicrohttpd, a small thread pool over epoll): routes, the body
+ * cap, the API key, and the life of a generation request's connection — suspended
+ * while the engine works, resumed by the pump, answered as one JSON document or
+ * as a server-sent-event stream. libmicrohttpd's own limits do the rest: a
+ * connection cap, an idle timeout (slow and idle clients cost a slot each, never a
+ * thread), a per-connection memory pool that bounds headers; gw-conns.c adds a
+ * deadline for a whole request, which silence-based timeouts cannot give. */
+#include "gw-openai.h"
+
+#include "ctl-client.h"
+#include "ctl-prom.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Each connection's memory pool (headers, buffers); SSE blocks must fit in it. */
+#define GW_CONN_MEMORY (64 * 1024)
+#define GW_SSE_BLOCK (8 * 1024)
+/* How long GET /metrics waits for the engine's control server. */
+#define GW_METRICS_TIMEOUT_MS 2000
+
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT };
+
+/* One HTTP request (libmicrohttpd's per-request context). */
+struct gw_http {
+	enum route route;
+	char *body;
+	size_t len, cap;
+	bool too_big;     /* the body passed --max-body-bytes: the rest is dropped */
+	bool responded;   /* a response is queued */
+	struct gw_req *req; /* a generation request handed to the pump */
+};
+
+/* A streamed response: its own reference to the request, because libmicrohttpd
+ * may destroy the response after the request's completion callback. */
+struct gw_stream {
+	struct gw *gw;
+	struct gw_req *r;
+	struct MHD_Connection *conn;
+	char *buf;        /* formatted events not yet handed over */
+	size_t len, cap, off;
+	bool role_sent;   /* chat: the first chunk (role) went out */
+	bool ended;       /* [DONE] is in buf */
+};
+
+/* --- responses ------------------------------------------------------------------- */
+
+/* Queues a response that takes body (malloc'ed; freed by libmicrohttpd). */
+static enum MHD_Result respond(struct MHD_Connection *c, struct gw_http *x, unsigned status,
+			       const char *ctype, char *body, size_t len)
+{
+	struct MHD_Response *res = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+					: NULL;
+	if (!res) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (status == 401)
+		MHD_add_response_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (status == 429 || status == 503)
+		MHD_add_response_header(res, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result ok = MHD_queue_response(c, status, res);
+	MHD_destroy_response(res);
+	if (x)
+		x->responded = true;
+	return ok;
+}
+
+static enum MHD_Result respond_json(struct MHD_Connection *c, struct gw_http *x, unsigned status,
+				    char *json, size_t len)
+{
+	return respond(c, x, status, "application/json", json, len);
+}
+
+static enum MHD_Result respond_err(struct MHD_Connection *c, struct gw_http *x,
+				   const struct gw_api_err *e)
+{
+	size_t len = 0;
+	char *j = gw_api_error_json(e, &len);
+	return respond_json(c, x, (unsigned)e->status, j, len);
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, struct gw_http *x, int status,
+			    const char *type, const char *code, const char *msg)
+{
+	struct gw_api_err e;
+	gw_api_fail(&e, status, type, code, NULL, "%s", msg);
+	return respond_err(c, x, &e);
+}
+
+static enum MHD_Result no_engine(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	struct gw_api_err e;
+	gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
+		    gw->stopping ? "allm-gateway is shutting down"
+				 : "no engine '%s' is running (the gateway reconnects when it starts)",
+		    gw->o.engine);
+	return respond_err(c, x, &e);
+}
+
+/* --- GET endpoints --------------------------------------------------------------- */
+
+static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	bool up;
+	gw_model_unref(gw_engine_model(gw, &up));
+	if (!up || gw->stopping)
+		return no_engine(gw, c, x);
+	char *s = strdup("{\"status\":\"ok\"}");
+	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
+}
+
+static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	bool up;
+	struct gw_model *m = gw_engine_model(gw, &up);
+	if (!m)
+		return no_engine(gw, c, x);
+	json_t *card = json_pack("{s:s, s:s, s:i, s:s}", "id", m->id, "object", "model", "created", 0,
+				 "owned_by", "adaptivellm");
+	if (card && m->context > 0)
+		json_object_set_new(card, "max_model_len", json_integer(m->context));
+	json_t *j = card ? json_pack("{s:s, s:[o]}", "object", "list", "data", card) : NULL;
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	gw_model_unref(m);
+	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
+}
+
+/* The engine's `metrics` reply as Prometheus text: the bytes `allmctl metrics`
+ * prints (one renderer, ctl-prom.c). */
+static enum MHD_Result get_metrics(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	bool up;
+	struct allm_ctl_msg *m = NULL;
+	char err[256] = "", *text = NULL;
+	size_t len = 0;
+	gw_model_unref(gw_engine_model(gw, &up));
+	if (!up)
+		return no_engine(gw, c, x);
+	/* one ZeroMQ socket, one caller at a time */
+	pthread_mutex_lock(&gw->ctl_lock);
+	int r = allm_ctl_call(gw->ctl, "metrics", NULL, 0, GW_METRICS_TIMEOUT_MS, &m);
+	if (r)
+		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
+	pthread_mutex_unlock(&gw->ctl_lock);
+	if (!r)
+		r = allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err));
+	allm_ctl_msg_free(m);
+	if (r) {
+		gw_log(gw, 1, "GET /metrics: %s", err);
+		return fail(c, x, 503, "service_unavailable", NULL, err);
+	}
+	return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, len);
+}
+
+/* --- streams --------------------------------------------------------------------- */
+
+/* Formats what r has for the stream into s->buf. Returns 1 when there was
+ * something (or the end), 0 when the connection was suspended to wait, -1 when
+ * the client is gone. */
+static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
+{
+	struct gw *gw = s->gw;
+	struct gw_req *r = s->r;
+	char *text = NULL;
+	size_t n = 0, *ends = NULL, n_pieces = 0;
+	struct gw_api_err e = {0};
+	pthread_mutex_lock(&gw->lock);
+	if (r->hung_up) {
+		pthread_mutex_unlock(&gw->lock);
+		return -1;
+	}
+	bool done = r->phase == GW_DONE;
+	if (r->out.ready > 0 || r->out.n_ends > 0) {
+		n = r->out.ready;
+		text = malloc(n + 1);
+		ends = malloc((r->out.n_ends + 1) * sizeof(*ends));
+		if (text && ends) {
+			memcpy(text, r->out.buf, n);
+			n_pieces = gw_text_pieces(&r->out, ends);
+			gw_text_consume(&r->out);
+		} else {
+			n = n_pieces = 0;
+			done = false; /* out of memory: try again later */
+		}
+	}
+	if (n_pieces == 0 && !done) {
+		/* nothing yet: the pump resumes us when tokens come */
+		free(text);
+		free(ends);
+		r->suspended = true;
+		MHD_suspend_connection(c);
+		pthread_mutex_unlock(&gw->lock);
+		gw_engine_wake(gw); /* so it watches this socket for a hang-up */
+		return 0;
+	}
+	int finish = r->finish;
+	uint32_t np = r->n_prompt, ng = r->n_generated;
+	if (done && r->http_status)
+		gw_api_fail(&e, r->http_status, r->err_type, NULL, NULL, "%s", r->err);
+	pthread_mutex_unlock(&gw->lock);
+
+	/* one event per token's text, as OpenAI and vLLM send them (clients count
+	 * events); chat's first event also carries the role */
+	int rc = 0;
+	size_t at = 0;
+	if (r->chat && !s->role_sent && n_pieces == 0) {
+		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, &s->buf, &s->len, &s->cap);
+		s->role_sent = true;
+	}
+	for (size_t i = 0; i < n_pieces; i++) {
+		rc |= gw_api_sse_chunk(r, r->chat && !s->role_sent, text + at, ends[i] - at, NULL,
+				       &s->buf, &s->len, &s->cap);
+		s->role_sent = true;
+		at = ends[i];
+	}
+	free(text);
+	free(ends);
+	if (done) {
+		if (e.status)
+			rc |= gw_api_sse_error(&e, &s->buf, &s->len, &s->cap);
+		else
+			rc |= gw_api_sse_chunk(r, false, NULL, 0, gw_api_finish_name(finish), &s->buf,
+					       &s->len, &s->cap);
+		if (!e.status && r->include_usage)
+			rc |= gw_api_sse_usage(r, np, ng, &s->buf, &s->len, &s->cap);
+		rc |= gw_api_sse_done(&s->buf, &s->len, &s->cap);
+		s->ended = true;
+	}
+	return rc ? -1 : 1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct gw_stream *s = cls;
+	if (s->off == s->len) {
+		if (s->ended)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		s->off = s->len = 0;
+		int r = stream_fill(s, s->conn);
+		if (r < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (r == 0)
+			return 0; /* suspended: called again once resumed */
+	}
+	size_t n = s->len - s->off < max ? s->len - s->off : max;
+	memcpy(out, s->buf + s->off, n);
+	s->off += n;
+	return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+	struct gw_stream *s = cls;
+	pthread_mutex_lock(&s->gw->lock);
+	gw_req_unref_locked(s->gw, s->r);
+	pthread_mutex_unlock(&s->gw->lock);
+	free(s->buf);
+	free(s);
+}
+
+/* Under lock: r was accepted; the 200 and the event stream go out. */
+static enum MHD_Result start_stream(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	struct gw_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return MHD_NO;
+	s->gw = gw;
+	s->conn = c;
+	s->r = x->req;
+	s->r->refs++;
+	struct MHD_Response *res =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, GW_SSE_BLOCK, stream_read, s, stream_free);
+	if (!res) {
+		s->r->refs--;
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(res, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(res, "X-Accel-Buffering", "no"); /* nginx: do not buffer */
+	enum MHD_Result ok = MHD_queue_response(c, 200, res);
+	MHD_destroy_response(res);
+	x->responded = true;
+	return ok;
+}
+
+/* --- generation requests --------------------------------------------------------- */
+
+static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	struct gw_api_err e;
+	struct gw_req *r = NULL;
+	bool up;
+	if (x->too_big)
+		return fail(c, x, 413, "invalid_request_error", "body_too_large",
+			    "the request body is larger than --max-body-bytes");
+	struct gw_model *m = gw_engine_model(gw, &up);
+	if (!m || !up || gw->stopping) {
+		gw_model_unref(m);
+		return no_engine(gw, c, x);
+	}
+	int rc = gw_api_parse(gw, m, x->route == R_CHAT, x->body ? x->body : "", x->len, &r, &e);
+	gw_model_unref(m);
+	if (rc)
+		return respond_err(c, x, &e);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	r->sock = ci ? ci->connect_fd : -1;
+	r->conn = c;
+	pthread_mutex_lock(&gw->lock);
+	r->refs = 2; /* this side (released at completion) and the pump (at the end) */
+	gw->live++;
+	r->suspended = true;
+	MHD_suspend_connection(c);
+	gw_engine_submit_locked(gw, r);
+	x->req = r;
+	pthread_mutex_unlock(&gw->lock);
+	gw_engine_wake(gw);
+	return MHD_YES;
+}
+
+/* Called again after the pump resumed the connection. */
+static enum MHD_Result on_resumed(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	struct gw_req *r = x->req;
+	struct gw_api_err e = {0};
+	char *body = NULL;
+	size_t len = 0;
+	pthread_mutex_lock(&gw->lock);
+	if (r->hung_up) {
+		pthread_mutex_unlock(&gw->lock);
+		return MHD_NO; /* closes it */
+	}
+	if (r->stream && r->accepted) {
+		enum MHD_Result ok = start_stream(gw, c, x);
+		pthread_mutex_unlock(&gw->lock);
+		return ok;
+	}
+	if (r->phase != GW_DONE) {
+		r->suspended = true; /* woken early (nothing to send yet) */
+		MHD_suspend_connection(c);
+		pthread_mutex_unlock(&gw->lock);
+		return MHD_YES;
+	}
+	if (r->http_status)
+		gw_api_fail(&e, r->http_status, r->err_type, r->http_status == 413 ? "context_length_exceeded" : NULL,
+			    NULL, "%s", r->err);
+	else
+		body = gw_api_response_json(r, &len);
+	pthread_mutex_unlock(&gw->lock);
+	if (e.status)
+		return respond_err(c, x, &e);
+	return respond_json(c, x, 200, body, len);
+}
+
+/* --- routing --------------------------------------------------------------------- */
+
+static enum route route_of(const char *url, const char **method)
+{
+	static const struct {
+		const char *url, *method;
+		enum route r;
+	} routes[] = {
+		{"/health", "GET", R_HEALTH},
+		{"/metrics", "GET", R_METRICS},
+		{"/v1/models", "GET", R_MODELS},
+		{"/v1/completions", "POST", R_COMPLETIONS},
+		{"/v1/chat/completions", "POST", R_CHAT},
+	};
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (!strcmp(url, routes[i].url)) {
+			*method = routes[i].method;
+			return routes[i].r;
+		}
+	return R_NONE;
+}
+
+/* Constant time in the key's length: the comparison does not leak a prefix. */
+static bool key_ok(const struct gw *gw, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *k = gw->o.api_key;
+	if (!h || strncmp(h, "Bearer ", 7))
+		return false;
+	h += 7;
+	size_t hl = strlen(h), kl = strlen(k);
+	unsigned char d = hl != kl;
+	for (size_t i = 0; i < kl; i++)
+		d |= (unsigned char)(k[i] ^ (i < hl ? h[i] : 0));
+	return d == 0;
+}
+
+/* The first call for a request: headers are in, the body is not. */
+static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const char *url,
+				  const char *method, struct gw_http *x)
+{
+	const char *want = NULL;
+	char msg[300];
+	x->route = route_of(url, &want);
+	if (x->route == R_NONE) {
+		snprintf(msg, sizeof(msg), "no route %.200s (POST /v1/completions, POST "
+					   "/v1/chat/completions, GET /v1/models, /health, /metrics)", url);
+		return fail(c, x, 404, "invalid_request_error", "not_found", msg);
+	}
+	if (strcmp(method, want)) {
+		snprintf(msg, sizeof(msg), "%s takes %s", url, want);
+		return fail(c, x, 405, "invalid_request_error", "method_not_allowed", msg);
+	}
+	if (gw->o.api_key && !strncmp(url, "/v1/", 4) && !key_ok(gw, c))
+		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
+			    "Incorrect API key provided (Authorization: Bearer KEY)");
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > gw->o.max_body)
+		return fail(c, x, 413, "invalid_request_error", "body_too_large",
+			    "the request body is larger than --max-body-bytes");
+	return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct gw *gw = cls;
+	struct gw_http *x = *con_cls;
+	if (!x) {
+		if (!(x = calloc(1, sizeof(*x))))
+			return MHD_NO;
+		*con_cls = x;
+		gw_log(gw, 3, "%s %s", method, url);
+		return on_headers(gw, c, url, method, x);
+	}
+	if (*upload_size) {
+		size_t n = *upload_size;
+		*upload_size = 0;
+		if (x->responded || x->too_big)
+			return MHD_YES;
+		if (x->len + n > gw->o.max_body) {
+			/* chunked bodies have no Content-Length to refuse up front */
+			x->too_big = true;
+			free(x->body);
+			x->body = NULL;
+			return MHD_YES;
+		}
+		if (x->len + n > x->cap) {
+			size_t cap = x->cap ? x->cap : 4096;
+			while (cap < x->len + n)
+				cap *= 2;
+			char *b = realloc(x->body, cap);
+			if (!b)
+				return MHD_NO;
+			x->body = b;
+			x->cap = cap;
+		}
+		memcpy(x->body + x->len, upload, n);
+		x->len += n;
+		return MHD_YES;
+	}
+	if (x->responded)
+		return MHD_YES;
+	if (x->req)
+		return on_resumed(gw, c, x);
+	gw_conns_working(gw, c, true); /* the whole request is in */
+	switch (x->route) {
+	case R_HEALTH: return get_health(gw, c, x);
+	case R_METRICS: return get_metrics(gw, c, x);
+	case R_MODELS: return get_models(gw, c, x);
+	default: return post_generate(gw, c, x);
+	}
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct gw *gw = cls;
+	struct gw_http *x = *con_cls;
+	gw_conns_working(gw, c, false); /* the next request's deadline starts */
+	if (!x)
+		return;
+	if (x->req)
+		gw_engine_release(gw, x->req); /* a hang-up cancels it in the engine */
+	free(x->body);
+	free(x);
+	*con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	const struct gw *gw = cls;
+	char line[512];
+	vsnprintf(line, sizeof(line), fmt, ap);
+	size_t n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = 0;
+	gw_log(gw, 2, "http: %s", line);
+}
+
+int gw_http_start(struct gw *gw)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	char port[16], err[256];
+	snprintf(port, sizeof(port), "%d", gw->o.port);
+	int r = getaddrinfo(gw->o.host, port, &hints, &ai);
+	if (r) {
+		gw_log(gw, 0, "--host %s: %s", gw->o.host, gai_strerror(r));
+		return -EINVAL;
+	}
+	struct allm_ctl_client_opts co = {.name = gw->o.engine, .runtime_dir = gw->o.runtime_dir};
+	if ((r = allm_ctl_client_open(&co, &gw->ctl, err, sizeof(err)))) {
+		gw_log(gw, 0, "control-plane client: %s", err);
+		freeaddrinfo(ai);
+		return r;
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+	/* the logger first: options before it would log through libmicrohttpd's own */
+	gw->httpd = MHD_start_daemon(flags, (uint16_t)gw->o.port, NULL, NULL, on_request, gw,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, gw,
+		MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw->o.threads,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)gw->o.max_connections,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)gw->o.timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)GW_CONN_MEMORY,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw,
+		MHD_OPTION_NOTIFY_CONNECTION, gw_conns_notify, gw,
+		MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!gw->httpd) {
+		gw_log(gw, 0, "cannot listen on %s:%d (in use? not an address of this machine?)",
+		       gw->o.host, gw->o.port);
+		return -EADDRINUSE;
+	}
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(gw->httpd, MHD_DAEMON_INFO_BIND_PORT);
+	gw->port = di ? di->port : gw->o.port;
+	return 0;
+}
+
+/* Stops listening at once; connections in flight keep going until gw_http_stop. */
+void gw_http_quiesce(struct gw *gw)
+{
+	MHD_socket fd = gw->httpd ? MHD_quiesce_daemon(gw->httpd) : MHD_INVALID_SOCKET;
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd); /* ours now: nobody connects any more */
+}
+
+void gw_http_stop(struct gw *gw)
+{
+	if (gw->httpd)
+		MHD_stop_daemon(gw->httpd);
+	gw->httpd = NULL;
+	allm_ctl_client_close(gw->ctl);
+	gw->ctl = NULL;
+}

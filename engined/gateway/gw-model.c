@@ -1,0 +1,166 @@
+/* What the gateway needs of the engine's model, read from the same Hugging Face
+ * directory: the tokenizer (to count and limit prompts, and to send chat prompts
+ * as ids without a second BOS), the context length (config.json), and the chat
+ * template (tokenizer_config.json or chat_template.jinja, or --chat-template).
+ * With no --model it follows the engine: the directory the engine names, the
+ * embedded default for "default", nothing for a --dummy engine. */
+#include "gateway.h"
+
+#include "vdir.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The embedded default model's text files (engined/gateway/meson.build). */
+const struct allm_vdir *allm_gateway_default_model(void);
+
+#define GW_MAX_CONFIG (4 << 20)
+
+struct gw_model *gw_model_ref(struct gw_model *m)
+{
+	if (m)
+		atomic_fetch_add(&m->refs, 1);
+	return m;
+}
+
+void gw_model_unref(struct gw_model *m)
+{
+	if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
+		return;
+	allm_tokenizer_free(m->tok);
+	allm_chat_template_free(m->tmpl);
+	free(m);
+}
+
+static json_t *read_json(const struct allm_vdir *d, const char *name)
+{
+	char *buf = NULL;
+	size_t len;
+	if (allm_vdir_read(d, name, GW_MAX_CONFIG, &buf, &len))
+		return NULL;
+	json_t *j = json_loadb(buf, len, 0, NULL);
+	allm_free(buf);
+	return j;
+}
+
+/* bos_token / eos_token: a string, {"content": string}, or null. */
+static const char *special(json_t *cfg, const char *key)
+{
+	json_t *v = json_object_get(cfg, key);
+	if (json_is_object(v))
+		v = json_object_get(v, "content");
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The template text: tokenizer_config.json's chat_template (a string, or a list
+ * of {name, template} of which "default" is used), else chat_template.jinja.
+ * Returns a malloc'ed copy or NULL with why set. */
+static char *template_text(const struct allm_vdir *d, json_t *cfg, size_t *len, char *why,
+			   size_t whylen)
+{
+	json_t *t = json_object_get(cfg, "chat_template");
+	if (json_is_array(t)) {
+		size_t i;
+		json_t *e, *found = NULL;
+		json_array_foreach(t, i, e)
+			if (json_is_string(json_object_get(e, "name")) &&
+			    !strcmp(json_string_value(json_object_get(e, "name")), "default"))
+				found = json_object_get(e, "template");
+		t = found;
+	}
+	if (json_is_string(t)) {
+		*len = json_string_length(t);
+		char *c = malloc(*len + 1);
+		if (c)
+			memcpy(c, json_string_value(t), *len + 1);
+		return c;
+	}
+	char *buf = NULL;
+	if (!allm_vdir_read(d, "chat_template.jinja", GW_MAX_CONFIG, &buf, len)) {
+		char *c = strndup(buf, *len);
+		allm_free(buf);
+		return c;
+	}
+	snprintf(why, whylen, "the model has no chat template (no chat_template in "
+			      "tokenizer_config.json, no chat_template.jinja); use /v1/completions, "
+			      "or start allm-gateway with --chat-template FILE");
+	return NULL;
+}
+
+static void load_template(struct gw_model *m, const struct gw_opts *o, const struct allm_vdir *d,
+			  json_t *cfg)
+{
+	char *text = NULL;
+	size_t len = 0;
+	char err[300];
+	if (o->chat_template) {
+		struct allm_vdir none = allm_vdir_disk("");
+		char *buf;
+		if (allm_vdir_read(&none, o->chat_template, GW_MAX_CONFIG, &buf, &len)) {
+			snprintf(m->why_no_chat, sizeof(m->why_no_chat), "cannot read --chat-template %s",
+				 o->chat_template);
+			return;
+		}
+		text = strndup(buf, len);
+		allm_free(buf);
+	} else {
+		text = template_text(d, cfg, &len, m->why_no_chat, sizeof(m->why_no_chat));
+	}
+	if (!text)
+		return;
+	if (allm_chat_template_parse(text, len, special(cfg, "bos_token"), special(cfg, "eos_token"),
+				     &m->tmpl, err, sizeof(err)))
+		snprintf(m->why_no_chat, sizeof(m->why_no_chat), "%s", err);
+	free(text);
+}
+
+int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_model **ret)
+{
+	struct gw_model *m = calloc(1, sizeof(*m));
+	struct allm_err err = {{0}};
+	if (!m)
+		return -ENOMEM;
+	atomic_init(&m->refs, 1);
+	snprintf(m->engine, sizeof(m->engine), "%s", engine_model ? engine_model : "");
+	const char *dir = o->model_dir;
+	if (!dir && engine_model && strcmp(engine_model, "default"))
+		dir = engine_model;
+	snprintf(m->id, sizeof(m->id), "%s",
+		 o->served_name ? o->served_name
+		 : o->model_dir ? o->model_dir
+		 : engine_model ? engine_model
+				: "default");
+	if (dir && !strncmp(dir, "dummy:", 6)) {
+		/* random weights: no tokenizer, prompts are token ids */
+		snprintf(m->source, sizeof(m->source), "none (the engine serves %s)", dir);
+		snprintf(m->why_no_chat, sizeof(m->why_no_chat),
+			 "the engine serves %s, which has no tokenizer: send token ids to /v1/completions",
+			 dir);
+		*ret = m;
+		return 0;
+	}
+	struct allm_vdir disk = allm_vdir_disk(dir ? dir : "");
+	const struct allm_vdir *d = dir ? &disk : allm_gateway_default_model();
+	snprintf(m->source, sizeof(m->source), "%s", d->path);
+	if (allm_tokenizer_load_from(d, &m->tok, &err)) {
+		m->tok = NULL;
+		snprintf(m->source, sizeof(m->source), "none (%.280s)", err.msg);
+		snprintf(m->why_no_chat, sizeof(m->why_no_chat),
+			 "the gateway cannot read the model's tokenizer: start allm-gateway with --model DIR");
+		*ret = m;
+		return 0;
+	}
+	json_t *cfg = read_json(d, "config.json");
+	json_t *mpe = json_object_get(cfg, "max_position_embeddings");
+	if (json_is_integer(mpe) && json_integer_value(mpe) > 0 && json_integer_value(mpe) < INT32_MAX)
+		m->context = (int32_t)json_integer_value(mpe);
+	json_decref(cfg);
+	json_t *tcfg = read_json(d, "tokenizer_config.json");
+	load_template(m, o, d, tcfg);
+	json_decref(tcfg);
+	*ret = m;
+	return 0;
+}

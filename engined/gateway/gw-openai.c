@@ -1,0 +1,474 @@
+/* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
+ * and range before anything is allocated for the engine; fields the engine cannot
+ * honour (penalties, logprobs, n > 1, tools) are refused by name rather than
+ * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
+ * with extensions it does not know. */
+#include "gw-openai.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/* Most chat messages one request may carry (the body cap bounds bytes). */
+#define GW_MAX_MESSAGES 4096
+/* OpenAI's default max_tokens for /v1/completions. */
+#define GW_COMPLETIONS_MAX_TOKENS 16
+
+int gw_api_fail(struct gw_api_err *e, int status, const char *type, const char *code,
+		const char *param, const char *fmt, ...)
+{
+	va_list ap;
+	e->status = status;
+	snprintf(e->type, sizeof(e->type), "%s", type);
+	snprintf(e->code, sizeof(e->code), "%s", code ? code : "");
+	snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int bad(struct gw_api_err *e, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad(struct gw_api_err *e, const char *param, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return gw_api_fail(e, 400, "invalid_request_error", NULL, param, "%s", msg);
+}
+
+/* --- typed fields (absent or null: the default stays) ---------------------------- */
+
+static int get_num(json_t *b, const char *k, double lo, double hi, double *v, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, k);
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_number(j))
+		return bad(e, k, "'%s' must be a number", k);
+	double x = json_number_value(j);
+	if (!(x >= lo && x <= hi))
+		return bad(e, k, "'%s' must be in [%g, %g] (got %g)", k, lo, hi, x);
+	*v = x;
+	return 0;
+}
+
+static int get_int(json_t *b, const char *k, int64_t lo, int64_t hi, int64_t *v,
+		   struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, k);
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_integer(j))
+		return bad(e, k, "'%s' must be an integer", k);
+	json_int_t x = json_integer_value(j);
+	if (x < lo || x > hi)
+		return bad(e, k, "'%s' must be in %lld..%lld (got %lld)", k, (long long)lo,
+			   (long long)hi, (long long)x);
+	*v = x;
+	return 0;
+}
+
+static int get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, k);
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_boolean(j))
+		return bad(e, k, "'%s' must be true or false", k);
+	*v = json_is_true(j);
+	return 0;
+}
+
+/* A field the engine cannot honour: accepted only at its neutral value. */
+static int refuse_unless(json_t *b, const char *k, double neutral, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, k);
+	if (!j || json_is_null(j) || (json_is_false(j) && neutral == 0) ||
+	    (json_is_number(j) && json_number_value(j) == neutral) ||
+	    ((json_is_object(j) || json_is_array(j)) && json_object_size(j) + json_array_size(j) == 0))
+		return 0;
+	return bad(e, k, "'%s' is not supported by this server", k);
+}
+
+/* --- prompts ---------------------------------------------------------------------- */
+
+static int ids_from(json_t *a, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	size_t n = json_array_size(a), i;
+	json_t *v;
+	int32_t vocab = m->tok ? allm_tokenizer_vocab_size(m->tok) : INT32_MAX;
+	if (n == 0)
+		return bad(e, "prompt", "'prompt' must not be an empty list of token ids");
+	if (!(r->ids = malloc(n * sizeof(int32_t))))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab)
+			return bad(e, "prompt", "prompt token %zu is not an id in 0..%d", i, vocab - 1);
+		r->ids[i] = (int32_t)json_integer_value(v);
+	}
+	r->n_ids = n;
+	return 0;
+}
+
+/* Tokenizes text the way the engine would (add_special: BOS/EOS as the tokenizer's
+ * post-processor says), or without special tokens for a rendered chat prompt,
+ * whose template already wrote them. */
+static int tokenize(const struct gw_model *m, const char *text, size_t len, bool add_special,
+		    struct gw_req *r, struct gw_api_err *e)
+{
+	struct allm_err err = {{0}};
+	int32_t *ids = NULL;
+	size_t n = 0;
+	if (allm_tokenizer_encode(m->tok, text, len, add_special, &ids, &n, &err))
+		return bad(e, "prompt", "cannot tokenize the prompt: %s", err.msg);
+	if (n == 0) {
+		allm_free(ids);
+		return bad(e, "prompt", "the prompt is empty (no tokens)");
+	}
+	r->ids = malloc(n * sizeof(int32_t));
+	if (r->ids)
+		memcpy(r->ids, ids, n * sizeof(int32_t));
+	allm_free(ids);
+	if (!r->ids)
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	r->n_ids = n;
+	return 0;
+}
+
+static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req *r,
+			     struct gw_api_err *e)
+{
+	json_t *p = json_object_get(b, "prompt");
+	if (json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0))) {
+		if (json_array_size(p) > 1)
+			return bad(e, "prompt", "one prompt per request: batched prompts are not supported");
+		p = json_array_get(p, 0); /* ["text"] or [[1, 2, 3]] */
+	}
+	if (json_is_array(p))
+		return ids_from(p, m, r, e);
+	if (!json_is_string(p))
+		return bad(e, "prompt", "'prompt' must be a string or a list of token ids");
+	const char *s = json_string_value(p);
+	size_t n = json_string_length(p);
+	if (m->tok)
+		return tokenize(m, s, n, true, r, e);
+	/* no tokenizer here: the engine tokenizes (and says if it cannot) */
+	if (!(r->text = malloc(n + 1)))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	memcpy(r->text, s, n + 1);
+	r->text_len = n;
+	return 0;
+}
+
+/* A message's content: a string, or a list of {"type": "text", "text": ...} parts
+ * joined with newlines (as vLLM does). Returns a malloc'ed copy. */
+static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err *e)
+{
+	json_t *c = json_object_get(msg, "content");
+	char key[48];
+	snprintf(key, sizeof(key), "messages[%zu].content", idx);
+	if (json_is_string(c)) {
+		*len = json_string_length(c);
+		char *s = malloc(*len + 1);
+		if (!s)
+			gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		else
+			memcpy(s, json_string_value(c), *len + 1);
+		return s;
+	}
+	if (!json_is_array(c)) {
+		bad(e, key, "'%s' must be a string or a list of text parts", key);
+		return NULL;
+	}
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	size_t i;
+	json_t *part;
+	if (!f) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	json_array_foreach(c, i, part) {
+		json_t *t = json_object_get(part, "text");
+		const char *type = json_string_value(json_object_get(part, "type"));
+		if (!type || strcmp(type, "text") || !json_is_string(t)) {
+			fclose(f);
+			free(buf);
+			bad(e, key, "'%s': only {\"type\": \"text\", \"text\": ...} parts are supported", key);
+			return NULL;
+		}
+		if (i)
+			fputc('\n', f);
+		fwrite(json_string_value(t), 1, json_string_length(t), f);
+	}
+	if (fclose(f)) {
+		free(buf);
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	return buf;
+}
+
+static int chat_prompt(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
+		       struct gw_api_err *e)
+{
+	json_t *msgs = json_object_get(b, "messages");
+	size_t n = json_array_size(msgs), i;
+	bool agp = true;
+	int rc = -1;
+	if (!json_is_array(msgs) || n == 0 || n > GW_MAX_MESSAGES)
+		return bad(e, "messages", "'messages' must be a list of 1..%d messages", GW_MAX_MESSAGES);
+	if (refuse_unless(b, "tools", 0, e) || refuse_unless(b, "functions", 0, e) ||
+	    get_bool(b, "add_generation_prompt", &agp, e))
+		return -1;
+	json_t *tc = json_object_get(b, "tool_choice");
+	if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
+		return bad(e, "tool_choice", "'tool_choice' is not supported by this server");
+	json_t *rf = json_object_get(b, "response_format");
+	if (rf && !json_is_null(rf) &&
+	    !(json_is_string(json_object_get(rf, "type")) &&
+	      !strcmp(json_string_value(json_object_get(rf, "type")), "text")))
+		return bad(e, "response_format", "only response_format {\"type\": \"text\"} is supported");
+	if (!m->tok || !m->tmpl)
+		return bad(e, "messages", "cannot render a chat prompt: %s", m->why_no_chat);
+	struct allm_chat_msg *cm = calloc(n, sizeof(*cm));
+	char *prompt = NULL;
+	size_t plen = 0;
+	char err[300];
+	if (!cm)
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	json_t *msg;
+	json_array_foreach(msgs, i, msg) {
+		const char *role = json_string_value(json_object_get(msg, "role"));
+		if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
+			char key[40];
+			snprintf(key, sizeof(key), "messages[%zu].role", i);
+			bad(e, key, "'%s' must be \"system\", \"user\" or \"assistant\"", key);
+			goto out;
+		}
+		cm[i].role = role;
+		if (!(cm[i].content = content_of(msg, i, &cm[i].content_len, e)))
+			goto out;
+	}
+	if (allm_chat_template_render(m->tmpl, cm, n, agp, &prompt, &plen, err, sizeof(err))) {
+		bad(e, "messages", "the model's chat template (%s) refuses these messages: %s",
+		    allm_chat_template_name(m->tmpl), err);
+		goto out;
+	}
+	if (gw->o.log_level >= 3) {
+		/* the exact prompt, JSON-escaped on one line (tests compare it) */
+		json_t *j = json_stringn(prompt, plen);
+		char *s = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		gw_log(gw, 3, "chat prompt (%s): %s", allm_chat_template_name(m->tmpl), s ? s : "?");
+		free(s);
+		json_decref(j);
+	}
+	rc = tokenize(m, prompt, plen, false, r, e);
+out:
+	for (size_t k = 0; k < n; k++)
+		free((char *)cm[k].content);
+	free(cm);
+	free(prompt);
+	return rc;
+}
+
+/* --- sampling and the rest ------------------------------------------------------- */
+
+static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
+{
+	json_t *s = json_object_get(b, "stop"), *v;
+	size_t i;
+	if (!s || json_is_null(s))
+		return 0;
+	if (json_is_string(s)) {
+		if (gw_stops_add(&r->stops, json_string_value(s), json_string_length(s)))
+			return bad(e, "stop", "'stop' must be 1..%d bytes", GW_MAX_STOP_LEN);
+		return 0;
+	}
+	if (!json_is_array(s))
+		return bad(e, "stop", "'stop' must be a string or a list of strings");
+	json_array_foreach(s, i, v) {
+		if (!json_is_string(v) || gw_stops_add(&r->stops, json_string_value(v), json_string_length(v)))
+			return bad(e, "stop", "'stop' takes at most %d strings of 1..%d bytes", GW_MAX_STOPS,
+				   GW_MAX_STOP_LEN);
+	}
+	return 0;
+}
+
+static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_err *e)
+{
+	struct allm_request_params *p = &r->params;
+	double temp = 1.0, top_p = 1.0;
+	int64_t top_k = 0, n = 1, seed = -1, max_tokens = -1, best_of = 1;
+	bool ignore_eos = false, seeded;
+	json_t *j;
+	if (get_num(b, "temperature", 0, 100, &temp, e) || get_num(b, "top_p", 1e-9, 1, &top_p, e) ||
+	    get_int(b, "top_k", -1, INT32_MAX, &top_k, e) || get_int(b, "n", 1, 128, &n, e) ||
+	    get_int(b, "best_of", 1, 128, &best_of, e) ||
+	    get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, e) ||
+	    get_int(b, "max_tokens", 1, INT32_MAX, &max_tokens, e) ||
+	    (chat && get_int(b, "max_completion_tokens", 1, INT32_MAX, &max_tokens, e)) ||
+	    get_bool(b, "ignore_eos", &ignore_eos, e) || parse_stop(b, r, e))
+		return -1;
+	if (n != 1 || best_of != 1)
+		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
+	/* neutral values only: the engine has no such knob */
+	if (refuse_unless(b, "presence_penalty", 0, e) || refuse_unless(b, "frequency_penalty", 0, e) ||
+	    refuse_unless(b, "repetition_penalty", 1, e) || refuse_unless(b, "logit_bias", 0, e) ||
+	    refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "logprobs", 0, e) ||
+	    refuse_unless(b, "top_logprobs", 0, e) || refuse_unless(b, "echo", 0, e) ||
+	    refuse_unless(b, "suffix", 0, e))
+		return -1;
+	j = json_object_get(b, "priority");
+	if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0))
+		return bad(e, "priority",
+			   "'priority' is not supported: the engine orders requests by its own fairness priority");
+	j = json_object_get(b, "stop_token_ids");
+	if (j && !json_is_null(j)) {
+		size_t i;
+		json_t *v;
+		if (!json_is_array(j) || json_array_size(j) > ALLM_SQE_MAX_STOP)
+			return bad(e, "stop_token_ids", "'stop_token_ids' takes at most %d ids", ALLM_SQE_MAX_STOP);
+		json_array_foreach(j, i, v)
+			if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+				return bad(e, "stop_token_ids", "'stop_token_ids' must be token ids");
+	}
+	seeded = json_is_integer(json_object_get(b, "seed"));
+	allm_request_params_init(p);
+	p->temperature = (float)temp;
+	p->top_p = (float)top_p;
+	p->top_k = top_k > 0 ? (int32_t)top_k : 0;
+	p->ignore_eos = ignore_eos;
+	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
+	if (seeded) {
+		p->seed = (uint64_t)seed;
+	} else if (getrandom(&p->seed, sizeof(p->seed), 0) != sizeof(p->seed)) {
+		p->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)r;
+	}
+	return 0;
+}
+
+static void new_id(struct gw_req *r, const char *prefix)
+{
+	unsigned char b[12] = {0};
+	if (getrandom(b, sizeof(b), 0) != sizeof(b))
+		memcpy(b, &r, sizeof(r) < sizeof(b) ? sizeof(r) : sizeof(b));
+	int k = snprintf(r->id, sizeof(r->id), "%s", prefix);
+	for (size_t i = 0; i < sizeof(b); i++)
+		k += snprintf(r->id + k, sizeof(r->id) - (size_t)k, "%02x", b[i]);
+}
+
+/* A detokenizer that has seen the prompt, so the first generated token decodes as
+ * it follows the prompt (SentencePiece strips the space of the text's first word
+ * only: "Once" + "▁upon" must give " upon", not "upon"). */
+static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	size_t cap = allm_detok_piece_cap(m->tok);
+	char *buf = malloc(cap);
+	if (!buf || allm_detok_create(m->tok, true, &r->detok)) {
+		free(buf);
+		r->detok = NULL;
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	}
+	for (size_t i = 0; i < r->n_ids; i++)
+		allm_detok_push(r->detok, r->ids[i], buf, cap); /* the prompt's own text: dropped */
+	free(buf);
+	return 0;
+}
+
+void gw_api_discard(struct gw_req *r)
+{
+	if (!r)
+		return;
+	allm_detok_free(r->detok);
+	free(r->ids);
+	free(r->text);
+	gw_stops_free(&r->stops);
+	gw_model_unref(r->model);
+	free(r);
+}
+
+int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
+		 struct gw_req **ret, struct gw_api_err *e)
+{
+	json_error_t jerr;
+	json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	struct gw_req *r = NULL;
+	int64_t stop_ids[ALLM_SQE_MAX_STOP];
+	size_t n_stop_ids = 0;
+	if (!b)
+		return bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
+			   jerr.line, jerr.column);
+	if (!json_is_object(b)) {
+		bad(e, NULL, "the body must be a JSON object");
+		goto fail;
+	}
+	json_t *model = json_object_get(b, "model");
+	if (model && !json_is_null(model) &&
+	    (!json_is_string(model) || strcmp(json_string_value(model), m->id))) {
+		gw_api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+			    "The model `%.200s` does not exist (this server serves `%s`)",
+			    json_is_string(model) ? json_string_value(model) : "?", m->id);
+		goto fail;
+	}
+	if (!(r = calloc(1, sizeof(*r)))) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		goto fail;
+	}
+	r->gw = gw;
+	r->sock = -1;
+	r->chat = chat;
+	r->model = gw_model_ref(m);
+	if (parse_sampling(b, chat, r, e) || get_bool(b, "stream", &r->stream, e))
+		goto fail;
+	json_t *so = json_object_get(b, "stream_options");
+	if (so && !json_is_null(so)) {
+		if (!r->stream) {
+			bad(e, "stream_options", "'stream_options' is only allowed with \"stream\": true");
+			goto fail;
+		}
+		if (get_bool(so, "include_usage", &r->include_usage, e))
+			goto fail;
+	}
+	json_t *sti = json_object_get(b, "stop_token_ids");
+	for (size_t i = 0; json_is_array(sti) && i < json_array_size(sti); i++)
+		stop_ids[n_stop_ids++] = json_integer_value(json_array_get(sti, i));
+	if (chat ? chat_prompt(gw, b, m, r, e) : completion_prompt(b, m, r, e))
+		goto fail;
+	if (m->tok && r->ids && prime_detok(m, r, e))
+		goto fail;
+	if (m->context > 0 && r->n_ids >= (size_t)m->context) {
+		gw_api_fail(e, 413, "invalid_request_error", "context_length_exceeded", "prompt",
+			    "This model's maximum context length is %d tokens; the prompt has %zu",
+			    m->context, r->n_ids);
+		goto fail;
+	}
+	/* chat's default: whatever room the context leaves (the engine stops there) */
+	if (r->params.max_tokens == 0)
+		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
+	/* the request's own copy: the params point into it */
+	for (size_t i = 0; i < n_stop_ids; i++)
+		r->stop_ids[i] = (int32_t)stop_ids[i];
+	r->params.stop_ids = n_stop_ids ? r->stop_ids : NULL;
+	r->params.n_stop = (uint32_t)n_stop_ids;
+	new_id(r, chat ? "chatcmpl-" : "cmpl-");
+	r->created = (long long)time(NULL);
+	json_decref(b);
+	*ret = r;
+	return 0;
+fail:
+	gw_api_discard(r);
+	json_decref(b);
+	return -1;
+}

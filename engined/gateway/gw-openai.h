@@ -1,0 +1,49 @@
+/* The OpenAI API's shapes (DESIGN §9b): a /v1/completions or /v1/chat/completions
+ * body checked field by field into a gw_req (prompt tokenized, chat template
+ * rendered, context checked), and the JSON that goes back — whole responses,
+ * server-sent-event chunks, and errors as {"error": {message, type, param, code}}. */
+#ifndef ALLM_GW_OPENAI_H
+#define ALLM_GW_OPENAI_H
+
+#include "gateway.h"
+
+#include <jansson.h>
+
+/* An error as the API reports it. */
+struct gw_api_err {
+	int status;      /* HTTP status */
+	char type[40];   /* "invalid_request_error", ... */
+	char code[40];   /* "model_not_found", ... or "" (null) */
+	char param[40];  /* the offending field or "" (null) */
+	char msg[400];
+};
+
+/* Fills e (always returns -1, for `return gw_api_fail(...)`). */
+int gw_api_fail(struct gw_api_err *e, int status, const char *type, const char *code,
+		const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Parses one request body into a new gw_req (refs 0, phase unset, not enqueued)
+ * holding a reference to m. 0 with *ret, or -1 with e. */
+int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
+		 struct gw_req **ret, struct gw_api_err *e);
+/* Frees a request that was never handed to the pump. */
+void gw_api_discard(struct gw_req *r);
+
+/* {"error": {...}} as compact JSON (malloc'ed). */
+char *gw_api_error_json(const struct gw_api_err *e, size_t *len);
+/* The whole response of a finished, successful request (under lock: reads r). */
+char *gw_api_response_json(const struct gw_req *r, size_t *len);
+/* "stop", "length", "abort" for a finish reason. */
+const char *gw_api_finish_name(int finish);
+
+/* One SSE event "data: {...}\n\n" appended to *buf: a chunk with text (NULL: none;
+ * chat's first chunk carries the role), and finish (NULL while running). */
+int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_t n,
+		     const char *finish, char **buf, size_t *len, size_t *cap);
+/* The usage chunk (stream_options.include_usage), an error event, and the end. */
+int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, char **buf,
+		     size_t *len, size_t *cap);
+int gw_api_sse_error(const struct gw_api_err *e, char **buf, size_t *len, size_t *cap);
+int gw_api_sse_done(char **buf, size_t *len, size_t *cap);
+
+#endif

@@ -1,0 +1,74 @@
+/* In-flight requests by tag: the pump finds the request a completion event belongs
+ * to in O(1) (tag = generation << 32 | slot, so a stale event of a finished request
+ * never reaches the next one in the same slot), and requests are freed when their
+ * last reference goes. All under gw->lock. */
+#include "gateway.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static void req_free(struct gw *gw, struct gw_req *r)
+{
+	free(r->ids);
+	free(r->text);
+	gw_stops_free(&r->stops);
+	allm_detok_free(r->detok);
+	gw_text_free(&r->out);
+	gw_model_unref(r->model);
+	free(r);
+	gw->live--;
+}
+
+void gw_req_unref_locked(struct gw *gw, struct gw_req *r)
+{
+	if (--r->refs == 0)
+		req_free(gw, r);
+}
+
+/* A slot for r, and r->tag from it. 0 or -ENOMEM. */
+int gw_slot_take(struct gw *gw, struct gw_req *r)
+{
+	if (gw->n_free == 0) {
+		uint32_t cap = gw->n_slots ? gw->n_slots * 2 : 256;
+		struct gw_req **s = realloc(gw->slots, cap * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		gw->slots = s;
+		uint32_t *g = realloc(gw->gens, cap * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		gw->gens = g;
+		uint32_t *f = realloc(gw->free_slots, cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		gw->free_slots = f;
+		for (uint32_t i = gw->n_slots; i < cap; i++) {
+			gw->slots[i] = NULL;
+			gw->gens[i] = 0;
+			gw->free_slots[gw->n_free++] = cap - 1 - (i - gw->n_slots);
+		}
+		gw->n_slots = cap;
+	}
+	uint32_t s = gw->free_slots[--gw->n_free];
+	gw->slots[s] = r;
+	r->tag = (uint64_t)++gw->gens[s] << 32 | s;
+	return 0;
+}
+
+void gw_slot_put(struct gw *gw, struct gw_req *r)
+{
+	uint32_t s = (uint32_t)r->tag;
+	if (r->tag && s < gw->n_slots && gw->slots[s] == r) {
+		gw->slots[s] = NULL;
+		gw->free_slots[gw->n_free++] = s;
+	}
+	r->tag = 0;
+}
+
+struct gw_req *gw_slot_find(struct gw *gw, uint64_t tag)
+{
+	uint32_t s = (uint32_t)tag;
+	if (s >= gw->n_slots || !gw->slots[s] || gw->slots[s]->tag != tag)
+		return NULL;
+	return gw->slots[s];
+}

@@ -1,0 +1,327 @@
+#include "kv-disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* I/Os in flight at once, and the largest single I/O: a long run is split so
+ * that the device sees several requests at a time. */
+#define DISK_QD 64
+#define DISK_MAX_IO (1u << 20)
+/* O_DIRECT wants addresses, lengths and offsets aligned to the device's logical
+ * block; 4 KiB covers every device in common use. */
+#define DISK_ALIGN 4096
+
+struct allm_kv_disk {
+	int fd;
+	size_t block_bytes;
+	int64_t file_blocks; /* blocks the file is sized for */
+	struct allm_block_pool pool;
+	struct io_uring ring;
+	bool have_ring; /* else pread/pwrite */
+	/* Test hook (ALLM_KV_DISK_FAULT, read at open): the n-th write or read
+	 * I/O of this pool fails with the given errno or comes back short. */
+	int fault_errno;
+	bool fault_write, fault_short, fault_on; /* fault_on: every I/O from fault_at on ("N+") */
+	int64_t fault_at, n_io[2];
+};
+
+struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d)
+{
+	return &d->pool;
+}
+
+/* "eio-write=3", "enospc-write=1", "eio-read=2", "short-read=1" (that I/O only;
+ * "eio-read=2+": that one and every later one), "no-tmpfile", "no-direct": see
+ * struct allm_kv_disk. */
+static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile, bool *no_direct)
+{
+	char kind[32];
+	long long at = 0;
+	if (!f || !*f)
+		return;
+	*no_tmpfile = strstr(f, "no-tmpfile") != NULL;
+	*no_direct = strstr(f, "no-direct") != NULL;
+	if (sscanf(f, "%31[a-z-]=%lld", kind, &at) != 2 || at < 1)
+		return;
+	d->fault_at = at;
+	d->fault_on = strchr(f, '+') != NULL;
+	d->fault_write = strstr(kind, "write") != NULL;
+	d->fault_short = !strncmp(kind, "short", 5);
+	d->fault_errno = !strncmp(kind, "enospc", 6) ? ENOSPC : EIO;
+}
+
+/* An unnamed file in dir: O_TMPFILE, or (where the filesystem lacks it) a
+ * random name unlinked at once. */
+static int open_file(const char *dir, int flags, bool no_tmpfile, bool *ret_named)
+{
+	int fd = no_tmpfile ? -1 : open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC | flags, 0600);
+	*ret_named = false;
+	if (fd >= 0)
+		return fd;
+	if (!no_tmpfile && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return -errno;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/.allm-kv-XXXXXX", dir);
+	fd = mkostemp(path, O_CLOEXEC | flags);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	*ret_named = true;
+	return fd;
+}
+
+int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
+		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err)
+{
+	struct allm_kv_disk *d = allm_calloc(1, sizeof(*d));
+	bool no_tmpfile = false, no_direct = false, named = false, direct = false;
+	struct stat st;
+	int r;
+	note[0] = 0;
+	if (!d)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	d->fd = -1;
+	d->block_bytes = block_bytes;
+	parse_fault(d, getenv("ALLM_KV_DISK_FAULT"), &no_tmpfile, &no_direct);
+	if (n_blocks < 1 || block_bytes == 0) {
+		r = allm_err_set(err, -EINVAL, "the disk KV pool needs at least one block");
+		goto fail;
+	}
+	if (stat(dir, &st)) {
+		r = allm_err_set(err, -errno, "disk swap directory %s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		r = allm_err_set(err, -ENOTDIR, "disk swap directory %s: not a directory", dir);
+		goto fail;
+	}
+	const char *why = "";
+	if (block_bytes % DISK_ALIGN)
+		why = "a KV block is not a multiple of 4 KiB";
+	else if (no_direct)
+		why = "disabled";
+	else {
+		d->fd = open_file(dir, O_DIRECT, no_tmpfile, &named);
+		direct = d->fd >= 0;
+		if (!direct)
+			why = "the filesystem refuses it";
+	}
+	if (d->fd < 0)
+		d->fd = open_file(dir, 0, no_tmpfile, &named);
+	if (d->fd < 0) {
+		r = allm_err_set(err, d->fd, "cannot create the disk KV file in %s: %s", dir,
+				 strerror(-d->fd));
+		goto fail;
+	}
+	if (ftruncate(d->fd, (off_t)((uint64_t)n_blocks * block_bytes))) {
+		r = allm_err_set(err, -errno, "cannot size the disk KV file in %s to %d blocks: %s", dir,
+				 n_blocks, strerror(errno));
+		goto fail;
+	}
+	d->file_blocks = n_blocks;
+	if ((r = allm_block_pool_init(&d->pool, n_blocks))) {
+		allm_err_set(err, r, "out of memory");
+		goto fail;
+	}
+	d->have_ring = !getenv("ALLM_NO_IO_URING") && io_uring_queue_init(DISK_QD, &d->ring, 0) == 0;
+	char how[160];
+	if (direct)
+		snprintf(how, sizeof(how), "O_DIRECT");
+	else
+		snprintf(how, sizeof(how), "buffered I/O (O_DIRECT: %s)", why);
+	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s", n_blocks,
+		 (double)n_blocks * block_bytes / 1073741824.0, dir, how,
+		 named ? "no O_TMPFILE here: a name unlinked at once" : "O_TMPFILE",
+		 d->have_ring ? "io_uring" : "pread/pwrite");
+	*ret = d;
+	return 0;
+fail:
+	allm_kv_disk_close(d);
+	return r;
+}
+
+void allm_kv_disk_close(struct allm_kv_disk *d)
+{
+	if (!d)
+		return;
+	if (d->have_ring)
+		io_uring_queue_exit(&d->ring);
+	if (d->fd >= 0)
+		close(d->fd);
+	allm_block_pool_fini(&d->pool);
+	allm_free(d);
+}
+
+int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
+{
+	if (n < 0)
+		return allm_err_set(err, -EINVAL, "disk blocks must be >= 0 (got %d)", n);
+	int32_t cap = allm_block_pool_capacity_needed(&d->pool, n);
+	if (cap > d->file_blocks) {
+		if (ftruncate(d->fd, (off_t)((uint64_t)cap * d->block_bytes)))
+			return allm_err_set(err, -errno, "cannot grow the disk KV file to %d blocks: %s", cap,
+					    strerror(errno));
+		d->file_blocks = cap;
+	}
+	int r = allm_block_pool_resize(&d->pool, n);
+	return r ? allm_err_set(err, r, "out of memory") : 0;
+}
+
+/* One I/O: len bytes at file offset off to or from buf. */
+struct disk_op {
+	char *buf;
+	uint64_t off;
+	size_t len;
+};
+
+/* The injected fault for the next I/O in this direction, if any: 0, -errno, or 1
+ * for a short transfer. */
+static int fault_now(struct allm_kv_disk *d, bool write)
+{
+	int64_t k = ++d->n_io[write];
+	if (!d->fault_at || d->fault_write != write || k < d->fault_at || (k > d->fault_at && !d->fault_on))
+		return 0;
+	return d->fault_short ? 1 : -d->fault_errno;
+}
+
+static int sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
+{
+	int f = fault_now(d, write);
+	if (f < 0)
+		return f;
+	size_t done = 0, want = f ? op->len / 2 : op->len;
+	while (done < want) {
+		ssize_t k = write ? pwrite(d->fd, op->buf + done, want - done, (off_t)(op->off + done))
+				  : pread(d->fd, op->buf + done, want - done, (off_t)(op->off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		done += (size_t)k;
+	}
+	return done == op->len ? 0 : -EIO;
+}
+
+/* user_data: op index | injected errno << 40 | SHORT_BIT for an injected short one */
+#define SHORT_BIT (1ull << 39)
+
+/* Runs the ops through the ring, DISK_QD at a time. A short transfer gets one
+ * synchronous retry of its rest (a regular file may return less than asked). */
+static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int64_t n)
+{
+	int64_t next = 0, inflight = 0, rc = 0;
+	while (next < n || inflight > 0) {
+		while (next < n && inflight < DISK_QD) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
+			if (!sqe)
+				break;
+			int f = fault_now(d, write);
+			struct disk_op *op = &ops[next];
+			if (f < 0) {
+				/* an injected failure stands in for this I/O's completion */
+				io_uring_prep_nop(sqe);
+				io_uring_sqe_set_data64(sqe, (uint64_t)next | (uint64_t)(-f) << 40);
+			} else {
+				/* an injected short transfer: half, then the file "ends" */
+				size_t len = f ? op->len / 2 : op->len;
+				if (write)
+					io_uring_prep_write(sqe, d->fd, op->buf, (unsigned)len, op->off);
+				else
+					io_uring_prep_read(sqe, d->fd, op->buf, (unsigned)len, op->off);
+				io_uring_sqe_set_data64(sqe, (uint64_t)next | (f ? SHORT_BIT : 0));
+			}
+			next++;
+			inflight++;
+		}
+		int s = io_uring_submit(&d->ring);
+		if (s < 0 && s != -EINTR && s != -EAGAIN && !rc)
+			rc = s;
+		struct io_uring_cqe *cqe;
+		int w = io_uring_wait_cqe(&d->ring, &cqe);
+		if (w == -EINTR)
+			continue;
+		if (w < 0)
+			return (int)(rc ? rc : w);
+		uint64_t data = io_uring_cqe_get_data64(cqe);
+		int64_t i = (int64_t)(data & (SHORT_BIT - 1));
+		int res = cqe->res, injected = (int)(data >> 40);
+		io_uring_cqe_seen(&d->ring, cqe);
+		inflight--;
+		if (injected) {
+			rc = rc ? rc : -injected;
+			continue;
+		}
+		if (res < 0) {
+			rc = rc ? rc : res;
+		} else if (data & SHORT_BIT) {
+			rc = rc ? rc : -EIO;
+		} else if ((size_t)res < ops[i].len) {
+			struct disk_op rest = {ops[i].buf + res, ops[i].off + (uint64_t)res,
+					       ops[i].len - (size_t)res};
+			int k = sync_op(d, write, &rest);
+			if (k && !rc)
+				rc = k;
+		}
+	}
+	return (int)rc;
+}
+
+int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
+		    const int32_t *disk_ids, int32_t n, double *ret_seconds, int32_t *ret_runs,
+		    struct allm_err *err)
+{
+	size_t bb = d->block_bytes;
+	int64_t n_ops = 0, cap = 0;
+	int32_t runs = 0;
+	struct disk_op *ops = NULL;
+	int r = 0;
+	double t0 = allm_now();
+	for (int32_t i = 0; i < n;) {
+		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks) {
+			r = allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
+			goto out;
+		}
+		int32_t j = i + 1;
+		while (j < n && mem_ids[j] == mem_ids[j - 1] + 1 && disk_ids[j] == disk_ids[j - 1] + 1 &&
+		       disk_ids[j] < d->file_blocks)
+			j++;
+		runs++;
+		/* a run, split into pieces of at most DISK_MAX_IO (whole blocks) */
+		size_t per = ALLM_MAX((size_t)1, DISK_MAX_IO / bb) * bb;
+		for (size_t off = 0, len = bb * (size_t)(j - i); off < len; off += per) {
+			if (n_ops == cap) {
+				cap = ALLM_MAX(64, cap * 2);
+				struct disk_op *o = allm_realloc(ops, (size_t)cap * sizeof(*ops));
+				if (!o) {
+					r = allm_err_set(err, -ENOMEM, "out of memory");
+					goto out;
+				}
+				ops = o;
+			}
+			ops[n_ops++] = (struct disk_op){(char *)base + (size_t)mem_ids[i] * bb + off,
+							(uint64_t)disk_ids[i] * bb + off,
+							ALLM_MIN(per, len - off)};
+		}
+		i = j;
+	}
+	if (d->have_ring) {
+		r = ring_ops(d, write, ops, n_ops);
+	} else {
+		for (int64_t k = 0; k < n_ops && !r; k++)
+			r = sync_op(d, write, &ops[k]);
+	}
+	if (r)
+		allm_err_set(err, r, "disk KV %s failed: %s", write ? "write" : "read", strerror(-r));
+out:
+	allm_free(ops);
+	if (ret_seconds)
+		*ret_seconds = allm_now() - t0;
+	if (ret_runs)
+		*ret_runs = runs;
+	return r;
+}

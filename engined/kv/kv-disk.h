@@ -1,0 +1,41 @@
+/* The third KV tier (DESIGN §5): a pool of blocks in one file on local disk,
+ * read and written with io_uring (many I/Os in flight, runs of consecutive blocks
+ * coalesced), O_DIRECT where the filesystem and the block size allow. The file
+ * is opened O_TMPFILE, so it has no name and nothing is left behind after any
+ * exit, kill -9 included.
+ *
+ * Every call waits for the I/O it submits: a swap to or from disk is on the step
+ * that needs it, and costs the transfer itself (the runs go in parallel). */
+#ifndef ALLM_KV_DISK_H
+#define ALLM_KV_DISK_H
+
+#include "block-pool.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct allm_kv_disk;
+
+/* Opens a pool of n_blocks blocks of block_bytes in directory dir. note gets one
+ * line on how (O_DIRECT or buffered and why, O_TMPFILE or a name unlinked at
+ * once). 0 or -errno with err naming the directory and the problem. */
+int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
+		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err);
+/* Closes the file (its blocks are gone) and frees. Accepts NULL. */
+void allm_kv_disk_close(struct allm_kv_disk *d);
+
+/* The pool's bookkeeping (ids, owners, resize deficit). */
+struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d);
+/* Resizes the pool (the file grows as needed). 0 or -errno. */
+int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err);
+
+/* Writes blocks mem_ids[i] of the memory at base (block_bytes apart) to disk
+ * blocks disk_ids[i], or reads them back (write false). Waits for all of it;
+ * *ret_seconds is the wall time, *ret_runs the coalesced runs. 0, or -errno with
+ * err (EIO, ENOSPC, a short transfer) after which the destination's contents are
+ * undefined. */
+int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
+		    const int32_t *disk_ids, int32_t n, double *ret_seconds, int32_t *ret_runs,
+		    struct allm_err *err);
+
+#endif

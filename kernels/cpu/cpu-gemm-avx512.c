@@ -1,0 +1,365 @@
+/* GEMM levels avx512 (AVX-512 F/BW/VL), avx512-vnni (+ VNNI: int8 x int8) and
+ * avx512-bf16 (+ BF16: bf16 x bf16 with vdpbf16ps). Per-function target
+ * attributes; nothing here runs unless cpu-isa.c found the instructions and the
+ * OS saves ZMM state. One zmm holds an output element's 16 partial sums, in the
+ * order cpu-gemm.h defines (so avx512 == avx2 and avx512-vnni == avx2-vnni, bit
+ * for bit). */
+#include "cpu-gemm.h"
+#include "cpu-gemm-x86.h"
+
+#ifdef GEMM_X86
+
+#define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+#define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define T5B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+/* FMA tiles: 6 rows x 4 columns (24 accumulators, 4 W vectors, 1 x): in the blocked
+ * path the block of W streams from L2 and the 6 rows of x sit in L1, so few columns
+ * and many rows load the least from L2 per FMA (measured: 6x4 > 4x5 > 8x3). */
+#define AVX512_ROWS 6
+#define AVX512_COLS 4
+#ifndef AVX512_DECODE_COLS
+#define AVX512_DECODE_COLS 8 /* n <= 2: 2 x 8 tiles, 8 rows of W streaming */
+#endif
+#define FMA_ACC_COLS (AVX512_DECODE_COLS > AVX512_COLS ? AVX512_DECODE_COLS : AVX512_COLS)
+#define VNNI_ROWS 3 /* int8 tiles keep 3 vectors per row live: 3 x 4 (decode streams 4 */
+#define VNNI_COLS 4 /* rows of W; measured 10-15 % faster than 4 x 3) */
+
+/* The lane tree of cpu-gemm.h: lanes j + j+8, then j + j+4, j + j+2, j + j+1. */
+INL T5 float reduce16(__m512 v)
+{
+	__m256 lo = _mm512_castps512_ps256(v);
+	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+	__m256 h8 = _mm256_add_ps(lo, hi);
+	__m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+	__m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+	return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* Loads or reduces the accumulators of a tile (part: one zmm per element). */
+#define TILE_BEGIN(acc, R, C, t) \
+	UNROLL \
+	for (int r_ = 0; r_ < R; r_++) \
+		UNROLL \
+		for (int c_ = 0; c_ < C; c_++) \
+			acc[r_][c_] = (t)->first ? _mm512_setzero_ps() \
+						 : ((const __m512 *)(t)->part)[r_ * C + c_];
+/* Four reductions at once, the same tree per element (cpu-gemm.h): lanes j + j+8
+ * (quarters 0+2, 1+3), then j + j+4, j + j+2, j + j+1; results a, b, c, d. */
+INL T5 __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+	__m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+	__m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+	__m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88),
+				  _mm512_shuffle_f32x4(ab, cd, 0xdd));
+	__m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, 0x4e));
+	__m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, 0xb1));
+	return _mm512_castps512_ps128(
+		_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s1));
+}
+
+/* Stores the partial sums, or reduces them into y (+ bias). */
+#define TILE_END(acc, R, C, t) \
+	do { \
+		if (!(t)->last) { \
+			UNROLL \
+			for (int r_ = 0; r_ < R; r_++) \
+				UNROLL \
+				for (int c_ = 0; c_ < C; c_++) \
+					((__m512 *)(t)->part)[r_ * C + c_] = acc[r_][c_]; \
+			break; \
+		} \
+		UNROLL \
+		for (int r_ = 0; r_ < R; r_++) { \
+			float *y_ = (t)->y + r_ * (t)->ldy; \
+			int c_ = 0; \
+			UNROLL \
+			for (; c_ + 4 <= C; c_ += 4) { \
+				__m128 s_ = reduce4(acc[r_][c_], acc[r_][c_ + 1], acc[r_][c_ + 2], \
+						    acc[r_][c_ + 3]); \
+				if ((t)->bias) \
+					s_ = _mm_add_ps(s_, _mm_loadu_ps((t)->bias + c_)); \
+				_mm_storeu_ps(y_ + c_, s_); \
+			} \
+			UNROLL \
+			for (; c_ < C; c_++) { \
+				float s_ = reduce16(acc[r_][c_]); \
+				y_[c_] = (t)->bias ? s_ + (t)->bias[c_] : s_; \
+			} \
+		} \
+	} while (0)
+
+/* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
+INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m,
+		  __m512 d)
+{
+	const bool all = m == 0xffff; /* a constant wherever this is inlined */
+	switch (dt) {
+	case ALLM_DTYPE_F16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		return _mm512_cvtph_ps(all ? _mm256_loadu_si256((const __m256i *)h)
+					   : _mm256_maskz_loadu_epi16(m, h));
+	}
+	case ALLM_DTYPE_BF16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		__m256i v = all ? _mm256_loadu_si256((const __m256i *)h) : _mm256_maskz_loadu_epi16(m, h);
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+	}
+	case ALLM_DTYPE_Q8: { /* rows are padded past k: no mask needed */
+		__m128i q = _mm_loadu_si128((const __m128i *)(row + e));
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+	}
+	default:
+		return all ? _mm512_loadu_ps((const float *)row + e)
+			   : _mm512_maskz_loadu_ps(m, (const float *)row + e);
+	}
+}
+
+/* One step of 16 k of the FMA tile. */
+INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
+		     __m512 acc[AVX512_ROWS][FMA_ACC_COLS], const float *const *x,
+		     const char *const *w, int64_t p, int64_t w_p0, int64_t k32, const __mmask16 m,
+		     size_t pf)
+{
+	const int eb = dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 ? 1 : 2;
+	__m512 wv[FMA_ACC_COLS];
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		if (pf && ((p - w_p0) * eb & 63) == 0) /* once per cache line */
+			_mm_prefetch(w[c] + (p - w_p0) * eb + pf, _MM_HINT_T1);
+		__m512 d = _mm512_setzero_ps();
+		if (dt == ALLM_DTYPE_Q8)
+			d = _mm512_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
+		wv[c] = w16(dt, w[c], p - w_p0, m, d);
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m512 xv = m == 0xffff ? _mm512_loadu_ps(x[r] + p) : _mm512_maskz_loadu_ps(m, x[r] + p);
+		UNROLL
+		for (int c = 0; c < C; c++)
+			acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+	}
+}
+
+/* The FMA tile: R x C elements over [p0, p0 + kc), f32 activations. */
+INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
+		     const struct gemm_tile *t)
+{
+	__m512 acc[AVX512_ROWS][FMA_ACC_COLS];
+	const float *x[AVX512_ROWS];
+	const char *w[FMA_ACC_COLS];
+	const int64_t k32 = allm_q8_k32(t->k);
+	TILE_BEGIN(acc, R, C, t);
+	UNROLL
+	for (int r = 0; r < R; r++)
+		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
+	UNROLL
+	for (int c = 0; c < C; c++)
+		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
+	int64_t p = t->p0, end = t->p0 + t->kc;
+	for (; p + 16 <= end; p += 16)
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, 0xffff, t->prefetch);
+	if (p < end)
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, (__mmask16)((1u << (end - p)) - 1), 0);
+	TILE_END(acc, R, C, t);
+}
+
+#define FMA_TILE(R, C, DT) tile_fma(R, C, DT, t)
+static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F32); }
+static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F16); }
+static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_BF16); }
+static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_Q8); }
+
+/* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
+
+/* 16 block scales from block b0 on (nb blocks in all) as f32: bf16 or f32 sources. */
+INL T5 __m512 scales16_bf16(const uint16_t *d, int64_t b0, int64_t nb)
+{
+	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(
+		_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, d + b0)), 16));
+}
+
+INL T5 __m512 scales16_f32(const float *d, int64_t b0, int64_t nb)
+{
+	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
+	return _mm512_maskz_loadu_ps(m, d + b0);
+}
+
+/* One 64-byte chunk covers blocks 2q and 2q + 1: lanes 0-7 take the first's scale,
+ * 8-15 the second's (sel: the chunk's position among the 8 of a 16-scale group). */
+INL T5V void vnni_chunk(const int R, const int C, __m512 acc[VNNI_ROWS][VNNI_COLS],
+			const int8_t *const *xq, const int32_t *const *corr, const __m512 *dx16,
+			const int8_t *const *wq, const __m512 *dw16, int64_t q, __m512i sel,
+			const bool half, size_t pf)
+{
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	const __mmask64 mb = half ? 0xffffffffull : ~0ull; /* an odd last block: 32 bytes */
+	const __mmask16 ml = half ? 0x00ff : 0xffff;
+	__m512i a[VNNI_COLS];
+	__m512 dwv[VNNI_COLS];
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		if (pf)
+			_mm_prefetch((const char *)wq[c] + q * 64 + pf, _MM_HINT_T1);
+		a[c] = _mm512_xor_si512(half ? _mm512_maskz_loadu_epi8(mb, wq[c] + q * 64)
+					     : _mm512_loadu_si512(wq[c] + q * 64), flip);
+		dwv[c] = _mm512_permutexvar_ps(sel, dw16[c]);
+	}
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		__m512i xv = half ? _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64)
+				  : _mm512_loadu_si512(xq[r] + q * 64);
+		__m512i cv = half ? _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16)
+				  : _mm512_loadu_si512(corr[r] + q * 16);
+		__m512 dxv = _mm512_permutexvar_ps(sel, dx16[r]);
+		UNROLL
+		for (int c = 0; c < C; c++) {
+			__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, a[c], xv));
+			if (half)
+				acc[r][c] = _mm512_mask3_fmadd_ps(f, _mm512_mul_ps(dwv[c], dxv), acc[r][c], ml);
+			else
+				acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(dwv[c], dxv), acc[r][c]);
+		}
+	}
+}
+
+INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
+{
+	__m512 acc[VNNI_ROWS][VNNI_COLS], dx16[VNNI_ROWS], dw16[VNNI_COLS];
+	const int64_t k32 = allm_q8_k32(t->k), nb = k32 / 32;
+	const int8_t *xq[VNNI_ROWS], *wq[VNNI_COLS];
+	const int32_t *corr[VNNI_ROWS];
+	const float *dx[VNNI_ROWS];
+	const uint16_t *dw[VNNI_COLS];
+	const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+	TILE_BEGIN(acc, R, C, t);
+	UNROLL
+	for (int r = 0; r < R; r++) {
+		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
+		corr[r] = (const int32_t *)(xq[r] + k32);
+		dx[r] = (const float *)(xq[r] + 2 * k32);
+		dx16[r] = _mm512_setzero_ps();
+	}
+	UNROLL
+	for (int c = 0; c < C; c++) {
+		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
+		dw[c] = (const uint16_t *)(wq[c] + k32);
+		dw16[c] = _mm512_setzero_ps();
+	}
+	int64_t q_end = (ALLM_MIN(t->p0 + t->kc + 31, k32) / 32 + 1) / 2;
+	for (int64_t q = t->p0 / 64; q < q_end; q++) {
+		if ((q & 7) == 0 || q == t->p0 / 64) { /* the scales of 16 blocks at once */
+			int64_t b0 = q * 2 & ~(int64_t)15;
+			UNROLL
+			for (int r = 0; r < R; r++)
+				dx16[r] = scales16_f32(dx[r], b0, nb);
+			UNROLL
+			for (int c = 0; c < C; c++)
+				dw16[c] = scales16_bf16(dw[c], b0, nb);
+		}
+		__m512i sel = _mm512_add_epi32(pair, _mm512_set1_epi32((int)(q * 2 & 15)));
+		if (2 * q + 1 < nb)
+			vnni_chunk(R, C, acc, xq, corr, dx16, wq, dw16, q, sel, false, t->prefetch);
+		else
+			vnni_chunk(R, C, acc, xq, corr, dx16, wq, dw16, q, sel, true, 0);
+	}
+	TILE_END(acc, R, C, t);
+}
+
+#define VNNI_TILE(R, C, unused) tile_vnni(R, C, t)
+static T5V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_3x4(VNNI_TILE, 0); }
+
+/* --- bf16 x bf16 (AVX512_BF16) ------------------------------------------------- */
+
+/* Activations rounded to bf16 (nearest even), k32 per row, zero past k. */
+static size_t bf16x_row_bytes(int64_t k)
+{
+	return ((size_t)allm_q8_k32(k) * 2 + 63) & ~(size_t)63;
+}
+
+static T5B void bf16x_prep(void *dst, const float *x, int64_t k)
+{
+	const int64_t k32 = allm_q8_k32(k);
+	for (int64_t p = 0; p < k32; p += 32) {
+		__mmask16 m0 = 0xffff, m1 = 0xffff;
+		if (p + 32 > k) {
+			int64_t rem = k - p;
+			m0 = rem >= 16 ? 0xffff : (__mmask16)((1u << rem) - 1);
+			m1 = rem <= 16 ? 0 : (__mmask16)((1u << (rem - 16)) - 1);
+		}
+		__m512 lo = _mm512_maskz_loadu_ps(m0, x + p), hi = _mm512_maskz_loadu_ps(m1, x + p + 16);
+		_mm512_storeu_si512((char *)dst + p * 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+	}
+}
+
+INL T5B void tile_dpbf16(const int R, const int C, const struct gemm_tile *t)
+{
+	__m512 acc[AVX512_ROWS][AVX512_COLS];
+	const uint16_t *x[AVX512_ROWS], *w[AVX512_COLS];
+	TILE_BEGIN(acc, R, C, t);
+	UNROLL
+	for (int r = 0; r < R; r++)
+		x[r] = (const uint16_t *)((const char *)t->x + (size_t)r * t->x_stride);
+	UNROLL
+	for (int c = 0; c < C; c++)
+		w[c] = (const uint16_t *)((const char *)t->w + (size_t)c * t->w_stride);
+	int64_t p = t->p0, end = t->p0 + t->kc;
+	__mmask32 m = 0xffffffffu;
+	for (;;) {
+		if (p + 32 > end) {
+			if (p >= end)
+				break;
+			m = (__mmask32)((1ull << (end - p)) - 1);
+		}
+		__m512bh wv[AVX512_COLS];
+		UNROLL
+		for (int c = 0; c < C; c++) {
+			if (t->prefetch)
+				_mm_prefetch((const char *)(w[c] + p) + t->prefetch, _MM_HINT_T1);
+			wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(m, w[c] + p);
+		}
+		UNROLL
+		for (int r = 0; r < R; r++) { /* rows are zero-padded to k32 */
+			__m512bh xv = (__m512bh)_mm512_loadu_si512(x[r] + p);
+			UNROLL
+			for (int c = 0; c < C; c++)
+				acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, wv[c]);
+		}
+		p += 32;
+	}
+	TILE_END(acc, R, C, t);
+}
+
+#define BF16_TILE(R, C, unused) tile_dpbf16(R, C, t)
+static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4(BF16_TILE, 0); }
+
+/* --- the levels ------------------------------------------------------------------ */
+
+#define KERN(fn, conv) \
+	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .decode_cols = AVX512_DECODE_COLS, \
+	  .tile = fn, .w_to_f32 = conv, .tile_f32 = tile_f32 }
+static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy),
+			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
+			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32),
+			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32);
+static const struct gemm_kern k_q8_vnni = {
+	.max_rows = VNNI_ROWS, .max_cols = VNNI_COLS, .tile = tile_q8_vnni,
+	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,
+};
+static const struct gemm_kern k_bf16_dp = {
+	.max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .tile = tile_bf16_dp,
+	.x_prep = bf16x_prep, .x_row_bytes = bf16x_row_bytes,
+};
+
+const struct gemm_level gemm_level_avx512 = {
+	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8,
+};
+const struct gemm_level gemm_level_avx512_vnni = {
+	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni,
+};
+const struct gemm_level gemm_level_avx512_bf16 = {
+	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni,
+};
+
+#endif /* GEMM_X86 */

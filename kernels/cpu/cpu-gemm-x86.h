@@ -1,0 +1,69 @@
+/* Shared by the x86 GEMM levels: intrinsics, the tile dispatchers (a switch that
+ * turns the run-time tile shape into a call with constant R and C, so each shape
+ * is compiled with its accumulators in registers) and the int8 activation
+ * preparation the two VNNI levels share (their bits must agree). */
+#ifndef ALLM_CPU_GEMM_X86_H
+#define ALLM_CPU_GEMM_X86_H
+
+#include "cpu-gemm.h"
+
+#ifdef GEMM_X86
+#include <immintrin.h>
+
+#define INL static inline __attribute__((always_inline))
+/* Before every loop over a tile's rows or columns: fully unrolled, the accumulator
+ * arrays become registers (GCC does not keep an array in registers otherwise). */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* bf16 -> f32 without a call (allm_bf16_to_f32 lives in another file). */
+static inline float gemm_bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+#define TILE_ROW_2(F, R, A) \
+	case R * 16 + 1: F(R, 1, A); return; \
+	case R * 16 + 2: F(R, 2, A); return;
+#define TILE_ROW_3(F, R, A) TILE_ROW_2(F, R, A) case R * 16 + 3: F(R, 3, A); return;
+#define TILE_ROW_4(F, R, A) TILE_ROW_3(F, R, A) case R * 16 + 4: F(R, 4, A); return;
+/* columns 5-8 only (wide decode tiles) */
+#define TILE_ROW_5TO8(F, R, A) \
+	case R * 16 + 5: F(R, 5, A); return; \
+	case R * 16 + 6: F(R, 6, A); return; \
+	case R * 16 + 7: F(R, 7, A); return; \
+	case R * 16 + 8: F(R, 8, A); return;
+
+#define TILE_DISPATCH_4x3(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_3(F, 1, A) TILE_ROW_3(F, 2, A) TILE_ROW_3(F, 3, A) TILE_ROW_3(F, 4, A) }
+#define TILE_DISPATCH_3x4(F, A) \
+	switch (t->rows * 16 + t->cols) { TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) }
+#define TILE_DISPATCH_6x4(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
+		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) }
+/* 6 x 4 tiles, and 1-2 x 5-8 for decode */
+#define TILE_DISPATCH_6x4_2x8(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
+		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) TILE_ROW_5TO8(F, 1, A) TILE_ROW_5TO8(F, 2, A) }
+
+/* int8 activations for the VNNI levels (cpu-gemm-avx2.c; AVX2 code, so both
+ * levels prepare identical bytes). */
+size_t gemm_q8x_row_bytes(int64_t k);
+void gemm_q8x_prep(void *dst, const float *x, int64_t k);
+/* W to f32 for the blocked path (exact conversions: any level may use them). */
+void gemm_f32_copy(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+		   int cols);
+void gemm_avx2_f16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+			  int cols);
+void gemm_avx2_bf16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0,
+			   int64_t kc, int cols);
+void gemm_avx2_q8_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
+			 int cols);
+
+#endif
+#endif

@@ -1,0 +1,125 @@
+/* The CPU fast path's GEMM, y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias): one driver
+ * (cpu-gemm.c: threads, cache blocking, activation preparation) and one set of
+ * tile kernels per SIMD level (cpu-gemm-portable.c, -avx2.c, -avx512.c).
+ *
+ * Batch invariance (DESIGN §6). Each level computes every output element in one
+ * fixed order that depends only on k, never on n, on where the row sits in the
+ * batch, on the blocking or on the thread that runs it:
+ *
+ *   portable  acc = 0; for p in 0..k-1: acc = acc + x[p] * w[p] (mul, then add);
+ *             y = acc + bias. The reference's arithmetic, bit for bit.
+ *   avx512 (f32, f16, bf16 and int8 weights; int8 dequantized to f32 as q * d
+ *             first, as the reference does): 16 partial sums, lane j = fma chain
+ *             over p = j, j + 16, j + 32, ... in increasing p, starting from +0;
+ *             then the lanes are added in one tree, s8[j] = l[j] + l[j+8],
+ *             s4[j] = s8[j] + s8[j+4], s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1];
+ *             y = s + bias.
+ *   avx2:     the same with 8 lanes (p mod 8; tree from s4[j] = l[j] + l[j+4]).
+ *   avx512-vnni: as avx512 for float weights; int8 weights meet int8 activations:
+ *             each row of x is quantized per block of 32 (xq = round-half-even(
+ *             x * 127 / amax), dx = amax / 127); lane j of block b gets the exact
+ *             integer I = sum of its 4 products xq * q, and lane 8 * (b % 2) + j
+ *             (j < 8) accumulates fma(I, dw_b * dx_b, acc) in increasing b; then
+ *             the 16-lane tree.
+ *   avx2-vnni: as avx2 for float weights; int8 as avx512-vnni but lane j of every
+ *             block feeds lane j (8 lanes), then the 8-lane tree.
+ *   avx512-bf16: as avx512-vnni, and bf16 weights meet bf16 activations (x rounded
+ *             to nearest-even bf16): lane j accumulates vdpbf16ps over the pairs
+ *             (32 i + 2 j, 32 i + 2 j + 1); then the 16-lane tree.
+ *
+ * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
+ * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
+ * a partial sum stored and reloaded between k chunks is exact. */
+#ifndef ALLM_CPU_GEMM_H
+#define ALLM_CPU_GEMM_H
+
+#include "cpu-backend.h"
+#include "quant.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GEMM_X86 1
+#endif
+
+#ifndef GEMM_KC
+#define GEMM_KC 1024 /* k chunk of the blocked path (a multiple of 64) */
+#endif
+#define GEMM_DIRECT_ROWS 8 /* up to this many rows: W read in place, k in one piece */
+#define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
+
+/* One tile: output rows [0, rows) x columns [0, cols) over k in [p0, p0 + kc). */
+struct gemm_tile {
+	const void *x; /* row 0 of the (prepared) activations */
+	size_t x_stride; /* bytes between rows of x */
+	const void *w; /* row of column 0 of W (its storage dtype, or converted f32) */
+	size_t w_stride; /* bytes between W rows */
+	int64_t w_p0; /* k index of w's first element (converted chunks start at p0) */
+	int64_t k; /* the whole k (row layouts of prepared x and int8 W depend on it) */
+	int64_t p0, kc;
+	int rows, cols;
+	bool first, last; /* first chunk: start from 0; last: reduce and store y */
+	void *part; /* [rows][cols] partial states, GEMM_PART_BYTES each */
+	size_t prefetch; /* nonzero: W streams from memory, and each row's bytes at this
+			  * distance (the next tile's rows) are prefetched as it goes */
+	float *y; /* y of (row 0, column 0) */
+	int64_t ldy;
+	const float *bias; /* [cols] f32, or NULL */
+};
+
+/* Floats between rows of a converted W chunk of kc: one cache line more than kc, so
+ * rows of a power-of-two k do not all fall into the same L1 sets. */
+static inline int64_t gemm_conv_ld(int64_t kc)
+{
+	return kc + 16;
+}
+
+/* How a level computes a GEMM of one weight dtype. */
+struct gemm_kern {
+	int max_rows, max_cols; /* tile limits */
+	int decode_cols; /* optional: wider tiles when n <= 2 (more W rows streaming) */
+	/* Optional: prepares one row of x (k values) into dst; NULL: x used as is. */
+	void (*x_prep)(void *dst, const float *x, int64_t k);
+	size_t (*x_row_bytes)(int64_t k); /* with x_prep */
+	/* A tile reading W in its storage dtype. */
+	void (*tile)(const struct gemm_tile *t);
+	/* Optional, for many rows: W rows [0, cols) over [p0, p0 + kc) to f32 rows
+	 * gemm_conv_ld(kc) apart (exact: the values the tile would compute), then
+	 * tile_f32 on them. */
+	void (*w_to_f32)(float *dst, const void *w, size_t w_stride, int64_t k, int64_t p0,
+			 int64_t kc, int cols);
+	void (*tile_f32)(const struct gemm_tile *t);
+};
+
+struct gemm_level {
+	enum allm_cpu_isa isa;
+	const struct gemm_kern *f32, *f16, *bf16, *q8;
+};
+
+extern const struct gemm_level gemm_level_portable;
+#ifdef GEMM_X86
+extern const struct gemm_level gemm_level_avx2, gemm_level_avx2_vnni;
+extern const struct gemm_level gemm_level_avx512, gemm_level_avx512_vnni,
+	gemm_level_avx512_bf16;
+#endif
+
+/* The level for isa (one this machine supports). */
+const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa);
+
+/* Weight (row i, column p) of an [*, k] matrix stored as dt, as f32. */
+static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int64_t i,
+			      int64_t p)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F16: return allm_f16_to_f32(((const uint16_t *)w)[i * k + p]);
+	case ALLM_DTYPE_BF16: return allm_bf16_to_f32(((const uint16_t *)w)[i * k + p]);
+	case ALLM_DTYPE_Q8: return allm_q8_get(w, k, i, p);
+	default: return ((const float *)w)[i * k + p];
+	}
+}
+
+/* Bytes between rows of W stored as dt. */
+static inline size_t gemm_w_stride(enum allm_dtype dt, int64_t k)
+{
+	return dt == ALLM_DTYPE_Q8 ? allm_q8_row_bytes(k) : (size_t)k * allm_dtype_size(dt);
+}
+
+#endif

@@ -1,0 +1,216 @@
+/* Attention and SiLU with AVX2 + FMA, for every x86 SIMD level (the portable level
+ * keeps the reference's loops).
+ *
+ * Paged attention of one (token, head): the order is fixed
+ * per (token, head) and independent of the batch, as DESIGN §6 asks:
+ *   score[p] = scale * (8-lane fma chain over d, lane tree j + j+4, j + j+2, j + j+1)
+ *   w[p]     = exp(score[p] - max) (a vector exp: |rel err| < 2e-7), sum in p order
+ *   out[d]   = fma chain over p of (w[p] / sum) * v[p][d], per d
+ * Positions are scored four at a time (independent chains hide the FMA latency);
+ * each position's arithmetic is the same whichever group it falls in. */
+#include "cpu-backend.h"
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define T2 __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline))
+
+static inline size_t kv_off(const struct allm_kv_layout *l, int64_t block, int32_t layer,
+			    int kind, int32_t off, int32_t head)
+{
+	return ((((size_t)block * l->n_layers + layer) * 2 + kind) * l->block_size + off) *
+		       l->n_kv_heads * l->head_dim +
+	       (size_t)head * l->head_dim;
+}
+
+/* 8 K or V values from element `at` of the pool, as f32. */
+INL T2 __m256 kv8(const enum allm_dtype dt, const void *pool, size_t at)
+{
+	if (dt == ALLM_DTYPE_F32)
+		return _mm256_loadu_ps((const float *)pool + at);
+	__m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)pool + at));
+	if (dt == ALLM_DTYPE_F16)
+		return _mm256_cvtph_ps(h);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INL T2 float reduce8(__m256 v)
+{
+	__m128 h4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	__m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+	return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* exp(x) for x <= 0 (scores minus their max): x = n ln2 + r, |r| <= ln2 / 2, a
+ * degree-6 polynomial for e^r, times 2^n; below -87 the result is 0. */
+INL T2 __m256 exp8(__m256 x)
+{
+	const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+	x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
+	r = _mm256_fnmadd_ps(n, ln2_lo, r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
+		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		   int32_t kv_head, const int32_t *block_table, int32_t ctx_len, float scale,
+		   float *scores)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	float mx = -INFINITY;
+	int32_t p = 0;
+	for (; p + 4 <= ctx_len; p += 4) {
+		size_t at[4];
+		__m256 acc[4];
+		for (int i = 0; i < 4; i++) {
+			at[i] = kv_off(lay, block_table[(p + i) / bs], layer, 0, (p + i) % bs, kv_head);
+			acc[i] = _mm256_setzero_ps();
+		}
+		for (int32_t d = 0; d < hd; d += 8) {
+			__m256 qv = _mm256_loadu_ps(q_row + d);
+			for (int i = 0; i < 4; i++)
+				acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
+		}
+		for (int i = 0; i < 4; i++) {
+			scores[p + i] = reduce8(acc[i]) * scale;
+			mx = scores[p + i] > mx ? scores[p + i] : mx;
+		}
+	}
+	for (; p < ctx_len; p++) {
+		size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
+		__m256 acc = _mm256_setzero_ps();
+		for (int32_t d = 0; d < hd; d += 8)
+			acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
+		scores[p] = reduce8(acc) * scale;
+		mx = scores[p] > mx ? scores[p] : mx;
+	}
+	/* softmax weights; the sum runs in p order */
+	const __m256 mxv = _mm256_set1_ps(mx);
+	for (p = 0; p + 8 <= ctx_len; p += 8)
+		_mm256_storeu_ps(scores + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + p), mxv)));
+	if (p < ctx_len) {
+		float t[8] = {0};
+		memcpy(t, scores + p, (size_t)(ctx_len - p) * sizeof(float));
+		_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
+		memcpy(scores + p, t, (size_t)(ctx_len - p) * sizeof(float));
+	}
+	float sum = 0.0f;
+	for (p = 0; p < ctx_len; p++)
+		sum += scores[p];
+	const float inv = 1.0f / sum;
+	/* out, 64 dims at a time in registers */
+	for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+		int nv = (int)ALLM_MIN((int32_t)8, (hd - d0) / 8);
+		__m256 acc[8];
+		for (int i = 0; i < 8; i++)
+			acc[i] = _mm256_setzero_ps();
+		for (p = 0; p < ctx_len; p++) {
+			size_t at = kv_off(lay, block_table[p / bs], layer, 1, p % bs, kv_head) + d0;
+			__m256 w = _mm256_set1_ps(scores[p] * inv);
+			for (int i = 0; i < nv; i++)
+				acc[i] = _mm256_fmadd_ps(w, kv8(dt, kv_pool, at + 8 * i), acc[i]);
+		}
+		for (int i = 0; i < nv; i++)
+			_mm256_storeu_ps(out_row + d0 + 8 * i, acc[i]);
+	}
+}
+
+static T2 void attend_f32(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
+			  int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+{
+	attend(ALLM_DTYPE_F32, o, q, kv, l, layer, h, bt, n, s, sc);
+}
+
+static T2 void attend_f16(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
+			  int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+{
+	attend(ALLM_DTYPE_F16, o, q, kv, l, layer, h, bt, n, s, sc);
+}
+
+static T2 void attend_bf16(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
+			   int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+{
+	attend(ALLM_DTYPE_BF16, o, q, kv, l, layer, h, bt, n, s, sc);
+}
+
+void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
+			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    float *scores)
+{
+	if (lay->head_dim % 8) { /* odd head sizes: the reference loops */
+		cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len,
+				  scale, scores);
+		return;
+	}
+	switch (lay->dtype) {
+	case ALLM_DTYPE_F16:
+		attend_f16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+		break;
+	case ALLM_DTYPE_BF16:
+		attend_bf16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+		break;
+	default:
+		attend_f32(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+	}
+}
+
+/* y = silu(g) * u = g / (1 + exp(-g)) * u, 8 at a time (exp8 needs x <= 0: for
+ * g > 0, exp(-g) <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
+static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(gate + i);
+		__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+		__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
+		__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
+		__m256 s = _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+	}
+	if (i < n) {
+		float g[8] = {0}, u[8] = {0}, t[8];
+		memcpy(g, gate + i, (size_t)(n - i) * 4);
+		memcpy(u, up + i, (size_t)(n - i) * 4);
+		silu_mul_avx2(t, g, u, 8);
+		memcpy(y + i, t, (size_t)(n - i) * 4);
+	}
+}
+
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	silu_mul_avx2(y, gate, up, n);
+}
+
+#else
+
+void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	cpu_ref_silu_mul(y, gate, up, n);
+}
+
+void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
+			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    float *scores)
+{
+	cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale,
+			  scores);
+}
+
+#endif

@@ -1,0 +1,193 @@
+/* Description: the limits of this machine for bench/cpu-roofline.sh: read bandwidth
+ * (STREAM-like: every thread sums its slice of one buffer, far larger than the
+ * caches) and peak f32 FMA rate (independent FMA chains in registers, the widest
+ * vectors the CPU has), each the best of several timed passes.
+ *
+ * usage: bench-cpu-probe [-t threads] [-m MiB] [-r reps]
+ * prints: "read_gbs X" and "fma_gflops Y" (and the vector width used). */
+#include "backend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define PROBE_X86 1
+#endif
+
+struct probe {
+	int n_threads;
+	bool wide; /* AVX-512 (else AVX2) */
+	float *buf;
+	size_t n; /* floats in buf */
+	int what; /* 0 read, 1 fma */
+	pthread_barrier_t start, stop;
+	float sink[64];
+};
+
+struct worker {
+	struct probe *p;
+	int id;
+};
+
+#define FMA_ITERS 4000000L
+
+#ifdef PROBE_X86
+__attribute__((target("avx512f"))) static float read512(const float *a, size_t n)
+{
+	__m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	for (size_t i = 0; i + 64 <= n; i += 64) {
+		s0 = _mm512_add_ps(s0, _mm512_load_ps(a + i));
+		s1 = _mm512_add_ps(s1, _mm512_load_ps(a + i + 16));
+		s2 = _mm512_add_ps(s2, _mm512_load_ps(a + i + 32));
+		s3 = _mm512_add_ps(s3, _mm512_load_ps(a + i + 48));
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+__attribute__((target("avx2"))) static float read256(const float *a, size_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	for (size_t i = 0; i + 32 <= n; i += 32) {
+		s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+		s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+		s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+		s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+	}
+	float t[8];
+	_mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+	return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+#define CHAINS 24 /* > latency x FMA ports, within 32 registers */
+__attribute__((target("avx512f,fma"))) static float fma512(void)
+{
+	__m512 a[CHAINS], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-6f);
+	for (int i = 0; i < CHAINS; i++)
+		a[i] = _mm512_set1_ps((float)i);
+	for (long it = 0; it < FMA_ITERS; it++) {
+#pragma GCC unroll 24
+		for (int i = 0; i < CHAINS; i++)
+			a[i] = _mm512_fmadd_ps(a[i], x, y);
+	}
+	__m512 s = a[0];
+	for (int i = 1; i < CHAINS; i++)
+		s = _mm512_add_ps(s, a[i]);
+	return _mm512_reduce_add_ps(s);
+}
+
+#define CHAINS2 12 /* 16 ymm registers */
+__attribute__((target("avx2,fma"))) static float fma256(void)
+{
+	__m256 a[CHAINS2], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-6f);
+	for (int i = 0; i < CHAINS2; i++)
+		a[i] = _mm256_set1_ps((float)i);
+	for (long it = 0; it < FMA_ITERS; it++) {
+#pragma GCC unroll 12
+		for (int i = 0; i < CHAINS2; i++)
+			a[i] = _mm256_fmadd_ps(a[i], x, y);
+	}
+	float t[8], s = 0.0f;
+	for (int i = 0; i < CHAINS2; i++) {
+		_mm256_storeu_ps(t, a[i]);
+		s += t[0] + t[7];
+	}
+	return s;
+}
+#endif
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct probe *p = w->p;
+	size_t per = p->n / (size_t)p->n_threads / 64 * 64;
+	float r = 0.0f;
+	pthread_barrier_wait(&p->start);
+#ifdef PROBE_X86
+	if (p->what == 0)
+		r = p->wide ? read512(p->buf + per * w->id, per) : read256(p->buf + per * w->id, per);
+	else
+		r = p->wide ? fma512() : fma256();
+#endif
+	p->sink[w->id % 64] = r;
+	pthread_barrier_wait(&p->stop);
+	return NULL;
+}
+
+/* One timed pass of all threads; seconds. */
+static double pass(struct probe *p)
+{
+	pthread_t th[256];
+	struct worker ws[256];
+	pthread_barrier_init(&p->start, NULL, (unsigned)p->n_threads + 1);
+	pthread_barrier_init(&p->stop, NULL, (unsigned)p->n_threads + 1);
+	for (int i = 0; i < p->n_threads; i++) {
+		ws[i] = (struct worker){p, i};
+		pthread_create(&th[i], NULL, worker_main, &ws[i]);
+	}
+	pthread_barrier_wait(&p->start);
+	double t0 = allm_now();
+	pthread_barrier_wait(&p->stop);
+	double t = allm_now() - t0;
+	for (int i = 0; i < p->n_threads; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&p->start);
+	pthread_barrier_destroy(&p->stop);
+	return t;
+}
+
+int main(int argc, char **argv)
+{
+	struct probe p = {.n_threads = 2};
+	long mib = 1024;
+	int reps = 7, opt;
+	while ((opt = getopt(argc, argv, "t:m:r:")) != -1) {
+		switch (opt) {
+		case 't': p.n_threads = atoi(optarg); break;
+		case 'm': mib = atol(optarg); break;
+		case 'r': reps = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: %s [-t threads] [-m MiB] [-r reps]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (p.n_threads < 1 || p.n_threads > 256 || mib < 1 || reps < 1) {
+		fprintf(stderr, "bench-cpu-probe: bad arguments\n");
+		return 2;
+	}
+#ifndef PROBE_X86
+	fprintf(stderr, "bench-cpu-probe: x86 only\n");
+	return 1;
+#else
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+		fprintf(stderr, "bench-cpu-probe: needs AVX2 + FMA\n");
+		return 1;
+	}
+	p.wide = allm_cpu_isa_supported(ALLM_CPU_ISA_AVX512);
+	p.n = (size_t)mib << 18;
+	p.buf = aligned_alloc(64, p.n * sizeof(float));
+	if (!p.buf) {
+		fprintf(stderr, "bench-cpu-probe: cannot allocate %ld MiB\n", mib);
+		return 1;
+	}
+	for (size_t i = 0; i < p.n; i++) /* touch every page; values that stay finite */
+		p.buf[i] = (float)(i & 1023) * 1e-3f;
+	double best_r = 1e30, best_f = 1e30;
+	for (int i = 0; i < reps; i++) {
+		p.what = 0;
+		best_r = ALLM_MIN(best_r, pass(&p));
+		p.what = 1;
+		best_f = ALLM_MIN(best_f, pass(&p));
+	}
+	size_t bytes = p.n / (size_t)p.n_threads / 64 * 64 * (size_t)p.n_threads * sizeof(float);
+	double flops = (double)p.n_threads * FMA_ITERS * (p.wide ? CHAINS * 32.0 : CHAINS2 * 16.0);
+	printf("threads %d\nvector %s\nbuffer_mib %ld\n", p.n_threads, p.wide ? "avx512" : "avx2", mib);
+	printf("read_gbs %.2f\nfma_gflops %.1f\n", bytes / best_r / 1e9, flops / best_f / 1e9);
+	free(p.buf);
+	return 0;
+#endif
+}

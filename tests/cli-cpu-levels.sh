@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Description: --cpu-isa and --quant int8 through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; f32 weights on the portable and the default level) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end).
+set -u
+RUN=${BUILD_DIR:?}/tools/allm-run
+M=${DATA_DIR:?}/models/stories260K
+[ -d "$M" ] || { echo "FAIL: $M is missing from the checkout"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0
+field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval('d'+sys.argv[2]))" "$@"; }
+
+# bad values: one clear error, nothing run
+for bad in "--cpu-isa sse9" "--quant int4" "--cpu-isa"; do
+  if "$RUN" --model "$M" --prompt-ids 1,2 --max-tokens 2 $bad >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+    echo "FAIL: '$bad' was accepted"; fail=1
+  elif ! grep -q -- "${bad%% *}" "$tmp/bad.err"; then
+    echo "FAIL: '$bad': the error does not name the flag"; cat "$tmp/bad.err"; fail=1
+  else
+    echo "'$bad' refused: $(head -n1 "$tmp/bad.err")"
+  fi
+done
+
+W=(--model "$M" --device cpu --workload chatbot -n 16 --max-output 24 --seed 3 --temperature 0 --json --profile "$tmp/profile.json")
+levels=$("$RUN" --help 2>&1 | grep -A1 -- '--cpu-isa' | tr -s ' ,' '\n' | grep -E '^(portable|avx2|avx2-vnni|avx512|avx512-vnni|avx512-bf16)$')
+[ -n "$levels" ] || { echo "FAIL: no levels in --help"; exit 1; }
+best=$("$RUN" --model "$M" --prompt-ids 1 --max-tokens 1 2>&1 | sed -n 's/.*gemm: \([a-z0-9-]*\)).*/\1/p' | head -n1)
+tested=0
+for isa in $levels; do
+  if ! "$RUN" --model "$M" --prompt-ids 1,403,407 --max-tokens 2 --ids --cpu-isa "$isa" >/dev/null 2>"$tmp/probe.err"; then
+    grep -q "cannot run --cpu-isa $isa" "$tmp/probe.err" \
+      && { echo "$isa: not on this CPU (clear error)"; continue; } \
+      || { echo "FAIL: --cpu-isa $isa failed without saying why"; cat "$tmp/probe.err"; fail=1; continue; }
+  fi
+  grep -q "gemm: $isa)" "$tmp/probe.err" || { echo "FAIL: --cpu-isa $isa: device string"; cat "$tmp/probe.err"; fail=1; }
+  qs=int8 # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
+  [ "$isa" = portable ] || [ "$isa" = "$best" ] && qs="none int8"
+  for q in $qs; do
+    base=$tmp/$isa-$q
+    "$RUN" "${W[@]}" --cpu-isa "$isa" --quant "$q" >"$base.json" 2>"$base.err" \
+      || { echo "FAIL: $isa $q plentiful run"; cat "$base.err"; fail=1; continue; }
+    ref=$(field "$base.json" "['outputs_sha256']")
+    [ "$q" = int8 ] && ! grep -q "int8 weights" "$base.err" && { echo "FAIL: $isa: --quant int8 not reported"; fail=1; }
+    # the paper's engine (no admission headroom), so that the tight pools do preempt
+    for v in "--gpu-blocks 10 --cpu-blocks 6 --preempt recompute --admit-lookahead 0" "--gpu-blocks 10 --cpu-blocks 6 --preempt swap --admit-lookahead 0" "--threads 1 --max-num-seqs 3"; do
+      "$RUN" "${W[@]}" --cpu-isa "$isa" --quant "$q" $v >"$base.v.json" 2>/dev/null \
+        || { echo "FAIL: $isa $q $v run"; fail=1; continue; }
+      h=$(field "$base.v.json" "['outputs_sha256']")
+      [ "$h" = "$ref" ] || { echo "FAIL: $isa --quant $q: '$v' changed the outputs"; fail=1; }
+      case $v in *preempt*)
+        [ "$(field "$base.v.json" "['preemptions']['swap'] + d['preemptions']['recompute']")" -gt 0 ] \
+          || { echo "FAIL: $isa $q '$v': no preemption"; fail=1; } ;;
+      esac
+    done
+    echo "$isa --quant $q: outputs_sha256 ${ref:0:16}... equal under recompute, swap, 1 thread"
+  done
+  tested=$((tested + 1))
+done
+[ "$tested" -ge 2 ] || { echo "FAIL: fewer than two levels tested"; fail=1; }
+exit $fail

@@ -1,0 +1,153 @@
+// Description: test client for gateway-openai.sh (not a test by itself): the openai npm SDK and parse-prometheus-text-format against a running allm-gateway.
+// env: GW_NPM (node_modules here), GW_URL, GW_MODEL (the model id), GW_REF (JSON file:
+// {"completion": text of allm-run for PROMPT, 40 tokens}), GW_CHAT (JSON: [{url, name}]
+// of gateways with chat templates), GW_OUT (a file this writes the chat answers to).
+import { createRequire } from 'module';
+import { readFileSync, writeFileSync } from 'fs';
+
+const require = createRequire(process.env.GW_NPM + '/');
+const { OpenAI } = require('openai');
+const parsePrometheusTextFormat = require('parse-prometheus-text-format');
+
+let fails = 0;
+const ok = (m) => console.log('ok: ' + m);
+const fail = (m) => { console.log('FAIL: ' + m); fails++; };
+const check = (c, m) => (c ? ok(m) : fail(m));
+
+const url = process.env.GW_URL;
+const model = process.env.GW_MODEL;
+const ref = JSON.parse(readFileSync(process.env.GW_REF, 'utf8'));
+const PROMPT = 'Once upon a time';
+const client = new OpenAI({ baseURL: url + '/v1', apiKey: 'unused', maxRetries: 0 });
+
+// --- models ---
+const models = await client.models.list();
+check(models.data.length === 1 && models.data[0].id === model,
+  `GET /v1/models lists the engine's model (${models.data.map((m) => m.id)})`);
+
+// --- a completion: the text allm-run makes in-process, token for token ---
+const c = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0 });
+check(c.choices[0].text === ref.completion,
+  `completion equals allm-run's text (${JSON.stringify(c.choices[0].text.slice(0, 40))}...)`);
+check(c.choices[0].finish_reason === 'length' && c.usage.prompt_tokens === 5 &&
+  c.usage.completion_tokens === 40 && c.usage.total_tokens === 45,
+  `finish_reason length, usage 5 + 40 (${JSON.stringify(c.usage)})`);
+check(c.object === 'text_completion' && c.id.startsWith('cmpl-'), 'completion object and id');
+
+// token ids as the prompt: the same ids allm-run encodes
+const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
+check(c2.choices[0].text === ref.completion, 'a prompt of token ids gives the same text');
+
+// --- the same, streamed ---
+let text = '', chunks = 0, finish = null, usage = null;
+const s = await client.completions.create({
+  model, prompt: PROMPT, max_tokens: 40, temperature: 0, stream: true,
+  stream_options: { include_usage: true },
+});
+for await (const ch of s) {
+  if (ch.usage) usage = ch.usage;
+  if (!ch.choices.length) continue;
+  text += ch.choices[0].text;
+  chunks++;
+  if (ch.choices[0].finish_reason) finish = ch.choices[0].finish_reason;
+}
+check(text === ref.completion, `streamed completion equals allm-run's text (${chunks} chunks)`);
+check(chunks === 41, `one event per token, then the finish (${chunks} chunks)`);
+check(finish === 'length' && usage && usage.completion_tokens === 40 && usage.prompt_tokens === 5,
+  `stream ends with finish_reason length and usage (${JSON.stringify(usage)})`);
+
+// --- stop strings, on the text: cut before the first one, finish_reason stop ---
+const cut = ref.completion.indexOf(' girl');
+const st = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, stop: [' girl', 'zzz'] });
+check(cut > 0 && st.choices[0].text === ref.completion.slice(0, cut) && st.choices[0].finish_reason === 'stop',
+  `stop " girl" cuts the text before it (${JSON.stringify(st.choices[0].text)})`);
+let stext = '';
+const ss = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, stop: ' girl', stream: true });
+for await (const ch of ss) stext += ch.choices[0]?.text ?? '';
+check(stext === ref.completion.slice(0, cut), `streamed, the stop string is never sent, even in part (${JSON.stringify(stext)})`);
+
+// --- a cancelled stream: the client aborts after three chunks ---
+const before = await scrape();
+let got = 0;
+const cs = await client.completions.create(
+  { model, prompt: PROMPT, max_tokens: 500, temperature: 0, ignore_eos: true, stream: true });
+for await (const ch of cs) {
+  if (++got === 3) break; // the SDK's way to cancel: it aborts the HTTP request
+}
+check(got === 3 && cs.controller.signal.aborted, `the client broke off its stream after ${got} chunks`);
+let after = null, abortDelta = 0;
+for (let i = 0; i < 100; i++) { // the engine hears of it within a step or two
+  after = await scrape();
+  abortDelta = value(after, 'vllm:request_success_total', { finished_reason: 'abort' }) -
+    value(before, 'vllm:request_success_total', { finished_reason: 'abort' });
+  if (abortDelta >= 1) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+const genDelta = value(after, 'vllm:generation_tokens_total') - value(before, 'vllm:generation_tokens_total');
+check(abortDelta === 1, `the engine cancelled it (request_success_total{finished_reason="abort"} +${abortDelta})`);
+check(genDelta < 500, `and stopped generating: ${genDelta} of 500 tokens made`);
+
+// --- chat, streamed, on every template ---
+const chats = JSON.parse(process.env.GW_CHAT);
+const answers = {};
+const messages = [
+  { role: 'system', content: 'You are a storyteller.' },
+  { role: 'user', content: 'Tell me about a dog.' },
+];
+for (const g of chats) {
+  const cc = new OpenAI({ baseURL: g.url + '/v1', apiKey: 'unused', maxRetries: 0 });
+  const mine = g.name.startsWith('mistral') ? messages.slice(1) : messages; // Mistral has no system role
+  let out = '', role = null, fin = null;
+  const cs = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0, stream: true });
+  for await (const ch of cs) {
+    const d = ch.choices[0]?.delta ?? {};
+    if (d.role) role = d.role;
+    out += d.content ?? '';
+    fin = ch.choices[0]?.finish_reason ?? fin;
+  }
+  const whole = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0 });
+  answers[g.name] = { messages: mine, streamed: out, whole: whole.choices[0].message.content };
+  check(role === 'assistant' && fin === 'length' && out.length > 0 && out === whole.choices[0].message.content &&
+    whole.object === 'chat.completion' && whole.usage.completion_tokens === 20,
+    `${g.name}: streamed chat (role, ${JSON.stringify(out.slice(0, 30))}..., length) equals the whole answer`);
+}
+writeFileSync(process.env.GW_OUT, JSON.stringify(answers));
+
+// --- /metrics through a real Prometheus text parser ---
+const fams = await scrape();
+const names = new Set(fams.map((f) => f.name));
+for (const n of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:num_requests_swapped',
+  'vllm:gpu_cache_usage_perc', 'vllm:cpu_cache_usage_perc', 'vllm:num_preemptions_total',
+  'vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:time_to_first_token_seconds',
+  'vllm:time_per_output_token_seconds', 'vllm:e2e_request_latency_seconds',
+  'vllm:request_queue_time_seconds', 'allm_preemptions_total', 'allm_predictor_mape', 'allm_blocks',
+  'allm_swap_bytes_total']) {
+  if (!names.has(n)) fail(`/metrics lacks ${n}`);
+}
+ok(`/metrics parses: ${fams.length} families, every DESIGN §10 name present`);
+const e2e = fams.find((f) => f.name === 'vllm:e2e_request_latency_seconds');
+const m = e2e.metrics[0];
+const finished = ['stop', 'length', 'abort'].reduce((a, r) => a + value(fams, 'vllm:request_success_total', { finished_reason: r }), 0);
+// (this parser keeps a labelled histogram's buckets but not its _count/_sum)
+check(Number(m.buckets['+Inf']) === finished && finished >= 10,
+  `e2e histogram counts every finished request (+Inf bucket ${m.buckets['+Inf']} = ${finished})`);
+const bk = Object.entries(m.buckets).map(([le, c]) => [le === '+Inf' ? Infinity : Number(le), Number(c)]).sort((a, b) => a[0] - b[0]);
+check(bk.length === 22 && bk[bk.length - 1][0] === Infinity && bk.every(([, c], i) => i === 0 || c >= bk[i - 1][1]),
+  `vLLM's 21 bounds + Inf, counts cumulative (${bk.map(([l, c]) => l + ':' + c).slice(0, 4).join(' ')} ...)`);
+check(value(fams, 'vllm:num_requests_running') === 0 && value(fams, 'allm_blocks', { pool: 'gpu', state: 'used' }) === 0,
+  'idle now: nothing running, no GPU block in use');
+
+if (fails) { console.log(`${fails} failures`); process.exit(1); }
+
+async function scrape() {
+  const r = await fetch(url + '/metrics');
+  if (r.status !== 200) throw new Error('/metrics: ' + r.status);
+  return parsePrometheusTextFormat(await r.text());
+}
+
+function value(fams, name, labels = {}) {
+  const f = fams.find((x) => x.name === name);
+  if (!f) return NaN;
+  const s = f.metrics.find((x) => Object.entries(labels).every(([k, v]) => x.labels && x.labels[k] === v));
+  return s ? Number(s.value) : NaN;
+}

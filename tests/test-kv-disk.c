@@ -1,0 +1,167 @@
+/* Description: the disk KV tier's file I/O: blocks written from and read back into memory are bit-identical (runs coalesced, io_uring and pread/pwrite, O_DIRECT and buffered), the file has no name in its directory (O_TMPFILE, or a name unlinked at once where that is missing), a pool grows its file, and each fault — a directory that is not one, EIO or ENOSPC on a write, EIO or a short transfer on a read — comes back as an error, never a crash. */
+#include "kv-disk.h"
+
+#include "test-check.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+enum { BB = 8192, NB = 64 };
+
+/* Entries in dir besides . and .. */
+static int entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	int n = 0;
+	struct dirent *e;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+static void fill(uint8_t *mem, int32_t id, uint32_t salt)
+{
+	for (int i = 0; i < BB; i++)
+		mem[(size_t)id * BB + i] = (uint8_t)((id * 131u + i * 7u + salt) >> (i % 3));
+}
+
+/* Writes the blocks `mem` of a, reads them into b at `back`, compares. */
+static void roundtrip(const char *dir, const char *fault, const char *what)
+{
+	struct allm_kv_disk *d = NULL;
+	struct allm_err err = {{0}};
+	char note[512];
+	if (fault)
+		setenv("ALLM_KV_DISK_FAULT", fault, 1);
+	else
+		unsetenv("ALLM_KV_DISK_FAULT");
+	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	CHECK(r == 0, "%s: open: %s", what, err.msg);
+	if (r)
+		return;
+	printf("%s: %s\n", what, note);
+	CHECK(entries(dir) == 0, "%s: the KV file has a name in %s", what, dir);
+	/* page-aligned memory, as the CPU backend's pools are (mmap) */
+	uint8_t *a = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *b = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int32_t mem[40], disk[40], back[40];
+	int n = 0;
+	/* three runs (consecutive on both sides), then scattered blocks */
+	for (int i = 0; i < 10; i++, n++)
+		mem[n] = 2 + i, disk[n] = 20 + i;
+	for (int i = 0; i < 8; i++, n++)
+		mem[n] = 30 + i, disk[n] = 5 + i;
+	for (int i = 0; i < 6; i++, n++)
+		mem[n] = 50 + i, disk[n] = 40 + i;
+	for (int i = 0; i < 6; i++, n++)
+		mem[n] = 12 + 3 * i, disk[n] = 57 - i;
+	for (int i = 0; i < n; i++) {
+		fill(a, mem[i], 0x5a);
+		back[i] = (mem[i] + 17) % NB;
+	}
+	double secs = -1;
+	int32_t runs = 0;
+	CHECK(allm_kv_disk_io(d, true, a, mem, disk, n, &secs, &runs, &err) == 0, "%s: write: %s", what,
+	      err.msg);
+	CHECK(runs == 3 + 6, "%s: %d runs, expected 9 (3 coalesced + 6 single)", what, runs);
+	CHECK(secs >= 0, "%s: no time", what);
+	memset(b, 0, (size_t)NB * BB);
+	CHECK(allm_kv_disk_io(d, false, b, back, disk, n, NULL, NULL, &err) == 0, "%s: read: %s", what,
+	      err.msg);
+	int bad = 0;
+	for (int i = 0; i < n; i++)
+		bad += memcmp(a + (size_t)mem[i] * BB, b + (size_t)back[i] * BB, BB) != 0;
+	CHECK(bad == 0, "%s: %d of %d blocks came back different", what, bad, n);
+	/* growing the pool grows the file: the new blocks work */
+	CHECK(allm_kv_disk_resize(d, 2 * NB, &err) == 0, "%s: resize: %s", what, err.msg);
+	int32_t far_mem[1] = {3}, far_disk[1] = {2 * NB - 1};
+	CHECK(allm_kv_disk_io(d, true, a, far_mem, far_disk, 1, NULL, NULL, &err) == 0 &&
+		      allm_kv_disk_io(d, false, b, far_mem, far_disk, 1, NULL, NULL, &err) == 0 &&
+		      memcmp(a + 3 * BB, b + 3 * BB, BB) == 0,
+	      "%s: a block past the old size: %s", what, err.msg);
+	int32_t beyond[1] = {4 * NB};
+	CHECK(allm_kv_disk_io(d, true, a, far_mem, beyond, 1, NULL, NULL, &err) == -EINVAL,
+	      "%s: a block outside the file was accepted", what);
+	allm_kv_disk_close(d);
+	CHECK(entries(dir) == 0, "%s: something left in %s after close", what, dir);
+	munmap(a, (size_t)NB * BB);
+	munmap(b, (size_t)NB * BB);
+}
+
+/* The fault makes the matching I/O fail (and only as an error). */
+static void fault(const char *dir, const char *spec, bool on_write, const char *what)
+{
+	struct allm_kv_disk *d = NULL;
+	struct allm_err err = {{0}};
+	char note[512];
+	setenv("ALLM_KV_DISK_FAULT", spec, 1);
+	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	CHECK(r == 0, "%s: open: %s", what, err.msg);
+	if (r)
+		return;
+	uint8_t *a = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int32_t ids[4] = {0, 1, 2, 3}, disk[4] = {8, 9, 10, 30};
+	int w = allm_kv_disk_io(d, true, a, ids, disk, 4, NULL, NULL, &err);
+	int rd = w ? 0 : allm_kv_disk_io(d, false, a, ids, disk, 4, NULL, NULL, &err);
+	int got = on_write ? w : rd;
+	printf("%s: %s -> %d (%s)\n", what, spec, got, got ? err.msg : "no error");
+	CHECK(got < 0, "%s (%s): no error", what, spec);
+	CHECK(on_write || w == 0, "%s: the write failed too: %s", what, err.msg);
+	allm_kv_disk_close(d);
+	munmap(a, (size_t)NB * BB);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/allm-kvdisk-XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	roundtrip(dir, NULL, "io_uring, O_DIRECT where possible");
+	roundtrip(dir, "no-direct", "io_uring, buffered");
+	roundtrip(dir, "no-tmpfile", "no O_TMPFILE: a name unlinked at once");
+	setenv("ALLM_NO_IO_URING", "1", 1);
+	roundtrip(dir, NULL, "pread/pwrite");
+	fault(dir, "eio-read=1", false, "pread/pwrite EIO on read");
+	unsetenv("ALLM_NO_IO_URING");
+	fault(dir, "eio-write=1", true, "EIO on write");
+	fault(dir, "enospc-write=2", true, "ENOSPC on write");
+	fault(dir, "eio-read=1", false, "EIO on read");
+	fault(dir, "short-read=2", false, "a short read");
+
+	/* a directory that is not one, and one that does not exist */
+	struct allm_kv_disk *d = NULL;
+	struct allm_err err = {{0}};
+	char note[256], file[64];
+	unsetenv("ALLM_KV_DISK_FAULT");
+	snprintf(file, sizeof(file), "%s/plain", dir);
+	FILE *f = fopen(file, "w");
+	if (f)
+		fclose(f);
+	CHECK(allm_kv_disk_open(file, NB, BB, &d, note, sizeof(note), &err) < 0 && !d,
+	      "a regular file was taken as a directory");
+	printf("not a directory: %s\n", err.msg);
+	CHECK(allm_kv_disk_open("/nonexistent/allm", NB, BB, &d, note, sizeof(note), &err) < 0,
+	      "a missing directory was accepted");
+	printf("missing: %s\n", err.msg);
+	/* a block size O_DIRECT cannot take: buffered, and it says why */
+	CHECK(allm_kv_disk_open(dir, 4, 1000, &d, note, sizeof(note), &err) == 0 &&
+		      strstr(note, "not a multiple of 4 KiB"),
+	      "odd block size: %s / %s", note, err.msg);
+	allm_kv_disk_close(d);
+	unlink(file);
+	rmdir(dir);
+	if (n_fail) {
+		fprintf(stderr, "%d check(s) failed\n", n_fail);
+		return 1;
+	}
+	printf("all disk tier I/O checks passed\n");
+	return 0;
+}

@@ -1,0 +1,228 @@
+/* Description: int8 weights (--quant int8) against f32 weights of the same model,
+ * at each int8 arithmetic this CPU has (f32 activations; int8 activations with
+ * VNNI): the largest |logit difference| over a teacher-forced sequence, how many
+ * of its positions pick the same greedy id, and how many tokens a free-running
+ * int8 greedy generation shares with the f32 one. CI: stories260K (data/models)
+ * and --dummy small; "test-quant-int8 medium" prints the --dummy medium figures
+ * of bench/README.md (not run in CI: it takes a minute). */
+#include "executor.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			failures++;                                           \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                         \
+			fputc('\n', stderr);                                  \
+		}                                                             \
+	} while (0)
+
+enum { BS = 16 };
+
+/* A model with its own KV cache and executor. */
+struct runner {
+	struct allm_model *m;
+	struct allm_kv_cache *kv;
+	struct allm_executor *ex;
+	int32_t *bt; /* block table: 0, 1, 2... */
+	int32_t nb;
+};
+
+static int runner_open(struct runner *r, allm_backend_t *be, const char *model, enum allm_dtype dt,
+		       int32_t max_tokens)
+{
+	struct allm_err err = {{0}};
+	struct allm_model_load_opts lo = {.wdtype = dt};
+	int rc;
+	memset(r, 0, sizeof(*r));
+	if (!strncmp(model, "dummy:", 6)) {
+		struct allm_model_config cfg;
+		rc = allm_model_config_preset(model + 6, &cfg, &err);
+		if (!rc)
+			rc = allm_model_dummy(be, &cfg, 0, &lo, &r->m, &err);
+	} else {
+		rc = allm_model_load(be, model, &lo, &r->m, &err);
+	}
+	if (rc) {
+		fprintf(stderr, "load %s as %s: %s\n", model, allm_dtype_name(dt), err.msg);
+		return -1;
+	}
+	const struct allm_model_config *c = &r->m->cfg;
+	struct allm_kv_layout lay = {c->n_layers, c->n_kv_heads, c->head_dim, BS, ALLM_DTYPE_F32};
+	r->nb = (max_tokens + BS - 1) / BS;
+	r->bt = malloc((size_t)r->nb * sizeof(int32_t));
+	for (int32_t i = 0; i < r->nb; i++)
+		r->bt[i] = i;
+	if (allm_kv_cache_create(be, &lay, r->nb, 0, &r->kv, &err) ||
+	    allm_executor_create(r->m, r->kv, &r->ex, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void runner_close(struct runner *r)
+{
+	allm_executor_free(r->ex);
+	allm_kv_cache_free(r->kv);
+	allm_model_free(r->m);
+	free(r->bt);
+}
+
+static int32_t argmax(const float *l, int32_t v)
+{
+	int32_t b = 0;
+	for (int32_t i = 1; i < v; i++)
+		if (l[i] > l[b])
+			b = i;
+	return b;
+}
+
+/* Greedy: the prompt, then n_gen tokens into seq[n_prompt..]; 0 or -1. */
+static int greedy(struct runner *r, int32_t *seq, int32_t n_prompt, int32_t n_gen, float *logits)
+{
+	struct allm_err err = {{0}};
+	int32_t V = r->m->cfg.vocab_size, pos = 0, n = n_prompt;
+	for (int32_t i = 0; i < n_gen; i++) {
+		struct allm_batch_seq s = {seq + pos, n - pos, pos, r->bt, r->nb};
+		if (allm_executor_forward(r->ex, &s, 1, false, logits, &err)) {
+			fprintf(stderr, "forward: %s\n", err.msg);
+			return -1;
+		}
+		pos = n;
+		seq[n++] = argmax(logits, V);
+	}
+	return 0;
+}
+
+/* Every position's logits of seq[0..n) in one prefill. */
+static int teacher(struct runner *r, const int32_t *seq, int32_t n, float *logits)
+{
+	struct allm_err err = {{0}};
+	struct allm_batch_seq s = {seq, n, 0, r->bt, r->nb};
+	if (allm_executor_forward(r->ex, &s, 1, true, logits, &err)) {
+		fprintf(stderr, "forward: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+struct figures {
+	double max_dlogit, logit_range; /* largest |f32 - int8| logit; f32 max - min */
+	int32_t agree, positions; /* teacher-forced greedy ids that match */
+	int32_t same_prefix, n_gen; /* free-running greedy ids equal from the start */
+};
+
+static int compare(const char *model, enum allm_cpu_isa isa, int32_t n_prompt, int32_t n_gen,
+		   struct figures *f)
+{
+	struct allm_err err = {{0}};
+	struct allm_backend_opts bo = {.n_threads = 2, .cpu_isa = isa};
+	allm_backend_t *be = NULL;
+	struct runner a, b;
+	int rc = -1;
+	if (allm_backend_cpu_create(&bo, &be, &err)) {
+		fprintf(stderr, "backend: %s\n", err.msg);
+		return -1;
+	}
+	int32_t total = n_prompt + n_gen;
+	if (runner_open(&a, be, model, ALLM_DTYPE_F32, total) ||
+	    runner_open(&b, be, model, ALLM_DTYPE_Q8, total))
+		goto out;
+	int32_t V = a.m->cfg.vocab_size;
+	int32_t *sa = malloc((size_t)total * 4), *sb = malloc((size_t)total * 4);
+	float *la = malloc((size_t)total * V * 4), *lb = malloc((size_t)total * V * 4);
+	uint64_t st = 12345;
+	for (int32_t i = 0; i < n_prompt; i++) /* a fixed prompt of valid ids */
+		sa[i] = sb[i] = i == 0 ? 1 : (int32_t)(allm_splitmix64(&st) % (uint64_t)(V - 3)) + 3;
+	if (greedy(&a, sa, n_prompt, n_gen, la) || greedy(&b, sb, n_prompt, n_gen, lb))
+		goto free_bufs;
+	memset(f, 0, sizeof(*f));
+	f->n_gen = n_gen;
+	while (f->same_prefix < n_gen && sa[n_prompt + f->same_prefix] == sb[n_prompt + f->same_prefix])
+		f->same_prefix++;
+	/* both models read the f32 model's sequence */
+	if (teacher(&a, sa, total, la) || teacher(&b, sa, total, lb))
+		goto free_bufs;
+	float lo = INFINITY, hi = -INFINITY;
+	for (int32_t t = n_prompt - 1; t < total; t++) {
+		const float *x = la + (size_t)t * V, *y = lb + (size_t)t * V;
+		for (int32_t i = 0; i < V; i++) {
+			f->max_dlogit = fmax(f->max_dlogit, fabs((double)x[i] - y[i]));
+			lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+		}
+		f->agree += argmax(x, V) == argmax(y, V);
+		f->positions++;
+	}
+	f->logit_range = hi - lo;
+	rc = 0;
+free_bufs:
+	free(sa), free(sb), free(la), free(lb);
+out:
+	runner_close(&a);
+	runner_close(&b);
+	allm_backend_destroy(be);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *data = getenv("DATA_DIR") ? getenv("DATA_DIR") : "data";
+	char stories[4096];
+	snprintf(stories, sizeof(stories), "%s/models/stories260K", data);
+	bool medium = argc > 1 && !strcmp(argv[1], "medium");
+	struct {
+		const char *model;
+		int32_t n_prompt, n_gen;
+		double max_dlogit; /* CI bounds: about twice what was measured (0.56, 0.031) */
+		double min_agree; /* teacher-forced agreement, fraction (measured 0.967, 0.98) */
+	} cases[] = {
+		{stories, 5, 120, 1.2, 0.93},
+		{"dummy:small", 16, 48, 0.08, 0.95},
+		{"dummy:medium", 16, 64, 0, 0},
+	};
+	/* the int8 arithmetics: f32 activations (avx512 or avx2), int8 activations */
+	enum allm_cpu_isa levels[] = {ALLM_CPU_ISA_PORTABLE, ALLM_CPU_ISA_AVX2, ALLM_CPU_ISA_AVX512,
+				      ALLM_CPU_ISA_AVX2_VNNI, ALLM_CPU_ISA_AVX512_VNNI};
+	printf("| model | level | max abs dlogit | f32 logit range | teacher-forced greedy agreement | "
+	       "free-running identical prefix |\n|---|---|---|---|---|---|\n");
+	for (size_t ci = medium ? 2 : 0; ci < (medium ? 3u : 2u); ci++)
+		for (size_t li = 0; li < ALLM_ARRAY_SIZE(levels); li++) {
+			if (!allm_cpu_isa_supported(levels[li]))
+				continue;
+			struct figures f;
+			if (compare(cases[ci].model, levels[li], cases[ci].n_prompt, cases[ci].n_gen, &f)) {
+				failures++;
+				continue;
+			}
+			const char *name = strrchr(cases[ci].model, '/');
+			printf("| %s | %s | %.4f | %.2f | %d/%d (%.1f %%) | %d/%d |\n",
+			       name ? name + 1 : cases[ci].model, allm_cpu_isa_name(levels[li]),
+			       f.max_dlogit, f.logit_range, f.agree, f.positions,
+			       100.0 * f.agree / f.positions, f.same_prefix, f.n_gen);
+			if (medium)
+				continue;
+			CHECK(f.max_dlogit > 0, "%s: int8 logits equal f32 ones: not quantized?",
+			      cases[ci].model);
+			CHECK(f.max_dlogit <= cases[ci].max_dlogit, "%s %s: max |dlogit| %.4f > %.2f",
+			      cases[ci].model, allm_cpu_isa_name(levels[li]), f.max_dlogit,
+			      cases[ci].max_dlogit);
+			CHECK(f.agree >= cases[ci].min_agree * f.positions,
+			      "%s %s: greedy agreement %d/%d below %.0f %%", cases[ci].model,
+			      allm_cpu_isa_name(levels[li]), f.agree, f.positions,
+			      100 * cases[ci].min_agree);
+		}
+	if (failures) {
+		fprintf(stderr, "%d failures\n", failures);
+		return 1;
+	}
+	return 0;
+}
