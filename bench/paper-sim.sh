@@ -11,6 +11,7 @@
 # Usage: bench/paper-sim.sh      environment: PROFILES="a800-pcie h100-sxm" (or h200,
 #   FILE.json) MODELS="opt-13b llama-13b" N=1000 WORKLOADS OUTPUTS JOBS=2
 #   GPU_BLOCKS=128 CPU_BLOCKS=64 BLOCK_SIZE=16 SEED=1 CHUNKED=on
+#   DISK=GiB (a simulated disk KV tier of that size: results in dummy-MODEL-diskGiB/)
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
@@ -24,25 +25,27 @@ WORKLOADS=${WORKLOADS:-chatbot alpaca summary}
 OUTPUTS=${OUTPUTS:-64 128 256}
 JOBS=${JOBS:-2}
 GPU_BLOCKS=${GPU_BLOCKS:-128} CPU_BLOCKS=${CPU_BLOCKS:-64} BLOCK_SIZE=${BLOCK_SIZE:-16}
-SEED=${SEED:-1} CHUNKED=${CHUNKED:-on}
+SEED=${SEED:-1} CHUNKED=${CHUNKED:-on} DISK=${DISK:-}
 mid=$(echo $OUTPUTS | awk '{ print $(int((NF + 1) / 2)) }')
 t0=$(date +%s)
 for prof in $PROFILES; do
 	tag=$(basename "$prof" .json)
 	root=$BENCH_DIR/results/sim/$tag
 	jobs_file=$(mktemp)
+	suffix=${DISK:+-disk$DISK}
 	for m in $MODELS; do
-		res=$root/dummy-$m
+		res=$root/dummy-$m$suffix
 		mkdir -p "$res/paper-sim"
 		{
 			echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 			echo "host: $(uname -srm)"
-			echo "model: --dummy $m, device: sim:$prof (simulated), blocks: GPU $GPU_BLOCKS / CPU $CPU_BLOCKS x $BLOCK_SIZE tokens, N=$N, seed $SEED, all at t = 0, chunked prefill $CHUNKED"
+			echo "model: --dummy $m, device: sim:$prof (simulated), blocks: GPU $GPU_BLOCKS / CPU $CPU_BLOCKS x $BLOCK_SIZE tokens${DISK:+ + disk $DISK GiB}, N=$N, seed $SEED, all at t = 0, chunked prefill $CHUNKED"
 			echo "build: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 		} >"$res/machine.txt"
 		ARGS=(--dummy "$m" --device "sim:$prof" --gpu-blocks "$GPU_BLOCKS" --cpu-blocks "$CPU_BLOCKS"
 			--block-size "$BLOCK_SIZE" --chunked-prefill "$CHUNKED" --profile "$res/profile.json"
 			-n "$N" --temperature 0 --ignore-eos --seed "$SEED" --json)
+		if [ -n "$DISK" ]; then ARGS+=(--disk-swap-space "$DISK" --disk-swap-dir "${TMPDIR:-/tmp}"); fi
 		# the first run calibrates the predictors of this model on this device (deterministic)
 		[ -f "$res/profile.json" ] || "$ALLM_RUN" "${ARGS[@]}" --workload chatbot --max-output 8 >/dev/null 2>&1
 		for wl in $WORKLOADS; do
@@ -57,9 +60,9 @@ for prof in $PROFILES; do
 	echo "== sim:$prof: $(wc -l <"$jobs_file") runs of $N requests, $JOBS at a time" >&2
 	xargs -P "$JOBS" -I{} sh -c '{} || echo "failed: {}" >&2' <"$jobs_file"
 	rm -f "$jobs_file"
-	dirs=$(for m in $MODELS; do echo dummy-$m; done)
-	python3 "$BENCH_DIR/sim-tables.py" paper "$root" "$prof" $dirs -- $WORKLOADS -- $OUTPUTS >"$root/paper-sim.md"
-	for m in $MODELS; do bash "$BENCH_DIR/plots.sh" "$root/dummy-$m" || true; done
-	cat "$root/paper-sim.md"
+	dirs=$(for m in $MODELS; do echo dummy-$m$suffix; done)
+	python3 "$BENCH_DIR/sim-tables.py" paper "$root" "$prof" $dirs -- $WORKLOADS -- $OUTPUTS >"$root/paper-sim$suffix.md"
+	for m in $MODELS; do bash "$BENCH_DIR/plots.sh" "$root/dummy-$m$suffix" || true; done
+	cat "$root/paper-sim$suffix.md"
 done
 echo "paper-sim: $(($(date +%s) - t0)) s" >&2

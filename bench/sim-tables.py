@@ -151,9 +151,11 @@ def paper(root, args):
                 vs_sw.append(tp["adaptive"] / tp["swap"])
                 for p in POLICIES:
                     r = runs[p]
-                    rows.append("| %s | %s | %s | %s | %.0f | %.0f | %.2fx | %.2fx | %d | %d | %.3f | %.0f | %.0f | %s | %s |" % (
+                    pre = r["preemptions"]
+                    swaps = "%d" % pre["swap"] + ("+%d disk" % pre["disk"] if pre.get("disk") else "")
+                    rows.append("| %s | %s | %s | %s | %.0f | %.0f | %.2fx | %.2fx | %s | %d | %.3f | %.0f | %.0f | %s | %s |" % (
                         model, wl, o, p, tp[p], r["gen_throughput_tok_s"], tp[p] / tp["recompute"],
-                        tp[p] / tp["swap"], r["preemptions"]["swap"], r["preemptions"]["recompute"],
+                        tp[p] / tp["swap"], swaps, pre["recompute"],
                         r["mean_weighted_turnaround"], r["ttft_ms"]["p99"], r["tpot_ms"]["p99"],
                         "%d" % rejected(paths[p]), "yes" if same else "NO"))
             dat.append("\n")
@@ -172,8 +174,9 @@ def paper(root, args):
                                                     fa["throughput_tok_s"], fc["throughput_tok_s"]))
         summary[model] = {"adaptive_vs_recompute": [min(vs_rc), max(vs_rc)],
                           "adaptive_vs_swap": [min(vs_sw), max(vs_sw)], "fair_vs_fcfs": fair}
-    json.dump({"profile": profile, "paper": PAPER, "models": summary}, open(os.path.join(root, "paper-sim.json"), "w"),
-              indent=1)
+    suffix = models[0][models[0].index("-disk"):] if "-disk" in models[0] else ""
+    json.dump({"profile": profile, "paper": PAPER, "models": summary},
+              open(os.path.join(root, "paper-sim%s.json" % suffix), "w"), indent=1)
     print("| model | workload | max output | policy | tok/s | gen tok/s | vs recompute | vs swap | swaps | recomputes "
           "| mean weighted turnaround | TTFT p99 ms | TPOT p99 ms | rejected | same outputs |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

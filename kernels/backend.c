@@ -178,6 +178,11 @@ void allm_backend_host_step(allm_backend_t *be)
 		allm_sim_host_step(be);
 }
 
+double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+{
+	return be && be->simulated ? allm_sim_charge_disk(be, write, bytes, runs) : 0;
+}
+
 void allm_backend_clock_wait_until(allm_backend_t *be, double t)
 {
 	if (be && be->simulated) {

@@ -244,6 +244,10 @@ double allm_backend_clock(allm_backend_t *be);
  * the profile's host time per step (the device waits while the host schedules,
  * and the step's decisions see that time pass); nothing on a real device. */
 void allm_backend_host_step(allm_backend_t *be);
+/* A transfer of the disk KV tier (engined/kv): on a simulated device the clock
+ * advances by the profile's disk model and the seconds are returned (-ENOTSUP
+ * when the profile has none); 0 on a real device, whose I/O takes its own time. */
+double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
 /* Lets the device's clock reach t: sleeps on a real device, moves the virtual
  * clock forward (the device idles) on a simulated one. */
 void allm_backend_clock_wait_until(allm_backend_t *be, double t);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: the simulated device end to end: allm-run --device sim:a800-pcie --dummy llama-13b runs a memory-constrained workload with no weight memory, twice with identical JSON (outputs, simulated timings, decisions), the same outputs under every preemption policy; a decision log on sim:cpu-local has the shape of one on cpu; allm-bench through allm-engined reports the same simulated run; sim:nope and a broken profile fail with a clear error.
+# Description: the simulated device end to end: allm-run --device sim:a800-pcie --dummy llama-13b runs a memory-constrained workload with no weight memory, twice with identical JSON (outputs, simulated timings, decisions), the same outputs under every preemption policy and with a simulated disk tier; a decision log on sim:cpu-local has the shape of one on cpu; allm-bench through allm-engined reports the same simulated run; sim:nope and a broken profile fail with a clear error.
 set -u
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
 DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
@@ -62,6 +62,15 @@ import json, sys
 t = sys.argv[1]
 h = {json.load(open(f))["outputs_sha256"] for f in (t + "/r1.json", t + "/pol-recompute.json", t + "/pol-swap.json")}
 assert len(h) == 1, h
+PY
+
+# 2b. the disk tier on the simulated device: timed by the profile, outputs unchanged
+"$RUN" "${SIM[@]}" "${WL[@]}" --profile "$tmp/pdisk.json" --preempt swap --cpu-blocks 8 --disk-swap-space 4 \
+	--disk-swap-dir "$tmp" >"$tmp/disk.json" 2>"$tmp/disk.err" || fail "sim with a disk tier: $(tail -2 "$tmp/disk.err")"
+python3 - "$tmp/r1.json" "$tmp/disk.json" <<'PY' && ok "a disk tier on sim: disk preemptions, same outputs" || fail "disk tier on sim: $(head -c 300 "$tmp/disk.json")"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["preemptions"]["disk"] > 0 and b["outputs_sha256"] == a["outputs_sha256"], b["preemptions"]
 PY
 
 # 3. a decision log on sim:cpu-local has the shape of one on cpu

@@ -116,6 +116,14 @@ static void test_refusals(void)
 				      "m", 64, "points", 8, 1e-5, 4, 2e-5, "source", "test"));
 	expect_refused(j, "gemm_shapes[0]: points need rows >= 1 increasing", "rows not increasing");
 
+	j = base_profile();
+	json_object_set_new(at(j, "disk", "read", "bandwidth"), "value", json_real(-6e9));
+	expect_refused(j, "disk.read.bandwidth: value -6e+09 outside", "negative disk bandwidth");
+
+	j = base_profile();
+	json_object_del(at(j, "disk", "write", NULL), "latency");
+	expect_refused(j, "disk.write.latency: missing", "disk without a latency");
+
 	expect_refused_text("{\"format\": \"allm-sim-profile/1\", \"memory_bandwidth\": NaN}",
 			    "not valid JSON", "a NaN literal");
 	expect_refused_text("{\"format\": \"allm-sim-profile/1\", \"x\": 1e999}", "not valid JSON",
@@ -238,6 +246,11 @@ static void test_backend(void)
 	B->copy_wait(be, &secs);
 	want = allm_sim_cost_copy(p, ALLM_COPY_D2H, 13107200) + allm_sim_cost_copy(p, ALLM_COPY_H2D, 13107200);
 	CHECK(near(secs, want) && near(allm_backend_clock(be) - t0, want), "two copies: %.9g s, model %.9g s", secs, want);
+	t0 = allm_backend_clock(be);
+	double dsk = allm_backend_charge_disk(be, false, 13107200, 3);
+	CHECK(near(dsk, allm_sim_cost_disk(p, false, 13107200)) && near(allm_backend_clock(be) - t0, dsk),
+	      "a disk read: %.9g s, model %.9g s", dsk, allm_sim_cost_disk(p, false, 13107200));
+	t0 = allm_backend_clock(be) - want;
 	allm_backend_clock_wait_until(be, allm_backend_clock(be) + 5);
 	CHECK(near(allm_backend_clock(be) - t0, want + 5), "waiting moves the virtual clock at once");
 

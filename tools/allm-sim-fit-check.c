@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int fit_open(const char *kind, const char *name, const char *device, int threads, struct allm_runtime **ret)
@@ -29,6 +30,12 @@ int fit_open(const char *kind, const char *name, const char *device, int threads
 		fprintf(stderr, PROG ": %s: %s\n", device, err.msg);
 		return -1;
 	}
+	/* a disk tier of 80 blocks where temporary files go, for its transfers */
+	const char *tmp = getenv("TMPDIR");
+	char note[300];
+	if (!strcmp(device, "cpu") &&
+	    allm_kv_attach_disk((*ret)->kv, tmp && *tmp ? tmp : "/tmp", 80, note, sizeof(note), &err))
+		fprintf(stderr, PROG ": no disk tier to time (%s)\n", err.msg);
 	return 0;
 }
 

@@ -327,6 +327,26 @@ int fit_grid(const struct allm_model_config *c, struct fit_shape *ret, int max)
 	return n;
 }
 
+/* Disk tier transfers of 1 to 64 blocks: the median of f->repeat each. */
+static void fit_disk(struct fit *f, struct allm_kv_cache *kv)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	for (int d = 0; dp && d < 2; d++)
+		for (int32_t n = 1; n <= 64 && n + 1 <= ALLM_MIN(kv->gpu.capacity, dp->capacity); n *= 2) {
+			double v[MAX_REPEAT];
+			int k = 0;
+			for (int r = 0; r < f->repeat; r++) {
+				double t = allm_kv_time_disk(kv, d, n, 1);
+				if (t >= 0)
+					v[k++] = t;
+			}
+			if (k && f->dn[d] < 256) {
+				f->dx[d][f->dn[d]] = (double)n * kv->block_bytes;
+				f->dt[d][f->dn[d]++] = fit_median(v, k);
+			}
+		}
+}
+
 /* Copies of 1 to 64 KV blocks between the pools, as a swap makes them. */
 void fit_copies(struct fit *f, struct allm_kv_cache *kv)
 {
@@ -337,6 +357,7 @@ void fit_copies(struct fit *f, struct allm_kv_cache *kv)
 				if (t >= 0)
 					add_link_to(f, d == 0 ? ALLM_COPY_D2H : ALLM_COPY_H2D, (double)n * kv->block_bytes, t);
 			}
+	fit_disk(f, kv);
 }
 
 void add_link_to(struct fit *f, int dir, double bytes, double t)

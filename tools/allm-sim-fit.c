@@ -126,6 +126,7 @@ struct fitted {
 	double F_a, h_a, B_a, L_a, sf_a, loss_a; /* attention */
 	double launch[ALLM_OP_COUNT], rate[ALLM_OP_COUNT], op_err[ALLM_OP_COUNT];
 	double copy_lat[2], copy_bw[2];
+	double disk_lat[2], disk_bw[2]; /* [0] write, [1] read */
 	double flops[ALLM_DTYPE_COUNT];
 	double mem_bw;
 };
@@ -160,6 +161,13 @@ static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t
 		r->copy_lat[d] = a;
 		r->copy_bw[d] = 1.0 / b;
 	}
+	for (int d = 0; d < 2; d++)
+		if (f->dn[d]) {
+			double a, b;
+			fit_line(f->dx[d], f->dt[d], f->dn[d], &a, &b);
+			r->disk_lat[d] = a;
+			r->disk_bw[d] = 1.0 / b;
+		}
 	r->flops[ALLM_DTYPE_F32] = fmax(r->F_g, r->F_a);
 	double t32 = gemm_dtype_seconds(be, big_k, big_m, ALLM_DTYPE_F32, f->repeat);
 	for (int d = 1; d < ALLM_DTYPE_COUNT; d++)
@@ -235,12 +243,21 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		json_object_set_new(link, dirs[d], json_pack("{s:o, s:o}",
 			"bandwidth", pnum(r->copy_bw[d], "%s: memcpy of 1-64 KV blocks between two resident pools, line fit", how),
 			"latency", pnum(r->copy_lat[d], "%s: the same fit's intercept", how)));
+	json_t *disk = NULL;
+	if (f->dn[0] && f->dn[1]) {
+		disk = json_object();
+		static const char *const dd[2] = {"write", "read"};
+		for (int d = 0; d < 2; d++)
+			json_object_set_new(disk, dd[d], json_pack("{s:o, s:o}",
+				"bandwidth", pnum(r->disk_bw[d], "%s: the disk KV tier's %s of 1-64 blocks in a file under $TMPDIR, line fit (wall time)", how, dd[d]),
+				"latency", pnum(r->disk_lat[d], "%s: the same fit's intercept", how)));
+	}
 	json_t *assumptions = json_pack("[s, s, s, s]",
 		"Every number is fitted on this machine by allm-sim-fit from the CPU backend's own ops, called as the executor calls them; GEMM shapes of the models covered are kept as measured (gemm_shapes) and interpolated, the roofline parameters serve other shapes.",
 		"On the CPU the 'device' is the host: memory_bandwidth is the fastest byte rate any op reached (cache-resident data), so every op's bandwidth is a fraction of it; flops.f32 the fastest FLOP rate (GEMM or attention).",
 		"argmax includes the download of the logits, as the CPU engine samples on the host; copies are memcpy between two resident pools, as the CPU backend swaps.",
 		"The machine is shared: see fitted.noise for the spread of repeated timings.");
-	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+	json_t *prof = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		"format", ALLM_SIM_PROFILE_FORMAT, "name", "cpu-local", "device", host, "dtype", "f32",
 		"assumptions", assumptions,
 		"memory_bytes", pnum(mem_total, "this machine's RAM (MemTotal), as the CPU backend reports"),
@@ -258,6 +275,11 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 				    "p90_spread", p90_spread, "points", f->n_spread, "attention_points_are",
 				    "[tokens, sum_ctx, kv_reads, heads, head_dim, kv_heads, seconds, fitted seconds]",
 				    "attention_points", attn_points(f, r)));
+	if (prof && disk)
+		json_object_set_new(prof, "disk", disk);
+	else
+		json_decref(disk);
+	return prof;
 }
 
 /* ---- main ------------------------------------------------------------------------------ */

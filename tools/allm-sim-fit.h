@@ -71,6 +71,8 @@ struct fit {
 	int sn[ALLM_OP_COUNT];
 	double cx[4][256], ct[4][256]; /* copies by enum allm_copy_dir: bytes, s */
 	int cn[4];
+	double dx[2][256], dt[2][256]; /* disk KV tier transfers, [0] write, [1] read: bytes, s */
+	int dn[2];
 	double spread[MAX_PTS]; /* (max - min) / median of each point's samples */
 	int n_spread;
 	json_t *shapes; /* measured GEMM shapes */
@@ -94,7 +96,8 @@ int fit_grid(const struct allm_model_config *c, struct fit_shape *ret, int max);
  * device seconds go to *ret_mean. 0 or -1 (said why). */
 int fit_forward(struct allm_runtime *rt, const struct fit_shape *sh, int reps, double *ret_mean,
 		struct fit *f);
-/* Swap copies of 1 to 64 blocks between kv's pools, f->repeat each. */
+/* Swap copies of 1 to 64 blocks between kv's pools, f->repeat each; and disk
+ * tier writes and reads of as many when kv has a disk tier (wall time: I/O). */
 void fit_copies(struct fit *f, struct allm_kv_cache *kv);
 void add_stream_to(struct fit *f, int op, double bytes, double t);
 void add_link_to(struct fit *f, int dir, double bytes, double t);

@@ -226,6 +226,16 @@ void allm_sim_host_step(allm_backend_t *be)
 	c->now += c->prof->host_step;
 }
 
+double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+{
+	struct sim_ctx *c = SIM(be);
+	if (!c->prof->has_disk)
+		return -ENOTSUP;
+	double t = runs > 0 ? allm_sim_cost_disk(c->prof, write, (double)bytes) : 0;
+	c->now += t;
+	return t;
+}
+
 void allm_sim_advance_to(allm_backend_t *be, double t)
 {
 	struct sim_ctx *c = SIM(be);

@@ -24,6 +24,10 @@ int allm_backend_sim_create(const char *profile, const struct allm_backend_opts 
 double allm_sim_now(allm_backend_t *be);
 /* The host's work of one scheduler step: the clock advances by host_step. */
 void allm_sim_host_step(allm_backend_t *be);
+/* A disk KV tier transfer: the clock advances by the profile's disk model (one
+ * latency per transfer, its runs in flight together, + bytes / bandwidth);
+ * returns the seconds, or -ENOTSUP when the profile has no disk model. */
+double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
 /* Moves the virtual clock forward to t (the device idles); earlier t is ignored. */
 void allm_sim_advance_to(allm_backend_t *be, double t);
 /* The profile the device was made from (owned by the backend). */

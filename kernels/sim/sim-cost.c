@@ -96,3 +96,9 @@ double allm_sim_cost_copy(const struct allm_sim_profile *p, enum allm_copy_dir d
 {
 	return p->link_latency[dir] + bytes / p->link_bw[dir];
 }
+
+double allm_sim_cost_disk(const struct allm_sim_profile *p, bool write, double bytes)
+{
+	int d = write ? 0 : 1;
+	return p->disk_latency[d] + bytes / p->disk_bw[d];
+}

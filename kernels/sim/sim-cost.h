@@ -10,7 +10,8 @@
  *              exp per score), bytes = K/V read once per query tile of ATTN_Q_TILE
  *              tokens per sequence + q and out
  *   others     launch + bytes touched / (bandwidth * e_bw)
- *   copies     latency + bytes / link bandwidth, per direction */
+ *   copies     latency + bytes / link bandwidth, per direction
+ *   disk       latency + bytes / disk bandwidth, per direction (the disk KV tier) */
 #ifndef ALLM_SIM_COST_H
 #define ALLM_SIM_COST_H
 
@@ -77,6 +78,8 @@ double allm_sim_cost_attention(const struct allm_sim_profile *p, const struct al
 /* An op that streams `bytes` through memory (everything but gemm and attention). */
 double allm_sim_cost_stream(const struct allm_sim_profile *p, enum allm_backend_op op, double bytes);
 double allm_sim_cost_copy(const struct allm_sim_profile *p, enum allm_copy_dir dir, double bytes);
+/* A disk KV tier transfer (its runs in flight together): latency + bytes / bandwidth. */
+double allm_sim_cost_disk(const struct allm_sim_profile *p, bool write, double bytes);
 
 #ifdef __cplusplus
 }

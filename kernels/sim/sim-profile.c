@@ -169,6 +169,35 @@ static int parse_link(struct pctx *c, json_t *root, struct allm_sim_profile *p)
 	return 0;
 }
 
+/* The disk KV tier's disk, optional: {"write": {bandwidth, latency}, "read": {...}}. */
+static int parse_disk(struct pctx *c, json_t *root, struct allm_sim_profile *p)
+{
+	static const char *const keys[] = {"write", "read", NULL};
+	static const char *const lkeys[] = {"bandwidth", "latency", NULL};
+	json_t *d = json_object_get(root, "disk");
+	int r;
+	if (!d)
+		return 0;
+	if (!json_is_object(d))
+		return bad(c, "disk", "%snot an object", "");
+	if ((r = only_keys(c, "disk", d, keys)))
+		return r;
+	for (int i = 0; i < 2; i++) {
+		char path[32];
+		snprintf(path, sizeof(path), "disk.%s", keys[i]);
+		json_t *o = json_object_get(d, keys[i]);
+		if (o && !json_is_object(o))
+			return bad(c, path, "%snot an object", "");
+		if (o && (r = only_keys(c, path, o, lkeys)))
+			return r;
+		if ((r = num(c, o, path, "bandwidth", true, 0, 0, true, 1e15, &p->disk_bw[i])) ||
+		    (r = num(c, o, path, "latency", true, 0, 0, false, 1, &p->disk_latency[i])))
+			return r;
+	}
+	p->has_disk = true;
+	return 0;
+}
+
 static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct allm_sim_op_params *def,
 		    bool needs_compute, struct allm_sim_op_params *ret)
 {
@@ -300,7 +329,7 @@ int allm_sim_profile_parse(const char *text, size_t len, const char *origin,
 {
 	static const char *const keys[] = {"format", "name", "device", "dtype", "assumptions",
 					   "memory_bytes", "reserved_bytes", "flops",
-					   "memory_bandwidth", "link", "host_step", "ops",
+					   "memory_bandwidth", "link", "disk", "host_step", "ops",
 					   "gemm_shapes", "fitted", NULL};
 	struct pctx c = {origin, err};
 	json_error_t je;
@@ -331,7 +360,7 @@ int allm_sim_profile_parse(const char *text, size_t len, const char *origin,
 	    (r = parse_flops(&c, root, p)) ||
 	    (r = num(&c, root, "", "memory_bandwidth", true, 0, 0, true, 1e15, &p->mem_bw)) ||
 	    (r = num(&c, root, "", "host_step", false, 0, 0, false, 1, &p->host_step)) ||
-	    (r = parse_ops(&c, root, p)) || (r = parse_link(&c, root, p)) ||
+	    (r = parse_ops(&c, root, p)) || (r = parse_link(&c, root, p)) || (r = parse_disk(&c, root, p)) ||
 	    (r = parse_shapes(&c, root, p)))
 		goto fail;
 	if (p->reserved_bytes >= p->memory_bytes) {

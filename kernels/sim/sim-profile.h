@@ -52,6 +52,8 @@ struct allm_sim_profile {
 	double link_bw[4];
 	double link_latency[4];
 	double host_step; /* host seconds per scheduler step the device waits for */
+	bool has_disk; /* a disk model for the disk KV tier: */
+	double disk_bw[2], disk_latency[2]; /* [0] write, [1] read: bytes/s and s per transfer */
 	struct allm_sim_op_params op[ALLM_OP_COUNT];
 	struct allm_sim_gemm_shape *gemm_shapes; /* measured shapes (may be NULL) */
 	int32_t n_gemm_shapes;
