@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Draws the figures from the .dat files tables.py wrote beside the JSON, as PNG and
-# SVG in the same folder: fig3-throughput, fig4-turnaround, fig5-predictors.
+# Draws the figures from the .dat files tables.py (and sim-tables.py) wrote beside
+# the JSON, as PNG and SVG in the same folder: fig3-throughput, fig4-turnaround,
+# fig5-predictors, fig-sim-validate.
 # Usage: bench/plots.sh [RESULTS_DIR]   (default: that of bench/common.sh)
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +35,8 @@ wls() { grep -o '^# [a-z0-9_.-]*:' "$1" | tr -d '#:' | xargs; }
 	draw fig3-throughput "dat='$RESULTS/fig3-throughput.dat'; wls='$(wls "$RESULTS/fig3-throughput.dat")'"
 [ -f "$RESULTS/fig4-turnaround.dat" ] &&
 	draw fig4-turnaround "dat='$RESULTS/fig4-turnaround.dat'; wls='$(wls "$RESULTS/fig4-turnaround.dat")'"
+[ -f "$RESULTS/fig-sim-validate.dat" ] &&
+	draw fig-sim-validate "dat='$RESULTS/fig-sim-validate.dat'"
 [ -f "$RESULTS/fig5-swap.dat" ] &&
 	draw fig5-predictors "swapdat='$RESULTS/fig5-swap.dat'; recdat='$RESULTS/fig5-recompute.dat'"
 exit 0

@@ -1,13 +1,16 @@
-/* Backend selection at run time (DESIGN §4): "cpu", "cuda" or "auto". The CUDA
+/* Backend selection at run time (DESIGN §4): "cpu", "cuda", "auto" or
+ * "sim:PROFILE" (the simulated device, kernels/sim). The CUDA
  * backend is a module loaded with dlopen() only after the driver answers, so a
  * binary built with CUDA still starts on a machine without a GPU. */
 #include "backend.h"
+#include "sim/sim-backend.h"
 
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CUDA_MODULE_NAME "liballm-cuda.so"
@@ -158,8 +161,39 @@ int allm_backend_create(const char *device, const struct allm_backend_opts *opts
 			snprintf(ret_note, note_len, "device auto: using cpu (%s)", why);
 		return allm_backend_cpu_create(opts, ret, err);
 	}
-	return allm_err_set(err, -EINVAL, "unknown device '%s' (expected auto, cpu or cuda)",
-			    device);
+	if (!strncmp(device, "sim:", 4))
+		return allm_backend_sim_create(device + 4, opts, ret, err);
+	return allm_err_set(err, -EINVAL, "unknown device '%s' (expected auto, cpu, cuda or "
+			    "sim:PROFILE)", device);
+}
+
+double allm_backend_clock(allm_backend_t *be)
+{
+	return be && be->simulated ? allm_sim_now(be) : allm_now();
+}
+
+void allm_backend_host_step(allm_backend_t *be)
+{
+	if (be && be->simulated)
+		allm_sim_host_step(be);
+}
+
+double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+{
+	return be && be->simulated ? allm_sim_charge_disk(be, write, bytes, runs) : 0;
+}
+
+void allm_backend_clock_wait_until(allm_backend_t *be, double t)
+{
+	if (be && be->simulated) {
+		allm_sim_advance_to(be, t);
+		return;
+	}
+	double wait = t - allm_now();
+	if (wait > 0) {
+		struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+		nanosleep(&ts, NULL);
+	}
 }
 
 void allm_backend_destroy(allm_backend_t *be)

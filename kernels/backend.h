@@ -183,6 +183,11 @@ struct allm_backend {
 	bool device_is_host; /* device pointers are plain host memory (cpu): loaders may
 			      * read files straight into them */
 	struct allm_err last_err; /* why the last failing call failed */
+	/* A simulated device (kernels/sim, `--device sim:PROFILE`): memory is
+	 * bookkeeping (loaders skip producing weights, pools skip touching blocks),
+	 * ops compute nothing, and time is its virtual clock (allm_backend_clock). */
+	bool simulated;
+	enum allm_dtype sim_dtype; /* simulated: the storage dtype --dtype auto picks */
 };
 
 /* SIMD levels of the CPU fast path, lowest first. The level is chosen once, when
@@ -221,7 +226,8 @@ struct allm_backend_opts {
 				    * this machine lacks fails the creation) */
 };
 
-/* Creates the backend named by `device` ("cpu", "cuda", "auto"). For "auto" a CUDA
+/* Creates the backend named by `device` ("cpu", "cuda", "auto", "sim:PROFILE" with
+ * PROFILE a shipped profile name or a FILE.json path). For "auto" a CUDA
  * backend is tried first; when unusable, the CPU backend is created and the reason
  * is written to *ret_note (static text or err) for the program to log. The caller
  * owns *ret and destroys it with allm_backend_destroy(). */
@@ -229,6 +235,22 @@ int allm_backend_create(const char *device, const struct allm_backend_opts *opts
 			allm_backend_t **ret, char *ret_note, size_t note_len,
 			struct allm_err *err);
 void allm_backend_destroy(allm_backend_t *be);
+
+/* Seconds on the device's clock: the virtual clock of a simulated device, the
+ * monotonic wall clock (allm_now()) of any other. Engines and run loops read time
+ * here so that a simulation reports simulated time. */
+double allm_backend_clock(allm_backend_t *be);
+/* The host begins a scheduler step: on a simulated device the clock advances by
+ * the profile's host time per step (the device waits while the host schedules,
+ * and the step's decisions see that time pass); nothing on a real device. */
+void allm_backend_host_step(allm_backend_t *be);
+/* A transfer of the disk KV tier (engined/kv): on a simulated device the clock
+ * advances by the profile's disk model and the seconds are returned (-ENOTSUP
+ * when the profile has none); 0 on a real device, whose I/O takes its own time. */
+double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
+/* Lets the device's clock reach t: sleeps on a real device, moves the virtual
+ * clock forward (the device idles) on a simulated one. */
+void allm_backend_clock_wait_until(allm_backend_t *be, double t);
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
 			    struct allm_err *err);

@@ -71,7 +71,12 @@ json_t *bench_summary_json(const struct bench_result *r)
 		  json_object_set_new(j, "steps", status_get(st, "steps")) |
 		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |
 		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps")) |
-		  json_object_set_new(j, "max_wait_ratio", status_get(st, "max_wait_ratio"));
+		  json_object_set_new(j, "max_wait_ratio", status_get(st, "max_wait_ratio")) |
+		  (st && bench_simulated(st)
+			   ? json_object_set_new(j, "simulated",
+						 json_string("times are the simulated device's virtual clock "
+							     "(engine-side, from each FINAL event)"))
+			   : 0);
 	if (bad) {
 		json_decref(j);
 		return NULL;
@@ -133,6 +138,9 @@ void bench_print_summary(FILE *f, const struct bench_opts *o, const struct bench
 		s->e2e_ms.p99, num(st, "preemptions.swap"), num(st, "preemptions.recompute"),
 		(long long)total_preemptions(r), num(st, "predictor_mape.swap"),
 		num(st, "predictor_mape.recompute"), s->outputs_sha256);
+	if (st && bench_simulated(st))
+		fprintf(f, "  SIMULATED on %s: times are its virtual clock; outputs are not meaningful "
+			"text\n", json_string_value(json_object_get(st, "device")));
 }
 
 void bench_print_compare(FILE *f, const char *key, json_t *runs)

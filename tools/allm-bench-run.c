@@ -239,6 +239,37 @@ static int alloc_result(struct bench_result *r, int64_t n)
 	return 0;
 }
 
+bool bench_simulated(const json_t *status)
+{
+	const char *dev = json_string_value(json_object_get(status, "device"));
+	return dev && !strncmp(dev, "sim:", 4);
+}
+
+/* A simulated engine's times are its virtual clock's, which the client cannot see:
+ * the records are rebuilt from what each FINAL carries (queue, TTFT and total on
+ * the engine's clock, from the request's arrival there), each request sent at its
+ * workload arrival time, and the run lasts until the last finish. */
+static int use_engine_times(const struct bench_opts *o, const struct allm_workload *w,
+			    struct bench_result *r)
+{
+	double end = 0;
+	for (int64_t i = 0; i < w->n; i++) {
+		struct allm_req_record *rec = &r->recs[w->reqs[i].index];
+		const uint64_t *us = &r->engine_us[3 * w->reqs[i].index];
+		rec->send_s = w->reqs[i].arrival_s;
+		rec->first_sched_s = rec->send_s + us[0] / 1e6;
+		rec->first_token_s = rec->send_s + us[1] / 1e6;
+		rec->finish_s = rec->send_s + us[2] / 1e6;
+		end = ALLM_MAX(end, rec->finish_s);
+	}
+	if (o->rate > 0)
+		fprintf(stderr, PROG ": warning: --rate with a simulated engine: requests are sent on "
+				"the wall clock but timed on the engine's virtual clock from when it took "
+				"them; for Poisson arrivals in simulated time use allm-run --workload --rate\n");
+	r->duration_s = end;
+	return allm_metrics_summarize(r->recs, w->n, 0, end, &r->sum) ? -1 : 0;
+}
+
 int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *name,
 	      struct bench_result *ret)
 {
@@ -293,6 +324,10 @@ int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *n
 	}
 	if ((r = bench_ctl_status(runtime_dir, name, &ret->status, err, sizeof(err))) < 0)
 		fprintf(stderr, PROG ": warning: status: %s (no preemption counts by kind)\n", err);
+	if (ret->status && bench_simulated(ret->status) && use_engine_times(o, w, ret)) {
+		fprintf(stderr, PROG ": cannot summarize the run\n");
+		goto out;
+	}
 	rc = 0;
 out:
 	allm_free(s.gen_cap);

@@ -103,6 +103,9 @@ struct bench_result {
 int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *name,
 	      struct bench_result *ret);
 void bench_result_free(struct bench_result *r);
+/* Whether an engine's `status` names a simulated device (`sim:PROFILE`): its run's
+ * times are then the engine's virtual clock's, from the FINAL events. */
+bool bench_simulated(const json_t *status);
 
 /* --- ctl: the engine's control plane (allm-bench-ctl.c) ------------------------- */
 

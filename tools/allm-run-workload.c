@@ -6,6 +6,7 @@
 #include "engine-calib.h"
 #include "metrics.h"
 #include "progress.h"
+#include "sim/sim-backend.h"
 #include "workload.h"
 
 #include <errno.h>
@@ -106,6 +107,39 @@ static void print_table(const struct allm_run_summary *s, const struct run_args 
 	(void)st;
 }
 
+static double sim_wall(allm_backend_t *be)
+{
+	return be->simulated ? allm_sim_wall_seconds(be) : 0;
+}
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double sim_cpu(allm_backend_t *be)
+{
+	return be->simulated ? allm_sim_cpu_seconds(be) : 0;
+}
+
+/* What a simulated run adds to the summary: the profile, and the time the
+ * engine's own host work took per step (the run's time minus the time spent in
+ * the simulated device), the scheduler overhead at this batch size: in wall time
+ * and in this thread's CPU time (which a loaded machine does not inflate). */
+static json_t *sim_json(allm_backend_t *be, const struct allm_engine_stats *st, double wall,
+			double simwall, double cpu, double simcpu)
+{
+	const struct allm_sim_profile *p = allm_sim_get_profile(be);
+	double steps = (double)ALLM_MAX(st->steps, 1);
+	return json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}", "profile", p->name,
+			 "profile_hash", p->hash, "wall_s", wall, "device_wall_s", simwall, "cpu_s", cpu,
+			 "device_cpu_s", simcpu, "steps", (json_int_t)st->steps, "wall_per_step_ms",
+			 wall / steps * 1e3, "host_per_step_ms", (wall - simwall) / steps * 1e3,
+			 "host_cpu_per_step_ms", (cpu - simcpu) / steps * 1e3);
+}
+
 static int build_workload(struct allm_runtime *rt, const struct run_args *a,
 			  struct allm_workload **ret)
 {
@@ -183,10 +217,13 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		rt->kv->block_bytes / 1024.0);
 	allm_engine_reset_stats(e);
 
-	double t0 = allm_now();
+	/* the device's clock: a simulated device's runs are in simulated time */
+	allm_backend_t *be = rt->be;
+	double t0 = allm_backend_clock(be), wall0 = allm_now(), simwall0 = sim_wall(be);
+	double cpu0 = thread_cpu(), simcpu0 = sim_cpu(be);
 	int64_t next = 0;
 	while (run.done < w->n) {
-		double now = allm_now();
+		double now = allm_backend_clock(be);
 		for (; next < w->n && t0 + w->reqs[next].arrival_s <= now; next++) {
 			const struct allm_wl_request *q = &w->reqs[next];
 			struct allm_submit s = {
@@ -213,20 +250,17 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 			}
 		}
 		if (allm_engine_idle(e)) {
-			if (next < w->n) {
-				double wait = t0 + w->reqs[next].arrival_s - allm_now();
-				if (wait > 0) {
-					struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-					nanosleep(&ts, NULL);
-				}
-			}
+			if (next < w->n)
+				allm_backend_clock_wait_until(be, t0 + w->reqs[next].arrival_s);
 			continue;
 		}
 		if (allm_engine_step(e, &err) < 0)
 			fprintf(stderr, "\nallm-run: step failed: %s\n", err.msg);
 		allm_progress_steps(&rp, (uint64_t)run.done, (uint64_t)w->n);
 	}
-	double t1 = allm_now();
+	double t1 = allm_backend_clock(be);
+	double wall = allm_now() - wall0, simwall = sim_wall(be) - simwall0;
+	double cpu = thread_cpu() - cpu0, simcpu = sim_cpu(be) - simcpu0;
 
 	struct allm_run_summary sum;
 	struct allm_engine_stats st;
@@ -281,6 +315,8 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
 		json_object_set_new(j, "max_wait_ratio", json_real(st.max_wait_ratio));
+		if (be->simulated)
+			json_object_set_new(j, "simulated", sim_json(be, &st, wall, simwall, cpu, simcpu));
 		char *s = json_dumps(j, JSON_PRESERVE_ORDER | JSON_INDENT(2));
 		json_decref(j);
 		if (!s)
@@ -290,6 +326,9 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	} else {
 		print_table(&sum, a, &st);
 	}
+	if (be->simulated)
+		fprintf(stderr, "allm-run: SIMULATED on %s: times are the profile's virtual clock "
+			"(%.2f s wall); outputs are not meaningful text\n", be->iface->describe(be), wall);
 	rc = 0;
 out:
 	if (run.gen)

@@ -356,7 +356,7 @@ static int cmd_requests(struct ctl_server *s, const msgpack_object *args, char *
 	static const enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
 	for (int q = 0; q < 3 && got < n; q++)
 		got += allm_engine_list(s->h.eng, qs[q], rs + got, (int)(n - got));
-	double now = allm_now();
+	double now = allm_backend_clock(s->h.rt->be); /* ages and priorities: the engine's clock */
 	allm_ctl_enc_map(&s->body, 2);
 	allm_ctl_enc_karray(&s->body, "requests", (uint32_t)got);
 	for (int i = 0; i < got; i++)

@@ -24,6 +24,7 @@ struct ctl_server {
 	struct allm_ctl_enc out; /* the reply / telemetry being built (reused) */
 	struct allm_ctl_enc body; /* a result map, before it goes into the reply */
 	double start; /* allm_now() at start: uptime and telemetry times */
+	double clock0; /* the engine's clock at start (virtual on a simulated device) */
 	struct ctl_stats stats;
 	struct ctl_metrics metrics; /* Prometheus counters and histograms (ctl-metrics.c) */
 	bool calibrating; /* inside `calibrate`: status.state says so */

@@ -61,6 +61,7 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 	s->h = *host;
 	s->router_fd = -1;
 	s->start = allm_now();
+	s->clock0 = allm_backend_clock(host->rt->be);
 	allm_ctl_enc_init(&s->out);
 	allm_ctl_enc_init(&s->body);
 	ctl_stats_reset(&s->stats);
@@ -288,7 +289,8 @@ void ctl_server_tick(struct ctl_server *s)
 		return;
 	struct allm_engine_stats st;
 	allm_engine_get_stats(s->h.eng, &st);
-	ctl_stats_sample(&s->stats, allm_now(), st.prompt_tokens + st.generated_tokens,
+	/* rates on the engine's clock: simulated time on a simulated device */
+	ctl_stats_sample(&s->stats, allm_backend_clock(s->h.rt->be), st.prompt_tokens + st.generated_tokens,
 			 st.generated_tokens);
 	allm_ctl_enc_reset(&s->out);
 	ctl_encode_status(s, &s->out);
@@ -344,8 +346,8 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 	allm_ctl_enc_reset(e);
 	allm_ctl_enc_map(e, 15);
 	allm_ctl_enc_kint(e, "seq", dec->seq_no);
-	/* engine clock is allm_now() in the daemon: seconds since this server started */
-	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->start);
+	/* seconds on the engine's clock since this server started */
+	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->clock0);
 	allm_ctl_enc_kint(e, "request", dec->req_id);
 	allm_ctl_enc_str(e, "tag");
 	allm_ctl_enc_uint(e, dec->tag);

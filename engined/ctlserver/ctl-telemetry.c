@@ -122,9 +122,10 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "running", st.running);
 	allm_ctl_enc_kint(e, "swapped", st.swapped);
 	allm_ctl_enc_kmap(e, "top", 3);
-	enc_top(s, e, "waiting", ALLM_REQ_WAITING, now);
-	enc_top(s, e, "running", ALLM_REQ_RUNNING, now);
-	enc_top(s, e, "swapped", ALLM_REQ_SWAPPED, now);
+	double eng_now = allm_backend_clock(h->rt->be); /* priorities: the engine's clock */
+	enc_top(s, e, "waiting", ALLM_REQ_WAITING, eng_now);
+	enc_top(s, e, "running", ALLM_REQ_RUNNING, eng_now);
+	enc_top(s, e, "swapped", ALLM_REQ_SWAPPED, eng_now);
 	allm_ctl_enc_kmap(e, "blocks", 3);
 	allm_ctl_enc_kmap(e, "gpu", 2);
 	allm_ctl_enc_kint(e, "total", st.gpu_total);

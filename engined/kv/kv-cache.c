@@ -1,6 +1,7 @@
 #include "kv-cache.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 int32_t allm_kv_blocks_in(const struct allm_kv_layout *lay, size_t bytes)
 {
@@ -52,10 +53,12 @@ int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
 		allm_err_set(err, r, "out of memory");
 		goto fail;
 	}
-	kv->touched_host = allm_calloc((size_t)ALLM_MAX(n_cpu_blocks, 1), 1);
+	/* a simulated device's pools are bookkeeping: nothing to pre-fault */
+	if (!be->simulated)
+		kv->touched_host = allm_calloc((size_t)ALLM_MAX(n_cpu_blocks, 1), 1);
 	if (be->device_is_host)
 		kv->touched_dev = allm_calloc((size_t)n_gpu_blocks, 1);
-	if (!kv->touched_host || (be->device_is_host && !kv->touched_dev)) {
+	if ((!be->simulated && !kv->touched_host) || (be->device_is_host && !kv->touched_dev)) {
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -304,6 +307,15 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 					    allm_backend_last_error(kv->be));
 		kv->stage_blocks = KV_STAGE_BLOCKS;
 	}
+	if (kv->be->simulated) {
+		/* no file: the profile's disk model times each transfer */
+		if (allm_backend_charge_disk(kv->be, true, 0, 0) < 0)
+			return allm_err_set(err, -ENOTSUP, "the simulated device's profile has no disk "
+					    "model (\"disk\": read/write bandwidth and latency)");
+		snprintf(note, note_len, "disk KV tier simulated: %d blocks, timed by the profile",
+			 n_blocks);
+		return allm_kv_disk_open_virtual(n_blocks, kv->block_bytes, &kv->disk, err);
+	}
 	return allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
 }
 
@@ -348,7 +360,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, c
 		seq[i] = i;
 	for (int32_t i = 0; i < n && !r; i += k) {
 		k = ALLM_MIN(kv->stage_blocks, n - i);
-		double t0 = allm_now();
+		double t0 = allm_backend_clock(be); /* a simulated device's time is its clock's */
 		for (int32_t j = 0; j < k && write && !r; j++)
 			r = be->iface->copy_async(be, (char *)kv->stage + (size_t)j * kv->block_bytes,
 						  (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
@@ -361,6 +373,8 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, c
 		}
 		int32_t rr = 0;
 		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &secs, &rr, err);
+		if (!r)
+			allm_backend_charge_disk(be, write, (uint64_t)k * kv->block_bytes, rr);
 		runs += rr;
 		for (int32_t j = 0; j < k && !write && !r; j++)
 			r = be->iface->copy_async(be, (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
@@ -368,7 +382,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, c
 						  kv->block_bytes, ALLM_COPY_H2D);
 		if (!write && !r && (r = be->iface->copy_wait(be, NULL)))
 			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
-		t += allm_now() - t0;
+		t += allm_backend_clock(be) - t0;
 	}
 	allm_free(seq);
 out:
@@ -457,6 +471,8 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 		give_back(dp, owner, ret_disk, n);
 		return r;
 	}
+	if (kv->be->simulated)
+		t = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n, runs);
 	give_back(&kv->cpu, owner, cpu, n);
 	if (res) {
 		res->seconds = t;

@@ -145,6 +145,24 @@ fail:
 	return r;
 }
 
+int allm_kv_disk_open_virtual(int32_t n_blocks, size_t block_bytes, struct allm_kv_disk **ret,
+			      struct allm_err *err)
+{
+	struct allm_kv_disk *d = allm_calloc(1, sizeof(*d));
+	if (!d)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	d->fd = -1;
+	d->block_bytes = block_bytes;
+	d->file_blocks = INT32_MAX; /* no file to grow */
+	if (n_blocks < 1 || block_bytes == 0 || allm_block_pool_init(&d->pool, n_blocks)) {
+		allm_free(d);
+		return allm_err_set(err, n_blocks < 1 ? -EINVAL : -ENOMEM,
+				    "the disk KV pool needs at least one block");
+	}
+	*ret = d;
+	return 0;
+}
+
 void allm_kv_disk_close(struct allm_kv_disk *d)
 {
 	if (!d)
@@ -162,7 +180,7 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 	if (n < 0)
 		return allm_err_set(err, -EINVAL, "disk blocks must be >= 0 (got %d)", n);
 	int32_t cap = allm_block_pool_capacity_needed(&d->pool, n);
-	if (cap > d->file_blocks) {
+	if (cap > d->file_blocks && d->fd >= 0) {
 		if (ftruncate(d->fd, (off_t)((uint64_t)cap * d->block_bytes)))
 			return allm_err_set(err, -errno, "cannot grow the disk KV file to %d blocks: %s", cap,
 					    strerror(errno));
@@ -309,7 +327,9 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		}
 		i = j;
 	}
-	if (d->have_ring) {
+	if (d->fd < 0) {
+		/* virtual: nothing moves */
+	} else if (d->have_ring) {
 		r = ring_ops(d, write, ops, n_ops);
 	} else {
 		for (int64_t k = 0; k < n_ops && !r; k++)

@@ -21,6 +21,10 @@ struct allm_kv_disk;
  * once). 0 or -errno with err naming the directory and the problem. */
 int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err);
+/* A pool with no file, for a simulated device (kernels/sim): the same ids and
+ * owners, I/O only counts its runs (the caller charges the simulated time). */
+int allm_kv_disk_open_virtual(int32_t n_blocks, size_t block_bytes, struct allm_kv_disk **ret,
+			      struct allm_err *err);
 /* Closes the file (its blocks are gone) and frees. Accepts NULL. */
 void allm_kv_disk_close(struct allm_kv_disk *d);
 

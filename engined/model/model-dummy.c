@@ -82,6 +82,12 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 		total += b;
 		max_bytes = ALLM_MAX(max_bytes, b);
 	}
+	if (be->simulated) {
+		/* a simulated device holds no weights: nothing to generate or upload */
+		if (o && o->progress)
+			o->progress(o->progress_user, total, total);
+		goto finish;
+	}
 	if (!be->device_is_host && (r = be->iface->host_alloc(be, max_bytes, &stage))) {
 		r = allm_err_set(err, r, "cannot allocate dummy staging");
 		goto fail;
@@ -98,6 +104,7 @@ int allm_model_dummy(allm_backend_t *be, const struct allm_model_config *cfg, ui
 		if (o && o->progress)
 			o->progress(o->progress_user, done, total);
 	}
+finish:
 	if ((r = allm_model_finish(m, err)))
 		goto fail;
 	*ret = m;

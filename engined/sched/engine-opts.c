@@ -35,7 +35,10 @@ const char *allm_engine_opts_help(void)
 	       "  --dummy PRESET              random weights of real shapes (tiny, small, medium,\n"
 	       "                              llama-7b, llama-13b, llama-33b, opt-tiny, opt-13b, opt-30b...)\n"
 	       "                              with neither: the embedded default model (stories260K)\n"
-	       "  --device auto|cpu|cuda      compute backend (default auto)\n"
+	       "  --device auto|cpu|cuda|sim:PROFILE   compute backend (default auto); sim:PROFILE\n"
+	       "                              is a simulated device (no arithmetic, virtual time,\n"
+	       "                              outputs not meaningful): cpu-local, a800-pcie,\n"
+	       "                              h100-sxm, h200, or FILE.json (data/sim-profiles/)\n"
 	       "  --dtype auto|f32|f16|bf16   weight storage dtype (default auto: f32 on cpu)\n"
 	       "  --threads N                 cpu worker threads (default: all cores)\n"
 	       "  --reference                 cpu: naive reference loops instead of the fast path\n"
@@ -161,8 +164,10 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 	else if (!strcmp(f, "--dummy"))
 		o->dummy = v;
 	else if (!strcmp(f, "--device")) {
-		if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
-			return BAD();
+		if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") &&
+		    (strncmp(v, "sim:", 4) || !v[4]))
+			return allm_err_set(err, -EINVAL, "bad value for --device: '%s' (expected auto, "
+					    "cpu, cuda or sim:PROFILE)", v);
 		o->device = v;
 	} else if (!strcmp(f, "--dtype")) {
 		enum allm_dtype dt;

@@ -19,7 +19,7 @@ enum allm_sched_mode { ALLM_SCHED_FAIR, ALLM_SCHED_FCFS };
 struct allm_engine_opts {
 	const char *model_dir; /* --model; NULL with no dummy = the embedded default */
 	const char *dummy; /* --dummy PRESET */
-	const char *device; /* --device auto|cpu|cuda */
+	const char *device; /* --device auto|cpu|cuda|sim:PROFILE */
 	const char *dtype; /* --dtype auto|f32|f16|bf16 */
 	int32_t block_size; /* --block-size */
 	int32_t gpu_blocks; /* --gpu-blocks (0 = derived) */

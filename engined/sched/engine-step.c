@@ -128,9 +128,10 @@ static int32_t lookahead_need(const struct allm_engine *e)
 	int32_t need = 0;
 	if (!fair(e) || e->cfg.admit_lookahead <= 0)
 		return 0;
+	int64_t room = headroom(e); /* a scan of running itself: once, not per request */
 	for (int32_t i = 0; i < e->running.n; i++) {
 		const struct allm_request *r = e->running.v[i];
-		int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + headroom(e),
+		int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + room,
 				       (int64_t)allm_engine_max_len(e, r));
 		need += ALLM_MAX(0, allm_kv_blocks_for(e->kv, len) - ALLM_MAX(r->seq.n_blocks,
 							allm_kv_blocks_for(e->kv, r->seq.n_tokens)));
@@ -388,6 +389,7 @@ static int64_t continue_prefills(struct allm_engine *e)
 
 int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 {
+	allm_backend_host_step(e->model->be); /* a simulated device waits for the host */
 	double now = allm_engine_now(e);
 	bool chunked = e->cfg.chunked_prefill;
 	e->step_no++;

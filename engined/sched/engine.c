@@ -6,9 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
+/* The device's clock: wall time, or a simulated device's virtual time. */
 static double default_clock(void *user)
 {
-	return allm_now();
+	return allm_backend_clock(user);
 }
 
 double allm_engine_now(const struct allm_engine *e)
@@ -69,8 +70,10 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 	e->kv = kv;
 	e->pred = pred;
 	e->cfg = *cfg;
-	if (!e->cfg.clock)
+	if (!e->cfg.clock) {
 		e->cfg.clock = default_clock;
+		e->cfg.clock_user = model->be;
+	}
 	if (ev)
 		e->ev = *ev;
 	e->next_id = 1;

@@ -21,6 +21,8 @@ static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
 	if (be->device_is_host)
 		*ret = ALLM_DTYPE_F32;
+	else if (be->simulated)
+		*ret = be->sim_dtype; /* what the simulated hardware would store */
 	else
 		*ret = file_dt == ALLM_DTYPE_F32 ? ALLM_DTYPE_F16 : file_dt;
 	return 0;

@@ -344,10 +344,27 @@ static void stop_control(struct daemon *d)
 	d->ctl = NULL;
 }
 
+/* Requests taken from every client's SQ so far. */
+static uint64_t submitted_total(const struct daemon *d)
+{
+	uint64_t n = 0;
+	for (const struct dclient *c = d->clients; c; c = c->next)
+		n += c->submitted;
+	return n;
+}
+
+/* A simulated device's clock moves only when the engine steps, so requests a
+ * client sends together (a workload at t = 0) arrive at one virtual instant only
+ * if no step runs between them: after a turn that took submissions the engine
+ * waits this long (wall time, no simulated time passes) for the rest. */
+#define SIM_BURST_GAP_S 0.002
+
 static int serve(struct daemon *d)
 {
 	struct allm_err err = {{0}};
 	bool ctl_more = false; /* commands left over from the last turn's budget */
+	bool sim = d->rt->be->simulated;
+	double hold_until = 0; /* sim: no step before this wall time (a burst is arriving) */
 	for (;;) {
 		bool busy = !allm_engine_idle(d->eng);
 		if (d->draining && !busy && !daemon_backlogged(d))
@@ -367,8 +384,12 @@ static int serve(struct daemon *d)
 			daemon_finish_sleep(d);
 		/* every turn, not only on ZMQ_FD: that fd is edge-triggered */
 		ctl_more = ctl_server_pump(d->ctl);
+		uint64_t taken = sim ? submitted_total(d) : 0;
 		daemon_pump_sq(d);
-		if (!allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
+		if (sim && submitted_total(d) != taken)
+			hold_until = allm_now() + SIM_BURST_GAP_S;
+		bool hold = sim && allm_now() < hold_until;
+		if (!hold && !allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
 			dlog(d, 0, "step failed: %s", err.msg);
 		daemon_flush(d);
 	}

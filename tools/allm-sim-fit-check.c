@@ -1,0 +1,75 @@
+/* allm-sim-fit's runtimes, and --check PROFILE: the grid's forwards on the real CPU
+ * backend and on the simulated device with the profile, side by side: the
+ * simulator's error on whole forwards, before any scheduling. Device time is the
+ * executor's own timer (what the engine's predictors and clock see); the real one
+ * is the mean of --repeat. */
+#include "allm-sim-fit.h"
+
+#include "runtime.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fit_open(const char *kind, const char *name, const char *device, int threads, struct allm_runtime **ret)
+{
+	struct allm_engine_opts o;
+	struct allm_err err = {{0}};
+	allm_engine_opts_default(&o);
+	if (kind && !strcmp(kind, "--dummy"))
+		o.dummy = name;
+	else
+		o.model_dir = name;
+	o.device = device;
+	o.gpu_blocks = 32768 / 16 + 512; /* the grid's largest batch, and then some */
+	o.cpu_blocks = 80; /* swap copies of up to 64 blocks */
+	o.threads = threads;
+	o.max_num_batched_tokens = 2048;
+	if (allm_runtime_open(&o, 0, NULL, NULL, ret, &err)) {
+		fprintf(stderr, PROG ": %s: %s\n", device, err.msg);
+		return -1;
+	}
+	/* a disk tier of 80 blocks where temporary files go, for its transfers */
+	const char *tmp = getenv("TMPDIR");
+	char note[300];
+	if (!strcmp(device, "cpu") &&
+	    allm_kv_attach_disk((*ret)->kv, tmp && *tmp ? tmp : "/tmp", 80, note, sizeof(note), &err))
+		fprintf(stderr, PROG ": no disk tier to time (%s)\n", err.msg);
+	return 0;
+}
+
+int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat)
+{
+	char dev[4200];
+	struct allm_runtime *cpu = NULL, *sim = NULL;
+	struct fit_shape grid[64];
+	snprintf(dev, sizeof(dev), "sim:%s", profile);
+	if (fit_open(kind, model, "cpu", threads, &cpu) || fit_open(kind, model, dev, threads, &sim)) {
+		allm_runtime_close(cpu);
+		return -1;
+	}
+	int n = fit_grid(&cpu->model->cfg, grid, 64), counted = 0;
+	printf("# %s: forward device time, real cpu (mean of %d) vs %s\n",
+	       model ? model : "stories260K (embedded)", repeat, dev);
+	printf("%-32s %10s %10s %8s\n", "batch", "real ms", "sim ms", "error");
+	double sum_abs = 0, real_sum = 0, sim_sum = 0;
+	for (int i = 0; i < n; i++) {
+		double tr, ts;
+		if (fit_forward(cpu, &grid[i], repeat, &tr, NULL) || fit_forward(sim, &grid[i], 3, &ts, NULL))
+			continue;
+		const struct fit_shape *s = &grid[i];
+		printf("%3d decodes @%-4d + %d x %-4d prefill %10.4f %10.4f %+7.1f%%\n", s->n_dec, s->ctx, s->n_pre,
+		       s->len, tr * 1e3, ts * 1e3, 100 * (ts - tr) / tr);
+		sum_abs += fabs(ts - tr) / tr;
+		real_sum += tr;
+		sim_sum += ts;
+		counted++;
+	}
+	printf("mean |error| %.1f %% over %d batches; all of them together: real %.1f ms, sim %.1f ms (%+.1f %%)\n",
+	       100 * sum_abs / (counted ? counted : 1), counted, real_sum * 1e3, sim_sum * 1e3,
+	       100 * (sim_sum - real_sum) / real_sum);
+	allm_runtime_close(cpu);
+	allm_runtime_close(sim);
+	return 0;
+}
