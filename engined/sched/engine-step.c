@@ -266,13 +266,12 @@ static int32_t admit_blocks(const struct allm_engine *e, const struct allm_reque
 /* The same plus its growth over admit_lookahead steps (fair): what admission
  * must leave free so that the newcomer is not the next victim. */
 static int32_t admit_blocks_ahead(const struct allm_engine *e, const struct allm_request *r,
-				  bool prefill)
+				  bool prefill, int64_t room)
 {
 	int32_t now = admit_blocks(e, r, prefill);
 	if (!fair(e) || e->cfg.admit_lookahead <= 0)
 		return now;
-	int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + headroom(e),
-			       (int64_t)allm_engine_max_len(e, r));
+	int64_t len = ALLM_MIN((int64_t)r->seq.n_tokens + room, (int64_t)allm_engine_max_len(e, r));
 	return ALLM_MAX(now, allm_kv_blocks_for(e->kv, len));
 }
 
@@ -284,11 +283,11 @@ static int32_t admit_blocks_ahead(const struct allm_engine *e, const struct allm
 static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefill,
 		 int32_t budget, int32_t slots, int64_t tokens, struct allm_rq_vec *out)
 {
-	int64_t used = 0;
+	int64_t used = 0, room = fair(e) && e->cfg.admit_lookahead > 0 ? headroom(e) : 0;
 	out->n = 0;
 	for (int32_t i = 0; i < q->n && out->n < slots; i++) {
 		struct allm_request *r = q->v[i];
-		int32_t b = admit_blocks_ahead(e, r, prefill);
+		int32_t b = admit_blocks_ahead(e, r, prefill, room);
 		int64_t want = r->seq.n_tokens - r->seq.n_cached;
 		if (b > budget)
 			break;
@@ -336,7 +335,7 @@ static void room_for_aged(struct allm_engine *e, double now)
 	if (!head || e->running.n + 1 > e->cfg.max_num_seqs)
 		return;
 	order(&e->running, victim_fair, now);
-	make_room(e, admit_blocks_ahead(e, head, prefill), true, false, now);
+	make_room(e, admit_blocks_ahead(e, head, prefill, headroom(e)), true, false, now);
 }
 
 /* Admitted waiting requests leave the queue for the running batch. */
