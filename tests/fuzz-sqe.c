@@ -45,6 +45,7 @@ static void setup(void)
 	o.cpu_blocks = 16;
 	d.name = "fuzz";
 	d.log_level = -1;
+	daemon_limits_default(&d);
 	if (allm_runtime_open(&o, 0, NULL, NULL, &d.rt, &err))
 		fail("runtime", err.msg);
 	struct allm_predictor_key key;
@@ -55,6 +56,8 @@ static void setup(void)
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err))
 		fail("engine", err.msg);
+	if (daemon_prompt_limits(&d))
+		fail("prompt limits", "out of memory");
 	struct allm_shm_layout want = {.sq_entries = 8, .cq_entries = 64, .arena_size = 4096};
 	if (daemon_client_attach(&d, &want, &cl))
 		fail("client", "attach failed");
@@ -98,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		daemon_flush(&d);
 		while (allm_ring_pop(&cq, &e) == 0)
 			kinds[e.kind < 4 ? e.kind : 0]++;
-	} while (cl->bl_n > 0);
+	} while (cl->bl_n > 0 || cl->n_owed > 0);
 	if (getenv("FUZZ_VERBOSE"))
 		fprintf(stderr, "accepted %d, tokens %d, final %d (last: reason %d, %.64s)\n", kinds[1],
 			kinds[2], kinds[3], e.finish_reason, e.kind == ALLM_CQE_FINAL ? e.u.final.error : "");
