@@ -269,6 +269,8 @@ struct buf {
 
 static int buf_add(struct buf *b, const void *s, size_t n)
 {
+	if (n == 0)
+		return 0; /* s and b->p may be NULL: memcpy(NULL, NULL, 0) is undefined */
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
 		while (cap < b->len + n)
