@@ -295,14 +295,22 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 	struct allm_welcome w;
 	int fds[MAX_FDS], n_fds = 0, r;
 
-	if ((r = send_all(c->sock, &hello, sizeof(hello), deadline))) {
-		if (r == -ETIMEDOUT)
+	int sent = send_all(c->sock, &hello, sizeof(hello), deadline);
+	if (sent && sent != -EPIPE && sent != -ECONNRESET) {
+		if (sent == -ETIMEDOUT)
 			set_err(err, errlen, "no engine answers at %s", path);
 		else
-			set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-r));
-		return r;
+			set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+		return sent;
 	}
+	/* a refusal may come before our hello (the engine checks our uid at accept):
+	 * its welcome, already here, says why the hello could not be sent */
 	r = recv_welcome(c->sock, &w, fds, &n_fds, deadline);
+	if (sent && r) {
+		close_fds(fds, n_fds);
+		set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+		return sent;
+	}
 	if (r) {
 		close_fds(fds, n_fds);
 		if (r == -ETIMEDOUT)
@@ -329,8 +337,10 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 		return -EPROTO;
 	}
 	w.message[sizeof(w.message) - 1] = '\0'; /* the peer's string: terminate it ourselves */
-	if (w.status != 0) {
+	if (w.status != 0 || sent) {
 		close_fds(fds, n_fds);
+		if (!w.status)
+			w.status = sent;
 		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
 		set_err(err, errlen, "the engine at %s refused the connection: %s", path,
 		        w.message[0] ? w.message : strerror(-r));

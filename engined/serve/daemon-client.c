@@ -314,7 +314,7 @@ void daemon_flush(struct daemon *d)
 {
 	for (struct dclient **pc = &d->clients; *pc;) {
 		struct dclient *c = *pc;
-		if (c->state != DC_DEAD && allm_shm_guard_faulted(c->seg)) {
+		if (allm_shm_guard_faulted(c->seg)) { /* reaped just below: said once */
 			dlog(d, 1, "client %u truncated its shared-memory segment: disconnecting", c->id);
 			c->state = DC_DEAD;
 		}

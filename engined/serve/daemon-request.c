@@ -50,7 +50,8 @@ static int emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 		return 0;
 	}
 	if (r == -EPROTO) {
-		dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+		if (!allm_shm_guard_faulted(c->seg)) /* else daemon_flush says why */
+			dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
 		c->state = DC_DEAD;
 		return 0;
 	}
@@ -492,18 +493,17 @@ void daemon_pump_sq(struct daemon *d)
 		 * not drain its CQ is not read either, and its SQ fills */
 		for (int i = 0; i < ALLM_D_SQ_BATCH && daemon_can_answer(c); i++) {
 			int r = allm_ring_pop(&c->sq, &q);
+			if (allm_shm_guard_faulted(c->seg))
+				break; /* truncated: what we read is zeros; daemon_flush drops it */
 			if (r == -EAGAIN)
 				break;
-			if (r || allm_shm_guard_faulted(c->seg)) {
-				if (!allm_shm_guard_faulted(c->seg))
-					dlog(d, 1, "client %u: corrupt submission ring (%s): disconnecting",
-					     c->id, strerror(-r));
+			if (r) {
+				dlog(d, 1, "client %u: corrupt submission ring (%s): disconnecting", c->id,
+				     strerror(-r));
 				c->state = DC_DEAD;
 				break;
 			}
 			daemon_handle_sqe(d, c, &q);
 		}
-		if (allm_shm_guard_faulted(c->seg))
-			c->state = DC_DEAD; /* logged by daemon_flush */
 	}
 }

@@ -167,8 +167,9 @@ static int prepare_runtime_dir(struct daemon *d)
 	int fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+		bool link = fd < 0 && !lstat(d->runtime_dir, &st) && S_ISLNK(st.st_mode);
 		dlog(d, 0, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)getuid(),
-		     fd < 0 && errno == ELOOP ? " (a symlink)" : "");
+		     link ? " (a symlink)" : "");
 		if (fd >= 0)
 			close(fd);
 		return -1;
