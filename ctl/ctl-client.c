@@ -58,20 +58,19 @@ void allm_ctl_client_close(struct allm_ctl_client *c)
 
 /* DESIGN §8: the runtime directory and the socket file belong to the engine's
  * uid (shm-trust.h), else whoever made them could answer in its place. ZeroMQ
- * gives a client no SO_PEERCRED, so this runs before a request leaves (the
- * sockets need not exist yet: ZeroMQ connects when they appear) and again,
- * with everything required to exist, before a reply or telemetry is believed.
- * 0, or -EPERM with the reason in c->err. */
-static int verify_engine(struct allm_ctl_client *c, const char *sock, bool must_exist)
+ * gives a client no SO_PEERCRED, so this runs before a request leaves (nothing
+ * need exist yet: ZeroMQ connects when the engine appears) and again before a
+ * reply or telemetry is believed, when the directory must exist: only its owner
+ * can have put a socket in it (the socket itself may be gone by then, after
+ * `shutdown`). 0, or -EPERM with the reason in c->err. */
+static int verify_engine(struct allm_ctl_client *c, const char *sock, bool answered)
 {
 	int r = allm_shm_check_dir(c->dir, c->engine_uid, c->err, sizeof(c->err));
 	if (!r)
 		r = allm_shm_check_socket_file(sock, c->engine_uid, c->err, sizeof(c->err));
-	if (r == -ENOENT && !must_exist)
-		return 0;
-	if (r == -ENOENT)
-		return set_err(c, -EPERM, "the engine's socket vanished from %.400s", c->dir);
-	return r ? -EPERM : 0;
+	if (r == -ENOENT && answered && allm_shm_check_dir(c->dir, c->engine_uid, NULL, 0) == -ENOENT)
+		return set_err(c, -EPERM, "an answer from %.400s, which does not exist", c->dir);
+	return r && r != -ENOENT ? -EPERM : 0;
 }
 
 static void *open_socket(struct allm_ctl_client *c, int type, const char *ep)
