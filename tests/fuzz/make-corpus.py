@@ -130,6 +130,9 @@ cases = {
     'truncated': mp({'id': 1, 'cmd': 'status'})[:-3],
     'byte-c1': b'\x81\xa1x\xc1',
     'empty': b'',
+    # found by tools/fuzz.sh ctl: an empty key ("" may unpack with a NULL pointer)
+    'empty-key': b'\x81\xa0\xff',
+    'empty-key-str32': b'\x81\xa0\xdb\x00\x00\x00\x00',
 }
 for name, data in cases.items():
     with open(os.path.join(out, name), 'wb') as f:
