@@ -236,7 +236,12 @@ void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 			 * until a client leaves (reap) instead of costing a turn each */
 			daemon_listen_pause(d);
 			d->listen_paused = true;
-			dlog(d, 1, "at the client limit (%d, --max-clients): new connections wait", d->max_clients);
+			double now = allm_now();
+			if (now - d->limit_logged >= 10) { /* churn at the limit: a line per 10 s */
+				dlog(d, 1, "at the client limit (%d, --max-clients): new connections wait",
+				     d->max_clients);
+				d->limit_logged = now;
+			}
 			return;
 		}
 		int s = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);

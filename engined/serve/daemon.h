@@ -112,6 +112,7 @@ struct daemon {
 	bool listen_watched; /* false while paused: at --max-clients or out of fds */
 	bool listen_paused; /* paused by a limit (not by shutdown): say when it resumes */
 	double listen_retry; /* out of fds: when to try accepting again */
+	double limit_logged; /* when "at the client limit" was last said */
 	int signal_fd; /* eventfd the signal handler bumps */
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
