@@ -36,7 +36,7 @@ else
   python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
     '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
-  SRC+=(kernels/backend.c kernels/cpu/*.c "$OUT/default-model-data.c" tests/fuzz-daemon.c
+  SRC+=(kernels/*.c kernels/cpu/*.c "$OUT/default-model-data.c" tests/fuzz-daemon.c
     "tests/fuzz-$TARGET.c")
   # the daemon's main and the control server (ZeroMQ) are not under test here
   for d in tokenizer model kv exec sched workload serve; do
