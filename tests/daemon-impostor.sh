@@ -6,7 +6,9 @@ FAKE=$BUILD_DIR/tests/test-clientlib
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to run a second uid"; exit 77; }
 command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) missing"; exit 77; }
 NOBODY=65534
-as_nobody() { setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups -- "$@"; }
+# an array, not a function: `"${AS_NOBODY[@]}" cmd &` leaves $! the command's own pid
+# (a function would run in a subshell the cleanup's kill would not reach through)
+AS_NOBODY=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --)
 chmod 711 "$tmp" # the other uid reaches its directories in here, lists nothing
 
 # wait_sock PATH: until the socket exists (10 s)
@@ -29,7 +31,7 @@ refused() {
 # (it serves our uid: that is what an impostor wants)
 evil=$tmp/evil
 mkdir -m 700 "$evil" && chown $NOBODY:$NOBODY "$evil"
-as_nobody "$ENGINED" --name x --model "$M" --device cpu --runtime-dir "$evil" --allow-uid 0 \
+"${AS_NOBODY[@]}" "$ENGINED" --name x --model "$M" --device cpu --runtime-dir "$evil" --allow-uid 0 \
 	--profile "$evil/profile.json" --log-level debug >"$tmp/evil.log" 2>&1 &
 evil_pid=$!
 BG_PIDS+=($evil_pid)
@@ -51,9 +53,9 @@ ln -s "$evil" "$tmp/link"
 refused "allm, symlinked directory" "refusing the runtime directory $tmp/link: it is a symlink" \
 	"$ALLM" --runtime-dir "$tmp/link" --name x generate --prompt "my secret prompt"
 mkdir -m 777 "$tmp/open" "$tmp/peer"
-as_nobody "$FAKE" --serve "$tmp/open" y >/dev/null 2>&1 &
+"${AS_NOBODY[@]}" "$FAKE" --serve "$tmp/open" y >/dev/null 2>&1 &
 BG_PIDS+=($!)
-as_nobody "$FAKE" --serve "$tmp/peer" z >/dev/null 2>&1 &
+"${AS_NOBODY[@]}" "$FAKE" --serve "$tmp/peer" z >/dev/null 2>&1 &
 BG_PIDS+=($!)
 wait_sock "$tmp/open/y.sock" && wait_sock "$tmp/peer/z.sock" || fail "the fake engines did not start"
 chmod 777 "$tmp/open" # mkdir -m is subject to no umask, but be sure
