@@ -39,8 +39,10 @@ static void usage(FILE *f)
 		"connection:\n"
 		"  --name NAME            engine name (default \"default\")\n"
 		"  --runtime-dir DIR      where NAME.sock lives (default $ALLM_RUNTIME_DIR, else\n"
-		"                         $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID)\n"
-		"  --posix-shm            ask for a named POSIX shared-memory segment (not a memfd)\n"
+		"                         $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID);\n"
+		"                         it and the engine must be your uid's, or $ALLM_ENGINE_UID's\n"
+		"  --posix-shm            ask for a named POSIX shared-memory segment (not a memfd;\n"
+		"                         the engine decides)\n"
 		"generation:\n"
 		"  --prompt TEXT          text prompt (the engine tokenizes it)\n"
 		"  --prompt-ids LIST      comma-separated token ids, taken as given\n"
@@ -269,6 +271,8 @@ struct buf {
 
 static int buf_add(struct buf *b, const void *s, size_t n)
 {
+	if (n == 0)
+		return 0; /* s and b->p may be NULL: memcpy(NULL, NULL, 0) is undefined */
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
 		while (cap < b->len + n)

@@ -2,6 +2,8 @@
  * welcome with SCM_RIGHTS fds, mapped ack) and teardown. */
 #include "client-internal.h"
 
+#include "shm-trust.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -46,9 +48,10 @@ static int left_ms(int64_t deadline)
 	return d < 0 ? 0 : d > INT32_MAX ? INT32_MAX : (int)d;
 }
 
-/* <runtime_dir>/<name>.sock into buf. Returns 0 or -EINVAL (bad name, too long). */
-static int socket_path(const struct allm_client_opts *o, char *buf, size_t cap, char *err,
-                       size_t errlen)
+/* <runtime_dir>/<name>.sock into buf and the directory into dir. Returns 0 or
+ * -EINVAL (bad name, too long). */
+static int socket_path(const struct allm_client_opts *o, char *buf, size_t cap, char *dir,
+                       size_t dir_cap, char *err, size_t errlen)
 {
 	const char *name = o->name && o->name[0] ? o->name : "default";
 	if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
@@ -58,17 +61,44 @@ static int socket_path(const struct allm_client_opts *o, char *buf, size_t cap, 
 	const char *env;
 	int n;
 	if (o->runtime_dir && o->runtime_dir[0])
-		n = snprintf(buf, cap, "%s/%s.sock", o->runtime_dir, name);
+		n = snprintf(dir, dir_cap, "%s", o->runtime_dir);
 	else if ((env = getenv("ALLM_RUNTIME_DIR")) && env[0])
-		n = snprintf(buf, cap, "%s/%s.sock", env, name);
+		n = snprintf(dir, dir_cap, "%s", env);
 	else if ((env = getenv("XDG_RUNTIME_DIR")) && env[0])
-		n = snprintf(buf, cap, "%s/adaptivellm/%s.sock", env, name);
+		n = snprintf(dir, dir_cap, "%s/adaptivellm", env);
 	else
-		n = snprintf(buf, cap, "/tmp/adaptivellm-%u/%s.sock", (unsigned)getuid(), name);
+		n = snprintf(dir, dir_cap, "/tmp/adaptivellm-%u", (unsigned)getuid());
+	if (n >= 0 && (size_t)n < dir_cap)
+		n = snprintf(buf, cap, "%s/%s.sock", dir, name);
 	if (n < 0 || (size_t)n >= cap) {
 		set_err(err, errlen, "socket path for engine '%s' is longer than %zu bytes", name,
 		        cap - 1);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Before we send anything (DESIGN §8, shm-trust.h): the directory is the
+ * engine's, and so is the process at the other end of the socket. */
+static int verify_dir(const char *dir, uid_t engine_uid, char *err, size_t errlen)
+{
+	int r = allm_shm_check_dir(dir, engine_uid, err, errlen);
+	return r == -ENOENT ? 0 : r; /* missing: connect() says "is allm-engined running?" */
+}
+
+static int verify_peer(int sock, const char *path, uid_t engine_uid, char *err, size_t errlen)
+{
+	uid_t uid;
+	int r = allm_shm_peer_uid(sock, &uid);
+	if (r) {
+		set_err(err, errlen, "cannot check who serves %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (uid != engine_uid) {
+		set_err(err, errlen, "refusing the engine at %s: it runs as uid %u, not uid %u%s", path,
+		        (unsigned)uid, (unsigned)engine_uid,
+		        getenv("ALLM_ENGINE_UID") ? " (ALLM_ENGINE_UID)" : "");
+		return -EPERM;
 	}
 	return 0;
 }
@@ -265,14 +295,22 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 	struct allm_welcome w;
 	int fds[MAX_FDS], n_fds = 0, r;
 
-	if ((r = send_all(c->sock, &hello, sizeof(hello), deadline))) {
-		if (r == -ETIMEDOUT)
+	int sent = send_all(c->sock, &hello, sizeof(hello), deadline);
+	if (sent && sent != -EPIPE && sent != -ECONNRESET) {
+		if (sent == -ETIMEDOUT)
 			set_err(err, errlen, "no engine answers at %s", path);
 		else
-			set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-r));
-		return r;
+			set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+		return sent;
 	}
+	/* a refusal may come before our hello (the engine checks our uid at accept):
+	 * its welcome, already here, says why the hello could not be sent */
 	r = recv_welcome(c->sock, &w, fds, &n_fds, deadline);
+	if (sent && r) {
+		close_fds(fds, n_fds);
+		set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+		return sent;
+	}
 	if (r) {
 		close_fds(fds, n_fds);
 		if (r == -ETIMEDOUT)
@@ -299,8 +337,10 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 		return -EPROTO;
 	}
 	w.message[sizeof(w.message) - 1] = '\0'; /* the peer's string: terminate it ourselves */
-	if (w.status != 0) {
+	if (w.status != 0 || sent) {
 		close_fds(fds, n_fds);
+		if (!w.status)
+			w.status = sent;
 		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
 		set_err(err, errlen, "the engine at %s refused the connection: %s", path,
 		        w.message[0] ? w.message : strerror(-r));
@@ -326,7 +366,8 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 {
 	static const struct allm_client_opts defaults = { 0 };
 	const struct allm_client_opts *o = opts ? opts : &defaults;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], dir[sizeof(path)];
+	uid_t engine_uid;
 	int r;
 
 	if (err && errlen)
@@ -335,7 +376,9 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 		set_err(err, errlen, "no place for the handle");
 		return -EINVAL;
 	}
-	if ((r = socket_path(o, path, sizeof(path), err, errlen)))
+	if ((r = socket_path(o, path, sizeof(path), dir, sizeof(dir), err, errlen)) ||
+	    (r = allm_shm_engine_uid(&engine_uid, err, errlen)) ||
+	    (r = verify_dir(dir, engine_uid, err, errlen)))
 		return r;
 	int timeout = o->timeout_ms == 0 ? DEFAULT_TIMEOUT_MS : o->timeout_ms;
 	int64_t deadline = timeout < 0 ? -1 : now_ms() + timeout;
@@ -357,7 +400,8 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 			        r == -ENOENT || r == -ECONNREFUSED ? " (is allm-engined running?)" : "");
 		goto fail;
 	}
-	if ((r = handshake(c, o, path, deadline, err, errlen)))
+	if ((r = verify_peer(c->sock, path, engine_uid, err, errlen)) ||
+	    (r = handshake(c, o, path, deadline, err, errlen)))
 		goto fail;
 	*ret = c;
 	return 0;

@@ -1,6 +1,8 @@
 /* A control-plane peer: DEALER for commands, SUB for telemetry (ctl/PROTOCOL.md). */
 #include "ctl-client.h"
 
+#include "shm-trust.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@ struct allm_ctl_client {
 	uint64_t next_id; /* ids of our requests: replies to older ones are skipped */
 	char name[65];
 	char ctl_ep[4200], pub_ep[4200];
+	char dir[4096], ctl_path[4200], pub_path[4200]; /* checked before we trust them */
+	uid_t engine_uid; /* whom the directory and sockets must belong to */
 	char err[512];
 	struct allm_ctl_enc enc; /* the request being sent, reused */
 };
@@ -52,6 +56,23 @@ void allm_ctl_client_close(struct allm_ctl_client *c)
 	free(c);
 }
 
+/* DESIGN §8: the runtime directory and the socket file belong to the engine's
+ * uid (shm-trust.h), else whoever made them could answer in its place. ZeroMQ
+ * gives a client no SO_PEERCRED, so this runs before a request leaves (nothing
+ * need exist yet: ZeroMQ connects when the engine appears) and again before a
+ * reply or telemetry is believed, when the directory must exist: only its owner
+ * can have put a socket in it (the socket itself may be gone by then, after
+ * `shutdown`). 0, or -EPERM with the reason in c->err. */
+static int verify_engine(struct allm_ctl_client *c, const char *sock, bool answered)
+{
+	int r = allm_shm_check_dir(c->dir, c->engine_uid, c->err, sizeof(c->err));
+	if (!r)
+		r = allm_shm_check_socket_file(sock, c->engine_uid, c->err, sizeof(c->err));
+	if (r == -ENOENT && answered && allm_shm_check_dir(c->dir, c->engine_uid, NULL, 0) == -ENOENT)
+		return set_err(c, -EPERM, "an answer from %.400s, which does not exist", c->dir);
+	return r && r != -ENOENT ? -EPERM : 0;
+}
+
 static void *open_socket(struct allm_ctl_client *c, int type, const char *ep)
 {
 	int zero = 0;
@@ -83,12 +104,19 @@ int allm_ctl_client_open(const struct allm_ctl_client_opts *o, struct allm_ctl_c
 	allm_ctl_enc_init(&c->enc);
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	if ((r = allm_ctl_endpoint(dir, name, "ctl", c->ctl_ep, sizeof(c->ctl_ep))) ||
-	    (r = allm_ctl_endpoint(dir, name, "pub", c->pub_ep, sizeof(c->pub_ep)))) {
+	    (r = allm_ctl_endpoint(dir, name, "pub", c->pub_ep, sizeof(c->pub_ep))) ||
+	    (r = allm_ctl_path(dir, name, "ctl", c->ctl_path, sizeof(c->ctl_path))) ||
+	    (r = allm_ctl_path(dir, name, "pub", c->pub_path, sizeof(c->pub_path))) ||
+	    (r = dir && *dir ? (snprintf(c->dir, sizeof(c->dir), "%s", dir) < (int)sizeof(c->dir) ? 0 : -ENAMETOOLONG)
+			     : allm_ctl_runtime_dir(c->dir, sizeof(c->dir)))) {
 		set_err(c, r, r == -EINVAL ? "bad engine name '%s' (1..64 characters, no '/')"
 					   : "runtime directory path too long for engine '%s'",
 			name);
 		goto fail;
 	}
+	if ((r = allm_shm_engine_uid(&c->engine_uid, c->err, sizeof(c->err))) ||
+	    (r = verify_engine(c, c->ctl_path, false)))
+		goto fail;
 	if (!(c->zctx = zmq_ctx_new()) || !(c->dealer = open_socket(c, ZMQ_DEALER, c->ctl_ep))) {
 		r = set_err(c, -errno, "cannot connect to %s: %s", c->ctl_ep, zmq_strerror(errno));
 		goto fail;
@@ -210,6 +238,8 @@ int allm_ctl_call(struct allm_ctl_client *c, const char *cmd, const void *args, 
 	double deadline = now_ms() + timeout_ms;
 	/* DONTWAIT: the message is queued for an engine that is not there yet; a full
 	 * queue means nobody has been reading for a long time */
+	if ((r = verify_engine(c, c->ctl_path, false)))
+		return r;
 	if (zmq_send(c->dealer, c->enc.sb.data, c->enc.sb.size, ZMQ_DONTWAIT) < 0 && errno != EAGAIN)
 		return set_err(c, -errno, "cannot send to %s: %s", c->ctl_ep, zmq_strerror(errno));
 	for (;;) {
@@ -244,6 +274,8 @@ int allm_ctl_call(struct allm_ctl_client *c, const char *cmd, const void *args, 
 			allm_ctl_msg_free(m); /* a late reply to an earlier call */
 			continue;
 		}
+		if (!r)
+			r = verify_engine(c, c->ctl_path, true);
 		if (r) {
 			allm_ctl_msg_free(m);
 			return r;
@@ -290,6 +322,10 @@ int allm_ctl_recv(struct allm_ctl_client *c, int timeout_ms, struct allm_ctl_msg
 		zmq_msg_close(&fr[1]);
 		if (r)
 			return set_err(c, r, "malformed telemetry: %s", why);
+		if ((r = verify_engine(c, c->pub_path, true))) {
+			allm_ctl_msg_free(m);
+			return r;
+		}
 		*ret = m;
 		return 0;
 	}

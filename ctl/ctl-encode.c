@@ -40,7 +40,8 @@ static json_t *map_json(const msgpack_object *o)
 		if (k->type == MSGPACK_OBJECT_STR) {
 			kbuf = malloc(k->via.str.size + 1);
 			if (kbuf) {
-				memcpy(kbuf, k->via.str.ptr, k->via.str.size);
+				if (k->via.str.size) /* "" may come with a NULL ptr */
+					memcpy(kbuf, k->via.str.ptr, k->via.str.size);
 				kbuf[k->via.str.size] = 0;
 			}
 		} else {

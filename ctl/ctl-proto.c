@@ -247,8 +247,9 @@ static const msgpack_object *find_key(const msgpack_object *map, const char *k, 
 		return NULL;
 	for (uint32_t i = 0; i < map->via.map.size; i++) {
 		const msgpack_object *key = &map->via.map.ptr[i].key;
+		/* an empty string may come with a NULL ptr: no memcmp(NULL, ..., 0) */
 		if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == klen &&
-		    !memcmp(key->via.str.ptr, k, klen))
+		    (klen == 0 || !memcmp(key->via.str.ptr, k, klen)))
 			return &map->via.map.ptr[i].val;
 	}
 	return NULL;
@@ -332,12 +333,13 @@ int allm_ctl_get_strbuf(const msgpack_object *map, const char *path, char *buf, 
 	int r = allm_ctl_get_str(map, path, &s, &n);
 	if (r)
 		return r;
-	if (memchr(s, 0, n))
+	if (n && memchr(s, 0, n))
 		return -EINVAL;
 	if (cap == 0)
 		return -ENOSPC;
 	size_t k = n < cap ? n : cap - 1;
-	memcpy(buf, s, k);
+	if (k)
+		memcpy(buf, s, k);
 	buf[k] = 0;
 	return k == n ? 0 : -ENOSPC;
 }
@@ -368,5 +370,5 @@ bool allm_ctl_str_eq(const msgpack_object *o, const char *s)
 {
 	size_t n = strlen(s);
 	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-	       !memcmp(o->via.str.ptr, s, n);
+	       (n == 0 || !memcmp(o->via.str.ptr, s, n));
 }

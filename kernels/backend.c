@@ -41,17 +41,36 @@ static const char *cuda_unusable_reason(void)
 	return why;
 }
 
-/* Tries to dlopen the module at path; keeps the first dlerror() in why. */
+/* Tries to dlopen the module at path; keeps why the first one that exists failed.
+ * The usual reason is a library the module needs (cuBLAS, the C++ runtime) that the
+ * loader cannot find: that library is named, with what to do about it. */
 static void *try_module(const char *path, char *why, size_t why_len)
 {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!h && access(path, F_OK) == 0 && !why[0])
-		snprintf(why, why_len, "%s", dlerror());
-	return h;
+	if (h || access(path, F_OK) != 0 || why[0])
+		return h;
+	const char *e = dlerror();
+	e = e ? e : "unknown dlopen error";
+	/* "[<module>: ]<lib>: cannot open shared object file: No such file or directory" */
+	const char *tail = strstr(e, ": cannot open shared object file");
+	const char *lib = tail;
+	while (lib && lib > e && !(lib[-1] == ' ' && lib - 1 > e && lib[-2] == ':'))
+		lib--;
+	if (tail && tail > lib)
+		snprintf(why, why_len,
+			 "the CUDA backend module %s needs %.*s, which the dynamic loader cannot find "
+			 "(install the CUDA toolkit's runtime libraries, or add their directory to "
+			 "LD_LIBRARY_PATH)",
+			 path, (int)(tail - lib), lib);
+	else
+		snprintf(why, why_len, "cannot load the CUDA backend module: %s", e);
+	return NULL;
 }
 
 /* Loads the CUDA module: $ALLM_CUDA_MODULE, else beside the executable, else the
- * build tree this binary came from, else the installed libdir. */
+ * build tree this binary came from, else the installed libdir. 0; -ENOEXEC (found
+ * but it does not load: why says which library is missing), -ENOENT (not found),
+ * -ENOSYS (this build has none). */
 static int load_cuda_module(char *why, size_t why_len)
 {
 	char path[PATH_MAX + 32];
@@ -62,8 +81,9 @@ static int load_cuda_module(char *why, size_t why_len)
 	if (env && env[0]) {
 		cuda_module = try_module(env, why, why_len);
 		if (!cuda_module) {
-			if (!why[0])
-				snprintf(why, why_len, "ALLM_CUDA_MODULE=%s: no such file", env);
+			if (why[0])
+				return -ENOEXEC;
+			snprintf(why, why_len, "ALLM_CUDA_MODULE=%s: no such file", env);
 			return -ENOENT;
 		}
 		return 0;
@@ -89,17 +109,18 @@ static int load_cuda_module(char *why, size_t why_len)
 #endif
 	if (cuda_module)
 		return 0;
-	if (!why[0]) {
+	if (why[0])
+		return -ENOEXEC; /* found, but it does not load */
 #ifdef ALLM_CUDA_BUILD_DIR
-		snprintf(why, why_len, "the CUDA backend module (%s) was not found beside the "
-			 "executable, in the build tree or in the libdir; set ALLM_CUDA_MODULE",
-			 CUDA_MODULE_NAME);
-#else
-		snprintf(why, why_len, "this build has no CUDA backend module (built without nvcc "
-			 "or with -Dcuda=disabled)");
-#endif
-	}
+	snprintf(why, why_len, "the CUDA backend module (%s) was not found beside the "
+		 "executable, in the build tree or in the libdir; set ALLM_CUDA_MODULE",
+		 CUDA_MODULE_NAME);
 	return -ENOENT;
+#else
+	snprintf(why, why_len, "this build has no CUDA backend module (built without nvcc "
+		 "or with -Dcuda=disabled)");
+	return -ENOSYS;
+#endif
 }
 
 void *allm_backend_cuda_symbol(const char *name)
@@ -116,8 +137,9 @@ static int cuda_create(const struct allm_backend_opts *opts, allm_backend_t **re
 		snprintf(why, why_len, "%s", no_dev);
 		return allm_err_set(err, -ENODEV, "%s", why);
 	}
-	if (load_cuda_module(why, why_len))
-		return allm_err_set(err, -ENOENT, "%s", why);
+	int lr = load_cuda_module(why, why_len);
+	if (lr)
+		return allm_err_set(err, lr, "%s", why);
 	allm_backend_create_fn create = (allm_backend_create_fn)dlsym(cuda_module, ALLM_CUDA_ENTRY);
 	if (!create) {
 		snprintf(why, why_len, "the CUDA module has no %s", ALLM_CUDA_ENTRY);

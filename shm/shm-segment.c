@@ -1,6 +1,8 @@
 /* Creating, mapping and validating the shared-memory segment. */
 #include "shm-segment.h"
 
+#include "shm-guard.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -298,6 +300,7 @@ void allm_shm_segment_destroy(struct allm_shm_segment *seg)
 {
 	if (!seg)
 		return;
+	allm_shm_guard_remove(seg); /* before the pages go */
 	if (seg->base)
 		munmap(seg->base, seg->layout.total_size);
 	if (seg->fd >= 0)

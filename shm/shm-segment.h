@@ -18,6 +18,7 @@
 
 #include "shm-ring.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +40,11 @@ struct allm_shm_segment {
 	int fd;                        /* the memfd / shm object; owned */
 	struct allm_shm_layout layout; /* trusted copy, never re-read from the header */
 	char posix_name[64];           /* creator, --shm posix: the name until unlinked */
+	/* shm-guard.c: set by the SIGBUS handler when the peer truncated the object
+	 * under our mapping (then base maps private zeros: the peer must be dropped) */
+	volatile sig_atomic_t faulted;
+	bool guarded;                           /* on the guard's list */
+	struct allm_shm_segment *_Atomic guard_next; /* that list, read by the handler */
 };
 
 /* Rounds `want` into a full layout (power-of-two rings, 64-byte-aligned regions,

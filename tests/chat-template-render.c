@@ -29,18 +29,25 @@ int main(int argc, char **argv)
 	}
 	json_t *cfg = json_load_file(argv[1], 0, &je), *conv = json_load_file(argv[2], 0, &je);
 	json_t *t = json_object_get(cfg, "chat_template");
+	struct allm_chat_template *ct = NULL;
+	struct allm_chat_msg *m = NULL;
+	char *out = NULL;
+	int rc = 2;
+	/* every exit frees what it holds: the sanitizer suite checks for leaks */
 	if (!json_is_string(t) || !json_is_array(conv)) {
 		fprintf(stderr, "bad input files\n");
-		return 2;
+		goto out;
 	}
-	struct allm_chat_template *ct;
 	if (allm_chat_template_parse(json_string_value(t), json_string_length(t), special(cfg, "bos_token"),
 				     special(cfg, "eos_token"), &ct, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
-		return 3;
+		rc = 3;
+		goto out;
 	}
 	size_t n = json_array_size(conv);
-	struct allm_chat_msg *m = calloc(n ? n : 1, sizeof(*m));
+	m = calloc(n ? n : 1, sizeof(*m));
+	if (!m)
+		goto out;
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_array_get(conv, i);
 		m[i].role = json_string_value(json_object_get(e, "role"));
@@ -48,17 +55,19 @@ int main(int argc, char **argv)
 		m[i].content_len = json_string_length(json_object_get(e, "content"));
 	}
 	bool agp = !(argc > 3 && !strcmp(argv[3], "--no-generation-prompt"));
-	char *out;
 	size_t len;
 	if (allm_chat_template_render(ct, m, n, agp, &out, &len, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
-		return 4;
+		rc = 4;
+		goto out;
 	}
 	fwrite(out, 1, len, stdout);
+	rc = 0;
+out:
 	free(out);
 	free(m);
 	allm_chat_template_free(ct);
 	json_decref(cfg);
 	json_decref(conv);
-	return 0;
+	return rc;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: the allm CLI against the fake engine of test-clientlib (--serve): streamed text, --ids, --json (valid JSON, escaped text), --posix-shm, exit status 1 on a refused request, Ctrl-C cancels (130), bad flags exit 2, no engine exits 1 with a clear message.
+# Description: the allm CLI against the fake engine of test-clientlib (--serve): streamed text, --ids, --json (valid JSON, escaped text), --posix-shm, exit status 1 on a refused request, a first token without text, Ctrl-C cancels (130), bad flags exit 2, no engine exits 1 with a clear message.
 set -u
 
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
@@ -48,6 +48,11 @@ printf 'prompt: 0 1 2\ngenerated: 100 101 102\ntext: %s\n' "$want_text" | cmp -s
 "${A[@]}" generate --prompt "aaa" --ids >"$tmp/ids" 2>/dev/null || fail "--ids text: exit $?"
 printf 'generated: 100 101 102\ntext: %s\n' "$want_text" | cmp -s - "$tmp/ids" ||
 	fail "--ids text output: $(cat "$tmp/ids")"
+
+# a first token without text: nothing to copy (under UBSan, a memcpy(NULL, ..., 0)
+# here failed the sanitizer suite)
+"${A[@]}" generate --prompt EMPTY --ids >"$tmp/ids" 2>"$tmp/err" || fail "empty piece: exit $?: $(cat "$tmp/err")"
+printf 'generated: 5 6\ntext: ok\n' | cmp -s - "$tmp/ids" || fail "empty piece output: $(cat "$tmp/ids")"
 
 # --json (and --posix-shm)
 "${A[@]}" generate --prompt-ids "0, 1" --json --posix-shm >"$tmp/json" 2>"$tmp/err" ||

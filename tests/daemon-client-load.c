@@ -13,9 +13,11 @@
  *   0, or prints FAIL lines and exits 1. --no-check only counts tokens (benchmarks).
  *
  * Stall mode:
- *   daemon-client-load --name NAME --stall N [--max-tokens 400] [--cq-entries E]
+ *   daemon-client-load --name NAME --stall N [--resubmit M] [--max-tokens 400]
+ *       [--cq-entries E]
  *   Submits N requests (--ignore-eos), prints "submitted N", then reads nothing:
- *   SIGUSR1 -> submits N more (still not reading) and prints "resubmitted N";
+ *   SIGUSR1 -> submits M (default N) more, still not reading, and prints
+ *   "resubmitted M";
  *   a second SIGUSR1 -> drains everything (prints "drained: ..."), checks that every
  *   request got exactly one FINAL, then submits one greedy request and checks it
  *   runs to its end (the engine serves a client that drains again).
@@ -151,7 +153,7 @@ static void print_ids(const char *label, const int32_t *v, size_t n)
 
 struct opts {
 	const char *name, *runtime_dir, *expect;
-	int client, requests, inflight, max_tokens, stall, timeout;
+	int client, requests, inflight, max_tokens, stall, resubmit, timeout;
 	uint32_t cq_entries;
 	bool ignore_eos, posix, no_check;
 };
@@ -174,10 +176,12 @@ static int run_load(const struct opts *o, struct expect *ex, int n_ex)
 	allm_client_t *c;
 	if (connect_client(o, &c))
 		return 1;
-	int R = o->requests, fails = 0, done = 0, next = 0, inflight = 0;
+	int R = o->requests, fails = 0, done = 0, next = 0, inflight = 0, rc = 1;
 	struct req *rq = calloc((size_t)R, sizeof(*rq));
-	if (!rq)
+	if (!rq) {
+		allm_client_disconnect(c);
 		return 2;
+	}
 	for (int i = 0; i < R; i++)
 		rq[i].e = &ex[(o->client * 3 + i) % n_ex];
 	bool streaming = false;
@@ -197,7 +201,7 @@ static int run_load(const struct opts *o, struct expect *ex, int n_ex)
 				break;
 			if (r) {
 				fprintf(stderr, "FAIL client %d: submit: %s\n", o->client, strerror(-r));
-				return 1;
+				goto out;
 			}
 			next++;
 			inflight++;
@@ -209,13 +213,13 @@ static int run_load(const struct opts *o, struct expect *ex, int n_ex)
 		if (r < 0) {
 			fprintf(stderr, "FAIL client %d: wait: %s (%d of %d done)\n", o->client,
 				strerror(-r), done, R);
-			return 1;
+			goto out;
 		}
 		if (r == 0) {
 			if (now_s() > deadline) {
 				fprintf(stderr, "FAIL client %d: timed out with %d of %d done\n",
 					o->client, done, R);
-				return 1;
+				goto out;
 			}
 			continue;
 		}
@@ -277,11 +281,13 @@ static int run_load(const struct opts *o, struct expect *ex, int n_ex)
 	printf("client %d: %d/%d ok, %llu tokens, %llu preemptions, %.3f s\n", o->client, R - fails,
 	       R, (unsigned long long)tokens, (unsigned long long)preemptions, dt);
 	fflush(stdout);
+	rc = fails ? 1 : 0;
+out:
 	allm_client_disconnect(c);
 	for (int i = 0; i < R; i++)
 		free(rq[i].ids);
 	free(rq);
-	return fails ? 1 : 0;
+	return rc;
 }
 
 static int submit_wave(const struct opts *o, allm_client_t *c, int first, int n, const struct expect *e)
@@ -294,7 +300,14 @@ static int submit_wave(const struct opts *o, allm_client_t *c, int first, int n,
 		p.temperature = 0;
 		p.ignore_eos = true;
 		p.user_tag = (uint64_t)i;
-		int r = allm_client_submit(c, &p);
+		int r;
+		double deadline = now_s() + 30;
+		/* a full SQ (the engine takes SQEs as fast as it can answer them):
+		 * wait for room without reading the CQ */
+		while ((r = allm_client_submit(c, &p)) == -EAGAIN && now_s() < deadline) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
 		if (r) {
 			fprintf(stderr, "FAIL stall client: submit %d: %s\n", i, strerror(-r));
 			return -1;
@@ -396,31 +409,33 @@ static int run_stall(const struct opts *o, struct expect *ex, int n_ex)
 {
 	allm_client_t *c;
 	sigset_t set;
-	int sig, N = o->stall;
+	int sig, N = o->stall, M = o->resubmit >= 0 ? o->resubmit : N;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	if (connect_client(o, &c))
 		return 1;
 	const struct expect *e = &ex[0];
+	int fails = 1;
 	if (submit_wave(o, c, 0, N, e))
-		return 1;
+		goto out;
 	printf("submitted %d\n", N);
 	fflush(stdout);
 	sigwait(&set, &sig);
-	if (submit_wave(o, c, N, N, e))
-		return 1;
-	printf("resubmitted %d\n", N);
+	if (submit_wave(o, c, N, M, e))
+		goto out;
+	printf("resubmitted %d\n", M);
 	fflush(stdout);
 	sigwait(&set, &sig);
-	int fails = drain_stalled(c, 2 * N);
+	fails = drain_stalled(c, N + M);
 	fails += serve_again(c, e);
+out:
 	allm_client_disconnect(c);
 	return fails ? 1 : 0;
 }
 int main(int argc, char **argv)
 {
-	struct opts o = {.requests = 20, .inflight = -1, .max_tokens = 24, .timeout = 60};
+	struct opts o = {.requests = 20, .inflight = -1, .max_tokens = 24, .timeout = 60, .resubmit = -1};
 	for (int i = 1; i < argc; i++) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(f, "--ignore-eos"))
@@ -450,6 +465,8 @@ int main(int argc, char **argv)
 				o.max_tokens = atoi(v);
 			else if (!strcmp(f, "--stall"))
 				o.stall = atoi(v);
+			else if (!strcmp(f, "--resubmit"))
+				o.resubmit = atoi(v);
 			else if (!strcmp(f, "--cq-entries"))
 				o.cq_entries = (uint32_t)atoi(v);
 			else if (!strcmp(f, "--timeout"))
@@ -472,5 +489,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: no expectations\n", o.expect);
 		return 2;
 	}
-	return o.stall > 0 ? run_stall(&o, ex, n_ex) : run_load(&o, ex, n_ex);
+	int rc = o.stall > 0 ? run_stall(&o, ex, n_ex) : run_load(&o, ex, n_ex);
+	for (int i = 0; i < n_ex; i++) {
+		free(ex[i].text);
+		free(ex[i].pids);
+		free(ex[i].ids);
+	}
+	free(ex);
+	return rc;
 }

@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, odd sampling values, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -7,9 +7,7 @@
  */
 #include <adaptivellm/client.h>
 
-#include "shm-doorbell.h"
-#include "shm-ring.h"
-#include "shm-segment.h"
+#include "raw-client.h"
 
 #include <errno.h>
 #include <math.h> /* NAN, INFINITY */
@@ -26,32 +24,9 @@
 #include "test-check.h"
 
 static const char *g_name, *g_dir;
-static char g_path[600];
 static pid_t g_daemon;
 static int32_t g_prompt[64], g_want[512];
 static size_t g_nprompt, g_nwant;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
-static uint64_t rng_state = 0x1234567;
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += UINT64_C(0x9E3779B97F4A7C15));
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
 
 static bool daemon_alive(void)
 {
@@ -79,8 +54,8 @@ static void check_normal(const char *after)
 	int32_t got[512];
 	size_t n = 0;
 	int reason = 0;
-	double deadline = now_s() + 20;
-	while (!reason && now_s() < deadline) {
+	double deadline = raw_now() + 20;
+	while (!reason && raw_now() < deadline) {
 		struct allm_event ev;
 		r = allm_client_wait(g_normal, &ev, 200);
 		if (r == 0 || r == -EINTR)
@@ -98,202 +73,6 @@ static void check_normal(const char *after)
 	CHECK(daemon_alive(), "after %s: the daemon is gone", after);
 	if (!n_fail)
 		printf("ok: normal client served after %s\n", after);
-}
-
-/* --- raw clients --------------------------------------------------------------- */
-
-struct raw {
-	int sock;
-	struct allm_shm_segment *seg;
-	struct allm_ring_prod sq;
-	struct allm_ring_cons cq;
-	struct allm_doorbell sq_db, cq_db;
-	uint32_t arena_size;
-	/* what came back, per user_tag < MAX_TAG */
-	int finals[4096];
-	struct allm_cqe last_final[4096];
-	int accepted[4096];
-	uint64_t request_id[4096];
-	int32_t ids[4][512]; /* tokens of tags 0..3 */
-	size_t nids[4];
-	uint64_t cqes;
-};
-#define MAX_TAG 4096
-
-static int raw_socket(void)
-{
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	memcpy(a.sun_path, g_path, strlen(g_path) + 1); /* length checked in main */
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
-		perror("connect");
-		exit(1);
-	}
-	return fd;
-}
-
-/* Reads a welcome (and its fds) within 5 s. Returns bytes read (0: EOF), -1. */
-static ssize_t recv_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	if (poll(&p, 1, 5000) <= 0)
-		return -1;
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {w, sizeof(*w)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf)};
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-	*nfd = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			*nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			memcpy(fds, CMSG_DATA(cm), (size_t)*nfd * sizeof(int));
-		}
-	return n;
-}
-
-static struct allm_hello hello(uint32_t flags)
-{
-	struct allm_hello h = {.magic = ALLM_HELLO_MAGIC, .abi_version = ALLM_SHM_ABI_VERSION,
-			       .flags = flags};
-	return h;
-}
-
-/* The handshake done by hand; ack: send the mapped ack. Returns a raw client. */
-static struct raw *raw_connect(const struct allm_hello *h, bool ack)
-{
-	struct raw *r = calloc(1, sizeof(*r));
-	if (!r)
-		exit(2);
-	r->sock = raw_socket();
-	if (send(r->sock, h, sizeof(*h), MSG_NOSIGNAL) != (ssize_t)sizeof(*h)) {
-		perror("send hello");
-		exit(1);
-	}
-	struct allm_welcome w;
-	int fds[8], nfd;
-	ssize_t n = recv_welcome(r->sock, &w, fds, &nfd);
-	if (n != (ssize_t)sizeof(w) || w.magic != ALLM_WELCOME_MAGIC || w.status != 0) {
-		fprintf(stderr, "FAIL: raw handshake: %zd bytes, status %d (%s)\n", n, w.status, w.message);
-		exit(1);
-	}
-	int k = 0, e;
-	if (w.shm_name[0])
-		e = allm_shm_segment_open_posix(w.shm_name, &r->seg);
-	else
-		e = allm_shm_segment_map_fd(fds[k++], &r->seg);
-	if (e || nfd != k + 2 || allm_doorbell_from_fd(&r->sq_db, fds[k]) ||
-	    allm_doorbell_from_fd(&r->cq_db, fds[k + 1]) || allm_shm_segment_sq_prod(r->seg, &r->sq) ||
-	    allm_shm_segment_cq_cons(r->seg, &r->cq)) {
-		fprintf(stderr, "FAIL: raw client: cannot map the segment (%d, %d fds)\n", e, nfd);
-		exit(1);
-	}
-	if (!w.shm_name[0])
-		close(fds[0]);
-	r->arena_size = (uint32_t)r->seg->layout.arena_size;
-	if (ack) {
-		char m = ALLM_MAPPED_ACK;
-		if (send(r->sock, &m, 1, MSG_NOSIGNAL) != 1)
-			exit(1);
-	}
-	return r;
-}
-
-static struct raw *raw_connect_f(uint32_t flags, bool ack)
-{
-	struct allm_hello h = hello(flags);
-	return raw_connect(&h, ack);
-}
-
-static void raw_close(struct raw *r)
-{
-	close(r->sock);
-	allm_doorbell_close(&r->sq_db);
-	allm_doorbell_close(&r->cq_db);
-	allm_shm_segment_destroy(r->seg);
-	free(r);
-}
-
-static void raw_push(struct raw *r, const struct allm_sqe *q)
-{
-	double deadline = now_s() + 5;
-	while (allm_ring_push(&r->sq, q) == -EAGAIN && now_s() < deadline)
-		sleep_ms(1);
-	if (allm_ring_needs_wakeup(&r->sq))
-		allm_doorbell_ring(&r->sq_db);
-}
-
-/* Pops every CQE ready into the per-tag tables. */
-static void raw_pump(struct raw *r)
-{
-	struct allm_cqe e;
-	while (allm_ring_pop(&r->cq, &e) == 0) {
-		r->cqes++;
-		if (e.user_tag >= MAX_TAG)
-			continue;
-		if (e.kind == ALLM_CQE_FINAL) {
-			r->finals[e.user_tag]++;
-			r->last_final[e.user_tag] = e;
-		} else if (e.kind == ALLM_CQE_ACCEPTED) {
-			r->accepted[e.user_tag]++;
-			r->request_id[e.user_tag] = e.request_id;
-		} else if (e.kind == ALLM_CQE_TOKEN && e.user_tag < 4 && e.u.token.token_id >= 0 &&
-			   !(e.flags & ALLM_CQE_F_CONTINUED) && r->nids[e.user_tag] < 512) {
-			r->ids[e.user_tag][r->nids[e.user_tag]++] = e.u.token.token_id;
-		}
-	}
-}
-
-/* Waits until every tag in [lo, hi) has its FINAL (5 s per call at most). */
-static bool raw_wait_finals(struct raw *r, uint64_t lo, uint64_t hi)
-{
-	double deadline = now_s() + 10;
-	for (;;) {
-		raw_pump(r);
-		bool all = true;
-		for (uint64_t t = lo; t < hi && all; t++)
-			all = r->finals[t] > 0;
-		if (all)
-			return true;
-		if (now_s() > deadline)
-			return false;
-		sleep_ms(1);
-	}
-}
-
-/* Whether the engine closed the socket within ms. */
-static bool hung_up(int fd, int ms)
-{
-	double deadline = now_s() + ms / 1000.0;
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int left = (int)((deadline - now_s()) * 1000);
-		if (left < 0)
-			return false;
-		if (poll(&p, 1, left) > 0) {
-			char b[256];
-			ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
-			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-				return true;
-		}
-	}
-}
-
-static struct allm_sqe submit_sqe(uint64_t tag, uint32_t off, uint32_t len, uint8_t kind)
-{
-	struct allm_sqe q;
-	memset(&q, 0, sizeof(q));
-	q.opcode = ALLM_OP_SUBMIT;
-	q.prompt_kind = kind;
-	q.max_tokens = 4;
-	q.user_tag = tag;
-	q.prompt_off = off;
-	q.prompt_len = len;
-	q.top_p = 1;
-	return q;
 }
 
 /* Tags answered with FINAL ERROR. */
@@ -322,37 +101,37 @@ static void malformed_sqes(struct raw *r)
 	struct allm_sqe q;
 
 	/* prompt ranges outside the arena */
-	q = submit_sqe(t++, A + 100, 16, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = submit_sqe(t++, A, 1, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = submit_sqe(t++, 0, 0xFFFFFFFFu, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = submit_sqe(t++, 0, A + 1, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = submit_sqe(t++, 0xFFFFFFF0u, 0x20, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = submit_sqe(t++, A - 4, 8, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, A + 100, 16, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(t++, A, 1, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0, 0xFFFFFFFFu, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0, A + 1, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0xFFFFFFF0u, 0x20, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(t++, A - 4, 8, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* token prompts: length not a multiple of 4, empty, ids outside the vocabulary */
 	int32_t bad1[] = {1, 100000}, bad2[] = {1, -5}, bad3[] = {INT32_MAX};
 	memcpy(arena + 0, bad1, sizeof(bad1));
 	memcpy(arena + 64, bad2, sizeof(bad2));
 	memcpy(arena + 128, bad3, sizeof(bad3));
-	q = submit_sqe(t++, 0, 6, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = submit_sqe(t++, 0, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = submit_sqe(t++, 0, sizeof(bad1), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = submit_sqe(t++, 64, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = submit_sqe(t++, 128, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0, 6, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 0, sizeof(bad1), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 64, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 128, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* a token prompt longer than the model's context */
 	int32_t *lng = (int32_t *)(arena + 4096);
 	for (int i = 0; i < 5000; i++)
 		lng[i] = 1 + i % 300;
-	q = submit_sqe(t++, 4096, 5000 * 4, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(t++, 4096, 5000 * 4, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* bad fields */
 	memcpy(arena + 192, "hello", 5);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 5, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 0xFFFFFFFFu, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = 0, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MIN, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 5, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 0xFFFFFFFFu, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = 0, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MIN, raw_push(r, &q);
 	expect_errors(r, 100, t, "malformed SQEs");
 	check_normal("malformed SQEs");
 }
@@ -366,24 +145,24 @@ static void odd_values(struct raw *r)
 
 	float temps[] = {NAN, -1.0f, INFINITY, -INFINITY, 1e30f, 1e-30f};
 	for (size_t i = 0; i < sizeof(temps) / sizeof(temps[0]); i++)
-		q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = temps[i], raw_push(r, &q);
+		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = temps[i], raw_push(r, &q);
 	float tps[] = {NAN, 0.0f, -1.0f, 7.0f, 1e-30f};
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
-		q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_p = tps[i],
+		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_p = tps[i],
 		raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MIN, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MAX, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MAX, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 4,
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MIN, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MAX, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MAX, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 4,
 	q.stop_ids[0] = -1, q.stop_ids[1] = INT32_MAX, q.stop_ids[2] = INT32_MIN, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.ignore_eos = 0xFF, raw_push(r, &q);
-	q = submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), memset(q.reserved, 0xAB, sizeof(q.reserved)),
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.ignore_eos = 0xFF, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), memset(q.reserved, 0xAB, sizeof(q.reserved)),
 	raw_push(r, &q);
-	q = submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
+	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
-	q = submit_sqe(t++, 256, 12, ALLM_PROMPT_TEXT), raw_push(r, &q); /* invalid UTF-8 */
+	q = raw_submit_sqe(t++, 256, 12, ALLM_PROMPT_TEXT), raw_push(r, &q); /* invalid UTF-8 */
 	memset(arena + 65536, 'a', 20000);
-	q = submit_sqe(t++, 65536, 20000, ALLM_PROMPT_TEXT), raw_push(r, &q); /* long text */
+	q = raw_submit_sqe(t++, 65536, 20000, ALLM_PROMPT_TEXT), raw_push(r, &q); /* long text */
 	CHECK(raw_wait_finals(r, 300, t), "odd values: not every request got a FINAL");
 	int errs = 0;
 	for (uint64_t i = 300; i < t; i++) {
@@ -400,7 +179,7 @@ static void odd_values(struct raw *r)
 }
 
 /* Tags 1000..1399: random garbage entries; SUBMITs among them get a flag so they
- * are surely invalid; NOP and CANCEL are never answered. */
+ * are surely invalid; NOP and CANCEL (with zero reserved bytes) are never answered. */
 static void garbage_sqes(struct raw *r)
 {
 	struct allm_sqe q;
@@ -408,7 +187,7 @@ static void garbage_sqes(struct raw *r)
 	for (uint64_t i = 1000; i < 1400; i++) {
 		uint64_t w[16];
 		for (int k = 0; k < 16; k++)
-			w[k] = rnd();
+			w[k] = raw_rnd();
 		memcpy(&q, w, sizeof(q));
 		q.user_tag = i;
 		if (q.opcode == ALLM_OP_SUBMIT)
@@ -418,12 +197,14 @@ static void garbage_sqes(struct raw *r)
 			q.opcode = ALLM_OP_NOP, answered = false;
 		if (i % 11 == 0)
 			q.opcode = ALLM_OP_CANCEL, answered = false;
+		if (!answered) /* reserved bytes set would be answered (reserved_fields) */
+			memset(q.reserved, 0, sizeof(q.reserved));
 		expect_final += answered;
 		raw_push(r, &q);
 		if (!answered)
 			r->finals[i] = -1000; /* marks "no FINAL expected" */
 	}
-	double deadline = now_s() + 10;
+	double deadline = raw_now() + 10;
 	int got = 0;
 	do {
 		raw_pump(r);
@@ -431,9 +212,9 @@ static void garbage_sqes(struct raw *r)
 		for (uint64_t i = 1000; i < 1400; i++)
 			got += r->finals[i] == 1;
 		if (got < expect_final)
-			sleep_ms(1);
-	} while (got < expect_final && now_s() < deadline);
-	sleep_ms(20);
+			raw_sleep_ms(1);
+	} while (got < expect_final && raw_now() < deadline);
+	raw_sleep_ms(20);
 	raw_pump(r);
 	int wrong = 0;
 	for (uint64_t i = 1000; i < 1400; i++)
@@ -442,6 +223,33 @@ static void garbage_sqes(struct raw *r)
 	      wrong);
 	printf("ok: 400 garbage SQEs: %d error FINALs, NOPs and CANCELs silent\n", got);
 	check_normal("garbage SQEs");
+}
+
+/* Tags 1500..: reserved SQE bytes must be zero, whatever the opcode (issue 13): a
+ * SUBMIT that is valid otherwise, a NOP and a CANCEL each get an -EINVAL FINAL
+ * that says so, and nothing runs. */
+static void reserved_fields(struct raw *r)
+{
+	memcpy(allm_shm_segment_arena(r->seg), g_prompt, g_nprompt * 4);
+	struct allm_sqe q = raw_submit_sqe(1500, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+	q.reserved[sizeof(q.reserved) - 1] = 1;
+	raw_push(r, &q);
+	memset(&q, 0, sizeof(q));
+	q.opcode = ALLM_OP_NOP;
+	q.user_tag = 1501;
+	q.reserved[0] = 0x80;
+	raw_push(r, &q);
+	q.opcode = ALLM_OP_CANCEL;
+	q.user_tag = 1502;
+	q.request_id = 12345;
+	raw_push(r, &q);
+	expect_errors(r, 1500, 1503, "reserved SQE bytes set");
+	for (uint64_t t = 1500; t < 1503; t++)
+		CHECK(r->last_final[t].status == -EINVAL &&
+			      strstr(r->last_final[t].u.final.error, "reserved SQE bytes must be zero"),
+		      "reserved SQE bytes: tag %llu: status %d '%.64s'", (unsigned long long)t,
+		      r->last_final[t].status, r->last_final[t].u.final.error);
+	check_normal("reserved SQE bytes");
 }
 
 /* Cancelling another client's request does nothing. */
@@ -461,8 +269,8 @@ static void foreign_cancel(struct raw *r)
 	int reason = 0;
 	uint32_t ngen = 0;
 	bool sent = false;
-	double deadline = now_s() + 20;
-	while (!reason && now_s() < deadline) {
+	double deadline = raw_now() + 20;
+	while (!reason && raw_now() < deadline) {
 		int w = allm_client_wait(g_normal, &ev, 200);
 		if (w <= 0)
 			continue;
@@ -502,7 +310,7 @@ static void scribbled_header(struct raw *r)
 	h->cq_ctl.ring_entries = 3;
 	memset(h->reserved, 0xFF, sizeof(h->reserved));
 	memcpy(arena, g_prompt, g_nprompt * 4);
-	q = submit_sqe(0, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+	q = raw_submit_sqe(0, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
 	q.max_tokens = (int32_t)g_nwant;
 	q.top_p = 1;
 	raw_push(r, &q);
@@ -527,6 +335,7 @@ static void bad_sqes(void)
 	malformed_sqes(r);
 	odd_values(r);
 	garbage_sqes(r);
+	reserved_fields(r);
 	foreign_cancel(r);
 	scribbled_header(r);
 	raw_close(r);
@@ -540,7 +349,7 @@ static void corrupt_rings(void)
 	uint32_t head = atomic_load(&h->sq_ctl.head);
 	atomic_store(&h->sq_ctl.tail, head + 1000000u);
 	allm_doorbell_ring(&r->sq_db);
-	CHECK(hung_up(r->sock, 5000), "corrupt SQ tail: not disconnected");
+	CHECK(raw_hung_up(r->sock, 5000), "corrupt SQ tail: not disconnected");
 	printf("ok: corrupt SQ tail: disconnected\n");
 	raw_close(r);
 	check_normal("a corrupt SQ tail");
@@ -552,10 +361,10 @@ static void corrupt_rings(void)
 	memset(&q, 0, sizeof(q));
 	for (int i = 0; i < 4; i++)
 		raw_push(r, &q); /* NOPs: the engine's head moves to 4 */
-	sleep_ms(50);
+	raw_sleep_ms(50);
 	atomic_store(&h->sq_ctl.tail, 1u);
 	allm_doorbell_ring(&r->sq_db);
-	CHECK(hung_up(r->sock, 5000), "SQ tail behind the head: not disconnected");
+	CHECK(raw_hung_up(r->sock, 5000), "SQ tail behind the head: not disconnected");
 	printf("ok: SQ tail behind the head: disconnected\n");
 	raw_close(r);
 	check_normal("an SQ tail moved back");
@@ -566,15 +375,15 @@ static void corrupt_rings(void)
 	h = allm_shm_segment_header(r->seg);
 	memcpy(allm_shm_segment_arena(r->seg), g_prompt, g_nprompt * 4);
 	for (int i = 0; i < 8; i++) {
-		q = submit_sqe((uint64_t)i, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+		q = raw_submit_sqe((uint64_t)i, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
 		q.max_tokens = 300;
 		q.ignore_eos = 1;
 		raw_push(r, &q);
 	}
-	sleep_ms(5);
+	raw_sleep_ms(5);
 	atomic_store(&h->cq_ctl.head, atomic_load(&h->cq_ctl.tail) + 5000000u);
 	check_normal("a corrupt CQ head");
-	CHECK(hung_up(r->sock, 5000), "corrupt CQ head: not disconnected");
+	CHECK(raw_hung_up(r->sock, 5000), "corrupt CQ head: not disconnected");
 	printf("ok: corrupt CQ head: disconnected, the others keep working\n");
 	raw_close(r);
 
@@ -582,7 +391,7 @@ static void corrupt_rings(void)
 	r = raw_connect_f(0, true);
 	if (send(r->sock, "xyz", 3, MSG_NOSIGNAL) != 3) {
 	}
-	CHECK(hung_up(r->sock, 5000), "bytes on the lease: not disconnected");
+	CHECK(raw_hung_up(r->sock, 5000), "bytes on the lease: not disconnected");
 	printf("ok: bytes on the lease after the ack: disconnected\n");
 	raw_close(r);
 }
@@ -593,27 +402,47 @@ static void bad_hellos(int *held, int *n_held)
 	int fd = raw_socket();
 	uint8_t junk[sizeof(struct allm_hello)];
 	for (size_t i = 0; i < sizeof(junk); i++)
-		junk[i] = (uint8_t)rnd();
+		junk[i] = (uint8_t)raw_rnd();
 	if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL) != (ssize_t)sizeof(junk))
 		exit(1);
 	struct allm_welcome w;
 	int fds[8], nfd;
-	ssize_t n = recv_welcome(fd, &w, fds, &nfd);
+	ssize_t n = raw_recv_welcome(fd, &w, fds, &nfd);
 	CHECK(n == (ssize_t)sizeof(w) && w.magic == ALLM_WELCOME_MAGIC && w.status == -EPROTO && nfd == 0,
 	      "garbage hello: %zd bytes, status %d, %d fds", n, n > 0 ? w.status : 0, nfd);
-	CHECK(hung_up(fd, 5000), "garbage hello: not disconnected");
+	CHECK(raw_hung_up(fd, 5000), "garbage hello: not disconnected");
 	close(fd);
 	printf("ok: a garbage hello gets an -EPROTO welcome and a hang-up\n");
 
 	/* a wrong ABI version */
 	fd = raw_socket();
-	struct allm_hello hh = hello(0);
+	struct allm_hello hh = raw_hello(0);
 	hh.abi_version = 99;
 	if (send(fd, &hh, sizeof(hh), MSG_NOSIGNAL) != (ssize_t)sizeof(hh))
 		exit(1);
-	n = recv_welcome(fd, &w, fds, &nfd);
+	n = raw_recv_welcome(fd, &w, fds, &nfd);
 	CHECK(n == (ssize_t)sizeof(w) && w.status == -EPROTO && nfd == 0, "ABI 99: status %d", w.status);
 	close(fd);
+
+	/* reserved hello fields and unknown flags: refused (a later ABI may use them) */
+	for (int k = 0; k < 2; k++) {
+		fd = raw_socket();
+		hh = raw_hello(0);
+		if (k == 0)
+			hh.reserved = 1;
+		else
+			hh.flags = 1u << 7;
+		if (send(fd, &hh, sizeof(hh), MSG_NOSIGNAL) != (ssize_t)sizeof(hh))
+			exit(1);
+		n = raw_recv_welcome(fd, &w, fds, &nfd);
+		CHECK(n == (ssize_t)sizeof(w) && w.status == -EINVAL && nfd == 0 && raw_hung_up(fd, 5000),
+		      "hello with %s: %zd bytes, status %d, %d fds", k ? "flag bit 7" : "reserved = 1", n,
+		      n > 0 ? w.status : 0, nfd);
+		close(fd);
+	}
+	printf("ok: hellos with reserved fields or unknown flags get -EINVAL\n");
+	hh = raw_hello(0);
+	hh.abi_version = 99;
 
 	/* 5 bytes then a hang-up; 10 bytes then silence; nothing at all */
 	fd = raw_socket();
@@ -626,7 +455,7 @@ static void bad_hellos(int *held, int *n_held)
 	held[(*n_held)++] = fd;
 	held[(*n_held)++] = raw_socket();
 	/* absurd ring and arena sizes: clamped, served */
-	struct allm_hello big = hello(0);
+	struct allm_hello big = raw_hello(0);
 	big.sq_entries = big.cq_entries = big.arena_size = 0xFFFFFFFFu;
 	struct raw *r = raw_connect(&big, true);
 	CHECK(r->seg->layout.sq_entries <= ALLM_SHM_MAX_RING_ENTRIES &&
@@ -675,7 +504,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(g_path, sizeof(g_path), "%s/%s.sock", g_dir, g_name);
+	snprintf(raw_path, sizeof(raw_path), "%s/%s.sock", g_dir, g_name);
 	FILE *f = fopen(expect, "r");
 	char line[8192];
 	if (strlen(g_dir) + strlen(g_name) + 8 > sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -709,7 +538,7 @@ int main(int argc, char **argv)
 	allm_client_disconnect(g_normal);
 	kill(g_daemon, SIGTERM);
 	for (int i = 0; i < n_held; i++)
-		CHECK(hung_up(held[i], 10000), "held connection %d not closed by the stopping daemon", i);
+		CHECK(raw_hung_up(held[i], 10000), "held connection %d not closed by the stopping daemon", i);
 	printf("ok: SIGTERM closes the silent connections\n");
 	if (n_fail)
 		fprintf(stderr, "%d failures\n", n_fail);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: a client that submits 50 long requests and never drains its completion queue is isolated: 4 other clients x 20 requests running meanwhile finish with their exact ids, the engine logs that the stalled client's requests were failed, every one of them ends with an error FINAL (also 50 more it submits while still stalled), what it finally drains is bounded, and once it drains it is served normally again. Asserted by progress, not timing (bench/stall-rate.sh measures the rate).
+# Description: a client that submits 50 long requests and never drains its completion queue is isolated: 4 other clients x 20 requests running meanwhile finish with their exact ids, the engine logs that the stalled client's requests were failed, every one of them ends with an error FINAL (also 50 more it submits while still stalled), what it finally drains is bounded, and once it drains it is served normally again; a client with 3000 requests, more FINALs than the backlog holds, still gets every FINAL. Asserted by progress, not timing (bench/stall-rate.sh measures the rate).
 . "$(dirname "$0")/daemon-common.sh"
 LOAD=$BUILD_DIR/tests/daemon-client-load
 [ -x "$LOAD" ] || { echo "FAIL: $LOAD not built"; exit 1; }
@@ -61,6 +61,29 @@ lens=$(echo "$line" | sed -nE 's/.* ([0-9]+) length.*/\1/p')
 	fail "stalled client: only ${errs:-0} 'not draining' errors"
 [ "${lens:-1}" -eq 0 ] && ok "stalled client: none of its 100 requests ran to its length" ||
 	fail "stalled client: ${lens:-?} of its requests ran to completion while it was not draining"
+
+# More requests than the backlog has room for FINALs (issue 13): 3000 requests of a
+# client that stops draining are all failed; the FINALs that do not fit the backlog
+# wait in their requests until it drains, so every request still gets exactly one.
+"$LOAD" --name stall --expect "$tmp/expect" --stall 3000 --resubmit 20 --max-tokens 400 --cq-entries 16384 \
+	>"$tmp/many.out" 2>"$tmp/many.err" &
+many_pid=$!
+BG_PIDS+=($many_pid)
+wait_for "$tmp/many.out" '^submitted 3000' 30 || { fail "the 3000-request client did not submit"; cat "$tmp/many.err"; }
+n_before=$(grep -c 'stopped draining its completion queue' "$DLOG")
+for i in $(seq 400); do
+	[ "$(grep -c 'stopped draining its completion queue' "$DLOG")" -gt "$n_before" ] && break
+	sleep 0.05
+done
+kill -USR1 $many_pid
+wait_for "$tmp/many.out" '^resubmitted 20' 30 || fail "the 3000-request client did not resubmit"
+sleep 0.3
+kill -USR1 $many_pid
+wait $many_pid
+rc=$?
+sed 's/^/  3000-request client: /' "$tmp/many.out"
+[ $rc -eq 0 ] && ok "3000 requests of a stalled client: every one got exactly one FINAL (none dropped)" ||
+	{ fail "3000-request stalled client exited $rc"; grep -m 5 FAIL "$tmp/many.err"; }
 
 daemon_stop "stall"
 finish

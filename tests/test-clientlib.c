@@ -221,6 +221,12 @@ static int eng_submit(struct eng *e, const struct allm_sqe *s)
 			return -EPIPE;
 		return push_final(e, tag, id, ALLM_FINISH_EOS, 0, n_prompt, 3, NULL);
 	}
+	if (s->prompt_kind == ALLM_PROMPT_TEXT && s->prompt_len == 5 && !memcmp(prompt, "EMPTY", 5)) {
+		/* a first token with no text (a held-back byte, a stripped space) */
+		if (push_token(e, tag, id, 5, "", 0) || push_token(e, tag, id, 6, "ok", 2))
+			return -EPIPE;
+		return push_final(e, tag, id, ALLM_FINISH_EOS, 0, n_prompt, 2, NULL);
+	}
 	char piece[LONG_PIECE];
 	long_piece(piece);
 	if (push_token(e, tag, id, 100, "Hello", 5) || push_token(e, tag, id, 101, piece, LONG_PIECE) ||

@@ -1,24 +1,60 @@
 #!/usr/bin/env bash
-# Builds the daemon's SQE/arena fuzz target with clang + libFuzzer (+ ASan/UBSan)
-# and runs it. Usage: tools/fuzz.sh [RUNS (default 1000000)] [extra libFuzzer flags]
-# New crashing inputs land in build-fuzz/; copy the interesting ones into
-# tests/fuzz/corpus-sqe/ so the replay test (meson suite "fuzz") keeps them.
+# Builds one of the fuzz targets with clang + libFuzzer (+ ASan/UBSan) and runs it on
+# its growing corpus. Usage:
+#   tools/fuzz.sh [sqe|hello|ctl] [RUNS (default 1000000)] [--merge] [libFuzzer flags]
+#     sqe    the daemon's handling of one SQE and the arena bytes it names
+#     hello  the daemon's handshake: what a peer writes on the socket
+#     ctl    the control plane's msgpack validator, decoder, lookups and JSON
+# The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
+# tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
+# --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
+# them); crashing inputs land in build-fuzz/ as crash-* (add them there too, fixed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-1000000}; shift || true
-OUT=build-fuzz; mkdir -p "$OUT/corpus"
-cp -n tests/fuzz/corpus-sqe/* "$OUT/corpus/" 2>/dev/null || true
-SRC=(common/common.c kernels/backend.c kernels/cpu/*.c shm/*.c tests/fuzz-sqe.c)
-# the daemon's main and the control server (ZeroMQ) are not under test here
-ENGINE_DIRS=(tokenizer model kv exec sched workload serve)
+TARGET=sqe
+case "${1:-}" in sqe | hello | ctl) TARGET=$1; shift ;; esac
+RUNS=1000000
+case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
+MERGE=0
+if [ "${1:-}" = --merge ]; then MERGE=1; shift; fi
+OUT=build-fuzz
+SEEDS=tests/fuzz/corpus-$TARGET
+CORPUS=$OUT/corpus-$TARGET
+mkdir -p "$CORPUS"
+cp -n "$SEEDS"/* "$CORPUS/" 2>/dev/null || true
+
 INC=(-Icommon -Ikernels -Ikernels/cpu -Ishm -Iinclude -Iengined/ctlserver -Ictl)
-for d in "${ENGINE_DIRS[@]}"; do
-  INC+=("-Iengined/$d")
-  for f in engined/$d/*.c; do [ "$f" = engined/serve/daemon.c ] || SRC+=("$f"); done
-done
-echo "fuzz.sh: building $OUT/fuzz-sqe (${#SRC[@]} files)" >&2
+SRC=(common/*.c shm/*.c)
+PKGS=(jansson liburing)
+if [ "$TARGET" = ctl ]; then
+  SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
+  PKGS=(msgpack-c jansson)
+  pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
+else
+  # the embedded default model, as engined/model/meson.build compiles it in
+  M=data/models/stories260K
+  python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
+    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
+    $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
+  SRC+=(kernels/*.c kernels/cpu/*.c "$OUT/default-model-data.c" tests/fuzz-daemon.c
+    "tests/fuzz-$TARGET.c")
+  # the daemon's main and the control server (ZeroMQ) are not under test here
+  for d in tokenizer model kv exec sched workload serve; do
+    INC+=("-Iengined/$d")
+    for f in engined/$d/*.c; do [ "$f" = engined/serve/daemon.c ] || SRC+=("$f"); done
+  done
+fi
+LIBS=$(pkg-config --libs "${PKGS[@]}")
+[ "$TARGET" = ctl ] || LIBS="$LIBS -lopenblas"
+echo "fuzz.sh: building $OUT/fuzz-$TARGET (${#SRC[@]} files)" >&2
 clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "${INC[@]}" $(pkg-config --cflags jansson liburing) \
-  "${SRC[@]}" -o "$OUT/fuzz-sqe" $(pkg-config --libs jansson liburing) -lopenblas -lm -lpthread -ldl
-echo "fuzz.sh: running $RUNS executions" >&2
-exec "$OUT/fuzz-sqe" -runs="$RUNS" -max_len=4096 -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$OUT/corpus"
+  "${INC[@]}" $(pkg-config --cflags "${PKGS[@]}") \
+  "${SRC[@]}" -o "$OUT/fuzz-$TARGET" $LIBS -lm -lpthread -ldl
+echo "fuzz.sh: running $RUNS executions on $CORPUS ($(ls "$CORPUS" | wc -l) inputs)" >&2
+"$OUT/fuzz-$TARGET" -runs="$RUNS" -max_len=4096 -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$CORPUS"
+echo "fuzz.sh: $CORPUS holds $(ls "$CORPUS" | wc -l) inputs" >&2
+if [ $MERGE = 1 ]; then
+  before=$(ls "$SEEDS" | wc -l)
+  "$OUT/fuzz-$TARGET" -merge=1 "$SEEDS" "$CORPUS" 2>&1 | tail -n 2 >&2
+  echo "fuzz.sh: $SEEDS: $before -> $(ls "$SEEDS" | wc -l) inputs (commit the new ones)" >&2
+fi

@@ -2,7 +2,26 @@
 # The whole test suite in one command: install dependencies, build (with the CUDA
 # module when nvcc is available), run every suite. GPU tests skip (exit 77)
 # without a GPU. Extra arguments go to `meson test` (e.g. --suite unit).
+#
+# --sanitize: instead, build build-asan/ with AddressSanitizer, UndefinedBehavior-
+# Sanitizer and LeakSanitizer (no CUDA module: the sanitizers and the CUDA runtime do
+# not mix) and run the unit, integration and fuzz suites there; any report fails
+# its test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --sanitize ]; then
+	shift
+	bash tools/install-deps.sh
+	[ -f build-asan/build.ninja ] ||
+		meson setup build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+			-Dbuildtype=debugoptimized -Dc_args=-fno-sanitize-recover=undefined
+	ninja -C build-asan
+	# every report is fatal; leaks are checked at each program's exit
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:strict_string_checks=1
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
+	export LSAN_OPTIONS=exitcode=88
+	exec meson test -C build-asan --print-errorlogs --num-processes "$(nproc)" \
+		--suite unit --suite integration --suite fuzz --timeout-multiplier 3 "$@"
+fi
 source tools/build.sh
 meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"

@@ -261,6 +261,25 @@ int allm_engine_cancel(struct allm_engine *e, int64_t id)
 	return 0;
 }
 
+int allm_engine_submit_req(struct allm_engine *e, const struct allm_submit *s,
+			   struct allm_request **ret_req, struct allm_err *err)
+{
+	int64_t id;
+	int rc = allm_engine_submit(e, s, &id, err);
+	if (rc)
+		return rc;
+	/* submit queues at the end of waiting; find() covers any other placement */
+	struct allm_request *r = e->waiting.n ? e->waiting.v[e->waiting.n - 1] : NULL;
+	*ret_req = r && r->id == id ? r : find(e, id);
+	return 0;
+}
+
+void allm_engine_cancel_req(struct allm_engine *e, struct allm_request *r)
+{
+	if (r->state != ALLM_REQ_FINISHED)
+		allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
+}
+
 bool allm_engine_idle(const struct allm_engine *e)
 {
 	return !e->waiting.n && !e->running.n && !e->swapped.n;

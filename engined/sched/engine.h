@@ -187,6 +187,13 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 /* Cancels a request wherever it is (its blocks are freed, on_finish fires with
  * ALLM_END_CANCELLED). -ENOENT if unknown or already finished. */
 int allm_engine_cancel(struct allm_engine *e, int64_t id);
+/* Like allm_engine_submit, returning the request itself: valid until its
+ * on_finish returns, so a caller that tracks its requests (the daemon, per client)
+ * can cancel them with allm_engine_cancel_req() without a lookup by id. */
+int allm_engine_submit_req(struct allm_engine *e, const struct allm_submit *s,
+			   struct allm_request **ret_req, struct allm_err *err);
+/* Cancels r, a live request of e, as allm_engine_cancel does. */
+void allm_engine_cancel_req(struct allm_engine *e, struct allm_request *r);
 /* The submitter's user pointer of a live request, NULL if unknown or finished. */
 void *allm_engine_request_user(const struct allm_engine *e, int64_t id);
 

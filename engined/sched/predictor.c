@@ -340,7 +340,7 @@ static void calib_plan(const struct allm_calib_ops *ops, struct calib_plan *pl)
 	for (int64_t len = ops->max_tokens >= 64 ? 8 : 1; len <= ops->max_tokens && nl < 18; len *= 2)
 		lens[nl++] = len;
 	/* cover the top of the range too: recomputes of long sequences live there */
-	if (nl < 20 && ops->max_tokens > lens[nl - 1] + lens[nl - 1] / 4)
+	if (nl > 0 && nl < 20 && ops->max_tokens > lens[nl - 1] + lens[nl - 1] / 4)
 		lens[nl++] = ops->max_tokens;
 	for (int i = 0; i < nl; i++)
 		for (int32_t ns = 1; ns <= 4; ns *= 2)

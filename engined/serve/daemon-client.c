@@ -3,6 +3,8 @@
  * and the end of a client (its requests cancelled, everything it held freed). */
 #include "daemon.h"
 
+#include "shm-guard.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,15 +78,26 @@ static void handshake(struct daemon *d, struct dclient *c)
 		c->state = DC_DEAD;
 		return;
 	}
+	/* reserved bits and fields are zero, so a later ABI can give them a meaning */
+	if (h.reserved || (h.flags & ~ALLM_HELLO_F_POSIX)) {
+		send_welcome(d, c, -EINVAL, "bad hello: reserved fields and flags must be zero");
+		c->state = DC_DEAD;
+		return;
+	}
 	struct allm_shm_layout want = {
 		.sq_entries = clamp_pow2(h.sq_entries, 256, 8, 4096),
 		.cq_entries = clamp_pow2(h.cq_entries, 1024, 8, 16384),
 		.arena_size = h.arena_size ? ALLM_MIN(ALLM_MAX(h.arena_size, 4096u), 64u << 20) : 1u << 20,
 	};
-	bool posix = d->posix_shm || (h.flags & ALLM_HELLO_F_POSIX);
+	/* The mode is the engine's choice, never the client's: a POSIX object cannot
+	 * be sealed, so a client that could pick it could truncate the segment under
+	 * the engine (SIGBUS). The hello's POSIX flag is only a wish, granted when the
+	 * engine runs --shm posix anyway; and another uid could not open our 0600
+	 * object by name, so it gets a memfd. */
+	bool posix = d->posix_shm && c->uid == getuid();
 	int r = allm_shm_segment_create(&want, posix, &c->seg);
-	if (!r && !(c->prompt_buf = allm_malloc((size_t)c->seg->layout.arena_size)))
-		r = -ENOMEM;
+	if (!r && posix)
+		allm_shm_guard_add(c->seg); /* a truncation fails this client, not the engine */
 	if (!r)
 		r = allm_doorbell_create(&c->sq_db);
 	if (!r)
@@ -153,64 +166,135 @@ static bool uid_allowed(const struct daemon *d, uid_t uid)
 	return false;
 }
 
+struct duid *daemon_uid_account(struct daemon *d, uid_t uid)
+{
+	for (int i = 0; i < d->n_uids; i++)
+		if (d->uids[i].uid == uid)
+			return &d->uids[i];
+	if (d->n_uids == (int)ALLM_ARRAY_SIZE(d->uids))
+		return NULL;
+	d->uids[d->n_uids] = (struct duid){.uid = uid};
+	return &d->uids[d->n_uids++];
+}
+
+void daemon_listen_pause(struct daemon *d)
+{
+	if (d->listen_fd >= 0 && d->listen_watched && !allm_loop_unwatch(d->loop, d->listen_fd))
+		d->listen_watched = false;
+}
+
+void daemon_listen_resume(struct daemon *d)
+{
+	if (d->listen_fd < 0 || d->listen_watched || d->draining)
+		return;
+	if (!allm_loop_watch(d->loop, d->listen_fd, POLLIN, daemon_on_listen, d)) {
+		d->listen_watched = true;
+		if (d->listen_paused)
+			dlog(d, 2, "accepting clients again (%d connected)", d->n_clients);
+		d->listen_paused = false;
+	}
+}
+
+void daemon_client_add(struct daemon *d, int s, const struct ucred *cr)
+{
+	struct dclient *c = allm_calloc(1, sizeof(*c));
+	if (!c) {
+		close(s);
+		return;
+	}
+	c->d = d;
+	c->id = ++d->next_client_id;
+	c->sock = s;
+	c->sq_db.fd = c->cq_db.fd = -1;
+	c->state = DC_HELLO;
+	c->born = allm_now();
+	c->next = d->clients;
+	d->clients = c;
+	d->n_clients++;
+	c->uid = cr->uid;
+	c->pid = cr->pid;
+	if (!uid_allowed(d, cr->uid) || !(c->acct = daemon_uid_account(d, cr->uid))) {
+		dlog(d, 1, "client %u refused: uid %d is not allowed (--allow-uid)", c->id, (int)cr->uid);
+		send_welcome(d, c, -EACCES, "permission denied: uid not allowed");
+		c->state = DC_DEAD;
+		return;
+	}
+	if (d->draining || allm_loop_watch(d->loop, s, POLLIN, on_client_sock, c)) {
+		send_welcome(d, c, -ESHUTDOWN, "engine shutting down");
+		c->state = DC_DEAD;
+		return;
+	}
+	dlog(d, 3, "client %u connected (pid %d, uid %d)", c->id, (int)cr->pid, (int)cr->uid);
+}
+
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 {
 	struct daemon *d = user;
 	for (;;) {
+		if (d->n_clients >= d->max_clients) {
+			/* not polled while full: connections wait in the kernel's backlog
+			 * until a client leaves (reap) instead of costing a turn each */
+			daemon_listen_pause(d);
+			d->listen_paused = true;
+			double now = allm_now();
+			if (now - d->limit_logged >= 10) { /* churn at the limit: a line per 10 s */
+				dlog(d, 1, "at the client limit (%d, --max-clients): new connections wait",
+				     d->max_clients);
+				d->limit_logged = now;
+			}
+			return;
+		}
 		int s = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (s < 0)
+		if (s < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* the connection stays queued and the listener readable:
+				 * polling it again now would spin. Pause for a second (or
+				 * until a client leaves); the control plane keeps its fds. */
+				daemon_listen_pause(d);
+				d->listen_paused = true;
+				d->listen_retry = allm_now() + 1.0;
+				dlog(d, 1, "cannot accept a client (%s, %d connected): not accepting for 1 s",
+				     strerror(errno), d->n_clients);
+				return;
+			}
+			if (errno == ECONNABORTED || errno == EINTR || errno == EPROTO)
+				continue;
 			return; /* EAGAIN: all accepted */
+		}
 		struct ucred cr;
 		socklen_t len = sizeof(cr);
-		struct dclient *c = allm_calloc(1, sizeof(*c));
-		if (!c) {
+		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
 			close(s);
 			continue;
 		}
-		c->d = d;
-		c->id = ++d->next_client_id;
-		c->sock = s;
-		c->sq_db.fd = c->cq_db.fd = -1;
-		c->state = DC_HELLO;
-		c->next = d->clients;
-		d->clients = c;
-		if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !uid_allowed(d, cr.uid)) {
-			dlog(d, 1, "client %u refused: uid %d is not allowed (--allow-uid)", c->id,
-			     (int)cr.uid);
-			send_welcome(d, c, -EACCES, "permission denied: uid not allowed");
-			c->state = DC_DEAD;
-			continue;
-		}
-		c->uid = cr.uid;
-		c->pid = cr.pid;
-		if (d->draining || allm_loop_watch(d->loop, s, POLLIN, on_client_sock, c)) {
-			send_welcome(d, c, -ESHUTDOWN, "engine shutting down");
-			c->state = DC_DEAD;
-			continue;
-		}
-		dlog(d, 3, "client %u connected (pid %d, uid %d)", c->id, (int)cr.pid, (int)cr.uid);
+		daemon_client_add(d, s, &cr);
 	}
+}
+
+/* Connections that have not finished their handshake in time are closed: a
+ * silent peer may not hold a client slot (DESIGN §8). The listener paused for
+ * want of fds tries again. */
+void daemon_client_tick(struct daemon *d, double now)
+{
+	int expired = 0;
+	for (struct dclient *c = d->clients; c; c = c->next)
+		if ((c->state == DC_HELLO || c->state == DC_ACK) && now - c->born > d->handshake_timeout) {
+			c->state = DC_DEAD;
+			expired++;
+		}
+	if (expired)
+		dlog(d, 1, "closed %d connection%s that did not finish the handshake within %.1f s", expired,
+		     expired == 1 ? "" : "s", d->handshake_timeout);
+	if (!d->listen_watched && d->n_clients < d->max_clients && now >= d->listen_retry)
+		daemon_listen_resume(d);
 }
 
 /* Cancels a dead client's requests and frees everything it held. */
 static void reap(struct daemon *d, struct dclient *c)
 {
-	/* orphaned requests finish without writing to a client that is gone */
-	struct allm_engine_stats st;
-	allm_engine_get_stats(d->eng, &st);
-	int cap = st.waiting + st.running + st.swapped + 1;
-	const struct allm_request **rs = allm_malloc((size_t)cap * sizeof(*rs));
-	enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
-	for (int q = 0; rs && q < 3; q++) {
-		int n = allm_engine_list(d->eng, qs[q], rs, cap);
-		for (int i = 0; i < n; i++) {
-			struct dreq *dr = rs[i]->user;
-			if (dr && dr->c == c)
-				dr->c = NULL;
-		}
-	}
-	allm_free(rs);
-	daemon_cancel_requests(d, NULL);
+	/* its own list: every request, nothing scanned, nothing allocated; they
+	 * finish without writing to a client that is gone */
+	daemon_cancel_requests(d, c, true);
 	if (c->sq_db.fd >= 0)
 		allm_loop_unwatch(d->loop, allm_doorbell_fd(&c->sq_db));
 	if (c->sock >= 0) {
@@ -221,19 +305,27 @@ static void reap(struct daemon *d, struct dclient *c)
 	allm_doorbell_close(&c->cq_db);
 	allm_shm_segment_destroy(c->seg);
 	allm_free(c->backlog);
-	allm_free(c->prompt_buf);
 	dlog(d, 3, "client %u gone (%llu submitted, %llu rejected)", c->id,
 	     (unsigned long long)c->submitted, (unsigned long long)c->rejected);
 	allm_free(c);
+	d->n_clients--;
+	/* a slot is free (and maybe an fd or four) */
+	d->listen_retry = 0;
+	if (!d->listen_watched && d->n_clients < d->max_clients)
+		daemon_listen_resume(d);
 }
 
 void daemon_flush(struct daemon *d)
 {
 	for (struct dclient **pc = &d->clients; *pc;) {
 		struct dclient *c = *pc;
+		if (allm_shm_guard_faulted(c->seg)) { /* reaped just below: said once */
+			dlog(d, 1, "client %u truncated its shared-memory segment: disconnecting", c->id);
+			c->state = DC_DEAD;
+		}
 		if (c->stalled && !c->stall_handled) {
 			c->stall_handled = true;
-			daemon_cancel_requests(d, c);
+			daemon_cancel_requests(d, c, false);
 		}
 		if (c->state == DC_DEAD) {
 			*pc = c->next;
@@ -252,7 +344,9 @@ void daemon_flush(struct daemon *d)
 			c->bl_n--;
 			c->cq_pushed = true;
 		}
-		if (c->stalled && c->stall_handled && c->bl_n == 0) {
+		if (c->state == DC_READY && c->n_owed)
+			daemon_push_owed(d, c);
+		if (c->stalled && c->stall_handled && c->bl_n == 0 && c->n_owed == 0) {
 			/* it drained everything: serve it again */
 			c->stalled = c->stall_handled = false;
 			dlog(d, 2, "client %u drains its completion queue again", c->id);
@@ -293,7 +387,7 @@ uint32_t daemon_client_list(void *user, struct ctl_client_info *ret, uint32_t ma
 bool daemon_backlogged(const struct daemon *d)
 {
 	for (const struct dclient *c = d->clients; c; c = c->next)
-		if (c->state == DC_READY && c->bl_n > 0)
+		if (c->state == DC_READY && (c->bl_n > 0 || c->n_owed > 0))
 			return true;
 	return false;
 }
@@ -316,17 +410,21 @@ int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
 	c->id = ++d->next_client_id;
 	c->sock = -1;
 	c->sq_db.fd = c->cq_db.fd = -1;
-	if ((r = allm_shm_segment_create(want, false, &c->seg)) ||
-	    (r = allm_shm_segment_sq_cons(c->seg, &c->sq)) ||
-	    (r = allm_shm_segment_cq_prod(c->seg, &c->cq)) ||
-	    !(c->prompt_buf = allm_malloc((size_t)c->seg->layout.arena_size))) {
+	c->uid = getuid();
+	if (!(c->acct = daemon_uid_account(d, c->uid)))
+		r = -ENOSPC;
+	else if (!(r = allm_shm_segment_create(want, false, &c->seg)) &&
+		 !(r = allm_shm_segment_sq_cons(c->seg, &c->sq)))
+		r = allm_shm_segment_cq_prod(c->seg, &c->cq);
+	if (r) {
 		allm_shm_segment_destroy(c->seg);
 		allm_free(c);
-		return r ? r : -ENOMEM;
+		return r;
 	}
 	c->state = DC_READY;
 	c->next = d->clients;
 	d->clients = c;
+	d->n_clients++;
 	*ret = c;
 	return 0;
 }

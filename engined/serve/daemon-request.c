@@ -1,9 +1,14 @@
-/* allm-engined's request traffic: the SQ entries clients submit (copied out of
- * shared memory and validated before use: the segment is hostile, DESIGN §8)
- * become engine requests, and the engine's tokens and finishes become CQ entries,
- * with a bounded backlog for clients that stop draining. */
+/* allm-engined's request traffic: the SQ entries clients submit (refused by length
+ * and by the caps before anything is copied, then copied out of shared memory and
+ * validated before use: the segment is hostile, DESIGN §8) become engine requests,
+ * and the engine's tokens and finishes become CQ entries, with a bounded backlog
+ * for clients that stop draining. Every request is on its client's list (struct
+ * dreq) from its acceptance until its FINAL is delivered: cancelling a client's
+ * requests never scans the engine's queues, and a FINAL that finds no room waits
+ * there instead of being lost. */
 #include "daemon.h"
 
+#include "shm-guard.h"
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -13,39 +18,51 @@
 
 /* --- CQEs ------------------------------------------------------------------------ */
 
+/* Doubles c's backlog array. 0 or -ENOMEM. */
+static int backlog_grow(struct dclient *c)
+{
+	uint32_t cap = c->bl_cap ? c->bl_cap * 2 : 64;
+	struct allm_cqe *b = allm_malloc((size_t)cap * sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->bl_n; i++)
+		b[i] = c->backlog[(c->bl_head + i) % c->bl_cap];
+	allm_free(c->backlog);
+	c->backlog = b;
+	c->bl_cap = cap;
+	c->bl_head = 0;
+	return 0;
+}
+
 /* Hands a CQE to the client: into the CQ when the backlog is empty and there is
  * room, else into the backlog. A backlog past ALLM_D_BACKLOG_MAX means the client
  * stopped draining: its requests are failed (their FINALs still fit, up to the
- * hard cap); tokens for a stalled client are dropped. */
-static void emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
+ * hard cap); tokens for a stalled client are dropped. Returns 0 (delivered,
+ * queued, or dropped on purpose) or -ENOSPC: an ACCEPTED or FINAL found no room
+ * (hard cap reached, or no memory to grow) and the caller must keep it. */
+static int emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 {
 	if (c->state != DC_READY)
-		return;
+		return 0; /* going away: nothing will read it */
 	int r = c->bl_n == 0 ? allm_ring_push(&c->cq, e) : -EAGAIN;
 	if (r == 0) {
 		c->cq_pushed = true;
-		return;
+		return 0;
 	}
 	if (r == -EPROTO) {
-		dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+		if (!allm_shm_guard_faulted(c->seg)) /* else daemon_flush says why */
+			dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
 		c->state = DC_DEAD;
-		return;
+		return 0;
 	}
 	if (c->stalled && e->kind == ALLM_CQE_TOKEN)
-		return;
-	if (c->bl_n >= ALLM_D_BACKLOG_HARD)
-		return;
-	if (c->bl_n == c->bl_cap) {
-		uint32_t cap = c->bl_cap ? c->bl_cap * 2 : 64;
-		struct allm_cqe *b = allm_malloc((size_t)cap * sizeof(*b));
-		if (!b)
-			return;
-		for (uint32_t i = 0; i < c->bl_n; i++)
-			b[i] = c->backlog[(c->bl_head + i) % c->bl_cap];
-		allm_free(c->backlog);
-		c->backlog = b;
-		c->bl_cap = cap;
-		c->bl_head = 0;
+		return 0;
+	if (c->bl_n >= ALLM_D_BACKLOG_HARD || (c->bl_n == c->bl_cap && backlog_grow(c))) {
+		if (e->kind != ALLM_CQE_TOKEN)
+			return -ENOSPC;
+		/* no memory for its tokens: fail its requests as if it had stalled */
+		c->stalled = true;
+		return 0;
 	}
 	c->backlog[(c->bl_head + c->bl_n) % c->bl_cap] = *e;
 	c->bl_n++;
@@ -55,10 +72,24 @@ static void emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 		c->stalled = true;
 		dlog(d, 1, "client %u stopped draining its completion queue: failing its requests", c->id);
 	}
+	return 0;
 }
 
-static void emit_final_error(struct daemon *d, struct dclient *c, uint64_t tag, int32_t status,
-			     const char *msg)
+bool daemon_can_answer(struct dclient *c)
+{
+	if (c->bl_n == 0 && allm_ring_space(&c->cq) > 0)
+		return true;
+	if (c->bl_n >= ALLM_D_BACKLOG_HARD)
+		return false;
+	return c->bl_n < c->bl_cap || backlog_grow(c) == 0;
+}
+
+/* A submission refused before it became a request: one FINAL with request_id 0
+ * (daemon_can_answer() made room for it before the SQE was taken). Returns -1. */
+static int refuse(struct daemon *d, struct dclient *c, uint64_t tag, int32_t status,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int refuse(struct daemon *d, struct dclient *c, uint64_t tag, int32_t status,
+		  const char *fmt, ...)
 {
 	struct allm_cqe e;
 	memset(&e, 0, sizeof(e));
@@ -66,9 +97,14 @@ static void emit_final_error(struct daemon *d, struct dclient *c, uint64_t tag, 
 	e.finish_reason = ALLM_FINISH_ERROR;
 	e.status = status;
 	e.user_tag = tag;
-	snprintf(e.u.final.error, sizeof(e.u.final.error), "%s", msg);
-	emit(d, c, &e);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.u.final.error, sizeof(e.u.final.error), fmt, ap);
+	va_end(ap);
+	if (emit(d, c, &e))
+		dlog(d, 0, "client %u: no room for a refusal (tag %llu)", c->id, (unsigned long long)tag);
 	c->rejected++;
+	return -1;
 }
 
 /* A text piece as TOKEN entries: pieces longer than one entry are split on the
@@ -87,7 +123,8 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 		e.request_id = (uint64_t)r->id;
 		e.u.token.token_id = token;
 		e.u.token.index = index;
-		memcpy(e.u.token.text, text, part);
+		if (part)
+			memcpy(e.u.token.text, text, part);
 		emit(d, c, &e);
 		text += part;
 		len -= part;
@@ -115,103 +152,275 @@ static uint64_t us(double a, double b)
 	return b > a ? (uint64_t)((b - a) * 1e6) : 0;
 }
 
+/* --- the per-client list and the caps -------------------------------------------- */
+
+static void link_req(struct dclient *c, struct dreq *dr)
+{
+	dr->c = c;
+	dr->prev = NULL;
+	dr->next = c->reqs;
+	if (c->reqs)
+		c->reqs->prev = dr;
+	c->reqs = dr;
+}
+
+static void unlink_req(struct dclient *c, struct dreq *dr)
+{
+	if (dr->prev)
+		dr->prev->next = dr->next;
+	else
+		c->reqs = dr->next;
+	if (dr->next)
+		dr->next->prev = dr->prev;
+	dr->prev = dr->next = NULL;
+}
+
+/* What a request holds against the caps: +1 when accepted, -1 when it ends. */
+static void account(struct daemon *d, struct dclient *c, struct duid *u, int64_t bytes, int sign)
+{
+	d->queued += sign;
+	d->prompt_bytes += sign * bytes;
+	if (u) {
+		u->queued += sign;
+		u->prompt_bytes += sign * bytes;
+	}
+	if (c) {
+		c->inflight += sign;
+		c->prompt_bytes += sign * bytes;
+	}
+}
+
+static void free_req(struct dreq *dr)
+{
+	allm_detok_free(dr->detok);
+	allm_free(dr);
+}
+
 void daemon_on_finish(void *user, struct allm_request *r)
 {
 	struct daemon *d = user;
 	struct dreq *dr = r->user;
 	struct dclient *c = dr->c;
-	if (c) {
-		char piece[1024];
-		int n = dr->detok ? allm_detok_flush(dr->detok, piece, sizeof(piece)) : 0;
-		if (n > 0)
-			emit_text(d, c, r, -1, dr->n_gen, piece, (size_t)n);
-		struct allm_cqe e;
-		memset(&e, 0, sizeof(e));
-		e.kind = ALLM_CQE_FINAL;
-		e.user_tag = dr->user_tag;
-		e.request_id = (uint64_t)r->id;
-		int32_t last = r->seq.n_tokens > r->seq.n_prompt ? r->seq.tokens[r->seq.n_tokens - 1] : -1;
-		bool by_stop_id = false;
-		for (int i = 0; i < r->n_stop; i++)
-			by_stop_id |= r->stop_ids[i] == last;
-		switch (r->finish_kind) {
-		case ALLM_END_STOP: e.finish_reason = by_stop_id ? ALLM_FINISH_STOP : ALLM_FINISH_EOS; break;
-		case ALLM_END_LENGTH: e.finish_reason = ALLM_FINISH_LENGTH; break;
-		case ALLM_END_CANCELLED: e.finish_reason = ALLM_FINISH_CANCELLED; break;
-		default:
-			e.finish_reason = ALLM_FINISH_ERROR;
-			e.status = -EIO;
-			snprintf(e.u.final.error, sizeof(e.u.final.error), "%.63s",
-				 c->stalled ? "client not draining its completion queue" : r->error);
-		}
-		if (c->stalled && r->finish_kind == ALLM_END_CANCELLED) {
-			e.finish_reason = ALLM_FINISH_ERROR;
-			e.status = -ENOBUFS;
-			snprintf(e.u.final.error, sizeof(e.u.final.error),
-				 "client not draining its completion queue");
-		}
-		e.u.final.queue_us = us(r->arrival, r->first_sched ? r->first_sched : r->finish);
-		e.u.final.ttft_us = us(r->arrival, r->first_token ? r->first_token : r->finish);
-		e.u.final.total_us = us(r->arrival, r->finish);
-		e.u.final.n_prompt = (uint32_t)r->seq.n_prompt;
-		e.u.final.n_generated = (uint32_t)allm_request_n_generated(r);
-		e.u.final.n_preemptions = (uint32_t)(r->n_preempt_swap + r->n_preempt_recompute);
-		emit(d, c, &e);
-		c->inflight--;
+	dr->r = NULL;
+	account(d, c, dr->acct, dr->prompt_bytes, -1);
+	if (!c) {
+		free_req(dr);
+		return;
 	}
-	allm_detok_free(dr->detok);
-	allm_free(dr);
+	char piece[1024];
+	int n = dr->detok ? allm_detok_flush(dr->detok, piece, sizeof(piece)) : 0;
+	if (n > 0)
+		emit_text(d, c, r, -1, dr->n_gen, piece, (size_t)n);
+	struct allm_cqe *e = &dr->final;
+	memset(e, 0, sizeof(*e));
+	e->kind = ALLM_CQE_FINAL;
+	e->user_tag = dr->user_tag;
+	e->request_id = (uint64_t)r->id;
+	int32_t last = r->seq.n_tokens > r->seq.n_prompt ? r->seq.tokens[r->seq.n_tokens - 1] : -1;
+	bool by_stop_id = false;
+	for (int i = 0; i < r->n_stop; i++)
+		by_stop_id |= r->stop_ids[i] == last;
+	switch (r->finish_kind) {
+	case ALLM_END_STOP: e->finish_reason = by_stop_id ? ALLM_FINISH_STOP : ALLM_FINISH_EOS; break;
+	case ALLM_END_LENGTH: e->finish_reason = ALLM_FINISH_LENGTH; break;
+	case ALLM_END_CANCELLED: e->finish_reason = ALLM_FINISH_CANCELLED; break;
+	default:
+		e->finish_reason = ALLM_FINISH_ERROR;
+		e->status = -EIO;
+		snprintf(e->u.final.error, sizeof(e->u.final.error), "%.63s",
+			 c->stalled ? "client not draining its completion queue" : r->error);
+	}
+	if (c->stalled && r->finish_kind == ALLM_END_CANCELLED) {
+		e->finish_reason = ALLM_FINISH_ERROR;
+		e->status = -ENOBUFS;
+		snprintf(e->u.final.error, sizeof(e->u.final.error),
+			 "client not draining its completion queue");
+	}
+	e->u.final.queue_us = us(r->arrival, r->first_sched ? r->first_sched : r->finish);
+	e->u.final.ttft_us = us(r->arrival, r->first_token ? r->first_token : r->finish);
+	e->u.final.total_us = us(r->arrival, r->finish);
+	e->u.final.n_prompt = (uint32_t)r->seq.n_prompt;
+	e->u.final.n_generated = (uint32_t)allm_request_n_generated(r);
+	e->u.final.n_preemptions = (uint32_t)(r->n_preempt_swap + r->n_preempt_recompute);
+	if (emit(d, c, e) == -ENOSPC) {
+		/* a request always ends: this FINAL waits here for room (daemon_flush) */
+		dr->owed = true;
+		c->n_owed++;
+		return;
+	}
+	unlink_req(c, dr);
+	free_req(dr);
+}
+
+void daemon_push_owed(struct daemon *d, struct dclient *c)
+{
+	for (struct dreq *dr = c->reqs, *next; dr && c->n_owed > 0; dr = next) {
+		next = dr->next;
+		if (!dr->owed)
+			continue;
+		if (emit(d, c, &dr->final) == -ENOSPC)
+			return;
+		c->n_owed--;
+		unlink_req(c, dr);
+		free_req(dr);
+	}
+}
+
+void daemon_cancel_requests(struct daemon *d, struct dclient *c, bool forget)
+{
+	for (struct dreq *dr = c->reqs, *next; dr; dr = next) {
+		next = dr->next; /* on_finish frees dr (or keeps it, owed) */
+		if (forget) {
+			unlink_req(c, dr);
+			if (dr->owed) { /* finished and counted already */
+				c->n_owed--;
+				free_req(dr);
+				continue;
+			}
+			dr->c = NULL; /* on_finish settles its uid's and the engine's counts */
+		}
+		if (dr->r)
+			allm_engine_cancel_req(d->eng, dr->r);
+	}
 }
 
 /* --- SQEs ------------------------------------------------------------------------ */
 
-static void handle_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
+void daemon_limits_default(struct daemon *d)
+{
+	d->max_clients = ALLM_D_MAX_CLIENTS;
+	d->handshake_timeout = ALLM_D_HANDSHAKE_S;
+	d->max_queued = ALLM_D_MAX_QUEUED;
+	d->max_queued_uid = ALLM_D_MAX_QUEUED_UID;
+	d->max_queued_client = ALLM_D_MAX_QUEUED_CLIENT;
+	d->max_prompt_bytes = ALLM_D_MAX_PROMPT_BYTES;
+	d->max_prompt_bytes_uid = ALLM_D_MAX_PROMPT_BYTES_UID;
+}
+
+/* Token prompts: the context bounds them; text: the context times the longest
+ * token's text, so no text that could fit is refused, and copying or encoding one
+ * is bounded by the model, not by the client's arena. */
+int daemon_prompt_limits(struct daemon *d)
+{
+	const struct allm_model_config *mc = &d->rt->model->cfg;
+	size_t ids = (size_t)(mc->max_pos > 1 ? mc->max_pos - 1 : 1) * sizeof(int32_t);
+	d->max_text_bytes = 0;
+	if (d->rt->tok) {
+		/* a token of k bytes covers at most k bytes of text (plus what a
+		 * normalizer may fold); the cap of 32 a token keeps encoding on the
+		 * loop short for long-context models: a text averaging more than
+		 * that per token is refused as too long */
+		size_t per = ALLM_MIN(allm_tokenizer_max_token_bytes(d->rt->tok) + 4, (size_t)32);
+		d->max_text_bytes = (size_t)mc->max_pos * per;
+	}
+	d->prompt_buf_cap = ALLM_MAX(ids, d->max_text_bytes);
+	d->prompt_buf = allm_malloc(d->prompt_buf_cap);
+	return d->prompt_buf ? 0 : -ENOMEM;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The caps on what is in flight (DESIGN §8): -EAGAIN refusals, which the gateway
+ * answers with HTTP 429. bytes: the prompt's size as the engine will hold it.
+ * Returns true when c may add one request of that size. */
+static bool within_caps(struct daemon *d, struct dclient *c, uint64_t tag, int64_t bytes)
+{
+	const struct duid *u = c->acct;
+	/* each message fits the 63 characters of a CQE */
+	if (c->inflight >= d->max_queued_client)
+		refuse(d, c, tag, -EAGAIN, "client: %lld requests in flight (--max-queued-per-client)",
+		       (long long)c->inflight);
+	else if (u->queued >= d->max_queued_uid)
+		refuse(d, c, tag, -EAGAIN, "uid %u: %lld requests in flight (--max-queued-per-uid)",
+		       (unsigned)u->uid, (long long)u->queued);
+	else if (d->queued >= d->max_queued)
+		refuse(d, c, tag, -EAGAIN, "engine: %lld requests in flight (--max-queued)",
+		       (long long)d->queued);
+	else if (u->prompt_bytes + bytes > d->max_prompt_bytes_uid)
+		refuse(d, c, tag, -EAGAIN, "uid %u: prompt bytes at cap (--max-prompt-bytes-per-uid)",
+		       (unsigned)u->uid);
+	else if (d->prompt_bytes + bytes > d->max_prompt_bytes)
+		refuse(d, c, tag, -EAGAIN, "engine: prompt bytes at cap (--max-prompt-bytes)");
+	else
+		return true;
+	return false;
+}
+
+/* Checks a SUBMIT before any prompt byte is read: 0, or -1 with the refusal sent. */
+static int precheck_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
+{
+	const struct allm_model_config *mc = &d->rt->model->cfg;
+	uint64_t t = q->user_tag;
+	if (d->draining)
+		return refuse(d, c, t, -ESHUTDOWN, "engine shutting down");
+	if (d->paused)
+		return refuse(d, c, t, -EBUSY, "engine draining (allmctl drain): new requests refused");
+	/* still not draining: no new work (its tokens would only be dropped) */
+	if (c->stalled)
+		return refuse(d, c, t, -ENOBUFS, "client not draining its completion queue");
+	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
+		return refuse(d, c, t, -EINVAL, "bad flags, n_stop or max_tokens");
+	if (q->prompt_kind != ALLM_PROMPT_TEXT && q->prompt_kind != ALLM_PROMPT_TOKENS)
+		return refuse(d, c, t, -EINVAL, "bad prompt_kind");
+	/* by length, before one byte is copied or tokenized (DESIGN §8) */
+	if (q->prompt_kind == ALLM_PROMPT_TOKENS) {
+		if (q->prompt_len % 4 || q->prompt_len == 0)
+			return refuse(d, c, t, -EINVAL, "token prompt length not a multiple of 4");
+		if (q->prompt_len / 4 >= (uint32_t)mc->max_pos)
+			return refuse(d, c, t, -E2BIG, "prompt of %u tokens: the context is %d",
+						q->prompt_len / 4, mc->max_pos);
+	} else {
+		if (!d->rt->tok)
+			return refuse(d, c, t, -EINVAL, "model has no tokenizer: send token ids");
+		if (q->prompt_len > d->max_text_bytes)
+			return refuse(d, c, t, -E2BIG, "text of %u bytes cannot fit %d tokens (max %zu B)",
+						q->prompt_len, mc->max_pos, d->max_text_bytes);
+	}
+	/* a text's size in tokens is known after encoding; until then its bytes
+	 * bound it (a token covers at least one byte, plus BOS) */
+	int64_t est = q->prompt_kind == ALLM_PROMPT_TOKENS ? q->prompt_len : 0;
+	return within_caps(d, c, t, est) ? 0 : -1;
+}
+
+static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	const struct allm_model_config *mc = &d->rt->model->cfg;
 	struct allm_err err = {{0}};
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (d->draining)
-		return emit_final_error(d, c, q->user_tag, -ESHUTDOWN, "engine shutting down");
-	if (d->paused)
-		return emit_final_error(d, c, q->user_tag, -EBUSY,
-					"engine draining (allmctl drain): new requests refused");
-	if (c->inflight >= ALLM_D_MAX_INFLIGHT)
-		return emit_final_error(d, c, q->user_tag, -EAGAIN, "too many requests in flight");
-	/* still not draining: no new work (its tokens would only be dropped) */
-	if (c->stalled)
-		return emit_final_error(d, c, q->user_tag, -ENOBUFS,
-					"client not draining its completion queue");
-	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
-		return emit_final_error(d, c, q->user_tag, -EINVAL, "bad flags, n_stop or max_tokens");
-	if (q->prompt_kind != ALLM_PROMPT_TEXT && q->prompt_kind != ALLM_PROMPT_TOKENS)
-		return emit_final_error(d, c, q->user_tag, -EINVAL, "bad prompt_kind");
+	if (precheck_submit(d, c, q))
+		return -1;
 	/* bounds-checked copy out of the arena into private memory, before any use */
-	if (allm_shm_arena_copy_out(c->seg, q->prompt_off, q->prompt_len, c->prompt_buf,
-				    (size_t)c->seg->layout.arena_size))
-		return emit_final_error(d, c, q->user_tag, -EINVAL, "prompt outside the arena");
+	if (allm_shm_arena_copy_out(c->seg, q->prompt_off, q->prompt_len, d->prompt_buf, d->prompt_buf_cap))
+		return refuse(d, c, q->user_tag, -EINVAL, "prompt outside the arena");
 	if (q->prompt_kind == ALLM_PROMPT_TOKENS) {
-		if (q->prompt_len % 4 || q->prompt_len == 0)
-			return emit_final_error(d, c, q->user_tag, -EINVAL, "token prompt length not a multiple of 4");
 		n = q->prompt_len / 4;
 		ids = allm_malloc(n * sizeof(int32_t));
 		if (!ids)
-			return emit_final_error(d, c, q->user_tag, -ENOMEM, "out of memory");
-		memcpy(ids, c->prompt_buf, n * sizeof(int32_t));
+			return refuse(d, c, q->user_tag, -ENOMEM, "out of memory");
+		memcpy(ids, d->prompt_buf, n * sizeof(int32_t));
 	} else {
-		if (!d->rt->tok)
-			return emit_final_error(d, c, q->user_tag, -EINVAL, "model has no tokenizer: send token ids");
-		if (allm_tokenizer_encode(d->rt->tok, (const char *)c->prompt_buf, q->prompt_len, true,
+		if (allm_tokenizer_encode(d->rt->tok, (const char *)d->prompt_buf, q->prompt_len, true,
 					  &ids, &n, &err))
-			return emit_final_error(d, c, q->user_tag, -EINVAL, err.msg);
+			return refuse(d, c, q->user_tag, -EINVAL, "%s", err.msg);
+		if (!within_caps(d, c, q->user_tag, (int64_t)(n * sizeof(int32_t)))) {
+			allm_free(ids);
+			return -1;
+		}
 	}
 	struct dreq *dr = allm_calloc(1, sizeof(*dr));
 	if (!dr) {
 		allm_free(ids);
-		return emit_final_error(d, c, q->user_tag, -ENOMEM, "out of memory");
+		return refuse(d, c, q->user_tag, -ENOMEM, "out of memory");
 	}
-	dr->c = c;
 	dr->user_tag = q->user_tag;
+	dr->prompt_bytes = (int64_t)(n * sizeof(int32_t));
 	if (d->rt->tok && allm_detok_create(d->rt->tok, true, &dr->detok))
 		dr->detok = NULL;
 	struct allm_submit s = {
@@ -226,42 +435,51 @@ static void handle_submit(struct daemon *d, struct dclient *c, const struct allm
 		.user = dr,
 	};
 	memcpy(s.stop_ids, q->stop_ids, sizeof(q->stop_ids));
-	int64_t id;
-	int r = allm_engine_submit(d->eng, &s, &id, &err);
+	int r = allm_engine_submit_req(d->eng, &s, &dr->r, &err);
 	allm_free(ids);
 	if (r) {
-		allm_detok_free(dr->detok);
-		allm_free(dr);
-		return emit_final_error(d, c, q->user_tag, r, err.msg);
+		free_req(dr);
+		return refuse(d, c, q->user_tag, r, "%s", err.msg);
 	}
-	c->inflight++;
+	dr->id = dr->r->id;
+	dr->acct = c->acct;
+	link_req(c, dr);
+	account(d, c, c->acct, dr->prompt_bytes, +1);
 	c->submitted++;
 	struct allm_cqe e;
 	memset(&e, 0, sizeof(e));
 	e.kind = ALLM_CQE_ACCEPTED;
 	e.user_tag = q->user_tag;
-	e.request_id = (uint64_t)id;
-	emit(d, c, &e);
+	e.request_id = (uint64_t)dr->id;
+	if (emit(d, c, &e))
+		dlog(d, 0, "client %u: no room for an ACCEPTED (request %lld)", c->id, (long long)dr->id);
+	return 0;
 }
 
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
+	/* reserved bytes are zero, so a later ABI version can give them a meaning */
+	if (!all_zero(q->reserved, sizeof(q->reserved))) {
+		refuse(d, c, q->user_tag, -EINVAL, "reserved SQE bytes must be zero");
+		return;
+	}
 	switch (q->opcode) {
 	case ALLM_OP_NOP:
 		return;
 	case ALLM_OP_SUBMIT:
-		return handle_submit(d, c, q);
-	case ALLM_OP_CANCEL: {
-		/* only the owner may cancel; an unknown id is a no-op */
-		struct dreq *dr = q->request_id <= INT64_MAX
-					  ? allm_engine_request_user(d->eng, (int64_t)q->request_id)
-					  : NULL;
-		if (dr && dr->c == c)
-			allm_engine_cancel(d->eng, (int64_t)q->request_id);
+		handle_submit(d, c, q);
 		return;
-	}
+	case ALLM_OP_CANCEL:
+		/* only the owner may cancel, so only its own list is searched; an
+		 * unknown id is a no-op */
+		for (struct dreq *dr = c->reqs; dr; dr = dr->next)
+			if (dr->r && (uint64_t)dr->id == q->request_id) {
+				allm_engine_cancel_req(d->eng, dr->r);
+				break;
+			}
+		return;
 	default:
-		return emit_final_error(d, c, q->user_tag, -EINVAL, "unknown opcode");
+		refuse(d, c, q->user_tag, -EINVAL, "unknown opcode");
 	}
 }
 
@@ -271,8 +489,12 @@ void daemon_pump_sq(struct daemon *d)
 		if (c->state != DC_READY)
 			continue;
 		struct allm_sqe q; /* a private copy: the slot itself is never read again */
-		for (int i = 0; i < ALLM_D_SQ_BATCH; i++) {
+		/* an SQE is taken only when its answer has room: a client that does
+		 * not drain its CQ is not read either, and its SQ fills */
+		for (int i = 0; i < ALLM_D_SQ_BATCH && daemon_can_answer(c); i++) {
 			int r = allm_ring_pop(&c->sq, &q);
+			if (allm_shm_guard_faulted(c->seg))
+				break; /* truncated: what we read is zeros; daemon_flush drops it */
 			if (r == -EAGAIN)
 				break;
 			if (r) {
@@ -285,27 +507,3 @@ void daemon_pump_sq(struct daemon *d)
 		}
 	}
 }
-
-/* --- cancellation -------------------------------------------------------------- */
-
-void daemon_cancel_requests(struct daemon *d, struct dclient *c)
-{
-	const struct allm_request *rs[256];
-	enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
-	for (int q = 0; q < 3; q++) {
-		int k;
-		do {
-			int64_t ids[256];
-			int n = allm_engine_list(d->eng, qs[q], rs, 256);
-			k = 0;
-			for (int i = 0; i < n; i++) {
-				const struct dreq *dr = rs[i]->user;
-				if (dr && dr->c == c)
-					ids[k++] = rs[i]->id;
-			}
-			for (int i = 0; i < k; i++)
-				allm_engine_cancel(d->eng, ids[i]);
-		} while (k > 0);
-	}
-}
-

@@ -7,13 +7,17 @@
 #include "ctl-server.h"
 #include "engine-calib.h"
 #include "progress.h"
+#include "shm-guard.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -54,9 +58,22 @@ static void usage(FILE *f)
 		"                         /tmp/adaptivellm-$UID\n"
 		"  --allow-uid UID        also serve this user (repeatable; default: own uid only)\n"
 		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
-		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests (default 30)\n"
+		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests and deliver\n"
+		"                         what clients have not read (default 30); a second signal: now\n"
+		"limits on what clients can make the engine hold (a refused request ends with status\n"
+		"-EAGAIN):\n"
+		"  --max-clients N        connections at once, handshakes included (default %d)\n"
+		"  --handshake-timeout S  a connection that has not finished its hello by then is\n"
+		"                         closed (default %.0f)\n"
+		"  --max-queued N         requests in flight, all clients (default %d)\n"
+		"  --max-queued-per-uid N      ... of one user (default %d)\n"
+		"  --max-queued-per-client N   ... of one client (default %d)\n"
+		"  --max-prompt-bytes N   prompt bytes held by requests in flight, 4 a token (default %lld)\n"
+		"  --max-prompt-bytes-per-uid N  ... of one user (default %lld)\n"
 		"%s",
-		allm_engine_opts_help());
+		ALLM_D_MAX_CLIENTS, ALLM_D_HANDSHAKE_S, ALLM_D_MAX_QUEUED, ALLM_D_MAX_QUEUED_UID,
+		ALLM_D_MAX_QUEUED_CLIENT, (long long)ALLM_D_MAX_PROMPT_BYTES,
+		(long long)ALLM_D_MAX_PROMPT_BYTES_UID, allm_engine_opts_help());
 }
 
 static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engine_opts *o)
@@ -65,6 +82,7 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 	allm_engine_opts_default(o);
 	d->name = "default";
 	d->shutdown_timeout = 30;
+	daemon_limits_default(d);
 	for (int i = 1; i < argc;) {
 		int r = allm_engine_opts_parse(o, argc, argv, &i, &err);
 		if (r < 0) {
@@ -102,6 +120,20 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 			d->posix_shm = !strcmp(v, "posix");
 		} else if (!strcmp(f, "--shutdown-timeout") && !allm_parse_f64(v, 0, 86400, &x)) {
 			d->shutdown_timeout = x;
+		} else if (!strcmp(f, "--max-clients") && !allm_parse_i64(v, 1, 1 << 20, &n)) {
+			d->max_clients = (int)n;
+		} else if (!strcmp(f, "--handshake-timeout") && !allm_parse_f64(v, 0.01, 3600, &x)) {
+			d->handshake_timeout = x;
+		} else if (!strcmp(f, "--max-queued") && !allm_parse_i64(v, 1, INT32_MAX, &n)) {
+			d->max_queued = n;
+		} else if (!strcmp(f, "--max-queued-per-uid") && !allm_parse_i64(v, 1, INT32_MAX, &n)) {
+			d->max_queued_uid = n;
+		} else if (!strcmp(f, "--max-queued-per-client") && !allm_parse_i64(v, 1, INT32_MAX, &n)) {
+			d->max_queued_client = n;
+		} else if (!strcmp(f, "--max-prompt-bytes") && !allm_parse_i64(v, 1, INT64_MAX / 2, &n)) {
+			d->max_prompt_bytes = n;
+		} else if (!strcmp(f, "--max-prompt-bytes-per-uid") && !allm_parse_i64(v, 1, INT64_MAX / 2, &n)) {
+			d->max_prompt_bytes_uid = n;
 		} else {
 			fprintf(stderr, "allm-engined: unknown flag or bad value: %s %s (see --help)\n", f, v);
 			return -1;
@@ -116,7 +148,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 }
 
 /* $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID;
- * created 0700 and refused if someone else owns it. */
+ * created 0700 and refused if it is a symlink or someone else owns it. Checked on
+ * the opened directory (O_NOFOLLOW, fstat, fchmod), never by a second path lookup
+ * someone could redirect in between. With --allow-uid it is 0711: the allowed
+ * users may reach the socket (which the engine opens to them, and checks their
+ * uid at accept), not list or create anything. */
 static int prepare_runtime_dir(struct daemon *d)
 {
 	/* one rule for every engine socket, shared with the control-plane peers */
@@ -128,15 +164,23 @@ static int prepare_runtime_dir(struct daemon *d)
 		dlog(d, 0, "cannot create %s: %s", d->runtime_dir, strerror(errno));
 		return -1;
 	}
+	int fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
-	if (stat(d->runtime_dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
-		dlog(d, 0, "%s is not a directory owned by uid %d", d->runtime_dir, (int)getuid());
+	if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+		bool link = fd < 0 && !lstat(d->runtime_dir, &st) && S_ISLNK(st.st_mode);
+		dlog(d, 0, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)getuid(),
+		     link ? " (a symlink)" : "");
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	if ((st.st_mode & 0777) != 0700 && chmod(d->runtime_dir, 0700)) {
-		dlog(d, 0, "cannot make %s mode 0700: %s", d->runtime_dir, strerror(errno));
+	mode_t mode = d->n_allow_uids ? 0711 : 0700;
+	if ((st.st_mode & 07777) != mode && fchmod(fd, mode)) {
+		dlog(d, 0, "cannot make %s mode %04o: %s", d->runtime_dir, (unsigned)mode, strerror(errno));
+		close(fd);
 		return -1;
 	}
+	close(fd);
 	snprintf(d->sock_path, sizeof(d->sock_path), "%s/%s.sock", d->runtime_dir, d->name);
 	return 0;
 }
@@ -165,6 +209,13 @@ static int listen_socket(struct daemon *d)
 			close(fd);
 		return -1;
 	}
+	/* the umask made it 0600; --allow-uid users need to connect too (the
+	 * accept checks each peer's uid) */
+	if (d->n_allow_uids && chmod(d->sock_path, 0666)) {
+		dlog(d, 0, "cannot open %s to --allow-uid users: %s", d->sock_path, strerror(errno));
+		close(fd);
+		return -1;
+	}
 	d->listen_fd = fd;
 	return 0;
 }
@@ -173,7 +224,7 @@ static void stop_listening(struct daemon *d)
 {
 	if (d->listen_fd < 0)
 		return;
-	allm_loop_unwatch(d->loop, d->listen_fd);
+	daemon_listen_pause(d);
 	close(d->listen_fd);
 	d->listen_fd = -1;
 	unlink(d->sock_path);
@@ -198,7 +249,7 @@ static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
 	if (read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n == 0)
 		return;
 	if (d->draining) {
-		dlog(d, 1, "second signal: cancelling what is left");
+		dlog(d, 1, "second signal: cancelling what is left and exiting now");
 		d->drain_deadline = 0;
 		return;
 	}
@@ -209,8 +260,8 @@ void daemon_begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->draining)
 		return;
-	dlog(d, 2, "%s: no new requests; finishing those in flight (up to %.0f s)", why,
-	     d->shutdown_timeout);
+	dlog(d, 2, "%s: no new requests; finishing those in flight (up to %.0f s, a second signal: now)",
+	     why, d->shutdown_timeout);
 	d->draining = true;
 	d->drain_deadline = allm_now() + d->shutdown_timeout;
 	stop_listening(d);
@@ -224,6 +275,7 @@ static void on_tick(struct allm_loop *l, int fd, uint32_t revents, void *user)
 	uint64_t n;
 	if (read(fd, &n, sizeof(n)) < 0) {
 	}
+	daemon_client_tick(d, allm_now()); /* handshake timeouts, a paused listener */
 	ctl_server_tick(d->ctl); /* `stats` telemetry at 10 Hz */
 }
 
@@ -359,6 +411,45 @@ static uint64_t submitted_total(const struct daemon *d)
  * waits this long (wall time, no simulated time passes) for the rest. */
 #define SIM_BURST_GAP_S 0.002
 
+static int count_open_fds(void)
+{
+	int n = 0;
+	DIR *dir = opendir("/proc/self/fd");
+	if (!dir)
+		return 64; /* a guess: what a started engine holds */
+	while (readdir(dir))
+		n++;
+	closedir(dir);
+	return n;
+}
+
+/* Keeps file descriptors for everything besides clients (DESIGN §8): what is open
+ * now, ALLM_D_FD_RESERVE for the control plane's peers (libzmq aborts when its
+ * own accept fails with EMFILE) and the rest, then ALLM_D_FDS_PER_CLIENT for each
+ * of --max-clients. Raises the soft limit toward the hard one when needed, else
+ * lowers --max-clients to what fits, and says so. */
+static void reserve_fds(struct daemon *d)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	rlim_t base = (rlim_t)count_open_fds() + ALLM_D_FD_RESERVE;
+	rlim_t need = base + (rlim_t)d->max_clients * ALLM_D_FDS_PER_CLIENT;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		struct rlimit up = {.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max,
+				    .rlim_max = rl.rlim_max};
+		if (!setrlimit(RLIMIT_NOFILE, &up))
+			rl.rlim_cur = up.rlim_cur;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		long fit = rl.rlim_cur > base ? (long)((rl.rlim_cur - base) / ALLM_D_FDS_PER_CLIENT) : 0;
+		fit = fit < 1 ? 1 : fit;
+		dlog(d, 1, "only %llu file descriptors (ulimit -n): serving at most %ld clients, not %d "
+			   "(--max-clients)", (unsigned long long)rl.rlim_cur, fit, d->max_clients);
+		d->max_clients = (int)fit;
+	}
+}
+
 static int serve(struct daemon *d)
 {
 	struct allm_err err = {{0}};
@@ -369,10 +460,13 @@ static int serve(struct daemon *d)
 		bool busy = !allm_engine_idle(d->eng);
 		if (d->draining && !busy && !daemon_backlogged(d))
 			return 0;
-		if (d->draining && busy && allm_now() > d->drain_deadline) {
-			dlog(d, 1, "shutdown timeout: cancelling the requests still in flight");
+		/* one deadline for everything: requests still running and clients
+		 * that do not read what they were sent (DESIGN §8) */
+		if (d->draining && allm_now() > d->drain_deadline) {
+			dlog(d, 1, "shutdown deadline: cancelling %s", busy ? "the requests still in flight"
+									 : "what clients have not read");
 			daemon_close_clients(d);
-			continue;
+			return 0;
 		}
 		/* Idle: ask every client to ring its SQ doorbell, re-checking that
 		 * nothing arrived meanwhile (spin-then-sleep, DESIGN §8); then sleep. */
@@ -406,6 +500,8 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &d, &o))
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
+	/* sockets and files we create are ours alone unless opened on purpose */
+	umask(077);
 	if (prepare_runtime_dir(&d))
 		return 1;
 	struct allm_progress load = {.label = "loading weights", .prefix = "allm-engined: ",
@@ -435,6 +531,10 @@ int main(int argc, char **argv)
 	}
 	if (note[0])
 		dlog(&d, 2, "%s", note);
+	if (daemon_prompt_limits(&d) || allm_shm_guard_install()) {
+		dlog(&d, 0, "out of memory");
+		goto out;
+	}
 	if (o.profile)
 		snprintf(d.profile_path, sizeof(d.profile_path), "%s", o.profile);
 	else if (allm_predictor_default_path(&key, d.profile_path, sizeof(d.profile_path)))
@@ -453,12 +553,18 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_posix_signal};
 	sigemptyset(&sa.sa_mask);
 	if (d.signal_fd < 0 || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || allm_loop_watch(d.loop, d.signal_fd, POLLIN, on_signal, &d) ||
-	    start_tick(&d) || listen_socket(&d) || allm_loop_watch(d.loop, d.listen_fd, POLLIN, daemon_on_listen, &d)) {
+	    start_tick(&d) || listen_socket(&d)) {
 		dlog(&d, 0, "cannot start serving");
 		goto out;
 	}
 	if (start_control(&d)) {
 		dlog(&d, 0, "cannot start the control plane");
+		goto out;
+	}
+	reserve_fds(&d); /* with the control plane's own fds counted */
+	daemon_listen_resume(&d);
+	if (!d.listen_watched) {
+		dlog(&d, 0, "cannot watch %s", d.sock_path);
 		goto out;
 	}
 	dlog(&d, 2, "serving %s (%s) on %s (control: %s/%s.ctl): %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
@@ -484,5 +590,6 @@ out:
 	allm_loop_free(d.loop);
 	allm_predictor_free(d.pred);
 	allm_runtime_close(d.rt);
+	allm_free(d.prompt_buf);
 	return rc;
 }

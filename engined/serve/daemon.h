@@ -12,16 +12,31 @@
 #include "shm-segment.h"
 
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* Most CQEs a client may leave undrained before its requests fail. */
 #define ALLM_D_BACKLOG_MAX 4096
-/* Room above that for the FINAL entries of those failures. */
+/* Room above that for the FINAL entries of those failures; a FINAL that finds no
+ * room waits in its request's struct dreq instead (never dropped). */
 #define ALLM_D_BACKLOG_HARD (ALLM_D_BACKLOG_MAX + 1024)
-/* Requests one client may have in flight. */
-#define ALLM_D_MAX_INFLIGHT 4096
 /* SQEs taken from one client per loop turn, so one busy client cannot starve others. */
 #define ALLM_D_SQ_BATCH 64
+
+/* Defaults of the limits on what peers can make the engine hold (DESIGN §8);
+ * each is an allm-engined flag. */
+#define ALLM_D_MAX_CLIENTS 64 /* --max-clients */
+#define ALLM_D_HANDSHAKE_S 2.0 /* --handshake-timeout: accept -> mapped ack */
+#define ALLM_D_MAX_QUEUED 16384 /* --max-queued: requests in flight, all clients */
+#define ALLM_D_MAX_QUEUED_UID 8192 /* --max-queued-per-uid */
+#define ALLM_D_MAX_QUEUED_CLIENT 4096 /* --max-queued-per-client */
+#define ALLM_D_MAX_PROMPT_BYTES (INT64_C(256) << 20) /* --max-prompt-bytes (4 B a token) */
+#define ALLM_D_MAX_PROMPT_BYTES_UID (INT64_C(128) << 20) /* --max-prompt-bytes-per-uid */
+/* File descriptors a client costs (socket, two doorbells, segment) and those kept
+ * free for everything else: the control plane's peers (libzmq aborts when an
+ * accept of its own fails with EMFILE), weight files, calibration. */
+#define ALLM_D_FDS_PER_CLIENT 4
+#define ALLM_D_FD_RESERVE 96
 
 #include "ctl-server.h"
 
@@ -32,13 +47,24 @@ enum dclient_state {
 	DC_DEAD, /* hung up: reaped at the end of the loop turn */
 };
 
+/* What one uid holds (the per-uid caps); one per uid the engine serves. */
+struct duid {
+	uid_t uid;
+	int64_t queued; /* requests in flight */
+	int64_t prompt_bytes; /* their prompts, 4 bytes a token */
+};
+
+struct dreq;
+
 struct dclient {
 	struct daemon *d;
 	uint32_t id;
 	int sock; /* the lease */
 	uid_t uid;
 	pid_t pid; /* from SO_PEERCRED at accept, for the control plane's client list */
+	struct duid *acct; /* its uid's account */
 	enum dclient_state state;
+	double born; /* accepted at (allm_now): the handshake must end by born + timeout */
 	uint8_t hello_buf[sizeof(struct allm_hello)];
 	size_t hello_got;
 	struct allm_shm_segment *seg;
@@ -50,18 +76,28 @@ struct dclient {
 	uint32_t bl_head, bl_n, bl_cap;
 	bool stalled; /* backlog overflowed: its requests are failed */
 	bool stall_handled; /* ...and that was done */
-	int64_t inflight;
+	struct dreq *reqs; /* its requests in flight and FINALs owed: found in O(1) */
+	uint32_t n_owed; /* FINALs waiting in their dreq for room */
+	int64_t inflight; /* requests in the engine */
+	int64_t prompt_bytes; /* their prompts, 4 bytes a token */
 	uint64_t submitted, rejected;
-	uint8_t *prompt_buf; /* arena_size bytes: private copy of one prompt */
 	struct dclient *next;
 };
 
-/* Per engine request (allm_request.user). */
+/* Per engine request (allm_request.user), on its client's list from submit until
+ * the client has its FINAL (or is gone). */
 struct dreq {
 	struct dclient *c; /* NULL once the client is gone */
+	struct dreq *prev, *next; /* c->reqs */
+	struct allm_request *r; /* the engine's, NULL once finished */
+	int64_t id; /* r->id, for CANCEL */
 	uint64_t user_tag;
+	struct duid *acct; /* its uid's account (d->uids: outlives the client) */
+	int64_t prompt_bytes; /* what it counts against the caps */
 	struct allm_detok *detok; /* NULL when the model has no tokenizer */
 	uint32_t n_gen;
+	bool owed; /* finished, its FINAL below waits for room in the client's CQ */
+	struct allm_cqe final;
 };
 
 struct daemon {
@@ -73,19 +109,39 @@ struct daemon {
 	char runtime_dir[512];
 	char sock_path[600];
 	int listen_fd;
+	bool listen_watched; /* false while paused: at --max-clients or out of fds */
+	bool listen_paused; /* paused by a limit (not by shutdown): say when it resumes */
+	double listen_retry; /* out of fds: when to try accepting again */
+	double limit_logged; /* when "at the client limit" was last said */
 	int signal_fd; /* eventfd the signal handler bumps */
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
 	uid_t allow_uids[16];
 	int n_allow_uids;
+	struct duid uids[17]; /* accounts: our uid and each --allow-uid, made on first use */
+	int n_uids;
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	struct dclient *clients;
 	uint32_t next_client_id;
+	int n_clients; /* on the list, any state: what --max-clients bounds */
+	/* limits (flags; the defaults above) */
+	int max_clients;
+	double handshake_timeout;
+	int64_t max_queued, max_queued_uid, max_queued_client;
+	int64_t max_prompt_bytes, max_prompt_bytes_uid;
+	int64_t queued, prompt_bytes; /* held now, all clients */
+	/* prompts are refused by length before they are copied: a token prompt
+	 * longer than the context, a text longer than max_text_bytes (which could
+	 * not encode into the context); the copy goes to prompt_buf, sized for the
+	 * longer of the two */
+	size_t max_text_bytes;
+	uint8_t *prompt_buf;
+	size_t prompt_buf_cap;
 	bool draining; /* SIGTERM or `shutdown`: no new work, finish what is in flight, exit */
 	bool paused; /* `drain` (control plane): no new work, but the engine stays up */
 	struct ctl_server *ctl; /* the control plane; NULL if it could not start */
 	char profile_path[4096]; /* where `calibrate` saves the predictor profile, or "" */
-	double drain_deadline;
+	double drain_deadline; /* shutdown: everything ends by then */
 	double shutdown_timeout;
 	bool stop;
 };
@@ -100,10 +156,13 @@ void daemon_begin_shutdown(struct daemon *d, const char *why);
 
 /* daemon-client.c: sessions */
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user);
+/* A new connection s (ours now) from the peer cr: refused (a welcome saying why,
+ * then closed) or on the client list waiting for its hello. */
+void daemon_client_add(struct daemon *d, int s, const struct ucred *cr);
 /* A ready client over a new segment with no socket (the fuzz target). */
 int daemon_client_attach(struct daemon *d, const struct allm_shm_layout *want,
 			 struct dclient **ret);
-/* Pushes backlogged CQEs, rings CQ doorbells, reaps dead clients. */
+/* Pushes backlogged CQEs and owed FINALs, rings CQ doorbells, reaps dead clients. */
 void daemon_flush(struct daemon *d);
 /* Before the loop sleeps: sets NEED_WAKEUP on every ready client's SQ; false
  * (flags cleared again) when some SQ already has entries. */
@@ -116,15 +175,34 @@ void daemon_close_clients(struct daemon *d);
 uint32_t daemon_client_list(void *user, struct ctl_client_info *ret, uint32_t max);
 /* Whether some client still has CQEs waiting for room. */
 bool daemon_backlogged(const struct daemon *d);
+/* The periodic work of sessions (the 10 Hz tick): handshakes past their
+ * timeout are closed, a listener paused for want of fds tries again. */
+void daemon_client_tick(struct daemon *d, double now);
+/* Starts and stops watching the listening socket (at --max-clients, out of fds). */
+void daemon_listen_pause(struct daemon *d);
+void daemon_listen_resume(struct daemon *d);
+/* The account of uid (made on first use); NULL when the table is full. */
+struct duid *daemon_uid_account(struct daemon *d, uid_t uid);
 
 /* daemon-request.c: requests */
+/* The limits' defaults (ALLM_D_*), before flags change them. */
+void daemon_limits_default(struct daemon *d);
+/* Sizes the prompt limits and the buffer prompts are copied to from the model
+ * (context, tokenizer). 0 or -ENOMEM. */
+int daemon_prompt_limits(struct daemon *d);
 /* Drains every client's SQ (bounded per client) into the engine. */
 void daemon_pump_sq(struct daemon *d);
 /* Handles one SQE (already copied out of the ring) from client c. */
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q);
-/* Cancels every request of client c (on_finish sends their FINALs); c NULL: the
- * requests whose client is gone. */
-void daemon_cancel_requests(struct daemon *d, struct dclient *c);
+/* Whether c's backlog can take one more CQE (the answer to one SQE): pumping
+ * stops before an SQE whose answer would have nowhere to go. */
+bool daemon_can_answer(struct dclient *c);
+/* Cancels every request of client c (their FINALs go out through on_finish);
+ * with forget, c is going away: its requests end without writing to it and its
+ * owed FINALs are dropped. O(its requests): no scan of the engine's queues. */
+void daemon_cancel_requests(struct daemon *d, struct dclient *c, bool forget);
+/* Moves owed FINALs of c into its CQ or backlog while there is room. */
+void daemon_push_owed(struct daemon *d, struct dclient *c);
 /* Engine events: tokens and finishes become CQEs. */
 void daemon_on_token(void *user, struct allm_request *r, int32_t token);
 void daemon_on_finish(void *user, struct allm_request *r);

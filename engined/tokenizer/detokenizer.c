@@ -302,6 +302,11 @@ size_t allm_detok_piece_cap(const struct allm_tokenizer *tok)
 	return 3 * ((size_t)tok->max_dec_len + 8) + 1;
 }
 
+size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok)
+{
+	return tok->max_dec_len;
+}
+
 int allm_detok_create(const struct allm_tokenizer *tok, bool skip_special,
 		      struct allm_detok **ret)
 {

@@ -115,6 +115,10 @@ int allm_detok_push(struct allm_detok *d, int32_t id, char *out, size_t out_cap)
 int allm_detok_flush(struct allm_detok *d, char *out, size_t out_cap);
 /* An out_cap that is always enough for one push or flush. */
 size_t allm_detok_piece_cap(const struct allm_tokenizer *tok);
+/* Bytes of text the longest token (added ones included) decodes to: n tokens
+ * cover about n times this many bytes of text at most, so a caller can refuse a
+ * text that cannot fit a context before it spends time encoding it. */
+size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok);
 
 #ifdef __cplusplus
 }

@@ -70,7 +70,8 @@ struct allm_client_opts {
 	uint32_t arena_size;     /* prompt arena bytes wanted; 0 = engine default. It
 	                          * bounds the bytes of prompts submitted but not yet
 	                          * accepted, and the largest single prompt */
-	bool posix_shm;          /* ask for a named shm_open() segment instead of a memfd */
+	bool posix_shm;          /* ask for a named shm_open() segment instead of a memfd: a
+	                          * wish, granted by an engine run with --shm posix */
 	int timeout_ms;          /* connect + handshake limit; 0 = 5000, < 0 = no limit */
 	int spin_us;             /* allm_client_wait() busy-polls the ring this long before
 	                          * it sleeps on the doorbell; 0 = 50, < 0 = never spin */
@@ -85,7 +86,13 @@ struct allm_client_opts {
  *   -ENOENT / -ECONNREFUSED / -EACCES ...  "cannot connect to PATH: ..." (no engine)
  *   -ETIMEDOUT  "no engine answers at PATH" (nothing answered within timeout_ms)
  *   -EPROTO     the engine's answer or segment is malformed, or from another ABI
- *   -EINVAL     bad options (name with '/', path too long for a socket)
+ *   -EINVAL     bad options (name with '/', path too long for a socket, a bad
+ *               $ALLM_ENGINE_UID)
+ *   -EPERM      the runtime directory is not the engine's (owned by another uid,
+ *               a symlink, writable by others) or the process listening runs as
+ *               another uid (SO_PEERCRED): nothing was sent. The engine's uid is
+ *               ours unless $ALLM_ENGINE_UID names another (an engine started by
+ *               another user with --allow-uid).
  *   any negative status the engine refused us with, err holding its message.
  * Thread-safety: may be called from any thread; it touches no global state. */
 int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret, char *err,

@@ -195,7 +195,9 @@ struct allm_cqe {
 /* --- handshake over the Unix socket ($ALLM_RUNTIME_DIR/<name>.sock) -------
  *
  * 1. The client connects and sends one struct allm_hello.
- * 2. The engine checks the peer (SO_PEERCRED), creates the client's segment and
+ * 2. The engine checks the peer (SO_PEERCRED: a refused uid gets its welcome at
+ *    once, maybe before its hello arrived), checks the hello (reserved fields and
+ *    unknown flags must be zero), creates the client's segment and
  *    two eventfd doorbells, and answers one struct allm_welcome. With status 0
  *    the message carries, by SCM_RIGHTS, [segment memfd, SQ doorbell, CQ doorbell]
  *    (memfd mode) or [SQ doorbell, CQ doorbell] with shm_name set (POSIX mode).
@@ -205,6 +207,8 @@ struct allm_cqe {
  *    mode the engine then unlinks the name.
  * 4. The socket stays open as the client's lease: when it closes, the engine
  *    cancels the client's requests and frees their blocks.
+ * A connection that has not sent its mapped ack within the engine's handshake
+ * timeout (2 s by default) is closed.
  *
  * A text piece the detokenizer held back until the end (an incomplete UTF-8
  * sequence at EOS, say) arrives as a TOKEN entry with token_id -1 just before
@@ -215,7 +219,10 @@ struct allm_cqe {
 #define ALLM_MAPPED_ACK 'M'
 
 /* allm_hello.flags */
-#define ALLM_HELLO_F_POSIX (1u << 0) /* a named shm_open segment instead of a memfd */
+/* A named shm_open segment instead of a memfd: a wish only. The engine picks the
+ * mode (a POSIX object cannot be sealed against truncation) and grants this when it
+ * runs with --shm posix; the welcome says which it chose (shm_name). */
+#define ALLM_HELLO_F_POSIX (1u << 0)
 
 struct allm_hello {
 	uint64_t magic;       /* ALLM_HELLO_MAGIC */

@@ -80,26 +80,40 @@ extern "C" cudaError_t allm_cuda_kv_write(cudaStream_t s, void *pool,
 // --- prefill: tiled, online softmax ------------------------------------------------
 
 constexpr int PF_BQ = 32; // query rows (tokens) per block
-constexpr int PF_BK = 32; // key positions per tile
 constexpr int PF_THREADS = 128; // 4 threads per row
 
-static size_t prefill_smem(int hdm)
+// Dynamic shared memory of a prefill block with head_dim <= hdm and tiles of bk keys.
+static size_t prefill_smem(int hdm, int bk)
 {
-	return (size_t)(PF_BQ + 2 * PF_BK) * (hdm + 1) * sizeof(float) +
-	       (size_t)PF_BQ * (PF_BK + 1) * sizeof(float);
+	return (size_t)(PF_BQ + 2 * bk) * (hdm + 1) * sizeof(float) +
+	       (size_t)PF_BQ * (bk + 1) * sizeof(float);
 }
 
-// head_dim <= HDM. Thread (r, c) owns row r; for scores it takes keys c*8..c*8+7
-// of a tile, for the output dims c, c+4, c+8, ...
-template <typename T, int HDM>
+// Keys per K/V tile: 32, or 16 where 32 does not fit the device's opt-in shared
+// memory (head_dim 256 takes 102,912 B with 32: more than the 99 KB of sm_86, sm_89
+// and sm_120 cards; 16 takes 67,968 B); 0 when neither fits (the split kernel then
+// runs the prefill too, slower but right).
+static int prefill_bk(int hdm, size_t smem_optin)
+{
+	if (prefill_smem(hdm, 32) <= smem_optin)
+		return 32;
+	if (hdm == 256 && prefill_smem(hdm, 16) <= smem_optin)
+		return 16;
+	return 0;
+}
+
+// head_dim <= HDM, tiles of BK keys. Thread (r, c) owns row r; for scores it takes
+// keys c*KPT..c*KPT+KPT-1 of a tile, for the output dims c, c+4, c+8, ...
+template <typename T, int HDM, int BK>
 __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 {
+	constexpr int KPT = BK / 4; // keys per thread of a row
 	extern __shared__ float smem[];
 	constexpr int LD = HDM + 1; // padding: rows of a warp fall in different banks
 	float *Qs = smem; // (PF_BQ, LD) q rows of the tile
-	float *Ks = Qs + PF_BQ * LD; // (PF_BK, LD)
-	float *Vs = Ks + PF_BK * LD; // (PF_BK, LD)
-	float *Ps = Vs + PF_BK * LD; // (PF_BQ, PF_BK + 1) softmax numerators of the tile
+	float *Ks = Qs + PF_BQ * LD; // (BK, LD)
+	float *Vs = Ks + BK * LD; // (BK, LD)
+	float *Ps = Vs + BK * LD; // (PF_BQ, BK + 1) softmax numerators of the tile
 	const int tid = threadIdx.x, r = tid >> 2, c = tid & 3;
 	const int32_t hd = a.g.head_dim, bs = a.g.block_size;
 	const int32_t h = blockIdx.y, kvh = h / a.group;
@@ -133,9 +147,9 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 		for (int i = 0; i < HDM / 4; i++)
 			acc[i] = 0.0f;
 
-		for (int32_t kt = 0; kt <= max_pos; kt += PF_BK) {
+		for (int32_t kt = 0; kt <= max_pos; kt += BK) {
 			__syncthreads(); // Qs written; the previous K/V tile consumed
-			for (int i = tid; i < PF_BK * hd; i += PF_THREADS) {
+			for (int i = tid; i < BK * hd; i += PF_THREADS) {
 				int j = i / hd, d = i % hd;
 				int32_t p = kt + j;
 				float kk = 0.0f, vv = 0.0f;
@@ -149,21 +163,21 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 			}
 			__syncthreads();
 
-			float s[8];
+			float s[KPT];
 #pragma unroll
-			for (int jj = 0; jj < 8; jj++)
+			for (int jj = 0; jj < KPT; jj++)
 				s[jj] = 0.0f;
 #pragma unroll 4
 			for (int d = 0; d < hd; d++) {
 				float qd = Qs[r * LD + d];
 #pragma unroll
-				for (int jj = 0; jj < 8; jj++)
-					s[jj] = fmaf(qd, Ks[(c * 8 + jj) * LD + d], s[jj]);
+				for (int jj = 0; jj < KPT; jj++)
+					s[jj] = fmaf(qd, Ks[(c * KPT + jj) * LD + d], s[jj]);
 			}
 			float mt = -CUDART_INF_F;
 #pragma unroll
-			for (int jj = 0; jj < 8; jj++) {
-				int32_t p = kt + c * 8 + jj;
+			for (int jj = 0; jj < KPT; jj++) {
+				int32_t p = kt + c * KPT + jj;
 				s[jj] = p <= my_pos ? s[jj] * a.scale : -CUDART_INF_F; // causal
 				mt = fmaxf(mt, s[jj]);
 			}
@@ -174,9 +188,9 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 			const float alpha = m_new == -CUDART_INF_F ? 1.0f : expf(m - m_new);
 			float ls = 0.0f;
 #pragma unroll
-			for (int jj = 0; jj < 8; jj++) {
+			for (int jj = 0; jj < KPT; jj++) {
 				float pj = s[jj] == -CUDART_INF_F ? 0.0f : expf(s[jj] - m_new);
-				Ps[r * (PF_BK + 1) + c * 8 + jj] = pj;
+				Ps[r * (BK + 1) + c * KPT + jj] = pj;
 				ls += pj;
 			}
 			ls += __shfl_xor_sync(0xffffffffu, ls, 1);
@@ -187,8 +201,8 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 #pragma unroll
 			for (int i = 0; i < HDM / 4; i++)
 				acc[i] *= alpha;
-			for (int j = 0; j < PF_BK; j++) {
-				float pj = Ps[r * (PF_BK + 1) + j];
+			for (int j = 0; j < BK; j++) {
+				float pj = Ps[r * (BK + 1) + j];
 #pragma unroll
 				for (int i = 0; i < HDM / 4; i++)
 					if (c + 4 * i < hd)
@@ -368,7 +382,8 @@ extern "C" void allm_cuda_attention_plan(const struct allm_kv_layout *lay, int32
 	memset(ret, 0, sizeof(*ret));
 	ret->n_splits = 1;
 	ret->part = max_ctx;
-	ret->prefill = meta->n_tokens > meta->n_seqs && prefill_hdm(hd) > 0;
+	ret->prefill_bk = prefill_hdm(hd) > 0 ? prefill_bk(prefill_hdm(hd), smem_optin) : 0;
+	ret->prefill = meta->n_tokens > meta->n_seqs && ret->prefill_bk > 0;
 	if (ret->prefill)
 		return;
 	// Enough (token, head, slice) blocks for two waves, slices of >= 64 keys.
@@ -404,10 +419,11 @@ extern "C" void allm_cuda_attention_plan(const struct allm_kv_layout *lay, int32
 		ret->ws_bytes = per_split * (size_t)splits;
 }
 
-template <typename T, int HDM> static cudaError_t launch_prefill(cudaStream_t s, const attn_args &a)
+template <typename T, int HDM, int BK>
+static cudaError_t launch_prefill(cudaStream_t s, const attn_args &a)
 {
 	dim3 grid((a.n_tokens + PF_BQ - 1) / PF_BQ, a.n_heads);
-	attn_prefill_kernel<T, HDM><<<grid, PF_THREADS, prefill_smem(HDM), s>>>(a);
+	attn_prefill_kernel<T, HDM, BK><<<grid, PF_THREADS, prefill_smem(HDM, BK), s>>>(a);
 	return cudaGetLastError();
 }
 
@@ -455,9 +471,11 @@ extern "C" cudaError_t allm_cuda_attention(cudaStream_t s, float *out, const flo
 		using T = decltype(tag);
 		if (plan->prefill) {
 			switch (prefill_hdm(hd)) {
-			case 64: return launch_prefill<T, 64>(s, a);
-			case 128: return launch_prefill<T, 128>(s, a);
-			default: return launch_prefill<T, 256>(s, a);
+			case 64: return launch_prefill<T, 64, 32>(s, a);
+			case 128: return launch_prefill<T, 128, 32>(s, a);
+			default:
+				return plan->prefill_bk == 32 ? launch_prefill<T, 256, 32>(s, a)
+							      : launch_prefill<T, 256, 16>(s, a);
 			}
 		}
 		if (a.n_splits > 65535)
@@ -480,9 +498,10 @@ template <typename T> static cudaError_t init_dtype(size_t optin)
 #define OPT(kern) \
 	if (e == cudaSuccess) \
 	e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, lim)
-	OPT((attn_prefill_kernel<T, 64>));
-	OPT((attn_prefill_kernel<T, 128>));
-	OPT((attn_prefill_kernel<T, 256>));
+	OPT((attn_prefill_kernel<T, 64, 32>));
+	OPT((attn_prefill_kernel<T, 128, 32>));
+	OPT((attn_prefill_kernel<T, 256, 32>));
+	OPT((attn_prefill_kernel<T, 256, 16>));
 	OPT((attn_split_kernel<T, 1>));
 	OPT((attn_split_kernel<T, 2>));
 	OPT((attn_split_kernel<T, 4>));
@@ -494,8 +513,10 @@ template <typename T> static cudaError_t init_dtype(size_t optin)
 
 extern "C" cudaError_t allm_cuda_attention_init(size_t smem_optin)
 {
-	if (prefill_smem(256) > smem_optin)
-		return cudaErrorInvalidValue; // below sm_80: not a supported device
+	// every head_dim up to 256 has a prefill tile that fits (prefill_bk) on the
+	// devices the backend accepts (sm_80+: at least 99 KB); the check keeps it so
+	if (!prefill_bk(64, smem_optin) || !prefill_bk(128, smem_optin) || !prefill_bk(256, smem_optin))
+		return cudaErrorInvalidValue;
 	cudaError_t e = init_dtype<float>(smem_optin);
 	if (e == cudaSuccess)
 		e = init_dtype<__half>(smem_optin);

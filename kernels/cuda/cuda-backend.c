@@ -11,6 +11,7 @@
 #include "cuda-backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -386,11 +387,15 @@ static int cu_attention(allm_backend_t *be, float *out, const float *q, const vo
 	allm_cuda_attention_plan(lay, n_heads, meta, c->sm_count, c->smem_optin, c->attn_ws_bytes,
 				 &plan);
 	if (plan.ws_bytes > c->attn_ws_bytes) {
-		/* only for contexts longer than shared memory holds in ~15 slices */
-		CUDA_CHECK(be, cudaFreeAsync(c->attn_ws, c->compute));
+		/* only for contexts longer than shared memory holds in ~15 slices. One
+		 * pairing, cudaMalloc / cudaFree, as at setup and destroy: the kernels
+		 * queued on the old buffer finish first (cudaFree would wait for the
+		 * whole device anyway) */
+		CUDA_CHECK(be, cudaStreamSynchronize(c->compute));
+		CUDA_CHECK(be, cudaFree(c->attn_ws));
 		c->attn_ws = NULL;
 		c->attn_ws_bytes = 0;
-		CUDA_CHECK(be, cudaMallocAsync(&c->attn_ws, plan.ws_bytes, c->compute));
+		CUDA_CHECK(be, cudaMalloc(&c->attn_ws, plan.ws_bytes));
 		c->attn_ws_bytes = plan.ws_bytes;
 	}
 	LAUNCH(be, allm_cuda_attention(S, out, q, kv_pool, lay, layer, n_heads, scale, meta, &plan,
@@ -470,8 +475,17 @@ static int setup(allm_backend_t *be, int dev)
 				    prop.major, prop.minor);
 	c->device = dev;
 	c->sm_count = prop.multiProcessorCount;
-	/* headroom for the kernels' static shared memory */
-	c->smem_optin = prop.sharedMemPerBlockOptin - 1024;
+	/* the most dynamic shared memory a block may opt into (99 KB on sm_86/89/120,
+	 * 163 KB on sm_80, 227 KB on sm_90), less headroom for the kernels' static
+	 * shared memory: the attention kernels size their tiles to it */
+	int optin = 0;
+	CUDA_CHECK(be, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	/* tests on a big GPU take a small card's path: ALLM_CUDA_SMEM_OPTIN=101376 is
+	 * what an sm_86/89/120 card reports */
+	const char *cap = getenv("ALLM_CUDA_SMEM_OPTIN");
+	if (cap && atoi(cap) > 0 && atoi(cap) < optin)
+		optin = atoi(cap);
+	c->smem_optin = (size_t)optin - 1024;
 	/* non-blocking: neither stream synchronises with the legacy default stream */
 	CUDA_CHECK(be, cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
 	CUDA_CHECK(be, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));

@@ -115,6 +115,8 @@ cudaError_t allm_cuda_kv_write(cudaStream_t s, void *pool, const struct allm_kv_
  * token's context cut into n_splits parts of `part` keys, merged afterwards). */
 struct allm_cuda_attn_plan {
 	bool prefill;
+	int32_t prefill_bk; /* keys per K/V tile of the prefill kernel: what the device's
+			     * shared memory holds for this head_dim (32 or 16), 0: none */
 	int32_t n_splits;
 	int32_t part; /* keys per split */
 	size_t ws_bytes; /* workspace for the split partials (0 when n_splits == 1) */
@@ -130,7 +132,8 @@ cudaError_t allm_cuda_attention(cudaStream_t s, float *out, const float *q, cons
 				const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 				float scale, const struct allm_attn_meta *meta,
 				const struct allm_cuda_attn_plan *plan, void *ws);
-/* Opts the attention kernels into the shared memory they need; once per device. */
+/* Opts the attention kernels into the shared memory they need; once per device.
+ * cudaErrorInvalidValue when smem_optin cannot hold a prefill tile. */
 cudaError_t allm_cuda_attention_init(size_t smem_optin);
 
 /* --- launchers (cuda-sampling.cu) -------------------------------------------- */

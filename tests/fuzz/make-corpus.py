@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the SQE fuzz seed/regression corpus: one file per hostile or edge-case
-entry (128-byte SQE followed by arena bytes). Re-run to regenerate."""
+"""Writes the fuzz seed/regression corpora, one file per hostile or edge-case input:
+corpus-sqe (128-byte SQE followed by arena bytes), corpus-hello (what a peer writes on
+the socket), corpus-ctl (control messages). Re-run to regenerate the seeds; inputs
+tools/fuzz.sh --merge adds sit beside them."""
 import os, struct
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-sqe')
 os.makedirs(out, exist_ok=True)
@@ -45,8 +47,93 @@ cases = {
     'cancel-huge-id': sqe(op=2, rid=0xffffffffffffffff),
     'prompt-longer-than-context': sqe(ln=4 * 600) + ids(*([5] * 600)),
     'short-input': b'\x01\x00',
+    'reserved-set': sqe(ln=12)[:127] + b'\x01' + ids(1, 5, 9),
+    'nop-reserved-set': sqe(op=0)[:72] + b'\xff' + sqe(op=0)[73:],
+    'text-longer-than-context': sqe(kind=0, ln=4000) + b'ab ' * 1333 + b'a',
 }
 for name, data in cases.items():
     with open(os.path.join(out, name), 'wb') as f:
         f.write(data)
 print('wrote', len(cases), 'inputs to', out)
+
+# --- hellos: what a peer sends on the socket before it is a client (fuzz-hello.c)
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-hello')
+os.makedirs(out, exist_ok=True)
+MAGIC = 0x4F4C45484D4C4C41
+
+def hello(magic=MAGIC, abi=1, sq=0, cq=0, arena=0, flags=0, reserved=0):
+    return struct.pack('<QIIIIII', magic, abi, sq, cq, arena, flags, reserved)
+
+cases = {
+    'ok-default': hello(),
+    'ok-then-ack': hello() + b'M',
+    'ok-then-ack-and-more': hello() + b'Mxyz',
+    'ok-then-junk': hello() + b'x',
+    'ok-sizes': hello(sq=64, cq=256, arena=65536),
+    'ok-sizes-absurd': hello(sq=0xffffffff, cq=0xffffffff, arena=0xffffffff),
+    'ok-sizes-tiny': hello(sq=1, cq=1, arena=1),
+    'posix-flag': hello(flags=1) + b'M',
+    'flag-unknown': hello(flags=0x80000000),
+    'reserved-set': hello(reserved=1),
+    'bad-magic': hello(magic=0x1122334455667788),
+    'bad-abi': hello(abi=99),
+    'half': hello()[:10],
+    'one-byte': b'A',
+}
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
+
+# --- control messages: msgpack as a peer sends the control socket (fuzz-ctl.c)
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-ctl')
+os.makedirs(out, exist_ok=True)
+
+def mp(v):
+    """A small msgpack encoder (no dependency on the msgpack module)."""
+    if v is None: return b'\xc0'
+    if v is True: return b'\xc3'
+    if v is False: return b'\xc2'
+    if isinstance(v, int):
+        if 0 <= v < 128: return bytes([v])
+        if -32 <= v < 0: return struct.pack('b', v)
+        return b'\xd3' + struct.pack('>q', v) if v < 0 else b'\xcf' + struct.pack('>Q', v)
+    if isinstance(v, float): return b'\xcb' + struct.pack('>d', v)
+    if isinstance(v, str):
+        b = v.encode()
+        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b'\xd9' + bytes([len(b)])) + b
+    if isinstance(v, bytes): return b'\xc4' + bytes([len(v)]) + v
+    if isinstance(v, list): return bytes([0x90 | len(v)]) + b''.join(mp(x) for x in v)
+    if isinstance(v, dict):
+        return bytes([0x80 | len(v)]) + b''.join(mp(k) + mp(x) for k, x in v.items())
+    raise TypeError(v)
+
+deep = {'x': 1}
+for _ in range(9):
+    deep = {'x': deep}
+cases = {
+    'status': mp({'id': 1, 'cmd': 'status'}),
+    'requests-limit': mp({'id': 2, 'cmd': 'requests', 'args': {'limit': 10}}),
+    'set': mp({'id': 3, 'cmd': 'set', 'args': {'gpu_blocks': 64, 'preempt': 'swap'}}),
+    'cancel': mp({'id': 4, 'cmd': 'cancel', 'args': {'id': -5}}),
+    'reply': mp({'id': 1, 'ok': True, 'result': {'requests': [{'id': 1, 'client': 2, 'age_s': 0.5}],
+                                                  'truncated': False}}),
+    'reply-error': mp({'id': 1, 'ok': False, 'error': 'no such command'}),
+    'telemetry': mp({'blocks': {'gpu': {'used': 3, 'total': 64}}, 'ttft_ms': {'p50': float('nan')}}),
+    'odd-values': mp({'id': 18446744073709551615, 'cmd': None, 'args': [1, -1, 1.5, b'\x00\xff', 'a\x00b']}),
+    'too-deep': mp(deep),
+    'root-array': mp([1, 2, 3]),
+    'non-string-key': b'\x81\x01\x02',
+    'ext-type': b'\x81\xa1x\xd4\x01\x02',
+    'map32-huge-count': b'\xdf\xff\xff\xff\xff',
+    'str32-huge-len': b'\x81\xa1x\xdb\xff\xff\xff\xff',
+    'trailing-bytes': mp({'id': 1}) + b'\x00',
+    'truncated': mp({'id': 1, 'cmd': 'status'})[:-3],
+    'byte-c1': b'\x81\xa1x\xc1',
+    'empty': b'',
+    # found by tools/fuzz.sh ctl: an empty key ("" may unpack with a NULL pointer)
+    'empty-key': b'\x81\xa0\xff',
+    'empty-key-str32': b'\x81\xa0\xdb\x00\x00\x00\x00',
+}
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
