@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Description: allm-engined with a disk KV tier (--disk-swap-space, tiny host pool, --preempt swap) under 8 load clients: every request gets allm-run's exact ids while victims go to disk; the KV file is open with no name (O_TMPFILE, "(deleted)" in /proc/PID/fd); status shows blocks.disk and preemptions.disk; `set disk_blocks` shrinks the pool mid-run and nothing is lost; kill -9 leaves nothing in the directory; a disk whose reads all fail (ALLM_KV_DISK_FAULT) is timed with a warning and every disk swap-in becomes a recompute with a log line, ids unchanged.
+# Description: allm-engined with a disk KV tier (--disk-swap-space, no host pool, the paper's admission, --preempt swap) under 8 load clients: every request gets allm-run's exact ids while victims go to disk; the KV file is open with no name (O_TMPFILE, "(deleted)" in /proc/PID/fd); status shows blocks.disk and preemptions.disk; `set disk_blocks` shrinks the pool mid-run and nothing is lost; kill -9 leaves nothing in the directory; a disk whose reads all fail (ALLM_KV_DISK_FAULT) is timed with a warning and every disk swap-in becomes a recompute with a log line, ids unchanged.
 . "$(dirname "$0")/daemon-common.sh"
 LOAD=$BUILD_DIR/tests/daemon-client-load
 CTL=$BUILD_DIR/ctl/allmctl
 for b in "$LOAD" "$CTL"; do [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }; done
 KV=$tmp/kv
 mkdir -p "$KV"
-TIER=(--gpu-blocks 24 --cpu-blocks 4 --preempt swap --disk-swap-space 0.01 --disk-swap-dir "$KV")
+# no host pool and the paper's admission (no headroom): memory pressure preempts, and every
+# victim goes to disk
+TIER=(--gpu-blocks 24 --cpu-blocks 0 --admit-lookahead 0 --preempt swap --disk-swap-space 0.01 --disk-swap-dir "$KV")
 
 expected_ids 24 0 "${PROMPTS[@]}" >"$tmp/expect" || exit 1
 
