@@ -1,4 +1,4 @@
-/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps (the paper's fair lets it wait past that); chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
+/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps, also when long decodes hold every slot (the paper's fair lets it wait past that); chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
 #include "engine-fixture.h"
 
 /* --- 1. admission headroom ---------------------------------------------------------- */
@@ -108,13 +108,17 @@ static void test_headroom(void)
 
 /* --- 2. aging ------------------------------------------------------------------------ */
 
-/* Two short requests arrive every step (more than the batch can serve) and one
- * long prompt arrives at step 10; returns how many steps it waited for its first
- * token and its service steps. */
-static void aging_run(double factor, int64_t *ret_wait, int64_t *ret_service, int64_t *ret_aged)
+/* Two short prompts arrive every step (more than the batch can serve), each
+ * generating short_out tokens, and one long prompt arrives at step 10; returns
+ * how many steps it waited for its first token and its service steps. With
+ * short_out long and the pool large, long decodes hold every slot of
+ * max_num_seqs for longer than the bound: aging must free a slot, not only
+ * blocks. */
+static void aging_run(double factor, int32_t short_out, int32_t gpu_blocks, int64_t *ret_wait,
+		      int64_t *ret_service, int64_t *ret_aged)
 {
 	struct fx f;
-	struct fx_opts o = {.block_size = 4, .gpu_blocks = 40, .cpu_blocks = 40,
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = gpu_blocks, .cpu_blocks = 40,
 			    .max_num_seqs = 6, .preempt = ALLM_PREEMPT_ADAPTIVE,
 			    .sched = ALLM_SCHED_FAIR, .pred = FX_PRED_SWAP_CHEAP,
 			    .max_wait_factor = factor};
@@ -123,8 +127,8 @@ static void aging_run(double factor, int64_t *ret_wait, int64_t *ret_service, in
 		return;
 	int long_tag = -1;
 	for (int s = 0; s < 400; s++) {
-		fx_submit(&f, 4, 6, 0, (uint64_t)(2 * s + 1));
-		fx_submit(&f, 5, 6, 0, (uint64_t)(2 * s + 2));
+		fx_submit(&f, 4, short_out, 0, (uint64_t)(2 * s + 1));
+		fx_submit(&f, 5, short_out, 0, (uint64_t)(2 * s + 2));
 		if (s == 10) {
 			long_tag = fx_submit(&f, 40, 6, 0, 999);
 			*ret_service = allm_engine_service_steps(f.e, fx_live(&f, long_tag));
@@ -143,14 +147,15 @@ static void aging_run(double factor, int64_t *ret_wait, int64_t *ret_service, in
 	fx_fini(&f);
 }
 
-static void test_aging(void)
+static void test_aging(int32_t short_out, int32_t gpu_blocks)
 {
 	const double F = 3;
 	int64_t w_paper, s_paper, w_aged, s_aged, a_paper, a_aged;
-	aging_run(0, &w_paper, &s_paper, &a_paper);
-	aging_run(F, &w_aged, &s_aged, &a_aged);
-	printf("aging: a 40-token prompt under overload waited %lld steps with the paper's fair, "
-	       "%lld with max_wait_factor %g (its service: %lld steps, bound %lld)\n",
+	aging_run(0, short_out, gpu_blocks, &w_paper, &s_paper, &a_paper);
+	aging_run(F, short_out, gpu_blocks, &w_aged, &s_aged, &a_aged);
+	printf("aging (others generate %d tokens, %d blocks): a 40-token prompt under overload waited "
+	       "%lld steps with the paper's fair, %lld with max_wait_factor %g (its service: %lld steps, "
+	       "bound %lld)\n", short_out, gpu_blocks,
 	       (long long)w_paper, (long long)w_aged, F, (long long)s_aged, (long long)(F * s_aged));
 	CHECK(s_aged > 0, "no service steps");
 	/* the bound is counted in steps; the request is marked at the start of the
@@ -224,7 +229,8 @@ int main(void)
 	if (fx_global_init())
 		return 1;
 	test_headroom();
-	test_aging();
+	test_aging(6, 40);   /* short decodes: blocks are what the long prompt lacks */
+	test_aging(100, 400); /* long decodes: every slot is held past the bound */
 	test_chunked();
 	fx_global_fini();
 	if (fx_failures) {

@@ -174,16 +174,17 @@ void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double 
 
 /* Preempts, in victim order, until the running batch's next tokens, `extra`
  * blocks and a shrink's deficit fit (with_lookahead: and the admission headroom
- * too); fair passes over protected requests while others remain, and evicts them
- * only when evict_protected. The running batch must already be in victim order.
- * Returns how many were preempted. */
-static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead,
+ * too) and at most max_running requests run; fair passes over protected requests
+ * while others remain, and evicts them only when evict_protected. The running
+ * batch must already be in victim order. Returns how many were preempted. */
+static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead, int32_t max_running,
 		     bool evict_protected, double now)
 {
 	int n = 0;
 	while (e->running.n > 0 &&
-	       running_need(e) + (with_lookahead ? lookahead_need(e) : 0) + extra + e->kv->gpu.deficit >
-		       e->kv->gpu.n_free) {
+	       (e->running.n > max_running ||
+		running_need(e) + (with_lookahead ? lookahead_need(e) : 0) + extra + e->kv->gpu.deficit >
+			e->kv->gpu.n_free)) {
 		int32_t i = next_victim(e);
 		struct allm_request *v = e->running.v[i];
 		if (!evict_protected && protected(e, v))
@@ -200,7 +201,7 @@ static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead,
 static bool mem_schedule(struct allm_engine *e, double now)
 {
 	order(&e->running, fair(e) ? victim_fair : victim_fcfs, now);
-	return make_room(e, 0, false, true, now) > 0;
+	return make_room(e, 0, false, INT32_MAX, true, now) > 0;
 }
 
 /* --- aging ----------------------------------------------------------------------- */
@@ -326,16 +327,18 @@ static struct allm_request *aged_head(struct allm_engine *e, bool *prefill)
 }
 
 /* Fair with aging: when the most urgent request waiting or swapped is aged and
- * does not fit, evicts unprotected running requests until it does, so its wait
- * stays bounded however many others keep arriving. */
+ * does not fit (blocks, or a slot of max_num_seqs: long decodes can hold every
+ * slot for longer than the bound), evicts unprotected running requests until it
+ * does, so its wait stays bounded however many others keep arriving. */
 static void room_for_aged(struct allm_engine *e, double now)
 {
 	bool prefill = false;
 	struct allm_request *head = aged_head(e, &prefill);
-	if (!head || e->running.n + 1 > e->cfg.max_num_seqs)
+	if (!head)
 		return;
 	order(&e->running, victim_fair, now);
-	make_room(e, admit_blocks_ahead(e, head, prefill, headroom(e)), true, false, now);
+	make_room(e, admit_blocks_ahead(e, head, prefill, headroom(e)), true, e->cfg.max_num_seqs - 1,
+		  false, now);
 }
 
 /* Admitted waiting requests leave the queue for the running batch. */
