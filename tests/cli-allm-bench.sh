@@ -83,6 +83,15 @@ for l in lines:
     assert x["n_generated"] == len(x["generated"]) and x["n_prompt"] > 0
     assert isinstance(x["preemptions"]["total"], int)
 assert seen == set(range(12))
+# inter-token gaps: ordered percentiles, and all the gaps of a request lie between its
+# first token and its finish
+itl = b["itl_ms"]
+assert all(isinstance(itl[p], num) for p in ["p50", "p90", "p99", "mean"]), itl
+assert 0 <= itl["p50"] <= itl["p90"] <= itl["p99"] <= itl["max"], itl
+recs = [json.loads(l) for l in lines]
+gaps = sum(x["n_generated"] - 1 for x in recs if x["n_generated"] > 0)
+span_ms = sum((x["finish_s"] - x["first_token_s"]) * 1e3 for x in recs if x["n_generated"] > 0)
+assert gaps > 0 and itl["mean"] > 0 and itl["mean"] * gaps <= span_ms * 1.001 + 1, (itl, gaps, span_ms)
 PY
 
 # --- --compare: three policies under small pools, one engine each ---

@@ -34,6 +34,17 @@ static int64_t total_preemptions(const struct bench_result *r)
 	return n;
 }
 
+/* {p50, p90, p99, mean, max} of the inter-token gaps, null where there are none. */
+static json_t *itl_json(const struct allm_pctl *p, double max)
+{
+	double v[5] = {p->p50, p->p90, p->p99, p->mean, max};
+	const char *k[5] = {"p50", "p90", "p99", "mean", "max"};
+	json_t *o = json_object();
+	for (int i = 0; o && i < 5; i++)
+		json_object_set_new(o, k[i], isfinite(v[i]) ? json_real(v[i]) : json_null());
+	return o;
+}
+
 json_t *bench_summary_json(const struct bench_result *r)
 {
 	json_t *j = allm_metrics_summary_json(&r->sum);
@@ -72,6 +83,7 @@ json_t *bench_summary_json(const struct bench_result *r)
 		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |
 		  json_object_set_new(j, "max_wait_steps", status_get(st, "max_wait_steps")) |
 		  json_object_set_new(j, "max_wait_ratio", status_get(st, "max_wait_ratio")) |
+		  json_object_set_new(j, "itl_ms", itl_json(&r->itl_ms, r->itl_max_ms)) |
 		  (st && bench_simulated(st)
 			   ? json_object_set_new(j, "simulated",
 						 json_string("times are the simulated device's virtual clock "
@@ -127,15 +139,15 @@ void bench_print_summary(FILE *f, const struct bench_opts *o, const struct bench
 	fprintf(f,
 		"%s on %s: %lld requests (%lld failed) in %.2f s | %.1f tok/s (gen %.1f tok/s), "
 		"%.2f req/s | mean weighted turnaround %.3f\n"
-		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | e2e p50 %.1f ms "
-		"p99 %.1f ms\n"
+		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | ITL p50 %.2f ms "
+		"p99 %.2f ms | e2e p50 %.1f ms p99 %.1f ms\n"
 		"  preemptions: swap %.0f, recompute %.0f (total %lld) | predictor MAPE: swap %.2f %%, "
 		"recompute %.2f %%\n"
 		"  outputs_sha256 %s\n",
 		o->workload, r->model, (long long)s->requests, (long long)r->n_failed, s->duration_s,
 		s->throughput_tok_s, s->gen_throughput_tok_s, s->req_s, s->mean_weighted_turnaround,
-		s->ttft_ms.p50, s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, s->e2e_ms.p50,
-		s->e2e_ms.p99, num(st, "preemptions.swap"), num(st, "preemptions.recompute"),
+		s->ttft_ms.p50, s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, r->itl_ms.p50,
+		r->itl_ms.p99, s->e2e_ms.p50, s->e2e_ms.p99, num(st, "preemptions.swap"), num(st, "preemptions.recompute"),
 		(long long)total_preemptions(r), num(st, "predictor_mape.swap"),
 		num(st, "predictor_mape.recompute"), s->outputs_sha256);
 	if (st && bench_simulated(st))

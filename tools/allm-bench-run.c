@@ -103,6 +103,22 @@ static int push_token(struct run_state *s, int64_t i, int32_t id)
 	return 0;
 }
 
+/* One inter-token gap (ITL): what chunked prefill bounds, where a request's mean
+ * TPOT averages a stall over all its tokens. */
+static int push_gap(struct bench_result *r, double gap)
+{
+	if (r->n_itl == r->cap_itl) {
+		int64_t cap = r->cap_itl ? r->cap_itl * 2 : 4096;
+		double *v = allm_realloc(r->itl, (size_t)cap * sizeof(double));
+		if (!v)
+			return -ENOMEM;
+		r->itl = v;
+		r->cap_itl = cap;
+	}
+	r->itl[r->n_itl++] = gap;
+	return 0;
+}
+
 static void on_final(struct run_state *s, int64_t i, const struct allm_event *ev, double now)
 {
 	struct bench_result *res = s->res;
@@ -147,6 +163,9 @@ static int drain_events(allm_client_t *c, struct run_state *s, int timeout_ms)
 		if (ev.kind == ALLM_EVENT_TOKEN && ev.token_id >= 0) {
 			if (s->res->recs[i].n_generated == 0)
 				s->res->recs[i].first_token_s = now;
+			else if (push_gap(s->res, now - s->res->last_token_s[i]))
+				return -ENOMEM;
+			s->res->last_token_s[i] = now;
 			if (push_token(s, i, ev.token_id))
 				return -ENOMEM;
 		} else if (ev.kind == ALLM_EVENT_FINAL) {
@@ -232,7 +251,8 @@ static int alloc_result(struct bench_result *r, int64_t n)
 	r->gen = allm_calloc((size_t)n, sizeof(*r->gen));
 	r->n_preempt = allm_calloc((size_t)n, sizeof(*r->n_preempt));
 	r->engine_us = allm_calloc((size_t)n * 3, sizeof(*r->engine_us));
-	if (!r->recs || !r->gen || !r->n_preempt || !r->engine_us)
+	r->last_token_s = allm_calloc((size_t)n, sizeof(*r->last_token_s));
+	if (!r->recs || !r->gen || !r->n_preempt || !r->engine_us || !r->last_token_s)
 		return -ENOMEM;
 	for (int64_t i = 0; i < n; i++)
 		r->recs[i].index = i;
@@ -322,11 +342,19 @@ int bench_run(const struct bench_opts *o, const char *runtime_dir, const char *n
 		fprintf(stderr, PROG ": cannot summarize the run\n");
 		goto out;
 	}
+	ret->itl_ms = allm_metrics_pctl(ret->itl, ret->n_itl); /* sorts the gaps */
+	ret->itl_ms.p50 *= 1e3, ret->itl_ms.p90 *= 1e3, ret->itl_ms.p99 *= 1e3, ret->itl_ms.mean *= 1e3;
+	ret->itl_max_ms = ret->n_itl ? ret->itl[ret->n_itl - 1] * 1e3 : NAN;
 	if ((r = bench_ctl_status(runtime_dir, name, &ret->status, err, sizeof(err))) < 0)
 		fprintf(stderr, PROG ": warning: status: %s (no preemption counts by kind)\n", err);
-	if (ret->status && bench_simulated(ret->status) && use_engine_times(o, w, ret)) {
-		fprintf(stderr, PROG ": cannot summarize the run\n");
-		goto out;
+	if (ret->status && bench_simulated(ret->status)) {
+		if (use_engine_times(o, w, ret)) {
+			fprintf(stderr, PROG ": cannot summarize the run\n");
+			goto out;
+		}
+		/* the gaps were wall clock; the engine's clock is virtual */
+		ret->itl_ms = (struct allm_pctl){NAN, NAN, NAN, NAN};
+		ret->itl_max_ms = NAN;
 	}
 	rc = 0;
 out:
@@ -347,6 +375,8 @@ void bench_result_free(struct bench_result *r)
 	allm_free(r->recs);
 	allm_free(r->n_preempt);
 	allm_free(r->engine_us);
+	allm_free(r->last_token_s);
+	allm_free(r->itl);
 	json_decref(r->status);
 	memset(r, 0, sizeof(*r));
 }

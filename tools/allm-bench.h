@@ -89,6 +89,11 @@ struct bench_result {
 	int32_t **gen;                /* generated ids per request */
 	uint32_t *n_preempt;          /* per request, from its FINAL (kinds not split) */
 	uint64_t *engine_us;          /* per request: queue, ttft, total (3 each), FINAL */
+	double *last_token_s;         /* per request: when its latest token arrived */
+	double *itl;                  /* inter-token gaps (s) of every request, n_itl */
+	int64_t n_itl, cap_itl;
+	struct allm_pctl itl_ms;      /* their percentiles (ms): NAN on a simulated engine */
+	double itl_max_ms;            /* the longest gap: what chunked prefill halves */
 	int64_t n;
 	double duration_s;
 	int64_t n_failed;             /* FINALs with finish_reason error */
