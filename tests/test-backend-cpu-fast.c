@@ -3,6 +3,7 @@
  * token's bits do not depend on the batch around it or on the thread count (the
  * GEMM levels have their own test, test-cpu-gemm.c). */
 #include "backend.h"
+#include "cpu/cpu-backend.h" /* cpu_attention_one_simd: the order tiles must keep */
 
 #include <math.h>
 #include <stdio.h>
@@ -170,8 +171,26 @@ static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fa
 				CHECK(nd == 0 || e <= 1e-5, "attention %s hd=%d: error %g",
 				      allm_dtype_name(dt), c.lay.head_dim, e);
 				CHECK(guard_ok(of, nq), "attention wrote past out");
-				/* Each decode token alone, and the prompt's last token alone. */
-				for (int32_t t = c.seq_len[3] - 1; t < n; t++) {
+				/* Tiles of queries keep each query's order: the bits of
+				 * cpu_attention_one_simd (one query at a time) */
+				float *scores = malloc((size_t)meta.max_ctx * 4);
+				int32_t group = c.n_heads / c.lay.n_kv_heads, bad = 0;
+				for (int32_t t = 0; t < n; t++)
+					for (int32_t h = 0; h < c.n_heads; h++) {
+						float o[64];
+						size_t at = (size_t)t * row + (size_t)h * c.lay.head_dim;
+						cpu_attention_one_simd(o, q + at, c.pool, &c.lay, 1, h / group,
+								       c.block_tables + seq[t] * c.max_blocks,
+								       pos[t] + 1, scale, scores);
+						bad += memcmp(o, of + at, (size_t)c.lay.head_dim * 4) != 0;
+					}
+				CHECK(bad == 0, "attention %s hd=%d: %d (token, head) rows differ from "
+				      "one query at a time", allm_dtype_name(dt), c.lay.head_dim, bad);
+				free(scores);
+				/* Each token alone: the prompt's tokens are tiles of several
+				 * queries in the batch (positions past a 64-position block too),
+				 * a tile of one alone */
+				for (int32_t t = 0; t < n; t++) {
 					struct allm_attn_meta m1;
 					int32_t slot1;
 					float *o1 = out_alloc((size_t)row);

@@ -53,6 +53,70 @@ static void attn_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 }
 
+/* Tiles: items are (tile, KV head) pairs; a tile is up to CPU_ATT_TILE_Q / group
+ * consecutive tokens of one sequence, and its queries are those tokens' heads of
+ * the KV head's group (cpu_attention_tile_simd: the same bits as one at a time). */
+struct attn_tiles {
+	struct attn_job *a;
+	const int32_t *tiles; /* [n][2]: first token, token count */
+};
+
+static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
+{
+	struct attn_tiles *tj = arg;
+	struct attn_job *a = tj->a;
+	const struct allm_attn_meta *meta = a->meta;
+	int32_t hd = a->lay->head_dim, n_kv = a->lay->n_kv_heads;
+	float *out_rows[CPU_ATT_TILE_Q];
+	const float *q_rows[CPU_ATT_TILE_Q];
+	int32_t ctx[CPU_ATT_TILE_Q];
+
+	for (int64_t it = begin; it < end; it++) {
+		const int32_t *tile = tj->tiles + 2 * (it / n_kv);
+		int32_t kvh = (int32_t)(it % n_kv), n_q = 0, stride = 0;
+		for (int32_t t = tile[0]; t < tile[0] + tile[1]; t++)
+			for (int32_t g = 0; g < a->group; g++, n_q++) {
+				size_t row = ((size_t)t * a->n_heads + (size_t)kvh * a->group + g) * hd;
+				out_rows[n_q] = a->out + row;
+				q_rows[n_q] = a->q + row;
+				ctx[n_q] = meta->tok_pos[t] + 1;
+				stride = ALLM_MAX(stride, ctx[n_q]);
+			}
+		float *scores = cpu_pool_scratch(a->pool, tid, (size_t)n_q * (size_t)stride * 4);
+		if (!scores) {
+			int zero = 0;
+			atomic_compare_exchange_strong(&a->err, &zero, -ENOMEM);
+			return;
+		}
+		const int32_t *bt = meta->block_tables +
+				    (size_t)meta->tok_seq[tile[0]] * meta->max_blocks_per_seq;
+		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
+					bt, a->scale, scores, stride);
+	}
+}
+
+/* Splits the batch into tiles (runs of one sequence's tokens, at most per_tile
+ * each); returns how many, or -1 without memory. */
+static int64_t make_tiles(const struct allm_attn_meta *meta, int32_t per_tile, int32_t **ret)
+{
+	int32_t *tiles = allm_malloc((size_t)meta->n_tokens * 2 * sizeof(int32_t));
+	int64_t n = 0;
+	if (!tiles)
+		return -1;
+	for (int32_t t = 0; t < meta->n_tokens; t++) {
+		if (n > 0 && meta->tok_seq[t] == meta->tok_seq[tiles[2 * n - 2]] &&
+		    tiles[2 * n - 2] + tiles[2 * n - 1] == t && tiles[2 * n - 1] < per_tile) {
+			tiles[2 * n - 1]++;
+			continue;
+		}
+		tiles[2 * n] = t;
+		tiles[2 * n + 1] = 1;
+		n++;
+	}
+	*ret = tiles;
+	return n;
+}
+
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta)
@@ -68,7 +132,18 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
 							      : cpu_attention_one_simd,
 	};
-	cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * n_heads, attn_worker, &a);
+	int32_t *tiles = NULL;
+	int64_t n_tiles = -1;
+	if (c->level->isa != ALLM_CPU_ISA_PORTABLE && lay->head_dim % 8 == 0 &&
+	    a.group <= CPU_ATT_TILE_Q)
+		n_tiles = make_tiles(meta, CPU_ATT_TILE_Q / a.group, &tiles);
+	if (n_tiles > 0) {
+		struct attn_tiles tj = {&a, tiles};
+		cpu_pool_run_tid(c->pool, n_tiles * lay->n_kv_heads, attn_tile_worker, &tj);
+	} else {
+		cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * n_heads, attn_worker, &a);
+	}
+	allm_free(tiles);
 	return atomic_load(&a.err);
 }
 

@@ -129,6 +129,158 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 	}
 }
 
+/* --- a tile of queries over the same keys ---------------------------------------
+ * The queries of one tile share a sequence and a KV head (consecutive tokens of a
+ * prompt chunk, the query heads of a GQA group); each gets exactly the arithmetic
+ * of attend() above, in the same order, so its bits are those of attend() alone.
+ * What changes is the loop nest: positions go by blocks of ATT_POS, and every query
+ * of the tile scores (then accumulates) a block while its keys (values) are in L1,
+ * instead of each query streaming the whole context from L2 or memory. The output
+ * accumulators live in out_rows between blocks: a store and a reload are exact. */
+#define ATT_POS 64 /* positions per block: K or V of 64 x 64 f32 dims is 16 KiB */
+
+INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
+		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	size_t at[4];
+	__m256 acc[4];
+	for (int i = 0; i < 4; i++) {
+		at[i] = kv_off(lay, block_table[(p + i) / bs], layer, 0, (p + i) % bs, kv_head);
+		acc[i] = _mm256_setzero_ps();
+	}
+	for (int32_t d = 0; d < hd; d += 8) {
+		__m256 qv = _mm256_loadu_ps(q_row + d);
+		for (int i = 0; i < 4; i++)
+			acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		scores[p + i] = reduce8(acc[i]) * scale;
+		*mx = scores[p + i] > *mx ? scores[p + i] : *mx;
+	}
+}
+
+INL T2 void score1(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
+		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
+	__m256 acc = _mm256_setzero_ps();
+	for (int32_t d = 0; d < hd; d += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
+	scores[p] = reduce8(acc) * scale;
+	*mx = scores[p] > *mx ? scores[p] : *mx;
+}
+
+INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
+			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
+			const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+			int32_t kv_head, const int32_t *block_table, float scale, float *scores,
+			int32_t stride)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	float mx[CPU_ATT_TILE_Q], inv[CPU_ATT_TILE_Q];
+	int32_t max_ctx = 0;
+	for (int32_t j = 0; j < n_q; j++) {
+		mx[j] = -INFINITY;
+		max_ctx = ALLM_MAX(max_ctx, ctx[j]);
+	}
+	/* scores: attend()'s groups of four from position 0, then single positions
+	 * (ATT_POS is a multiple of 4, so the groups are the same ones) */
+	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS)
+		for (int32_t j = 0; j < n_q; j++) {
+			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]), p = pb;
+			float *sc = scores + (size_t)j * stride;
+			for (; p + 4 <= ctx[j] && p < end; p += 4)
+				score4(dt, sc, &mx[j], q_rows[j], kv_pool, lay, layer, kv_head, block_table, p,
+				       scale);
+			for (; p < end; p++)
+				score1(dt, sc, &mx[j], q_rows[j], kv_pool, lay, layer, kv_head, block_table, p,
+				       scale);
+		}
+	/* softmax weights, each query as attend() */
+	for (int32_t j = 0; j < n_q; j++) {
+		float *sc = scores + (size_t)j * stride;
+		const __m256 mxv = _mm256_set1_ps(mx[j]);
+		int32_t p = 0;
+		for (; p + 8 <= ctx[j]; p += 8)
+			_mm256_storeu_ps(sc + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), mxv)));
+		if (p < ctx[j]) {
+			float t[8] = {0};
+			memcpy(t, sc + p, (size_t)(ctx[j] - p) * sizeof(float));
+			_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
+			memcpy(sc + p, t, (size_t)(ctx[j] - p) * sizeof(float));
+		}
+		float sum = 0.0f;
+		for (p = 0; p < ctx[j]; p++)
+			sum += sc[p];
+		inv[j] = 1.0f / sum;
+		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
+	}
+	/* out: each query's fma chain over positions, continued block after block */
+	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS)
+		for (int32_t j = 0; j < n_q; j++) {
+			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]);
+			const float *sc = scores + (size_t)j * stride;
+			for (int32_t d0 = 0; d0 < hd && pb < end; d0 += 64) {
+				int nv = (int)ALLM_MIN((int32_t)8, (hd - d0) / 8);
+				__m256 acc[8];
+				for (int i = 0; i < nv; i++)
+					acc[i] = _mm256_loadu_ps(out_rows[j] + d0 + 8 * i);
+				for (int32_t p = pb; p < end; p++) {
+					size_t at = kv_off(lay, block_table[p / bs], layer, 1, p % bs, kv_head) + d0;
+					__m256 w = _mm256_set1_ps(sc[p] * inv[j]);
+					for (int i = 0; i < nv; i++)
+						acc[i] = _mm256_fmadd_ps(w, kv8(dt, kv_pool, at + 8 * i), acc[i]);
+				}
+				for (int i = 0; i < nv; i++)
+					_mm256_storeu_ps(out_rows[j] + d0 + 8 * i, acc[i]);
+			}
+		}
+}
+
+#define TILE_ARGS                                                                        \
+	float *const *o, const float *const *q, const int32_t *ctx, int32_t n_q, const void *kv, \
+		const struct allm_kv_layout *l, int32_t layer, int32_t h, const int32_t *bt,      \
+		float s, float *sc, int32_t stride
+static T2 void attend_tile_f32(TILE_ARGS)
+{
+	attend_tile(ALLM_DTYPE_F32, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+}
+static T2 void attend_tile_f16(TILE_ARGS)
+{
+	attend_tile(ALLM_DTYPE_F16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+}
+static T2 void attend_tile_bf16(TILE_ARGS)
+{
+	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+}
+
+bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
+			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
+			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			     const int32_t *block_table, float scale, float *scores, int32_t stride)
+{
+	if (lay->head_dim % 8 || n_q < 1 || n_q > CPU_ATT_TILE_Q)
+		return false;
+	switch (lay->dtype) {
+	case ALLM_DTYPE_F16:
+		attend_tile_f16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
+				block_table, scale, scores, stride);
+		break;
+	case ALLM_DTYPE_BF16:
+		attend_tile_bf16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
+				 block_table, scale, scores, stride);
+		break;
+	default:
+		attend_tile_f32(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
+				block_table, scale, scores, stride);
+	}
+	return true;
+}
+
 static T2 void attend_f32(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
 			  int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
 {
@@ -202,6 +354,16 @@ void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 {
 	cpu_ref_silu_mul(y, gate, up, n);
+}
+
+bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
+			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
+			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
+			     const int32_t *block_table, float scale, float *scores, int32_t stride)
+{
+	(void)out_rows, (void)q_rows, (void)ctx_lens, (void)n_q, (void)kv_pool, (void)lay;
+	(void)layer, (void)kv_head, (void)block_table, (void)scale, (void)scores, (void)stride;
+	return false; /* no SIMD here: the caller takes one query at a time */
 }
 
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
