@@ -65,6 +65,43 @@ INL T2 __m256 exp8(__m256 x)
 	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* Scores of positions p..p+3 (score4) or p (score1) for one query: an 8-lane fma
+ * chain over the head's dims, the lane tree, times scale; the running max. */
+INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
+		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	size_t at[4];
+	__m256 acc[4];
+	for (int i = 0; i < 4; i++) {
+		at[i] = kv_off(lay, block_table[(p + i) / bs], layer, 0, (p + i) % bs, kv_head);
+		acc[i] = _mm256_setzero_ps();
+	}
+	for (int32_t d = 0; d < hd; d += 8) {
+		__m256 qv = _mm256_loadu_ps(q_row + d);
+		for (int i = 0; i < 4; i++)
+			acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		scores[p + i] = reduce8(acc[i]) * scale;
+		*mx = scores[p + i] > *mx ? scores[p + i] : *mx;
+	}
+}
+
+INL T2 void score1(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
+		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
+{
+	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
+	__m256 acc = _mm256_setzero_ps();
+	for (int32_t d = 0; d < hd; d += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
+	scores[p] = reduce8(acc) * scale;
+	*mx = scores[p] > *mx ? scores[p] : *mx;
+}
+
 INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		   int32_t kv_head, const int32_t *block_table, int32_t ctx_len, float scale,
@@ -73,31 +110,10 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 	const int32_t hd = lay->head_dim, bs = lay->block_size;
 	float mx = -INFINITY;
 	int32_t p = 0;
-	for (; p + 4 <= ctx_len; p += 4) {
-		size_t at[4];
-		__m256 acc[4];
-		for (int i = 0; i < 4; i++) {
-			at[i] = kv_off(lay, block_table[(p + i) / bs], layer, 0, (p + i) % bs, kv_head);
-			acc[i] = _mm256_setzero_ps();
-		}
-		for (int32_t d = 0; d < hd; d += 8) {
-			__m256 qv = _mm256_loadu_ps(q_row + d);
-			for (int i = 0; i < 4; i++)
-				acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
-		}
-		for (int i = 0; i < 4; i++) {
-			scores[p + i] = reduce8(acc[i]) * scale;
-			mx = scores[p + i] > mx ? scores[p + i] : mx;
-		}
-	}
-	for (; p < ctx_len; p++) {
-		size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
-		__m256 acc = _mm256_setzero_ps();
-		for (int32_t d = 0; d < hd; d += 8)
-			acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
-		scores[p] = reduce8(acc) * scale;
-		mx = scores[p] > mx ? scores[p] : mx;
-	}
+	for (; p + 4 <= ctx_len; p += 4)
+		score4(dt, scores, &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
+	for (; p < ctx_len; p++)
+		score1(dt, scores, &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
 	/* softmax weights; the sum runs in p order */
 	const __m256 mxv = _mm256_set1_ps(mx);
 	for (p = 0; p + 8 <= ctx_len; p += 8)
@@ -138,41 +154,6 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
  * instead of each query streaming the whole context from L2 or memory. The output
  * accumulators live in out_rows between blocks: a store and a reload are exact. */
 #define ATT_POS 64 /* positions per block: K or V of 64 x 64 f32 dims is 16 KiB */
-
-INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
-		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
-		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
-{
-	const int32_t hd = lay->head_dim, bs = lay->block_size;
-	size_t at[4];
-	__m256 acc[4];
-	for (int i = 0; i < 4; i++) {
-		at[i] = kv_off(lay, block_table[(p + i) / bs], layer, 0, (p + i) % bs, kv_head);
-		acc[i] = _mm256_setzero_ps();
-	}
-	for (int32_t d = 0; d < hd; d += 8) {
-		__m256 qv = _mm256_loadu_ps(q_row + d);
-		for (int i = 0; i < 4; i++)
-			acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
-	}
-	for (int i = 0; i < 4; i++) {
-		scores[p + i] = reduce8(acc[i]) * scale;
-		*mx = scores[p + i] > *mx ? scores[p + i] : *mx;
-	}
-}
-
-INL T2 void score1(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
-		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
-		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
-{
-	const int32_t hd = lay->head_dim, bs = lay->block_size;
-	size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
-	__m256 acc = _mm256_setzero_ps();
-	for (int32_t d = 0; d < hd; d += 8)
-		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
-	scores[p] = reduce8(acc) * scale;
-	*mx = scores[p] > *mx ? scores[p] : *mx;
-}
 
 INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
