@@ -233,6 +233,12 @@ else
 		fail "--prompt text lacks 'Lily': $(head -c 300 "$tmp/text.out")"
 fi
 
+# the generated text continues the prompt's: "Once upon a" + "▁time" prints " time"
+run cont "$RUN" --model "$M" --device cpu --prompt "Once upon a" --max-tokens 8 --temperature 0
+[ $rc -eq 0 ] && [ "$(head -c 5 "$tmp/cont.out")" = " time" ] &&
+	ok "the text after 'Once upon a' starts ' time' (the space kept)" ||
+	fail "continuation text: '$(head -c 40 "$tmp/cont.out")' (rc $rc), want ' time...'"
+
 if [ $fails -ne 0 ]; then
 	echo "cli-allm-run: $fails failure(s)"
 	exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm against a real allm-engined on stories260K gives exactly allm-run's greedy ids (text prompt and --prompt-ids, 60 tokens; memfd and --posix-shm), and the daemon then stops with exit 0, all KV blocks free, no socket and no /dev/shm objects left.
+# Description: allm against a real allm-engined on stories260K gives exactly allm-run's greedy ids (text prompt and --prompt-ids, 60 tokens; memfd and --posix-shm), the text of a continuation ("Once upon a" + " time") as allm-run prints it, and the daemon then stops with exit 0, all KV blocks free, no socket and no /dev/shm objects left.
 . "$(dirname "$0")/daemon-common.sh"
 
 daemon_start ids
@@ -29,6 +29,13 @@ check_same "prompt ids" --prompt-ids 1,403,407,261,378
 EXTRA=--posix-shm
 check_same "text prompt, posix shm" --prompt "Once upon a time"
 check_same "prompt ids, posix shm" --prompt-ids 1,403,407,261,378
+
+# text events continue the prompt's text, as allm-run prints it
+want=$("$RUN" --model "$M" --device cpu --prompt "Once upon a" --max-tokens 30 --temperature 0 2>/dev/null)
+got=$("$ALLM" --name ids generate --prompt "Once upon a" --max-tokens 30 --temperature 0 2>/dev/null)
+[ -n "$want" ] && [ "$got" = "$want" ] && [ "${got:0:5}" = " time" ] &&
+	ok "text after 'Once upon a': same as allm-run, starts ' time'" ||
+	fail "text after 'Once upon a': allm '${got:0:40}' vs allm-run '${want:0:40}'"
 
 daemon_stop "ids"
 finish

@@ -131,6 +131,20 @@ static void check_stories(struct allm_tokenizer *tok)
 	      "after flush: '%s'", piece);
 	allm_detok_free(d);
 	allm_detok_free(NULL);
+
+	/* Primed with the prompt (BOS "▁Once"), "▁upon" continues it with its space, and
+	 * a character split between prompt and output completes in the output. */
+	CHECK(allm_detok_create(tok, true, &d) == 0, "detok_create");
+	CHECK(allm_detok_prime(d, IDS(1, 403)) == 0, "prime");
+	CHECK(allm_detok_push(d, 407, piece, sizeof(piece)) == 5 && !strcmp(piece, " upon"),
+	      "after the prompt: '%s', want ' upon'", piece);
+	allm_detok_free(d);
+	CHECK(allm_detok_create(tok, true, &d) == 0, "detok_create");
+	CHECK(allm_detok_prime(d, IDS(403, 3 + 0xE4, 3 + 0xB8)) == 0, "prime, split char");
+	CHECK(allm_detok_push(d, 3 + 0xAD, piece, sizeof(piece)) > 0 && !strcmp(piece, "中"),
+	      "split char: '%s', want '中'", piece);
+	CHECK(allm_detok_prime(d, IDS(512)) == -EINVAL, "prime with a bad id");
+	allm_detok_free(d);
 }
 
 int main(void)

@@ -259,8 +259,10 @@ static int generate(struct allm_runtime *rt, const int32_t *prompt, int32_t n_pr
 
 	memset(g, 0, sizeof(*g));
 	g->stream = stream;
-	if (stream && rt->tok && (r = allm_detok_create(rt->tok, true, &g->dt)))
-		return allm_err_set(err, r, "detokenizer: out of memory");
+	if (stream && rt->tok && ((r = allm_detok_create(rt->tok, true, &g->dt)) ||
+				  (r = allm_detok_prime(g->dt, prompt, (size_t)n_prompt))))
+		return allm_err_set(err, r, "detokenizer: %s", r == -ENOMEM ? "out of memory"
+									  : "a prompt id outside the vocabulary");
 	/* a single request is never preempted: the predictors stay uncalibrated */
 	allm_engine_predictor_key(rt->model, rt->kv, &key);
 	struct allm_engine_config ec = {

@@ -374,16 +374,11 @@ static void new_id(struct gw_req *r, const char *prefix)
  * only: "Once" + "▁upon" must give " upon", not "upon"). */
 static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
 {
-	size_t cap = allm_detok_piece_cap(m->tok);
-	char *buf = malloc(cap);
-	if (!buf || allm_detok_create(m->tok, true, &r->detok)) {
-		free(buf);
+	if (allm_detok_create(m->tok, true, &r->detok)) {
 		r->detok = NULL;
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 	}
-	for (size_t i = 0; i < r->n_ids; i++)
-		allm_detok_push(r->detok, r->ids[i], buf, cap); /* the prompt's own text: dropped */
-	free(buf);
+	allm_detok_prime(r->detok, r->ids, r->n_ids); /* ids were checked against the vocabulary */
 	return 0;
 }
 

@@ -421,8 +421,12 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 	}
 	dr->user_tag = q->user_tag;
 	dr->prompt_bytes = (int64_t)(n * sizeof(int32_t));
-	if (d->rt->tok && allm_detok_create(d->rt->tok, true, &dr->detok))
+	/* text events continue the prompt's text (a leading space kept) */
+	if (d->rt->tok && (allm_detok_create(d->rt->tok, true, &dr->detok) ||
+			   allm_detok_prime(dr->detok, ids, n))) {
+		allm_detok_free(dr->detok);
 		dr->detok = NULL;
+	}
 	struct allm_submit s = {
 		.prompt = ids,
 		.n_prompt = (int32_t)ALLM_MIN(n, (size_t)INT32_MAX),

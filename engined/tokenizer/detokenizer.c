@@ -385,6 +385,19 @@ int allm_detok_push(struct allm_detok *d, int32_t id, char *out, size_t out_cap)
 	return emit(d, n + len, false, true, out, out_cap);
 }
 
+int allm_detok_prime(struct allm_detok *d, const int32_t *ids, size_t n)
+{
+	size_t cap = allm_detok_piece_cap(d->tok);
+	char *buf = allm_malloc(cap);
+	int r = 0;
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && r >= 0; i++)
+		r = allm_detok_push(d, ids[i], buf, cap); /* the prompt's own text: dropped */
+	allm_free(buf);
+	return r < 0 ? r : 0;
+}
+
 int allm_detok_flush(struct allm_detok *d, char *out, size_t out_cap)
 {
 	memcpy(d->work, d->pend, d->n_pend);

@@ -113,6 +113,11 @@ int allm_detok_push(struct allm_detok *d, int32_t id, char *out, size_t out_cap)
 /* Emits what is held back (an incomplete sequence becomes U+FFFD) and resets the
  * stream. Returns the length or -ENOSPC. */
 int allm_detok_flush(struct allm_detok *d, char *out, size_t out_cap);
+/* Feeds the prompt's ids and drops their text, so that the generated ids that follow
+ * decode as the continuation they are: SentencePiece strips the space of the text's
+ * first word only ("Once upon a" + "▁time" is " time", not "time"), and a character
+ * split between prompt and output completes. Returns 0, -EINVAL (bad id) or -ENOMEM. */
+int allm_detok_prime(struct allm_detok *d, const int32_t *ids, size_t n);
 /* An out_cap that is always enough for one push or flush. */
 size_t allm_detok_piece_cap(const struct allm_tokenizer *tok);
 /* Bytes of text the longest token (added ones included) decodes to: n tokens
