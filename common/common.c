@@ -200,6 +200,17 @@ int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)
 	return code;
 }
 
+double allm_median(double *v, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double allm_now(void)
 {
 	struct timespec ts;

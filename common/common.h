@@ -57,6 +57,10 @@ uint64_t allm_rng_next(struct allm_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */
 double allm_rng_unit(struct allm_rng *r);
 
+/* Median of v[0..n) (n > 0), which it sorts in place (insertion sort: the repeat
+ * counts of calibrations are small). */
+double allm_median(double *v, int n);
+
 /* Error text for the caller to print; library code never prints. */
 struct allm_err {
 	char msg[512];

@@ -6,6 +6,7 @@
  * known flags), then with a sealed memfd whatever mode the hello asked for; the
  * client is gone once the peer hangs up, nothing left behind. */
 #include "fuzz-daemon.h"
+#include "raw-client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,26 +22,6 @@ static bool hello_ok(const uint8_t *data, size_t size)
 	memcpy(&h, data, sizeof(h));
 	return h.magic == ALLM_HELLO_MAGIC && h.abi_version == ALLM_SHM_ABI_VERSION && !h.reserved &&
 	       !(h.flags & ~ALLM_HELLO_F_POSIX);
-}
-
-/* The welcome and its fds, if one came. Returns bytes read. */
-static ssize_t read_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd)
-{
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {w, sizeof(*w)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf)};
-	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	*nfd = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			*nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			memcpy(fds, CMSG_DATA(cm), (size_t)*nfd * sizeof(int));
-		}
-	return n;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -61,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct allm_welcome w;
 	int fds[8], nfd = 0;
-	ssize_t got = read_welcome(sv[1], &w, fds, &nfd);
+	ssize_t got = raw_read_welcome(sv[1], &w, fds, &nfd, MSG_DONTWAIT);
 	if (size >= sizeof(struct allm_hello)) {
 		/* a whole hello is always answered, and as it deserves */
 		if (got != (ssize_t)sizeof(w) || w.magic != ALLM_WELCOME_MAGIC ||

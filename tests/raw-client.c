@@ -48,12 +48,8 @@ int raw_socket(void)
 	return fd;
 }
 
-/* Reads a welcome (and its fds) within 5 s. Returns bytes read (0: EOF), -1. */
-ssize_t raw_recv_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd)
+ssize_t raw_read_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd, int flags)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	if (poll(&p, 1, 5000) <= 0)
-		return -1;
 	union {
 		char buf[CMSG_SPACE(8 * sizeof(int))];
 		struct cmsghdr align;
@@ -61,14 +57,24 @@ ssize_t raw_recv_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd)
 	struct iovec iov = {w, sizeof(*w)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			    .msg_controllen = sizeof(u.buf)};
-	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
 	*nfd = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+	/* nothing read: the control buffer is not the kernel's */
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm))
 		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
 			*nfd = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
 			memcpy(fds, CMSG_DATA(cm), (size_t)*nfd * sizeof(int));
 		}
 	return n;
+}
+
+ssize_t raw_recv_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	*nfd = 0;
+	if (poll(&p, 1, 5000) <= 0)
+		return -1;
+	return raw_read_welcome(fd, w, fds, nfd, MSG_WAITALL);
 }
 
 struct allm_hello raw_hello(uint32_t flags)

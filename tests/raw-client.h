@@ -45,6 +45,9 @@ struct raw {
 int raw_socket(void);
 /* Reads a welcome (and its fds) within 5 s. Returns bytes read (0: EOF), -1. */
 ssize_t raw_recv_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd);
+/* One recvmsg of a welcome and its fds, with extra recv flags (MSG_DONTWAIT: what
+ * is there now). Returns its result. */
+ssize_t raw_read_welcome(int fd, struct allm_welcome *w, int *fds, int *nfd, int flags);
 /* A valid hello with these flags and default sizes. */
 struct allm_hello raw_hello(uint32_t flags);
 /* The handshake by hand (exits unless the welcome has status 0); ack: send the

@@ -5,22 +5,13 @@
  * around it, the number of rows or the thread count. */
 #include "backend.h"
 #include "quant.h"
+#include "test-check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond) && failures++ < 30) {                             \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 
@@ -289,8 +280,8 @@ int main(void)
 	      "parse avx512-bf16");
 	CHECK(allm_cpu_isa_parse("sse9", &parsed) == -EINVAL, "parse accepted sse9");
 	allm_backend_destroy(ref);
-	if (failures) {
-		fprintf(stderr, "%d failures\n", failures);
+	if (n_fail) {
+		fprintf(stderr, "%d failures\n", n_fail);
 		return 1;
 	}
 	printf("ok: %d levels\n", tested);

@@ -1,5 +1,6 @@
 /* Description: the Prometheus renderer of `metrics` replies (ctl/ctl-prom.c): exact text for counters, gauges and a labelled histogram (escaping, NaN/Inf, integers), and every malformed reply refused with nothing printed. */
 #include "ctl-prom.h"
+#include "test-check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,17 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-
-#define CHECK(c, ...)                                               \
-	do {                                                        \
-		if (!(c)) {                                         \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);                        \
-			printf("\n");                               \
-			fails++;                                    \
-		}                                                   \
-	} while (0)
 
 /* Renders the map packed in e; returns the text (caller frees) or NULL. */
 static char *render(struct allm_ctl_enc *e, int *rc, char *err, size_t errlen)
@@ -207,8 +197,8 @@ int main(void)
 		free(t);
 		allm_ctl_enc_free(&e);
 	}
-	if (fails) {
-		printf("%d failures\n", fails);
+	if (n_fail) {
+		printf("%d failures\n", n_fail);
 		return 1;
 	}
 	printf("ctl-prom: all checks passed\n");

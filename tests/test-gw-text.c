@@ -1,21 +1,11 @@
 /* Description: the gateway's stop strings (engined/gateway/gw-text.c): text before the first match, nothing of a stop string ever released early, across any split into pieces, against a direct search over the whole text. */
 #include "gw-text.h"
+#include "test-check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-
-#define CHECK(c, ...)                                  \
-	do {                                           \
-		if (!(c)) {                            \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);           \
-			printf("\n");                  \
-			fails++;                       \
-		}                                      \
-	} while (0)
 
 static void add(struct gw_stops *st, const char *s)
 {
@@ -152,7 +142,7 @@ static void random_splits(void)
 		CHECK(t.stopped == (cut < n), "iter %d: stopped flag", iter);
 		gw_text_free(&t);
 		gw_stops_free(&st);
-		if (fails > 10)
+		if (n_fail > 10)
 			return;
 	}
 }
@@ -161,8 +151,8 @@ int main(void)
 {
 	basics();
 	random_splits();
-	if (fails) {
-		printf("%d failures\n", fails);
+	if (n_fail) {
+		printf("%d failures\n", n_fail);
 		return 1;
 	}
 	printf("gw-text: all checks passed\n");

@@ -7,23 +7,13 @@
  * of bench/README.md (not run in CI: it takes a minute). */
 #include "executor.h"
 #include "model.h"
+#include "test-check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-		}                                                             \
-	} while (0)
 
 enum { BS = 16 };
 
@@ -200,7 +190,7 @@ int main(int argc, char **argv)
 				continue;
 			struct figures f;
 			if (compare(cases[ci].model, levels[li], cases[ci].n_prompt, cases[ci].n_gen, &f)) {
-				failures++;
+				n_fail++;
 				continue;
 			}
 			const char *name = strrchr(cases[ci].model, '/');
@@ -220,8 +210,8 @@ int main(int argc, char **argv)
 			      allm_cpu_isa_name(levels[li]), f.agree, f.positions,
 			      100 * cases[ci].min_agree);
 		}
-	if (failures) {
-		fprintf(stderr, "%d failures\n", failures);
+	if (n_fail) {
+		fprintf(stderr, "%d failures\n", n_fail);
 		return 1;
 	}
 	return 0;

@@ -4,17 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-double fit_median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void fit_line(const double *x, const double *t, int n, double *ret_a, double *ret_b)
 {
 	double s = 0, sx = 0, sxx = 0, st = 0, sxt = 0;

@@ -342,7 +342,7 @@ static void fit_disk(struct fit *f, struct allm_kv_cache *kv)
 			}
 			if (k && f->dn[d] < 256) {
 				f->dx[d][f->dn[d]] = (double)n * kv->block_bytes;
-				f->dt[d][f->dn[d]++] = fit_median(v, k);
+				f->dt[d][f->dn[d]++] = allm_median(v, k);
 			}
 		}
 }
@@ -382,7 +382,7 @@ double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dt
 		be->iface->gemm(be, y, x, w, NULL, dt, 256, k, m);
 		v[r] = clk() - t0;
 	}
-	t = fit_median(v, reps);
+	t = allm_median(v, reps);
 out:
 	if (x)
 		be->iface->free(be, x);

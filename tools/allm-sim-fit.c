@@ -206,7 +206,7 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 	const char *how = "fitted by allm-sim-fit";
 	double spread[MAX_PTS];
 	memcpy(spread, f->spread, (size_t)f->n_spread * sizeof(double));
-	double med_spread = fit_median(spread, f->n_spread);
+	double med_spread = allm_median(spread, f->n_spread);
 	double p90_spread = spread[(int)(0.9 * (f->n_spread - 1))];
 
 	json_t *ops = json_object();
@@ -221,7 +221,7 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 			"launch", pnum(r->launch[op], "%s: line fit over %d sizes (rms error %.1f %%)", how, f->sn[op], r->op_err[op]),
 			"bandwidth", pnum(r->rate[op] / r->mem_bw, "%s: %.3g bytes/s reached / memory_bandwidth", how, r->rate[op])));
 	}
-	double ml = fit_median(launches, nl), me = fit_median(effs, nl);
+	double ml = allm_median(launches, nl), me = allm_median(effs, nl);
 	json_object_set_new(ops, "default", json_pack("{s:o, s:o}",
 		"launch", pnum(ml, "%s: median of the ops' fitted launch", how),
 		"bandwidth", pnum(me, "%s: median of the ops' fitted efficiency", how)));
@@ -307,7 +307,7 @@ static int load_config(const char *kind, const char *v, struct allm_model_config
  * stall of a descheduled thread. Records the spread (p90 - p10) / mean. */
 static double point_of(struct fit *f, double *v, int n)
 {
-	fit_median(v, n); /* sorts */
+	allm_median(v, n); /* sorts */
 	int lo = n / 20, hi = n - n / 20;
 	double s = 0;
 	for (int i = lo; i < hi; i++)

@@ -109,8 +109,6 @@ int fit_open(const char *kind, const char *name, const char *device, int threads
 /* --check: forwards of the grid on the CPU backend and on sim:profile side by side. */
 int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat);
 
-/* Median of v[0..n) (sorts v). */
-double fit_median(double *v, int n);
 
 /* Least squares t = a + b * x weighted by 1 / t^2 (relative error), a >= 0. */
 void fit_line(const double *x, const double *t, int n, double *ret_a, double *ret_b);

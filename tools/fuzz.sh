@@ -38,6 +38,7 @@ else
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   SRC+=(kernels/*.c kernels/cpu/*.c "$OUT/default-model-data.c" tests/fuzz-daemon.c
     "tests/fuzz-$TARGET.c")
+  [ "$TARGET" = hello ] && SRC+=(tests/raw-client.c)
   # the daemon's main and the control server (ZeroMQ) are not under test here
   for d in tokenizer model kv exec sched workload serve; do
     INC+=("-Iengined/$d")

@@ -275,17 +275,6 @@ struct calib_pt {
 	double y; /* median seconds */
 };
 
-static double median(double *v, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double t = v[j];
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static bool good_time(double t)
 {
 	return t >= 0 && isfinite(t);
@@ -390,7 +379,7 @@ static int time_copies(const struct allm_calib_ops *ops,
 							    what, dir ? "in" : "out", pl->sw_blocks[i], pl->sw_runs[i]);
 			}
 			swap_features((uint64_t)pl->sw_blocks[i] * block_bytes, pl->sw_runs[i], pts[dir][i].x);
-			pts[dir][i].y = median(reps, pl->sw_reps);
+			pts[dir][i].y = allm_median(reps, pl->sw_reps);
 			n[dir]++;
 			if (ops->progress)
 				ops->progress(ops->user, ++*done, total);
@@ -430,7 +419,7 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 			}
 			struct allm_prefill_shape s = { ns, tokens, (double)ns * len * len };
 			allm_pred_rc_features(&s, rc_pts[n_rc].x);
-			rc_pts[n_rc].y = median(reps, pl.rc_reps);
+			rc_pts[n_rc].y = allm_median(reps, pl.rc_reps);
 			if (rc_pts[n_rc].y > CALIB_SLOW_S)
 				slow_tokens = ALLM_MIN(slow_tokens, tokens);
 			n_rc++;
