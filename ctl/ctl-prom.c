@@ -188,6 +188,18 @@ static int check_family(const msgpack_object *fm, char *err, size_t errlen)
 	return 0;
 }
 
+/* One sample line: name+suffix{labels[,le]} value. */
+static void put_sample(FILE *f, const msgpack_object *name, const char *suffix,
+		       const msgpack_object *l, const char *le, const msgpack_object *v)
+{
+	put_str(f, name);
+	fputs(suffix, f);
+	put_labels(f, l, le);
+	fputc(' ', f);
+	put_num(f, num(v));
+	fputc('\n', f);
+}
+
 static void put_family(FILE *f, const msgpack_object *fm)
 {
 	const msgpack_object *name = allm_ctl_get(fm, "name"), *type = allm_ctl_get(fm, "type");
@@ -209,11 +221,7 @@ static void put_family(FILE *f, const msgpack_object *fm)
 		const msgpack_object *s = &samples->via.array.ptr[i];
 		const msgpack_object *l = allm_ctl_get(s, "labels");
 		if (!histo) {
-			put_str(f, name);
-			put_labels(f, l, NULL);
-			fputc(' ', f);
-			put_num(f, num(allm_ctl_get(s, "value")));
-			fputc('\n', f);
+			put_sample(f, name, "", l, NULL, allm_ctl_get(s, "value"));
 			continue;
 		}
 		const msgpack_object *b = allm_ctl_get(s, "bounds"), *c = allm_ctl_get(s, "counts");
@@ -226,25 +234,10 @@ static void put_family(FILE *f, const msgpack_object *fm)
 					fclose(m);
 				}
 			}
-			put_str(f, name);
-			fputs("_bucket", f);
-			put_labels(f, l, le);
-			fputc(' ', f);
-			put_num(f, num(&c->via.array.ptr[k]));
-			fputc('\n', f);
+			put_sample(f, name, "_bucket", l, le, &c->via.array.ptr[k]);
 		}
-		put_str(f, name);
-		fputs("_sum", f);
-		put_labels(f, l, NULL);
-		fputc(' ', f);
-		put_num(f, num(allm_ctl_get(s, "sum")));
-		fputc('\n', f);
-		put_str(f, name);
-		fputs("_count", f);
-		put_labels(f, l, NULL);
-		fputc(' ', f);
-		put_num(f, num(allm_ctl_get(s, "count")));
-		fputc('\n', f);
+		put_sample(f, name, "_sum", l, NULL, allm_ctl_get(s, "sum"));
+		put_sample(f, name, "_count", l, NULL, allm_ctl_get(s, "count"));
 	}
 }
 
