@@ -53,28 +53,32 @@ static void attn_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 }
 
-/* Tiles: items are (tile, KV head) pairs; a tile is up to CPU_ATT_TILE_Q / group
- * consecutive tokens of one sequence, and its queries are those tokens' heads of
- * the KV head's group (cpu_attention_tile_simd: the same bits as one at a time). */
-struct attn_tiles {
-	struct attn_job *a;
-	const int32_t *tiles; /* [n][2]: first token, token count */
-};
+/* Tiles: items are (token, KV head) pairs, and the token that starts a tile does
+ * the whole tile: up to CPU_ATT_TILE_Q / group consecutive tokens of one sequence,
+ * cut where a position is a multiple of that (so a token knows alone whether it
+ * starts one: no list to build), whose queries are those tokens' heads of the KV
+ * head's group (cpu_attention_tile_simd: the same bits as one at a time). */
+static bool same_run(const struct allm_attn_meta *meta, int32_t t)
+{
+	return t > 0 && meta->tok_seq[t] == meta->tok_seq[t - 1] &&
+	       meta->tok_pos[t] == meta->tok_pos[t - 1] + 1;
+}
 
 static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
-	struct attn_tiles *tj = arg;
-	struct attn_job *a = tj->a;
+	struct attn_job *a = arg;
 	const struct allm_attn_meta *meta = a->meta;
-	int32_t hd = a->lay->head_dim, n_kv = a->lay->n_kv_heads;
+	int32_t hd = a->lay->head_dim, n_kv = a->lay->n_kv_heads, per_tile = CPU_ATT_TILE_Q / a->group;
 	float *out_rows[CPU_ATT_TILE_Q];
 	const float *q_rows[CPU_ATT_TILE_Q];
 	int32_t ctx[CPU_ATT_TILE_Q];
 
 	for (int64_t it = begin; it < end; it++) {
-		const int32_t *tile = tj->tiles + 2 * (it / n_kv);
-		int32_t kvh = (int32_t)(it % n_kv), n_q = 0, stride = 0;
-		for (int32_t t = tile[0]; t < tile[0] + tile[1]; t++)
+		int32_t t0 = (int32_t)(it / n_kv), kvh = (int32_t)(it % n_kv), n_q = 0, stride = 0;
+		if (same_run(meta, t0) && meta->tok_pos[t0] % per_tile)
+			continue; /* inside a tile its first token does */
+		for (int32_t t = t0; t < meta->n_tokens && (t == t0 || (same_run(meta, t) &&
+							     meta->tok_pos[t] % per_tile)); t++)
 			for (int32_t g = 0; g < a->group; g++, n_q++) {
 				size_t row = ((size_t)t * a->n_heads + (size_t)kvh * a->group + g) * hd;
 				out_rows[n_q] = a->out + row;
@@ -89,32 +93,10 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 			return;
 		}
 		const int32_t *bt = meta->block_tables +
-				    (size_t)meta->tok_seq[tile[0]] * meta->max_blocks_per_seq;
+				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
 					bt, a->scale, scores, stride);
 	}
-}
-
-/* Splits the batch into tiles (runs of one sequence's tokens, at most per_tile
- * each); returns how many, or -1 without memory. */
-static int64_t make_tiles(const struct allm_attn_meta *meta, int32_t per_tile, int32_t **ret)
-{
-	int32_t *tiles = allm_malloc((size_t)meta->n_tokens * 2 * sizeof(int32_t));
-	int64_t n = 0;
-	if (!tiles)
-		return -1;
-	for (int32_t t = 0; t < meta->n_tokens; t++) {
-		if (n > 0 && meta->tok_seq[t] == meta->tok_seq[tiles[2 * n - 2]] &&
-		    tiles[2 * n - 2] + tiles[2 * n - 1] == t && tiles[2 * n - 1] < per_tile) {
-			tiles[2 * n - 1]++;
-			continue;
-		}
-		tiles[2 * n] = t;
-		tiles[2 * n + 1] = 1;
-		n++;
-	}
-	*ret = tiles;
-	return n;
 }
 
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
@@ -132,18 +114,11 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
 							      : cpu_attention_one_simd,
 	};
-	int32_t *tiles = NULL;
-	int64_t n_tiles = -1;
 	if (c->level->isa != ALLM_CPU_ISA_PORTABLE && lay->head_dim % 8 == 0 &&
 	    a.group <= CPU_ATT_TILE_Q)
-		n_tiles = make_tiles(meta, CPU_ATT_TILE_Q / a.group, &tiles);
-	if (n_tiles > 0) {
-		struct attn_tiles tj = {&a, tiles};
-		cpu_pool_run_tid(c->pool, n_tiles * lay->n_kv_heads, attn_tile_worker, &tj);
-	} else {
+		cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * lay->n_kv_heads, attn_tile_worker, &a);
+	else
 		cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * n_heads, attn_worker, &a);
-	}
-	allm_free(tiles);
 	return atomic_load(&a.err);
 }
 
