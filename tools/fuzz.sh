@@ -36,7 +36,10 @@ else
   python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
     '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
-  SRC+=(kernels/*.c kernels/cpu/*.c "$OUT/default-model-data.c" tests/fuzz-daemon.c
+  # and the simulated device's profiles, as kernels/meson.build does
+  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
+    '<embedded>/sim-profiles' data/sim-profiles/*.json
+  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c "$OUT/default-model-data.c" "$OUT/sim-profiles-data.c" tests/fuzz-daemon.c
     "tests/fuzz-$TARGET.c")
   [ "$TARGET" = hello ] && SRC+=(tests/raw-client.c)
   # the daemon's main and the control server (ZeroMQ) are not under test here
