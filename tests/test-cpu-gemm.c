@@ -148,7 +148,8 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 					}
 					bool vnni = dt == ALLM_DTYPE_Q8 && (isa == ALLM_CPU_ISA_AVX2_VNNI ||
 									    isa >= ALLM_CPU_ISA_AVX512_VNNI);
-					bool dpbf16 = dt == ALLM_DTYPE_BF16 && isa == ALLM_CPU_ISA_AVX512_BF16;
+					bool dpbf16 = dt == ALLM_DTYPE_BF16 && (isa == ALLM_CPU_ISA_AVX512_BF16 ||
+									      isa == ALLM_CPU_ISA_AMX_BF16);
 					int lanes = isa >= ALLM_CPU_ISA_AVX512 ? 16 : 8;
 					if (isa == ALLM_CPU_ISA_PORTABLE)
 						want = yr[i * m + o]; /* the reference, bit for bit */
@@ -278,6 +279,8 @@ int main(void)
 	enum allm_cpu_isa parsed;
 	CHECK(allm_cpu_isa_parse("avx512-bf16", &parsed) == 0 && parsed == ALLM_CPU_ISA_AVX512_BF16,
 	      "parse avx512-bf16");
+	CHECK(allm_cpu_isa_parse("amx-bf16", &parsed) == 0 && parsed == ALLM_CPU_ISA_AMX_BF16,
+	      "parse amx-bf16");
 	CHECK(allm_cpu_isa_parse("sse9", &parsed) == -EINVAL, "parse accepted sse9");
 	allm_backend_destroy(ref);
 	if (n_fail) {

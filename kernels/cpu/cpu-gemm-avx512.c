@@ -361,5 +361,12 @@ const struct gemm_level gemm_level_avx512_vnni = {
 const struct gemm_level gemm_level_avx512_bf16 = {
 	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni,
 };
+/* bf16 weights on AMX tiles (cpu-gemm-amx.c), the rest as avx512-vnni */
+static const struct gemm_kern k_bf16_amx = {
+	.whole_x_bytes = gemm_amx_x_bytes, .whole = gemm_amx_bf16,
+};
+const struct gemm_level gemm_level_amx_bf16 = {
+	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, &k_q8_vnni,
+};
 
 #endif /* GEMM_X86 */

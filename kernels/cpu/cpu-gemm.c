@@ -28,6 +28,7 @@ const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa)
 	case ALLM_CPU_ISA_AVX512: return &gemm_level_avx512;
 	case ALLM_CPU_ISA_AVX512_VNNI: return &gemm_level_avx512_vnni;
 	case ALLM_CPU_ISA_AVX512_BF16: return &gemm_level_avx512_bf16;
+	case ALLM_CPU_ISA_AMX_BF16: return &gemm_level_amx_bf16;
 #endif
 	default: return &gemm_level_portable;
 	}
@@ -243,6 +244,19 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	const struct gemm_kern *kn = kern_for(c->level, dt);
 	if (!kn)
 		return -EINVAL;
+	if (kn->whole) {
+		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
+		const float *b = bias;
+		if (xbuf && bias && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8) {
+			float *bf = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
+			if (bf)
+				allm_to_f32(bf, bias, dt, (size_t)m);
+			b = bf;
+		}
+		if (!xbuf || (bias && !b))
+			return -ENOMEM;
+		return kn->whole(c->pool, (double)n * (double)k * (double)m < GEMM_INLINE_MACS, xbuf, y, x, w, b, n, k, m);
+	}
 	struct gemm_job g = {
 		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
 		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k, .m = m,

@@ -26,6 +26,10 @@
  *   avx512-bf16: as avx512-vnni, and bf16 weights meet bf16 activations (x rounded
  *             to nearest-even bf16): lane j accumulates vdpbf16ps over the pairs
  *             (32 i + 2 j, 32 i + 2 j + 1); then the 16-lane tree.
+ *   amx-bf16: as avx512-vnni for f32, f16 and int8 weights; bf16 weights meet bf16
+ *             activations (rounded as avx512-bf16 rounds them) on AMX tiles: from
+ *             +0, one TDPBF16PS per block of 32 k in increasing k (zero-padded past
+ *             k), the same tile shapes for every n (cpu-gemm-amx.c); y = s + bias.
  *
  * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
  * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
@@ -45,6 +49,8 @@
 #endif
 #define GEMM_DIRECT_ROWS 8 /* up to this many rows: W read in place, k in one piece */
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
+
+struct cpu_pool;
 
 /* One tile: output rows [0, rows) x columns [0, cols) over k in [p0, p0 + kc). */
 struct gemm_tile {
@@ -87,6 +93,11 @@ struct gemm_kern {
 	void (*w_to_f32)(float *dst, const void *w, size_t w_stride, int64_t k, int64_t p0,
 			 int64_t kc, int cols);
 	void (*tile_f32)(const struct gemm_tile *t);
+	/* Optional: the whole GEMM by the level's own driver (AMX tiles), none of the
+	 * above; xbuf holds whole_x_bytes(n, k) for the activations it prepares. */
+	size_t (*whole_x_bytes)(int64_t n, int64_t k);
+	int (*whole)(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		     const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 };
 
 struct gemm_level {
@@ -98,7 +109,11 @@ extern const struct gemm_level gemm_level_portable;
 #ifdef GEMM_X86
 extern const struct gemm_level gemm_level_avx2, gemm_level_avx2_vnni;
 extern const struct gemm_level gemm_level_avx512, gemm_level_avx512_vnni,
-	gemm_level_avx512_bf16;
+	gemm_level_avx512_bf16, gemm_level_amx_bf16;
+/* The AMX driver (cpu-gemm-amx.c) for bf16 weights. */
+size_t gemm_amx_x_bytes(int64_t n, int64_t k);
+int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		  const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 #endif
 
 /* The level for isa (one this machine supports). */

@@ -1,6 +1,8 @@
 /* Which SIMD level this CPU can run: cpuid for the instructions, XGETBV for the OS
  * (a kernel that does not save YMM or ZMM state makes those instructions unusable
- * even where cpuid lists them). Nothing here assumes AMX or AVX512-FP16. */
+ * even where cpuid lists them), and for AMX the process's permission to use tile
+ * data, which Linux grants on request (arch_prctl) and a VM or seccomp may refuse.
+ * Nothing here assumes AVX512-FP16. */
 #include "backend.h"
 
 #include <strings.h>
@@ -8,6 +10,11 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #define ISA_X86 1
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ISA_AMX_LINUX 1
+#endif
 #endif
 
 static const char *const isa_names[ALLM_CPU_ISA_COUNT] = {
@@ -18,6 +25,7 @@ static const char *const isa_names[ALLM_CPU_ISA_COUNT] = {
 	[ALLM_CPU_ISA_AVX512] = "avx512",
 	[ALLM_CPU_ISA_AVX512_VNNI] = "avx512-vnni",
 	[ALLM_CPU_ISA_AVX512_BF16] = "avx512-bf16",
+	[ALLM_CPU_ISA_AMX_BF16] = "amx-bf16",
 };
 
 const char *allm_cpu_isa_name(enum allm_cpu_isa isa)
@@ -40,6 +48,7 @@ struct x86_features {
 	bool avx2, fma, f16c, avx_vnni; /* usable: the OS saves YMM state */
 	bool avx512; /* F + BW + VL, and the OS saves opmask and ZMM state */
 	bool avx512_vnni, avx512_bf16;
+	bool amx_bf16; /* AMX-TILE + AMX-BF16, tile state saved, permission granted */
 };
 
 static uint64_t xgetbv0(void)
@@ -47,6 +56,18 @@ static uint64_t xgetbv0(void)
 	uint32_t lo, hi;
 	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
 	return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux hands out the 8 KiB of tile state only to a process that asks (5.16+);
+ * once granted it holds for every thread. */
+static bool amx_permission(void)
+{
+#ifdef ISA_AMX_LINUX
+	enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+	return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+	return false;
+#endif
 }
 
 static struct x86_features x86_detect(void)
@@ -65,7 +86,7 @@ static struct x86_features x86_detect(void)
 	if (!ymm_os)
 		return f;
 	__cpuid_count(7, 0, a, b, c, d);
-	unsigned ebx7 = b, ecx7 = c, eax7_1 = 0;
+	unsigned ebx7 = b, ecx7 = c, edx7 = d, eax7_1 = 0;
 	if (a >= 1) {
 		__cpuid_count(7, 1, a, b, c, d);
 		eax7_1 = a;
@@ -77,6 +98,9 @@ static struct x86_features x86_detect(void)
 	f.avx512 = zmm_os && (ebx7 & bit_AVX512F) && (ebx7 & bit_AVX512BW) && (ebx7 & bit_AVX512VL);
 	f.avx512_vnni = f.avx512 && (ecx7 & (1u << 11));
 	f.avx512_bf16 = f.avx512 && (eax7_1 & (1u << 5));
+	bool tiles_os = (xcr0 & 0x60000) == 0x60000; /* XTILECFG + XTILEDATA */
+	f.amx_bf16 = f.avx512_bf16 && (edx7 & (1u << 24)) && (edx7 & (1u << 22)) && tiles_os &&
+		     amx_permission();
 	return f;
 }
 #endif
@@ -100,6 +124,7 @@ bool allm_cpu_isa_supported(enum allm_cpu_isa isa)
 	case ALLM_CPU_ISA_AVX512_VNNI: return base && f.avx512_vnni;
 	/* every CPU with AVX512_BF16 has AVX512_VNNI; the level builds on both */
 	case ALLM_CPU_ISA_AVX512_BF16: return base && f.avx512_vnni && f.avx512_bf16;
+	case ALLM_CPU_ISA_AMX_BF16: return base && f.avx512_vnni && f.amx_bf16;
 	default: return false;
 	}
 #else
@@ -121,7 +146,8 @@ static bool x86_vendor_amd(void)
  * Intel Xeon we measured, vdpbf16ps retires one per 2 cycles (16 bf16 MACs a cycle)
  * where FMA does two (32 f32 MACs), so bf16 weights are faster converted to f32;
  * on AMD Zen 4/5 it runs as fast as an FMA with twice the MACs. Still testable and
- * selectable there with --cpu-isa avx512-bf16. */
+ * selectable there with --cpu-isa avx512-bf16. Where AMX is usable (Intel Xeon 4th
+ * generation on), amx-bf16 comes first: a tile multiply does 16 x 16 x 32 MACs. */
 enum allm_cpu_isa allm_cpu_isa_best(void)
 {
 	for (int i = ALLM_CPU_ISA_COUNT - 1; i > ALLM_CPU_ISA_PORTABLE; i--) {
