@@ -121,6 +121,23 @@ static void amx_copy_w(uint16_t *dst, int64_t ld, const struct amx_job *j, int64
 	__asm__ volatile("" ::: "memory");
 }
 
+/* One block of 32 k: C0 += A0 B0, C1 += A1 B0, and with a second token group
+ * C2 += A0 B1, C3 += A1 B1. */
+INL TA void amx_block(const uint16_t *a0, const uint16_t *a1, size_t lda, const uint32_t *b0,
+		      const uint32_t *b1, bool two)
+{
+	_tile_loadd(4, a0, lda);
+	_tile_loadd(5, a1, lda);
+	_tile_loadd(6, b0, 64);
+	_tile_dpbf16ps(0, 4, 6);
+	_tile_dpbf16ps(1, 5, 6);
+	if (two) {
+		_tile_loadd(7, b1, 64);
+		_tile_dpbf16ps(2, 4, 7);
+		_tile_dpbf16ps(3, 5, 7);
+	}
+}
+
 static TA void amx_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct amx_job *j = arg;
@@ -163,30 +180,12 @@ static TA void amx_worker(void *arg, int tid, int64_t begin, int64_t end)
 			_tile_zero(1);
 			_tile_zero(2);
 			_tile_zero(3);
-			for (int64_t kb = 0; kb < nkb; kb++) {
-				_tile_loadd(4, a + kb * AMX_K, lda);
-				_tile_loadd(5, a1 + kb * AMX_K, lda);
-				_tile_loadd(6, b0 + kb * 16 * AMX_TOK, 64);
-				_tile_dpbf16ps(0, 4, 6);
-				_tile_dpbf16ps(1, 5, 6);
-				if (two) {
-					_tile_loadd(7, b1 + kb * 16 * AMX_TOK, 64);
-					_tile_dpbf16ps(2, 4, 7);
-					_tile_dpbf16ps(3, 5, 7);
-				}
-			}
-			if (has_tail) {
-				_tile_loadd(4, wtail, AMX_K * 2);
-				_tile_loadd(5, wtail + 16 * AMX_K, AMX_K * 2);
-				_tile_loadd(6, b0 + full_kb * 16 * AMX_TOK, 64);
-				_tile_dpbf16ps(0, 4, 6);
-				_tile_dpbf16ps(1, 5, 6);
-				if (two) {
-					_tile_loadd(7, b1 + full_kb * 16 * AMX_TOK, 64);
-					_tile_dpbf16ps(2, 4, 7);
-					_tile_dpbf16ps(3, 5, 7);
-				}
-			}
+			for (int64_t kb = 0; kb < nkb; kb++)
+				amx_block(a + kb * AMX_K, a1 + kb * AMX_K, lda, b0 + kb * 16 * AMX_TOK,
+					  b1 + kb * 16 * AMX_TOK, two);
+			if (has_tail) /* the copy of the last k block, 32 rows of 64 bytes */
+				amx_block(wtail, wtail + 16 * AMX_K, AMX_K * 2, b0 + full_kb * 16 * AMX_TOK,
+					  b1 + full_kb * 16 * AMX_TOK, two);
 			_tile_stored(0, ct, AMX_TOK * 4);
 			amx_store(j, ct, o, g * AMX_TOK);
 			if (rows > 16) {
