@@ -207,31 +207,6 @@ static TA void amx_worker(void *arg, int tid, int64_t begin, int64_t end)
 	_tile_release();
 }
 
-struct amx_inline {
-	struct amx_job *j;
-	int64_t n_items;
-	void (*fn)(void *arg, int tid, int64_t begin, int64_t end);
-};
-
-static void amx_inline_trampoline(void *arg, int tid, int64_t begin, int64_t end)
-{
-	(void)begin, (void)end;
-	struct amx_inline *r = arg;
-	r->fn(r->j, tid, 0, r->n_items);
-}
-
-/* fn over [0, n_items) on the pool, or on this thread alone (as the pool's tid 0). */
-static void amx_run(struct amx_job *j, bool inline_run, int64_t n_items,
-		    void (*fn)(void *arg, int tid, int64_t begin, int64_t end))
-{
-	if (!inline_run) {
-		cpu_pool_run_tid(j->pool, n_items, fn, j);
-		return;
-	}
-	struct amx_inline r = { j, n_items, fn };
-	cpu_pool_run_tid(j->pool, 1, amx_inline_trampoline, &r);
-}
-
 int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		  const void *w, const float *bias, int64_t n, int64_t k, int64_t m)
 {
@@ -239,8 +214,8 @@ int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, 
 		.y = y, .xp = xbuf, .x = x, .w = w, .bias = bias, .n = n, .k = k, .m = m,
 		.k32 = allm_q8_k32(k), .groups = amx_groups(n), .pool = pool,
 	};
-	amx_run(&j, inline_run || j.groups < 2, j.groups, amx_pack_worker);
-	amx_run(&j, inline_run, (m + AMX_OUT - 1) / AMX_OUT, amx_worker);
+	gemm_run_items(pool, inline_run || j.groups < 2, j.groups, amx_pack_worker, &j);
+	gemm_run_items(pool, inline_run, (m + AMX_OUT - 1) / AMX_OUT, amx_worker, &j);
 	return atomic_load(&j.err);
 }
 

@@ -183,10 +183,9 @@ static void inline_trampoline(void *arg, int tid, int64_t begin, int64_t end)
 	r->fn(r->arg, tid, 0, r->n_items);
 }
 
-/* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the
- * pool's thread 0, whose scratch it uses) when `inline_run`. */
-static void run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
-		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
+/* (cpu-gemm.h) */
+void gemm_run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
+		    void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
 {
 	if (!inline_run) {
 		cpu_pool_run_tid(pool, n_items, fn, arg);
@@ -227,6 +226,22 @@ static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
 	return *aligned;
 }
 
+/* The bias as f32: in place for f32 and int8 weights (int8's bias is f32), else
+ * converted into ctx's buffer. */
+static int bias_f32(struct cpu_ctx *c, const void *bias, enum allm_dtype dt, int64_t m,
+		    const float **ret)
+{
+	*ret = bias;
+	if (!bias || dt == ALLM_DTYPE_F32 || dt == ALLM_DTYPE_Q8)
+		return 0;
+	float *b = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
+	if (!b)
+		return -ENOMEM;
+	allm_to_f32(b, bias, dt, (size_t)m);
+	*ret = b;
+	return 0;
+}
+
 static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_dtype dt)
 {
 	switch (dt) {
@@ -244,18 +259,15 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	const struct gemm_kern *kn = kern_for(c->level, dt);
 	if (!kn)
 		return -EINVAL;
+	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
+	const float *b;
+	if (bias_f32(c, bias, dt, m, &b))
+		return -ENOMEM;
 	if (kn->whole) {
 		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
-		const float *b = bias;
-		if (xbuf && bias && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8) {
-			float *bf = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
-			if (bf)
-				allm_to_f32(bf, bias, dt, (size_t)m);
-			b = bf;
-		}
-		if (!xbuf || (bias && !b))
+		if (!xbuf)
 			return -ENOMEM;
-		return kn->whole(c->pool, (double)n * (double)k * (double)m < GEMM_INLINE_MACS, xbuf, y, x, w, b, n, k, m);
+		return kn->whole(c->pool, inline_run, xbuf, y, x, w, b, n, k, m);
 	}
 	struct gemm_job g = {
 		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
@@ -271,27 +283,17 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		int64_t cb = GEMM_W_BLOCK_BYTES / (g.kc * (int64_t)sizeof(float)) / g.C * g.C;
 		g.cb = ALLM_MAX((int64_t)g.C, ALLM_MIN(cb, 16 * (int64_t)g.C));
 	}
-	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
-
+	g.bias = b;
 	if (kn->x_prep) {
 		struct prep_job p = { kn, NULL, kn->x_row_bytes(k), x, k };
 		p.dst = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, (size_t)n * p.stride);
 		if (!p.dst)
 			return -ENOMEM;
-		run_items(c->pool, n * k < GEMM_PREP_PARALLEL, n, prep_worker, &p);
+		gemm_run_items(c->pool, n * k < GEMM_PREP_PARALLEL, n, prep_worker, &p);
 		g.x = p.dst;
 		g.x_stride = p.stride;
 	}
-	if (bias && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8) { /* int8: the bias is f32 */
-		float *b = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
-		if (!b)
-			return -ENOMEM;
-		allm_to_f32(b, bias, dt, (size_t)m);
-		g.bias = b;
-	} else {
-		g.bias = bias;
-	}
-	run_items(c->pool, inline_run, (m + g.cb - 1) / g.cb, gemm_worker, &g);
+	gemm_run_items(c->pool, inline_run, (m + g.cb - 1) / g.cb, gemm_worker, &g);
 	return atomic_load(&g.err);
 }
 

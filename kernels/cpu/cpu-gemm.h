@@ -116,6 +116,11 @@ int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, 
 		  const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 #endif
 
+/* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the
+ * pool's thread 0, whose scratch it uses) when `inline_run`. */
+void gemm_run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
+		    void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg);
+
 /* The level for isa (one this machine supports). */
 const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa);
 
