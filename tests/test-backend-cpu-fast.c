@@ -140,7 +140,11 @@ static void make_meta(struct allm_attn_meta *meta, const struct attn_case *c,
 
 static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fasts)
 {
-	static const int32_t cfg[][3] = { { 16, 2, 4 }, { 64, 1, 8 }, { 32, 3, 3 } };
+	/* { head_dim, kv heads, heads }: 8 dims is stories260K's (one vector per head,
+	 * where query chains are interleaved); 12 queries of a group make tiles of
+	 * more than one chain group */
+	static const int32_t cfg[][3] = { { 16, 2, 4 }, { 64, 1, 8 }, { 32, 3, 3 }, { 8, 4, 8 },
+					  { 8, 1, 12 } };
 	for (int dt = 0; dt < ALLM_DTYPE_COUNT; dt++) {
 		for (size_t ci = 0; ci < ALLM_ARRAY_SIZE(cfg); ci++) {
 			struct attn_case c;

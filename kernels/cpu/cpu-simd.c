@@ -152,8 +152,196 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
  * What changes is the loop nest: positions go by blocks of ATT_POS, and every query
  * of the tile scores (then accumulates) a block while its keys (values) are in L1,
  * instead of each query streaming the whole context from L2 or memory. The output
- * accumulators live in out_rows between blocks: a store and a reload are exact. */
+ * accumulators live in out_rows between blocks: a store and a reload are exact.
+ *
+ * And what costs nothing in bits but a lot in time at small head sizes (8 dims:
+ * stories260K): eight positions are scored at once and their eight lane trees run
+ * side by side in one transposed reduction; a position's address comes from a
+ * cursor over the block table instead of a division; the fma chains of several
+ * queries (their weight sums, and their outputs when a head fits one vector)
+ * advance together, so the chains' latency overlaps instead of adding up. */
 #define ATT_POS 64 /* positions per block: K or V of 64 x 64 f32 dims is 16 KiB */
+#define ATT_CHAINS 8 /* query chains interleaved */
+
+/* Where position p's K (kind 0) or V (kind 1) row of one KV head lives, position
+ * after position without dividing. */
+struct kv_cursor {
+	const struct allm_kv_layout *lay;
+	const int32_t *bt;
+	int32_t layer, kind, head, off;
+	int64_t blk;
+	size_t base, rs; /* block's row 0; elements between rows */
+};
+
+INL void kv_cursor_at(struct kv_cursor *c, int32_t p)
+{
+	c->blk = p / c->lay->block_size;
+	c->off = p % c->lay->block_size;
+	c->base = kv_off(c->lay, c->bt[c->blk], c->layer, c->kind, 0, c->head);
+}
+
+INL size_t kv_cursor_next(struct kv_cursor *c)
+{
+	size_t at = c->base + (size_t)c->off * c->rs;
+	if (++c->off == c->lay->block_size) {
+		c->off = 0;
+		c->blk++;
+		/* the table may end here: read the next entry only when it is needed */
+		c->base = SIZE_MAX;
+	}
+	return at;
+}
+
+INL size_t kv_cursor_row(struct kv_cursor *c)
+{
+	if (c->base == SIZE_MAX)
+		c->base = kv_off(c->lay, c->bt[c->blk], c->layer, c->kind, 0, c->head);
+	return kv_cursor_next(c);
+}
+
+INL struct kv_cursor kv_cursor_make(const struct allm_kv_layout *lay, const int32_t *bt,
+				    int32_t layer, int kind, int32_t head, int32_t p)
+{
+	struct kv_cursor c = { .lay = lay, .bt = bt, .layer = layer, .kind = kind, .head = head,
+			       .rs = (size_t)lay->n_kv_heads * lay->head_dim };
+	kv_cursor_at(&c, p);
+	return c;
+}
+
+/* reduce8() of eight vectors at once, result i in lane i: the same adds (s8 = lo +
+ * hi, then lanes j + j+2, then 0 + 1) for every vector, in a transposed layout. */
+INL T2 __m256 reduce8x8(const __m256 *a)
+{
+	__m256 t[4], w[2];
+	for (int i = 0; i < 4; i++)
+		t[i] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x20),
+				     _mm256_permute2f128_ps(a[2 * i], a[2 * i + 1], 0x31));
+	for (int i = 0; i < 2; i++)
+		w[i] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
+				     _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
+	__m256 z = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], 0x88), _mm256_shuffle_ps(w[0], w[1], 0xdd));
+	/* z holds s0 s2 s4 s6 | s1 s3 s5 s7 */
+	return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Scores of positions [p, end) of one query into sc (score4/score1's arithmetic),
+ * the running maximum in *mxv; the cursor stands at p. */
+INL T2 void score_run(const enum allm_dtype dt, float *sc, __m256 *mxv, const float *q_row,
+		      const void *kv_pool, struct kv_cursor *kc, int32_t p, int32_t end, float scale)
+{
+	const int32_t hd = kc->lay->head_dim;
+	const __m256 sv = _mm256_set1_ps(scale);
+	for (; p + 8 <= end; p += 8) {
+		size_t at[8];
+		__m256 acc[8];
+		for (int i = 0; i < 8; i++) {
+			at[i] = kv_cursor_row(kc);
+			acc[i] = _mm256_setzero_ps();
+		}
+		for (int32_t d = 0; d < hd; d += 8) {
+			__m256 qv = _mm256_loadu_ps(q_row + d);
+			for (int i = 0; i < 8; i++)
+				acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
+		}
+		__m256 s = _mm256_mul_ps(reduce8x8(acc), sv);
+		_mm256_storeu_ps(sc + p, s);
+		*mxv = _mm256_max_ps(s, *mxv); /* NaN scores are passed over, as score4 does */
+	}
+	for (; p < end; p++) {
+		size_t at = kv_cursor_row(kc);
+		__m256 acc = _mm256_setzero_ps();
+		for (int32_t d = 0; d < hd; d += 8)
+			acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
+		sc[p] = reduce8(acc) * scale;
+		*mxv = _mm256_max_ps(_mm256_set1_ps(sc[p]), *mxv);
+	}
+}
+
+INL T2 float max8(__m256 v)
+{
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+/* exp(score - max) in place over [0, n), 8 at a time (attend()'s softmax weights). */
+INL T2 void exp_row(float *sc, int32_t n, float mx)
+{
+	const __m256 mxv = _mm256_set1_ps(mx);
+	int32_t p = 0;
+	for (; p + 8 <= n; p += 8)
+		_mm256_storeu_ps(sc + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), mxv)));
+	if (p < n) {
+		float t[8] = {0};
+		memcpy(t, sc + p, (size_t)(n - p) * sizeof(float));
+		_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
+		memcpy(sc + p, t, (size_t)(n - p) * sizeof(float));
+	}
+}
+
+/* Each query's weight sum in p order (attend()'s), nj <= ATT_CHAINS sums moving
+ * together: called with a constant nj, so that they stay in registers. */
+INL void sum_group(const int nj, const float *sc, int32_t stride, const int32_t *ctx, float *sum)
+{
+	int32_t common = INT32_MAX;
+	float s[ATT_CHAINS];
+	for (int j = 0; j < nj; j++) {
+		common = ALLM_MIN(common, ctx[j]);
+		s[j] = 0.0f;
+	}
+	for (int32_t p = 0; p < common; p++)
+		for (int j = 0; j < nj; j++)
+			s[j] += sc[(size_t)j * stride + p];
+	for (int j = 0; j < nj; j++) {
+		for (int32_t p = common; p < ctx[j]; p++)
+			s[j] += sc[(size_t)j * stride + p];
+		sum[j] = s[j];
+	}
+}
+
+/* Outputs of a head of 8 dims over positions [pb, end_j) of block pb: one vector
+ * per query, nj <= ATT_CHAINS (constant) queries' chains side by side while all of
+ * them have positions left, then each alone. */
+INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *out_rows,
+			 const float *sc, int32_t stride, const int32_t *ctx, const float *inv,
+			 const void *kv_pool, struct kv_cursor *vc, int32_t pb)
+{
+	int32_t bend = pb + ATT_POS, common = bend;
+	__m256 acc[ATT_CHAINS];
+	for (int j = 0; j < nj; j++) {
+		common = ALLM_MIN(common, ctx[j]);
+		acc[j] = _mm256_loadu_ps(out_rows[j]);
+	}
+	kv_cursor_at(vc, pb);
+	int32_t p = pb;
+	for (; p < common; p++) {
+		__m256 v = kv8(dt, kv_pool, kv_cursor_row(vc));
+		for (int j = 0; j < nj; j++)
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p] * inv[j]), v, acc[j]);
+	}
+	for (int j = 0; j < nj; j++) {
+		int32_t end = ALLM_MIN(bend, ctx[j]);
+		struct kv_cursor c = *vc;
+		for (int32_t pp = p; pp < end; pp++)
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + pp] * inv[j]),
+						 kv8(dt, kv_pool, kv_cursor_row(&c)), acc[j]);
+		_mm256_storeu_ps(out_rows[j], acc[j]);
+	}
+}
+
+/* Groups of up to ATT_CHAINS queries, each group's size a constant in its call. */
+#define CHAIN_GROUPS(n_q, CALL) \
+	for (int32_t j0 = 0; j0 < (n_q); j0 += ATT_CHAINS) \
+		switch (ALLM_MIN(ATT_CHAINS, (n_q) - j0)) { \
+		case 1: CALL(1); break; \
+		case 2: CALL(2); break; \
+		case 3: CALL(3); break; \
+		case 4: CALL(4); break; \
+		case 5: CALL(5); break; \
+		case 6: CALL(6); break; \
+		case 7: CALL(7); break; \
+		default: CALL(8); break; \
+		}
 
 INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
@@ -161,47 +349,45 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			int32_t kv_head, const int32_t *block_table, float scale, float *scores,
 			int32_t stride)
 {
-	const int32_t hd = lay->head_dim, bs = lay->block_size;
-	float mx[CPU_ATT_TILE_Q], inv[CPU_ATT_TILE_Q];
+	const int32_t hd = lay->head_dim;
+	float inv[CPU_ATT_TILE_Q], sum[CPU_ATT_TILE_Q];
+	__m256 mxv[CPU_ATT_TILE_Q];
 	int32_t max_ctx = 0;
 	for (int32_t j = 0; j < n_q; j++) {
-		mx[j] = -INFINITY;
+		mxv[j] = _mm256_set1_ps(-INFINITY);
 		max_ctx = ALLM_MAX(max_ctx, ctx[j]);
 	}
-	/* scores: attend()'s groups of four from position 0, then single positions
-	 * (ATT_POS is a multiple of 4, so the groups are the same ones) */
+	struct kv_cursor kc = kv_cursor_make(lay, block_table, layer, 0, kv_head, 0);
+	struct kv_cursor vc = kv_cursor_make(lay, block_table, layer, 1, kv_head, 0);
+	/* scores, a block of positions for every query while its keys are in L1 */
 	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS)
 		for (int32_t j = 0; j < n_q; j++) {
-			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]), p = pb;
-			float *sc = scores + (size_t)j * stride;
-			for (; p + 4 <= ctx[j] && p < end; p += 4)
-				score4(dt, sc, &mx[j], q_rows[j], kv_pool, lay, layer, kv_head, block_table, p,
-				       scale);
-			for (; p < end; p++)
-				score1(dt, sc, &mx[j], q_rows[j], kv_pool, lay, layer, kv_head, block_table, p,
-				       scale);
+			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]);
+			if (pb >= end)
+				continue;
+			kv_cursor_at(&kc, pb);
+			score_run(dt, scores + (size_t)j * stride, &mxv[j], q_rows[j], kv_pool, &kc, pb,
+				  end, scale);
 		}
 	/* softmax weights, each query as attend() */
+	for (int32_t j = 0; j < n_q; j++)
+		exp_row(scores + (size_t)j * stride, ctx[j], max8(mxv[j]));
+#define SUM(nj) sum_group(nj, scores + (size_t)j0 * stride, stride, ctx + j0, sum + j0)
+	CHAIN_GROUPS(n_q, SUM)
+#undef SUM
 	for (int32_t j = 0; j < n_q; j++) {
-		float *sc = scores + (size_t)j * stride;
-		const __m256 mxv = _mm256_set1_ps(mx[j]);
-		int32_t p = 0;
-		for (; p + 8 <= ctx[j]; p += 8)
-			_mm256_storeu_ps(sc + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), mxv)));
-		if (p < ctx[j]) {
-			float t[8] = {0};
-			memcpy(t, sc + p, (size_t)(ctx[j] - p) * sizeof(float));
-			_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
-			memcpy(sc + p, t, (size_t)(ctx[j] - p) * sizeof(float));
-		}
-		float sum = 0.0f;
-		for (p = 0; p < ctx[j]; p++)
-			sum += sc[p];
-		inv[j] = 1.0f / sum;
+		inv[j] = 1.0f / sum[j];
 		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
 	}
 	/* out: each query's fma chain over positions, continued block after block */
-	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS)
+	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS) {
+		if (hd == 8) {
+#define PV(nj) pv_group_hd8(nj, dt, out_rows + j0, scores + (size_t)j0 * stride, stride, ctx + j0, \
+			    inv + j0, kv_pool, &vc, pb)
+			CHAIN_GROUPS(n_q, PV)
+#undef PV
+			continue;
+		}
 		for (int32_t j = 0; j < n_q; j++) {
 			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]);
 			const float *sc = scores + (size_t)j * stride;
@@ -210,8 +396,9 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 				__m256 acc[8];
 				for (int i = 0; i < nv; i++)
 					acc[i] = _mm256_loadu_ps(out_rows[j] + d0 + 8 * i);
+				kv_cursor_at(&vc, pb);
 				for (int32_t p = pb; p < end; p++) {
-					size_t at = kv_off(lay, block_table[p / bs], layer, 1, p % bs, kv_head) + d0;
+					size_t at = kv_cursor_row(&vc) + d0;
 					__m256 w = _mm256_set1_ps(sc[p] * inv[j]);
 					for (int i = 0; i < nv; i++)
 						acc[i] = _mm256_fmadd_ps(w, kv8(dt, kv_pool, at + 8 * i), acc[i]);
@@ -220,8 +407,8 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 					_mm256_storeu_ps(out_rows[j] + d0 + 8 * i, acc[i]);
 			}
 		}
+	}
 }
-
 #define TILE_ARGS                                                                        \
 	float *const *o, const float *const *q, const int32_t *ctx, int32_t n_q, const void *kv, \
 		const struct allm_kv_layout *l, int32_t layer, int32_t h, const int32_t *bt,      \
