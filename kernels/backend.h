@@ -205,18 +205,19 @@ enum allm_cpu_isa {
 	ALLM_CPU_ISA_AVX512_VNNI, /* + AVX512_VNNI */
 	ALLM_CPU_ISA_AVX512_BF16, /* + AVX512_BF16: bf16 weights x bf16 activations */
 	ALLM_CPU_ISA_AMX_BF16, /* + AMX-BF16 (and the OS lets us use tiles): bf16 on tiles */
+	ALLM_CPU_ISA_AMX_INT8, /* + AMX-INT8: int8 weights x int8 activations on tiles too */
 	ALLM_CPU_ISA_COUNT
 };
 
 /* "auto", "portable", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16",
- * "amx-bf16". */
+ * "amx-bf16", "amx-int8". */
 const char *allm_cpu_isa_name(enum allm_cpu_isa isa);
 /* Parses a name above; -EINVAL otherwise. */
 int allm_cpu_isa_parse(const char *s, enum allm_cpu_isa *ret);
 /* Whether this CPU (cpuid) and OS (XGETBV) can run `isa`. */
 bool allm_cpu_isa_supported(enum allm_cpu_isa isa);
-/* The best supported level (for speed: avx512-bf16 only on AMD; amx-bf16 where
- * the CPU and OS allow; see cpu-isa.c). */
+/* The best supported level (for speed: avx512-bf16 only on AMD; the AMX levels
+ * where the CPU and OS allow; see cpu-isa.c). */
 enum allm_cpu_isa allm_cpu_isa_best(void);
 
 /* Options for creating a backend; zero means default. */

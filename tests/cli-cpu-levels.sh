@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: --cpu-isa and --quant int8 through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and amx-bf16) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end).
+# Description: --cpu-isa and --quant int8 through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and the AMX levels) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end).
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -20,7 +20,7 @@ for bad in "--cpu-isa sse9" "--quant int4" "--cpu-isa"; do
 done
 
 W=(--model "$M" --device cpu --workload chatbot -n 16 --max-output 24 --seed 3 --temperature 0 --json --profile "$tmp/profile.json")
-levels=$("$RUN" --help 2>&1 | grep -A2 -- '--cpu-isa' | tr -s ' ,' '\n' | grep -E '^(portable|avx2|avx2-vnni|avx512|avx512-vnni|avx512-bf16|amx-bf16)$')
+levels=$("$RUN" --help 2>&1 | grep -A2 -- '--cpu-isa' | tr -s ' ,' '\n' | grep -E '^(portable|avx2|avx2-vnni|avx512|avx512-vnni|avx512-bf16|amx-bf16|amx-int8)$')
 [ -n "$levels" ] || { echo "FAIL: no levels in --help"; exit 1; }
 best=$("$RUN" --model "$M" --prompt-ids 1 --max-tokens 1 2>&1 | sed -n 's/.*gemm: \([a-z0-9-]*\)).*/\1/p' | head -n1)
 tested=0
@@ -34,7 +34,7 @@ for isa in $levels; do
   qs=int8 # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
   [ "$isa" = portable ] || [ "$isa" = "$best" ] && qs="none int8"
   # bf16 weights where the level has its own bf16 kernel (bf16 activations)
-  case $isa in avx512-bf16|amx-bf16) qs="$qs bf16" ;; esac
+  case $isa in avx512-bf16|amx-bf16|amx-int8) qs="$qs bf16" ;; esac
   for q in $qs; do
     base=$tmp/$isa-$q
     if [ "$q" = bf16 ]; then wq=(--dtype bf16 --quant none); else wq=(--quant "$q"); fi

@@ -94,6 +94,29 @@ static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row, in
 	return tree(l, lanes);
 }
 
+/* amx-int8: x quantized as for VNNI; per block the exact integer sum of its 32
+ * products, acc = fma(I, dw * dx, acc) over the blocks in order. */
+static float emu_amx_q8(const float *x, const void *wq, int64_t k, int64_t row)
+{
+	int64_t k32 = allm_q8_k32(k);
+	const int8_t *q = allm_q8_row_q(wq, k, row);
+	const uint16_t *d = allm_q8_row_d(wq, k, row);
+	float acc = 0.0f;
+	for (int64_t b = 0; b < k32 / 32; b++) {
+		float amax = 0.0f, xs[32];
+		for (int i = 0; i < 32; i++) {
+			xs[i] = b * 32 + i < k ? x[b * 32 + i] : 0.0f;
+			amax = fmaxf(amax, fabsf(xs[i]));
+		}
+		float dx = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+		int32_t sum = 0;
+		for (int i = 0; i < 32; i++)
+			sum += (int32_t)nearbyintf(xs[i] * id) * q[b * 32 + i];
+		acc = fmaf((float)sum, allm_bf16_to_f32(d[b]) * dx, acc);
+	}
+	return acc;
+}
+
 /* --- per level ------------------------------------------------------------------ */
 
 struct shape {
@@ -148,11 +171,13 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 					}
 					bool vnni = dt == ALLM_DTYPE_Q8 && (isa == ALLM_CPU_ISA_AVX2_VNNI ||
 									    isa >= ALLM_CPU_ISA_AVX512_VNNI);
-					bool dpbf16 = dt == ALLM_DTYPE_BF16 && (isa == ALLM_CPU_ISA_AVX512_BF16 ||
-									      isa == ALLM_CPU_ISA_AMX_BF16);
+					bool dpbf16 = dt == ALLM_DTYPE_BF16 && isa >= ALLM_CPU_ISA_AVX512_BF16;
+					bool amx_q8 = vnni && isa == ALLM_CPU_ISA_AMX_INT8;
 					int lanes = isa >= ALLM_CPU_ISA_AVX512 ? 16 : 8;
 					if (isa == ALLM_CPU_ISA_PORTABLE)
 						want = yr[i * m + o]; /* the reference, bit for bit */
+					else if (amx_q8)
+						want = emu_amx_q8(xr, w, k, o) + bias[o];
 					else if (vnni)
 						want = emu_vnni(xr, w, k, o, lanes) + bias[o];
 					else if (!dpbf16)
@@ -281,6 +306,8 @@ int main(void)
 	      "parse avx512-bf16");
 	CHECK(allm_cpu_isa_parse("amx-bf16", &parsed) == 0 && parsed == ALLM_CPU_ISA_AMX_BF16,
 	      "parse amx-bf16");
+	CHECK(allm_cpu_isa_parse("amx-int8", &parsed) == 0 && parsed == ALLM_CPU_ISA_AMX_INT8,
+	      "parse amx-int8");
 	CHECK(allm_cpu_isa_parse("sse9", &parsed) == -EINVAL, "parse accepted sse9");
 	allm_backend_destroy(ref);
 	if (n_fail) {

@@ -1,6 +1,6 @@
 /* Description: int8 weights (--quant int8) against f32 weights of the same model,
  * at each int8 arithmetic this CPU has (f32 activations; int8 activations with
- * VNNI): the largest |logit difference| over a teacher-forced sequence, how many
+ * VNNI or AMX): the largest |logit difference| over a teacher-forced sequence, how many
  * of its positions pick the same greedy id, and how many tokens a free-running
  * int8 greedy generation shares with the f32 one. CI: stories260K (data/models)
  * and --dummy small; "test-quant-int8 medium" prints the --dummy medium figures
@@ -179,9 +179,11 @@ int main(int argc, char **argv)
 		{"dummy:small", 16, 48, 0.08, 0.95},
 		{"dummy:medium", 16, 64, 0, 0},
 	};
-	/* the int8 arithmetics: f32 activations (avx512 or avx2), int8 activations */
+	/* the int8 arithmetics: f32 activations (avx512 or avx2), int8 activations
+	 * (VNNI lanes, or AMX's block integers) */
 	enum allm_cpu_isa levels[] = {ALLM_CPU_ISA_PORTABLE, ALLM_CPU_ISA_AVX2, ALLM_CPU_ISA_AVX512,
-				      ALLM_CPU_ISA_AVX2_VNNI, ALLM_CPU_ISA_AVX512_VNNI};
+				      ALLM_CPU_ISA_AVX2_VNNI, ALLM_CPU_ISA_AVX512_VNNI,
+				      ALLM_CPU_ISA_AMX_INT8};
 	printf("| model | level | max abs dlogit | f32 logit range | teacher-forced greedy agreement | "
 	       "free-running identical prefix |\n|---|---|---|---|---|---|\n");
 	for (size_t ci = medium ? 2 : 0; ci < (medium ? 3u : 2u); ci++)

@@ -46,7 +46,7 @@ const char *allm_engine_opts_help(void)
 	       "                              openblas rows depend on batch size)\n"
 	       "  --cpu-isa LEVEL             cpu SIMD level: auto (default: the best this CPU has),\n"
 	       "                              portable, avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16,\n"
-	       "                              amx-bf16\n"
+	       "                              amx-bf16, amx-int8\n"
 	       "  --quant none|int8           int8 weights with per-32 scales, quantized at load\n"
 	       "                              (cpu; norms and biases stay f32; default none)\n"
 	       "  --block-size N              tokens per KV block (default 16)\n"

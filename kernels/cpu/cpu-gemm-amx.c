@@ -31,14 +31,6 @@
 #define AMX_TOK 16 /* tokens per B tile */
 #define AMX_K 32 /* k per TDPBF16PS: 16 pairs */
 
-/* The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG). */
-struct amx_cfg {
-	uint8_t palette, start_row;
-	uint8_t reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-};
-
 struct amx_job {
 	float *y;
 	const uint32_t *xp; /* [groups][k32 / 2][16] bf16 pairs */
@@ -153,7 +145,7 @@ static TA void amx_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 	uint16_t *wpad = (uint16_t *)s, *wtail = (uint16_t *)(s + pad);
 	float *ct = (float *)(s + pad + tail);
-	struct amx_cfg cfg = { .palette = 1 };
+	struct gemm_amx_cfg cfg = { .palette = 1 };
 	for (int t = 0; t < 8; t++)
 		cfg.rows[t] = 16, cfg.colsb[t] = 64;
 	_tile_loadconfig(&cfg);

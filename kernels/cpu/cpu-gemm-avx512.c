@@ -368,5 +368,12 @@ static const struct gemm_kern k_bf16_amx = {
 const struct gemm_level gemm_level_amx_bf16 = {
 	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, &k_q8_vnni,
 };
+/* and int8 weights on AMX tiles too (cpu-gemm-amx-int8.c) */
+static const struct gemm_kern k_q8_amx = {
+	.whole_x_bytes = gemm_amx_q8_x_bytes, .whole = gemm_amx_q8,
+};
+const struct gemm_level gemm_level_amx_int8 = {
+	ALLM_CPU_ISA_AMX_INT8, &k_f32, &k_f16, &k_bf16_amx, &k_q8_amx,
+};
 
 #endif /* GEMM_X86 */

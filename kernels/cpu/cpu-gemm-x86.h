@@ -51,8 +51,17 @@ static inline float gemm_bf16f(uint16_t h)
 		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
 		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) TILE_ROW_5TO8(F, 1, A) TILE_ROW_5TO8(F, 2, A) }
 
-/* int8 activations for the VNNI levels (cpu-gemm-avx2.c; AVX2 code, so both
- * levels prepare identical bytes). */
+/* The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG), for the AMX
+ * drivers (cpu-gemm-amx.c, cpu-gemm-amx-int8.c). */
+struct gemm_amx_cfg {
+	uint8_t palette, start_row;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+
+/* int8 activations for the VNNI levels and amx-int8 (cpu-gemm-avx2.c; AVX2 code,
+ * so every level prepares identical bytes). */
 size_t gemm_q8x_row_bytes(int64_t k);
 void gemm_q8x_prep(void *dst, const float *x, int64_t k);
 /* W to f32 for the blocked path (exact conversions: any level may use them). */

@@ -29,6 +29,7 @@ const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa)
 	case ALLM_CPU_ISA_AVX512_VNNI: return &gemm_level_avx512_vnni;
 	case ALLM_CPU_ISA_AVX512_BF16: return &gemm_level_avx512_bf16;
 	case ALLM_CPU_ISA_AMX_BF16: return &gemm_level_amx_bf16;
+	case ALLM_CPU_ISA_AMX_INT8: return &gemm_level_amx_int8;
 #endif
 	default: return &gemm_level_portable;
 	}

@@ -30,6 +30,11 @@
  *             activations (rounded as avx512-bf16 rounds them) on AMX tiles: from
  *             +0, one TDPBF16PS per block of 32 k in increasing k (zero-padded past
  *             k), the same tile shapes for every n (cpu-gemm-amx.c); y = s + bias.
+ *   amx-int8: as amx-bf16, and int8 weights meet int8 activations (quantized as
+ *             the VNNI levels quantize them) on AMX tiles: from +0, for each block
+ *             b of 32 in increasing order, acc = fma(I_b, dw_b * dx_b, acc), I_b the
+ *             exact integer sum of the block's 32 products; y = acc + bias
+ *             (cpu-gemm-amx-int8.c).
  *
  * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
  * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
@@ -109,11 +114,15 @@ extern const struct gemm_level gemm_level_portable;
 #ifdef GEMM_X86
 extern const struct gemm_level gemm_level_avx2, gemm_level_avx2_vnni;
 extern const struct gemm_level gemm_level_avx512, gemm_level_avx512_vnni,
-	gemm_level_avx512_bf16, gemm_level_amx_bf16;
+	gemm_level_avx512_bf16, gemm_level_amx_bf16, gemm_level_amx_int8;
 /* The AMX driver (cpu-gemm-amx.c) for bf16 weights. */
 size_t gemm_amx_x_bytes(int64_t n, int64_t k);
 int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		  const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+/* The AMX driver (cpu-gemm-amx-int8.c) for int8 weights. */
+size_t gemm_amx_q8_x_bytes(int64_t n, int64_t k);
+int gemm_amx_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 #endif
 
 /* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the

@@ -26,6 +26,7 @@ static const char *const isa_names[ALLM_CPU_ISA_COUNT] = {
 	[ALLM_CPU_ISA_AVX512_VNNI] = "avx512-vnni",
 	[ALLM_CPU_ISA_AVX512_BF16] = "avx512-bf16",
 	[ALLM_CPU_ISA_AMX_BF16] = "amx-bf16",
+	[ALLM_CPU_ISA_AMX_INT8] = "amx-int8",
 };
 
 const char *allm_cpu_isa_name(enum allm_cpu_isa isa)
@@ -49,6 +50,7 @@ struct x86_features {
 	bool avx512; /* F + BW + VL, and the OS saves opmask and ZMM state */
 	bool avx512_vnni, avx512_bf16;
 	bool amx_bf16; /* AMX-TILE + AMX-BF16, tile state saved, permission granted */
+	bool amx_int8; /* the same with AMX-INT8 */
 };
 
 static uint64_t xgetbv0(void)
@@ -101,6 +103,7 @@ static struct x86_features x86_detect(void)
 	bool tiles_os = (xcr0 & 0x60000) == 0x60000; /* XTILECFG + XTILEDATA */
 	f.amx_bf16 = f.avx512_bf16 && (edx7 & (1u << 24)) && (edx7 & (1u << 22)) && tiles_os &&
 		     amx_permission();
+	f.amx_int8 = f.amx_bf16 && (edx7 & (1u << 25));
 	return f;
 }
 #endif
@@ -125,6 +128,7 @@ bool allm_cpu_isa_supported(enum allm_cpu_isa isa)
 	/* every CPU with AVX512_BF16 has AVX512_VNNI; the level builds on both */
 	case ALLM_CPU_ISA_AVX512_BF16: return base && f.avx512_vnni && f.avx512_bf16;
 	case ALLM_CPU_ISA_AMX_BF16: return base && f.avx512_vnni && f.amx_bf16;
+	case ALLM_CPU_ISA_AMX_INT8: return base && f.avx512_vnni && f.amx_int8;
 	default: return false;
 	}
 #else
@@ -147,7 +151,8 @@ static bool x86_vendor_amd(void)
  * where FMA does two (32 f32 MACs), so bf16 weights are faster converted to f32;
  * on AMD Zen 4/5 it runs as fast as an FMA with twice the MACs. Still testable and
  * selectable there with --cpu-isa avx512-bf16. Where AMX is usable (Intel Xeon 4th
- * generation on), amx-bf16 comes first: a tile multiply does 16 x 16 x 32 MACs. */
+ * generation on), the AMX levels come first: a tile multiply does 16 x 16 x 32 MACs
+ * (bf16) or 16 x 16 x 64 (int8); every such CPU has both, so amx-int8 it is. */
 enum allm_cpu_isa allm_cpu_isa_best(void)
 {
 	for (int i = ALLM_CPU_ISA_COUNT - 1; i > ALLM_CPU_ISA_PORTABLE; i--) {
