@@ -185,6 +185,26 @@ grep -q '"do_layer_norm_before": false' "$tmp/opt-postln/config.json" && ok "pos
 grep -q '"word_embed_proj_dim": 32' "$tmp/opt-proj/config.json" && ok "proj-dim config" ||
 	fail "opt-proj config.json lacks word_embed_proj_dim 32"
 
+# --dtype auto keeps a 16-bit checkpoint 16-bit on the CPU (half the memory and the
+# bytes per decode step); f16 weights widen to f32 exactly, so the ids are f32's
+run mk-f16 "$MK" --out "$tmp/f16" --seed 3 --dtype f16
+for d in auto f32; do
+	run "f16-$d" "$RUN" --model "$tmp/f16" --device cpu --dtype "$d" --prompt-ids 1,5,9 \
+		--max-tokens 12 --temperature 0 --ignore-eos --ids
+done
+grep -q 'f16 weights' "$tmp/f16-auto.err" && ok "--dtype auto: an f16 checkpoint stays f16" ||
+	fail "--dtype auto on an f16 checkpoint: $(grep weights "$tmp/f16-auto.err")"
+[ -n "$(grep '^generated:' "$tmp/f16-auto.out")" ] &&
+	[ "$(grep '^generated:' "$tmp/f16-auto.out")" = "$(grep '^generated:' "$tmp/f16-f32.out")" ] &&
+	ok "f16 storage gives f32 storage's ids" || fail "f16 and f32 storage of an f16 checkpoint differ"
+run mk-bf16 "$MK" --out "$tmp/bf16" --seed 3 --dtype bf16
+run bf16-auto "$RUN" --model "$tmp/bf16" --device cpu --prompt-ids 1,5,9 --max-tokens 4 --temperature 0 --ids
+grep -q 'bf16 weights' "$tmp/bf16-auto.err" && ok "--dtype auto: a bf16 checkpoint stays bf16" ||
+	fail "--dtype auto on a bf16 checkpoint: $(grep weights "$tmp/bf16-auto.err")"
+run f32-auto "$RUN" --model "$M" --device cpu --prompt-ids 1 --max-tokens 1 --ids
+grep -q 'f32 weights' "$tmp/f32-auto.err" && ok "--dtype auto: an f32 checkpoint stays f32" ||
+	fail "--dtype auto on stories260K (f32): $(grep weights "$tmp/f32-auto.err")"
+
 run mk-a "$MK" --out "$tmp/seed-a" --seed 11
 run mk-b "$MK" --out "$tmp/seed-b" --seed 11
 run mk-c "$MK" --out "$tmp/seed-c" --seed 12

@@ -8,8 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* --dtype auto: the CPU reference computes in f32, so f32 storage; a GPU keeps
- * 16-bit weights (f32 files become f16, as vLLM does). */
+/* --dtype auto: the checkpoint's own dtype on the CPU, as vLLM's CPU backend and
+ * llama.cpp keep it. An f16 or bf16 file converted to f32 would only double the
+ * memory and the bytes every decode step reads: the FMA levels widen 16-bit
+ * weights to f32 exactly and reduce them in the f32 order (kernels/cpu/cpu-gemm.h),
+ * so the outputs are the same bits; where the level has its own bf16 kernel
+ * (AMX tiles, or avx512-bf16 on AMD), bf16 weights meet bf16-rounded activations,
+ * as in those engines. A GPU keeps 16-bit weights (f32 files become f16, as vLLM
+ * does). */
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
 {
@@ -20,7 +26,7 @@ static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 	if (strcmp(o->dtype, "auto"))
 		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
 	if (be->device_is_host)
-		*ret = ALLM_DTYPE_F32;
+		*ret = file_dt;
 	else if (be->simulated)
 		*ret = be->sim_dtype; /* what the simulated hardware would store */
 	else
