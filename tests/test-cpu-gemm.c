@@ -67,6 +67,21 @@ static float emu_fma(const float *x, const float *w, int64_t k, int lanes)
 	return tree(l, lanes);
 }
 
+/* Block b of x quantized as the int8 levels do: xq = round-half-even(x * 127 /
+ * amax) (zeros past k); returns dx = amax / 127. */
+static float quant_block(const float *x, int64_t k, int64_t b, int32_t xq[32])
+{
+	float amax = 0.0f, xs[32];
+	for (int i = 0; i < 32; i++) {
+		xs[i] = b * 32 + i < k ? x[b * 32 + i] : 0.0f;
+		amax = fmaxf(amax, fabsf(xs[i]));
+	}
+	float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+	for (int i = 0; i < 32; i++)
+		xq[i] = (int32_t)nearbyintf(xs[i] * id);
+	return amax / 127.0f;
+}
+
 /* VNNI: x quantized per block of 32; integer dot per 4; fma(I, dw * dx, lane), lane
  * 8 * (b % 2) + j on 16 lanes, j on 8. */
 static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row, int lanes)
@@ -76,17 +91,12 @@ static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row, in
 	const uint16_t *d = allm_q8_row_d(wq, k, row);
 	float l[16] = {0};
 	for (int64_t b = 0; b < k32 / 32; b++) {
-		float amax = 0.0f, xs[32];
-		for (int i = 0; i < 32; i++) {
-			xs[i] = b * 32 + i < k ? x[b * 32 + i] : 0.0f;
-			amax = fmaxf(amax, fabsf(xs[i]));
-		}
-		float dx = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-		float s = allm_bf16_to_f32(d[b]) * dx;
+		int32_t xq[32];
+		float s = allm_bf16_to_f32(d[b]) * quant_block(x, k, b, xq);
 		for (int j = 0; j < 8; j++) {
 			int32_t acc = 0;
 			for (int i = 0; i < 4; i++)
-				acc += (int32_t)nearbyintf(xs[4 * j + i] * id) * q[b * 32 + 4 * j + i];
+				acc += xq[4 * j + i] * q[b * 32 + 4 * j + i];
 			int lane = lanes == 16 ? 8 * (int)(b % 2) + j : j;
 			l[lane] = fmaf((float)acc, s, l[lane]);
 		}
@@ -103,16 +113,11 @@ static float emu_amx_q8(const float *x, const void *wq, int64_t k, int64_t row)
 	const uint16_t *d = allm_q8_row_d(wq, k, row);
 	float acc = 0.0f;
 	for (int64_t b = 0; b < k32 / 32; b++) {
-		float amax = 0.0f, xs[32];
-		for (int i = 0; i < 32; i++) {
-			xs[i] = b * 32 + i < k ? x[b * 32 + i] : 0.0f;
-			amax = fmaxf(amax, fabsf(xs[i]));
-		}
-		float dx = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-		int32_t sum = 0;
+		int32_t xq[32], sum = 0;
+		float s = allm_bf16_to_f32(d[b]) * quant_block(x, k, b, xq);
 		for (int i = 0; i < 32; i++)
-			sum += (int32_t)nearbyintf(xs[i] * id) * q[b * 32 + i];
-		acc = fmaf((float)sum, allm_bf16_to_f32(d[b]) * dx, acc);
+			sum += xq[i] * q[b * 32 + i];
+		acc = fmaf((float)sum, s, acc);
 	}
 	return acc;
 }

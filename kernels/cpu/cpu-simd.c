@@ -65,6 +65,21 @@ INL T2 __m256 exp8(__m256 x)
 	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* exp(score - max) in place over [0, n), 8 at a time (the softmax weights). */
+INL T2 void exp_row(float *sc, int32_t n, float mx)
+{
+	const __m256 mxv = _mm256_set1_ps(mx);
+	int32_t p = 0;
+	for (; p + 8 <= n; p += 8)
+		_mm256_storeu_ps(sc + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), mxv)));
+	if (p < n) {
+		float t[8] = {0};
+		memcpy(t, sc + p, (size_t)(n - p) * sizeof(float));
+		_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
+		memcpy(sc + p, t, (size_t)(n - p) * sizeof(float));
+	}
+}
+
 /* Scores of positions p..p+3 (score4) or p (score1) for one query: an 8-lane fma
  * chain over the head's dims, the lane tree, times scale; the running max. */
 INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
@@ -115,15 +130,7 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 	for (; p < ctx_len; p++)
 		score1(dt, scores, &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
 	/* softmax weights; the sum runs in p order */
-	const __m256 mxv = _mm256_set1_ps(mx);
-	for (p = 0; p + 8 <= ctx_len; p += 8)
-		_mm256_storeu_ps(scores + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + p), mxv)));
-	if (p < ctx_len) {
-		float t[8] = {0};
-		memcpy(t, scores + p, (size_t)(ctx_len - p) * sizeof(float));
-		_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
-		memcpy(scores + p, t, (size_t)(ctx_len - p) * sizeof(float));
-	}
+	exp_row(scores, ctx_len, mx);
 	float sum = 0.0f;
 	for (p = 0; p < ctx_len; p++)
 		sum += scores[p];
@@ -262,21 +269,6 @@ INL T2 float max8(__m256 v)
 	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
 	return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-/* exp(score - max) in place over [0, n), 8 at a time (attend()'s softmax weights). */
-INL T2 void exp_row(float *sc, int32_t n, float mx)
-{
-	const __m256 mxv = _mm256_set1_ps(mx);
-	int32_t p = 0;
-	for (; p + 8 <= n; p += 8)
-		_mm256_storeu_ps(sc + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + p), mxv)));
-	if (p < n) {
-		float t[8] = {0};
-		memcpy(t, sc + p, (size_t)(n - p) * sizeof(float));
-		_mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mxv)));
-		memcpy(sc + p, t, (size_t)(n - p) * sizeof(float));
-	}
 }
 
 /* Each query's weight sum in p order (attend()'s), nj <= ATT_CHAINS sums moving
