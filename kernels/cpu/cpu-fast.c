@@ -22,6 +22,7 @@ struct attn_job {
 	float scale;
 	const struct allm_attn_meta *meta;
 	struct cpu_pool *pool;
+	bool wide; /* an AVX-512 level: cpu_attention_tile_simd's outputs 16 dims wide */
 	void (*one)(float *out_row, const float *q_row, const void *kv_pool,
 		    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 		    const int32_t *block_table, int32_t ctx_len, float scale, float *scores);
@@ -95,7 +96,7 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
-					bt, a->scale, scores, stride);
+					bt, a->scale, scores, stride, a->wide);
 	}
 }
 
@@ -111,6 +112,7 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.out = out, .q = q, .kv_pool = kv_pool, .lay = lay, .layer = layer,
 		.n_heads = n_heads, .group = n_heads / lay->n_kv_heads, .scale = scale,
 		.meta = meta, .pool = c->pool,
+		.wide = c->level->isa >= ALLM_CPU_ISA_AVX512,
 		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
 							      : cpu_attention_one_simd,
 	};

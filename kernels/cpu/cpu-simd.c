@@ -5,9 +5,11 @@
  * per (token, head) and independent of the batch, as DESIGN §6 asks:
  *   score[p] = scale * (8-lane fma chain over d, lane tree j + j+4, j + j+2, j + j+1)
  *   w[p]     = exp(score[p] - max) (a vector exp: |rel err| < 2e-7), sum in p order
- *   out[d]   = fma chain over p of (w[p] / sum) * v[p][d], per d
+ *   out[d]   = fma chain over p of (w[p] * (1 / sum)) * v[p][d], per d
  * Positions are scored four at a time (independent chains hide the FMA latency);
- * each position's arithmetic is the same whichever group it falls in. */
+ * each position's arithmetic is the same whichever group it falls in. On AVX-512
+ * levels the tiles' outputs run 16 dims to a register (cpu-backend.h: `wide`):
+ * each d is its own chain, so the width does not change its bits. */
 #include "cpu-backend.h"
 
 #include <math.h>
@@ -16,6 +18,7 @@
 #include <immintrin.h>
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
+#define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define INL static inline __attribute__((always_inline))
 
 static inline size_t kv_off(const struct allm_kv_layout *l, int64_t block, int32_t layer,
@@ -291,12 +294,13 @@ INL void sum_group(const int nj, const float *sc, int32_t stride, const int32_t 
 	}
 }
 
-/* Outputs of a head of 8 dims over positions [pb, end_j) of block pb: one vector
- * per query, nj <= ATT_CHAINS (constant) queries' chains side by side while all of
- * them have positions left, then each alone. */
+/* Outputs of a head of 8 dims over positions [pb, end_j) of block pb (sc: the
+ * weights, already times 1 / sum): one vector per query, nj <= ATT_CHAINS
+ * (constant) queries' chains side by side while all of them have positions left,
+ * then each alone. */
 INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *out_rows,
-			 const float *sc, int32_t stride, const int32_t *ctx, const float *inv,
-			 const void *kv_pool, struct kv_cursor *vc, int32_t pb)
+			 const float *sc, int32_t stride, const int32_t *ctx, const void *kv_pool,
+			 struct kv_cursor *vc, int32_t pb)
 {
 	int32_t bend = pb + ATT_POS, common = bend;
 	__m256 acc[ATT_CHAINS];
@@ -309,13 +313,13 @@ INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *o
 	for (; p < common; p++) {
 		__m256 v = kv8(dt, kv_pool, kv_cursor_row(vc));
 		for (int j = 0; j < nj; j++)
-			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p] * inv[j]), v, acc[j]);
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p]), v, acc[j]);
 	}
 	for (int j = 0; j < nj; j++) {
 		int32_t end = ALLM_MIN(bend, ctx[j]);
 		struct kv_cursor c = *vc;
 		for (int32_t pp = p; pp < end; pp++)
-			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + pp] * inv[j]),
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + pp]),
 						 kv8(dt, kv_pool, kv_cursor_row(&c)), acc[j]);
 		_mm256_storeu_ps(out_rows[j], acc[j]);
 	}
@@ -335,14 +339,117 @@ INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *o
 		default: CALL(8); break; \
 		}
 
+/* --- outputs 16 dims to a register (AVX-512 levels) ------------------------------- */
+#define PV_Q 6 /* queries whose chains share each V row: 6 x 4 accumulators */
+
+/* 16 K or V values from element `at` of the pool, as f32. */
+INL T5 __m512 kv16(const enum allm_dtype dt, const void *pool, size_t at)
+{
+	if (dt == ALLM_DTYPE_F32)
+		return _mm512_loadu_ps((const float *)pool + at);
+	__m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)pool + at));
+	if (dt == ALLM_DTYPE_F16)
+		return _mm512_cvtph_ps(h);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Dims [d0, d0 + 16 nv) of nj queries' outputs over block pb (w: the weights,
+ * already times 1 / sum): an outer product of the weights and the V rows, each
+ * (query, d) the same fma chain over p as pv_group_hd8 and the ymm loop run; the
+ * nj queries share each V row while all of them have positions left. */
+INL T5 void pv_group_512(const int nj, const int nv, const enum allm_dtype dt,
+			 float *const *out_rows, const float *w, int32_t stride, const int32_t *ctx,
+			 const void *kv_pool, struct kv_cursor *vc, int32_t pb, int32_t d0)
+{
+	int32_t bend = pb + ATT_POS, common = bend;
+	__m512 acc[PV_Q][4];
+	_Pragma("GCC unroll 8")
+	for (int j = 0; j < nj; j++) {
+		common = ALLM_MIN(common, ctx[j]);
+		_Pragma("GCC unroll 4")
+		for (int i = 0; i < nv; i++)
+			acc[j][i] = _mm512_loadu_ps(out_rows[j] + d0 + 16 * i);
+	}
+	kv_cursor_at(vc, pb);
+	int32_t p = pb;
+	for (; p < common; p++) {
+		size_t at = kv_cursor_row(vc) + d0;
+		__m512 v[4];
+		_Pragma("GCC unroll 4")
+		for (int i = 0; i < nv; i++)
+			v[i] = kv16(dt, kv_pool, at + 16 * (size_t)i);
+		_Pragma("GCC unroll 8")
+		for (int j = 0; j < nj; j++) {
+			__m512 b = _mm512_set1_ps(w[(size_t)j * stride + p]);
+			_Pragma("GCC unroll 4")
+			for (int i = 0; i < nv; i++)
+				acc[j][i] = _mm512_fmadd_ps(b, v[i], acc[j][i]);
+		}
+	}
+	_Pragma("GCC unroll 8")
+	for (int j = 0; j < nj; j++) {
+		int32_t end = ALLM_MIN(bend, ctx[j]);
+		struct kv_cursor c = *vc;
+		for (int32_t pp = p; pp < end; pp++) {
+			size_t at = kv_cursor_row(&c) + d0;
+			__m512 b = _mm512_set1_ps(w[(size_t)j * stride + pp]);
+			_Pragma("GCC unroll 4")
+			for (int i = 0; i < nv; i++)
+				acc[j][i] = _mm512_fmadd_ps(b, kv16(dt, kv_pool, at + 16 * (size_t)i), acc[j][i]);
+		}
+		_Pragma("GCC unroll 4")
+		for (int i = 0; i < nv; i++)
+			_mm512_storeu_ps(out_rows[j] + d0 + 16 * i, acc[j][i]);
+	}
+}
+
+/* Groups of up to PV_Q queries, the group's size and nv constants in each call. */
+#define PV_GROUP_CASE(nj, nv) \
+	case nj: pv_group_512(nj, nv, dt, out_rows + j0, w + (size_t)j0 * stride, stride, ctx + j0, \
+			      kv_pool, vc, pb, d0); break;
+#define PV_GROUPS(nv) \
+	for (int32_t j0 = 0; j0 < n_q; j0 += PV_Q) \
+		switch (ALLM_MIN(PV_Q, n_q - j0)) { \
+			PV_GROUP_CASE(1, nv) PV_GROUP_CASE(2, nv) PV_GROUP_CASE(3, nv) \
+			PV_GROUP_CASE(4, nv) PV_GROUP_CASE(5, nv) default: PV_GROUP_CASE(6, nv) \
+		}
+
+/* The block's outputs of every query, head_dim a multiple of 16. */
+INL T5 void pv_block_512(const enum allm_dtype dt, float *const *out_rows, const float *w,
+			 int32_t stride, const int32_t *ctx, int32_t n_q, const void *kv_pool,
+			 struct kv_cursor *vc, int32_t pb, int32_t hd)
+{
+	int32_t d0 = 0;
+	for (; d0 + 64 <= hd; d0 += 64)
+		PV_GROUPS(4)
+	for (; d0 < hd; d0 += 16)
+		PV_GROUPS(1)
+}
+
+#define PV512_ARGS                                                                     \
+	float *const *o, const float *w, int32_t stride, const int32_t *ctx, int32_t n_q,   \
+		const void *kv, struct kv_cursor *vc, int32_t pb, int32_t hd
+static T5 void pv_block_512_f32(PV512_ARGS)
+{
+	pv_block_512(ALLM_DTYPE_F32, o, w, stride, ctx, n_q, kv, vc, pb, hd);
+}
+static T5 void pv_block_512_f16(PV512_ARGS)
+{
+	pv_block_512(ALLM_DTYPE_F16, o, w, stride, ctx, n_q, kv, vc, pb, hd);
+}
+static T5 void pv_block_512_bf16(PV512_ARGS)
+{
+	pv_block_512(ALLM_DTYPE_BF16, o, w, stride, ctx, n_q, kv, vc, pb, hd);
+}
+
 INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
 			const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 			int32_t kv_head, const int32_t *block_table, float scale, float *scores,
-			int32_t stride)
+			int32_t stride, bool wide)
 {
 	const int32_t hd = lay->head_dim;
-	float inv[CPU_ATT_TILE_Q], sum[CPU_ATT_TILE_Q];
+	float sum[CPU_ATT_TILE_Q];
 	__m256 mxv[CPU_ATT_TILE_Q];
 	int32_t max_ctx = 0;
 	for (int32_t j = 0; j < n_q; j++) {
@@ -367,17 +474,32 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 #define SUM(nj) sum_group(nj, scores + (size_t)j0 * stride, stride, ctx + j0, sum + j0)
 	CHAIN_GROUPS(n_q, SUM)
 #undef SUM
+	/* the weights, each times its query's 1 / sum (in place: the same products the
+	 * fma chains below took one by one) */
 	for (int32_t j = 0; j < n_q; j++) {
-		inv[j] = 1.0f / sum[j];
+		const __m256 inv = _mm256_set1_ps(1.0f / sum[j]);
+		float *sc = scores + (size_t)j * stride;
+		int32_t p = 0;
+		for (; p + 8 <= ctx[j]; p += 8)
+			_mm256_storeu_ps(sc + p, _mm256_mul_ps(_mm256_loadu_ps(sc + p), inv));
+		for (; p < ctx[j]; p++)
+			sc[p] *= 1.0f / sum[j];
 		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
 	}
 	/* out: each query's fma chain over positions, continued block after block */
 	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS) {
 		if (hd == 8) {
 #define PV(nj) pv_group_hd8(nj, dt, out_rows + j0, scores + (size_t)j0 * stride, stride, ctx + j0, \
-			    inv + j0, kv_pool, &vc, pb)
+			    kv_pool, &vc, pb)
 			CHAIN_GROUPS(n_q, PV)
 #undef PV
+			continue;
+		}
+		if (wide && hd % 16 == 0) {
+			(dt == ALLM_DTYPE_F16    ? pv_block_512_f16
+			 : dt == ALLM_DTYPE_BF16 ? pv_block_512_bf16
+						 : pv_block_512_f32)(out_rows, scores, stride, ctx, n_q,
+								     kv_pool, &vc, pb, hd);
 			continue;
 		}
 		for (int32_t j = 0; j < n_q; j++) {
@@ -391,7 +513,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 				kv_cursor_at(&vc, pb);
 				for (int32_t p = pb; p < end; p++) {
 					size_t at = kv_cursor_row(&vc) + d0;
-					__m256 w = _mm256_set1_ps(sc[p] * inv[j]);
+					__m256 w = _mm256_set1_ps(sc[p]);
 					for (int i = 0; i < nv; i++)
 						acc[i] = _mm256_fmadd_ps(w, kv8(dt, kv_pool, at + 8 * i), acc[i]);
 				}
@@ -404,39 +526,40 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 #define TILE_ARGS                                                                        \
 	float *const *o, const float *const *q, const int32_t *ctx, int32_t n_q, const void *kv, \
 		const struct allm_kv_layout *l, int32_t layer, int32_t h, const int32_t *bt,      \
-		float s, float *sc, int32_t stride
+		float s, float *sc, int32_t stride, bool wide
 static T2 void attend_tile_f32(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_F32, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+	attend_tile(ALLM_DTYPE_F32, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
 }
 static T2 void attend_tile_f16(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_F16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+	attend_tile(ALLM_DTYPE_F16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
 }
 static T2 void attend_tile_bf16(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride);
+	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
 }
 
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-			     const int32_t *block_table, float scale, float *scores, int32_t stride)
+			     const int32_t *block_table, float scale, float *scores, int32_t stride,
+			     bool wide)
 {
 	if (lay->head_dim % 8 || n_q < 1 || n_q > CPU_ATT_TILE_Q)
 		return false;
 	switch (lay->dtype) {
 	case ALLM_DTYPE_F16:
 		attend_tile_f16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				block_table, scale, scores, stride);
+				block_table, scale, scores, stride, wide);
 		break;
 	case ALLM_DTYPE_BF16:
 		attend_tile_bf16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				 block_table, scale, scores, stride);
+				 block_table, scale, scores, stride, wide);
 		break;
 	default:
 		attend_tile_f32(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				block_table, scale, scores, stride);
+				block_table, scale, scores, stride, wide);
 	}
 	return true;
 }
@@ -519,10 +642,12 @@ void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-			     const int32_t *block_table, float scale, float *scores, int32_t stride)
+			     const int32_t *block_table, float scale, float *scores, int32_t stride,
+			     bool wide)
 {
 	(void)out_rows, (void)q_rows, (void)ctx_lens, (void)n_q, (void)kv_pool, (void)lay;
 	(void)layer, (void)kv_head, (void)block_table, (void)scale, (void)scores, (void)stride;
+	(void)wide;
 	return false; /* no SIMD here: the caller takes one query at a time */
 }
 
