@@ -169,7 +169,10 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
  * side by side in one transposed reduction; a position's address comes from a
  * cursor over the block table instead of a division; the fma chains of several
  * queries (their weight sums, and their outputs when a head fits one vector)
- * advance together, so the chains' latency overlaps instead of adding up. */
+ * advance together, so the chains' latency overlaps instead of adding up. On
+ * AVX-512 levels (`wide`) the same arithmetic also shares loads: 3 queries score
+ * each key row together (3 x 8 ymm accumulators need the 32 registers of AVX-512),
+ * and the outputs run 16 dims to a register with 6 queries per V row. */
 #define ATT_POS 64 /* positions per block: K or V of 64 x 64 f32 dims is 16 KiB */
 #define ATT_CHAINS 8 /* query chains interleaved */
 
@@ -403,6 +406,82 @@ INL T5 void pv_group_512(const int nj, const int nv, const enum allm_dtype dt,
 	}
 }
 
+/* Scores of nj (constant, <= SC_Q) queries over the positions [p, end) they all
+ * have, 8 at a time: each key row is loaded once for the group (the 32 ymm
+ * registers of AVX-512 hold 3 x 8 accumulators), each query's arithmetic is
+ * score_run's. Returns the first position not done (end less a remainder < 8). */
+#define SC_Q 3
+INL T5 int32_t score_group_512(const int nj, const enum allm_dtype dt, float *sc, int32_t stride,
+			       __m256 *mxv, const float *const *q_rows, const void *kv_pool,
+			       struct kv_cursor *kc, int32_t p, int32_t end, float scale)
+{
+	const int32_t hd = kc->lay->head_dim;
+	const __m256 sv = _mm256_set1_ps(scale);
+	for (; p + 8 <= end; p += 8) {
+		size_t at[8];
+		__m256 acc[SC_Q][8];
+		_Pragma("GCC unroll 8")
+		for (int i = 0; i < 8; i++) {
+			at[i] = kv_cursor_row(kc);
+			_Pragma("GCC unroll 3")
+			for (int j = 0; j < nj; j++)
+				acc[j][i] = _mm256_setzero_ps();
+		}
+		for (int32_t d = 0; d < hd; d += 8) {
+			__m256 qv[SC_Q];
+			_Pragma("GCC unroll 3")
+			for (int j = 0; j < nj; j++)
+				qv[j] = _mm256_loadu_ps(q_rows[j] + d);
+			_Pragma("GCC unroll 8")
+			for (int i = 0; i < 8; i++) {
+				__m256 k = kv8(dt, kv_pool, at[i] + d);
+				_Pragma("GCC unroll 3")
+				for (int j = 0; j < nj; j++)
+					acc[j][i] = _mm256_fmadd_ps(qv[j], k, acc[j][i]);
+			}
+		}
+		_Pragma("GCC unroll 3")
+		for (int j = 0; j < nj; j++) {
+			__m256 v = _mm256_mul_ps(reduce8x8(acc[j]), sv);
+			_mm256_storeu_ps(sc + (size_t)j * stride + p, v);
+			mxv[j] = _mm256_max_ps(v, mxv[j]);
+		}
+	}
+	return p;
+}
+
+/* Block pb's scores of every query: groups of SC_Q over their common positions,
+ * then each query's own rest by score_run. */
+INL T5 void score_block_512(const enum allm_dtype dt, float *scores, int32_t stride, __m256 *mxv,
+			    const float *const *q_rows, const int32_t *ctx, int32_t n_q,
+			    const void *kv_pool, struct kv_cursor *kc, int32_t pb, float scale)
+{
+	for (int32_t j0 = 0; j0 < n_q; j0 += SC_Q) {
+		int nj = (int)ALLM_MIN(SC_Q, n_q - j0);
+		int32_t common = pb + ATT_POS;
+		for (int j = 0; j < nj; j++)
+			common = ALLM_MIN(common, ctx[j0 + j]);
+		int32_t p = pb;
+		float *sc = scores + (size_t)j0 * stride;
+		if (common > pb) {
+			kv_cursor_at(kc, pb);
+			switch (nj) {
+			case 1: p = score_group_512(1, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
+			case 2: p = score_group_512(2, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
+			default: p = score_group_512(3, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
+			}
+		}
+		for (int j = 0; j < nj; j++) {
+			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j0 + j]);
+			if (p >= end)
+				continue;
+			kv_cursor_at(kc, p);
+			score_run(dt, sc + (size_t)j * stride, &mxv[j0 + j], q_rows[j0 + j], kv_pool, kc, p, end,
+				  scale);
+		}
+	}
+}
+
 /* Groups of up to PV_Q queries, the group's size and nv constants in each call. */
 #define PV_GROUP_CASE(nj, nv) \
 	case nj: pv_group_512(nj, nv, dt, out_rows + j0, w + (size_t)j0 * stride, stride, ctx + j0, \
@@ -429,6 +508,22 @@ INL T5 void pv_block_512(const enum allm_dtype dt, float *const *out_rows, const
 #define PV512_ARGS                                                                     \
 	float *const *o, const float *w, int32_t stride, const int32_t *ctx, int32_t n_q,   \
 		const void *kv, struct kv_cursor *vc, int32_t pb, int32_t hd
+#define SC512_ARGS                                                                     \
+	float *scores, int32_t stride, __m256 *mxv, const float *const *q, const int32_t *ctx,  \
+		int32_t n_q, const void *kv, struct kv_cursor *kc, int32_t pb, float scale
+static T5 void score_block_512_f32(SC512_ARGS)
+{
+	score_block_512(ALLM_DTYPE_F32, scores, stride, mxv, q, ctx, n_q, kv, kc, pb, scale);
+}
+static T5 void score_block_512_f16(SC512_ARGS)
+{
+	score_block_512(ALLM_DTYPE_F16, scores, stride, mxv, q, ctx, n_q, kv, kc, pb, scale);
+}
+static T5 void score_block_512_bf16(SC512_ARGS)
+{
+	score_block_512(ALLM_DTYPE_BF16, scores, stride, mxv, q, ctx, n_q, kv, kc, pb, scale);
+}
+
 static T5 void pv_block_512_f32(PV512_ARGS)
 {
 	pv_block_512(ALLM_DTYPE_F32, o, w, stride, ctx, n_q, kv, vc, pb, hd);
@@ -459,7 +554,14 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 	struct kv_cursor kc = kv_cursor_make(lay, block_table, layer, 0, kv_head, 0);
 	struct kv_cursor vc = kv_cursor_make(lay, block_table, layer, 1, kv_head, 0);
 	/* scores, a block of positions for every query while its keys are in L1 */
-	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS)
+	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS) {
+		if (wide && hd > 8) { /* 8 dims: one fma per position, nothing to share */
+			(dt == ALLM_DTYPE_F16    ? score_block_512_f16
+			 : dt == ALLM_DTYPE_BF16 ? score_block_512_bf16
+						 : score_block_512_f32)(scores, stride, mxv, q_rows, ctx, n_q,
+									kv_pool, &kc, pb, scale);
+			continue;
+		}
 		for (int32_t j = 0; j < n_q; j++) {
 			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]);
 			if (pb >= end)
@@ -468,6 +570,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			score_run(dt, scores + (size_t)j * stride, &mxv[j], q_rows[j], kv_pool, &kc, pb,
 				  end, scale);
 		}
+	}
 	/* softmax weights, each query as attend() */
 	for (int32_t j = 0; j < n_q; j++)
 		exp_row(scores + (size_t)j * stride, ctx[j], max8(mxv[j]));
