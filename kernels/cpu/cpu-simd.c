@@ -465,11 +465,10 @@ INL T5 void score_block_512(const enum allm_dtype dt, float *scores, int32_t str
 		float *sc = scores + (size_t)j0 * stride;
 		if (common > pb) {
 			kv_cursor_at(kc, pb);
-			switch (nj) {
-			case 1: p = score_group_512(1, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
-			case 2: p = score_group_512(2, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
-			default: p = score_group_512(3, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, common, scale); break;
-			}
+#define SCORE_GROUP(n) score_group_512(n, dt, sc, stride, mxv + j0, q_rows + j0, kv_pool, kc, pb, \
+				       common, scale)
+			p = nj == 1 ? SCORE_GROUP(1) : nj == 2 ? SCORE_GROUP(2) : SCORE_GROUP(3);
+#undef SCORE_GROUP
 		}
 		for (int j = 0; j < nj; j++) {
 			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j0 + j]);
