@@ -10,15 +10,17 @@ run_mode() {
 	local mode=$1 name=drain-$1
 	shift
 	daemon_start "$name" "$@"
-	local pids=() k i
+	local pids=() k i out=$tmp/$mode
+	# per mode: a background client truncates its output only once it runs, and
+	# the previous mode's "streaming" lines must not stand in for this one's
 	for k in 0 1; do
 		"$LOAD" --name "$name" --expect "$tmp/expect" --client $k --requests 8 --inflight 8 \
-			--max-tokens 200 --ignore-eos >"$tmp/c$k.out" 2>"$tmp/c$k.err" &
+			--max-tokens 200 --ignore-eos >"$out-c$k.out" 2>"$out-c$k.err" &
 		pids+=($!)
 		BG_PIDS+=($!)
 	done
 	for i in $(seq 400); do
-		grep -q streaming "$tmp/c0.out" && grep -q streaming "$tmp/c1.out" && break
+		grep -qs streaming "$out-c0.out" && grep -qs streaming "$out-c1.out" && break
 		sleep 0.025
 	done
 	kill -TERM "$DPID"
@@ -39,7 +41,7 @@ run_mode() {
 		fail "$mode: a client arriving while draining: exit $rc: $(cat "$tmp/late.err")"
 	local bad=0
 	for k in 0 1; do
-		wait "${pids[$k]}" || { bad=$((bad + 1)); head -n 8 "$tmp/c$k.err"; }
+		wait "${pids[$k]}" || { bad=$((bad + 1)); head -n 8 "$out-c$k.err"; }
 	done
 	BG_PIDS=()
 	[ $bad -eq 0 ] && ok "$mode: all 16 in-flight requests finished normally with their exact ids" ||
