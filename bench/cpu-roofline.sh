@@ -9,7 +9,7 @@
 #   prefill  128-token prefill tok/s, as a fraction of the peak FMA rate (the FLOPs
 #            of every matrix and of attention)
 #   batched  total tok/s of N x (128 prompt + 128 generated) through the scheduler,
-#            N = 1, 8, 32 (f32)
+#            N = 1, 8, 32 (f32), and N = 8, 32 with int8 weights
 # Every number is the best of REPS runs, the limits too (the machine is shared: the
 # best run is the one least disturbed), with the spread of the runs; runs of the two
 # builds alternate, so both see the same noise.
@@ -76,6 +76,12 @@ for b in "${builds[@]}"; do
     echo "cpu-roofline: $b: batched $n x (128 + 128)" >&2
     run "batch-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
       --temperature 0 --json
+  done
+  # int8 weights batch differently (tiles on AMX levels from 3 rows on)
+  for n in 8 32; do
+    echo "cpu-roofline: $b: batched $n x (128 + 128), int8 weights" >&2
+    run "batchq-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
+      --temperature 0 --json --quant int8
   done
 done
 
@@ -150,12 +156,13 @@ for dt in ("f32", "f16", "bf16", "int8"):
     lim = peak * 1e9 / flops * P
     out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(cell("prefill-" + dt, b, lim) for b in builds)
                + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
-for n in (1, 8, 32):
-    cells = [cell(f"batch-{n}", b) for b in builds]
-    a, z = runs.get((f"batch-{n}", before)), runs.get((f"batch-{n}", after))
+for key, n, dt in [("batch", 1, "f32"), ("batch", 8, "f32"), ("batch", 32, "f32"),
+                   ("batchq", 8, "int8"), ("batchq", 32, "int8")]:
+    cells = [cell(f"{key}-{n}", b) for b in builds]
+    a, z = runs.get((f"{key}-{n}", before)), runs.get((f"{key}-{n}", after))
     if before and a and z:
         cells[-1] += f" ({max(z) / max(a):.2f}x)"
-    out.append(f"| {n} x (128 + 128), f32, total tok/s | " + " | ".join(cells) + " | |")
+    out.append(f"| {n} x (128 + 128), {dt}, total tok/s | " + " | ".join(cells) + " | |")
 out.append("")
 out.append("best of the runs (fraction of the limit) [lowest-highest run]")
 print("\n".join(out))
