@@ -374,11 +374,12 @@ static void new_id(struct gw_req *r, const char *prefix)
  * only: "Once" + "▁upon" must give " upon", not "upon"). */
 static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
 {
-	if (allm_detok_create(m->tok, true, &r->detok)) {
+	/* the ids were checked against the vocabulary: only memory can fail here */
+	if (allm_detok_create(m->tok, true, &r->detok) || allm_detok_prime(r->detok, r->ids, r->n_ids)) {
+		allm_detok_free(r->detok);
 		r->detok = NULL;
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 	}
-	allm_detok_prime(r->detok, r->ids, r->n_ids); /* ids were checked against the vocabulary */
 	return 0;
 }
 

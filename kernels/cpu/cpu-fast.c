@@ -40,12 +40,9 @@ static void attn_worker(void *arg, int tid, int64_t begin, int64_t end)
 	for (int64_t it = begin; it < end; it++) {
 		int32_t t = (int32_t)(it / a->n_heads), h = (int32_t)(it % a->n_heads);
 		int32_t ctx = meta->tok_pos[t] + 1; /* causal: itself and everything before */
-		float *scores = cpu_pool_scratch(a->pool, tid, (size_t)ALLM_MAX(ctx, 1) * 4);
-		if (!scores) {
-			int zero = 0;
-			atomic_compare_exchange_strong(&a->err, &zero, -ENOMEM);
+		float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)ALLM_MAX(ctx, 1) * 4, &a->err);
+		if (!scores)
 			return;
-		}
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t] * meta->max_blocks_per_seq;
 		size_t row = ((size_t)t * a->n_heads + h) * hd;
@@ -87,12 +84,10 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 				ctx[n_q] = meta->tok_pos[t] + 1;
 				stride = ALLM_MAX(stride, ctx[n_q]);
 			}
-		float *scores = cpu_pool_scratch(a->pool, tid, (size_t)n_q * (size_t)stride * 4);
-		if (!scores) {
-			int zero = 0;
-			atomic_compare_exchange_strong(&a->err, &zero, -ENOMEM);
+		float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)n_q * (size_t)stride * 4,
+							 &a->err);
+		if (!scores)
 			return;
-		}
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,

@@ -67,12 +67,6 @@ struct q8_job {
 	_Atomic int err;
 };
 
-static void job_fail(struct q8_job *j, int code)
-{
-	int zero = 0;
-	atomic_compare_exchange_strong(&j->err, &zero, code);
-}
-
 static int64_t q8_groups(int64_t n)
 {
 	return (n + Q8_TOK - 1) / Q8_TOK;
@@ -101,11 +95,9 @@ static void q8_pack_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct q8_job *j = arg;
 	const int64_t quads = j->k32 / 4;
-	int8_t *row = cpu_pool_scratch(j->pool, tid, gemm_q8x_row_bytes(j->k));
-	if (!row) {
-		job_fail(j, -ENOMEM);
+	int8_t *row = cpu_pool_scratch_or_fail(j->pool, tid, gemm_q8x_row_bytes(j->k), &j->err);
+	if (!row)
 		return;
-	}
 	const float *dx = (const float *)(row + 2 * j->k32); /* gemm_q8x_prep's layout */
 	for (int64_t g = begin; g < end; g++) {
 		uint32_t *dst = j->xp + (size_t)g * quads * Q8_TOK;
@@ -125,6 +117,16 @@ static void q8_pack_worker(void *arg, int tid, int64_t begin, int64_t end)
 	}
 }
 
+/* The W rows of the item after item it (in this thread's [.., end)), for the
+ * prefetch: NULL when there is none or it would run past m. Rows of medium's
+ * int8 W are 832-2240 bytes, too short for the hardware prefetcher to catch 16 of
+ * them at once (without it decode ran at half the VNNI level's rate). */
+static const uint8_t *next_rows(const struct q8_job *j, int64_t it, int64_t end)
+{
+	int64_t o = (it + 1) * Q8_OUT;
+	return it + 1 < end && o + Q8_OUT <= j->m ? j->w + (size_t)o * j->rb : NULL;
+}
+
 /* One block's integers (a stored C tile) scaled into the 16 accumulators (one per
  * output row, a lane per token). */
 INL TI void q8_scale(__m512 acc[Q8_OUT], const int32_t *ct, const float *dwf, int64_t nb,
@@ -138,17 +140,12 @@ INL TI void q8_scale(__m512 acc[Q8_OUT], const int32_t *ct, const float *dwf, in
 
 /* acc (16 outputs from o, 16 tokens from tok0) into y, plus the bias. */
 static TI void q8_store(const struct q8_job *j, __m512 acc[Q8_OUT], float *yt, int64_t o,
-			int rows, int64_t tok0)
+			int64_t tok0)
 {
 	_Pragma("GCC unroll 16")
 	for (int r = 0; r < Q8_OUT; r++)
 		_mm512_storeu_ps(yt + r * Q8_TOK, acc[r]);
-	int64_t nt = ALLM_MIN((int64_t)Q8_TOK, j->n - tok0);
-	for (int64_t c = 0; c < nt; c++) {
-		float *y = j->y + (tok0 + c) * j->m + o;
-		for (int r = 0; r < rows; r++)
-			y[r] = j->bias ? yt[r * Q8_TOK + c] + j->bias[o + r] : yt[r * Q8_TOK + c];
-	}
+	gemm_tile_to_y(j->y, j->n, j->m, j->bias, yt, o, tok0);
 }
 
 /* All of k for 16 outputs (A from a, lda apart) and one token group. */
@@ -170,7 +167,7 @@ static TI void q8_group(const struct q8_job *j, const uint8_t *a, size_t lda, in
 	_tile_dpbssd(T_C0, T_A0, T_B0);
 	for (int64_t b = 0; b < nb; b += 2) {
 		bool odd = b + 1 < nb;
-		if (next) /* the next item's rows, a line each per two blocks (see decode) */
+		if (next) /* the next item's rows (next_rows), a line each per two blocks */
 			for (int r = 0; r < Q8_OUT; r++)
 				_mm_prefetch((const char *)next + (size_t)r * lda + b * Q8_K, _MM_HINT_T0);
 		if (odd) {
@@ -204,11 +201,10 @@ static TI void q8_worker(void *arg, int tid, int64_t begin, int64_t end)
 	 * the last item when m is not a multiple of 16 */
 	size_t ct_bytes = 2 * Q8_OUT * Q8_TOK * 4, yt_bytes = Q8_OUT * Q8_TOK * 4;
 	size_t dwf_bytes = ((size_t)Q8_OUT * nb * 4 + 63) & ~(size_t)63;
-	char *s = cpu_pool_scratch(j->pool, tid, ct_bytes + yt_bytes + dwf_bytes + Q8_OUT * j->rb);
-	if (!s) {
-		job_fail(j, -ENOMEM);
+	char *s = cpu_pool_scratch_or_fail(j->pool, tid, ct_bytes + yt_bytes + dwf_bytes + Q8_OUT * j->rb,
+					   &j->err);
+	if (!s)
 		return;
-	}
 	int32_t *c0 = (int32_t *)s, *c1 = c0 + Q8_OUT * Q8_TOK;
 	float *yt = (float *)(s + ct_bytes), *dwf = (float *)(s + ct_bytes + yt_bytes);
 	uint8_t *wpad = (uint8_t *)s + ct_bytes + yt_bytes + dwf_bytes;
@@ -235,12 +231,11 @@ static TI void q8_worker(void *arg, int tid, int64_t begin, int64_t end)
 			for (int64_t b = 0; b < nb; b++)
 				dwf[r * nb + b] = gemm_bf16f(d[b]);
 		}
-		const uint8_t *next = it + 1 < end && o + 2 * Q8_OUT <= j->m
-					      ? j->w + (size_t)(o + Q8_OUT) * j->rb : NULL;
+		const uint8_t *next = next_rows(j, it, end);
 		for (int64_t g = 0; g < j->groups; g++) {
 			__m512 acc[Q8_OUT];
 			q8_group(j, a, j->rb, g, g == 0 ? next : NULL, dwf, c0, c1, acc);
-			q8_store(j, acc, yt, o, rows, g * Q8_TOK);
+			q8_store(j, acc, yt, o, g * Q8_TOK);
 		}
 	}
 	/* a thread holding tile data makes every context switch save 8 KiB more */
@@ -324,16 +319,12 @@ static TV void q8_decode_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct q8_job *j = arg;
 	size_t dwt_bytes = ((size_t)j->nb * Q8_OUT * 4 + 63) & ~(size_t)63;
-	char *s = cpu_pool_scratch(j->pool, tid, dwt_bytes + Q8_OUT * 4);
-	if (!s) {
-		job_fail(j, -ENOMEM);
+	char *s = cpu_pool_scratch_or_fail(j->pool, tid, dwt_bytes + Q8_OUT * 4, &j->err);
+	if (!s)
 		return;
-	}
 	for (int64_t it = begin; it < end; it++) {
 		int64_t o = it * Q8_OUT;
-		/* the next item's rows, when they are whole (past m: not there) */
-		const uint8_t *next = it + 1 < end && o + 2 * Q8_OUT <= j->m
-					      ? j->w + (size_t)(o + Q8_OUT) * j->rb : NULL;
+		const uint8_t *next = next_rows(j, it, end);
 		q8_decode_item(j, j->w + (size_t)o * j->rb, o, (int)ALLM_MIN((int64_t)Q8_OUT, j->m - o),
 			       next, (float *)s, (float *)(s + dwt_bytes));
 	}

@@ -93,12 +93,7 @@ static TA void amx_pack_worker(void *arg, int tid, int64_t begin, int64_t end)
 /* C tile (16 outputs x 16 tokens, as stored) into y, plus the bias. */
 static void amx_store(const struct amx_job *j, const float *ct, int64_t o, int64_t tok0)
 {
-	int64_t nt = ALLM_MIN((int64_t)AMX_TOK, j->n - tok0), no = ALLM_MIN(16, j->m - o);
-	for (int64_t c = 0; c < nt; c++) {
-		float *y = j->y + (tok0 + c) * j->m + o;
-		for (int64_t r = 0; r < no; r++)
-			y[r] = j->bias ? ct[r * AMX_TOK + c] + j->bias[o + r] : ct[r * AMX_TOK + c];
-	}
+	gemm_tile_to_y(j->y, j->n, j->m, j->bias, ct, o, tok0);
 }
 
 /* Rows [o, o + rows) of W, k [p0, k), into a zero-padded [32][ld] bf16 block. */
@@ -137,12 +132,9 @@ static TA void amx_worker(void *arg, int tid, int64_t begin, int64_t end)
 	/* a whole padded block (the last item, when m is not a multiple of 32), the
 	 * k tail of a full block, the C tile on its way to y */
 	size_t pad = (size_t)AMX_OUT * j->k32 * 2, tail = AMX_OUT * AMX_K * 2;
-	char *s = cpu_pool_scratch(j->pool, tid, pad + tail + 16 * AMX_TOK * 4);
-	if (!s) {
-		int zero = 0;
-		atomic_compare_exchange_strong(&j->err, &zero, -ENOMEM);
+	char *s = cpu_pool_scratch_or_fail(j->pool, tid, pad + tail + 16 * AMX_TOK * 4, &j->err);
+	if (!s)
 		return;
-	}
 	uint16_t *wpad = (uint16_t *)s, *wtail = (uint16_t *)(s + pad);
 	float *ct = (float *)(s + pad + tail);
 	struct gemm_amx_cfg cfg = { .palette = 1 };

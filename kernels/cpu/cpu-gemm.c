@@ -53,12 +53,6 @@ struct gemm_job {
 	_Atomic int err; /* first failure of any thread */
 };
 
-static void fail(_Atomic int *err, int code)
-{
-	int zero = 0;
-	atomic_compare_exchange_strong(err, &zero, code);
-}
-
 /* Bytes of W per element of a row, as far as prefetching cares (int8: the quants). */
 static size_t w_elem_bytes(const struct gemm_job *g)
 {
@@ -160,11 +154,9 @@ static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 					 : 0;
 	size_t conv_bytes = g->blocked && g->kern->w_to_f32
 				    ? (size_t)g->cb * gemm_conv_ld(g->kc) * sizeof(float) : 0;
-	char *scratch = cpu_pool_scratch(g->pool, tid, part_bytes + conv_bytes + 64);
-	if (!scratch) {
-		fail(&g->err, -ENOMEM);
+	char *scratch = cpu_pool_scratch_or_fail(g->pool, tid, part_bytes + conv_bytes + 64, &g->err);
+	if (!scratch)
 		return;
-	}
 	for (int64_t it = begin; it < end; it++) {
 		int64_t c0 = it * g->cb;
 		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), it + 1 < end ? c0 + g->cb : -1,
@@ -194,6 +186,18 @@ void gemm_run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
 	}
 	struct inline_run r = { fn, arg, n_items };
 	cpu_pool_run_tid(pool, 1, inline_trampoline, &r);
+}
+
+/* (cpu-gemm.h) */
+void gemm_tile_to_y(float *y, int64_t n, int64_t m, const float *bias, const float *tile, int64_t o,
+		    int64_t tok0)
+{
+	int64_t nt = ALLM_MIN(16, n - tok0), no = ALLM_MIN(16, m - o);
+	for (int64_t c = 0; c < nt; c++) {
+		float *yr = y + (tok0 + c) * m + o;
+		for (int64_t r = 0; r < no; r++)
+			yr[r] = bias ? tile[r * 16 + c] + bias[o + r] : tile[r * 16 + c];
+	}
 }
 
 /* Activation preparation, rows in parallel. */

@@ -130,6 +130,12 @@ int gemm_amx_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, co
 void gemm_run_items(struct cpu_pool *pool, bool inline_run, int64_t n_items,
 		    void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg);
 
+/* A tile of 16 outputs x 16 tokens, row r = output o + r with a float per token
+ * (as an AMX C tile stores them), into y (n x m) from token tok0, plus the bias;
+ * outputs past m and tokens past n are not written. */
+void gemm_tile_to_y(float *y, int64_t n, int64_t m, const float *bias, const float *tile, int64_t o,
+		    int64_t tok0);
+
 /* The level for isa (one this machine supports). */
 const struct gemm_level *cpu_gemm_level(enum allm_cpu_isa isa);
 

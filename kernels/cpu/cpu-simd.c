@@ -579,13 +579,13 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 	/* the weights, each times its query's 1 / sum (in place: the same products the
 	 * fma chains below took one by one) */
 	for (int32_t j = 0; j < n_q; j++) {
-		const __m256 inv = _mm256_set1_ps(1.0f / sum[j]);
+		const float inv = 1.0f / sum[j];
 		float *sc = scores + (size_t)j * stride;
 		int32_t p = 0;
 		for (; p + 8 <= ctx[j]; p += 8)
-			_mm256_storeu_ps(sc + p, _mm256_mul_ps(_mm256_loadu_ps(sc + p), inv));
+			_mm256_storeu_ps(sc + p, _mm256_mul_ps(_mm256_loadu_ps(sc + p), _mm256_set1_ps(inv)));
 		for (; p < ctx[j]; p++)
-			sc[p] *= 1.0f / sum[j];
+			sc[p] *= inv;
 		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
 	}
 	/* out: each query's fma chain over positions, continued block after block */

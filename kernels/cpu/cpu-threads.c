@@ -299,3 +299,13 @@ void *cpu_pool_scratch(struct cpu_pool *p, int tid, size_t bytes)
 	s->cap = bytes;
 	return s->aligned;
 }
+
+void *cpu_pool_scratch_or_fail(struct cpu_pool *p, int tid, size_t bytes, _Atomic int *err)
+{
+	void *s = cpu_pool_scratch(p, tid, bytes);
+	if (!s) {
+		int zero = 0;
+		atomic_compare_exchange_strong(err, &zero, -ENOMEM);
+	}
+	return s;
+}

@@ -13,6 +13,7 @@
 #ifndef ALLM_CPU_THREADS_H
 #define ALLM_CPU_THREADS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,10 @@ void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
  * Only thread `tid` may call it, inside a job (or outside any job for tid 0 when no
  * job runs). Returns NULL when out of memory or for a NULL pool. */
 void *cpu_pool_scratch(struct cpu_pool *p, int tid, size_t bytes);
+/* The same inside a job whose threads report failure through *err: when out of
+ * memory it stores -ENOMEM there unless another failure came first, and returns
+ * NULL (the caller's thread stops). */
+void *cpu_pool_scratch_or_fail(struct cpu_pool *p, int tid, size_t bytes, _Atomic int *err);
 
 #ifdef __cplusplus
 }
