@@ -133,6 +133,9 @@ static const struct shape shapes[] = {
 	{5, 33, 11},   {1, 64, 300},    {8, 100, 21},   {9, 300, 12},    {13, 512, 7},
 	{6, 513, 16},  {33, 600, 10},   {1, 1031, 23},  {17, 1031, 9},   {2, 4096, 5},
 	{40, 65, 26},
+	/* 16+ rows on the AVX-512 levels: the outer-product driver (uneven row tiles,
+	 * outputs past a panel of 32, k tails, long k) */
+	{16, 16, 33},  {29, 47, 100},   {50, 1100, 70}, {100, 40, 65},
 };
 
 /* y of level `be` against the emulation (or the reference, or a bound). */
@@ -229,7 +232,7 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 static void test_level_invariance(allm_backend_t **bes, int n_bes, enum allm_cpu_isa isa)
 {
 	static const int64_t km[][2] = {{64, 172}, {288, 77}, {1031, 64}, {33, 9}};
-	static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 33, 40};
+	static const int64_t ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 29, 33, 40};
 	const int64_t nmax = 40;
 	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
 		for (size_t s = 0; s < ALLM_ARRAY_SIZE(km); s++) {

@@ -9,7 +9,6 @@
 
 #ifdef GEMM_X86
 
-#define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 #define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define T5B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -88,32 +87,6 @@ INL T5 __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d)
 			} \
 		} \
 	} while (0)
-
-/* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
-INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m,
-		  __m512 d)
-{
-	const bool all = m == 0xffff; /* a constant wherever this is inlined */
-	switch (dt) {
-	case ALLM_DTYPE_F16: {
-		const uint16_t *h = (const uint16_t *)row + e;
-		return _mm512_cvtph_ps(all ? _mm256_loadu_si256((const __m256i *)h)
-					   : _mm256_maskz_loadu_epi16(m, h));
-	}
-	case ALLM_DTYPE_BF16: {
-		const uint16_t *h = (const uint16_t *)row + e;
-		__m256i v = all ? _mm256_loadu_si256((const __m256i *)h) : _mm256_maskz_loadu_epi16(m, h);
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-	}
-	case ALLM_DTYPE_Q8: { /* rows are padded past k: no mask needed */
-		__m128i q = _mm_loadu_si128((const __m128i *)(row + e));
-		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
-	}
-	default:
-		return all ? _mm512_loadu_ps((const float *)row + e)
-			   : _mm512_maskz_loadu_ps(m, (const float *)row + e);
-	}
-}
 
 /* One step of 16 k of the FMA tile. */
 INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
@@ -336,13 +309,19 @@ static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4(BF16
 
 /* --- the levels ------------------------------------------------------------------ */
 
-#define KERN(fn, conv) \
+/* From this many rows on, the outer-product driver (cpu-gemm-avx512-op.c): the
+ * same bits, faster once its packing of W is shared by enough rows. */
+#ifndef AVX512_OP_ROWS
+#define AVX512_OP_ROWS 16
+#endif
+#define KERN(fn, conv, op) \
 	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .decode_cols = AVX512_DECODE_COLS, \
-	  .tile = fn, .w_to_f32 = conv, .tile_f32 = tile_f32 }
-static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy),
-			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
-			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32),
-			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32);
+	  .tile = fn, .w_to_f32 = conv, .tile_f32 = tile_f32, .whole_x_bytes = gemm_op_x_bytes, \
+	  .whole = op, .whole_min_rows = AVX512_OP_ROWS }
+static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy, gemm_op_f32),
+			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32, gemm_op_f16),
+			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32, gemm_op_bf16),
+			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32, gemm_op_q8);
 static const struct gemm_kern k_q8_vnni = {
 	.max_rows = VNNI_ROWS, .max_cols = VNNI_COLS, .tile = tile_q8_vnni,
 	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,

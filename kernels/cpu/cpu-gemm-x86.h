@@ -24,6 +24,35 @@ static inline float gemm_bf16f(uint16_t h)
 	return f;
 }
 
+/* The AVX-512 levels' baseline (F/BW/VL), for code shared by their files. */
+#define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+/* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
+INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m,
+		  __m512 d)
+{
+	const bool all = m == 0xffff; /* a constant wherever this is inlined */
+	switch (dt) {
+	case ALLM_DTYPE_F16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		return _mm512_cvtph_ps(all ? _mm256_loadu_si256((const __m256i *)h)
+					   : _mm256_maskz_loadu_epi16(m, h));
+	}
+	case ALLM_DTYPE_BF16: {
+		const uint16_t *h = (const uint16_t *)row + e;
+		__m256i v = all ? _mm256_loadu_si256((const __m256i *)h) : _mm256_maskz_loadu_epi16(m, h);
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+	}
+	case ALLM_DTYPE_Q8: { /* rows are padded past k: no mask needed */
+		__m128i q = _mm_loadu_si128((const __m128i *)(row + e));
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+	}
+	default:
+		return all ? _mm512_loadu_ps((const float *)row + e)
+			   : _mm512_maskz_loadu_ps(m, (const float *)row + e);
+	}
+}
+
 #define TILE_ROW_2(F, R, A) \
 	case R * 16 + 1: F(R, 1, A); return; \
 	case R * 16 + 2: F(R, 2, A); return;

@@ -268,7 +268,7 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	const float *b;
 	if (bias_f32(c, bias, dt, m, &b))
 		return -ENOMEM;
-	if (kn->whole) {
+	if (kn->whole && n >= kn->whole_min_rows) {
 		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
 		if (!xbuf)
 			return -ENOMEM;

@@ -13,7 +13,8 @@
  *             over p = j, j + 16, j + 32, ... in increasing p, starting from +0;
  *             then the lanes are added in one tree, s8[j] = l[j] + l[j+8],
  *             s4[j] = s8[j] + s8[j+4], s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1];
- *             y = s + bias.
+ *             y = s + bias. (From 16 rows on, cpu-gemm-avx512-op.c computes the
+ *             same 16 chains and the same tree with 16 outputs per vector.)
  *   avx2:     the same with 8 lanes (p mod 8; tree from s4[j] = l[j] + l[j+4]).
  *   avx512-vnni: as avx512 for float weights; int8 weights meet int8 activations:
  *             each row of x is quantized per block of 32 (xq = round-half-even(
@@ -103,6 +104,9 @@ struct gemm_kern {
 	size_t (*whole_x_bytes)(int64_t n, int64_t k);
 	int (*whole)(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		     const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+	/* The whole driver from this many rows on (0: always); below it, the tiles,
+	 * which then must give the same bits. */
+	int whole_min_rows;
 };
 
 struct gemm_level {
@@ -115,6 +119,17 @@ extern const struct gemm_level gemm_level_portable;
 extern const struct gemm_level gemm_level_avx2, gemm_level_avx2_vnni;
 extern const struct gemm_level gemm_level_avx512, gemm_level_avx512_vnni,
 	gemm_level_avx512_bf16, gemm_level_amx_bf16, gemm_level_amx_int8;
+/* The outer-product driver of the AVX-512 levels (cpu-gemm-avx512-op.c) for many
+ * rows of float weights, bit for bit the avx512 tiles' order. */
+size_t gemm_op_x_bytes(int64_t n, int64_t k);
+int gemm_op_f32(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+int gemm_op_f16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+int gemm_op_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+		 const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+int gemm_op_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
+	       const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 /* The AMX driver (cpu-gemm-amx.c) for bf16 weights. */
 size_t gemm_amx_x_bytes(int64_t n, int64_t k);
 int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
