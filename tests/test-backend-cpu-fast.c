@@ -342,6 +342,45 @@ static void test_other_ops(allm_backend_t *ref, allm_backend_t *fast)
 	free(x2);
 }
 
+/* RMSNorm, RoPE and add over enough rows to run on all threads: each row is the
+ * reference's own arithmetic, so the bits equal the reference's on any thread
+ * count. */
+static void test_rows_parallel(allm_backend_t *ref, allm_backend_t **fasts, int n_fast)
+{
+	const int64_t n = 40, dim = 768;
+	const int32_t nh = 12, nkv = 4, hd = 64;
+	size_t ne = (size_t)(n * dim), nq = (size_t)(n * nh * hd), nk = (size_t)(n * nkv * hd);
+	float *x = malloc(ne * 4), *x2 = malloc(ne * 4), *q0 = malloc(nq * 4), *k0 = malloc(nk * 4);
+	float *yr = malloc(ne * 4), *qr = malloc(nq * 4), *kr = malloc(nk * 4), inv_freq[32];
+	int32_t pos[40];
+	fill(x, ne, 2.0f);
+	fill(x2, ne, 2.0f);
+	fill(q0, nq, 1.0f);
+	fill(k0, nk, 1.0f);
+	for (int i = 0; i < hd / 2; i++)
+		inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)hd);
+	for (int i = 0; i < n; i++)
+		pos[i] = 1000 + i * 7;
+	void *w = weights(ALLM_DTYPE_F32, (size_t)dim, 1.0f);
+	for (int f = 0; f < n_fast; f++) {
+		allm_backend_t *be[2] = { ref, fasts[f] };
+		float *y = out_alloc(ne), *q = out_alloc(nq), *k = out_alloc(nk);
+		be[0]->iface->rmsnorm(be[0], yr, x, w, ALLM_DTYPE_F32, n, dim, 1e-5f);
+		be[1]->iface->rmsnorm(be[1], y, x, w, ALLM_DTYPE_F32, n, dim, 1e-5f);
+		cmp_out("rmsnorm (all threads)", y, yr, ne, 0);
+		memcpy(qr, q0, nq * 4), memcpy(kr, k0, nk * 4), memcpy(q, q0, nq * 4), memcpy(k, k0, nk * 4);
+		be[0]->iface->rope(be[0], qr, kr, pos, inv_freq, n, nh, nkv, hd);
+		be[1]->iface->rope(be[1], q, k, pos, inv_freq, n, nh, nkv, hd);
+		cmp_out("rope q (all threads)", q, qr, nq, 0);
+		cmp_out("rope k (all threads)", k, kr, nk, 0);
+		be[0]->iface->add(be[0], yr, x, x2, (int64_t)ne);
+		be[1]->iface->add(be[1], y, x, x2, (int64_t)ne);
+		cmp_out("add (all threads)", y, yr, ne, 0);
+		free(y), free(q), free(k);
+	}
+	free(x), free(x2), free(q0), free(k0), free(yr), free(qr), free(kr), free(w);
+}
+
 int main(void)
 {
 	struct allm_backend_opts o_ref = { .reference = true };
@@ -363,6 +402,7 @@ int main(void)
 
 	test_attention(ref, fasts, 3);
 	test_other_ops(ref, fasts[0]);
+	test_rows_parallel(ref, fasts, 3);
 
 	for (int i = 0; i < 3; i++)
 		allm_backend_destroy(fasts[i]);

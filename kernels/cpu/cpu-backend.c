@@ -132,7 +132,11 @@ static int cpu_embedding(allm_backend_t *be, float *y, const void *table, enum a
 static int cpu_rmsnorm(allm_backend_t *be, float *y, const float *x, const void *w,
 		       enum allm_dtype dt, int64_t n, int64_t dim, float eps)
 {
-	cpu_ref_rmsnorm(y, x, w, dt, n, dim, eps);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_rmsnorm(y, x, w, dt, n, dim, eps);
+	else
+		cpu_fast_rmsnorm(c, y, x, w, dt, n, dim, eps);
 	return 0;
 }
 
@@ -160,7 +164,11 @@ static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 		    const float *inv_freq, int64_t n, int32_t n_heads, int32_t n_kv_heads,
 		    int32_t head_dim)
 {
-	cpu_ref_rope(q, k, pos, inv_freq, n, n_heads, n_kv_heads, head_dim);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_rope(q, k, pos, inv_freq, n, n_heads, n_kv_heads, head_dim);
+	else
+		cpu_fast_rope(c, q, k, pos, inv_freq, n, n_heads, n_kv_heads, head_dim);
 	return 0;
 }
 
@@ -183,7 +191,11 @@ static int cpu_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
 
 static int cpu_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n)
 {
-	cpu_ref_add(y, a, b, n);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_add(y, a, b, n);
+	else
+		cpu_fast_add(c, y, a, b, n);
 	return 0;
 }
 

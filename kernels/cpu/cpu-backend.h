@@ -95,6 +95,11 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
 /* silu_mul over the threads (the SIMD version on x86 levels). */
 void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+void cpu_fast_rmsnorm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		      enum allm_dtype dt, int64_t n, int64_t dim, float eps);
+void cpu_fast_rope(struct cpu_ctx *c, float *q, float *k, const int32_t *pos, const float *inv_freq,
+		   int64_t n, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim);
+void cpu_fast_add(struct cpu_ctx *c, float *y, const float *a, const float *b, int64_t n);
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta);

@@ -1,5 +1,5 @@
-/* The CPU fast path outside the GEMM (cpu-gemm.c): parallel attention, and the
- * lifetime of the thread pool and the GEMM level.
+/* The CPU fast path outside the GEMM (cpu-gemm.c): parallel attention and row-wise
+ * ops, and the lifetime of the thread pool and the GEMM level.
  *
  * Attention is computed per (token, head) in one fixed order, whatever the batch
  * (the reference's cpu_attention_one on the portable level, its SIMD twin on the
@@ -144,6 +144,69 @@ void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const flo
 {
 	struct silu_job j = {y, gate, up, n, c->level->isa != ALLM_CPU_ISA_PORTABLE};
 	cpu_pool_run(c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK, silu_worker, &j);
+}
+
+/* --- row-wise ops ------------------------------------------------------------------ */
+
+/* RMSNorm, RoPE and add with each row (token, or chunk of elements) computed by the
+ * reference's own code, rows on all threads: the bits are the reference's, and the
+ * scalar norm of 128 rows no longer leaves the other threads waiting (2-3 % of a
+ * 128-token prefill). */
+#define ROWS_PARALLEL (1 << 14) /* elements below which the wake-up costs more */
+
+struct rows_job {
+	float *y, *q, *k;
+	const float *x, *b, *inv_freq;
+	const void *w;
+	const int32_t *pos;
+	enum allm_dtype dt;
+	int64_t n, dim;
+	int32_t n_heads, n_kv_heads, head_dim;
+	float eps;
+};
+
+static void rmsnorm_worker(void *arg, int64_t begin, int64_t end)
+{
+	struct rows_job *j = arg;
+	cpu_ref_rmsnorm(j->y + begin * j->dim, j->x + begin * j->dim, j->w, j->dt, end - begin, j->dim,
+			j->eps);
+}
+
+void cpu_fast_rmsnorm(struct cpu_ctx *c, float *y, const float *x, const void *w,
+		      enum allm_dtype dt, int64_t n, int64_t dim, float eps)
+{
+	struct rows_job j = { .y = y, .x = x, .w = w, .dt = dt, .n = n, .dim = dim, .eps = eps };
+	cpu_pool_run(n * dim < ROWS_PARALLEL ? NULL : c->pool, n, rmsnorm_worker, &j);
+}
+
+static void rope_worker(void *arg, int64_t begin, int64_t end)
+{
+	struct rows_job *j = arg;
+	cpu_ref_rope(j->q + begin * j->n_heads * j->head_dim, j->k + begin * j->n_kv_heads * j->head_dim,
+		     j->pos + begin, j->inv_freq, end - begin, j->n_heads, j->n_kv_heads, j->head_dim);
+}
+
+void cpu_fast_rope(struct cpu_ctx *c, float *q, float *k, const int32_t *pos, const float *inv_freq,
+		   int64_t n, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim)
+{
+	struct rows_job j = { .q = q, .k = k, .pos = pos, .inv_freq = inv_freq, .n = n,
+			      .n_heads = n_heads, .n_kv_heads = n_kv_heads, .head_dim = head_dim };
+	bool small = n * (int64_t)(n_heads + n_kv_heads) * head_dim < ROWS_PARALLEL;
+	cpu_pool_run(small ? NULL : c->pool, n, rope_worker, &j);
+}
+
+static void add_worker(void *arg, int64_t begin, int64_t end)
+{
+	struct rows_job *j = arg;
+	int64_t b = begin * ELEMWISE_CHUNK, e = ALLM_MIN(j->n, end * ELEMWISE_CHUNK);
+	cpu_ref_add(j->y + b, j->x + b, j->b + b, e - b);
+}
+
+void cpu_fast_add(struct cpu_ctx *c, float *y, const float *a, const float *b, int64_t n)
+{
+	struct rows_job j = { .y = y, .x = a, .b = b, .n = n };
+	cpu_pool_run(n < ROWS_PARALLEL ? NULL : c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK,
+		     add_worker, &j);
 }
 
 /* --- lifetime ---------------------------------------------------------------------- */
