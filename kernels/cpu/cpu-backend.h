@@ -34,6 +34,9 @@ void cpu_ref_embedding(float *y, const void *table, enum allm_dtype dt, const in
 		       int64_t n, int64_t dim);
 void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt,
 		     int64_t n, int64_t dim, float eps);
+/* Its second half for one row: y[j] = x[j] * inv * w[w0 + j], j < len. */
+void cpu_ref_rmsnorm_scaled(float *y, const float *x, const void *w, enum allm_dtype dt,
+			    int64_t w0, int64_t len, float inv);
 void cpu_ref_layernorm(float *y, const float *x, const void *w, const void *b,
 		       enum allm_dtype dt, int64_t n, int64_t dim, float eps);
 /* y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias) */
@@ -80,6 +83,9 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     bool wide);
 /* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
+/* cpu_ref_rmsnorm bit for bit, 16 rows' sums at once (AVX2 gathers). */
+void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
+		      int64_t dim, float eps);
 /* Whole batch, single thread. */
 int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 		      const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,

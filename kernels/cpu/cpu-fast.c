@@ -163,19 +163,21 @@ struct rows_job {
 	int64_t n, dim;
 	int32_t n_heads, n_kv_heads, head_dim;
 	float eps;
+	bool simd; /* an x86 level: cpu_rmsnorm_simd (the reference's bits, 16 rows at once) */
 };
 
 static void rmsnorm_worker(void *arg, int64_t begin, int64_t end)
 {
 	struct rows_job *j = arg;
-	cpu_ref_rmsnorm(j->y + begin * j->dim, j->x + begin * j->dim, j->w, j->dt, end - begin, j->dim,
-			j->eps);
+	(j->simd ? cpu_rmsnorm_simd : cpu_ref_rmsnorm)(j->y + begin * j->dim, j->x + begin * j->dim,
+						      j->w, j->dt, end - begin, j->dim, j->eps);
 }
 
 void cpu_fast_rmsnorm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		      enum allm_dtype dt, int64_t n, int64_t dim, float eps)
 {
-	struct rows_job j = { .y = y, .x = x, .w = w, .dt = dt, .n = n, .dim = dim, .eps = eps };
+	struct rows_job j = { .y = y, .x = x, .w = w, .dt = dt, .n = n, .dim = dim, .eps = eps,
+			      .simd = c->level->isa != ALLM_CPU_ISA_PORTABLE };
 	cpu_pool_run(n * dim < ROWS_PARALLEL ? NULL : c->pool, n, rmsnorm_worker, &j);
 }
 

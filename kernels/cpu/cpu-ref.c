@@ -41,9 +41,15 @@ void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt
 		for (int64_t j = 0; j < dim; j++)
 			ss += xr[j] * xr[j];
 		float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-		for (int64_t j = 0; j < dim; j++)
-			y[i * dim + j] = xr[j] * inv * wload(w, dt, j);
+		cpu_ref_rmsnorm_scaled(y + i * dim, xr, w, dt, 0, dim, inv);
 	}
+}
+
+void cpu_ref_rmsnorm_scaled(float *y, const float *x, const void *w, enum allm_dtype dt,
+			    int64_t w0, int64_t len, float inv)
+{
+	for (int64_t j = 0; j < len; j++)
+		y[j] = x[j] * inv * wload(w, dt, (size_t)(w0 + j));
 }
 
 void cpu_ref_layernorm(float *y, const float *x, const void *w, const void *b,

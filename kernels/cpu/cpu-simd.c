@@ -1,4 +1,4 @@
-/* Attention and SiLU with AVX2 + FMA, for every x86 SIMD level (the portable level
+/* Attention, SiLU and RMSNorm with AVX2 + FMA, for every x86 SIMD level (the portable level
  * keeps the reference's loops).
  *
  * Paged attention of one (token, head): the order is fixed
@@ -734,7 +734,70 @@ void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 	silu_mul_avx2(y, gate, up, n);
 }
 
+/* 8 weights from j as f32 (exact conversions). */
+INL T2 __m256 rms_w8(const void *w, enum allm_dtype dt, int64_t j)
+{
+	switch (dt) {
+	case ALLM_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + j)));
+	case ALLM_DTYPE_BF16:
+		return _mm256_castsi256_ps(_mm256_slli_epi32(
+			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + j))), 16));
+	default: return _mm256_loadu_ps((const float *)w + j);
+	}
+}
+
+/* 16 rows: lane r of two registers runs row r's chain of the reference (ss = ss +
+ * x * x in increasing j, a rounded product then a rounded sum: ISO C compiles
+ * these intrinsics without contracting them into an FMA), so each row's sum is
+ * the reference's bit for bit, 16 chains at once instead of one; then each row's
+ * scale and y = (x * inv) * w exactly as the reference rounds them. */
+static T2 void rmsnorm16_avx2(float *y, const float *x, const void *w, enum allm_dtype dt,
+			      int64_t dim, float eps)
+{
+	const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+					       _mm256_set1_epi32((int)dim));
+	const float *x8 = x + 8 * dim;
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	for (int64_t j = 0; j < dim; j++) {
+		__m256 a0 = _mm256_i32gather_ps(x + j, idx, 4), a1 = _mm256_i32gather_ps(x8 + j, idx, 4);
+		s0 = _mm256_add_ps(s0, _mm256_mul_ps(a0, a0));
+		s1 = _mm256_add_ps(s1, _mm256_mul_ps(a1, a1));
+	}
+	float ss[16];
+	_mm256_storeu_ps(ss, s0);
+	_mm256_storeu_ps(ss + 8, s1);
+	for (int r = 0; r < 16; r++) {
+		const float inv = 1.0f / sqrtf(ss[r] / (float)dim + eps);
+		const float *xr = x + r * dim;
+		float *yr = y + r * dim;
+		const __m256 iv = _mm256_set1_ps(inv);
+		int64_t j = 0;
+		for (; j + 8 <= dim; j += 8)
+			_mm256_storeu_ps(yr + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + j), iv),
+							       rms_w8(w, dt, j)));
+		if (j < dim) /* the tail by the reference's own loop */
+			cpu_ref_rmsnorm_scaled(yr + j, xr + j, w, dt, j, dim - j, inv);
+	}
+}
+
+void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
+		      int64_t dim, float eps)
+{
+	int64_t i = 0;
+	if ((int64_t)dim * 15 < INT32_MAX) /* the gather's offsets */
+		for (; i + 16 <= n; i += 16)
+			rmsnorm16_avx2(y + i * dim, x + i * dim, w, dt, dim, eps);
+	if (i < n)
+		cpu_ref_rmsnorm(y + i * dim, x + i * dim, w, dt, n - i, dim, eps);
+}
+
 #else
+
+void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
+		      int64_t dim, float eps)
+{
+	cpu_ref_rmsnorm(y, x, w, dt, n, dim, eps);
+}
 
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 {
