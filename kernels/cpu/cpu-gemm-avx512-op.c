@@ -50,6 +50,7 @@ struct op_job {
 	const float *bias;
 	int64_t n, k, m, k16, row_tiles;
 	int64_t group; /* panels per work item */
+	int64_t threads;
 	struct cpu_pool *pool;
 	_Atomic int err;
 };
@@ -271,9 +272,12 @@ static T5 void op_worker(void *arg, int tid, int64_t begin, int64_t end)
 		/* the next group's rows (contiguous in W) come from DRAM while this one
 		 * computes, a line every few steps of the tiles */
 		struct op_ahead ahead = { .next = NULL, .end = NULL, .mask = 0 };
-		if (g + 1 < end) {
-			ahead.next = j->w + (size_t)(c0 + gcols) * j->w_stride;
-			ahead.end = j->w + (size_t)ALLM_MIN(c0 + 2 * gcols, j->m) * j->w_stride;
+		/* after a run's last group, the group the thread likely claims next: the
+		 * threads take runs in turn, so its next run starts (threads - 1) runs on */
+		int64_t next = g + 1 < end ? g + 1 : end + (j->threads - 1) * (end - begin);
+		if (next * gcols < j->m) {
+			ahead.next = j->w + (size_t)(next * gcols) * j->w_stride;
+			ahead.end = j->w + (size_t)ALLM_MIN((next + 1) * gcols, j->m) * j->w_stride;
 			int64_t steps = j->row_tiles * np * 16 * j->k16, lines = (ahead.end - ahead.next) / 64 + 1;
 			while (ahead.mask * 2 + 1 < steps / lines)
 				ahead.mask = ahead.mask * 2 + 1;
@@ -315,6 +319,7 @@ static int op_gemm(enum allm_dtype dt, struct cpu_pool *pool, bool inline_run, v
 	if (gemm_op_x_bytes(n, k) <= OP_X_L2_BYTES)
 		fit = 1;
 	j.group = 1;
+	j.threads = threads;
 	for (int64_t g = ALLM_MAX((int64_t)1, ALLM_MIN(fit, panels)); g >= 1; g--) {
 		int64_t items = (panels + g - 1) / g, load = (items + threads - 1) / threads * g;
 		if (best < 0 || load < best)
