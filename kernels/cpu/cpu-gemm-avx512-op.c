@@ -113,23 +113,26 @@ static int op_rows(const struct op_job *j, int64_t rt, int64_t *r0)
 static T5 void op_pack_x(void *arg, int tid, int64_t begin, int64_t end)
 {
 	(void)tid;
-	struct op_job *j = arg;
+	const struct op_job *j = arg;
+	/* locals: the masked stores could alias *j, and its fields would be reloaded */
+	const int64_t k16 = j->k16, k = j->k;
+	const float *x = j->x;
 	for (int64_t rt = begin; rt < end; rt++) {
 		int64_t r0;
-		int rows = op_rows(j, rt, &r0);
-		float *dst = j->xp + (size_t)r0 * 16 * j->k16;
-		for (int64_t i = 0; i < j->k16; i++) {
+		const int rows = op_rows(j, rt, &r0);
+		const __mmask16 rm = (__mmask16)((1u << rows) - 1);
+		float *dst = j->xp + (size_t)r0 * 16 * k16;
+		const float *xr = x + r0 * k;
+		for (int64_t i = 0; i < k16; i++) {
 			__m512 v[16];
-			__mmask16 km = k_mask(j->k, 16 * i);
+			const __mmask16 km = k_mask(k, 16 * i);
 			UNROLL16
 			for (int a = 0; a < 16; a++)
-				v[a] = a < rows ? _mm512_maskz_loadu_ps(km, j->x + (r0 + a) * j->k + 16 * i)
-						: _mm512_setzero_ps();
+				v[a] = a < rows ? _mm512_maskz_loadu_ps(km, xr + a * k + 16 * i) : _mm512_setzero_ps();
 			transpose16(v);
 			UNROLL16
 			for (int b = 0; b < 16; b++)
-				_mm512_mask_storeu_ps(dst + ((size_t)b * j->k16 + i) * rows,
-						      (__mmask16)((1u << rows) - 1), v[b]);
+				_mm512_mask_storeu_ps(dst + ((size_t)b * k16 + i) * rows, rm, v[b]);
 		}
 	}
 }
