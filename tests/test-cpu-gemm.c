@@ -133,9 +133,9 @@ static const struct shape shapes[] = {
 	{5, 33, 11},   {1, 64, 300},    {8, 100, 21},   {9, 300, 12},    {13, 512, 7},
 	{6, 513, 16},  {33, 600, 10},   {1, 1031, 23},  {17, 1031, 9},   {2, 4096, 5},
 	{40, 65, 26},
-	/* 16+ rows on the AVX-512 levels: the outer-product driver (uneven row tiles,
-	 * outputs past a panel of 32, k tails, long k) */
-	{16, 16, 33},  {29, 47, 100},   {50, 1100, 70}, {100, 40, 65},
+	/* 16+ rows and k >= 192 on the AVX-512 levels: the outer-product driver (uneven
+	 * row tiles, outputs past a panel of 32, k tails, long k) */
+	{16, 200, 33}, {29, 207, 100},  {50, 1100, 70}, {100, 250, 65},
 };
 
 /* y of level `be` against the emulation (or the reference, or a bound). */
@@ -273,6 +273,51 @@ static void test_level_invariance(allm_backend_t **bes, int n_bes, enum allm_cpu
 		}
 }
 
+/* gemm_multi (matrices of the same x at once) gives each matrix gemm's own bits,
+ * biases included, on both sides of the row count where the level switches path. */
+static void test_level_multi(allm_backend_t *be, enum allm_cpu_isa isa)
+{
+	static const int64_t ns[] = {1, 9, 16, 40};
+	static const int64_t ms[3] = {70, 32, 33};
+	const int64_t k = 200; /* the outer-product path from 16 rows (cpu-gemm-avx512.c) */
+	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
+		for (size_t j = 0; j < ALLM_ARRAY_SIZE(ns); j++) {
+			enum allm_dtype dt = dts[di];
+			int64_t n = ns[j];
+			float *x = malloc((size_t)(n * k) * 4), *wf[3], *ys[3], *want[3], bias[70];
+			void *ws[3], *bs[3];
+			for (int64_t i = 0; i < n * k; i++)
+				x[i] = frand();
+			for (int i = 0; i < 70; i++)
+				bias[i] = 0.5f * frand();
+			for (int i = 0; i < 3; i++) {
+				ws[i] = make_w(dt, ms[i], k, &wf[i]);
+				bs[i] = NULL;
+				if (i == 1) { /* one matrix with a bias, stored as the level takes it */
+					bs[i] = malloc(70 * 4);
+					if (dt == ALLM_DTYPE_Q8)
+						memcpy(bs[i], bias, 70 * 4);
+					else
+						allm_from_f32(bs[i], bias, dt, 70);
+				}
+				ys[i] = malloc((size_t)(n * ms[i]) * 4);
+				want[i] = malloc((size_t)(n * ms[i]) * 4);
+				be->iface->gemm(be, want[i], x, ws[i], bs[i], dt, n, k, ms[i]);
+			}
+			CHECK(be->iface->gemm_multi, "%s: no gemm_multi", allm_cpu_isa_name(isa));
+			int r = be->iface->gemm_multi(be, 3, ys, x, (const void *const *)ws,
+						      (const void *const *)bs, dt, n, k, ms);
+			CHECK(r == 0, "gemm_multi returned %d", r);
+			for (int i = 0; i < 3; i++) {
+				CHECK(!memcmp(ys[i], want[i], (size_t)(n * ms[i]) * 4),
+				      "%s %s n=%lld: gemm_multi matrix %d differs from gemm",
+				      allm_cpu_isa_name(isa), allm_dtype_name(dt), (long long)n, i);
+				free(ws[i]), free(wf[i]), free(bs[i]), free(ys[i]), free(want[i]);
+			}
+			free(x);
+		}
+}
+
 int main(void)
 {
 	struct allm_err err = {{0}};
@@ -299,6 +344,7 @@ int main(void)
 		printf("%-12s %s\n", allm_cpu_isa_name(isa), bes[1]->iface->describe(bes[1]));
 		test_level_values(bes[1], ref, (enum allm_cpu_isa)isa);
 		test_level_invariance(bes, 3, (enum allm_cpu_isa)isa);
+		test_level_multi(bes[1], (enum allm_cpu_isa)isa);
 		for (int t = 0; t < 3; t++)
 			allm_backend_destroy(bes[t]);
 		tested++;

@@ -182,6 +182,33 @@ static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 			goto fail; \
 	} while (0)
 
+/* GEMMs of the same x (q, k, v; gate, up): one call where the backend can prepare x
+ * once for all of them, one each otherwise (the bits are gemm's either way). */
+static int gemm_shared_x(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
+			 const void *const *ws, const void *const *bs, enum allm_dtype dt,
+			 int64_t T, int64_t k, const int64_t *ms)
+{
+	if (be->iface->gemm_multi)
+		return be->iface->gemm_multi(be, n_mats, ys, x, ws, bs, dt, T, k, ms);
+	for (int i = 0; i < n_mats; i++) {
+		int r = be->iface->gemm(be, ys[i], x, ws[i], bs[i], dt, T, k, ms[i]);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* q, k and v of one layer from x. */
+static int qkv(allm_backend_t *be, struct acts *a, const float *x,
+	       const struct allm_layer_weights *L, enum allm_dtype dt, int64_t T, int64_t D,
+	       int64_t Q, int64_t K)
+{
+	float *const ys[3] = { a->q, a->k, a->v };
+	const void *const ws[3] = { L->wq, L->wk, L->wv }, *const bs[3] = { L->bq, L->bk, L->bv };
+	const int64_t ms[3] = { Q, K, K };
+	return gemm_shared_x(be, 3, ys, x, ws, bs, dt, T, D, ms);
+}
+
 static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
 			   const struct allm_attn_meta *meta)
 {
@@ -195,9 +222,7 @@ static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int6
 	int r;
 
 	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, m->vdtype, T, D, c->norm_eps));
-	CHECK(BE->gemm(be, a->q, a->h, L->wq, L->bq, dt, T, D, Q));
-	CHECK(BE->gemm(be, a->k, a->h, L->wk, L->bk, dt, T, D, K));
-	CHECK(BE->gemm(be, a->v, a->h, L->wv, L->bv, dt, T, D, K));
+	CHECK(qkv(be, a, a->h, L, dt, T, D, Q, K));
 	CHECK(BE->rope(be, a->q, a->k, meta->tok_pos, m->inv_freq, T, c->n_heads, c->n_kv_heads,
 		       c->head_dim));
 	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
@@ -206,8 +231,10 @@ static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int6
 	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
 	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
 	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, m->vdtype, T, D, c->norm_eps));
-	CHECK(BE->gemm(be, a->g, a->h, L->w_gate, L->b_gate, dt, T, D, F));
-	CHECK(BE->gemm(be, a->u, a->h, L->w_up, L->b_up, dt, T, D, F));
+	float *const gu[2] = { a->g, a->u };
+	const void *const gu_w[2] = { L->w_gate, L->w_up }, *const gu_b[2] = { L->b_gate, L->b_up };
+	const int64_t gu_m[2] = { F, F };
+	CHECK(gemm_shared_x(be, 2, gu, a->h, gu_w, gu_b, dt, T, D, gu_m));
 	CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
 	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, dt, T, F, D));
 	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
@@ -228,9 +255,7 @@ static int opt_attn(struct allm_executor *ex, int l, struct acts *a, const float
 	int64_t D = c->hidden, Q = (int64_t)c->n_heads * c->head_dim;
 	int64_t K = (int64_t)c->n_kv_heads * c->head_dim;
 	int r;
-	CHECK(BE->gemm(be, a->q, in, L->wq, L->bq, dt, T, D, Q));
-	CHECK(BE->gemm(be, a->k, in, L->wk, L->bk, dt, T, D, K));
-	CHECK(BE->gemm(be, a->v, in, L->wv, L->bv, dt, T, D, K));
+	CHECK(qkv(be, a, in, L, dt, T, D, Q, K));
 	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
 	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
 			    1.0f / sqrtf((float)c->head_dim), meta));

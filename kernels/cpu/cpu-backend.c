@@ -160,6 +160,21 @@ static int cpu_gemm(allm_backend_t *be, float *y, const float *x, const void *w,
 	return cpu_fast_gemm(c, y, x, w, bias, dt, n, k, m);
 }
 
+static int cpu_gemm_multi(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
+			  const void *const *ws, const void *const *biases, enum allm_dtype dt,
+			  int64_t n, int64_t k, const int64_t *ms)
+{
+	struct cpu_ctx *c = CTX(be);
+	if (!c->reference && !c->blas)
+		return cpu_fast_gemm_multi(c, n_mats, ys, x, ws, biases, dt, n, k, ms);
+	for (int i = 0; i < n_mats; i++) {
+		int r = cpu_gemm(be, ys[i], x, ws[i], biases[i], dt, n, k, ms[i]);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 		    const float *inv_freq, int64_t n, int32_t n_heads, int32_t n_kv_heads,
 		    int32_t head_dim)
@@ -278,6 +293,7 @@ static const struct allm_backend_i cpu_iface = {
 	.rmsnorm = cpu_rmsnorm,
 	.layernorm = cpu_layernorm,
 	.gemm = cpu_gemm,
+	.gemm_multi = cpu_gemm_multi,
 	.rope = cpu_rope,
 	.silu_mul = cpu_silu_mul,
 	.relu = cpu_relu,

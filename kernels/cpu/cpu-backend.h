@@ -97,6 +97,9 @@ int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 /* Starts the threads and picks the GEMM level (isa: AUTO or one this CPU has). */
 int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err);
 void cpu_fast_fini(struct cpu_ctx *c);
+int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,
+			const void *const *ws, const void *const *biases, enum allm_dtype dt,
+			int64_t n, int64_t k, const int64_t *ms);
 int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
 /* silu_mul over the threads (the SIMD version on x86 levels). */

@@ -14,16 +14,20 @@
  * partial results, a binary counter). Only the order of whole passes differs from
  * the tiles, and every pass is independent of the others, so the result of each
  * element, and so the bits, do not change: this is an implementation of the same
- * order, picked by the row count, and batch invariance holds across the switch.
+ * order, picked by the row count and k, and batch invariance holds across the
+ * switch.
  *
- * Layouts, both packed per call: activations per tile of 14 tokens as
+ * Layouts, both packed per call: activations per tile of up to 14 tokens as
  * [residue j][step i][token] (x[token][16 i + j]); W per panel of 32 outputs as
  * [j][i][output] (W[output][16 i + j], converted to f32). Rows past n, outputs
- * past m and k past its end are zeros (zero steps leave a chain unchanged). */
+ * past m and k past its end are zeros (zero steps leave a chain unchanged). Up to
+ * GEMM_MULTI_MAX matrices of the same activations (q, k, v) share one packing and
+ * one job. */
 #include "cpu-gemm.h"
 #include "cpu-gemm-x86.h"
 #include "cpu-threads.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 
 #ifdef GEMM_X86
@@ -40,17 +44,25 @@
  * FMA peak once they stay in registers). */
 #define UNROLL16 _Pragma("GCC unroll 16")
 
+/* One matrix of a call, and its work items. */
+struct op_mat {
+	float *y;
+	const char *w;
+	const float *bias;
+	int64_t m;
+	int64_t group; /* panels per work item */
+	int64_t item0; /* its first item among the call's */
+};
+
 struct op_job {
 	enum allm_dtype dt;
-	float *y;
 	const float *x;
 	float *xp; /* per row tile, [16][k16][its rows] */
-	const char *w;
 	size_t w_stride;
-	const float *bias;
-	int64_t n, k, m, k16, row_tiles;
-	int64_t group; /* panels per work item */
-	int64_t threads;
+	int64_t n, k, k16, row_tiles;
+	int64_t threads, items;
+	int n_mats;
+	struct op_mat mats[GEMM_MULTI_MAX]; /* matrices of the same activations */
 	struct cpu_pool *pool;
 	_Atomic int err;
 };
@@ -138,16 +150,17 @@ static T5 void op_pack_x(void *arg, int tid, int64_t begin, int64_t end)
 }
 
 /* W rows [o0, o0 + 32) as f32 into the panel layout (dt a constant when inlined). */
-INL T5 void op_pack_w_dt(const enum allm_dtype dt, float *dst, const struct op_job *j, int64_t o0)
+INL T5 void op_pack_w_dt(const enum allm_dtype dt, float *dst, const struct op_job *j,
+			 const struct op_mat *mt, int64_t o0)
 {
 	const int64_t k32 = allm_q8_k32(j->k);
 	for (int h = 0; h < 2; h++) {
 		/* rows past m: zeros (their pointer stays on a real row, never read) */
-		int64_t valid = ALLM_MAX((int64_t)0, ALLM_MIN((int64_t)16, j->m - o0 - 16 * h));
+		int64_t valid = ALLM_MAX((int64_t)0, ALLM_MIN((int64_t)16, mt->m - o0 - 16 * h));
 		const char *rows[16];
 		UNROLL16
 		for (int a = 0; a < 16; a++)
-			rows[a] = j->w + (size_t)(o0 + 16 * h + ALLM_MIN((int64_t)a, valid - 1)) * j->w_stride;
+			rows[a] = mt->w + (size_t)(o0 + 16 * h + ALLM_MIN((int64_t)a, valid - 1)) * j->w_stride;
 		if (valid == 0)
 			rows[0] = NULL;
 		for (int64_t i = 0; i < j->k16; i++) {
@@ -168,13 +181,13 @@ INL T5 void op_pack_w_dt(const enum allm_dtype dt, float *dst, const struct op_j
 	}
 }
 
-static T5 void op_pack_w(float *dst, const struct op_job *j, int64_t o0)
+static T5 void op_pack_w(float *dst, const struct op_job *j, const struct op_mat *mt, int64_t o0)
 {
 	switch (j->dt) {
-	case ALLM_DTYPE_F16: op_pack_w_dt(ALLM_DTYPE_F16, dst, j, o0); break;
-	case ALLM_DTYPE_BF16: op_pack_w_dt(ALLM_DTYPE_BF16, dst, j, o0); break;
-	case ALLM_DTYPE_Q8: op_pack_w_dt(ALLM_DTYPE_Q8, dst, j, o0); break;
-	default: op_pack_w_dt(ALLM_DTYPE_F32, dst, j, o0); break;
+	case ALLM_DTYPE_F16: op_pack_w_dt(ALLM_DTYPE_F16, dst, j, mt, o0); break;
+	case ALLM_DTYPE_BF16: op_pack_w_dt(ALLM_DTYPE_BF16, dst, j, mt, o0); break;
+	case ALLM_DTYPE_Q8: op_pack_w_dt(ALLM_DTYPE_Q8, dst, j, mt, o0); break;
+	default: op_pack_w_dt(ALLM_DTYPE_F32, dst, j, mt, o0); break;
 	}
 }
 
@@ -255,32 +268,49 @@ static T5 void op_tile(const float *xp, const float *wp, int64_t k16, float *y, 
 	}
 }
 
-/* Groups of panels [begin, end): a group is packed once (it fits L2 beside a row
- * tile), then each row tile meets all of its panels while the tile's activations
- * sit in L1/L2, so activations stream from memory once per group, not per panel
- * (2048 rows of 768 are 6 MiB: more than L2). */
+/* The matrix of item `it`, and the item's group of panels in it. */
+static const struct op_mat *op_item(const struct op_job *j, int64_t it, int64_t *g)
+{
+	int i = j->n_mats - 1;
+	while (i > 0 && it < j->mats[i].item0)
+		i--;
+	*g = it - j->mats[i].item0;
+	return &j->mats[i];
+}
+
+/* Items [begin, end), each a group of one matrix's panels: a group is packed once
+ * (it fits L2 beside a row tile), then each row tile meets all of its panels while
+ * the tile's activations sit in L1/L2, so activations stream from memory once per
+ * group, not per panel (2048 rows of 768 are 6 MiB: more than L2). */
 static T5 void op_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct op_job *j = arg;
 	const size_t panel = (size_t)j->k16 * 16 * OP_OUT; /* floats */
-	float *wp = cpu_pool_scratch_or_fail(j->pool, tid, panel * 4 * (size_t)j->group, &j->err);
+	int64_t max_group = 1;
+	for (int i = 0; i < j->n_mats; i++)
+		max_group = ALLM_MAX(max_group, j->mats[i].group);
+	float *wp = cpu_pool_scratch_or_fail(j->pool, tid, panel * 4 * (size_t)max_group, &j->err);
 	if (!wp)
 		return;
-	const int64_t gcols = j->group * OP_OUT;
-	for (int64_t g = begin; g < end; g++) {
-		int64_t c0 = g * gcols, ncols = ALLM_MIN(gcols, j->m - c0);
-		int np = (int)((ncols + OP_OUT - 1) / OP_OUT);
+	for (int64_t it = begin; it < end; it++) {
+		int64_t g;
+		const struct op_mat *mt = op_item(j, it, &g);
+		const int64_t gcols = mt->group * OP_OUT, c0 = g * gcols;
+		int np = (int)((ALLM_MIN(gcols, mt->m - c0) + OP_OUT - 1) / OP_OUT);
 		for (int p = 0; p < np; p++)
-			op_pack_w(wp + p * panel, j, c0 + p * OP_OUT);
-		/* the next group's rows (contiguous in W) come from DRAM while this one
-		 * computes, a line every few steps of the tiles */
+			op_pack_w(wp + p * panel, j, mt, c0 + p * OP_OUT);
+		/* the next item's rows (contiguous in W) come from DRAM while this one
+		 * computes, a line every few steps of the tiles; after a run's last item,
+		 * the item the thread likely claims next: the threads take runs in turn,
+		 * so its next run starts (threads - 1) runs on */
 		struct op_ahead ahead = { .next = NULL, .end = NULL, .mask = 0 };
-		/* after a run's last group, the group the thread likely claims next: the
-		 * threads take runs in turn, so its next run starts (threads - 1) runs on */
-		int64_t next = g + 1 < end ? g + 1 : end + (j->threads - 1) * (end - begin);
-		if (next * gcols < j->m) {
-			ahead.next = j->w + (size_t)(next * gcols) * j->w_stride;
-			ahead.end = j->w + (size_t)ALLM_MIN((next + 1) * gcols, j->m) * j->w_stride;
+		int64_t next = it + 1 < end ? it + 1 : end + (j->threads - 1) * (end - begin);
+		if (next < j->items) {
+			int64_t g2;
+			const struct op_mat *m2 = op_item(j, next, &g2);
+			const int64_t gc2 = m2->group * OP_OUT;
+			ahead.next = m2->w + (size_t)(g2 * gc2) * j->w_stride;
+			ahead.end = m2->w + (size_t)ALLM_MIN((g2 + 1) * gc2, m2->m) * j->w_stride;
 			int64_t steps = j->row_tiles * np * 16 * j->k16, lines = (ahead.end - ahead.next) / 64 + 1;
 			while (ahead.mask * 2 + 1 < steps / lines)
 				ahead.mask = ahead.mask * 2 + 1;
@@ -291,8 +321,9 @@ static T5 void op_worker(void *arg, int tid, int64_t begin, int64_t end)
 			for (int p = 0; p < np; p++) {
 				int64_t o0 = c0 + p * OP_OUT;
 				op_tile(j->xp + (size_t)r0 * 16 * j->k16, wp + p * panel, j->k16,
-					j->y + r0 * j->m + o0, j->m, rows, (int)ALLM_MIN((int64_t)OP_OUT, j->m - o0),
-					j->bias ? j->bias + o0 : NULL, &ahead);
+					mt->y + r0 * mt->m + o0, mt->m, rows,
+					(int)ALLM_MIN((int64_t)OP_OUT, mt->m - o0), mt->bias ? mt->bias + o0 : NULL,
+					&ahead);
 			}
 		}
 	}
@@ -304,44 +335,62 @@ size_t gemm_op_x_bytes(int64_t n, int64_t k)
 	return (size_t)n * 16 * (size_t)((k + 15) / 16) * 4;
 }
 
-static int op_gemm(enum allm_dtype dt, struct cpu_pool *pool, bool inline_run, void *xbuf, float *y,
-		   const float *x, const void *w, const float *bias, int64_t n, int64_t k, int64_t m)
+/* Panels per item of an m-output matrix: one while the packed activations fit L2
+ * beside a panel (then the next panel is prefetched while this one computes); else
+ * at most what fits OP_GROUP_BYTES, and the size whose items share out most evenly
+ * over the threads (64 panels on 2 threads: 16 x 4, not 13 x 5), the larger on a
+ * tie. */
+static int64_t op_group(const struct op_job *j, int64_t m)
 {
-	struct op_job j = {
-		.dt = dt, .y = y, .x = x, .xp = xbuf, .w = w, .w_stride = gemm_w_stride(dt, k),
-		.bias = bias, .n = n, .k = k, .m = m, .k16 = (k + 15) / 16,
-		.row_tiles = (n + OP_R - 1) / OP_R, .pool = pool,
-	};
-	/* panels per item: one while the packed activations fit L2 beside a panel
-	 * (then the next panel is prefetched while this one computes); else at most
-	 * what fits OP_GROUP_BYTES, and the size whose items share out most evenly
-	 * over the threads (64 panels on 2 threads: 16 x 4, not 13 x 5), the larger on
-	 * a tie */
-	int64_t panels = (m + OP_OUT - 1) / OP_OUT, threads = cpu_pool_size(pool), best = -1;
-	int64_t fit = (int64_t)(OP_GROUP_BYTES / ((size_t)j.k16 * 16 * OP_OUT * 4));
-	if (gemm_op_x_bytes(n, k) <= OP_X_L2_BYTES)
+	int64_t panels = (m + OP_OUT - 1) / OP_OUT, best = -1, group = 1;
+	int64_t fit = (int64_t)(OP_GROUP_BYTES / ((size_t)j->k16 * 16 * OP_OUT * 4));
+	if (gemm_op_x_bytes(j->n, j->k) <= OP_X_L2_BYTES)
 		fit = 1;
-	j.group = 1;
-	j.threads = threads;
 	for (int64_t g = ALLM_MAX((int64_t)1, ALLM_MIN(fit, panels)); g >= 1; g--) {
-		int64_t items = (panels + g - 1) / g, load = (items + threads - 1) / threads * g;
+		int64_t items = (panels + g - 1) / g, load = (items + j->threads - 1) / j->threads * g;
 		if (best < 0 || load < best)
-			best = load, j.group = g;
+			best = load, group = g;
+	}
+	return group;
+}
+
+/* n_mats matrices of the same activations: packed once, all the matrices' items in
+ * one job. */
+static int op_gemm(enum allm_dtype dt, struct cpu_pool *pool, bool inline_run, void *xbuf,
+		   int n_mats, float *const *ys, const float *x, const void *const *ws,
+		   const float *const *biases, int64_t n, int64_t k, const int64_t *ms)
+{
+	if (n_mats < 1 || n_mats > GEMM_MULTI_MAX)
+		return -EINVAL;
+	struct op_job j = {
+		.dt = dt, .x = x, .xp = xbuf, .w_stride = gemm_w_stride(dt, k), .n = n, .k = k,
+		.k16 = (k + 15) / 16, .row_tiles = (n + OP_R - 1) / OP_R,
+		.threads = cpu_pool_size(pool), .n_mats = n_mats, .pool = pool,
+	};
+	for (int i = 0; i < n_mats; i++) {
+		struct op_mat *mt = &j.mats[i];
+		*mt = (struct op_mat){ .y = ys[i], .w = ws[i], .bias = biases[i], .m = ms[i],
+				       .group = op_group(&j, ms[i]), .item0 = j.items };
+		j.items += ((ms[i] + OP_OUT - 1) / OP_OUT + mt->group - 1) / mt->group;
 	}
 	gemm_run_items(pool, inline_run || j.row_tiles < 2, j.row_tiles, op_pack_x, &j);
-	gemm_run_items(pool, inline_run, (panels + j.group - 1) / j.group, op_worker, &j);
+	gemm_run_items(pool, inline_run, j.items, op_worker, &j);
 	return atomic_load(&j.err);
 }
 
-#define OP_DT(name, dt) \
+#define OP_DT(name, multi, dt) \
 	int name(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x, \
 		 const void *w, const float *bias, int64_t n, int64_t k, int64_t m) \
 	{ \
-		return op_gemm(dt, pool, inline_run, xbuf, y, x, w, bias, n, k, m); \
+		return op_gemm(dt, pool, inline_run, xbuf, 1, &y, x, &w, &bias, n, k, &m); \
+	} \
+	GEMM_OP_MULTI(multi) \
+	{ \
+		return op_gemm(dt, pool, inline_run, xbuf, n_mats, ys, x, ws, biases, n, k, ms); \
 	}
-OP_DT(gemm_op_f32, ALLM_DTYPE_F32)
-OP_DT(gemm_op_f16, ALLM_DTYPE_F16)
-OP_DT(gemm_op_bf16, ALLM_DTYPE_BF16)
-OP_DT(gemm_op_q8, ALLM_DTYPE_Q8)
+OP_DT(gemm_op_f32, gemm_op_multi_f32, ALLM_DTYPE_F32)
+OP_DT(gemm_op_f16, gemm_op_multi_f16, ALLM_DTYPE_F16)
+OP_DT(gemm_op_bf16, gemm_op_multi_bf16, ALLM_DTYPE_BF16)
+OP_DT(gemm_op_q8, gemm_op_multi_q8, ALLM_DTYPE_Q8)
 
 #endif /* GEMM_X86 */

@@ -309,19 +309,22 @@ static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4(BF16
 
 /* --- the levels ------------------------------------------------------------------ */
 
-/* From this many rows on, the outer-product driver (cpu-gemm-avx512-op.c): the
- * same bits, faster once its packing of W is shared by enough rows. */
-#ifndef AVX512_OP_ROWS
+/* From this many rows and this k on, the outer-product driver (cpu-gemm-avx512-op.c):
+ * the same bits, faster once its packing of W is shared by enough rows and its 16
+ * passes over k are long enough (measured, 2 threads: 256 x k x 512 is slower at
+ * k = 64 and 128, faster from 192). */
 #define AVX512_OP_ROWS 16
-#endif
-#define KERN(fn, conv, op) \
+#define AVX512_OP_K 192
+#define KERN(fn, conv, op, multi) \
 	{ .max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .decode_cols = AVX512_DECODE_COLS, \
 	  .tile = fn, .w_to_f32 = conv, .tile_f32 = tile_f32, .whole_x_bytes = gemm_op_x_bytes, \
-	  .whole = op, .whole_min_rows = AVX512_OP_ROWS }
-static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy, gemm_op_f32),
-			       k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32, gemm_op_f16),
-			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32, gemm_op_bf16),
-			       k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32, gemm_op_q8);
+	  .whole = op, .whole_min_rows = AVX512_OP_ROWS, .whole_min_k = AVX512_OP_K, \
+	  .whole_multi = multi }
+static const struct gemm_kern
+	k_f32 = KERN(tile_f32, gemm_f32_copy, gemm_op_f32, gemm_op_multi_f32),
+	k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32, gemm_op_f16, gemm_op_multi_f16),
+	k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32, gemm_op_bf16, gemm_op_multi_bf16),
+	k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32, gemm_op_q8, gemm_op_multi_q8);
 static const struct gemm_kern k_q8_vnni = {
 	.max_rows = VNNI_ROWS, .max_cols = VNNI_COLS, .tile = tile_q8_vnni,
 	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,

@@ -268,7 +268,7 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	const float *b;
 	if (bias_f32(c, bias, dt, m, &b))
 		return -ENOMEM;
-	if (kn->whole && n >= kn->whole_min_rows) {
+	if (kn->whole && n >= kn->whole_min_rows && k >= kn->whole_min_k) {
 		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
 		if (!xbuf)
 			return -ENOMEM;
@@ -313,6 +313,61 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	}
 	pthread_mutex_lock(&c->gemm_mu); /* the shared preparation buffers */
 	int r = gemm_locked(c, y, x, w, bias, dt, n, k, m);
+	pthread_mutex_unlock(&c->gemm_mu);
+	return r;
+}
+
+/* Matrices of the same activations (q, k and v; gate and up): where the level has
+ * a driver for several, the activations are prepared once and all the matrices run
+ * as one job; elsewhere one GEMM each. Same bits either way. */
+int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,
+			const void *const *ws, const void *const *biases, enum allm_dtype dt,
+			int64_t n, int64_t k, const int64_t *ms)
+{
+	const struct gemm_kern *kn = kern_for(c->level, dt);
+	int64_t sum_m = 0;
+	bool fused = kn && kn->whole_multi && n >= kn->whole_min_rows && k >= kn->whole_min_k &&
+		     k > 0 && n_mats >= 1 && n_mats <= GEMM_MULTI_MAX;
+	for (int i = 0; fused && i < n_mats; i++) {
+		fused = ms[i] > 0;
+		sum_m += ms[i];
+	}
+	if (!fused) {
+		for (int i = 0; i < n_mats; i++) {
+			int r = cpu_fast_gemm(c, ys[i], x, ws[i], biases[i], dt, n, k, ms[i]);
+			if (r)
+				return r;
+		}
+		return 0;
+	}
+	pthread_mutex_lock(&c->gemm_mu);
+	int r = 0;
+	const float *b[GEMM_MULTI_MAX];
+	bool convert = false;
+	for (int i = 0; i < n_mats; i++) {
+		b[i] = biases[i];
+		convert |= biases[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8;
+	}
+	if (convert) { /* f16/bf16 biases as f32, one slice each */
+		float *bb = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)sum_m * sizeof(float));
+		if (!bb) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (int i = 0; i < n_mats; bb += ms[i], i++)
+			if (biases[i]) {
+				allm_to_f32(bb, biases[i], dt, (size_t)ms[i]);
+				b[i] = bb;
+			}
+	}
+	void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
+	if (!xbuf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = kn->whole_multi(c->pool, (double)n * (double)k * (double)sum_m < GEMM_INLINE_MACS, xbuf,
+			    n_mats, ys, x, ws, b, n, k, ms);
+out:
 	pthread_mutex_unlock(&c->gemm_mu);
 	return r;
 }

@@ -13,8 +13,9 @@
  *             over p = j, j + 16, j + 32, ... in increasing p, starting from +0;
  *             then the lanes are added in one tree, s8[j] = l[j] + l[j+8],
  *             s4[j] = s8[j] + s8[j+4], s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1];
- *             y = s + bias. (From 16 rows on, cpu-gemm-avx512-op.c computes the
- *             same 16 chains and the same tree with 16 outputs per vector.)
+ *             y = s + bias. (From 16 rows and k = 192 on, cpu-gemm-avx512-op.c
+ *             computes the same 16 chains and the same tree with 16 outputs per
+ *             vector.)
  *   avx2:     the same with 8 lanes (p mod 8; tree from s4[j] = l[j] + l[j+4]).
  *   avx512-vnni: as avx512 for float weights; int8 weights meet int8 activations:
  *             each row of x is quantized per block of 32 (xq = round-half-even(
@@ -55,6 +56,7 @@
 #endif
 #define GEMM_DIRECT_ROWS 8 /* up to this many rows: W read in place, k in one piece */
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
+#define GEMM_MULTI_MAX 4 /* matrices of one cpu_fast_gemm_multi call, at most */
 
 struct cpu_pool;
 
@@ -104,9 +106,14 @@ struct gemm_kern {
 	size_t (*whole_x_bytes)(int64_t n, int64_t k);
 	int (*whole)(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		     const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
-	/* The whole driver from this many rows on (0: always); below it, the tiles,
-	 * which then must give the same bits. */
-	int whole_min_rows;
+	/* The whole driver from this many rows and this k on (0: always); below, the
+	 * tiles, which then must give the same bits. */
+	int whole_min_rows, whole_min_k;
+	/* Optional, with whole: several matrices of the same activations at once
+	 * (prepared once, one job), each with whole's bits. */
+	int (*whole_multi)(struct cpu_pool *pool, bool inline_run, void *xbuf, int n_mats,
+			   float *const *ys, const float *x, const void *const *ws,
+			   const float *const *biases, int64_t n, int64_t k, const int64_t *ms);
 };
 
 struct gemm_level {
@@ -130,6 +137,14 @@ int gemm_op_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, c
 		 const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 int gemm_op_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 	       const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
+#define GEMM_OP_MULTI(name) \
+	int name(struct cpu_pool *pool, bool inline_run, void *xbuf, int n_mats, float *const *ys, \
+		 const float *x, const void *const *ws, const float *const *biases, int64_t n, \
+		 int64_t k, const int64_t *ms)
+GEMM_OP_MULTI(gemm_op_multi_f32);
+GEMM_OP_MULTI(gemm_op_multi_f16);
+GEMM_OP_MULTI(gemm_op_multi_bf16);
+GEMM_OP_MULTI(gemm_op_multi_q8);
 /* The AMX driver (cpu-gemm-amx.c) for bf16 weights. */
 size_t gemm_amx_x_bytes(int64_t n, int64_t k);
 int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
