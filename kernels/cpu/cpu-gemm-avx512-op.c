@@ -35,9 +35,7 @@
 #define OP_R 14 /* tokens per tile at most: 28 accumulators, 2 weight vectors, 1 broadcast */
 #define OP_OUT 32 /* outputs per tile and per panel (two zmm) */
 #define OP_PF 8 /* steps a tile prefetches its packed operands ahead */
-#ifndef OP_GROUP_BYTES
 #define OP_GROUP_BYTES (512 << 10) /* packed W of one work item, at most (L2: 2 MiB) */
-#endif
 #define OP_X_L2_BYTES (1 << 20) /* packed activations that stay in L2 across panels */
 /* Loops over up to 16 vectors, fully unrolled: an array indexed in a loop that is
  * not gets kept in memory (the tile's accumulators: measured 89 % -> 99 % of the
