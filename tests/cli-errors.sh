@@ -85,6 +85,7 @@ expect_error "--max-tokens 0" 'max-tokens' $R --prompt-ids 1,2 --max-tokens 0
 expect_error "--block-size 0" 'block-size' $R --prompt-ids 1,2 --block-size 0
 expect_error "--device tpu" 'device' $RUN --model "$M" --prompt-ids 1,2 --device tpu
 expect_error "--dtype int4" 'dtype' $R --prompt-ids 1,2 --dtype int4
+expect_error "--kv-cache-dtype int8" 'kv-cache-dtype' $R --prompt-ids 1,2 --kv-cache-dtype int8
 expect_error "--seed abc" 'seed' $R --prompt-ids 1,2 --seed abc
 expect_error "unknown flag" 'unknown flag.*--frobnicate' $R --prompt-ids 1,2 --frobnicate 3
 expect_error "unknown flag at the end" 'unknown flag.*--frobnicate|missing value.*--frobnicate' $R --prompt-ids 1,2 --frobnicate

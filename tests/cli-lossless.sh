@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds; fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -77,6 +77,27 @@ out=$tmp/paper.json
   --max-wait-factor 0 >"$out" 2>/dev/null || { echo "FAIL: the paper's fair failed"; fail=1; }
 [ "$(field "$out" "['outputs_sha256']")" = "$ref" ] && echo "the paper's fair (no headroom, no aging): same outputs" ||
   { echo "FAIL: the paper's fair changed the outputs"; fail=1; }
+# 16-bit K/V (--kv-cache-dtype): twice the blocks in the same memory, and the same
+# outputs with and without preemption under each policy (recompute rebuilds the K/V
+# in the same dtype the swap keeps)
+for kd in f16 bf16; do
+  "$RUN" "${W[@]}" --kv-cache-dtype $kd >"$tmp/kv-$kd.json" 2>"$tmp/kv-$kd.err" ||
+    { echo "FAIL: --kv-cache-dtype $kd"; cat "$tmp/kv-$kd.err"; fail=1; continue; }
+  kref=$(field "$tmp/kv-$kd.json" "['outputs_sha256']")
+  g16=$(field "$tmp/kv-$kd.json" "['blocks']['gpu']"); g32=$(field "$tmp/plenty.json" "['blocks']['gpu']")
+  echo "--kv-cache-dtype $kd: sha $kref, $g16 GPU blocks (f32: $g32)"
+  [ "$g16" -ge $((2 * g32 - 1)) ] || { echo "FAIL: $kd K/V did not double the blocks ($g16 vs $g32)"; fail=1; }
+  grep -q "block size 16, $kd," "$tmp/kv-$kd.err" || { echo "FAIL: the KV line does not name $kd"; fail=1; }
+  for p in recompute swap; do
+    out=$tmp/kv-$kd-$p.json
+    "$RUN" "${W[@]}" --kv-cache-dtype $kd --gpu-blocks 16 --cpu-blocks 8 --preempt $p >"$out" 2>/dev/null ||
+      { echo "FAIL: --kv-cache-dtype $kd --preempt $p"; fail=1; continue; }
+    h=$(field "$out" "['outputs_sha256']"); n=$(field "$out" "['preemptions']['$p']")
+    echo "--kv-cache-dtype $kd --preempt $p --gpu-blocks 16: sha $h, $n preemptions"
+    [ "$h" = "$kref" ] || { echo "FAIL: $kd K/V: --preempt $p changed the outputs"; fail=1; }
+    [ "$n" -gt 0 ] || { echo "FAIL: $kd K/V: --preempt $p never preempted"; fail=1; }
+  done
+done
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
 if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then

@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"                         --log-level --gemm --reference --dummy-seed\n"
 		"                         --chunked-prefill --admit-lookahead --max-wait-factor\n"
 		"                         --disk-swap-space --disk-swap-dir --cpu-isa --quant\n"
+		"                         --kv-cache-dtype\n"
 		"  --start-timeout S      limit on the engine's load + calibration (default 900)\n"
 		"workload:\n"
 		"  --workload W           chatbot (default), alpaca, summary or FILE.jsonl\n"
@@ -140,6 +141,7 @@ static bool is_engine_flag(const char *f)
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
 		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
 		"--max-wait-factor", "--disk-swap-space", "--disk-swap-dir", "--cpu-isa", "--quant",
+		"--kv-cache-dtype",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))

@@ -212,9 +212,9 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	}
 	if (note[0])
 		fprintf(stderr, "allm-run: %s\n", note);
-	fprintf(stderr, "allm-run: KV blocks: %d GPU, %d CPU (block size %d, %.1f KiB each)\n",
+	fprintf(stderr, "allm-run: KV blocks: %d GPU, %d CPU (block size %d, %s, %.1f KiB each)\n",
 		rt->kv->gpu.n_total, rt->kv->cpu.n_total, rt->kv->lay.block_size,
-		rt->kv->block_bytes / 1024.0);
+		allm_dtype_name(rt->kv->lay.dtype), rt->kv->block_bytes / 1024.0);
 	allm_engine_reset_stats(e);
 
 	/* the device's clock: a simulated device's runs are in simulated time */

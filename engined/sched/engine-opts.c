@@ -11,6 +11,7 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->device = "auto";
 	o->dtype = "auto";
+	o->kv_cache_dtype = "auto";
 	o->block_size = 16;
 	o->gpu_mem_util = 0.9;
 	o->kv_cache_gib = 1.0;
@@ -54,6 +55,10 @@ const char *allm_engine_opts_help(void)
 	       "  --gpu-blocks N              device KV blocks (default: from memory)\n"
 	       "  --gpu-memory-utilization F  fraction of device memory to use (default 0.9)\n"
 	       "  --kv-cache-memory GiB       cpu backend: size of the device KV pool (default 1)\n"
+	       "  --kv-cache-dtype auto|f32|f16|bf16   K/V storage dtype (default auto: f32 on\n"
+	       "                              cpu, the weights' dtype on a GPU); 16 bits halve\n"
+	       "                              the K/V bytes: twice the blocks per GiB, half the\n"
+	       "                              attention's and the swaps' traffic\n"
 	       "  --cpu-blocks N              host swap blocks (default: from --swap-space)\n"
 	       "  --swap-space GiB            host swap space (default 4)\n"
 	       "  --disk-swap-space GiB       a third KV tier on local disk (default 0: none)\n"
@@ -149,7 +154,7 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
 		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
 		"--max-wait-factor", "--admit-lookahead", "--disk-swap-space", "--disk-swap-dir",
-		"--cpu-isa", "--quant",
+		"--cpu-isa", "--quant", "--kv-cache-dtype",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -176,6 +181,12 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (strcmp(v, "auto") && allm_dtype_parse(v, &dt))
 			return BAD();
 		o->dtype = v;
+	} else if (!strcmp(f, "--kv-cache-dtype")) {
+		enum allm_dtype dt;
+		if (strcmp(v, "auto") && (allm_dtype_parse(v, &dt) || dt == ALLM_DTYPE_Q8))
+			return allm_err_set(err, -EINVAL, "bad value for --kv-cache-dtype: '%s' (expected "
+					    "auto, f32, f16 or bf16)", v);
+		o->kv_cache_dtype = v;
 	} else if (!strcmp(f, "--block-size")) {
 		if (allm_parse_i64(v, 1, 1024, &n))
 			return BAD();

@@ -21,6 +21,7 @@ struct allm_engine_opts {
 	const char *dummy; /* --dummy PRESET */
 	const char *device; /* --device auto|cpu|cuda|sim:PROFILE */
 	const char *dtype; /* --dtype auto|f32|f16|bf16 */
+	const char *kv_cache_dtype; /* --kv-cache-dtype auto|f32|f16|bf16 */
 	int32_t block_size; /* --block-size */
 	int32_t gpu_blocks; /* --gpu-blocks (0 = derived) */
 	double gpu_mem_util; /* --gpu-memory-utilization */

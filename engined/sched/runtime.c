@@ -90,6 +90,17 @@ out:
 	return r;
 }
 
+/* The K/V storage dtype: as asked, else f32 on the CPU (the attention's own
+ * precision, whatever the weights) and the weights' dtype on a GPU (as vLLM's
+ * "auto"; a GPU never holds int8 weights). */
+static enum allm_dtype kv_dtype(const struct allm_runtime *rt)
+{
+	enum allm_dtype dt;
+	if (strcmp(rt->opts.kv_cache_dtype, "auto") && !allm_dtype_parse(rt->opts.kv_cache_dtype, &dt))
+		return dt; /* checked by the option parser */
+	return rt->be->device_is_host ? ALLM_DTYPE_F32 : rt->model->wdtype;
+}
+
 static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 {
 	const struct allm_model_config *c = &rt->model->cfg;
@@ -99,7 +110,7 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 		.n_kv_heads = c->n_kv_heads,
 		.head_dim = c->head_dim,
 		.block_size = o->block_size,
-		.dtype = rt->be->device_is_host ? ALLM_DTYPE_F32 : rt->model->wdtype,
+		.dtype = kv_dtype(rt),
 	};
 	bool single = cap < 0; /* one sequence: never more than its context, never preempted */
 	int32_t n = o->gpu_blocks;
