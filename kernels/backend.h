@@ -129,12 +129,6 @@ struct allm_backend_i {
 	/* y[n, m] = x[n, k] · W[m, k]ᵀ (+ bias[m]); bias may be NULL. */
 	int (*gemm)(allm_backend_t *be, float *y, const float *x, const void *w,
 		    const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
-	/* Optional (NULL: one gemm per matrix): n_mats <= 4 GEMMs of the same x,
-	 * ys[i][n, ms[i]] = x · ws[i]ᵀ (+ biases[i]), each with gemm's bits; a backend
-	 * may prepare x once for all of them (q, k and v; gate and up). */
-	int (*gemm_multi)(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
-			  const void *const *ws, const void *const *biases, enum allm_dtype dt,
-			  int64_t n, int64_t k, const int64_t *ms);
 	/* Rotary embedding, rotate-half (GPT-NeoX / HF Llama) layout, in place on
 	 * q[n, n_heads*head_dim] and k[n, n_kv_heads*head_dim]; inv_freq[head_dim/2]. */
 	int (*rope)(allm_backend_t *be, float *q, float *k, const int32_t *pos,
@@ -176,9 +170,18 @@ struct allm_backend_i {
 	 * version below 2): the engine downloads rows and selects on the host. */
 	int (*topk)(allm_backend_t *be, float *ret_vals, int32_t *ret_ids, const float *logits,
 		    int64_t n, int64_t vocab, int32_t k);
+
+	/* --- version 3 ------------------------------------------------------------ */
+	/* Optional (NULL, or a version below 3: one gemm per matrix): n_mats <= 4
+	 * GEMMs of the same x, ys[i][n, ms[i]] = x · ws[i]ᵀ (+ biases[i]), each with
+	 * gemm's bits; a backend may prepare x once for all of them (q, k and v; gate
+	 * and up). */
+	int (*gemm_multi)(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
+			  const void *const *ws, const void *const *biases, enum allm_dtype dt,
+			  int64_t n, int64_t k, const int64_t *ms);
 };
 
-#define ALLM_BACKEND_VERSION 2
+#define ALLM_BACKEND_VERSION 3
 
 /* Largest k a backend's topk must accept (the engine's cap for device top-k). */
 #define ALLM_TOPK_MAX 256

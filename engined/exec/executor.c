@@ -188,7 +188,7 @@ static int gemm_shared_x(allm_backend_t *be, int n_mats, float *const *ys, const
 			 const void *const *ws, const void *const *bs, enum allm_dtype dt,
 			 int64_t T, int64_t k, const int64_t *ms)
 {
-	if (be->iface->gemm_multi)
+	if (be->iface->version >= 3 && be->iface->gemm_multi)
 		return be->iface->gemm_multi(be, n_mats, ys, x, ws, bs, dt, T, k, ms);
 	for (int i = 0; i < n_mats; i++) {
 		int r = be->iface->gemm(be, ys[i], x, ws[i], bs[i], dt, T, k, ms[i]);
