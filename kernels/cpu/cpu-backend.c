@@ -45,34 +45,15 @@ static bool cpu_supports(allm_backend_t *be, enum allm_backend_op op, enum allm_
  * lazily, so a large KV pool costs only the pages that are used. The first page
  * keeps the mapping's size for cpu_free(). */
 #define CPU_HDR 4096
-#define CPU_HUGE ((size_t)2 << 20) /* a transparent huge page (x86-64) */
 
 static int cpu_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr)
 {
 	size_t total = bytes + CPU_HDR;
-	bool huge = total >= 2 * CPU_HUGE;
-	if (huge)
-		total = (total + CPU_HDR - 1) & ~(size_t)(CPU_HDR - 1);
-	size_t map = huge ? total + CPU_HUGE : total;
-	if (total < bytes || map < total)
+	if (total < bytes)
 		return allm_err_set(&be->last_err, -ENOMEM, "cpu: cannot allocate %zu bytes", bytes);
-	char *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return allm_err_set(&be->last_err, -ENOMEM, "cpu: cannot allocate %zu bytes", bytes);
-	if (huge) {
-		/* Weights and the KV pool are read in strides: the GEMM packs 16 W rows at
-		 * once, attention reads one head's K and V rows across a block. With 4 KiB
-		 * pages each row costs a TLB miss (a nested page walk under a hypervisor);
-		 * transparent huge pages, where the system allows them (madvise mode is
-		 * common), on a 2 MiB-aligned start, the slack unmapped. */
-		char *a = (char *)(((uintptr_t)p + CPU_HUGE - 1) & ~(uintptr_t)(CPU_HUGE - 1));
-		if (a > p)
-			munmap(p, (size_t)(a - p));
-		if (p + map > a + total)
-			munmap(a + total, (size_t)(p + map - (a + total)));
-		p = a;
-		(void)madvise(p, total, MADV_HUGEPAGE); /* advice: refused is fine */
-	}
 	memcpy(p, &total, sizeof(total));
 	*ret_ptr = p + CPU_HDR;
 	return 0;
