@@ -197,6 +197,9 @@ int fit_proxy_install(allm_backend_t *be)
 	proxy.rmsnorm = p_rmsnorm;
 	proxy.layernorm = p_layernorm;
 	proxy.gemm = p_gemm;
+	/* the executor then calls gemm once per matrix, each timed as its own shape
+	 * (the simulated device prices GEMMs one by one) */
+	proxy.gemm_multi = NULL;
 	proxy.rope = p_rope;
 	proxy.silu_mul = p_silu_mul;
 	proxy.relu = p_relu;
