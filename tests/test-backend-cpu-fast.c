@@ -342,6 +342,53 @@ static void test_other_ops(allm_backend_t *ref, allm_backend_t *fast)
 	free(x2);
 }
 
+/* K/V writes into 16-bit pools: the fast path converts 8 values at a time and must
+ * give the reference's bits for every value, the edges of both formats included. */
+static void test_kv_write_edges(allm_backend_t *ref, allm_backend_t *fast)
+{
+	static const float edge[] = {
+		0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e30f, -1e30f,
+		1.0f + 0x1p-11f /* f16 tie, to even */, 1.0f + 3 * 0x1p-11f /* tie, up */,
+		1.0f + 0x1p-8f /* bf16 tie */, 1.0f + 3 * 0x1p-8f, 0x1p-14f, 0x1.ff8p-15f,
+		0x1p-24f /* smallest f16 subnormal */, 0x1p-25f /* tie to 0 */, 0x1.8p-25f,
+		1e-40f /* f32 subnormal */, -1e-45f, 3.14159265f, -2.71828f, 1e-7f, 6.1e-5f,
+	};
+	const int32_t nkv = 3, hd = 9, kvd = nkv * hd, n = 5; /* 27 values a token: a tail of 3 */
+	struct allm_kv_layout lay = { .n_layers = 2, .n_kv_heads = nkv, .head_dim = hd,
+				      .block_size = 4 };
+	float *k = malloc((size_t)(n * kvd) * 4), *v = malloc((size_t)(n * kvd) * 4);
+	uint32_t nans[] = { 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu };
+	for (int32_t i = 0; i < n * kvd; i++) {
+		k[i] = edge[i % ALLM_ARRAY_SIZE(edge)] * (i % 7 == 3 ? -1.0f : 1.0f);
+		v[i] = i % 5 == 0 ? INFINITY * (i % 10 ? 1.0f : -1.0f) : 1.0f / (float)(i + 1);
+		if (i % 11 == 4)
+			memcpy(&v[i], &nans[(i / 11) % 5], 4);
+	}
+	int32_t seq[5] = { 0, 0, 1, 1, 1 }, pos[5] = { 0, 1, 0, 1, 2 }, slot[5] = { 1, 6, 8, 9, 15 };
+	int32_t bt[2][4] = { { 0, 1, 2, 3 }, { 2, 3, 0, 1 } };
+	struct allm_attn_meta meta = { .n_tokens = n, .n_seqs = 2, .max_blocks_per_seq = 4,
+				       .max_ctx = 3, .tok_seq = seq, .tok_pos = pos, .slot = slot,
+				       .block_tables = &bt[0][0] };
+	for (int d = 0; d < 2; d++) {
+		lay.dtype = d ? ALLM_DTYPE_BF16 : ALLM_DTYPE_F16;
+		size_t bytes = allm_kv_block_bytes(&lay) * 4;
+		void *p[2] = { malloc(bytes), malloc(bytes) };
+		memset(p[0], 0xa5, bytes);
+		memset(p[1], 0xa5, bytes);
+		ref->iface->kv_write(ref, p[0], &lay, 1, k, v, &meta);
+		fast->iface->kv_write(fast, p[1], &lay, 1, k, v, &meta);
+		size_t bad = 0;
+		for (size_t i = 0; i < bytes / 2; i++)
+			bad += ((uint16_t *)p[0])[i] != ((uint16_t *)p[1])[i];
+		CHECK(bad == 0, "kv_write %s edges: %zu values differ from the reference",
+		      allm_dtype_name(lay.dtype), bad);
+		free(p[0]);
+		free(p[1]);
+	}
+	free(k);
+	free(v);
+}
+
 /* RMSNorm, RoPE and add over enough rows to run on all threads: each row is the
  * reference's own arithmetic, so the bits equal the reference's on any thread
  * count. */
@@ -412,6 +459,7 @@ int main(void)
 	test_attention(ref, fasts, 3);
 	test_other_ops(ref, fasts[0]);
 	test_rows_parallel(ref, fasts, 3);
+	test_kv_write_edges(ref, fasts[0]);
 
 	for (int i = 0; i < 3; i++)
 		allm_backend_destroy(fasts[i]);

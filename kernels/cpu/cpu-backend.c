@@ -225,7 +225,11 @@ static int cpu_kv_write(allm_backend_t *be, void *kv_pool, const struct allm_kv_
 			int32_t layer, const float *k, const float *v,
 			const struct allm_attn_meta *meta)
 {
-	cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
+	else
+		cpu_fast_kv_write(c, kv_pool, lay, layer, k, v, meta);
 	return 0;
 }
 

@@ -83,6 +83,9 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     bool wide);
 /* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
+/* cpu_ref_kv_write bit for bit, 16-bit pools converted 8 values at a time. */
+void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		       const float *k, const float *v, const struct allm_attn_meta *meta);
 /* cpu_ref_rmsnorm bit for bit, 16 rows' sums at once (AVX2 gathers). */
 void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
 		      int64_t dim, float eps);
@@ -109,6 +112,9 @@ void cpu_fast_rmsnorm(struct cpu_ctx *c, float *y, const float *x, const void *w
 void cpu_fast_rope(struct cpu_ctx *c, float *q, float *k, const int32_t *pos, const float *inv_freq,
 		   int64_t n, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim);
 void cpu_fast_add(struct cpu_ctx *c, float *y, const float *a, const float *b, int64_t n);
+void cpu_fast_kv_write(struct cpu_ctx *c, void *kv_pool, const struct allm_kv_layout *lay,
+		       int32_t layer, const float *k, const float *v,
+		       const struct allm_attn_meta *meta);
 int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads,
 		       float scale, const struct allm_attn_meta *meta);

@@ -211,6 +211,16 @@ void cpu_fast_add(struct cpu_ctx *c, float *y, const float *a, const float *b, i
 		     add_worker, &j);
 }
 
+/* K/V writes: on x86 levels 16-bit pools are converted 8 values at a time, with
+ * the reference's bits. */
+void cpu_fast_kv_write(struct cpu_ctx *c, void *kv_pool, const struct allm_kv_layout *lay,
+		       int32_t layer, const float *k, const float *v,
+		       const struct allm_attn_meta *meta)
+{
+	(c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_ref_kv_write
+						: cpu_kv_write_simd)(kv_pool, lay, layer, k, v, meta);
+}
+
 /* --- lifetime ---------------------------------------------------------------------- */
 
 int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err)

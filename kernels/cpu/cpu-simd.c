@@ -791,7 +791,62 @@ void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype d
 		cpu_ref_rmsnorm(y + i * dim, x + i * dim, w, dt, n - i, dim, eps);
 }
 
+/* f32 -> f16 or bf16, 8 at a time, as allm_f32_to_f16 / allm_f32_to_bf16 round
+ * them: nearest even (f16: F16C, which overflows to inf and rounds subnormals as
+ * they do; bf16: their integer rounding), and NaN lanes set as they set them (f16:
+ * sign | 0x7e00; bf16: the top half | 0x40), so the bits are theirs. */
+static T2 void to16_avx2(uint16_t *dst, const float *src, enum allm_dtype dt, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 x = _mm256_loadu_ps(src + i);
+		__m256i xi = _mm256_castps_si256(x), hi = _mm256_srli_epi32(xi, 16);
+		__m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)), v;
+		if (dt == ALLM_DTYPE_F16) {
+			__m256i h = _mm256_cvtepu16_epi32(
+				_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+			__m256i qnan = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0x8000)),
+						       _mm256_set1_epi32(0x7e00));
+			v = _mm256_blendv_epi8(h, qnan, nan);
+		} else {
+			__m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+			__m256i r = _mm256_srli_epi32(
+				_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+			v = _mm256_blendv_epi8(r, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+		}
+		/* 8 x 32 bits -> 8 x 16 (values < 65536: packus keeps them) */
+		__m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+		_mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(p));
+	}
+	if (i < n)
+		allm_from_f32(dst + i, src + i, dt, n - i);
+}
+
+void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		       const float *k, const float *v, const struct allm_attn_meta *meta)
+{
+	if (lay->dtype != ALLM_DTYPE_F16 && lay->dtype != ALLM_DTYPE_BF16) {
+		cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
+		return;
+	}
+	const int32_t kvd = lay->n_kv_heads * lay->head_dim;
+	for (int32_t t = 0; t < meta->n_tokens; t++) {
+		int64_t blk = meta->slot[t] / lay->block_size;
+		int32_t off = meta->slot[t] % lay->block_size;
+		to16_avx2((uint16_t *)kv_pool + kv_off(lay, blk, layer, 0, off, 0), k + (size_t)t * kvd,
+			  lay->dtype, (size_t)kvd);
+		to16_avx2((uint16_t *)kv_pool + kv_off(lay, blk, layer, 1, off, 0), v + (size_t)t * kvd,
+			  lay->dtype, (size_t)kvd);
+	}
+}
+
 #else
+
+void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		       const float *k, const float *v, const struct allm_attn_meta *meta)
+{
+	cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
+}
 
 void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype dt, int64_t n,
 		      int64_t dim, float eps)
