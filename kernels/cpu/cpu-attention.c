@@ -13,25 +13,31 @@ static inline size_t kv_off(const struct allm_kv_layout *l, int64_t block, int32
 	       (size_t)head * l->head_dim;
 }
 
-static inline void kv_store(void *pool, enum allm_dtype dt, size_t at, const float *src,
-			    int32_t n)
+/* (cpu-backend.h) */
+void cpu_kv_write_with(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		       const float *k, const float *v, const struct allm_attn_meta *meta,
+		       void (*to16)(void *dst, const float *src, enum allm_dtype dt, size_t n))
 {
-	if (dt == ALLM_DTYPE_F32)
-		memcpy((float *)pool + at, src, (size_t)n * sizeof(float));
-	else
-		allm_from_f32((uint16_t *)pool + at, src, dt, (size_t)n);
+	const int32_t kvd = lay->n_kv_heads * lay->head_dim;
+	const size_t es = allm_dtype_size(lay->dtype);
+	for (int32_t t = 0; t < meta->n_tokens; t++) {
+		int64_t blk = meta->slot[t] / lay->block_size;
+		int32_t off = meta->slot[t] % lay->block_size;
+		for (int kind = 0; kind < 2; kind++) {
+			char *dst = (char *)kv_pool + kv_off(lay, blk, layer, kind, off, 0) * es;
+			const float *src = (kind ? v : k) + (size_t)t * kvd;
+			if (lay->dtype == ALLM_DTYPE_F32)
+				memcpy(dst, src, (size_t)kvd * sizeof(float));
+			else
+				to16(dst, src, lay->dtype, (size_t)kvd);
+		}
+	}
 }
 
 void cpu_ref_kv_write(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		      const float *k, const float *v, const struct allm_attn_meta *meta)
 {
-	int32_t kvd = lay->n_kv_heads * lay->head_dim;
-	for (int32_t t = 0; t < meta->n_tokens; t++) {
-		int64_t blk = meta->slot[t] / lay->block_size;
-		int32_t off = meta->slot[t] % lay->block_size;
-		kv_store(kv_pool, lay->dtype, kv_off(lay, blk, layer, 0, off, 0), k + (size_t)t * kvd, kvd);
-		kv_store(kv_pool, lay->dtype, kv_off(lay, blk, layer, 1, off, 0), v + (size_t)t * kvd, kvd);
-	}
+	cpu_kv_write_with(kv_pool, lay, layer, k, v, meta, allm_from_f32);
 }
 
 static inline float kv_load(const void *pool, enum allm_dtype dt, size_t at)

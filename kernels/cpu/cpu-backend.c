@@ -165,7 +165,7 @@ static int cpu_gemm_multi(allm_backend_t *be, int n_mats, float *const *ys, cons
 			  int64_t n, int64_t k, const int64_t *ms)
 {
 	struct cpu_ctx *c = CTX(be);
-	if (!c->reference && !c->blas)
+	if (!c->reference && !c->blas && cpu_fast_gemm_fuses(c, n_mats, dt, n, k, ms))
 		return cpu_fast_gemm_multi(c, n_mats, ys, x, ws, biases, dt, n, k, ms);
 	for (int i = 0; i < n_mats; i++) {
 		int r = cpu_gemm(be, ys[i], x, ws[i], biases[i], dt, n, k, ms[i]);

@@ -51,6 +51,10 @@ void cpu_ref_gather_rows(float *y, const float *x, const int32_t *rows, int64_t 
 			 int64_t dim);
 void cpu_ref_kv_write(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		      const float *k, const float *v, const struct allm_attn_meta *meta);
+/* Its loop, 16-bit pools filled by to16 (allm_from_f32 or a SIMD twin with its bits). */
+void cpu_kv_write_with(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+		       const float *k, const float *v, const struct allm_attn_meta *meta,
+		       void (*to16)(void *dst, const float *src, enum allm_dtype dt, size_t n));
 void cpu_ref_argmax(int32_t *ret_ids, const float *logits, int64_t n, int64_t vocab);
 
 /* Attention of query token t, head h: out_row[head_dim] from q_row[head_dim].
@@ -100,6 +104,10 @@ int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 /* Starts the threads and picks the GEMM level (isa: AUTO or one this CPU has). */
 int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err);
 void cpu_fast_fini(struct cpu_ctx *c);
+/* Whether cpu_fast_gemm_multi takes these matrices together (the level has a
+ * driver for several, and they are big enough for it); else one GEMM each. */
+bool cpu_fast_gemm_fuses(struct cpu_ctx *c, int n_mats, enum allm_dtype dt, int64_t n, int64_t k,
+			 const int64_t *ms);
 int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,
 			const void *const *ws, const void *const *biases, enum allm_dtype dt,
 			int64_t n, int64_t k, const int64_t *ms);

@@ -233,17 +233,29 @@ static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
 
 /* The bias as f32: in place for f32 and int8 weights (int8's bias is f32), else
  * converted into ctx's buffer. */
-static int bias_f32(struct cpu_ctx *c, const void *bias, enum allm_dtype dt, int64_t m,
-		    const float **ret)
+/* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32 and int8
+ * weights (int8's bias is f32), else converted into one buffer of ctx, a slice
+ * each. */
+static int biases_f32(struct cpu_ctx *c, int n, const void *const *bias, enum allm_dtype dt,
+		      const int64_t *m, const float **ret)
 {
-	*ret = bias;
-	if (!bias || dt == ALLM_DTYPE_F32 || dt == ALLM_DTYPE_Q8)
+	int64_t total = 0;
+	for (int i = 0; i < n; i++) {
+		ret[i] = bias[i];
+		if (bias[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8)
+			total += m[i];
+	}
+	if (!total)
 		return 0;
-	float *b = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)m * sizeof(float));
+	float *b = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)total * sizeof(float));
 	if (!b)
 		return -ENOMEM;
-	allm_to_f32(b, bias, dt, (size_t)m);
-	*ret = b;
+	for (int i = 0; i < n; i++)
+		if (bias[i]) {
+			allm_to_f32(b, bias[i], dt, (size_t)m[i]);
+			ret[i] = b;
+			b += m[i];
+		}
 	return 0;
 }
 
@@ -266,7 +278,7 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		return -EINVAL;
 	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
 	const float *b;
-	if (bias_f32(c, bias, dt, m, &b))
+	if (biases_f32(c, 1, &bias, dt, &m, &b))
 		return -ENOMEM;
 	if (kn->whole && n >= kn->whole_min_rows && k >= kn->whole_min_k) {
 		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
@@ -317,57 +329,40 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	return r;
 }
 
-/* Matrices of the same activations (q, k and v; gate and up): where the level has
- * a driver for several, the activations are prepared once and all the matrices run
- * as one job; elsewhere one GEMM each. Same bits either way. */
+/* (cpu-backend.h) */
+bool cpu_fast_gemm_fuses(struct cpu_ctx *c, int n_mats, enum allm_dtype dt, int64_t n, int64_t k,
+			 const int64_t *ms)
+{
+	const struct gemm_kern *kn = kern_for(c->level, dt);
+	if (!kn || !kn->whole_multi || n < kn->whole_min_rows || k < kn->whole_min_k || k <= 0 ||
+	    n_mats < 1 || n_mats > GEMM_MULTI_MAX)
+		return false;
+	for (int i = 0; i < n_mats; i++)
+		if (ms[i] <= 0)
+			return false;
+	return true;
+}
+
+/* Matrices of the same activations (q, k and v; gate and up) where
+ * cpu_fast_gemm_fuses(): the activations prepared once, all the matrices as one
+ * job, each with cpu_fast_gemm's bits. */
 int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,
 			const void *const *ws, const void *const *biases, enum allm_dtype dt,
 			int64_t n, int64_t k, const int64_t *ms)
 {
 	const struct gemm_kern *kn = kern_for(c->level, dt);
-	int64_t sum_m = 0;
-	bool fused = kn && kn->whole_multi && n >= kn->whole_min_rows && k >= kn->whole_min_k &&
-		     k > 0 && n_mats >= 1 && n_mats <= GEMM_MULTI_MAX;
-	for (int i = 0; fused && i < n_mats; i++) {
-		fused = ms[i] > 0;
-		sum_m += ms[i];
-	}
-	if (!fused) {
-		for (int i = 0; i < n_mats; i++) {
-			int r = cpu_fast_gemm(c, ys[i], x, ws[i], biases[i], dt, n, k, ms[i]);
-			if (r)
-				return r;
-		}
-		return 0;
-	}
-	pthread_mutex_lock(&c->gemm_mu);
-	int r = 0;
+	double macs = 0;
+	for (int i = 0; i < n_mats; i++)
+		macs += (double)n * (double)k * (double)ms[i];
 	const float *b[GEMM_MULTI_MAX];
-	bool convert = false;
-	for (int i = 0; i < n_mats; i++) {
-		b[i] = biases[i];
-		convert |= biases[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8;
-	}
-	if (convert) { /* f16/bf16 biases as f32, one slice each */
-		float *bb = ctx_buf(&c->bbuf_raw, &c->bbuf, &c->bbuf_cap, (size_t)sum_m * sizeof(float));
-		if (!bb) {
-			r = -ENOMEM;
-			goto out;
-		}
-		for (int i = 0; i < n_mats; bb += ms[i], i++)
-			if (biases[i]) {
-				allm_to_f32(bb, biases[i], dt, (size_t)ms[i]);
-				b[i] = bb;
-			}
-	}
-	void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
-	if (!xbuf) {
+	pthread_mutex_lock(&c->gemm_mu);
+	int r = biases_f32(c, n_mats, biases, dt, ms, b);
+	void *xbuf = r ? NULL : ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
+	if (!r && !xbuf)
 		r = -ENOMEM;
-		goto out;
-	}
-	r = kn->whole_multi(c->pool, (double)n * (double)k * (double)sum_m < GEMM_INLINE_MACS, xbuf,
-			    n_mats, ys, x, ws, b, n, k, ms);
-out:
+	if (!r)
+		r = kn->whole_multi(c->pool, macs < GEMM_INLINE_MACS, xbuf, n_mats, ys, x, ws, b, n, k,
+				    ms);
 	pthread_mutex_unlock(&c->gemm_mu);
 	return r;
 }

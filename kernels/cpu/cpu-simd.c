@@ -734,18 +734,6 @@ void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 	silu_mul_avx2(y, gate, up, n);
 }
 
-/* 8 weights from j as f32 (exact conversions). */
-INL T2 __m256 rms_w8(const void *w, enum allm_dtype dt, int64_t j)
-{
-	switch (dt) {
-	case ALLM_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + j)));
-	case ALLM_DTYPE_BF16:
-		return _mm256_castsi256_ps(_mm256_slli_epi32(
-			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + j))), 16));
-	default: return _mm256_loadu_ps((const float *)w + j);
-	}
-}
-
 /* 16 rows: lane r of two registers runs row r's chain of the reference (ss = ss +
  * x * x in increasing j, a rounded product then a rounded sum: ISO C compiles
  * these intrinsics without contracting them into an FMA), so each row's sum is
@@ -774,7 +762,7 @@ static T2 void rmsnorm16_avx2(float *y, const float *x, const void *w, enum allm
 		int64_t j = 0;
 		for (; j + 8 <= dim; j += 8)
 			_mm256_storeu_ps(yr + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + j), iv),
-							       rms_w8(w, dt, j)));
+							       kv8(dt, w, (size_t)j)));
 		if (j < dim) /* the tail by the reference's own loop */
 			cpu_ref_rmsnorm_scaled(yr + j, xr + j, w, dt, j, dim - j, inv);
 	}
@@ -795,8 +783,9 @@ void cpu_rmsnorm_simd(float *y, const float *x, const void *w, enum allm_dtype d
  * them: nearest even (f16: F16C, which overflows to inf and rounds subnormals as
  * they do; bf16: their integer rounding), and NaN lanes set as they set them (f16:
  * sign | 0x7e00; bf16: the top half | 0x40), so the bits are theirs. */
-static T2 void to16_avx2(uint16_t *dst, const float *src, enum allm_dtype dt, size_t n)
+static T2 void to16_avx2(void *dst16, const float *src, enum allm_dtype dt, size_t n)
 {
+	uint16_t *dst = dst16;
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 x = _mm256_loadu_ps(src + i);
@@ -825,19 +814,7 @@ static T2 void to16_avx2(uint16_t *dst, const float *src, enum allm_dtype dt, si
 void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		       const float *k, const float *v, const struct allm_attn_meta *meta)
 {
-	if (lay->dtype != ALLM_DTYPE_F16 && lay->dtype != ALLM_DTYPE_BF16) {
-		cpu_ref_kv_write(kv_pool, lay, layer, k, v, meta);
-		return;
-	}
-	const int32_t kvd = lay->n_kv_heads * lay->head_dim;
-	for (int32_t t = 0; t < meta->n_tokens; t++) {
-		int64_t blk = meta->slot[t] / lay->block_size;
-		int32_t off = meta->slot[t] % lay->block_size;
-		to16_avx2((uint16_t *)kv_pool + kv_off(lay, blk, layer, 0, off, 0), k + (size_t)t * kvd,
-			  lay->dtype, (size_t)kvd);
-		to16_avx2((uint16_t *)kv_pool + kv_off(lay, blk, layer, 1, off, 0), v + (size_t)t * kvd,
-			  lay->dtype, (size_t)kvd);
-	}
+	cpu_kv_write_with(kv_pool, lay, layer, k, v, meta, to16_avx2);
 }
 
 #else
