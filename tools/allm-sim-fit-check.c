@@ -39,7 +39,60 @@ int fit_open(const char *kind, const char *name, const char *device, int threads
 	return 0;
 }
 
-int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat)
+/* --by-op: where a forward's error comes from. Each op of the real forward is timed
+ * in place (the fit's proxy) and priced by the profile's cost model at the same
+ * shape; sums per forward (means over the repeats) by class. Argmax and top-k run
+ * after the forward and are left out. Returns false when the profile is unreadable. */
+static bool by_op_table(struct allm_runtime *cpu, const char *profile, const struct fit_shape *grid, int n,
+			int repeat)
+{
+	struct allm_sim_profile *prof = NULL;
+	struct allm_err err = {{0}};
+	if (allm_sim_profile_load(profile, &prof, &err)) {
+		fprintf(stderr, PROG ": %s\n", err.msg);
+		return false;
+	}
+	fit_proxy_install(cpu->be);
+	printf("\n# by op: real (timed in place, mean of %d) / sim (the profile at the same shapes), ms per forward\n",
+	       repeat);
+	printf("%-32s %17s %17s %17s\n", "batch", "gemm", "attention", "other ops");
+	for (int i = 0; i < n; i++) {
+		struct fit f;
+		double tr, real[3] = {0}, sim[3] = {0};
+		memset(&f, 0, sizeof(f));
+		if (!fit_forward(cpu, &grid[i], repeat, &tr, &f)) {
+			for (int j = 0; j < f.ngs; j++) {
+				const struct gsample *g = &f.gs[j];
+				real[0] += g->t;
+				sim[0] += allm_sim_cost_gemm(prof, (enum allm_dtype)g->dt, g->n, g->k, g->m, false);
+			}
+			for (int j = 0; j < f.nas; j++) {
+				real[1] += f.as[j].t;
+				sim[1] += allm_sim_cost_attention(prof, &f.as[j].lay, f.as[j].heads, &f.as[j].s);
+			}
+			for (int j = 0; j < f.nss; j++) {
+				const struct ssample *o = &f.ss[j];
+				if (o->op == ALLM_OP_ARGMAX || o->op == ALLM_OP_TOPK)
+					continue;
+				real[2] += o->t;
+				sim[2] += allm_sim_cost_stream(prof, (enum allm_backend_op)o->op, o->bytes);
+			}
+			const struct fit_shape *sh = &grid[i];
+			printf("%3d decodes @%-4d + %d x %-4d prefill", sh->n_dec, sh->ctx, sh->n_pre, sh->len);
+			for (int c = 0; c < 3; c++)
+				printf("  %7.4f/%-7.4f", real[c] * 1e3 / repeat, sim[c] * 1e3 / repeat);
+			printf("\n");
+		}
+		free(f.gs);
+		free(f.as);
+		free(f.ss);
+		free(f.ls);
+	}
+	allm_sim_profile_free(prof);
+	return true;
+}
+
+int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat, bool by_op)
 {
 	char dev[4200];
 	struct allm_runtime *cpu = NULL, *sim = NULL;
@@ -69,6 +122,8 @@ int fit_check(const char *profile, const char *kind, const char *model, int thre
 	printf("mean |error| %.1f %% over %d batches; all of them together: real %.1f ms, sim %.1f ms (%+.1f %%)\n",
 	       100 * sum_abs / (counted ? counted : 1), counted, real_sum * 1e3, sim_sum * 1e3,
 	       100 * (sim_sum - real_sum) / real_sum);
+	if (by_op && !by_op_table(cpu, profile, grid, n, repeat))
+		printf("(by op: the profile could not be read)\n");
 	allm_runtime_close(cpu);
 	allm_runtime_close(sim);
 	return 0;

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: allm-sim-fit [--model DIR | --dummy PRESET]... [--repeat R] [--threads N]\n"
 		"                    [--host-step S] [--clock wall|cpu] [--out FILE] [--quiet]\n"
-		"       allm-sim-fit --check PROFILE.json [--model DIR | --dummy PRESET]...\n"
+		"       allm-sim-fit --check PROFILE.json [--by-op] [--model DIR | --dummy PRESET]...\n"
 		"Times the CPU backend's ops on the shapes of the models given (default: the\n"
 		"embedded stories260K and --dummy small) and writes the cpu-local profile of the\n"
 		"simulated device (data/sim-profiles/cpu-local.json) to FILE or stdout.\n"
@@ -28,7 +28,9 @@ static void usage(FILE *f)
 		"  --clock cpu     time in this thread's CPU time, not wall time (needs --threads 1):\n"
 		"                  op costs without what other processes on a shared machine take\n"
 		"  --check P       instead of fitting: time whole forwards on the CPU backend and\n"
-		"                  on sim:P side by side\n");
+		"                  on sim:P side by side\n"
+		"  --by-op         with --check: then each forward's GEMMs, attention and other ops,\n"
+		"                  timed in place and priced by the profile (where an error comes from)\n");
 }
 
 /* ---- fits ----------------------------------------------------------------------------- */
@@ -464,6 +466,7 @@ int main(int argc, char **argv)
 	static struct fit f;
 	struct allm_model_config cfg[MAX_MODELS];
 	const char *kinds[MAX_MODELS], *names[MAX_MODELS], *check = NULL;
+	bool by_op = false;
 	bool cpu_clock = false;
 	char models[512] = "";
 	const char *out = NULL;
@@ -497,6 +500,8 @@ int main(int argc, char **argv)
 		} else if (v && !strcmp(a, "--clock") && (!strcmp(v, "cpu") || !strcmp(v, "wall"))) {
 			cpu_clock = !strcmp(v, "cpu");
 			i++;
+		} else if (!strcmp(a, "--by-op")) {
+			by_op = true;
 		} else if (v && !strcmp(a, "--check")) {
 			check = v;
 			i++;
@@ -527,7 +532,7 @@ int main(int argc, char **argv)
 	}
 	if (check) {
 		for (int i = 0; i < n; i++)
-			if (fit_check(check, kinds[i], names[i], threads, f.repeat))
+			if (fit_check(check, kinds[i], names[i], threads, f.repeat, by_op))
 				return 1;
 		return 0;
 	}

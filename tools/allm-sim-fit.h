@@ -106,8 +106,9 @@ double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dt
 /* Opens a model (kind "--model"/"--dummy", name NULL = the embedded default) on
  * device with room for the grid. 0 or -1 (said why). */
 int fit_open(const char *kind, const char *name, const char *device, int threads, struct allm_runtime **ret);
-/* --check: forwards of the grid on the CPU backend and on sim:profile side by side. */
-int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat);
+/* --check: forwards of the grid on the CPU backend and on sim:profile side by side;
+ * by_op (--by-op): then each forward's ops by class, timed in place and priced. */
+int fit_check(const char *profile, const char *kind, const char *model, int threads, int repeat, bool by_op);
 
 
 /* Least squares t = a + b * x weighted by 1 / t^2 (relative error), a >= 0. */
