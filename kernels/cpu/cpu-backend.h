@@ -78,13 +78,17 @@ void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_p
  * cpu_attention_one_simd alone; keys and values are read once per block of
  * positions for the whole tile. `scores` holds n_q rows of `stride` >= every
  * ctx_lens[j] floats. wide: the CPU has AVX-512 (the outputs' fma chains run 16
- * dims to a register; the same bits). Returns false (nothing done) where it does
- * not apply: a head size not a multiple of 8, or no x86 SIMD in this build. */
+ * dims to a register; the same bits). q_kv_head (NULL: every query reads kv_head)
+ * lets 8-dim heads mix KV heads of the same rows in one tile, query j reading
+ * q_kv_head[j] >= kv_head: a decode's heads together, whose chains then overlap
+ * (one query per KV head leaves each chain waiting on its own latency). Returns
+ * false (nothing done) where it does not apply: a head size not a multiple of 8,
+ * q_kv_head with another head size or out of range, or no x86 SIMD in this build. */
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 			     const int32_t *block_table, float scale, float *scores, int32_t stride,
-			     bool wide);
+			     bool wide, const int32_t *q_kv_head);
 /* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* cpu_ref_kv_write bit for bit, 16-bit pools converted 8 values at a time. */

@@ -62,6 +62,14 @@ static bool same_run(const struct allm_attn_meta *meta, int32_t t)
 	       meta->tok_pos[t] == meta->tok_pos[t - 1] + 1;
 }
 
+/* Whether token t's tile is t alone (a decode, or a prompt token at a tile's
+ * cut with the next one starting the next tile). */
+static bool alone(const struct allm_attn_meta *meta, int32_t t, int32_t per_tile)
+{
+	return !(same_run(meta, t) && meta->tok_pos[t] % per_tile) &&
+	       !(t + 1 < meta->n_tokens && same_run(meta, t + 1) && meta->tok_pos[t + 1] % per_tile);
+}
+
 static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
 	struct attn_job *a = arg;
@@ -69,12 +77,37 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 	int32_t hd = a->lay->head_dim, n_kv = a->lay->n_kv_heads, per_tile = CPU_ATT_TILE_Q / a->group;
 	float *out_rows[CPU_ATT_TILE_Q];
 	const float *q_rows[CPU_ATT_TILE_Q];
-	int32_t ctx[CPU_ATT_TILE_Q];
+	int32_t ctx[CPU_ATT_TILE_Q], q_kvh[CPU_ATT_TILE_Q];
+	/* 8-dim heads: a token alone takes all its heads in one tile (its KV heads
+	 * are neighbours in each K/V row), so that 8 queries' chains overlap instead
+	 * of a GQA group's 1-2 (stories260K's decodes: attention is most of a step) */
+	bool heads_together = hd == 8 && a->n_heads <= CPU_ATT_TILE_Q;
 
 	for (int64_t it = begin; it < end; it++) {
 		int32_t t0 = (int32_t)(it / n_kv), kvh = (int32_t)(it % n_kv), n_q = 0, stride = 0;
 		if (same_run(meta, t0) && meta->tok_pos[t0] % per_tile)
 			continue; /* inside a tile its first token does */
+		if (heads_together && n_kv > 1 && alone(meta, t0, per_tile)) {
+			if (kvh)
+				continue; /* the token's KV head 0 item does all its heads */
+			for (int32_t h = 0; h < a->n_heads; h++, n_q++) {
+				size_t row = ((size_t)t0 * a->n_heads + (size_t)h) * hd;
+				out_rows[n_q] = a->out + row;
+				q_rows[n_q] = a->q + row;
+				ctx[n_q] = meta->tok_pos[t0] + 1;
+				q_kvh[n_q] = h / a->group;
+			}
+			stride = ctx[0];
+			float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)n_q * (size_t)stride * 4,
+								 &a->err);
+			if (!scores)
+				return;
+			const int32_t *bt = meta->block_tables +
+					    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
+			cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, 0,
+						bt, a->scale, scores, stride, a->wide, q_kvh);
+			continue;
+		}
 		for (int32_t t = t0; t < meta->n_tokens && (t == t0 || (same_run(meta, t) &&
 							     meta->tok_pos[t] % per_tile)); t++)
 			for (int32_t g = 0; g < a->group; g++, n_q++) {
@@ -91,7 +124,7 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
-					bt, a->scale, scores, stride, a->wide);
+					bt, a->scale, scores, stride, a->wide, NULL);
 	}
 }
 

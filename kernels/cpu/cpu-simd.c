@@ -238,9 +238,11 @@ INL T2 __m256 reduce8x8(const __m256 *a)
 }
 
 /* Scores of positions [p, end) of one query into sc (score4/score1's arithmetic),
- * the running maximum in *mxv; the cursor stands at p. */
+ * the running maximum in *mxv; the cursor stands at p; the query's keys are `off`
+ * elements past the cursor's rows (another KV head of the same rows). */
 INL T2 void score_run(const enum allm_dtype dt, float *sc, __m256 *mxv, const float *q_row,
-		      const void *kv_pool, struct kv_cursor *kc, int32_t p, int32_t end, float scale)
+		      const void *kv_pool, struct kv_cursor *kc, int32_t p, int32_t end, float scale,
+		      size_t off)
 {
 	const int32_t hd = kc->lay->head_dim;
 	const __m256 sv = _mm256_set1_ps(scale);
@@ -248,7 +250,7 @@ INL T2 void score_run(const enum allm_dtype dt, float *sc, __m256 *mxv, const fl
 		size_t at[8];
 		__m256 acc[8];
 		for (int i = 0; i < 8; i++) {
-			at[i] = kv_cursor_row(kc);
+			at[i] = kv_cursor_row(kc) + off;
 			acc[i] = _mm256_setzero_ps();
 		}
 		for (int32_t d = 0; d < hd; d += 8) {
@@ -261,13 +263,53 @@ INL T2 void score_run(const enum allm_dtype dt, float *sc, __m256 *mxv, const fl
 		*mxv = _mm256_max_ps(s, *mxv); /* NaN scores are passed over, as score4 does */
 	}
 	for (; p < end; p++) {
-		size_t at = kv_cursor_row(kc);
+		size_t at = kv_cursor_row(kc) + off;
 		__m256 acc = _mm256_setzero_ps();
 		for (int32_t d = 0; d < hd; d += 8)
 			acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
 		sc[p] = reduce8(acc) * scale;
 		*mxv = _mm256_max_ps(_mm256_set1_ps(sc[p]), *mxv);
 	}
+}
+
+/* score_run's arithmetic for n_q queries of 8-dim heads over the same positions
+ * [p, end), query j's keys off[j] elements past the cursor's rows (its KV head):
+ * the rows' addresses once for all queries. Stops at the last whole group of 8
+ * and returns where (score_run takes the rest, so each position lands in the same
+ * group and lane either way). */
+INL T2 int32_t score_heads_hd8(const enum allm_dtype dt, float *scores, int32_t stride,
+			       __m256 *mxv, const float *const *q_rows, int32_t n_q,
+			       const void *kv_pool, struct kv_cursor *kc, int32_t p, int32_t end,
+			       float scale, const size_t *off)
+{
+	const __m256 sv = _mm256_set1_ps(scale);
+	const size_t rs = kc->rs;
+	for (; p + 8 <= end; p += 8) {
+		size_t at[8];
+		for (int i = 0; i < 8; i++)
+			at[i] = kv_cursor_row(kc);
+		/* the usual case, 8 rows of one block: one base per query, the rows a
+		 * constant stride apart (no addresses to keep per row and query) */
+		bool one_block = at[7] == at[0] + 7 * rs;
+		for (int32_t j = 0; j < n_q; j++) {
+			const __m256 qv = _mm256_loadu_ps(q_rows[j]);
+			__m256 acc[8];
+			if (one_block) {
+				const size_t a0 = at[0] + off[j];
+				for (int i = 0; i < 8; i++)
+					acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, a0 + (size_t)i * rs),
+								 _mm256_setzero_ps());
+			} else {
+				for (int i = 0; i < 8; i++)
+					acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + off[j]),
+								 _mm256_setzero_ps());
+			}
+			__m256 sc = _mm256_mul_ps(reduce8x8(acc), sv);
+			_mm256_storeu_ps(scores + (size_t)j * stride + p, sc);
+			mxv[j] = _mm256_max_ps(sc, mxv[j]);
+		}
+	}
+	return p;
 }
 
 INL T2 float max8(__m256 v)
@@ -300,10 +342,11 @@ INL void sum_group(const int nj, const float *sc, int32_t stride, const int32_t 
 /* Outputs of a head of 8 dims over positions [pb, end_j) of block pb (sc: the
  * weights, already times 1 / sum): one vector per query, nj <= ATT_CHAINS
  * (constant) queries' chains side by side while all of them have positions left,
- * then each alone. */
+ * then each alone. Query j's values are off[j] elements past the cursor's rows
+ * (NULL: none). */
 INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *out_rows,
 			 const float *sc, int32_t stride, const int32_t *ctx, const void *kv_pool,
-			 struct kv_cursor *vc, int32_t pb)
+			 struct kv_cursor *vc, int32_t pb, const size_t *off)
 {
 	int32_t bend = pb + ATT_POS, common = bend;
 	__m256 acc[ATT_CHAINS];
@@ -313,17 +356,31 @@ INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *o
 	}
 	kv_cursor_at(vc, pb);
 	int32_t p = pb;
-	for (; p < common; p++) {
-		__m256 v = kv8(dt, kv_pool, kv_cursor_row(vc));
+	if (!off) {
+		for (; p < common; p++) {
+			__m256 v = kv8(dt, kv_pool, kv_cursor_row(vc));
+			for (int j = 0; j < nj; j++)
+				acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p]), v,
+							 acc[j]);
+		}
+	} else {
+		size_t o[ATT_CHAINS];
 		for (int j = 0; j < nj; j++)
-			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p]), v, acc[j]);
+			o[j] = off[j];
+		for (; p < common; p++) {
+			size_t row = kv_cursor_row(vc);
+			for (int j = 0; j < nj; j++)
+				acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p]),
+							 kv8(dt, kv_pool, row + o[j]), acc[j]);
+		}
 	}
 	for (int j = 0; j < nj; j++) {
 		int32_t end = ALLM_MIN(bend, ctx[j]);
+		size_t o = off ? off[j] : 0;
 		struct kv_cursor c = *vc;
 		for (int32_t pp = p; pp < end; pp++)
 			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + pp]),
-						 kv8(dt, kv_pool, kv_cursor_row(&c)), acc[j]);
+						 kv8(dt, kv_pool, kv_cursor_row(&c) + o), acc[j]);
 		_mm256_storeu_ps(out_rows[j], acc[j]);
 	}
 }
@@ -476,7 +533,7 @@ INL T5 void score_block_512(const enum allm_dtype dt, float *scores, int32_t str
 				continue;
 			kv_cursor_at(kc, p);
 			score_run(dt, sc + (size_t)j * stride, &mxv[j0 + j], q_rows[j0 + j], kv_pool, kc, p, end,
-				  scale);
+				  scale, 0);
 		}
 	}
 }
@@ -540,7 +597,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
 			const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 			int32_t kv_head, const int32_t *block_table, float scale, float *scores,
-			int32_t stride, bool wide)
+			int32_t stride, bool wide, const size_t *off)
 {
 	const int32_t hd = lay->head_dim;
 	float sum[CPU_ATT_TILE_Q];
@@ -561,13 +618,24 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 									kv_pool, &kc, pb, scale);
 			continue;
 		}
+		int32_t p0 = pb;
+		if (off && hd == 8) { /* KV heads mixed: the positions all queries share first */
+			int32_t common = pb + ATT_POS;
+			for (int32_t j = 0; j < n_q; j++)
+				common = ALLM_MIN(common, ctx[j]);
+			if (common > pb) {
+				kv_cursor_at(&kc, pb);
+				p0 = score_heads_hd8(dt, scores, stride, mxv, q_rows, n_q, kv_pool, &kc, pb,
+						     common, scale, off);
+			}
+		}
 		for (int32_t j = 0; j < n_q; j++) {
 			int32_t end = ALLM_MIN(pb + ATT_POS, ctx[j]);
-			if (pb >= end)
+			if (p0 >= end)
 				continue;
-			kv_cursor_at(&kc, pb);
-			score_run(dt, scores + (size_t)j * stride, &mxv[j], q_rows[j], kv_pool, &kc, pb,
-				  end, scale);
+			kv_cursor_at(&kc, p0);
+			score_run(dt, scores + (size_t)j * stride, &mxv[j], q_rows[j], kv_pool, &kc, p0,
+				  end, scale, off ? off[j] : 0);
 		}
 	}
 	/* softmax weights, each query as attend() */
@@ -592,7 +660,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS) {
 		if (hd == 8) {
 #define PV(nj) pv_group_hd8(nj, dt, out_rows + j0, scores + (size_t)j0 * stride, stride, ctx + j0, \
-			    kv_pool, &vc, pb)
+			    kv_pool, &vc, pb, off ? off + j0 : NULL)
 			CHAIN_GROUPS(n_q, PV)
 #undef PV
 			continue;
@@ -628,40 +696,47 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 #define TILE_ARGS                                                                        \
 	float *const *o, const float *const *q, const int32_t *ctx, int32_t n_q, const void *kv, \
 		const struct allm_kv_layout *l, int32_t layer, int32_t h, const int32_t *bt,      \
-		float s, float *sc, int32_t stride, bool wide
+		float s, float *sc, int32_t stride, bool wide, const size_t *off
 static T2 void attend_tile_f32(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_F32, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
+	attend_tile(ALLM_DTYPE_F32, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide, off);
 }
 static T2 void attend_tile_f16(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_F16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
+	attend_tile(ALLM_DTYPE_F16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide, off);
 }
 static T2 void attend_tile_bf16(TILE_ARGS)
 {
-	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide);
+	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide, off);
 }
 
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 			     const int32_t *block_table, float scale, float *scores, int32_t stride,
-			     bool wide)
+			     bool wide, const int32_t *q_kv_head)
 {
-	if (lay->head_dim % 8 || n_q < 1 || n_q > CPU_ATT_TILE_Q)
+	size_t off[CPU_ATT_TILE_Q];
+	if (lay->head_dim % 8 || n_q < 1 || n_q > CPU_ATT_TILE_Q || (q_kv_head && lay->head_dim != 8))
 		return false;
+	for (int32_t j = 0; q_kv_head && j < n_q; j++) {
+		if (q_kv_head[j] < kv_head || q_kv_head[j] >= lay->n_kv_heads)
+			return false;
+		off[j] = (size_t)(q_kv_head[j] - kv_head) * (size_t)lay->head_dim;
+	}
+	const size_t *o = q_kv_head ? off : NULL;
 	switch (lay->dtype) {
 	case ALLM_DTYPE_F16:
 		attend_tile_f16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				block_table, scale, scores, stride, wide);
+				block_table, scale, scores, stride, wide, o);
 		break;
 	case ALLM_DTYPE_BF16:
 		attend_tile_bf16(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				 block_table, scale, scores, stride, wide);
+				 block_table, scale, scores, stride, wide, o);
 		break;
 	default:
 		attend_tile_f32(out_rows, q_rows, ctx_lens, n_q, kv_pool, lay, layer, kv_head,
-				block_table, scale, scores, stride, wide);
+				block_table, scale, scores, stride, wide, o);
 	}
 	return true;
 }
@@ -840,11 +915,11 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 			     const int32_t *block_table, float scale, float *scores, int32_t stride,
-			     bool wide)
+			     bool wide, const int32_t *q_kv_head)
 {
 	(void)out_rows, (void)q_rows, (void)ctx_lens, (void)n_q, (void)kv_pool, (void)lay;
 	(void)layer, (void)kv_head, (void)block_table, (void)scale, (void)scores, (void)stride;
-	(void)wide;
+	(void)wide, (void)q_kv_head;
 	return false; /* no SIMD here: the caller takes one query at a time */
 }
 
