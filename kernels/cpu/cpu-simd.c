@@ -607,6 +607,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 		mxv[j] = _mm256_set1_ps(-INFINITY);
 		max_ctx = ALLM_MAX(max_ctx, ctx[j]);
 	}
+	static const size_t no_off[CPU_ATT_TILE_Q]; /* every query on kv_head */
 	struct kv_cursor kc = kv_cursor_make(lay, block_table, layer, 0, kv_head, 0);
 	struct kv_cursor vc = kv_cursor_make(lay, block_table, layer, 1, kv_head, 0);
 	/* scores, a block of positions for every query while its keys are in L1 */
@@ -619,14 +620,14 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			continue;
 		}
 		int32_t p0 = pb;
-		if (off && hd == 8) { /* KV heads mixed: the positions all queries share first */
+		if (hd == 8) { /* the positions all queries share first, their rows found once */
 			int32_t common = pb + ATT_POS;
 			for (int32_t j = 0; j < n_q; j++)
 				common = ALLM_MIN(common, ctx[j]);
 			if (common > pb) {
 				kv_cursor_at(&kc, pb);
 				p0 = score_heads_hd8(dt, scores, stride, mxv, q_rows, n_q, kv_pool, &kc, pb,
-						     common, scale, off);
+						     common, scale, off ? off : no_off);
 			}
 		}
 		for (int32_t j = 0; j < n_q; j++) {
