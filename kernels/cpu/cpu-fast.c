@@ -85,31 +85,22 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 
 	for (int64_t it = begin; it < end; it++) {
 		int32_t t0 = (int32_t)(it / n_kv), kvh = (int32_t)(it % n_kv), n_q = 0, stride = 0;
+		bool mixed = heads_together && n_kv > 1 && alone(meta, t0, per_tile);
 		if (same_run(meta, t0) && meta->tok_pos[t0] % per_tile)
 			continue; /* inside a tile its first token does */
-		if (heads_together && n_kv > 1 && alone(meta, t0, per_tile)) {
-			if (kvh)
-				continue; /* the token's KV head 0 item does all its heads */
+		if (mixed && kvh)
+			continue; /* the token's KV head 0 item does all its heads */
+		if (mixed) {
 			for (int32_t h = 0; h < a->n_heads; h++, n_q++) {
 				size_t row = ((size_t)t0 * a->n_heads + (size_t)h) * hd;
 				out_rows[n_q] = a->out + row;
 				q_rows[n_q] = a->q + row;
-				ctx[n_q] = meta->tok_pos[t0] + 1;
+				ctx[n_q] = stride = meta->tok_pos[t0] + 1;
 				q_kvh[n_q] = h / a->group;
 			}
-			stride = ctx[0];
-			float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)n_q * (size_t)stride * 4,
-								 &a->err);
-			if (!scores)
-				return;
-			const int32_t *bt = meta->block_tables +
-					    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
-			cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, 0,
-						bt, a->scale, scores, stride, a->wide, q_kvh);
-			continue;
 		}
-		for (int32_t t = t0; t < meta->n_tokens && (t == t0 || (same_run(meta, t) &&
-							     meta->tok_pos[t] % per_tile)); t++)
+		for (int32_t t = t0; !mixed && t < meta->n_tokens &&
+				     (t == t0 || (same_run(meta, t) && meta->tok_pos[t] % per_tile)); t++)
 			for (int32_t g = 0; g < a->group; g++, n_q++) {
 				size_t row = ((size_t)t * a->n_heads + (size_t)kvh * a->group + g) * hd;
 				out_rows[n_q] = a->out + row;
@@ -124,7 +115,7 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
-					bt, a->scale, scores, stride, a->wide, NULL);
+					bt, a->scale, scores, stride, a->wide, mixed ? q_kvh : NULL);
 	}
 }
 
