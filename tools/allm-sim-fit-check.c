@@ -122,9 +122,8 @@ int fit_check(const char *profile, const char *kind, const char *model, int thre
 	printf("mean |error| %.1f %% over %d batches; all of them together: real %.1f ms, sim %.1f ms (%+.1f %%)\n",
 	       100 * sum_abs / (counted ? counted : 1), counted, real_sum * 1e3, sim_sum * 1e3,
 	       100 * (sim_sum - real_sum) / real_sum);
-	if (by_op && !by_op_table(cpu, profile, grid, n, repeat))
-		printf("(by op: the profile could not be read)\n");
+	int rc = by_op && !by_op_table(cpu, profile, grid, n, repeat) ? -1 : 0;
 	allm_runtime_close(cpu);
 	allm_runtime_close(sim);
-	return 0;
+	return rc;
 }
