@@ -116,8 +116,8 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 				    (size_t)meta->tok_seq[t0] * meta->max_blocks_per_seq;
 		if (!cpu_attention_tile_simd(out_rows, q_rows, ctx, n_q, a->kv_pool, a->lay, a->layer, kvh,
 					     bt, a->scale, scores, stride, a->wide, mixed ? q_kvh : NULL)) {
-			int zero = 0; /* cannot happen (cpu_fast_attention checked the shape): said, not skipped */
-			atomic_compare_exchange_strong(&a->err, &zero, -EINVAL);
+			/* cannot happen (cpu_fast_attention checked the shape): said, not skipped */
+			cpu_pool_fail(&a->err, -EINVAL);
 			return;
 		}
 	}

@@ -300,12 +300,16 @@ void *cpu_pool_scratch(struct cpu_pool *p, int tid, size_t bytes)
 	return s->aligned;
 }
 
+void cpu_pool_fail(_Atomic int *err, int code)
+{
+	int zero = 0;
+	atomic_compare_exchange_strong(err, &zero, code);
+}
+
 void *cpu_pool_scratch_or_fail(struct cpu_pool *p, int tid, size_t bytes, _Atomic int *err)
 {
 	void *s = cpu_pool_scratch(p, tid, bytes);
-	if (!s) {
-		int zero = 0;
-		atomic_compare_exchange_strong(err, &zero, -ENOMEM);
-	}
+	if (!s)
+		cpu_pool_fail(err, -ENOMEM);
 	return s;
 }

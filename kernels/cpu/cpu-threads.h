@@ -48,6 +48,9 @@ void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
  * Only thread `tid` may call it, inside a job (or outside any job for tid 0 when no
  * job runs). Returns NULL when out of memory or for a NULL pool. */
 void *cpu_pool_scratch(struct cpu_pool *p, int tid, size_t bytes);
+/* Records code in *err unless another failure came first (a job's threads report
+ * their first failure this way). */
+void cpu_pool_fail(_Atomic int *err, int code);
 /* The same inside a job whose threads report failure through *err: when out of
  * memory it stores -ENOMEM there unless another failure came first, and returns
  * NULL (the caller's thread stops). */
