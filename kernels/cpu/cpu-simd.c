@@ -364,14 +364,11 @@ INL T2 void pv_group_hd8(const int nj, const enum allm_dtype dt, float *const *o
 							 acc[j]);
 		}
 	} else {
-		size_t o[ATT_CHAINS];
-		for (int j = 0; j < nj; j++)
-			o[j] = off[j];
 		for (; p < common; p++) {
 			size_t row = kv_cursor_row(vc);
 			for (int j = 0; j < nj; j++)
 				acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)j * stride + p]),
-							 kv8(dt, kv_pool, row + o[j]), acc[j]);
+							 kv8(dt, kv_pool, row + off[j]), acc[j]);
 		}
 	}
 	for (int j = 0; j < nj; j++) {
