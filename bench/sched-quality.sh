@@ -68,7 +68,7 @@ def runs(f):
     return {list(r["setting"].values())[0]: r for r in d["runs"]}
 def cells(name, row):
     """row(runs) -> list of numbers, for each repetition that has the file; their
-    medians cell by cell, and the spread of the cells named in `ranged`."""
+    medians cell by cell, and each cell's range (min, max)."""
     got = [row(runs(f"{o}/{name}")) for o in outs if os.path.exists(f"{o}/{name}")]
     if not got:
         return None, None
