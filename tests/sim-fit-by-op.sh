@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-sim-fit --check --by-op splits each forward into GEMMs, attention and the other ops, timed in place on the CPU and priced by the profile; its priced columns add up to the simulated device's own forward time for every batch of the grid, so the breakdown accounts for every op the simulator charges (none missed, none counted twice).
+# Description: allm-sim-fit --check --by-op splits each forward into GEMMs, attention and the other ops, timed in place on the CPU and priced by the profile; its priced columns add up to the simulated device's own forward time for every batch of the grid, so the breakdown accounts for every op the simulator charges (none missed, none counted twice); a profile that cannot be read is a clear error and a failed exit.
 set -u
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
 DATA_DIR=${DATA_DIR:-$(cd "$(dirname "$0")/../data" && pwd)}
@@ -11,6 +11,14 @@ P=$DATA_DIR/sim-profiles/cpu-local.json
 command -v python3 >/dev/null || { echo "SKIP: python3 is needed to read the tables"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sim-fit-by-op.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+
+# a profile that is not there: a clear error and a failed exit, no table
+if "$FIT" --check "$tmp/none.json" --by-op --model "$M" --threads 1 --repeat 3 >"$tmp/out" 2>"$tmp/err"; then
+	echo "FAIL: --check of a missing profile exited 0"; exit 1
+fi
+grep -q "none.json" "$tmp/err" && ! grep -q "by op" "$tmp/out" ||
+	{ echo "FAIL: missing profile: stderr '$(cat "$tmp/err")'"; exit 1; }
+echo "ok   a missing profile: $(cat "$tmp/err")"
 
 "$FIT" --check "$P" --by-op --model "$M" --threads 1 --repeat 3 >"$tmp/out" 2>"$tmp/err" ||
 	{ echo "FAIL: allm-sim-fit --check --by-op: $(cat "$tmp/err")"; exit 1; }
