@@ -54,7 +54,12 @@
 #ifndef GEMM_KC
 #define GEMM_KC 1024 /* k chunk of the blocked path (a multiple of 64) */
 #endif
-#define GEMM_DIRECT_ROWS 8 /* up to this many rows: W read in place, k in one piece */
+/* Up to this many rows W is read in place, k in one piece. The blocked path's copy
+ * of W into L2 pays for itself only once the row tiles reusing it are many: at 9-15
+ * rows it ran at half the FLOP rate of 8 rows (f32 and f16, AVX2 and AVX-512 alike:
+ * 48-83 vs 82-152 GFLOP/s, tests/bench-gemm, one thread), and from 16 rows the
+ * AVX-512 levels take the outer-product path anyway. */
+#define GEMM_DIRECT_ROWS 15
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
 #define GEMM_MULTI_MAX 4 /* matrices of one cpu_fast_gemm_multi call, at most */
 
