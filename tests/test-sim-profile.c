@@ -1,4 +1,4 @@
-/* Description: simulated-device profiles: the shipped ones load; a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
+/* Description: simulated-device profiles: the shipped ones load; a serial device prices a mixed step's decode and prefill attention apart (a GPU, at once); a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
 #include "backend.h"
 #include "sim/sim-backend.h"
 #include "sim/sim-cost.h"
@@ -123,6 +123,14 @@ static void test_refusals(void)
 	j = base_profile();
 	json_object_del(at(j, "disk", "write", NULL), "latency");
 	expect_refused(j, "disk.write.latency: missing", "disk without a latency");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "attention", NULL), "serial", json_pack("{s:f, s:s}", "value", 0.5, "source", "t"));
+	expect_refused(j, "ops.attention: serial is 0", "serial neither 0 nor 1");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "gemm", NULL), "serial", json_pack("{s:f, s:s}", "value", 1.0, "source", "t"));
+	expect_refused(j, "ops.gemm: score_flops and serial apply to attention only", "serial on a GEMM");
 
 	expect_refused_text("{\"format\": \"allm-sim-profile/1\", \"memory_bandwidth\": NaN}",
 			    "not valid JSON", "a NaN literal");
@@ -270,11 +278,67 @@ static void test_backend(void)
 	allm_backend_destroy(be);
 }
 
+/* The a800 profile with ops.attention.serial set to serial, and f16 FLOP/s cut to
+ * 1e13 so that a decode (~1 FLOP per K/V byte) is bound by memory and a prefill
+ * (a 64-query tile per K/V read) by arithmetic. */
+static struct allm_sim_profile *a800_serial(int serial)
+{
+	json_t *j = base_profile();
+	json_object_set_new(at(j, "ops", "attention", NULL), "serial",
+			    json_pack("{s:i, s:s}", "value", serial, "source", "test"));
+	json_object_set_new(at(j, "flops", "f16", NULL), "value", json_real(1e13));
+	char *text = json_dumps(j, 0);
+	struct allm_sim_profile *p = NULL;
+	struct allm_err err = {{0}};
+	CHECK(allm_sim_profile_parse(text, strlen(text), "test", &p, &err) == 0, "serial=%d parses: %s", serial,
+	      err.msg);
+	free(text);
+	json_decref(j);
+	return p;
+}
+
+/* A mixed step's attention: on a serial device its decodes and its prefill are
+ * priced apart and added; at once (a GPU), one roofline over the batch, never
+ * more than that sum. */
+static void test_serial_attention(void)
+{
+	/* 6 decodes at positions 700..705 (one sequence each), then a 256-token prefill */
+	enum { D = 6, P = 256 };
+	int32_t pos[D + P], seq[D + P];
+	for (int i = 0; i < D; i++)
+		pos[i] = 700 + i, seq[i] = i;
+	for (int i = 0; i < P; i++)
+		pos[D + i] = i, seq[D + i] = D;
+	struct allm_sim_attn_shape mixed, dec, pre;
+	allm_sim_attn_shape_from(pos, seq, D + P, &mixed);
+	allm_sim_attn_shape_from(pos, seq, D, &dec);
+	allm_sim_attn_shape_from(pos + D, seq + D, P, &pre);
+	CHECK(mixed.dec_tokens == D && dec.dec_tokens == D && pre.dec_tokens == 0 &&
+	      near(mixed.dec_sum_ctx, dec.sum_ctx) && near(mixed.dec_kv_reads, dec.kv_reads),
+	      "the decode part of the mixed shape is the decodes' shape (%lld tokens)", (long long)mixed.dec_tokens);
+	struct allm_kv_layout lay = {.n_layers = 40, .n_kv_heads = 40, .head_dim = 128, .block_size = 16,
+				     .dtype = ALLM_DTYPE_F16};
+	struct allm_sim_profile *ser = a800_serial(1), *par = a800_serial(0);
+	if (!ser || !par)
+		goto out;
+	double launch = ser->op[ALLM_OP_ATTENTION].launch;
+	double sum = allm_sim_cost_attention(ser, &lay, 40, &dec) + allm_sim_cost_attention(ser, &lay, 40, &pre) - launch;
+	double s = allm_sim_cost_attention(ser, &lay, 40, &mixed), c = allm_sim_cost_attention(par, &lay, 40, &mixed);
+	CHECK(near(s, sum), "serial: the mixed step costs its parts added (%.9g vs %.9g s)", s, sum);
+	CHECK(c < s, "at once: the parts hide each other's bound (%.9g < %.9g s)", c, s);
+	CHECK(near(allm_sim_cost_attention(ser, &lay, 40, &pre), allm_sim_cost_attention(par, &lay, 40, &pre)),
+	      "a batch of one kind costs the same either way");
+out:
+	allm_sim_profile_free(ser);
+	allm_sim_profile_free(par);
+}
+
 int main(void)
 {
 	test_refusals();
 	test_lookup();
 	test_backend();
+	test_serial_attention();
 	if (n_fail)
 		fprintf(stderr, "%d checks failed\n", n_fail);
 	return n_fail ? 1 : 0;

@@ -308,7 +308,11 @@ void add_stream_to(struct fit *f, int op, double bytes, double t)
  * 1..4 prompts of 8..2048 tokens, two mixed steps; K/V of at most 32768 tokens. */
 int fit_grid(const struct allm_model_config *c, struct fit_shape *ret, int max)
 {
-	static const int32_t dec[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+	/* 12 and 15: the CPU GEMM reads W in place up to 15 rows and takes another
+	 * path from 16 (cpu-gemm.h), so a row count between 8 and 16 costs nearly what
+	 * 8 does; the measured tables need points on both sides of that step, or their
+	 * interpolation prices 12 rows 40 % over */
+	static const int32_t dec[] = {1, 2, 4, 8, 12, 15, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 	static const int32_t ctx[] = {32, 128, 512};
 	static const int32_t pre_n[] = {1, 2, 4};
 	static const int32_t pre_len[] = {8, 32, 128, 512, 2048};

@@ -68,14 +68,17 @@ static double gemm_loss(const double *x, void *user)
 	return s;
 }
 
+/* The simulator's own attention cost (sim-cost.c) at x, on a serial device as
+ * the CPU backend is: what is fitted is exactly what will be priced. */
 static double attn_pred(const double *x, const struct apt *p)
 {
-	double F = exp(x[0]), h = exp(x[1]), B = exp(x[2]), L = exp(x[3]), sf = exp(x[4]);
-	double hd = p->lay.head_dim, T = (double)p->s.n_tokens;
-	double kv_tok = 2.0 * p->lay.n_kv_heads * hd * 4;
-	double tc = (4.0 * hd + sf) * p->heads * p->s.sum_ctx / (F * T / (T + h));
-	double tm = (p->s.kv_reads * kv_tok + 8.0 * T * p->heads * hd) / B;
-	return L + fmax(tc, tm);
+	static _Thread_local struct allm_sim_profile prof;
+	struct allm_sim_op_params *o = &prof.op[ALLM_OP_ATTENTION];
+	prof.flops[p->lay.dtype] = exp(x[0]);
+	prof.mem_bw = exp(x[2]);
+	*o = (struct allm_sim_op_params){.launch = exp(x[3]), .compute = 1, .half_rows = exp(x[1]),
+					 .bandwidth = 1, .score_flops = exp(x[4]), .serial = 1};
+	return allm_sim_cost_attention(&prof, &p->lay, p->heads, &p->s);
 }
 
 static double attn_loss(const double *x, void *user)
@@ -232,12 +235,13 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		"compute", pnum(r->F_g / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_g),
 		"half_rows", pnum(r->h_g, "%s: roofline fit", how),
 		"bandwidth", pnum(r->B_g / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_g)));
-	json_object_set_new(ops, "attention", json_pack("{s:o, s:o, s:o, s:o, s:o}",
+	json_object_set_new(ops, "attention", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
 		"launch", pnum(r->L_a, "%s: roofline fit over %d attention timings (rms error %.1f %%)", how, f->na, rms_pct(r->loss_a, f->na)),
 		"compute", pnum(r->F_a / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_a),
 		"half_rows", pnum(r->h_a, "%s: roofline fit", how),
 		"bandwidth", pnum(r->B_a / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_a),
-		"score_flops", pnum(r->sf_a, "%s: roofline fit (softmax cost per score)", how)));
+		"score_flops", pnum(r->sf_a, "%s: roofline fit (softmax cost per score)", how),
+		"serial", pnum(1, "the CPU backend attends to a batch's sequences one after another: a mixed step's decodes and prefills cost apart")));
 
 	json_t *link = json_object();
 	static const char *const dirs[2] = {"d2h", "h2d"};

@@ -8,7 +8,9 @@
  *   attention  the same form over the batch's context: FLOPs (4 * head_dim +
  *              score_flops) * heads * sum of context lengths (QK, PV and the softmax's
  *              exp per score), bytes = K/V read once per query tile of ATTN_Q_TILE
- *              tokens per sequence + q and out
+ *              tokens per sequence + q and out; on a serial device (a CPU thread:
+ *              ops.attention.serial) a mixed batch's decodes and prefills are two
+ *              such terms added, each memory- or compute-bound on its own
  *   others     launch + bytes touched / (bandwidth * e_bw)
  *   copies     latency + bytes / link bandwidth, per direction
  *   disk       latency + bytes / disk bandwidth, per direction (the disk KV tier) */
@@ -30,6 +32,10 @@ struct allm_sim_attn_shape {
 	int64_t n_tokens; /* query rows */
 	double sum_ctx; /* sum over tokens of the context each attends to (pos + 1) */
 	double kv_reads; /* sum over sequences of ctx * ceil(new tokens / Q_TILE): tokens of K/V read */
+	/* of which the decodes' (sequences with one new token): what a device that
+	 * runs sequences one after another prices apart from the prefills */
+	int64_t dec_tokens;
+	double dec_sum_ctx, dec_kv_reads;
 };
 
 /* The shape of a batch from its tokens' positions and sequences (host arrays; a

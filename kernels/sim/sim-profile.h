@@ -28,6 +28,10 @@ struct allm_sim_op_params {
 	/* attention: FLOP-equivalents of the softmax per score (one exp, max, sum per
 	 * query x context position x head), on top of 4 * head_dim for QK and PV */
 	double score_flops;
+	/* attention: 1 when the device runs a batch's sequences one after another (a
+	 * CPU thread), so a mixed step's decodes and prefills cost apart; 0 (default)
+	 * when they run at once (a GPU kernel) */
+	double serial;
 };
 
 /* A measured GEMM shape (k, m) of one weight dtype: seconds at several row counts. */
