@@ -289,7 +289,8 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 	struct gemm_job g = {
 		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
 		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k, .m = m,
-		.R = kn->max_rows, .C = kn->max_cols, .blocked = n > GEMM_DIRECT_ROWS,
+		.R = kn->max_rows, .C = kn->max_cols,
+		.blocked = n > (kn->direct_rows ? kn->direct_rows : GEMM_DIRECT_ROWS),
 		.cb = kn->max_cols, .kc = k, .pool = c->pool,
 	};
 	if (n <= 2 && kn->decode_cols) /* decode: more rows of W streaming at once */

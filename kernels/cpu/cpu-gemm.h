@@ -56,9 +56,10 @@
 #endif
 /* Up to this many rows W is read in place, k in one piece. The blocked path's copy
  * of W into L2 pays for itself only once the row tiles reusing it are many: at 9-15
- * rows it ran at half the FLOP rate of 8 rows (f32 and f16, AVX2 and AVX-512 alike:
- * 48-83 vs 82-152 GFLOP/s, tests/bench-gemm, one thread), and from 16 rows the
- * AVX-512 levels take the outer-product path anyway. */
+ * rows it ran at half the FLOP rate of 8 rows (f32, f16 and bf16, AVX2 and AVX-512
+ * alike: 48-83 vs 75-152 GFLOP/s, tests/bench-gemm, one thread), and from 16 rows
+ * the AVX-512 levels take the outer-product path anyway. AVX2's int8 tile is the
+ * exception (gemm_kern.direct_rows). */
 #define GEMM_DIRECT_ROWS 15
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
 #define GEMM_MULTI_MAX 4 /* matrices of one cpu_fast_gemm_multi call, at most */
@@ -94,6 +95,9 @@ static inline int64_t gemm_conv_ld(int64_t kc)
 /* How a level computes a GEMM of one weight dtype. */
 struct gemm_kern {
 	int max_rows, max_cols; /* tile limits */
+	/* Optional: rows read in place at most (0: GEMM_DIRECT_ROWS); a kernel whose
+	 * tile converts W at a cost keeps the blocked path's one conversion sooner. */
+	int direct_rows;
 	int decode_cols; /* optional: wider tiles when n <= 2 (more W rows streaming) */
 	/* Optional: prepares one row of x (k values) into dst; NULL: x used as is. */
 	void (*x_prep)(void *dst, const float *x, int64_t k);
