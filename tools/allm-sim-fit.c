@@ -72,7 +72,7 @@ static double gemm_loss(const double *x, void *user)
  * the CPU backend is: what is fitted is exactly what will be priced. */
 static double attn_pred(const double *x, const struct apt *p)
 {
-	static _Thread_local struct allm_sim_profile prof;
+	static struct allm_sim_profile prof; /* only attention's fields are read */
 	struct allm_sim_op_params *o = &prof.op[ALLM_OP_ATTENTION];
 	prof.flops[p->lay.dtype] = exp(x[0]);
 	prof.mem_bw = exp(x[2]);

@@ -231,8 +231,6 @@ static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
 	return *aligned;
 }
 
-/* The bias as f32: in place for f32 and int8 weights (int8's bias is f32), else
- * converted into ctx's buffer. */
 /* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32 and int8
  * weights (int8's bias is f32), else converted into one buffer of ctx, a slice
  * each. */
