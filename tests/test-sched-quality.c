@@ -1,4 +1,4 @@
-/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps, also when long decodes hold every slot (the paper's fair lets it wait past that); chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
+/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps, also when long decodes hold every slot (the paper's fair lets it wait past that), and evicts nobody in a burst where everyone waited as long; chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
 #include "engine-fixture.h"
 
 /* --- 1. admission headroom ---------------------------------------------------------- */
@@ -169,6 +169,37 @@ static void test_aging(int32_t short_out, int32_t gpu_blocks)
 	CHECK(a_paper == 0, "aging off, yet %lld requests aged", (long long)a_paper);
 }
 
+/* A burst: every request at once, more than max_num_seqs, plenty of blocks, so
+ * later waves wait past the bound only because the burst is an overload. The
+ * aged requests have waited no longer than the ones running (admitted after
+ * long waits of their own), so evicting those would only move the overrun:
+ * aging must evict nobody here, and fcfs and fair make the same number of
+ * preemptions (none). */
+static void test_aging_burst(void)
+{
+	const double F = 2;
+	struct fx f;
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = 200, .cpu_blocks = 40, .max_num_seqs = 4,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP, .max_wait_factor = F};
+	if (fx_init(&f, &o))
+		return;
+	for (int i = 0; i < 40; i++)
+		fx_submit(&f, 4 + i % 3, 10, 0, (uint64_t)i + 1);
+	CHECK(fx_drain(&f, 2000), "burst: not drained");
+	fx_check_end(&f, "aging burst");
+	struct allm_engine_stats st;
+	allm_engine_get_stats(f.e, &st);
+	printf("aging, a burst of 40 at once into 4 slots (bound %g x 11 steps): %lld aged, %lld swaps, "
+	       "%lld recomputes, longest wait %.1f x service\n", F, (long long)st.aged,
+	       (long long)st.preempt_swap, (long long)st.preempt_recompute, st.max_wait_ratio);
+	CHECK(st.aged > 0, "nothing aged: the burst shows nothing");
+	CHECK(st.preempt_swap + st.preempt_recompute == 0,
+	      "aging evicted %lld requests that had waited as long as the aged ones",
+	      (long long)(st.preempt_swap + st.preempt_recompute));
+	fx_fini(&f);
+}
+
 /* --- 3. chunked prefill ----------------------------------------------------------------- */
 
 static void test_chunked(void)
@@ -231,6 +262,7 @@ int main(void)
 	test_headroom();
 	test_aging(6, 40);   /* short decodes: blocks are what the long prompt lacks */
 	test_aging(100, 400); /* long decodes: every slot is held past the bound */
+	test_aging_burst();
 	test_chunked();
 	fx_global_fini();
 	if (fx_failures) {

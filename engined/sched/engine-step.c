@@ -146,14 +146,33 @@ static bool protected(const struct allm_engine *e, const struct allm_request *r)
 	return fair(e) && r->aged;
 }
 
+/* Steps r had waited when it was last admitted or swapped in (a wait, as aging
+ * counts it: since arrival, less the steps spent generating). */
+static int64_t admit_wait(const struct allm_request *r)
+{
+	return r->admit_step - r->arrival_step - r->gen_at_admit;
+}
+
+/* Whether room for an aged request may evict r: not a protected one, nor one
+ * that itself waited half its own bound before it got in. Aging is against
+ * starvation, not overload: when a burst has everyone waiting about as long
+ * (every request at t = 0, max_num_seqs 8), evicting such a request only moves
+ * the overrun to it; doing so evicted 8 requests 1-7 tokens short of done
+ * (bench/README.md, "Scheduler quality"). */
+static bool aging_victim(const struct allm_engine *e, const struct allm_request *r)
+{
+	return !protected(e, r) &&
+	       (double)admit_wait(r) * 2 < e->cfg.max_wait_factor * (double)allm_engine_service_steps(e, r);
+}
+
 /* Index in running (in victim order) of the next victim: the first one not
- * protected, else the first. */
-static int32_t next_victim(const struct allm_engine *e)
+ * protected, else the first; for_aged: the first aging_victim, else -1. */
+static int32_t next_victim(const struct allm_engine *e, bool for_aged)
 {
 	for (int32_t i = 0; i < e->running.n; i++)
-		if (!protected(e, e->running.v[i]))
+		if (for_aged ? aging_victim(e, e->running.v[i]) : !protected(e, e->running.v[i]))
 			return i;
-	return 0;
+	return for_aged ? -1 : 0;
 }
 
 void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double now)
@@ -175,20 +194,20 @@ void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double 
 /* Preempts, in victim order, until the running batch's next tokens, `extra`
  * blocks and a shrink's deficit fit (with_lookahead: and the admission headroom
  * too) and at most max_running requests run; fair passes over protected requests
- * while others remain, and evicts them only when evict_protected. The running
- * batch must already be in victim order. Returns how many were preempted. */
+ * while others remain; for_aged: evicts aging victims only. The running batch
+ * must already be in victim order. Returns how many were preempted. */
 static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead, int32_t max_running,
-		     bool evict_protected, double now)
+		     bool for_aged, double now)
 {
 	int n = 0;
 	while (e->running.n > 0 &&
 	       (e->running.n > max_running ||
 		running_need(e) + (with_lookahead ? lookahead_need(e) : 0) + extra + e->kv->gpu.deficit >
 			e->kv->gpu.n_free)) {
-		int32_t i = next_victim(e);
-		struct allm_request *v = e->running.v[i];
-		if (!evict_protected && protected(e, v))
+		int32_t i = next_victim(e, for_aged);
+		if (i < 0)
 			break;
+		struct allm_request *v = e->running.v[i];
 		allm_rq_remove_at(&e->running, i);
 		allm_engine_preempt(e, v, now);
 		n++;
@@ -201,7 +220,7 @@ static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead, 
 static bool mem_schedule(struct allm_engine *e, double now)
 {
 	order(&e->running, fair(e) ? victim_fair : victim_fcfs, now);
-	return make_room(e, 0, false, INT32_MAX, true, now) > 0;
+	return make_room(e, 0, false, INT32_MAX, false, now) > 0;
 }
 
 /* --- aging ----------------------------------------------------------------------- */
@@ -328,8 +347,8 @@ static struct allm_request *aged_head(struct allm_engine *e, bool *prefill)
 
 /* Fair with aging: when the most urgent request waiting or swapped is aged and
  * does not fit (blocks, or a slot of max_num_seqs: long decodes can hold every
- * slot for longer than the bound), evicts unprotected running requests until it
- * does, so its wait stays bounded however many others keep arriving. */
+ * slot for longer than the bound), evicts aging victims until it does, so its
+ * wait stays bounded however many others keep arriving. */
 static void room_for_aged(struct allm_engine *e, double now)
 {
 	bool prefill = false;
@@ -338,7 +357,7 @@ static void room_for_aged(struct allm_engine *e, double now)
 		return;
 	order(&e->running, victim_fair, now);
 	make_room(e, admit_blocks_ahead(e, head, prefill, headroom(e)), true, e->cfg.max_num_seqs - 1,
-		  false, now);
+		  true, now);
 }
 
 /* Admitted waiting requests leave the queue for the running batch. */
