@@ -339,8 +339,10 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 		r = cpu_fast_init(c, opts->cpu_isa, err);
 		if (r)
 			goto fail;
-		if (c->blas)
-			cpu_blas_init(c);
+		if (c->blas && (r = cpu_blas_init(c, err))) {
+			cpu_fast_fini(c);
+			goto fail;
+		}
 		snprintf(c->desc, sizeof(c->desc), "cpu (%d threads, gemm: %s)", c->n_threads,
 			 c->blas ? "openblas" : cpu_fast_gemm_name(c));
 	}

@@ -2,11 +2,43 @@
  * picks kernels by matrix shape, so the bits of a row change with the number of
  * rows in the call (measured on 0.3.21: 18 of 25 (k, m) shapes differ between
  * n = 1 and n = 2..100). Outputs then depend on what else is batched and a
- * recompute prefill no longer reproduces the decoded K/V exactly (DESIGN §6). */
+ * recompute prefill no longer reproduces the decoded K/V exactly (DESIGN §6).
+ *
+ * The library is opened only when that is asked for: linked in, its constructor
+ * starts a thread per core that spins ~100 ms in sched_yield at every start of
+ * every program (on 2 cores, beside model load and the calibration's timings),
+ * for a GEMM the default path never calls. */
 #include "cpu-backend.h"
 #include "quant.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#define BLAS_SONAME "libopenblas.so.0"
+
+static __typeof__(&cblas_sgemm) blas_sgemm;
+static __typeof__(&openblas_set_num_threads) blas_set_threads;
+static char blas_error[200];
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_open(void)
+{
+	void *h = dlopen(BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(blas_error, sizeof(blas_error), "%s", dlerror());
+		return;
+	}
+	/* POSIX's way to turn a dlsym result into a function pointer */
+	*(void **)&blas_sgemm = dlsym(h, "cblas_sgemm");
+	*(void **)&blas_set_threads = dlsym(h, "openblas_set_num_threads");
+	if (!blas_sgemm || !blas_set_threads) {
+		snprintf(blas_error, sizeof(blas_error), "%s lacks cblas_sgemm or openblas_set_num_threads",
+			 BLAS_SONAME);
+		blas_sgemm = NULL;
+	}
+}
 
 /* Rows of W converted to f32 per sgemm call when W is stored as f16/bf16. */
 #define BLAS_W_ROWS 256
@@ -17,7 +49,7 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	if (n <= 0 || m <= 0)
 		return 0;
 	if (dt == ALLM_DTYPE_F32) {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)k,
+		blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)k,
 			    1.0f, x, (blasint)k, w, (blasint)k, 0.0f, y, (blasint)m);
 	} else {
 		float *tile = allm_malloc((size_t)BLAS_W_ROWS * (size_t)k * sizeof(float));
@@ -32,7 +64,7 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 			else
 				allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt,
 					    (size_t)(rows * k));
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows,
+			blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows,
 				    (blasint)k, 1.0f, x, (blasint)k, tile, (blasint)k, 0.0f, y + o,
 				    (blasint)m);
 		}
@@ -52,7 +84,11 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	return 0;
 }
 
-void cpu_blas_init(struct cpu_ctx *c)
+int cpu_blas_init(struct cpu_ctx *c, struct allm_err *err)
 {
-	openblas_set_num_threads(c->n_threads);
+	pthread_once(&blas_once, blas_open);
+	if (!blas_sgemm)
+		return allm_err_set(err, -ENOENT, "--gemm openblas: cannot load OpenBLAS (%s)", blas_error);
+	blas_set_threads(c->n_threads);
+	return 0;
 }
