@@ -247,7 +247,7 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 	static const char *const dirs[2] = {"d2h", "h2d"};
 	for (int d = 0; d < 2; d++)
 		json_object_set_new(link, dirs[d], json_pack("{s:o, s:o}",
-			"bandwidth", pnum(r->copy_bw[d], "%s: memcpy of 1-64 KV blocks between two resident pools, line fit", how),
+			"bandwidth", pnum(r->copy_bw[d], "%s: memcpy of 1-64 KV blocks between two resident pools, out of L2 as a swap finds them, line fit", how),
 			"latency", pnum(r->copy_lat[d], "%s: the same fit's intercept", how)));
 	json_t *disk = NULL;
 	if (f->dn[0] && f->dn[1]) {

@@ -26,6 +26,8 @@ struct allm_kv_cache {
 	uint8_t *touched_dev; /* [gpu.capacity], NULL when device memory is not host */
 	uint8_t *touched_host; /* [cpu.capacity] */
 	uint32_t calib_cursor; /* where the next calibration copy starts */
+	void *scrub; /* calibration on host memory: written to empty the L2 caches */
+	size_t scrub_len;
 	struct allm_kv_disk *disk; /* the disk tier, NULL when off */
 	void *stage; /* host staging for disk I/O when device memory is not host */
 	int32_t stage_blocks;

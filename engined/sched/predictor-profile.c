@@ -1,6 +1,6 @@
 /* Predictor profiles: the calibrated models as JSON, so a restart skips the grid.
  *
- * {"version": 1,
+ * {"version": 2,
  *  "key": {"model", "device", "dtype", "n_layers", "hidden", "block_size", "block_bytes", "threads"},
  *  "recompute": {"coef": [4], "xtx": [[4]x4], "xty": [4], "prior_xtx": [[4]x4], "base": [4],
  *                "scale", "bias"},
@@ -24,7 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PROFILE_VERSION 1
+/* 2: swaps calibrated from cold caches (kv-cache.c, scrub_caches): a profile of
+ * 1 predicted CPU swaps at a third of their time, so it is recalibrated */
+#define PROFILE_VERSION 2
 #define PROFILE_MAX_BYTES (1 << 20) /* a profile is ~3 KiB: refuse to slurp anything big */
 
 static const char *const dir_name[2] = { "d2h", "h2d" };
@@ -418,7 +420,9 @@ int allm_predictor_load(struct allm_predictor *p, const char *path, struct allm_
 	}
 	o = json_object_get(root, "version");
 	if (!json_is_integer(o) || json_integer_value(o) != PROFILE_VERSION) {
-		ret = bad(err, path, "version", o ? "is not 1" : "is missing");
+		char what[32];
+		snprintf(what, sizeof(what), o ? "is not %d" : "is missing", PROFILE_VERSION);
+		ret = bad(err, path, "version", what);
 		goto out;
 	}
 	if ((ret = load_key(root, &p->key, path, err)) < 0 || (ret = load_rc(root, &rc, path, err)) < 0 ||
