@@ -50,7 +50,7 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		return 0;
 	if (dt == ALLM_DTYPE_F32) {
 		blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)k,
-			    1.0f, x, (blasint)k, w, (blasint)k, 0.0f, y, (blasint)m);
+			   1.0f, x, (blasint)k, w, (blasint)k, 0.0f, y, (blasint)m);
 	} else {
 		float *tile = allm_malloc((size_t)BLAS_W_ROWS * (size_t)k * sizeof(float));
 		if (!tile)
@@ -65,8 +65,8 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 				allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt,
 					    (size_t)(rows * k));
 			blas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)rows,
-				    (blasint)k, 1.0f, x, (blasint)k, tile, (blasint)k, 0.0f, y + o,
-				    (blasint)m);
+				   (blasint)k, 1.0f, x, (blasint)k, tile, (blasint)k, 0.0f, y + o,
+				   (blasint)m);
 		}
 		allm_free(tile);
 	}
