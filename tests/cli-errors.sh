@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-run and allm-mkmodel refuse bad input with a non-zero exit and one clear error line, never a crash.
+# Description: allm-run and allm-mkmodel refuse bad input with a non-zero exit and one clear error line, never a crash (a missing or wrong OpenBLAS under --gemm openblas included).
 set -u
 
 BUILD_DIR=${BUILD_DIR:-$(cd "$(dirname "$0")/../build" && pwd)}
@@ -68,6 +68,10 @@ expect_error "both prompts" 'prompt' $R --prompt hi --prompt-ids 1,2
 
 # --- models ---------------------------------------------------------------------------
 expect_error "nonexistent model" '/nonexistent' $RUN --device cpu --model /nonexistent --prompt-ids 1,2
+# --gemm openblas opens the library only then: a missing one is that flag's error
+expect_error "OpenBLAS missing" 'openblas.*cannot load' env ALLM_OPENBLAS=/nonexistent/libopenblas.so.0 \
+	$R --gemm openblas --prompt-ids 1,2
+expect_error "not OpenBLAS" 'openblas.*lacks cblas_sgemm' env ALLM_OPENBLAS=libc.so.6 $R --gemm openblas --prompt-ids 1,2
 mkdir -p "$tmp/trunc"
 cp "$M"/*.json "$tmp/trunc/"
 head -c 100000 "$M/model.safetensors" >"$tmp/trunc/model.safetensors"

@@ -15,7 +15,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+/* $ALLM_OPENBLAS names another build (a path or a soname) */
 #define BLAS_SONAME "libopenblas.so.0"
 
 static __typeof__(&cblas_sgemm) blas_sgemm;
@@ -25,7 +27,10 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 static void blas_open(void)
 {
-	void *h = dlopen(BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+	const char *name = getenv("ALLM_OPENBLAS");
+	if (!name || !*name)
+		name = BLAS_SONAME;
+	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(blas_error, sizeof(blas_error), "%s", dlerror());
 		return;
@@ -35,7 +40,7 @@ static void blas_open(void)
 	*(void **)&blas_set_threads = dlsym(h, "openblas_set_num_threads");
 	if (!blas_sgemm || !blas_set_threads) {
 		snprintf(blas_error, sizeof(blas_error), "%s lacks cblas_sgemm or openblas_set_num_threads",
-			 BLAS_SONAME);
+			 name);
 		blas_sgemm = NULL;
 	}
 }
