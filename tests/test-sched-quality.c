@@ -173,8 +173,7 @@ static void test_aging(int32_t short_out, int32_t gpu_blocks)
  * later waves wait past the bound only because the burst is an overload. The
  * aged requests have waited no longer than the ones running (admitted after
  * long waits of their own), so evicting those would only move the overrun:
- * aging must evict nobody here, and fcfs and fair make the same number of
- * preemptions (none). */
+ * aging must evict nobody here (fcfs would not either). */
 static void test_aging_burst(void)
 {
 	const double F = 2;

@@ -250,11 +250,12 @@ static void touch_range(struct allm_kv_cache *kv, bool device, int32_t first, in
 }
 
 /* Pushes the blocks calibration just zeroed out of the per-core caches (L2)
- * by writing a buffer of twice their size, 8 MiB at least. On the CPU backend a swap copies
- * blocks the worker threads wrote steps ago, from the shared cache or the other
- * core's: timed right after touch_range, calibration copies ran from L2 at
- * ~42 GB/s and predicted the first swaps of stories260K at a third of their
- * time (3.4 vs 9.6 us for 120 KB; bench/README.md, "Predictors"). */
+ * by writing a buffer of twice their size, 8 MiB at least. On the CPU backend
+ * a swap copies blocks the worker threads wrote steps ago, from the shared
+ * cache or the other core's: timed right after touch_range, calibration copies
+ * ran from L2 at ~42 GB/s and predicted the first swaps of stories260K at a
+ * third of their time (3.4 vs 9.6 us for 120 KB; bench/README.md, "Swap
+ * calibration from cold caches"). */
 static void scrub_caches(struct allm_kv_cache *kv)
 {
 	if (!kv->scrub) {
