@@ -19,7 +19,8 @@
  *    quality", has the measurements; a minimum residency after admission was
  *    tried and changed nothing, so it is not here);
  *  - aging (fair only): a request that waited past max_wait_factor x its own
- *    service time is admitted first, room is made for it, and it is no victim. */
+ *    service time is admitted first, room is made for it (from requests that
+ *    did not wait long themselves: aging_victim), and it is no victim. */
 #include "engine-internal.h"
 
 #include <math.h>
