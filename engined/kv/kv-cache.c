@@ -356,6 +356,9 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n)
 {
+	/* a block changes hands only once its write behind has landed (an error
+	 * here leaves nothing to protect: the ring no longer writes) */
+	allm_kv_disk_drain(kv->disk, ids, n);
 	for (int32_t i = 0; i < n; i++) {
 		int r = allm_block_pool_release(allm_kv_disk_pool(kv->disk), owner, ids[i]);
 		ALLM_ASSERT(r == 0);
@@ -373,6 +376,13 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, c
 	int32_t runs = 0, k;
 	int r = 0;
 	if (be->device_is_host) {
+		/* a write goes behind when the stage has room: the step waits for a copy */
+		if (write && (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &t, err)) == 0) {
+			runs = allm_kv_count_runs(dev, disk, n);
+			goto out;
+		}
+		if (r != -EAGAIN && write)
+			return r;
 		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &t, &runs, err);
 		goto out;
 	}
@@ -447,6 +457,7 @@ int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
 	if (take(dp, owner, n, ret_disk))
 		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
 	if ((r = disk_xfer(kv, true, gpu, ret_disk, n, res, err))) {
+		allm_kv_disk_drain(kv->disk, ret_disk, n);
 		give_back(dp, owner, ret_disk, n);
 		return r;
 	}
@@ -536,6 +547,8 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	touch_range(kv, true, base, span);
 	struct allm_swap_result res;
 	int rc = disk_xfer(kv, dir == 0, mem, disk, n, &res, NULL);
+	/* untimed: writes behind land before the next point is timed */
+	allm_kv_disk_drain(kv->disk, NULL, 0);
 	allm_free(mem);
 	allm_free(disk);
 	return rc ? rc : res.seconds;

@@ -15,6 +15,12 @@
 /* O_DIRECT wants addresses, lengths and offsets aligned to the device's logical
  * block; 4 KiB covers every device in common use. */
 #define DISK_ALIGN 4096
+/* Write-behind: host memory its stage may take, and its ring's depth. */
+#define WB_BYTES ((size_t)64 << 20)
+#define WB_QD 256
+/* user_data: op index (write-behind: stage slot) | injected errno << 40 |
+ * SHORT_BIT for an injected short one */
+#define SHORT_BIT (1ull << 39)
 
 struct allm_kv_disk {
 	int fd;
@@ -28,6 +34,17 @@ struct allm_kv_disk {
 	int fault_errno;
 	bool fault_write, fault_short, fault_on; /* fault_on: every I/O from fault_at on ("N+") */
 	int64_t fault_at, n_io[2];
+	/* Write-behind (allm_kv_disk_write_behind): blocks copied into stage slots and
+	 * written from there on a second ring, reaped later. */
+	struct io_uring wb_ring;
+	bool have_wb;
+	char *stage_raw, *stage; /* wb_slots slots of block_bytes, DISK_ALIGN-aligned */
+	int32_t wb_slots, n_free_slots, in_flight;
+	int32_t *free_slots; /* stack of free slot numbers */
+	int32_t *slot_block; /* [wb_slots] disk block each in-flight slot writes */
+	int32_t *pending; /* [file_blocks] write-behinds of the block in flight */
+	uint8_t *bad; /* [file_blocks] its last write-behind failed */
+	int bad_errno; /* why, for the error of the read that finds it */
 };
 
 struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d)
@@ -53,6 +70,134 @@ static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile,
 	d->fault_write = strstr(kind, "write") != NULL;
 	d->fault_short = !strncmp(kind, "short", 5);
 	d->fault_errno = !strncmp(kind, "enospc", 6) ? ENOSPC : EIO;
+}
+
+/* ---- write-behind ---------------------------------------------------------------
+ * A block written behind is copied into a stage slot and its write queued on
+ * wb_ring; the caller's memory is free at once. A read, a release or a resize
+ * first waits for the writes of the blocks it touches (drain); a failed write
+ * marks its block bad, and the read that finds it fails as a failed read does
+ * (the engine recomputes that request). */
+
+static void wb_fini(struct allm_kv_disk *d)
+{
+	if (d->have_wb)
+		io_uring_queue_exit(&d->wb_ring);
+	d->have_wb = false;
+	allm_free(d->stage_raw);
+	allm_free(d->free_slots);
+	allm_free(d->slot_block);
+	allm_free(d->pending);
+	allm_free(d->bad);
+	d->stage_raw = d->stage = NULL;
+	d->free_slots = d->slot_block = d->pending = NULL;
+	d->bad = NULL;
+	d->wb_slots = d->n_free_slots = d->in_flight = 0;
+}
+
+/* Up to WB_BYTES of slots (one at least), the ring, the per-block counts. */
+static int wb_init(struct allm_kv_disk *d)
+{
+	int64_t slots = ALLM_MIN(d->file_blocks, ALLM_MAX((int64_t)1, (int64_t)(WB_BYTES / d->block_bytes)));
+	d->stage_raw = allm_malloc((size_t)slots * d->block_bytes + DISK_ALIGN);
+	d->free_slots = allm_malloc((size_t)slots * sizeof(int32_t));
+	d->slot_block = allm_malloc((size_t)slots * sizeof(int32_t));
+	d->pending = allm_calloc((size_t)d->file_blocks, sizeof(int32_t));
+	d->bad = allm_calloc((size_t)d->file_blocks, 1);
+	if (!d->stage_raw || !d->free_slots || !d->slot_block || !d->pending || !d->bad)
+		return -ENOMEM;
+	if (io_uring_queue_init(WB_QD, &d->wb_ring, 0))
+		return -EIO;
+	d->have_wb = true;
+	d->stage = (char *)(((uintptr_t)d->stage_raw + DISK_ALIGN - 1) & ~(uintptr_t)(DISK_ALIGN - 1));
+	d->wb_slots = (int32_t)slots;
+	for (int32_t i = 0; i < d->wb_slots; i++)
+		d->free_slots[i] = d->wb_slots - 1 - i;
+	d->n_free_slots = d->wb_slots;
+	return 0;
+}
+
+/* Finishes one write-behind from its completion: a short write gets its rest
+ * written synchronously; a failure marks the block bad. */
+static void wb_complete(struct allm_kv_disk *d, struct io_uring_cqe *cqe)
+{
+	uint64_t data = io_uring_cqe_get_data64(cqe);
+	int32_t slot = (int32_t)(data & 0xffffffffu);
+	int res = cqe->res, injected = (int)(data >> 40), e = 0;
+	io_uring_cqe_seen(&d->wb_ring, cqe);
+	int32_t blk = d->slot_block[slot];
+	size_t bb = d->block_bytes;
+	if (injected)
+		e = -injected;
+	else if (res < 0)
+		e = res;
+	else if (data & SHORT_BIT)
+		e = -EIO;
+	for (size_t done = e ? bb : (size_t)res; done < bb;) {
+		ssize_t k = pwrite(d->fd, d->stage + (size_t)slot * bb + done, bb - done,
+				   (off_t)((uint64_t)blk * bb + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			e = k < 0 ? -errno : -EIO;
+			break;
+		}
+		done += (size_t)k;
+	}
+	if (e) {
+		d->bad[blk] = 1;
+		d->bad_errno = -e;
+	}
+	d->pending[blk]--;
+	d->free_slots[d->n_free_slots++] = slot;
+	d->in_flight--;
+}
+
+/* Completes what has finished, without waiting. */
+static void wb_reap(struct allm_kv_disk *d)
+{
+	struct io_uring_cqe *cqe;
+	while (d->in_flight > 0 && io_uring_peek_cqe(&d->wb_ring, &cqe) == 0)
+		wb_complete(d, cqe);
+}
+
+/* Waits for one completion. 0 or -errno (the ring itself failed). */
+static int wb_wait_one(struct allm_kv_disk *d)
+{
+	struct io_uring_cqe *cqe;
+	int r;
+	do
+		r = io_uring_wait_cqe(&d->wb_ring, &cqe);
+	while (r == -EINTR);
+	if (r < 0)
+		return r;
+	wb_complete(d, cqe);
+	return 0;
+}
+
+static bool wb_busy(const struct allm_kv_disk *d, const int32_t *ids, int32_t n)
+{
+	if (!ids)
+		return d->in_flight > 0;
+	for (int32_t i = 0; i < n; i++)
+		if (ids[i] >= 0 && ids[i] < d->file_blocks && d->pending[ids[i]])
+			return true;
+	return false;
+}
+
+/* Waits until no write-behind of blocks ids[0..n) (ids NULL: of any block) is
+ * in flight. 0 or -errno. */
+static int wb_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
+{
+	if (!d->have_wb)
+		return 0;
+	wb_reap(d);
+	while (wb_busy(d, ids, n)) {
+		int r = wb_wait_one(d);
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 /* An unnamed file in dir: O_TMPFILE, or (where the filesystem lacks it) a
@@ -129,15 +274,17 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		goto fail;
 	}
 	d->have_ring = !getenv("ALLM_NO_IO_URING") && io_uring_queue_init(DISK_QD, &d->ring, 0) == 0;
+	if (d->have_ring && wb_init(d))
+		wb_fini(d); /* without its memory or ring, writes wait for the disk */
 	char how[160];
 	if (direct)
 		snprintf(how, sizeof(how), "O_DIRECT");
 	else
 		snprintf(how, sizeof(how), "buffered I/O (O_DIRECT: %s)", why);
-	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s", n_blocks,
+	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s%s", n_blocks,
 		 (double)n_blocks * block_bytes / 1073741824.0, dir, how,
 		 named ? "no O_TMPFILE here: a name unlinked at once" : "O_TMPFILE",
-		 d->have_ring ? "io_uring" : "pread/pwrite");
+		 d->have_ring ? "io_uring" : "pread/pwrite", d->have_wb ? ", write-behind" : "");
 	*ret = d;
 	return 0;
 fail:
@@ -167,6 +314,8 @@ void allm_kv_disk_close(struct allm_kv_disk *d)
 {
 	if (!d)
 		return;
+	wb_drain(d, NULL, 0); /* the kernel reads the stage until each write completes */
+	wb_fini(d);
 	if (d->have_ring)
 		io_uring_queue_exit(&d->ring);
 	if (d->fd >= 0)
@@ -181,6 +330,18 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 		return allm_err_set(err, -EINVAL, "disk blocks must be >= 0 (got %d)", n);
 	int32_t cap = allm_block_pool_capacity_needed(&d->pool, n);
 	if (cap > d->file_blocks && d->fd >= 0) {
+		if (d->have_wb) {
+			int32_t *pend = allm_realloc(d->pending, (size_t)cap * sizeof(*pend));
+			if (pend)
+				d->pending = pend;
+			uint8_t *bad = pend ? allm_realloc(d->bad, (size_t)cap) : NULL;
+			if (bad)
+				d->bad = bad;
+			if (!pend || !bad)
+				return allm_err_set(err, -ENOMEM, "out of memory");
+			memset(d->pending + d->file_blocks, 0, (size_t)(cap - d->file_blocks) * sizeof(*pend));
+			memset(d->bad + d->file_blocks, 0, (size_t)(cap - d->file_blocks));
+		}
 		if (ftruncate(d->fd, (off_t)((uint64_t)cap * d->block_bytes)))
 			return allm_err_set(err, -errno, "cannot grow the disk KV file to %d blocks: %s", cap,
 					    strerror(errno));
@@ -225,8 +386,6 @@ static int sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
 	return done == op->len ? 0 : -EIO;
 }
 
-/* user_data: op index | injected errno << 40 | SHORT_BIT for an injected short one */
-#define SHORT_BIT (1ull << 39)
 
 /* Runs the ops through the ring, DISK_QD at a time. A short transfer gets one
  * synchronous retry of its rest (a regular file may return less than asked). */
@@ -327,6 +486,20 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		}
 		i = j;
 	}
+	/* a write behind to one of these blocks lands first: a read must see it,
+	 * and a write must not be overtaken by it */
+	if ((r = wb_drain(d, disk_ids, n))) {
+		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
+		goto out;
+	}
+	for (int32_t i = 0; !write && d->have_wb && i < n; i++)
+		if (d->bad[disk_ids[i]]) {
+			/* EIO, whatever the write's errno: the read is what fails now (ENOSPC
+			 * here would read as "no room in the GPU pool") */
+			r = allm_err_set(err, -EIO, "disk KV write of block %d failed earlier: %s",
+					 disk_ids[i], strerror(d->bad_errno));
+			goto out;
+		}
 	if (d->fd < 0) {
 		/* virtual: nothing moves */
 	} else if (d->have_ring) {
@@ -335,6 +508,8 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		for (int64_t k = 0; k < n_ops && !r; k++)
 			r = sync_op(d, write, &ops[k]);
 	}
+	for (int32_t i = 0; write && !r && d->have_wb && i < n; i++)
+		d->bad[disk_ids[i]] = 0;
 	if (r)
 		allm_err_set(err, r, "disk KV %s failed: %s", write ? "write" : "read", strerror(-r));
 out:
@@ -344,4 +519,66 @@ out:
 	if (ret_runs)
 		*ret_runs = runs;
 	return r;
+}
+
+int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
+{
+	return wb_drain(d, ids, n);
+}
+
+int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
+			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err)
+{
+	double t0 = allm_now();
+	size_t bb = d->block_bytes;
+	if (!d->have_wb)
+		return -EAGAIN;
+	wb_reap(d);
+	if (d->n_free_slots < n)
+		return -EAGAIN;
+	for (int32_t i = 0; i < n; i++)
+		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks)
+			return allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
+	/* an earlier write of one of these blocks must not land after this one */
+	int r = wb_drain(d, disk_ids, n);
+	for (int32_t i = 0; i < n && !r; i++) {
+		struct io_uring_sqe *sqe;
+		while (!r && !(sqe = io_uring_get_sqe(&d->wb_ring))) {
+			/* the ring is full: hand it what is queued, take a completion */
+			io_uring_submit(&d->wb_ring);
+			r = d->in_flight > 0 ? wb_wait_one(d) : -EBUSY;
+		}
+		if (r)
+			break;
+		int32_t slot = d->free_slots[--d->n_free_slots], blk = disk_ids[i];
+		char *buf = d->stage + (size_t)slot * bb;
+		memcpy(buf, (const char *)base + (size_t)mem_ids[i] * bb, bb);
+		d->slot_block[slot] = blk;
+		d->pending[blk]++;
+		d->bad[blk] = 0;
+		d->in_flight++;
+		int f = fault_now(d, true);
+		if (f < 0) {
+			/* an injected failure stands in for this write's completion */
+			io_uring_prep_nop(sqe);
+			io_uring_sqe_set_data64(sqe, (uint64_t)slot | (uint64_t)(-f) << 40);
+		} else {
+			io_uring_prep_write(sqe, d->fd, buf, (unsigned)(f ? bb / 2 : bb), (uint64_t)blk * bb);
+			io_uring_sqe_set_data64(sqe, (uint64_t)slot | (f ? SHORT_BIT : 0));
+		}
+	}
+	int s;
+	while ((s = io_uring_submit(&d->wb_ring)) == -EINTR || s == -EAGAIN || s == -EBUSY)
+		if (d->in_flight > 0 && (r = wb_wait_one(d)))
+			break;
+	if (!r && s < 0)
+		r = s;
+	if (r) {
+		/* the ring failed: stop writing behind; what it holds is drained or lost */
+		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
+		return r;
+	}
+	if (ret_seconds)
+		*ret_seconds = allm_now() - t0;
+	return 0;
 }

@@ -4,8 +4,10 @@
  * is opened O_TMPFILE, so it has no name and nothing is left behind after any
  * exit, kill -9 included.
  *
- * Every call waits for the I/O it submits: a swap to or from disk is on the step
- * that needs it, and costs the transfer itself (the runs go in parallel). */
+ * A write may go behind (allm_kv_disk_write_behind): its blocks are copied into
+ * a stage in host memory and written from there while the caller goes on, so a
+ * swap-out costs the step a copy, not the disk's latency. Every other call waits
+ * for the I/O it submits, after the writes behind to the blocks it touches. */
 #ifndef ALLM_KV_DISK_H
 #define ALLM_KV_DISK_H
 
@@ -41,5 +43,17 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
 		    const int32_t *disk_ids, int32_t n, double *ret_seconds, int32_t *ret_runs,
 		    struct allm_err *err);
+
+/* Copies blocks mem_ids[i] of base into the stage and queues their writes to
+ * disk_ids[i]; returns without waiting for them. -EAGAIN (nothing done, no err)
+ * when there is no write-behind here (no io_uring, a virtual pool) or its stage
+ * lacks room: write with allm_kv_disk_io instead. A write that fails later makes
+ * the read of that block fail with -EIO (err names the write's errno). *ret_seconds is what
+ * the caller waited. 0 or -errno with err. */
+int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
+			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err);
+/* Waits for the writes behind to blocks ids[0..n) (ids NULL: all of them), so
+ * they can change hands. 0 or -errno. */
+int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n);
 
 #endif
