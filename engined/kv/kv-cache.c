@@ -191,6 +191,7 @@ static int copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32
 		res->seconds = secs;
 		res->n_runs = runs;
 		res->bytes = (uint64_t)bb * (uint64_t)n;
+		res->behind = false;
 	}
 	return 0;
 }
@@ -354,6 +355,11 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 	return allm_kv_disk_resize(kv->disk, n, err);
 }
 
+bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
+{
+	return kv->disk && kv->be->device_is_host && allm_kv_disk_behind_free(kv->disk) >= n;
+}
+
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n)
 {
 	/* a block changes hands only once its write behind has landed (an error
@@ -368,20 +374,23 @@ void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t
 /* Moves n blocks between device ids and disk ids: straight from or into device
  * memory when it is host memory, else through the staging buffer with the
  * backend's copies (write: device -> stage -> disk; read: disk -> stage -> device). */
-static int disk_xfer(struct allm_kv_cache *kv, bool write, const int32_t *dev, const int32_t *disk,
-		     int32_t n, struct allm_swap_result *res, struct allm_err *err)
+static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const int32_t *dev,
+		     const int32_t *disk, int32_t n, struct allm_swap_result *res, struct allm_err *err)
 {
+	bool behind = false;
 	allm_backend_t *be = kv->be;
 	double t = 0, secs;
 	int32_t runs = 0, k;
 	int r = 0;
 	if (be->device_is_host) {
 		/* a write goes behind when the stage has room: the step waits for a copy */
-		if (write && (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &t, err)) == 0) {
+		if (write && behind_ok &&
+		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &t, err)) == 0) {
 			runs = allm_kv_count_runs(dev, disk, n);
+			behind = true;
 			goto out;
 		}
-		if (r != -EAGAIN && write)
+		if (r && r != -EAGAIN)
 			return r;
 		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &t, &runs, err);
 		goto out;
@@ -423,6 +432,7 @@ out:
 		res->seconds = t;
 		res->n_runs = runs;
 		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
+		res->behind = behind;
 	}
 	return r;
 }
@@ -456,7 +466,7 @@ int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
 		return allm_err_set(err, -ENOTSUP, "no disk tier");
 	if (take(dp, owner, n, ret_disk))
 		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
-	if ((r = disk_xfer(kv, true, gpu, ret_disk, n, res, err))) {
+	if ((r = disk_xfer(kv, true, true, gpu, ret_disk, n, res, err))) {
 		allm_kv_disk_drain(kv->disk, ret_disk, n);
 		give_back(dp, owner, ret_disk, n);
 		return r;
@@ -482,7 +492,7 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 			memset((char *)kv->dev + (size_t)ret_gpu[i] * kv->block_bytes, 0, kv->block_bytes);
 			kv->touched_dev[ret_gpu[i]] = 1;
 		}
-	if ((r = disk_xfer(kv, false, ret_gpu, disk, n, res, err))) {
+	if ((r = disk_xfer(kv, false, false, ret_gpu, disk, n, res, err))) {
 		give_back(&kv->gpu, owner, ret_gpu, n);
 		return r;
 	}
@@ -512,6 +522,7 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 		res->seconds = t;
 		res->n_runs = runs;
 		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
+		res->behind = false;
 	}
 	return 0;
 }
@@ -546,9 +557,9 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	}
 	touch_range(kv, true, base, span);
 	struct allm_swap_result res;
-	int rc = disk_xfer(kv, dir == 0, mem, disk, n, &res, NULL);
-	/* untimed: writes behind land before the next point is timed */
-	allm_kv_disk_drain(kv->disk, NULL, 0);
+	/* the disk's own cost, waited for: a write behind is priced as the copy it
+	 * is (the swap model), this one for when the stage is full */
+	int rc = disk_xfer(kv, dir == 0, false, mem, disk, n, &res, NULL);
 	allm_free(mem);
 	allm_free(disk);
 	return rc ? rc : res.seconds;

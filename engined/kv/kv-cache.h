@@ -39,6 +39,7 @@ struct allm_swap_result {
 	double seconds;
 	int32_t n_runs;
 	uint64_t bytes;
+	bool behind; /* a disk write that went behind: seconds are its copy to the stage */
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
@@ -83,8 +84,10 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv);
 int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
 /* Device -> disk: takes n disk blocks into ret_disk, writes the n GPU blocks there
- * (staged through host memory when the device is not), releases the GPU blocks.
- * -ENOSPC when the disk pool is short; on any failure nothing changed. */
+ * (staged through host memory when the device is not; written behind when the
+ * device is host memory and the stage has room: allm_kv_disk_behind_room),
+ * releases the GPU blocks. -ENOSPC when the disk pool is short; on any failure
+ * nothing changed. */
 int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
 		     int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err);
 /* Disk -> device: takes n GPU blocks into ret_gpu, reads the disk blocks there,
@@ -96,11 +99,15 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
  * n disk blocks, writes the host blocks there, releases the host blocks. */
 int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
 		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err);
+/* Whether a swap-out of n blocks to disk would go behind now (a copy to the
+ * stage) rather than wait for the disk. */
+bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n);
 /* Releases every disk block of owner in ids[0..n). */
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n);
-/* Times a disk write (dir 0) or read (dir 1) of n blocks as n_runs runs, over
- * scratch blocks, only while the device and disk pools are unused (-EBUSY
- * otherwise). For calibration. Seconds or a negative errno. */
+/* Times a disk write (dir 0, waited for: what a swap-out costs when the stage is
+ * full) or read (dir 1) of n blocks as n_runs runs, over scratch blocks, only
+ * while the device and disk pools are unused (-EBUSY otherwise). For
+ * calibration. Seconds or a negative errno. */
 double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs);
 
 /* Times a copy of n blocks in direction dir (0 = out, 1 = in) as n_runs runs,

@@ -521,6 +521,14 @@ out:
 	return r;
 }
 
+int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d)
+{
+	if (!d->have_wb)
+		return 0;
+	wb_reap(d);
+	return d->n_free_slots;
+}
+
 int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
 {
 	return wb_drain(d, ids, n);

@@ -52,6 +52,8 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
  * the caller waited. 0 or -errno with err. */
 int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
 			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err);
+/* Blocks a write behind could take now (0 without write-behind). */
+int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d);
 /* Waits for the writes behind to blocks ids[0..n) (ids NULL: all of them), so
  * they can change hands. 0 or -errno. */
 int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n);

@@ -175,8 +175,11 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	d->pred_swap_s = allm_predict_swap(e->pred, 0, bytes, runs) +
 			 allm_predict_swap(e->pred, 1, bytes, runs);
 	/* a disk swap is written from and read into device blocks (staged through
-	 * host memory on a GPU; the disk model's timings include that) */
-	d->pred_disk_s = kv->disk ? allm_predict_disk(e->pred, 0, bytes, runs) +
+	 * host memory on a GPU; the disk model's timings include that); a write
+	 * that goes behind costs the step its copy to the stage, which is what the
+	 * swap model's out direction prices */
+	d->pred_disk_s = kv->disk ? (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
+								   : allm_predict_disk(e->pred, 0, bytes, runs)) +
 					    allm_predict_disk(e->pred, 1, bytes, runs)
 				  : NAN;
 	/* recompute re-prefills everything it had: prompt + generated so far; with
@@ -219,7 +222,10 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			v->n_disk_blocks = n;
 			v->seq.n_blocks = 0;
 			v->pending_swap_out_s = res.seconds;
-			allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+			if (res.behind) /* a copy to the stage, as a swap-out is */
+				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+			else
+				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
 			v->n_preempt_swap++;
