@@ -101,7 +101,7 @@ static int wb_init(struct allm_kv_disk *d)
 	int64_t slots = ALLM_MIN(d->file_blocks, ALLM_MAX((int64_t)1, (int64_t)(WB_BYTES / d->block_bytes)));
 	d->stage_raw = allm_malloc((size_t)slots * d->block_bytes + DISK_ALIGN);
 	d->free_slots = allm_malloc((size_t)slots * sizeof(int32_t));
-	d->slot_block = allm_malloc((size_t)slots * sizeof(int32_t));
+	d->slot_block = allm_calloc((size_t)slots, sizeof(int32_t));
 	d->pending = allm_calloc((size_t)d->file_blocks, sizeof(int32_t));
 	d->bad = allm_calloc((size_t)d->file_blocks, 1);
 	if (!d->stage_raw || !d->free_slots || !d->slot_block || !d->pending || !d->bad)
@@ -330,7 +330,7 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 		return allm_err_set(err, -EINVAL, "disk blocks must be >= 0 (got %d)", n);
 	int32_t cap = allm_block_pool_capacity_needed(&d->pool, n);
 	if (cap > d->file_blocks && d->fd >= 0) {
-		if (d->have_wb) {
+		if (d->bad) { /* also after the ring failed: the marks stay read */
 			int32_t *pend = allm_realloc(d->pending, (size_t)cap * sizeof(*pend));
 			if (pend)
 				d->pending = pend;
@@ -492,7 +492,7 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
 		goto out;
 	}
-	for (int32_t i = 0; !write && d->have_wb && i < n; i++)
+	for (int32_t i = 0; !write && d->bad && i < n; i++)
 		if (d->bad[disk_ids[i]]) {
 			/* EIO, whatever the write's errno: the read is what fails now (ENOSPC
 			 * here would read as "no room in the GPU pool") */
@@ -508,7 +508,7 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		for (int64_t k = 0; k < n_ops && !r; k++)
 			r = sync_op(d, write, &ops[k]);
 	}
-	for (int32_t i = 0; write && !r && d->have_wb && i < n; i++)
+	for (int32_t i = 0; write && !r && d->bad && i < n; i++)
 		d->bad[disk_ids[i]] = 0;
 	if (r)
 		allm_err_set(err, r, "disk KV %s failed: %s", write ? "write" : "read", strerror(-r));
@@ -575,14 +575,26 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 			io_uring_sqe_set_data64(sqe, (uint64_t)slot | (f ? SHORT_BIT : 0));
 		}
 	}
-	int s;
-	while ((s = io_uring_submit(&d->wb_ring)) == -EINTR || s == -EAGAIN || s == -EBUSY)
-		if (d->in_flight > 0 && (r = wb_wait_one(d)))
-			break;
+	/* the kernel short of resources: let completions free some, a while */
+	int s, tries = 0;
+	while ((s = io_uring_submit(&d->wb_ring)) < 0 && (s == -EINTR || s == -EAGAIN || s == -EBUSY) &&
+	       tries++ < 1000) {
+		struct __kernel_timespec ts = {0, 1000000};
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe_timeout(&d->wb_ring, &cqe, &ts) == 0)
+			wb_complete(d, cqe);
+	}
 	if (!r && s < 0)
 		r = s;
 	if (r) {
-		/* the ring failed: stop writing behind; what it holds is drained or lost */
+		/* The ring failed: stop writing behind. Which of its writes reached the
+		 * kernel is unknown, so every block still in flight is marked bad: its
+		 * read fails and that request is recomputed, nothing stale is read. */
+		for (int32_t i = 0; i < d->wb_slots; i++)
+			if (d->pending[d->slot_block[i]] > 0)
+				d->bad[d->slot_block[i]] = 1;
+		d->bad_errno = -r;
+		d->have_wb = false;
 		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
 		return r;
 	}
