@@ -301,7 +301,7 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	}
 	touch_range(kv, true, base, span);
 	touch_range(kv, false, base, span);
-	if (kv->touched_dev) /* device memory is host memory */
+	if (kv->be->device_is_host)
 		scrub_caches(kv);
 	struct allm_swap_result res;
 	int rc = copy_blocks(kv, src, dst, n, dir == 0, &res, NULL);

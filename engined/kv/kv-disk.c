@@ -37,7 +37,8 @@ struct allm_kv_disk {
 	/* Write-behind (allm_kv_disk_write_behind): blocks copied into stage slots and
 	 * written from there on a second ring, reaped later. */
 	struct io_uring wb_ring;
-	bool have_wb;
+	bool have_wb; /* the stage and wb_ring exist */
+	bool wb_failed; /* wb_ring failed: no more writes behind, none waited for */
 	char *stage_raw, *stage; /* wb_slots slots of block_bytes, DISK_ALIGN-aligned */
 	int32_t wb_slots, n_free_slots, in_flight;
 	int32_t *free_slots; /* stack of free slot numbers */
@@ -72,6 +73,70 @@ static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile,
 	d->fault_errno = !strncmp(kind, "enospc", 6) ? ENOSPC : EIO;
 }
 
+/* One I/O: len bytes at file offset off to or from buf. */
+struct disk_op {
+	char *buf;
+	uint64_t off;
+	size_t len;
+};
+
+/* The injected fault for the next I/O in this direction, if any: 0, -errno, or 1
+ * for a short transfer. */
+static int fault_now(struct allm_kv_disk *d, bool write)
+{
+	int64_t k = ++d->n_io[write];
+	if (!d->fault_at || d->fault_write != write || k < d->fault_at || (k > d->fault_at && !d->fault_on))
+		return 0;
+	return d->fault_short ? 1 : -d->fault_errno;
+}
+
+/* pwrite / pread of all len bytes (EINTR retried). 0 or -errno (-EIO: the file
+ * ended). */
+static int rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t k = write ? pwrite(fd, buf + done, len - done, (off_t)(off + done))
+				  : pread(fd, buf + done, len - done, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+static int sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
+{
+	int f = fault_now(d, write);
+	if (f < 0)
+		return f;
+	if (f) { /* an injected short transfer: half, then the file "ends" */
+		int r = rw_all(d->fd, write, op->buf, op->len / 2, op->off);
+		return r ? r : -EIO;
+	}
+	return rw_all(d->fd, write, op->buf, op->len, op->off);
+}
+
+/* Prepares op as the ring's I/O number idx, or the injected fault standing in
+ * for its completion (user_data: see SHORT_BIT). */
+static void prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, const struct disk_op *op,
+		    uint64_t idx)
+{
+	int f = fault_now(d, write);
+	if (f < 0) {
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, idx | (uint64_t)(-f) << 40);
+		return;
+	}
+	size_t len = f ? op->len / 2 : op->len;
+	if (write)
+		io_uring_prep_write(sqe, d->fd, op->buf, (unsigned)len, op->off);
+	else
+		io_uring_prep_read(sqe, d->fd, op->buf, (unsigned)len, op->off);
+	io_uring_sqe_set_data64(sqe, idx | (f ? SHORT_BIT : 0));
+}
+
 /* ---- write-behind ---------------------------------------------------------------
  * A block written behind is copied into a stage slot and its write queued on
  * wb_ring; the caller's memory is free at once. A read, a release or a resize
@@ -83,7 +148,7 @@ static void wb_fini(struct allm_kv_disk *d)
 {
 	if (d->have_wb)
 		io_uring_queue_exit(&d->wb_ring);
-	d->have_wb = false;
+	d->have_wb = d->wb_failed = false;
 	allm_free(d->stage_raw);
 	allm_free(d->free_slots);
 	allm_free(d->slot_block);
@@ -133,17 +198,9 @@ static void wb_complete(struct allm_kv_disk *d, struct io_uring_cqe *cqe)
 		e = res;
 	else if (data & SHORT_BIT)
 		e = -EIO;
-	for (size_t done = e ? bb : (size_t)res; done < bb;) {
-		ssize_t k = pwrite(d->fd, d->stage + (size_t)slot * bb + done, bb - done,
-				   (off_t)((uint64_t)blk * bb + done));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			e = k < 0 ? -errno : -EIO;
-			break;
-		}
-		done += (size_t)k;
-	}
+	if (!e && (size_t)res < bb) /* a short write: the rest, waited for */
+		e = rw_all(d->fd, true, d->stage + (size_t)slot * bb + res, bb - (size_t)res,
+			   (uint64_t)blk * bb + (uint64_t)res);
 	if (e) {
 		d->bad[blk] = 1;
 		d->bad_errno = -e;
@@ -151,6 +208,11 @@ static void wb_complete(struct allm_kv_disk *d, struct io_uring_cqe *cqe)
 	d->pending[blk]--;
 	d->free_slots[d->n_free_slots++] = slot;
 	d->in_flight--;
+}
+
+static bool wb_on(const struct allm_kv_disk *d)
+{
+	return d->have_wb && !d->wb_failed;
 }
 
 /* Completes what has finished, without waiting. */
@@ -189,7 +251,7 @@ static bool wb_busy(const struct allm_kv_disk *d, const int32_t *ids, int32_t n)
  * in flight. 0 or -errno. */
 static int wb_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
 {
-	if (!d->have_wb)
+	if (!wb_on(d))
 		return 0;
 	wb_reap(d);
 	while (wb_busy(d, ids, n)) {
@@ -330,7 +392,7 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 		return allm_err_set(err, -EINVAL, "disk blocks must be >= 0 (got %d)", n);
 	int32_t cap = allm_block_pool_capacity_needed(&d->pool, n);
 	if (cap > d->file_blocks && d->fd >= 0) {
-		if (d->bad) { /* also after the ring failed: the marks stay read */
+		if (d->have_wb) { /* also after the ring failed: the marks stay read */
 			int32_t *pend = allm_realloc(d->pending, (size_t)cap * sizeof(*pend));
 			if (pend)
 				d->pending = pend;
@@ -351,42 +413,6 @@ int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err)
 	return r ? allm_err_set(err, r, "out of memory") : 0;
 }
 
-/* One I/O: len bytes at file offset off to or from buf. */
-struct disk_op {
-	char *buf;
-	uint64_t off;
-	size_t len;
-};
-
-/* The injected fault for the next I/O in this direction, if any: 0, -errno, or 1
- * for a short transfer. */
-static int fault_now(struct allm_kv_disk *d, bool write)
-{
-	int64_t k = ++d->n_io[write];
-	if (!d->fault_at || d->fault_write != write || k < d->fault_at || (k > d->fault_at && !d->fault_on))
-		return 0;
-	return d->fault_short ? 1 : -d->fault_errno;
-}
-
-static int sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
-{
-	int f = fault_now(d, write);
-	if (f < 0)
-		return f;
-	size_t done = 0, want = f ? op->len / 2 : op->len;
-	while (done < want) {
-		ssize_t k = write ? pwrite(d->fd, op->buf + done, want - done, (off_t)(op->off + done))
-				  : pread(d->fd, op->buf + done, want - done, (off_t)(op->off + done));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
-		done += (size_t)k;
-	}
-	return done == op->len ? 0 : -EIO;
-}
-
-
 /* Runs the ops through the ring, DISK_QD at a time. A short transfer gets one
  * synchronous retry of its rest (a regular file may return less than asked). */
 static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int64_t n)
@@ -397,21 +423,7 @@ static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
 			if (!sqe)
 				break;
-			int f = fault_now(d, write);
-			struct disk_op *op = &ops[next];
-			if (f < 0) {
-				/* an injected failure stands in for this I/O's completion */
-				io_uring_prep_nop(sqe);
-				io_uring_sqe_set_data64(sqe, (uint64_t)next | (uint64_t)(-f) << 40);
-			} else {
-				/* an injected short transfer: half, then the file "ends" */
-				size_t len = f ? op->len / 2 : op->len;
-				if (write)
-					io_uring_prep_write(sqe, d->fd, op->buf, (unsigned)len, op->off);
-				else
-					io_uring_prep_read(sqe, d->fd, op->buf, (unsigned)len, op->off);
-				io_uring_sqe_set_data64(sqe, (uint64_t)next | (f ? SHORT_BIT : 0));
-			}
+			prep_op(d, sqe, write, &ops[next], (uint64_t)next);
 			next++;
 			inflight++;
 		}
@@ -523,7 +535,7 @@ out:
 
 int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d)
 {
-	if (!d->have_wb)
+	if (!wb_on(d))
 		return 0;
 	wb_reap(d);
 	return d->n_free_slots;
@@ -539,7 +551,7 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 {
 	double t0 = allm_now();
 	size_t bb = d->block_bytes;
-	if (!d->have_wb)
+	if (!wb_on(d))
 		return -EAGAIN;
 	wb_reap(d);
 	if (d->n_free_slots < n)
@@ -565,15 +577,7 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 		d->pending[blk]++;
 		d->bad[blk] = 0;
 		d->in_flight++;
-		int f = fault_now(d, true);
-		if (f < 0) {
-			/* an injected failure stands in for this write's completion */
-			io_uring_prep_nop(sqe);
-			io_uring_sqe_set_data64(sqe, (uint64_t)slot | (uint64_t)(-f) << 40);
-		} else {
-			io_uring_prep_write(sqe, d->fd, buf, (unsigned)(f ? bb / 2 : bb), (uint64_t)blk * bb);
-			io_uring_sqe_set_data64(sqe, (uint64_t)slot | (f ? SHORT_BIT : 0));
-		}
+		prep_op(d, sqe, true, &(struct disk_op){buf, (uint64_t)blk * bb, bb}, (uint64_t)slot);
 	}
 	/* the kernel short of resources: let completions free some, a while */
 	int s, tries = 0;
@@ -594,7 +598,7 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 			if (d->pending[d->slot_block[i]] > 0)
 				d->bad[d->slot_block[i]] = 1;
 		d->bad_errno = -r;
-		d->have_wb = false;
+		d->wb_failed = true;
 		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
 		return r;
 	}

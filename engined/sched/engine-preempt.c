@@ -178,10 +178,11 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * host memory on a GPU; the disk model's timings include that); a write
 	 * that goes behind costs the step its copy to the stage, which is what the
 	 * swap model's out direction prices */
-	d->pred_disk_s = kv->disk ? (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
-								   : allm_predict_disk(e->pred, 0, bytes, runs)) +
-					    allm_predict_disk(e->pred, 1, bytes, runs)
-				  : NAN;
+	d->pred_disk_s = NAN;
+	if (kv->disk)
+		d->pred_disk_s = (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
+								  : allm_predict_disk(e->pred, 0, bytes, runs)) +
+				 allm_predict_disk(e->pred, 1, bytes, runs);
 	/* recompute re-prefills everything it had: prompt + generated so far; with
 	 * chunked prefill that rides in steps that run anyway, so it costs what it
 	 * adds to them */
