@@ -65,14 +65,12 @@ static void roundtrip(const char *dir, const char *fault, const char *what)
 		fill(a, mem[i], 0x5a);
 		back[i] = (mem[i] + 17) % NB;
 	}
-	double secs = -1;
-	int32_t runs = 0;
-	CHECK(allm_kv_disk_io(d, true, a, mem, disk, n, &secs, &runs, &err) == 0, "%s: write: %s", what,
-	      err.msg);
-	CHECK(runs == 3 + 6, "%s: %d runs, expected 9 (3 coalesced + 6 single)", what, runs);
-	CHECK(secs >= 0, "%s: no time", what);
+	struct allm_kv_disk_io_stat st = {.seconds = -1};
+	CHECK(allm_kv_disk_io(d, true, a, mem, disk, n, &st, &err) == 0, "%s: write: %s", what, err.msg);
+	CHECK(st.runs == 3 + 6, "%s: %d runs, expected 9 (3 coalesced + 6 single)", what, st.runs);
+	CHECK(st.seconds >= 0, "%s: no time", what);
 	memset(b, 0, (size_t)NB * BB);
-	CHECK(allm_kv_disk_io(d, false, b, back, disk, n, NULL, NULL, &err) == 0, "%s: read: %s", what,
+	CHECK(allm_kv_disk_io(d, false, b, back, disk, n, NULL, &err) == 0, "%s: read: %s", what,
 	      err.msg);
 	int bad = 0;
 	for (int i = 0; i < n; i++)
@@ -81,12 +79,12 @@ static void roundtrip(const char *dir, const char *fault, const char *what)
 	/* growing the pool grows the file: the new blocks work */
 	CHECK(allm_kv_disk_resize(d, 2 * NB, &err) == 0, "%s: resize: %s", what, err.msg);
 	int32_t far_mem[1] = {3}, far_disk[1] = {2 * NB - 1};
-	CHECK(allm_kv_disk_io(d, true, a, far_mem, far_disk, 1, NULL, NULL, &err) == 0 &&
-		      allm_kv_disk_io(d, false, b, far_mem, far_disk, 1, NULL, NULL, &err) == 0 &&
+	CHECK(allm_kv_disk_io(d, true, a, far_mem, far_disk, 1, NULL, &err) == 0 &&
+		      allm_kv_disk_io(d, false, b, far_mem, far_disk, 1, NULL, &err) == 0 &&
 		      memcmp(a + 3 * BB, b + 3 * BB, BB) == 0,
 	      "%s: a block past the old size: %s", what, err.msg);
 	int32_t beyond[1] = {4 * NB};
-	CHECK(allm_kv_disk_io(d, true, a, far_mem, beyond, 1, NULL, NULL, &err) == -EINVAL,
+	CHECK(allm_kv_disk_io(d, true, a, far_mem, beyond, 1, NULL, &err) == -EINVAL,
 	      "%s: a block outside the file was accepted", what);
 	allm_kv_disk_close(d);
 	CHECK(entries(dir) == 0, "%s: something left in %s after close", what, dir);
@@ -107,8 +105,8 @@ static void fault(const char *dir, const char *spec, bool on_write, const char *
 		return;
 	uint8_t *a = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	int32_t ids[4] = {0, 1, 2, 3}, disk[4] = {8, 9, 10, 30};
-	int w = allm_kv_disk_io(d, true, a, ids, disk, 4, NULL, NULL, &err);
-	int rd = w ? 0 : allm_kv_disk_io(d, false, a, ids, disk, 4, NULL, NULL, &err);
+	int w = allm_kv_disk_io(d, true, a, ids, disk, 4, NULL, &err);
+	int rd = w ? 0 : allm_kv_disk_io(d, false, a, ids, disk, 4, NULL, &err);
 	int got = on_write ? w : rd;
 	printf("%s: %s -> %d (%s)\n", what, spec, got, got ? err.msg : "no error");
 	CHECK(got < 0, "%s (%s): no error", what, spec);
@@ -149,7 +147,7 @@ static void write_behind(const char *dir)
 	int32_t m5[1] = {20}, d5[1] = {disk[5]};
 	fill(a, 20, 99);
 	CHECK(allm_kv_disk_write_behind(d, a, m5, d5, 1, NULL, &err) == 0, "rewrite behind: %s", err.msg);
-	CHECK(allm_kv_disk_io(d, false, b, mem, disk, 16, NULL, NULL, &err) == 0, "read back: %s", err.msg);
+	CHECK(allm_kv_disk_io(d, false, b, mem, disk, 16, NULL, &err) == 0, "read back: %s", err.msg);
 	/* what each block must hold: as first written, block disk[5] as rewritten */
 	for (int i = 0; i < 16; i++)
 		fill(a, mem[i], 11);
@@ -178,17 +176,65 @@ static void write_behind(const char *dir)
 		CHECK(allm_kv_disk_write_behind(d, a, m3, d3, 3, NULL, &err) == 0, "write behind: %s",
 		      err.msg);
 		int32_t one[1] = {0}, d7[1] = {7}, d8[1] = {8};
-		int ok = allm_kv_disk_io(d, false, b, one, d7, 1, NULL, NULL, &err);
-		int bad = allm_kv_disk_io(d, false, b, one, d8, 1, NULL, NULL, &err);
+		int ok = allm_kv_disk_io(d, false, b, one, d7, 1, NULL, &err);
+		int bad = allm_kv_disk_io(d, false, b, one, d8, 1, NULL, &err);
 		printf("write-behind, EIO on the second write: read of its block -> %d (%s)\n", bad,
 		       bad ? err.msg : "no error");
 		CHECK(ok == 0, "the read of a block written fine failed: %s", err.msg);
 		CHECK(bad == -EIO && strstr(err.msg, "failed earlier"), "the failed write went unnoticed: %d %s",
 		      bad, err.msg);
 		/* written again (synchronously), the block reads fine */
-		CHECK(allm_kv_disk_io(d, true, a, one, d8, 1, NULL, NULL, &err) == 0 &&
-			      allm_kv_disk_io(d, false, b, one, d8, 1, NULL, NULL, &err) == 0,
+		CHECK(allm_kv_disk_io(d, true, a, one, d8, 1, NULL, &err) == 0 &&
+			      allm_kv_disk_io(d, false, b, one, d8, 1, NULL, &err) == 0,
 		      "a rewritten block still fails: %s", err.msg);
+		allm_kv_disk_close(d);
+	}
+
+	/* Reads while writes behind are in flight (held back from the kernel, so
+	 * however fast the disk): those blocks come from the stage, the others
+	 * from the file; the stage holds what the write will land, failed or not. */
+	setenv("ALLM_KV_DISK_FAULT", "eio-write=3,hold-writes", 1);
+	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	CHECK(r == 0, "held writes: open: %s", err.msg);
+	if (!r) {
+		int32_t m4[4] = {0, 1, 2, 3}, d4[4] = {30, 31, 32, 33}, back[4] = {4, 5, 6, 7};
+		int32_t slots = allm_kv_disk_behind_free(d);
+		for (int i = 0; i < 4; i++)
+			fill(a, m4[i], 40);
+		/* 30 and 31 written and waited for (write 1), 32 and 33 behind (writes 2, 3) */
+		CHECK(allm_kv_disk_io(d, true, a, m4, d4, 2, NULL, &err) == 0, "held writes: write: %s",
+		      err.msg);
+		CHECK(allm_kv_disk_write_behind(d, a, m4 + 2, d4 + 2, 2, NULL, &err) == 0,
+		      "held writes: write behind: %s", err.msg);
+		memset(a + 2 * (size_t)BB, 0xee, 2 * (size_t)BB);
+		struct allm_kv_disk_io_stat st = {0};
+		memset(b, 0, (size_t)NB * BB);
+		CHECK(allm_kv_disk_io(d, false, b, back, d4, 4, &st, &err) == 0, "held writes: read: %s",
+		      err.msg);
+		printf("write-behind, reads of 4 blocks, 2 in flight: %d from the stage, %d run(s) from "
+		       "the file\n", st.staged, st.runs);
+		CHECK(st.staged == 2 && st.runs == 1, "held writes: %d staged, %d runs (want 2 and 1)",
+		      st.staged, st.runs);
+		CHECK(st.staged_seconds >= 0 && st.waited_seconds >= 0 &&
+			      st.staged_seconds + st.waited_seconds <= st.seconds,
+		      "staged %g s and waited %g s of %g s", st.staged_seconds, st.waited_seconds, st.seconds);
+		/* what went to the file went after every write behind had landed */
+		CHECK(allm_kv_disk_behind_free(d) == slots, "held writes: %d of %d stage slots free after a read",
+		      allm_kv_disk_behind_free(d), slots);
+		for (int i = 0; i < 4; i++)
+			fill(a, m4[i], 40);
+		for (int i = 0; i < 4; i++)
+			CHECK(!memcmp(a + (size_t)m4[i] * BB, b + (size_t)back[i] * BB, BB),
+			      "held writes: block %d read back differs", d4[i]);
+		/* once the writes land, block 33's failed: the file's copy is not
+		 * trusted, block 32's is read from the file */
+		CHECK(allm_kv_disk_drain(d, NULL, 0) == 0, "held writes: drain");
+		int32_t d32[1] = {32}, d33[1] = {33}, one[1] = {9};
+		CHECK(allm_kv_disk_io(d, false, b, one, d32, 1, &st, &err) == 0 && st.staged == 0 &&
+			      st.runs == 1 && !memcmp(a + 2 * (size_t)BB, b + 9 * (size_t)BB, BB),
+		      "held writes: block 32 after its write landed: %s", err.msg);
+		CHECK(allm_kv_disk_io(d, false, b, one, d33, 1, NULL, &err) == -EIO,
+		      "held writes: block 33's failed write went unnoticed");
 		allm_kv_disk_close(d);
 	}
 	unsetenv("ALLM_KV_DISK_FAULT");

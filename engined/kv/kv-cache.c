@@ -187,12 +187,9 @@ static int copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32
 	if (r || w)
 		return allm_err_set(err, r ? r : w, "swap %s failed: %s", out ? "out" : "in",
 				    allm_backend_last_error(be));
-	if (res) {
-		res->seconds = secs;
-		res->n_runs = runs;
-		res->bytes = (uint64_t)bb * (uint64_t)n;
-		res->behind = false;
-	}
+	if (res)
+		*res = (struct allm_swap_result){.seconds = secs, .n_runs = runs,
+						 .bytes = (uint64_t)bb * (uint64_t)n};
 	return 0;
 }
 
@@ -379,8 +376,9 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 {
 	bool behind = false;
 	allm_backend_t *be = kv->be;
-	double t = 0, secs;
-	int32_t runs = 0, k;
+	struct allm_kv_disk_io_stat st = {0};
+	double t = 0, t_staged = 0, t_waited = 0;
+	int32_t runs = 0, k, staged = 0;
 	int r = 0;
 	if (be->device_is_host) {
 		/* a write goes behind when the stage has room: the step waits for a copy */
@@ -392,7 +390,12 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		}
 		if (r && r != -EAGAIN)
 			return r;
-		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &t, &runs, err);
+		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &st, err);
+		t = st.seconds;
+		runs = st.runs;
+		staged = st.staged;
+		t_staged = st.staged_seconds;
+		t_waited = st.waited_seconds;
 		goto out;
 	}
 	int32_t *seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t));
@@ -413,11 +416,11 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
 			break;
 		}
-		int32_t rr = 0;
-		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &secs, &rr, err);
+		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &st, err);
 		if (!r)
-			allm_backend_charge_disk(be, write, (uint64_t)k * kv->block_bytes, rr);
-		runs += rr;
+			allm_backend_charge_disk(be, write, (uint64_t)k * kv->block_bytes, st.runs);
+		runs += st.runs;
+		t_waited += st.waited_seconds;
 		for (int32_t j = 0; j < k && !write && !r; j++)
 			r = be->iface->copy_async(be, (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
 						  (char *)kv->stage + (size_t)j * kv->block_bytes,
@@ -429,10 +432,10 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 	allm_free(seq);
 out:
 	if (res && !r) {
-		res->seconds = t;
-		res->n_runs = runs;
-		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
-		res->behind = behind;
+		*res = (struct allm_swap_result){.seconds = t, .n_runs = runs,
+						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
+						 .behind = behind, .n_staged = staged,
+						 .staged_seconds = t_staged, .waited_seconds = t_waited};
 	}
 	return r;
 }
@@ -504,26 +507,24 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
-	double t = 0;
-	int32_t runs = 0;
+	struct allm_kv_disk_io_stat st = {0};
 	int r;
 	if (!dp)
 		return allm_err_set(err, -ENOTSUP, "no disk tier");
 	if (take(dp, owner, n, ret_disk))
 		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
-	if ((r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, ret_disk, n, &t, &runs, err))) {
+	if ((r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, ret_disk, n, &st, err))) {
 		give_back(dp, owner, ret_disk, n);
 		return r;
 	}
 	if (kv->be->simulated)
-		t = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n, runs);
+		st.seconds = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n,
+						      st.runs);
 	give_back(&kv->cpu, owner, cpu, n);
-	if (res) {
-		res->seconds = t;
-		res->n_runs = runs;
-		res->bytes = (uint64_t)kv->block_bytes * (uint64_t)n;
-		res->behind = false;
-	}
+	if (res)
+		*res = (struct allm_swap_result){.seconds = st.seconds, .n_runs = st.runs,
+						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
+						 .waited_seconds = kv->be->simulated ? 0 : st.waited_seconds};
 	return 0;
 }
 

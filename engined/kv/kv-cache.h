@@ -40,6 +40,12 @@ struct allm_swap_result {
 	int32_t n_runs;
 	uint64_t bytes;
 	bool behind; /* a disk write that went behind: seconds are its copy to the stage */
+	/* a disk transfer: the blocks a read copied from the write-behind stage
+	 * (their writes still in flight) and that copy's share of seconds, and the
+	 * share spent waiting for writes behind to land; the rest is the file's
+	 * I/O, which is what the disk model learns from */
+	int32_t n_staged;
+	double staged_seconds, waited_seconds;
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,

@@ -6,8 +6,9 @@
  *
  * A write may go behind (allm_kv_disk_write_behind): its blocks are copied into
  * a stage in host memory and written from there while the caller goes on, so a
- * swap-out costs the step a copy, not the disk's latency. Every other call waits
- * for the I/O it submits, after the writes behind to the blocks it touches. */
+ * swap-out costs the step a copy, not the disk's latency, and a read that comes
+ * before the write has landed copies from the stage. Every other call waits for
+ * the I/O it submits, after the writes behind in flight. */
 #ifndef ALLM_KV_DISK_H
 #define ALLM_KV_DISK_H
 
@@ -35,13 +36,24 @@ struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d);
 /* Resizes the pool (the file grows as needed). 0 or -errno. */
 int allm_kv_disk_resize(struct allm_kv_disk *d, int32_t n, struct allm_err *err);
 
+/* What one allm_kv_disk_io took. */
+struct allm_kv_disk_io_stat {
+	double seconds; /* wall time of the call */
+	int32_t runs; /* coalesced runs that went to or came from the file */
+	int32_t staged; /* blocks a read copied from the stage (their write behind in flight) */
+	double staged_seconds; /* of seconds, those copies */
+	double waited_seconds; /* of seconds, the wait for writes behind still in flight */
+};
+
 /* Writes blocks mem_ids[i] of the memory at base (block_bytes apart) to disk
- * blocks disk_ids[i], or reads them back (write false). Waits for all of it;
- * *ret_seconds is the wall time, *ret_runs the coalesced runs. 0, or -errno with
- * err (EIO, ENOSPC, a short transfer) after which the destination's contents are
- * undefined. */
+ * blocks disk_ids[i], or reads them back (write false). Waits for all of it; a
+ * read of a block whose write behind is still in flight copies it from the
+ * stage, and what goes to the file first waits for every write behind in
+ * flight. st (may be NULL) gets the times and runs. 0, or
+ * -errno with err (EIO, ENOSPC, a short transfer) after which the destination's
+ * contents are undefined. */
 int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
-		    const int32_t *disk_ids, int32_t n, double *ret_seconds, int32_t *ret_runs,
+		    const int32_t *disk_ids, int32_t n, struct allm_kv_disk_io_stat *st,
 		    struct allm_err *err);
 
 /* Copies blocks mem_ids[i] of base into the stage and queues their writes to

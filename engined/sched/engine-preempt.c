@@ -132,7 +132,7 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 		low->n_disk_blocks = low->n_cpu_blocks;
 		low->n_cpu_blocks = 0;
 		low->pending_swap_out_s += res.seconds;
-		allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+		allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds - res.waited_seconds);
 		e->st.disk_write_bytes += (int64_t)res.bytes;
 		e->st.demotions++;
 		e->st.preempt_swap--;
@@ -226,7 +226,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			if (res.behind) /* a copy to the stage, as a swap-out is */
 				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
 			else
-				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs,
+							    res.seconds - res.waited_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
 			v->n_preempt_swap++;
@@ -292,7 +293,15 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 	r->seq.n_blocks = n;
 	if (disk) {
 		r->n_disk_blocks = 0;
-		allm_predictor_observe_disk(e->pred, 1, res.bytes, res.n_runs, res.seconds);
+		/* the disk model learns from what came from the file; blocks whose
+		 * writes behind were still in flight came from the stage, a copy */
+		uint64_t staged = (uint64_t)res.n_staged * e->kv->block_bytes;
+		if (res.bytes > staged)
+			allm_predictor_observe_disk(e->pred, 1, res.bytes - staged, res.n_runs,
+						    res.seconds - res.staged_seconds - res.waited_seconds);
+		if (staged)
+			allm_predictor_observe_swap(e->pred, 1, staged, res.n_staged, res.staged_seconds);
+		e->st.disk_stage_hits += res.n_staged;
 		e->st.disk_read_bytes += (int64_t)res.bytes;
 	} else {
 		r->n_cpu_blocks = 0;

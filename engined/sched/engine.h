@@ -154,6 +154,7 @@ struct allm_engine_stats {
 	int64_t demotions; /* swapped requests moved from the host pool to disk */
 	int64_t disk_write_bytes, disk_read_bytes;
 	int64_t disk_fallbacks; /* disk I/O failures that turned into recomputes */
+	int64_t disk_stage_hits; /* blocks read back from the write-behind stage, not the file */
 	int64_t swap_out_bytes, swap_in_bytes;
 	int64_t recompute_tokens; /* tokens re-prefilled after a recompute preemption */
 	int64_t prompt_tokens, generated_tokens; /* processed since start / reset */
