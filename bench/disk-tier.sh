@@ -3,15 +3,19 @@
 # the paper's engine and blocks (128 device / 64 host, DESIGN §11) plus a 4 GiB disk
 # tier: adaptive without the tier vs with it, and the three policies with it; the
 # disk predictor's error; which tier each adaptive decision took, by request length;
-# and this machine's disk bandwidth (dd, O_DIRECT) beside it.
+# and this machine's disk bandwidth (dd, O_DIRECT) beside it. Also the tier's
+# reach: adaptive with a host pool that never fills (CEIL_BLOCKS blocks, no
+# disk), the best any slower tier could do.
 # Writes RESULTS/disk-tier/*.json and RESULTS/disk-tier.md.
 # Usage: bench/disk-tier.sh   (environment: bench/common.sh, plus
-#        WORKLOADS="summary chatbot" OUT_LEN=128 DISK_GIB=4 DISK_DIR=/var/tmp)
+#        WORKLOADS="summary chatbot" OUT_LEN=128 DISK_GIB=4 DISK_DIR=/var/tmp
+#        CEIL_BLOCKS=4096, 0 for no ceiling run)
 . "$(dirname "$0")/common.sh"
 WORKLOADS=${WORKLOADS:-summary chatbot}
 OUT_LEN=${OUT_LEN:-128}
 DISK_GIB=${DISK_GIB:-4}
 DISK_DIR=${DISK_DIR:-/var/tmp}
+CEIL_BLOCKS=${CEIL_BLOCKS:-4096}
 OUT=$RESULTS/disk-tier
 machine_note disk-tier
 mkdir -p "$OUT"
@@ -34,13 +38,18 @@ for wl in $WORKLOADS; do
 		>"$OUT/$wl-tier.json"
 	"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" "${W[@]}" "${DISK[@]}" \
 		--compare preempt=adaptive,recompute,swap --json --no-progress >"$OUT/$wl-policies.json"
+	rm -f "$OUT/$wl-ceiling.json"
+	if [ "$CEIL_BLOCKS" -gt 0 ]; then
+		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" "${W[@]}" --preempt adaptive \
+			--compare cpu_blocks="$CEIL_BLOCKS" --json --no-progress >"$OUT/$wl-ceiling.json"
+	fi
 	# the decision log of adaptive with the tier (allm-run: same engine, in-process)
 	"$ALLM_RUN" "${ENGINE_ARGS[@]}" "${PAPER_ARGS[@]}" "${DISK[@]}" --preempt adaptive "${W[@]}" \
 		--decisions "$OUT/$wl-decisions.jsonl" --json >"$OUT/$wl-run.json" 2>/dev/null
 done
 echo "disk-tier: $(($(date +%s) - t0)) s" >&2
 python3 - "$OUT" "$WORKLOADS" >"$RESULTS/disk-tier.md" <<'PY'
-import json, sys, collections
+import json, os, sys, collections
 out, wls = sys.argv[1], sys.argv[2].split()
 def runs(f):
     return {list(r["setting"].values())[0]: r for r in json.load(open(f))["runs"]}
@@ -52,6 +61,8 @@ for wl in wls:
     base = next(r for k, r in tier.items() if float(k) == 0)
     ref = base["outputs_sha256"]
     rows = [("adaptive, no disk", base)] + [(f"{k}, disk", r) for k, r in pol.items()]
+    if os.path.exists(f"{out}/{wl}-ceiling.json"):  # the tier's reach: a host pool that never fills
+        rows += [(f"adaptive, {k} host blocks, no disk", r) for k, r in runs(f"{out}/{wl}-ceiling.json").items()]
     for name, r in rows:
         p = r["preemptions"]
         m = r["predictor_mape"].get("disk")

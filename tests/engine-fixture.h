@@ -115,6 +115,7 @@ struct fx_req {
 	int pre_state, post_state; /* enum allm_req_state; FINISHED when done */
 	int32_t pre_tokens, pre_gen;
 	bool pre_decoding; /* running with only its last token uncached */
+	bool pre_disk; /* swapped to disk */
 };
 
 struct fx_dec {
@@ -149,6 +150,10 @@ struct fx {
 	char disk_dir[64];
 	bool chunked;
 	bool verbose;
+	/* cancel, from a token callback mid-step, a request whose disk read runs
+	 * ahead (the first one seen); its tag, or -1 */
+	bool cancel_loading;
+	int cancelled_loading;
 };
 
 static double fx_clock(void *user)
@@ -167,10 +172,30 @@ static struct fx_req *fx_req_of(struct fx *f, const struct allm_request *r)
 	return &f->req[r->tag];
 }
 
+static void fx_drop_pending(struct fx *f, int64_t req_id);
+
+/* fx.cancel_loading: the first request seen with its read ahead in flight is
+ * cancelled (an engine's retire must wait for the read, then free both pools). */
+static void fx_cancel_loading(struct fx *f)
+{
+	static const struct allm_request *v[1024];
+	int n = allm_engine_list(f->e, ALLM_REQ_SWAPPED, v, 1024);
+	for (int i = 0; i < n; i++)
+		if (v[i]->load_ticket >= 0) {
+			int64_t id = v[i]->id;
+			f->cancelled_loading = (int)v[i]->tag;
+			fx_drop_pending(f, id);
+			CHECK(allm_engine_cancel(f->e, id) == 0, "cancel of a request reading ahead");
+			return;
+		}
+}
+
 static void fx_on_token(void *user, struct allm_request *r, int32_t tok)
 {
 	struct fx *f = user;
 	struct fx_req *q = fx_req_of(f, r);
+	if (f->cancel_loading && f->cancelled_loading < 0)
+		fx_cancel_loading(f);
 	if (q->n_gen == q->cap_gen) {
 		q->cap_gen = ALLM_MAX(16, q->cap_gen * 2);
 		q->gen = realloc(q->gen, (size_t)q->cap_gen * sizeof(int32_t));
@@ -432,6 +457,7 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 	struct allm_err err = {{0}};
 	const struct allm_model_config *c = &fx_model->cfg;
 	memset(f, 0, sizeof(*f));
+	f->cancelled_loading = -1;
 	f->be = fx_be;
 	f->m = fx_model;
 	f->now = 1000.0;
@@ -611,6 +637,7 @@ static void fx_snapshot(struct fx *f, bool pre)
 				q->pre_tokens = v[i]->seq.n_tokens;
 				q->pre_decoding = s == ALLM_REQ_RUNNING &&
 						  v[i]->seq.n_cached == v[i]->seq.n_tokens - 1;
+				q->pre_disk = s == ALLM_REQ_SWAPPED && v[i]->n_disk_blocks > 0;
 			} else
 				q->post_state = s;
 		}
@@ -743,8 +770,11 @@ static int fx_step(struct fx *f)
 		}
 		if (q->pre_state == ALLM_REQ_SWAPPED && ran) {
 			n_swin++;
-			CHECK(decode && (got == 1 || f->chunked),
-			      "step %lld: request %d swapped in without a decode", (long long)f->step, i);
+			/* from disk, the read may run ahead while the step computes: the
+			 * request joins after it, without a token (DESIGN §5) */
+			if (!(q->pre_disk && got == 0 && q->post_state == ALLM_REQ_RUNNING))
+				CHECK(decode && (got == 1 || f->chunked),
+				      "step %lld: request %d swapped in without a decode", (long long)f->step, i);
 		}
 	}
 	f->n_swapin_steps += n_swin > 0;
@@ -758,7 +788,8 @@ static int fx_step(struct fx *f)
 		int from = n_pref ? ALLM_REQ_WAITING : ALLM_REQ_SWAPPED;
 		for (int i = 0; i < f->n_req; i++) {
 			struct fx_req *q = &f->req[i];
-			bool admitted = q->pre_state == from && q->n_gen > q->pre_gen;
+			bool admitted = q->pre_state == from &&
+					(q->n_gen > q->pre_gen || (q->pre_disk && q->post_state == ALLM_REQ_RUNNING));
 			if (!admitted)
 				continue;
 			for (int j = 0; j < f->n_req; j++) {

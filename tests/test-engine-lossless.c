@@ -33,6 +33,8 @@ struct run_cfg {
 	double max_wait_factor; /* fair's aging */
 	int32_t disk; /* disk tier blocks (0: none) */
 	const char *fault; /* ALLM_KV_DISK_FAULT for this run */
+	bool no_uring; /* pread/pwrite: disk reads wait (no read ahead) */
+	bool cancel_loading; /* a request is cancelled mid-step while its read runs ahead */
 };
 
 static void compare(struct fx *f, const char *name, bool reference)
@@ -67,8 +69,13 @@ static void run(const struct run_cfg *c, bool reference)
 		setenv("ALLM_KV_DISK_FAULT", c->fault, 1);
 	else
 		unsetenv("ALLM_KV_DISK_FAULT");
+	if (c->no_uring)
+		setenv("ALLM_NO_IO_URING", "1", 1);
+	else
+		unsetenv("ALLM_NO_IO_URING");
 	if (fx_init(&f, &o))
 		return;
+	f.cancel_loading = c->cancel_loading;
 	int64_t disk_shrunk = -1;
 	int converted = 0, shrunk_cpu = 0;
 	int64_t cpu_shrink_step = -1;
@@ -137,9 +144,11 @@ static void run(const struct run_cfg *c, bool reference)
 	if (reference)
 		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
 	else if (c->disk)
-		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks > 0),
-		      "%s: %lld disk swaps, %lld fallbacks", c->name, (long long)st.preempt_disk,
-		      (long long)st.disk_fallbacks);
+		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks > 0) &&
+			      (c->no_uring ? st.disk_reads_ahead == 0 : st.disk_reads_ahead > 0),
+		      "%s: %lld disk swaps, %lld fallbacks, %lld reads ahead", c->name,
+		      (long long)st.preempt_disk, (long long)st.disk_fallbacks,
+		      (long long)st.disk_reads_ahead);
 	else if (c->chunked)
 		CHECK(st.mixed_steps > 0 && st.preempt_swap + st.preempt_recompute > 0,
 		      "%s: %lld mixed steps, %lld preemptions", c->name, (long long)st.mixed_steps,
@@ -152,14 +161,17 @@ static void run(const struct run_cfg *c, bool reference)
 	else
 		CHECK(st.preempt_swap > 0 && st.preempt_recompute > 0, "%s: %lld swap %lld recompute",
 		      c->name, (long long)st.preempt_swap, (long long)st.preempt_recompute);
+	if (c->cancel_loading)
+		CHECK(f.cancelled_loading >= 0 && f.req[f.cancelled_loading].finish == ALLM_END_CANCELLED,
+		      "%s: no request cancelled while its read ran ahead", c->name);
 	if (c->resize == 1)
 		CHECK(converted >= 2, "%s: only %d swapped requests converted", c->name, converted);
 	printf("%-26s %3lld steps: %3lld swap, %3lld disk, %3lld recompute preemptions (%d by "
-	       "shrinks, %lld disk fallbacks, %lld demotions), %lld tokens recomputed, up to %d "
-	       "victims in a step: %s\n",
+	       "shrinks, %lld disk fallbacks, %lld demotions, %lld reads ahead), %lld tokens recomputed, "
+	       "up to %d victims in a step: %s\n",
 	       c->name, (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_disk,
 	       (long long)st.preempt_recompute, converted, (long long)st.disk_fallbacks,
-	       (long long)st.demotions, (long long)st.recompute_tokens, f.max_victims_per_step,
+	       (long long)st.demotions, (long long)st.disk_reads_ahead, (long long)st.recompute_tokens, f.max_victims_per_step,
 	       reference ? "reference" : "ids identical");
 	fx_fini(&f);
 }
@@ -203,12 +215,17 @@ static void test_runs(void)
 		 .disk = 40, .fault = "enospc-write=2"},
 		{R("disk short read", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
 		 .disk = 40, .fault = "short-read=1"},
+		{R("disk swap, reads wait", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .no_uring = true},
+		{R("disk swap, cancel reading", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .cancel_loading = true},
 	};
 #undef R
 
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
 		run(&cfgs[i], i == 0);
 	unsetenv("ALLM_KV_DISK_FAULT");
+	unsetenv("ALLM_NO_IO_URING");
 }
 
 /* Cancels a running, a swapped and a waiting request (one that was preempted by

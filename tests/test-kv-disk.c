@@ -176,6 +176,8 @@ static void write_behind(const char *dir)
 		CHECK(allm_kv_disk_write_behind(d, a, m3, d3, 3, NULL, &err) == 0, "write behind: %s",
 		      err.msg);
 		int32_t one[1] = {0}, d7[1] = {7}, d8[1] = {8};
+		/* landed (before that, a read takes the blocks from the stage: below) */
+		CHECK(allm_kv_disk_drain(d, NULL, 0) == 0, "write-behind fault: drain");
 		int ok = allm_kv_disk_io(d, false, b, one, d7, 1, NULL, &err);
 		int bad = allm_kv_disk_io(d, false, b, one, d8, 1, NULL, &err);
 		printf("write-behind, EIO on the second write: read of its block -> %d (%s)\n", bad,
@@ -242,6 +244,100 @@ static void write_behind(const char *dir)
 	munmap(b, (size_t)NB * BB);
 }
 
+
+/* Reads ahead: two reads in flight at once, waited for in reverse order, bring
+ * the blocks back as written (runs coalesced, blocks of a write still in flight
+ * from the stage); a failed or short read fails its ticket only; without
+ * io_uring there are none (-EAGAIN). */
+static void read_ahead(const char *dir)
+{
+	struct allm_kv_disk *d = NULL;
+	struct allm_err err = {{0}};
+	char note[512];
+	unsetenv("ALLM_KV_DISK_FAULT");
+	uint8_t *a = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *b = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	setenv("ALLM_KV_DISK_FAULT", "hold-writes", 1);
+	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	CHECK(r == 0, "read ahead: open: %s", err.msg);
+	if (!r) {
+		/* ticket 1: a run of 6 and 2 single blocks; ticket 2: 3 blocks, one
+		 * of them written behind and still in flight */
+		int32_t m1[8] = {0, 1, 2, 3, 4, 5, 9, 11}, d1[8] = {10, 11, 12, 13, 14, 15, 40, 42};
+		int32_t m2[3] = {20, 21, 22}, d2[3] = {50, 51, 52};
+		for (int i = 0; i < 8; i++)
+			fill(a, m1[i], 21);
+		for (int i = 0; i < 3; i++)
+			fill(a, m2[i], 22);
+		CHECK(allm_kv_disk_io(d, true, a, m1, d1, 8, NULL, &err) == 0 &&
+			      allm_kv_disk_io(d, true, a, m2, d2, 2, NULL, &err) == 0 &&
+			      allm_kv_disk_write_behind(d, a, m2 + 2, d2 + 2, 1, NULL, &err) == 0,
+		      "read ahead: writes: %s", err.msg);
+		int32_t b1[8] = {30, 31, 32, 33, 34, 35, 39, 41}, b2[3] = {50, 51, 52}, t1 = -1, t2 = -1;
+		memset(b, 0, (size_t)NB * BB);
+		CHECK(allm_kv_disk_read_start(d, b, b2, d2, 3, &t2, &err) == 0 &&
+			      allm_kv_disk_read_start(d, b, b1, d1, 8, &t1, &err) == 0 && t1 != t2,
+		      "read ahead: start: %s", err.msg);
+		struct allm_kv_disk_io_stat s1 = {0}, s2 = {0};
+		CHECK(allm_kv_disk_read_wait(d, t1, &s1, &err) == 0 &&
+			      allm_kv_disk_read_wait(d, t2, &s2, &err) == 0,
+		      "read ahead: wait: %s", err.msg);
+		printf("read ahead: %d + %d run(s) from the file, %d block(s) from the stage, "
+		       "%.3f / %.3f ms of I/O\n", s1.runs, s2.runs, s2.staged, s1.io_seconds * 1e3,
+		       s2.io_seconds * 1e3);
+		CHECK(s1.runs == 3 && s1.staged == 0 && s2.runs == 1 && s2.staged == 1,
+		      "read ahead: runs %d and %d (want 3 and 1), staged %d and %d (want 0 and 1)", s1.runs,
+		      s2.runs, s1.staged, s2.staged);
+		CHECK(s1.io_seconds >= 0 && s1.io_seconds <= s1.seconds + 1 && s2.io_seconds >= 0,
+		      "read ahead: I/O times %g and %g", s1.io_seconds, s2.io_seconds);
+		int bad = 0;
+		for (int i = 0; i < 8; i++)
+			bad += memcmp(a + (size_t)m1[i] * BB, b + (size_t)b1[i] * BB, BB) != 0;
+		for (int i = 0; i < 3; i++)
+			bad += memcmp(a + (size_t)m2[i] * BB, b + (size_t)b2[i] * BB, BB) != 0;
+		CHECK(bad == 0, "read ahead: %d of 11 blocks came back different", bad);
+		/* a batch ends when every ticket was waited for: the next starts over */
+		int32_t t3 = -1;
+		CHECK(allm_kv_disk_read_start(d, b, b1, d1, 1, &t3, &err) == 0 && t3 == 0 &&
+			      allm_kv_disk_read_wait(d, t3, NULL, &err) == 0,
+		      "read ahead: a new batch: ticket %d: %s", t3, err.msg);
+		allm_kv_disk_close(d);
+	}
+	static const char *faults[] = {"eio-read=2", "short-read=2"};
+	for (int k = 0; k < 2; k++) {
+		/* read 1 (the first ticket's) is fine, read 2 (the second's) fails */
+		setenv("ALLM_KV_DISK_FAULT", faults[k], 1);
+		r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+		CHECK(r == 0, "read ahead %s: open: %s", faults[k], err.msg);
+		if (r)
+			continue;
+		int32_t m[2] = {0, 1}, dd[2] = {5, 7}, bk[2] = {2, 3}, ta = -1, tb = -1;
+		CHECK(allm_kv_disk_io(d, true, a, m, dd, 2, NULL, &err) == 0, "write: %s", err.msg);
+		CHECK(allm_kv_disk_read_start(d, b, bk, dd, 1, &ta, &err) == 0 &&
+			      allm_kv_disk_read_start(d, b, bk + 1, dd + 1, 1, &tb, &err) == 0,
+		      "read ahead %s: start: %s", faults[k], err.msg);
+		int ra = allm_kv_disk_read_wait(d, ta, NULL, &err);
+		int rb = allm_kv_disk_read_wait(d, tb, NULL, &err);
+		printf("read ahead, %s: first read -> %d, second -> %d (%s)\n", faults[k], ra, rb,
+		       rb ? err.msg : "no error");
+		CHECK(ra == 0 && rb == -EIO, "read ahead %s: %d and %d (want 0 and -EIO)", faults[k], ra,
+		      rb);
+		allm_kv_disk_close(d);
+	}
+	unsetenv("ALLM_KV_DISK_FAULT");
+	setenv("ALLM_NO_IO_URING", "1", 1);
+	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	if (!r) {
+		int32_t m[1] = {0}, dd[1] = {5}, t = -1;
+		CHECK(allm_kv_disk_read_start(d, b, m, dd, 1, &t, &err) == -EAGAIN,
+		      "read ahead without io_uring: not -EAGAIN");
+		allm_kv_disk_close(d);
+	}
+	unsetenv("ALLM_NO_IO_URING");
+	munmap(a, (size_t)NB * BB);
+	munmap(b, (size_t)NB * BB);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/allm-kvdisk-XXXXXX";
@@ -253,6 +349,7 @@ int main(void)
 	roundtrip(dir, "no-direct", "io_uring, buffered");
 	roundtrip(dir, "no-tmpfile", "no O_TMPFILE: a name unlinked at once");
 	write_behind(dir);
+	read_ahead(dir);
 	setenv("ALLM_NO_IO_URING", "1", 1);
 	roundtrip(dir, NULL, "pread/pwrite");
 	fault(dir, "eio-read=1", false, "pread/pwrite EIO on read");

@@ -300,11 +300,12 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 							   "cpu", rt->kv->cpu.n_total, "disk", st.disk_total,
 							   "block_size", rt->kv->lay.block_size));
 		if (rt->kv->disk)
-			json_object_set_new(j, "disk_bytes", json_pack("{s:I, s:I, s:I, s:I}", "write",
+			json_object_set_new(j, "disk_bytes", json_pack("{s:I, s:I, s:I, s:I, s:I}", "write",
 								       (json_int_t)st.disk_write_bytes, "read",
 								       (json_int_t)st.disk_read_bytes, "demotions",
 								       (json_int_t)st.demotions, "stage_hits",
-								       (json_int_t)st.disk_stage_hits));
+								       (json_int_t)st.disk_stage_hits, "reads_ahead",
+								       (json_int_t)st.disk_reads_ahead));
 		json_object_set_new(j, "swapped_bytes", json_pack("{s:I, s:I}", "out",
 								  (json_int_t)st.swap_out_bytes, "in",
 								  (json_int_t)st.swap_in_bytes));

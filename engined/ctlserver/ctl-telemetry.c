@@ -140,12 +140,13 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "swap", st.preempt_swap);
 	allm_ctl_enc_kint(e, "recompute", st.preempt_recompute);
 	allm_ctl_enc_kint(e, "disk", st.preempt_disk);
-	allm_ctl_enc_kmap(e, "disk_bytes", 5);
+	allm_ctl_enc_kmap(e, "disk_bytes", 6);
 	allm_ctl_enc_kint(e, "write", st.disk_write_bytes);
 	allm_ctl_enc_kint(e, "read", st.disk_read_bytes);
 	allm_ctl_enc_kint(e, "demotions", st.demotions);
 	allm_ctl_enc_kint(e, "fallbacks", st.disk_fallbacks);
 	allm_ctl_enc_kint(e, "stage_hits", st.disk_stage_hits);
+	allm_ctl_enc_kint(e, "reads_ahead", st.disk_reads_ahead);
 	allm_ctl_enc_kmap(e, "swapped_bytes", 2);
 	allm_ctl_enc_kint(e, "out", st.swap_out_bytes);
 	allm_ctl_enc_kint(e, "in", st.swap_in_bytes);

@@ -377,7 +377,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 	bool behind = false;
 	allm_backend_t *be = kv->be;
 	struct allm_kv_disk_io_stat st = {0};
-	double t = 0, t_staged = 0, t_waited = 0;
+	double t = 0, t_staged = 0, t_waited = 0, t_io = -1;
 	int32_t runs = 0, k, staged = 0;
 	int r = 0;
 	if (be->device_is_host) {
@@ -386,6 +386,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &t, err)) == 0) {
 			runs = allm_kv_count_runs(dev, disk, n);
 			behind = true;
+			t_io = 0; /* the file's I/O happens later, unseen */
 			goto out;
 		}
 		if (r && r != -EAGAIN)
@@ -396,6 +397,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		staged = st.staged;
 		t_staged = st.staged_seconds;
 		t_waited = st.waited_seconds;
+		t_io = st.io_seconds;
 		goto out;
 	}
 	int32_t *seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t));
@@ -435,7 +437,10 @@ out:
 		*res = (struct allm_swap_result){.seconds = t, .n_runs = runs,
 						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
 						 .behind = behind, .n_staged = staged,
-						 .staged_seconds = t_staged, .waited_seconds = t_waited};
+						 .staged_seconds = t_staged, .waited_seconds = t_waited,
+						 /* through the host stage: the disk model's time
+						  * includes the staging copies */
+						 .io_seconds = t_io >= 0 ? t_io : t - t_waited};
 	}
 	return r;
 }
@@ -458,6 +463,17 @@ static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *i
 		int r = allm_block_pool_release(p, owner, ids[i]);
 		ALLM_ASSERT(r == 0);
 	}
+}
+
+/* Fresh destination pages are faulted in outside the timed read (swap() does
+ * the same), so the measured cost is the transfer's. */
+static void touch_fresh(struct allm_kv_cache *kv, const int32_t *dev, int32_t n)
+{
+	for (int32_t i = 0; kv->touched_dev && i < n; i++)
+		if (!kv->touched_dev[dev[i]]) {
+			memset((char *)kv->dev + (size_t)dev[i] * kv->block_bytes, 0, kv->block_bytes);
+			kv->touched_dev[dev[i]] = 1;
+		}
 }
 
 int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
@@ -488,18 +504,49 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 	if (take(&kv->gpu, owner, n, ret_gpu))
 		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
 				    n);
-	/* fresh destination pages are faulted in outside the timed read (swap() does
-	 * the same), so the measured cost is the transfer's */
-	for (int32_t i = 0; kv->touched_dev && i < n; i++)
-		if (!kv->touched_dev[ret_gpu[i]]) {
-			memset((char *)kv->dev + (size_t)ret_gpu[i] * kv->block_bytes, 0, kv->block_bytes);
-			kv->touched_dev[ret_gpu[i]] = 1;
-		}
+	touch_fresh(kv, ret_gpu, n);
 	if ((r = disk_xfer(kv, false, false, ret_gpu, disk, n, res, err))) {
 		give_back(&kv->gpu, owner, ret_gpu, n);
 		return r;
 	}
 	give_back(dp, owner, disk, n);
+	return 0;
+}
+
+int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+			  int32_t *ret_gpu, int32_t *ret_ticket, struct allm_err *err)
+{
+	if (!kv->disk)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (!kv->be->device_is_host || kv->be->simulated)
+		return -EAGAIN;
+	if (take(&kv->gpu, owner, n, ret_gpu))
+		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
+				    n);
+	touch_fresh(kv, ret_gpu, n);
+	int r = allm_kv_disk_read_start(kv->disk, kv->dev, ret_gpu, disk, n, ret_ticket, err);
+	if (r)
+		give_back(&kv->gpu, owner, ret_gpu, n);
+	return r;
+}
+
+int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+			 const int32_t *gpu, int32_t ticket, struct allm_swap_result *res,
+			 struct allm_err *err)
+{
+	struct allm_kv_disk_io_stat st = {0};
+	int r = allm_kv_disk_read_wait(kv->disk, ticket, &st, err);
+	if (r) {
+		give_back(&kv->gpu, owner, gpu, n);
+		return r;
+	}
+	give_back(allm_kv_disk_blocks(kv), owner, disk, n);
+	if (res)
+		*res = (struct allm_swap_result){.seconds = st.seconds, .n_runs = st.runs,
+						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
+						 .n_staged = st.staged, .staged_seconds = st.staged_seconds,
+						 .waited_seconds = st.waited_seconds,
+						 .io_seconds = st.io_seconds, .io_shared = st.io_shared};
 	return 0;
 }
 
@@ -524,7 +571,8 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 	if (res)
 		*res = (struct allm_swap_result){.seconds = st.seconds, .n_runs = st.runs,
 						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
-						 .waited_seconds = kv->be->simulated ? 0 : st.waited_seconds};
+						 .waited_seconds = kv->be->simulated ? 0 : st.waited_seconds,
+						 .io_seconds = kv->be->simulated ? st.seconds : st.io_seconds};
 	return 0;
 }
 

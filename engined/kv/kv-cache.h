@@ -46,6 +46,8 @@ struct allm_swap_result {
 	 * I/O, which is what the disk model learns from */
 	int32_t n_staged;
 	double staged_seconds, waited_seconds;
+	double io_seconds; /* the file's I/O alone (a read ahead: while the step ran) */
+	bool io_shared; /* ... shared with writes: io_seconds is a share, not a clean sample */
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
@@ -101,6 +103,20 @@ int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
  * and the disk blocks stay the caller's: their contents are not trusted. */
 int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
 		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
+/* Disk -> device in the background: takes n GPU blocks into ret_gpu and starts
+ * reading the disk blocks there (allm_kv_disk_read_start); the caller computes,
+ * then must call allm_kv_disk_in_wait before touching those blocks. -EAGAIN
+ * (nothing taken, no err) where reads cannot go ahead (not host memory, no
+ * io_uring, a simulated device): use allm_kv_disk_in. -ENOSPC as allm_kv_disk_in;
+ * other errors as its failures (the GPU blocks went back). */
+int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+			  int32_t *ret_gpu, int32_t *ret_ticket, struct allm_err *err);
+/* Waits for it; then as allm_kv_disk_in: the disk blocks are released, or on
+ * failure the GPU blocks go back and the disk blocks stay the caller's.
+ * res->seconds is what the caller waited, res->io_seconds the read's own time. */
+int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
+			 const int32_t *gpu, int32_t ticket, struct allm_swap_result *res,
+			 struct allm_err *err);
 /* Host -> disk (a swapped request demoted to make room in the host pool): takes
  * n disk blocks, writes the host blocks there, releases the host blocks. */
 int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,

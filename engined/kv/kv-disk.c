@@ -1,58 +1,11 @@
-#include "kv-disk.h"
+#include "kv-disk-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* I/Os in flight at once, and the largest single I/O: a long run is split so
- * that the device sees several requests at a time. */
-#define DISK_QD 64
-#define DISK_MAX_IO (1u << 20)
-/* O_DIRECT wants addresses, lengths and offsets aligned to the device's logical
- * block; 4 KiB covers every device in common use. */
-#define DISK_ALIGN 4096
-/* Write-behind: host memory its stage may take, and its ring's depth. */
-#define WB_BYTES ((size_t)64 << 20)
-#define WB_QD 256
-/* user_data: op index (write-behind: stage slot) | injected errno << 40 |
- * SHORT_BIT for an injected short one */
-#define SHORT_BIT (1ull << 39)
-
-struct allm_kv_disk {
-	int fd;
-	size_t block_bytes;
-	int64_t file_blocks; /* blocks the file is sized for */
-	struct allm_block_pool pool;
-	struct io_uring ring;
-	bool have_ring; /* else pread/pwrite */
-	/* Test hook (ALLM_KV_DISK_FAULT, read at open): the n-th write or read
-	 * I/O of this pool fails with the given errno or comes back short. */
-	int fault_errno;
-	bool fault_write, fault_short, fault_on; /* fault_on: every I/O from fault_at on ("N+") */
-	int64_t fault_at, n_io[2];
-	/* Test hook: writes behind stay queued, not submitted, until something waits
-	 * for one (a drain), so a test sees them in flight however fast the disk. */
-	bool hold_writes;
-	/* Write-behind (allm_kv_disk_write_behind): blocks copied into stage slots and
-	 * written from there on a second ring, reaped later. */
-	struct io_uring wb_ring;
-	bool have_wb; /* the stage and wb_ring exist */
-	bool wb_failed; /* wb_ring failed: no more writes behind, none waited for */
-	char *stage_raw, *stage; /* wb_slots slots of block_bytes, DISK_ALIGN-aligned */
-	int32_t wb_slots, n_free_slots, in_flight;
-	int32_t *free_slots; /* stack of free slot numbers */
-	int32_t *slot_block; /* [wb_slots] disk block each in-flight slot writes */
-	/* [file_blocks] 1 + the slot whose write of the block is in flight, 0 for
-	 * none: at most one is (a block is drained before it is staged again), and
-	 * until it lands the slot holds the block's newest contents */
-	int32_t *staged;
-	uint8_t *bad; /* [file_blocks] its last write-behind failed */
-	int bad_errno; /* why, for the error of the read that finds it */
-};
 
 struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d)
 {
@@ -80,12 +33,6 @@ static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile,
 	d->fault_errno = !strncmp(kind, "enospc", 6) ? ENOSPC : EIO;
 }
 
-/* One I/O: len bytes at file offset off to or from buf. */
-struct disk_op {
-	char *buf;
-	uint64_t off;
-	size_t len;
-};
 
 /* The injected fault for the next I/O in this direction, if any: 0, -errno, or 1
  * for a short transfer. */
@@ -97,9 +44,7 @@ static int fault_now(struct allm_kv_disk *d, bool write)
 	return d->fault_short ? 1 : -d->fault_errno;
 }
 
-/* pwrite / pread of all len bytes (EINTR retried). 0 or -errno (-EIO: the file
- * ended). */
-static int rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
+int kvd_rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
 {
 	for (size_t done = 0; done < len;) {
 		ssize_t k = write ? pwrite(fd, buf + done, len - done, (off_t)(off + done))
@@ -113,22 +58,20 @@ static int rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-static int sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
+int kvd_sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
 {
 	int f = fault_now(d, write);
 	if (f < 0)
 		return f;
 	if (f) { /* an injected short transfer: half, then the file "ends" */
-		int r = rw_all(d->fd, write, op->buf, op->len / 2, op->off);
+		int r = kvd_rw_all(d->fd, write, op->buf, op->len / 2, op->off);
 		return r ? r : -EIO;
 	}
-	return rw_all(d->fd, write, op->buf, op->len, op->off);
+	return kvd_rw_all(d->fd, write, op->buf, op->len, op->off);
 }
 
-/* Prepares op as the ring's I/O number idx, or the injected fault standing in
- * for its completion (user_data: see SHORT_BIT). */
-static void prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, const struct disk_op *op,
-		    uint64_t idx)
+void kvd_prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, const struct disk_op *op,
+		 uint64_t idx)
 {
 	int f = fault_now(d, write);
 	if (f < 0) {
@@ -142,136 +85,6 @@ static void prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write
 	else
 		io_uring_prep_read(sqe, d->fd, op->buf, (unsigned)len, op->off);
 	io_uring_sqe_set_data64(sqe, idx | (f ? SHORT_BIT : 0));
-}
-
-/* ---- write-behind ---------------------------------------------------------------
- * A block written behind is copied into a stage slot and its write queued on
- * wb_ring; the caller's memory is free at once. A read, a release or a resize
- * first waits for the writes of the blocks it touches (drain); a failed write
- * marks its block bad, and the read that finds it fails as a failed read does
- * (the engine recomputes that request). */
-
-static void wb_fini(struct allm_kv_disk *d)
-{
-	if (d->have_wb)
-		io_uring_queue_exit(&d->wb_ring);
-	d->have_wb = d->wb_failed = false;
-	allm_free(d->stage_raw);
-	allm_free(d->free_slots);
-	allm_free(d->slot_block);
-	allm_free(d->staged);
-	allm_free(d->bad);
-	d->stage_raw = d->stage = NULL;
-	d->free_slots = d->slot_block = d->staged = NULL;
-	d->bad = NULL;
-	d->wb_slots = d->n_free_slots = d->in_flight = 0;
-}
-
-/* Up to WB_BYTES of slots (one at least), the ring, the per-block counts. */
-static int wb_init(struct allm_kv_disk *d)
-{
-	int64_t slots = ALLM_MIN(d->file_blocks, ALLM_MAX((int64_t)1, (int64_t)(WB_BYTES / d->block_bytes)));
-	d->stage_raw = allm_malloc((size_t)slots * d->block_bytes + DISK_ALIGN);
-	d->free_slots = allm_malloc((size_t)slots * sizeof(int32_t));
-	d->slot_block = allm_calloc((size_t)slots, sizeof(int32_t));
-	d->staged = allm_calloc((size_t)d->file_blocks, sizeof(int32_t));
-	d->bad = allm_calloc((size_t)d->file_blocks, 1);
-	if (!d->stage_raw || !d->free_slots || !d->slot_block || !d->staged || !d->bad)
-		return -ENOMEM;
-	if (io_uring_queue_init(WB_QD, &d->wb_ring, 0))
-		return -EIO;
-	d->have_wb = true;
-	d->stage = (char *)(((uintptr_t)d->stage_raw + DISK_ALIGN - 1) & ~(uintptr_t)(DISK_ALIGN - 1));
-	d->wb_slots = (int32_t)slots;
-	for (int32_t i = 0; i < d->wb_slots; i++)
-		d->free_slots[i] = d->wb_slots - 1 - i;
-	d->n_free_slots = d->wb_slots;
-	return 0;
-}
-
-/* Finishes one write-behind from its completion: a short write gets its rest
- * written synchronously; a failure marks the block bad. */
-static void wb_complete(struct allm_kv_disk *d, struct io_uring_cqe *cqe)
-{
-	uint64_t data = io_uring_cqe_get_data64(cqe);
-	int32_t slot = (int32_t)(data & 0xffffffffu);
-	int res = cqe->res, injected = (int)(data >> 40), e = 0;
-	io_uring_cqe_seen(&d->wb_ring, cqe);
-	int32_t blk = d->slot_block[slot];
-	size_t bb = d->block_bytes;
-	if (injected)
-		e = -injected;
-	else if (res < 0)
-		e = res;
-	else if (data & SHORT_BIT)
-		e = -EIO;
-	if (!e && (size_t)res < bb) /* a short write: the rest, waited for */
-		e = rw_all(d->fd, true, d->stage + (size_t)slot * bb + res, bb - (size_t)res,
-			   (uint64_t)blk * bb + (uint64_t)res);
-	if (e) {
-		d->bad[blk] = 1;
-		d->bad_errno = -e;
-	}
-	d->staged[blk] = 0;
-	d->free_slots[d->n_free_slots++] = slot;
-	d->in_flight--;
-}
-
-static bool wb_on(const struct allm_kv_disk *d)
-{
-	return d->have_wb && !d->wb_failed;
-}
-
-/* Completes what has finished, without waiting. */
-static void wb_reap(struct allm_kv_disk *d)
-{
-	struct io_uring_cqe *cqe;
-	while (d->in_flight > 0 && io_uring_peek_cqe(&d->wb_ring, &cqe) == 0)
-		wb_complete(d, cqe);
-}
-
-/* Waits for one completion. 0 or -errno (the ring itself failed). */
-static int wb_wait_one(struct allm_kv_disk *d)
-{
-	struct io_uring_cqe *cqe;
-	int r;
-	do /* what is queued goes to the kernel first (hold_writes keeps some back) */
-		r = io_uring_submit_and_wait(&d->wb_ring, 1);
-	while (r == -EINTR);
-	if (r < 0 && r != -EAGAIN && r != -EBUSY)
-		return r;
-	do
-		r = io_uring_wait_cqe(&d->wb_ring, &cqe);
-	while (r == -EINTR);
-	if (r < 0)
-		return r;
-	wb_complete(d, cqe);
-	return 0;
-}
-
-static bool wb_busy(const struct allm_kv_disk *d, const int32_t *ids, int32_t n)
-{
-	if (!ids)
-		return d->in_flight > 0;
-	for (int32_t i = 0; i < n; i++)
-		if (ids[i] >= 0 && ids[i] < d->file_blocks && d->staged[ids[i]])
-			return true;
-	return false;
-}
-
-/* Waits until no write-behind of blocks ids[0..n) (ids NULL: of any block) is
- * in flight. 0 or -errno. */
-static int wb_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
-{
-	if (!wb_on(d))
-		return 0;
-	wb_reap(d);
-	while (wb_busy(d, ids, n)) {
-		int r = wb_wait_one(d);
-		if (r)
-			return r;
-	}
-	return 0;
 }
 
 /* An unnamed file in dir: O_TMPFILE, or (where the filesystem lacks it) a
@@ -348,8 +161,8 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		goto fail;
 	}
 	d->have_ring = !getenv("ALLM_NO_IO_URING") && io_uring_queue_init(DISK_QD, &d->ring, 0) == 0;
-	if (d->have_ring && wb_init(d))
-		wb_fini(d); /* without its memory or ring, writes wait for the disk */
+	if (d->have_ring && kvd_bg_init(d))
+		kvd_bg_fini(d); /* without its memory, rings or thread, I/O waits for the disk */
 	char how[160];
 	if (direct)
 		snprintf(how, sizeof(how), "O_DIRECT");
@@ -358,7 +171,7 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s%s", n_blocks,
 		 (double)n_blocks * block_bytes / 1073741824.0, dir, how,
 		 named ? "no O_TMPFILE here: a name unlinked at once" : "O_TMPFILE",
-		 d->have_ring ? "io_uring" : "pread/pwrite", d->have_wb ? ", write-behind" : "");
+		 d->have_ring ? "io_uring" : "pread/pwrite", d->have_wb ? ", write-behind, read-ahead" : "");
 	*ret = d;
 	return 0;
 fail:
@@ -388,8 +201,7 @@ void allm_kv_disk_close(struct allm_kv_disk *d)
 {
 	if (!d)
 		return;
-	wb_drain(d, NULL, 0); /* the kernel reads the stage until each write completes */
-	wb_fini(d);
+	kvd_bg_fini(d); /* waits: the kernel reads the stage until each write completes */
 	if (d->have_ring)
 		io_uring_queue_exit(&d->ring);
 	if (d->fd >= 0)
@@ -435,7 +247,7 @@ static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&d->ring);
 			if (!sqe)
 				break;
-			prep_op(d, sqe, write, &ops[next], (uint64_t)next);
+			kvd_prep_op(d, sqe, write, &ops[next], (uint64_t)next);
 			next++;
 			inflight++;
 		}
@@ -464,19 +276,12 @@ static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int
 		} else if ((size_t)res < ops[i].len) {
 			struct disk_op rest = {ops[i].buf + res, ops[i].off + (uint64_t)res,
 					       ops[i].len - (size_t)res};
-			int k = sync_op(d, write, &rest);
+			int k = kvd_sync_op(d, write, &rest);
 			if (k && !rc)
 				rc = k;
 		}
 	}
 	return (int)rc;
-}
-
-/* Whether block i of a read comes from the stage: its write behind is still in
- * flight, and the slot holds what the write will put on disk. */
-static bool from_stage(const struct allm_kv_disk *d, bool write, int32_t blk)
-{
-	return !write && wb_on(d) && d->staged[blk];
 }
 
 int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
@@ -493,27 +298,18 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 			r = allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
 			goto out;
 		}
-	if (!write && wb_on(d)) {
-		/* a read does not wait for a write in flight of its block: the stage
-		 * has the data */
-		wb_reap(d);
-		double ts = allm_now();
-		for (int32_t i = 0; i < n; i++)
-			if (from_stage(d, write, disk_ids[i])) {
-				memcpy((char *)base + (size_t)mem_ids[i] * bb,
-				       d->stage + (size_t)(d->staged[disk_ids[i]] - 1) * bb, bb);
-				staged++;
-			}
-		t_stage = allm_now() - ts;
-	}
+	/* a read does not wait for a write in flight of its block: the stage has
+	 * the data */
+	if (!write)
+		staged = kvd_copy_staged(d, base, mem_ids, disk_ids, n, &t_stage);
 	for (int32_t i = 0; i < n;) {
-		if (from_stage(d, write, disk_ids[i])) {
+		if (!write && kvd_from_stage(d, disk_ids[i])) {
 			i++;
 			continue;
 		}
 		int32_t j = i + 1;
 		while (j < n && mem_ids[j] == mem_ids[j - 1] + 1 && disk_ids[j] == disk_ids[j - 1] + 1 &&
-		       !from_stage(d, write, disk_ids[j]))
+		       !(!write && kvd_from_stage(d, disk_ids[j])))
 			j++;
 		runs++;
 		/* a run, split into pieces of at most DISK_MAX_IO (whole blocks) */
@@ -542,7 +338,7 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		 * of writes took 2.3x its time). Waited for apart, this I/O's time is
 		 * the disk's for it alone, what the disk model learns. */
 		double tw = allm_now();
-		r = wb_drain(d, NULL, 0);
+		r = kvd_wb_drain(d, NULL, 0);
 		t_wait = allm_now() - tw;
 		if (r) {
 			allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
@@ -564,7 +360,7 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 		r = ring_ops(d, write, ops, n_ops);
 	} else {
 		for (int64_t k = 0; k < n_ops && !r; k++)
-			r = sync_op(d, write, &ops[k]);
+			r = kvd_sync_op(d, write, &ops[k]);
 	}
 	for (int32_t i = 0; write && !r && d->bad && i < n; i++)
 		d->bad[disk_ids[i]] = 0;
@@ -578,80 +374,8 @@ out:
 		st->staged = staged;
 		st->staged_seconds = t_stage;
 		st->waited_seconds = t_wait;
+		st->io_seconds = st->seconds - t_stage - t_wait;
 	}
 	return r;
 }
 
-int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d)
-{
-	if (!wb_on(d))
-		return 0;
-	wb_reap(d);
-	return d->n_free_slots;
-}
-
-int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)
-{
-	return wb_drain(d, ids, n);
-}
-
-int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
-			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err)
-{
-	double t0 = allm_now();
-	size_t bb = d->block_bytes;
-	if (!wb_on(d))
-		return -EAGAIN;
-	wb_reap(d);
-	if (d->n_free_slots < n)
-		return -EAGAIN;
-	for (int32_t i = 0; i < n; i++)
-		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks)
-			return allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
-	/* an earlier write of one of these blocks must not land after this one */
-	int r = wb_drain(d, disk_ids, n);
-	for (int32_t i = 0; i < n && !r; i++) {
-		struct io_uring_sqe *sqe;
-		while (!r && !(sqe = io_uring_get_sqe(&d->wb_ring))) {
-			/* the ring is full: hand it what is queued, take a completion */
-			io_uring_submit(&d->wb_ring);
-			r = d->in_flight > 0 ? wb_wait_one(d) : -EBUSY;
-		}
-		if (r)
-			break;
-		int32_t slot = d->free_slots[--d->n_free_slots], blk = disk_ids[i];
-		char *buf = d->stage + (size_t)slot * bb;
-		memcpy(buf, (const char *)base + (size_t)mem_ids[i] * bb, bb);
-		d->slot_block[slot] = blk;
-		d->staged[blk] = slot + 1;
-		d->bad[blk] = 0;
-		d->in_flight++;
-		prep_op(d, sqe, true, &(struct disk_op){buf, (uint64_t)blk * bb, bb}, (uint64_t)slot);
-	}
-	/* the kernel short of resources: let completions free some, a while */
-	int s = 0, tries = 0;
-	while (!d->hold_writes && (s = io_uring_submit(&d->wb_ring)) < 0 && (s == -EINTR || s == -EAGAIN || s == -EBUSY) &&
-	       tries++ < 1000) {
-		struct __kernel_timespec ts = {0, 1000000};
-		struct io_uring_cqe *cqe;
-		if (io_uring_wait_cqe_timeout(&d->wb_ring, &cqe, &ts) == 0)
-			wb_complete(d, cqe);
-	}
-	if (!r && s < 0)
-		r = s;
-	if (r) {
-		/* The ring failed: stop writing behind. Which of its writes reached the
-		 * kernel is unknown, so every block still in flight is marked bad: its
-		 * read fails and that request is recomputed, nothing stale is read. */
-		for (int32_t i = 0; i < d->wb_slots; i++)
-			if (d->staged[d->slot_block[i]] == i + 1)
-				d->bad[d->slot_block[i]] = 1;
-		d->bad_errno = -r;
-		d->wb_failed = true;
-		allm_err_set(err, r, "disk KV write-behind failed: %s", strerror(-r));
-		return r;
-	}
-	if (ret_seconds)
-		*ret_seconds = allm_now() - t0;
-	return 0;
-}

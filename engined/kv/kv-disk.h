@@ -7,8 +7,9 @@
  * A write may go behind (allm_kv_disk_write_behind): its blocks are copied into
  * a stage in host memory and written from there while the caller goes on, so a
  * swap-out costs the step a copy, not the disk's latency, and a read that comes
- * before the write has landed copies from the stage. Every other call waits for
- * the I/O it submits, after the writes behind in flight. */
+ * before the write has landed copies from the stage. A read may go ahead
+ * (allm_kv_disk_read_start): its I/O runs while the caller computes. Every other
+ * call waits for the I/O it submits, after the writes behind in flight. */
 #ifndef ALLM_KV_DISK_H
 #define ALLM_KV_DISK_H
 
@@ -43,6 +44,11 @@ struct allm_kv_disk_io_stat {
 	int32_t staged; /* blocks a read copied from the stage (their write behind in flight) */
 	double staged_seconds; /* of seconds, those copies */
 	double waited_seconds; /* of seconds, the wait for writes behind still in flight */
+	/* the file's I/O alone (what the disk model learns): of seconds, the rest;
+	 * of a read ahead, from its first I/O (or the end of the read before it)
+	 * to its last completion, whatever the caller did meanwhile */
+	double io_seconds;
+	bool io_shared; /* a read ahead that shared the disk with writes: its time is a share */
 };
 
 /* Writes blocks mem_ids[i] of the memory at base (block_bytes apart) to disk
@@ -55,6 +61,22 @@ struct allm_kv_disk_io_stat {
 int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
 		    const int32_t *disk_ids, int32_t n, struct allm_kv_disk_io_stat *st,
 		    struct allm_err *err);
+
+/* Reads ahead: starts reading disk blocks disk_ids[i] into blocks mem_ids[i] of
+ * base and returns a ticket at once; those blocks are the kernel's until
+ * allm_kv_disk_read_wait(ticket), which every started read needs. As
+ * allm_kv_disk_io, blocks whose writes behind are in flight are copied from the
+ * stage and the others' I/O waits for those writes first. -EAGAIN (nothing
+ * started, no err) when this pool cannot read ahead (no io_uring, a virtual
+ * pool): use allm_kv_disk_io. 0 or -errno with err (-EIO: a block whose write
+ * behind failed). */
+int allm_kv_disk_read_start(struct allm_kv_disk *d, void *base, const int32_t *mem_ids,
+			    const int32_t *disk_ids, int32_t n, int32_t *ret_ticket, struct allm_err *err);
+/* Waits for a read ahead; st (may be NULL): seconds is what both calls took of
+ * the caller's time, io_seconds the read's own. 0 or -errno with err (EIO, a
+ * short read), after which the destination's contents are undefined. */
+int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_kv_disk_io_stat *st,
+			   struct allm_err *err);
 
 /* Copies blocks mem_ids[i] of base into the stage and queues their writes to
  * disk_ids[i]; returns without waiting for them. -EAGAIN (nothing done, no err)

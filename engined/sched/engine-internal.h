@@ -19,6 +19,9 @@ struct allm_engine {
 	struct allm_engine_events ev;
 	struct allm_executor *ex;
 	struct allm_rq_vec waiting, running, swapped;
+	/* swapped to disk, read back while the step computes (state still
+	 * ALLM_REQ_SWAPPED, load_ticket >= 0): empty between steps */
+	struct allm_rq_vec loading;
 	int64_t next_id;
 	int64_t step_no; /* steps ever run (never reset: aging counts it) */
 	struct allm_decision *dlog; /* ring of ALLM_ENGINE_DECISIONS */
@@ -49,6 +52,14 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 /* Brings swapped r back (host or disk) into the running batch; a failed disk read
  * sends it to waiting to recompute. */
 void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now);
+/* Starts bringing r back from disk in the background (into e->loading), its
+ * read running while the step computes; false (nothing done) where reads
+ * cannot go ahead: use allm_engine_swap_in. */
+bool allm_engine_load_start(struct allm_engine *e, struct allm_request *r, double now);
+/* Waits for r's read ahead; with join, r then joins the running batch as
+ * allm_engine_swap_in ends; without (r is being retired), r just holds its
+ * blocks again (in whichever pool) to be dropped. */
+void allm_engine_load_finish(struct allm_engine *e, struct allm_request *r, double now, bool join);
 /* engine-step.c: r joins the running batch (admission or swap-in). */
 void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double now);
 

@@ -252,23 +252,16 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	pushed(e, &e->waiting, v, d);
 }
 
-void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now)
+/* The end of r's swap-in, however its copy went (rc, res, err): it joins the
+ * running batch, or a failed disk read sends it to recompute. */
+static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk, int32_t n, int rc,
+		       const struct allm_swap_result *res, const struct allm_err *err, double now)
 {
-	struct allm_swap_result res;
-	struct allm_err err = {{0}};
-	bool disk = r->n_disk_blocks > 0;
-	int32_t n = disk ? r->n_disk_blocks : r->n_cpu_blocks;
-	int rc;
-	allm_rq_remove(&e->swapped, r);
-	/* its block table still has room for the n blocks it held */
-	ALLM_ASSERT(r->seq.cap_blocks >= n);
-	rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &res, &err)
-		  : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err);
 	if (rc && disk && rc != -ENOSPC) {
 		/* EIO or a short read: the copy on disk is not to be trusted; the
 		 * tokens are, and a re-prefill rebuilds the KV bit for bit */
 		note(e, "request %lld: disk read failed (%s): recomputing instead", (long long)r->id,
-		     err.msg);
+		     err->msg);
 		e->st.disk_fallbacks++;
 		allm_engine_drop_blocks(e, r);
 		r->seq.n_cached = 0;
@@ -287,30 +280,89 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 		return;
 	}
 	if (rc) {
-		allm_engine_retire(e, r, ALLM_END_ERROR, err.msg);
+		allm_engine_retire(e, r, ALLM_END_ERROR, err->msg);
 		return;
 	}
 	r->seq.n_blocks = n;
 	if (disk) {
 		r->n_disk_blocks = 0;
-		/* the disk model learns from what came from the file; blocks whose
-		 * writes behind were still in flight came from the stage, a copy */
-		uint64_t staged = (uint64_t)res.n_staged * e->kv->block_bytes;
-		if (res.bytes > staged)
-			allm_predictor_observe_disk(e->pred, 1, res.bytes - staged, res.n_runs,
-						    res.seconds - res.staged_seconds - res.waited_seconds);
+		/* the disk model learns from what came from the file, its I/O alone
+		 * (not a read ahead that shared the disk with writes: its time is a
+		 * share of theirs); blocks whose writes behind were still in flight
+		 * came from the stage, a copy */
+		uint64_t staged = (uint64_t)res->n_staged * e->kv->block_bytes;
+		if (res->bytes > staged && !res->io_shared)
+			allm_predictor_observe_disk(e->pred, 1, res->bytes - staged, res->n_runs, res->io_seconds);
 		if (staged)
-			allm_predictor_observe_swap(e->pred, 1, staged, res.n_staged, res.staged_seconds);
-		e->st.disk_stage_hits += res.n_staged;
-		e->st.disk_read_bytes += (int64_t)res.bytes;
+			allm_predictor_observe_swap(e->pred, 1, staged, res->n_staged, res->staged_seconds);
+		e->st.disk_stage_hits += res->n_staged;
+		e->st.disk_read_bytes += (int64_t)res->bytes;
 	} else {
 		r->n_cpu_blocks = 0;
-		allm_predictor_observe_swap(e->pred, 1, res.bytes, res.n_runs, res.seconds);
-		e->st.swap_in_bytes += (int64_t)res.bytes;
+		allm_predictor_observe_swap(e->pred, 1, res->bytes, res->n_runs, res->seconds);
+		e->st.swap_in_bytes += (int64_t)res->bytes;
 	}
 	r->chunk = 0; /* a prefill swapped out mid-way finishes its prompt next step */
 	allm_engine_admitted(e, r, now);
-	allm_engine_attach_measured(e, r, r->pending_swap_out_s + res.seconds);
+	/* the decision's cost: what the steps waited for (a read ahead overlapped
+	 * with a step costs only its tail) */
+	allm_engine_attach_measured(e, r, r->pending_swap_out_s + res->seconds);
 	if (allm_rq_push(&e->running, r))
 		allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+}
+
+void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now)
+{
+	struct allm_swap_result res = {0};
+	struct allm_err err = {{0}};
+	bool disk = r->n_disk_blocks > 0;
+	int32_t n = disk ? r->n_disk_blocks : r->n_cpu_blocks;
+	allm_rq_remove(&e->swapped, r);
+	/* its block table still has room for the n blocks it held */
+	ALLM_ASSERT(r->seq.cap_blocks >= n);
+	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &res, &err)
+		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err);
+	swapped_in(e, r, disk, n, rc, &res, &err, now);
+}
+
+bool allm_engine_load_start(struct allm_engine *e, struct allm_request *r, double now)
+{
+	struct allm_err err = {{0}};
+	int32_t n = r->n_disk_blocks, ticket = -1;
+	if (n <= 0)
+		return false;
+	ALLM_ASSERT(r->seq.cap_blocks >= n);
+	int rc = allm_kv_disk_in_start(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &ticket, &err);
+	if (rc == -EAGAIN)
+		return false;
+	allm_rq_remove(&e->swapped, r);
+	if (rc) { /* nothing in flight: ends now, as a failed read does */
+		swapped_in(e, r, true, n, rc, NULL, &err, now);
+		return true;
+	}
+	r->load_ticket = ticket;
+	e->st.disk_reads_ahead++;
+	if (allm_rq_push(&e->loading, r)) {
+		allm_engine_load_finish(e, r, now, false);
+		allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+	}
+	return true;
+}
+
+void allm_engine_load_finish(struct allm_engine *e, struct allm_request *r, double now, bool join)
+{
+	struct allm_swap_result res = {0};
+	struct allm_err err = {{0}};
+	int32_t n = r->n_disk_blocks;
+	ALLM_ASSERT(r->load_ticket >= 0);
+	allm_rq_remove(&e->loading, r);
+	int rc = allm_kv_disk_in_wait(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, r->load_ticket, &res,
+				      &err);
+	r->load_ticket = -1;
+	if (join) {
+		swapped_in(e, r, true, n, rc, &res, &err, now);
+	} else if (!rc) { /* retired while its read was in flight: the blocks are its own again */
+		r->seq.n_blocks = n;
+		r->n_disk_blocks = 0;
+	}
 }

@@ -330,8 +330,11 @@ static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefil
 
 static void swap_in(struct allm_engine *e, struct allm_rq_vec *sel, double now)
 {
+	/* from disk, the read goes ahead: it runs while this step computes, and
+	 * the request joins the batch after it (finish_loads) */
 	for (int32_t i = 0; i < sel->n; i++)
-		allm_engine_swap_in(e, sel->v[i], now);
+		if (!allm_engine_load_start(e, sel->v[i], now))
+			allm_engine_swap_in(e, sel->v[i], now);
 }
 
 /* The most urgent request waiting or swapped when it is aged, else NULL; *prefill
@@ -409,6 +412,14 @@ static int64_t continue_prefills(struct allm_engine *e)
 	return ALLM_MAX(left, 0);
 }
 
+/* The reads ahead started this step land; their requests join the running
+ * batch. */
+static void finish_loads(struct allm_engine *e, double now)
+{
+	while (e->loading.n)
+		allm_engine_load_finish(e, e->loading.v[0], now, true);
+}
+
 int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 {
 	allm_backend_host_step(e->model->be); /* a simulated device waits for the host */
@@ -470,17 +481,27 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	} else {
 		if (s_sche->n)
 			swap_in(e, s_sche, now);
-		if (admit_prompts(e, w_sche, now))
+		if (admit_prompts(e, w_sche, now)) {
+			finish_loads(e, now);
 			return allm_err_set(err, -ENOMEM, "out of memory");
+		}
+		/* with nothing to compute meanwhile, the reads ahead are waited for
+		 * and their requests run now */
+		if (!e->running.n)
+			finish_loads(e, now);
 		/* the running batch: decodes, prefills in progress, the new prompts */
 		sel->n = 0;
 		for (int32_t i = 0; i < e->running.n; i++) {
 			struct allm_request *r = e->running.v[i];
 			if (!chunked)
 				r->chunk = 0;
-			if (allm_rq_push(sel, r))
+			if (allm_rq_push(sel, r)) {
+				finish_loads(e, now);
 				return allm_err_set(err, -ENOMEM, "out of memory");
+			}
 		}
 	}
-	return allm_engine_run_batch(e, sel, err);
+	int rc = allm_engine_run_batch(e, sel, err);
+	finish_loads(e, allm_engine_now(e));
+	return rc;
 }

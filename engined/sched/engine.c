@@ -127,7 +127,12 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 	switch (r->state) {
 	case ALLM_REQ_WAITING: allm_rq_remove(&e->waiting, r); break;
 	case ALLM_REQ_RUNNING: allm_rq_remove(&e->running, r); break;
-	case ALLM_REQ_SWAPPED: allm_rq_remove(&e->swapped, r); break;
+	case ALLM_REQ_SWAPPED:
+		if (r->load_ticket >= 0) /* its read ahead lands first: the blocks are the kernel's till then */
+			allm_engine_load_finish(e, r, allm_engine_now(e), false);
+		else
+			allm_rq_remove(&e->swapped, r);
+		break;
 	default: break;
 	}
 	allm_engine_drop_blocks(e, r);
@@ -149,7 +154,7 @@ void allm_engine_free(struct allm_engine *e)
 {
 	if (!e)
 		return;
-	struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting};
+	struct allm_rq_vec *qs[] = {&e->loading, &e->running, &e->swapped, &e->waiting};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		while (qs[i]->n)
 			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, NULL);
@@ -226,6 +231,7 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 	r->arrival = s->arrival > 0 ? s->arrival : allm_engine_now(e);
 	r->arrival_step = e->step_no;
 	r->pending_decision = -1;
+	r->load_ticket = -1;
 	r->state = ALLM_REQ_WAITING;
 	if (allm_rq_push(&e->waiting, r)) {
 		free_request(r);
@@ -238,7 +244,7 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 
 static struct allm_request *find(const struct allm_engine *e, int64_t id)
 {
-	const struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting};
+	const struct allm_rq_vec *qs[] = {&e->running, &e->swapped, &e->waiting, &e->loading};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		for (int32_t j = 0; j < qs[i]->n; j++)
 			if (qs[i]->v[j]->id == id)
@@ -436,5 +442,8 @@ int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
 	int n = 0;
 	for (int32_t i = 0; i < v->n && n < max; i++)
 		ret[n++] = v->v[i];
+	/* during a step, those whose disk reads run ahead are still swapped */
+	for (int32_t i = 0; q == ALLM_REQ_SWAPPED && i < e->loading.n && n < max; i++)
+		ret[n++] = e->loading.v[i];
 	return n;
 }

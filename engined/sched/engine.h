@@ -78,6 +78,7 @@ struct allm_request {
 	bool prefilling; /* admitted from waiting, its (re-)prefill not finished yet */
 	int32_t gen_at_admit; /* tokens it had generated when last admitted */
 	bool aged; /* waited past max_wait_factor x its service: goes first, stays */
+	int32_t load_ticket; /* its disk read running ahead this step, or -1 */
 };
 
 static inline int32_t allm_request_n_generated(const struct allm_request *r)
@@ -155,6 +156,7 @@ struct allm_engine_stats {
 	int64_t disk_write_bytes, disk_read_bytes;
 	int64_t disk_fallbacks; /* disk I/O failures that turned into recomputes */
 	int64_t disk_stage_hits; /* blocks read back from the write-behind stage, not the file */
+	int64_t disk_reads_ahead; /* swap-ins from disk whose read ran while a step computed */
 	int64_t swap_out_bytes, swap_in_bytes;
 	int64_t recompute_tokens; /* tokens re-prefilled after a recompute preemption */
 	int64_t prompt_tokens, generated_tokens; /* processed since start / reset */
