@@ -298,9 +298,13 @@ static void read_ahead(const char *dir)
 		CHECK(bad == 0, "read ahead: %d of 11 blocks came back different", bad);
 		/* a batch ends when every ticket was waited for: the next starts over */
 		int32_t t3 = -1;
+		struct allm_kv_disk_io_stat s3 = {0};
 		CHECK(allm_kv_disk_read_start(d, b, b1, d1, 1, &t3, &err) == 0 && t3 == 0 &&
-			      allm_kv_disk_read_wait(d, t3, NULL, &err) == 0,
+			      allm_kv_disk_read_wait(d, t3, &s3, &err) == 0,
 		      "read ahead: a new batch: ticket %d: %s", t3, err.msg);
+		/* alone on the disk, its time is its own (the disk model learns it) */
+		CHECK(!s3.io_shared && s3.io_seconds > 0 && s3.runs == 1, "read ahead alone: shared %d, %g s",
+		      s3.io_shared, s3.io_seconds);
 		allm_kv_disk_close(d);
 	}
 	static const char *faults[] = {"eio-read=2", "short-read=2"};

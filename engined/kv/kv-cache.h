@@ -47,7 +47,7 @@ struct allm_swap_result {
 	int32_t n_staged;
 	double staged_seconds, waited_seconds;
 	double io_seconds; /* the file's I/O alone (a read ahead: while the step ran) */
-	bool io_shared; /* ... shared with writes: io_seconds is a share, not a clean sample */
+	bool io_shared; /* ... shared with other I/O: io_seconds is a share, not a clean sample */
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,

@@ -18,9 +18,10 @@
  * Everything else happens on the caller's thread (bg_pump).
  *
  * The disk's time for a read: the disk is busy from an I/O handed to the kernel
- * while none was in flight until none is; the reads and writes of such a
- * period share its time in proportion to their bytes, and a read's share is
- * what the disk model learns. */
+ * while none was in flight until none is. A read alone in such a period took
+ * all of it; reads and writes that overlapped share it in proportion to their
+ * bytes, an estimate only (the disk serves some of them in parallel), which
+ * the disk model does not learn from (io_shared). */
 
 #define RD_QD 256
 #define DONE_CAP 4096 /* completions stamped but not handled yet */
@@ -37,7 +38,7 @@ struct kvd_ticket {
 	int32_t ops_left, staged, runs;
 	uint64_t busy_bytes; /* its bytes in the busy period now open */
 	double io_seconds, staged_seconds, start_seconds;
-	bool mixed; /* it shared the disk with writes */
+	bool shared; /* it shared the disk with other I/O */
 	bool live;
 };
 
@@ -147,16 +148,19 @@ static void busy_start(struct kvd_bg *bg, size_t bytes, bool write)
 		bg->busy_write_bytes += bytes;
 }
 
-/* An I/O of the period completed at t; the last one gives the reads their shares. */
+/* An I/O of the period completed at t; the last one gives the reads their time. */
 static void busy_done(struct kvd_bg *bg, double t)
 {
 	if (--bg->busy_ops > 0)
 		return;
 	double busy = ALLM_MAX(t - bg->busy_t0, 0.0);
+	int32_t reads = 0;
+	for (int32_t k = 0; k < bg->n_t; k++)
+		reads += bg->t[k].busy_bytes > 0;
 	for (int32_t k = 0; k < bg->n_t; k++)
 		if (bg->t[k].busy_bytes) {
 			bg->t[k].io_seconds += busy * (double)bg->t[k].busy_bytes / (double)bg->busy_bytes;
-			bg->t[k].mixed |= bg->busy_write_bytes > 0;
+			bg->t[k].shared |= bg->busy_write_bytes > 0 || reads > 1;
 			bg->t[k].busy_bytes = 0;
 		}
 }
@@ -615,7 +619,7 @@ int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_k
 		*st = (struct allm_kv_disk_io_stat){
 			.seconds = t->start_seconds + (allm_now() - t0), .runs = t->runs, .staged = t->staged,
 			.staged_seconds = t->staged_seconds, .io_seconds = t->io_seconds,
-			.io_shared = t->mixed};
+			.io_shared = t->shared};
 	int r = t->rc;
 	if (r)
 		allm_err_set(err, r, "disk KV read failed: %s", strerror(-r));

@@ -45,10 +45,10 @@ struct allm_kv_disk_io_stat {
 	double staged_seconds; /* of seconds, those copies */
 	double waited_seconds; /* of seconds, the wait for writes behind still in flight */
 	/* the file's I/O alone (what the disk model learns): of seconds, the rest;
-	 * of a read ahead, from its first I/O (or the end of the read before it)
-	 * to its last completion, whatever the caller did meanwhile */
+	 * of a read ahead, the disk's busy time while it ran (its share by bytes
+	 * when other I/O ran beside it), whatever the caller did meanwhile */
 	double io_seconds;
-	bool io_shared; /* a read ahead that shared the disk with writes: its time is a share */
+	bool io_shared; /* a read ahead that shared the disk with other I/O: io_seconds is a share */
 };
 
 /* Writes blocks mem_ids[i] of the memory at base (block_bytes apart) to disk

@@ -287,8 +287,8 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 	if (disk) {
 		r->n_disk_blocks = 0;
 		/* the disk model learns from what came from the file, its I/O alone
-		 * (not a read ahead that shared the disk with writes: its time is a
-		 * share of theirs); blocks whose writes behind were still in flight
+		 * (not a read ahead that shared the disk with other I/O: it has no
+		 * time of its own); blocks whose writes behind were still in flight
 		 * came from the stage, a copy */
 		uint64_t staged = (uint64_t)res->n_staged * e->kv->block_bytes;
 		if (res->bytes > staged && !res->io_shared)
