@@ -183,18 +183,10 @@ static bool wb_on(const struct allm_kv_disk *d)
 static void wb_complete(struct allm_kv_disk *d, const struct kvd_done *c)
 {
 	int32_t slot = (int32_t)(c->data & 0xffffffffu);
-	int injected = (int)(c->data >> 40), e = 0;
 	int32_t blk = d->slot_block[slot];
 	size_t bb = d->block_bytes;
-	if (injected)
-		e = -injected;
-	else if (c->res < 0)
-		e = c->res;
-	else if (c->data & SHORT_BIT)
-		e = -EIO;
-	if (!e && (size_t)c->res < bb) /* a short write: the rest, waited for */
-		e = kvd_rw_all(d->fd, true, d->stage + (size_t)slot * bb + c->res, bb - (size_t)c->res,
-			       (uint64_t)blk * bb + (uint64_t)c->res);
+	struct disk_op op = {d->stage + (size_t)slot * bb, (uint64_t)blk * bb, bb};
+	int e = kvd_complete_op(d, true, &op, c->data, c->res, NULL);
 	if (e) {
 		d->bad[blk] = 1;
 		d->bad_errno = -e;
@@ -217,21 +209,10 @@ static void rd_complete(struct allm_kv_disk *d, const struct kvd_done *c)
 	int64_t i = (int64_t)(c->data & (SHORT_BIT - 1));
 	struct kvd_rd_op *o = &bg->ops[i];
 	struct kvd_ticket *t = &bg->t[o->ticket];
-	int injected = (int)(c->data >> 40), e = 0;
-	double end = c->t;
+	bool rest;
 	bg->inflight--;
-	if (injected)
-		e = -injected;
-	else if (c->res < 0)
-		e = c->res;
-	else if (c->data & SHORT_BIT)
-		e = -EIO;
-	else if ((size_t)c->res < o->op.len) {
-		struct disk_op rest = {o->op.buf + c->res, o->op.off + (uint64_t)c->res,
-				       o->op.len - (size_t)c->res};
-		e = kvd_sync_op(d, false, &rest);
-		end = allm_now();
-	}
+	int e = kvd_complete_op(d, false, &o->op, c->data, c->res, &rest);
+	double end = rest ? allm_now() : c->t;
 	if (e && !t->rc)
 		t->rc = e;
 	t->ops_left--;

@@ -67,15 +67,18 @@ struct disk_op {
 };
 
 /* kv-disk.c */
-/* pwrite / pread of all len bytes (EINTR retried). 0 or -errno (-EIO: the file
- * ended). */
-int kvd_rw_all(int fd, bool write, char *buf, size_t len, uint64_t off);
 /* op with pread/pwrite, or the injected fault standing in for it. */
 int kvd_sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op);
 /* Prepares op as I/O number idx of a ring, or the injected fault standing in
  * for its completion (user_data: see SHORT_BIT). */
 void kvd_prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, const struct disk_op *op,
 		 uint64_t idx);
+
+/* The outcome of ring I/O op from its completion (user_data data, res): 0 or
+ * -errno, the injected fault included; a short transfer gets its rest done
+ * synchronously (*ret_rest, may be NULL, says so). */
+int kvd_complete_op(struct allm_kv_disk *d, bool write, const struct disk_op *op, uint64_t data, int res,
+		    bool *ret_rest);
 
 /* kv-disk-bg.c */
 /* Background I/O: the stage, the writes-behind and reads-ahead rings and their

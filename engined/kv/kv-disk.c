@@ -44,7 +44,9 @@ static int fault_now(struct allm_kv_disk *d, bool write)
 	return d->fault_short ? 1 : -d->fault_errno;
 }
 
-int kvd_rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
+/* pwrite / pread of all len bytes (EINTR retried). 0 or -errno (-EIO: the file
+ * ended). */
+static int rw_all(int fd, bool write, char *buf, size_t len, uint64_t off)
 {
 	for (size_t done = 0; done < len;) {
 		ssize_t k = write ? pwrite(fd, buf + done, len - done, (off_t)(off + done))
@@ -64,10 +66,10 @@ int kvd_sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op)
 	if (f < 0)
 		return f;
 	if (f) { /* an injected short transfer: half, then the file "ends" */
-		int r = kvd_rw_all(d->fd, write, op->buf, op->len / 2, op->off);
+		int r = rw_all(d->fd, write, op->buf, op->len / 2, op->off);
 		return r ? r : -EIO;
 	}
-	return kvd_rw_all(d->fd, write, op->buf, op->len, op->off);
+	return rw_all(d->fd, write, op->buf, op->len, op->off);
 }
 
 void kvd_prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, const struct disk_op *op,
@@ -261,27 +263,34 @@ static int ring_ops(struct allm_kv_disk *d, bool write, struct disk_op *ops, int
 		if (w < 0)
 			return (int)(rc ? rc : w);
 		uint64_t data = io_uring_cqe_get_data64(cqe);
-		int64_t i = (int64_t)(data & (SHORT_BIT - 1));
-		int res = cqe->res, injected = (int)(data >> 40);
+		int res = cqe->res;
 		io_uring_cqe_seen(&d->ring, cqe);
 		inflight--;
-		if (injected) {
-			rc = rc ? rc : -injected;
-			continue;
-		}
-		if (res < 0) {
-			rc = rc ? rc : res;
-		} else if (data & SHORT_BIT) {
-			rc = rc ? rc : -EIO;
-		} else if ((size_t)res < ops[i].len) {
-			struct disk_op rest = {ops[i].buf + res, ops[i].off + (uint64_t)res,
-					       ops[i].len - (size_t)res};
-			int k = kvd_sync_op(d, write, &rest);
-			if (k && !rc)
-				rc = k;
-		}
+		int k = kvd_complete_op(d, write, &ops[data & (SHORT_BIT - 1)], data, res, NULL);
+		if (k && !rc)
+			rc = k;
 	}
 	return (int)rc;
+}
+
+int kvd_complete_op(struct allm_kv_disk *d, bool write, const struct disk_op *op, uint64_t data, int res,
+		    bool *ret_rest)
+{
+	int injected = (int)(data >> 40);
+	if (ret_rest)
+		*ret_rest = false;
+	if (injected)
+		return -injected;
+	if (res < 0)
+		return res;
+	if (data & SHORT_BIT)
+		return -EIO;
+	if ((size_t)res >= op->len)
+		return 0;
+	if (ret_rest)
+		*ret_rest = true;
+	struct disk_op rest = {op->buf + res, op->off + (uint64_t)res, op->len - (size_t)res};
+	return kvd_sync_op(d, write, &rest);
 }
 
 int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
