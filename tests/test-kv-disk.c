@@ -239,6 +239,34 @@ static void write_behind(const char *dir)
 		      "held writes: block 33's failed write went unnoticed");
 		allm_kv_disk_close(d);
 	}
+
+	/* The writes-behind ring fails: that write fails, the blocks it left in
+	 * flight read as failed (not stale), nothing more goes behind or ahead,
+	 * waited I/O still works, and close does not wait for writes that never
+	 * reached the kernel. */
+	setenv("ALLM_KV_DISK_FAULT", "fail-wb-submit", 1);
+	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	CHECK(r == 0, "failed ring: open: %s", err.msg);
+	if (!r) {
+		int32_t m2[2] = {0, 1}, d2[2] = {44, 45}, back[2] = {6, 7}, t = -1;
+		for (int i = 0; i < 2; i++)
+			fill(a, m2[i], 50);
+		int w = allm_kv_disk_write_behind(d, a, m2, d2, 2, NULL, &err);
+		printf("write-behind, ring failed: write -> %d (%s)\n", w, w ? err.msg : "no error");
+		CHECK(w == -EIO, "failed ring: the write behind returned %d", w);
+		CHECK(allm_kv_disk_write_behind(d, a, m2, d2, 2, NULL, &err) == -EAGAIN &&
+			      allm_kv_disk_behind_free(d) == 0,
+		      "failed ring: writes still go behind");
+		CHECK(allm_kv_disk_io(d, false, b, back, d2, 2, NULL, &err) == -EIO,
+		      "failed ring: a block left in flight read without an error");
+		CHECK(allm_kv_disk_read_start(d, b, back, d2, 2, &t, &err) == -EAGAIN,
+		      "failed ring: a read still goes ahead");
+		CHECK(allm_kv_disk_io(d, true, a, m2, d2, 2, NULL, &err) == 0 &&
+			      allm_kv_disk_io(d, false, b, back, d2, 2, NULL, &err) == 0 &&
+			      !memcmp(a, b + 6 * (size_t)BB, 2 * (size_t)BB),
+		      "failed ring: waited I/O: %s", err.msg);
+		allm_kv_disk_close(d);
+	}
 	unsetenv("ALLM_KV_DISK_FAULT");
 	munmap(a, (size_t)NB * BB);
 	munmap(b, (size_t)NB * BB);

@@ -482,7 +482,7 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 	}
 	/* the kernel short of resources: let completions free some, a while */
 	int s = 0, tries = 0;
-	while (!d->hold_writes && (s = io_uring_submit(&d->wb_ring)) < 0 &&
+	while (!d->hold_writes && (s = d->fail_wb_submit ? -EIO : io_uring_submit(&d->wb_ring)) < 0 &&
 	       (s == -EINTR || s == -EAGAIN || s == -EBUSY) && tries++ < 1000)
 		bg_pump(d, 0.001);
 	if (!r && s < 0)

@@ -37,6 +37,9 @@ struct allm_kv_disk {
 	/* Test hook: writes behind stay queued, not submitted, until something waits
 	 * for one (a drain), so a test sees them in flight however fast the disk. */
 	bool hold_writes;
+	/* Test hook: the writes-behind ring refuses every submission (-EIO), as a
+	 * ring that failed would. */
+	bool fail_wb_submit;
 	/* Writes behind (allm_kv_disk_write_behind): blocks copied into stage
 	 * slots and written from there on a second ring; kv-disk-bg.c. */
 	struct io_uring wb_ring;
