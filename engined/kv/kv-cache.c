@@ -371,33 +371,36 @@ void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t
 /* Moves n blocks between device ids and disk ids: straight from or into device
  * memory when it is host memory, else through the staging buffer with the
  * backend's copies (write: device -> stage -> disk; read: disk -> stage -> device). */
+/* What a disk transfer of n blocks tells its caller: seconds as the caller
+ * waited, the disk's parts in st. */
+static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32_t n, double seconds,
+					   const struct allm_kv_disk_io_stat *st, bool behind)
+{
+	return (struct allm_swap_result){.seconds = seconds, .n_runs = st->runs,
+					 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n, .behind = behind,
+					 .disk = *st};
+}
+
 static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const int32_t *dev,
 		     const int32_t *disk, int32_t n, struct allm_swap_result *res, struct allm_err *err)
 {
 	bool behind = false;
 	allm_backend_t *be = kv->be;
-	struct allm_kv_disk_io_stat st = {0};
-	double t = 0, t_staged = 0, t_waited = 0, t_io = -1;
-	int32_t runs = 0, k, staged = 0;
+	struct allm_kv_disk_io_stat st = {0}, tot = {0};
+	int32_t k;
 	int r = 0;
 	if (be->device_is_host) {
-		/* a write goes behind when the stage has room: the step waits for a copy */
+		/* a write goes behind when the stage has room: the step waits for a
+		 * copy (tot.io_seconds stays 0: the file's I/O happens later, unseen) */
 		if (write && behind_ok &&
-		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &t, err)) == 0) {
-			runs = allm_kv_count_runs(dev, disk, n);
+		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &tot.seconds, err)) == 0) {
+			tot.runs = allm_kv_count_runs(dev, disk, n);
 			behind = true;
-			t_io = 0; /* the file's I/O happens later, unseen */
 			goto out;
 		}
 		if (r && r != -EAGAIN)
 			return r;
-		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &st, err);
-		t = st.seconds;
-		runs = st.runs;
-		staged = st.staged;
-		t_staged = st.staged_seconds;
-		t_waited = st.waited_seconds;
-		t_io = st.io_seconds;
+		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &tot, err);
 		goto out;
 	}
 	int32_t *seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t));
@@ -421,27 +424,22 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &st, err);
 		if (!r)
 			allm_backend_charge_disk(be, write, (uint64_t)k * kv->block_bytes, st.runs);
-		runs += st.runs;
-		t_waited += st.waited_seconds;
+		tot.runs += st.runs;
+		tot.waited_seconds += st.waited_seconds;
 		for (int32_t j = 0; j < k && !write && !r; j++)
 			r = be->iface->copy_async(be, (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
 						  (char *)kv->stage + (size_t)j * kv->block_bytes,
 						  kv->block_bytes, ALLM_COPY_H2D);
 		if (!write && !r && (r = be->iface->copy_wait(be, NULL)))
 			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
-		t += allm_backend_clock(be) - t0;
+		tot.seconds += allm_backend_clock(be) - t0;
 	}
 	allm_free(seq);
+	/* through the host stage: the disk model's time includes the staging copies */
+	tot.io_seconds = tot.seconds - tot.waited_seconds;
 out:
-	if (res && !r) {
-		*res = (struct allm_swap_result){.seconds = t, .n_runs = runs,
-						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
-						 .behind = behind, .n_staged = staged,
-						 .staged_seconds = t_staged, .waited_seconds = t_waited,
-						 /* through the host stage: the disk model's time
-						  * includes the staging copies */
-						 .io_seconds = t_io >= 0 ? t_io : t - t_waited};
-	}
+	if (res && !r)
+		*res = disk_result(kv, n, tot.seconds, &tot, behind);
 	return r;
 }
 
@@ -542,11 +540,7 @@ int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t 
 	}
 	give_back(allm_kv_disk_blocks(kv), owner, disk, n);
 	if (res)
-		*res = (struct allm_swap_result){.seconds = st.seconds, .n_runs = st.runs,
-						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
-						 .n_staged = st.staged, .staged_seconds = st.staged_seconds,
-						 .waited_seconds = st.waited_seconds,
-						 .io_seconds = st.io_seconds, .io_shared = st.io_shared};
+		*res = disk_result(kv, n, st.seconds, &st, false);
 	return 0;
 }
 
@@ -564,15 +558,13 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 		give_back(dp, owner, ret_disk, n);
 		return r;
 	}
-	if (kv->be->simulated)
-		st.seconds = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n,
-						      st.runs);
+	if (kv->be->simulated) { /* the simulated write is all the profile's */
+		double t = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n, st.runs);
+		st = (struct allm_kv_disk_io_stat){.seconds = t, .runs = st.runs, .io_seconds = t};
+	}
 	give_back(&kv->cpu, owner, cpu, n);
 	if (res)
-		*res = (struct allm_swap_result){.seconds = st.seconds, .n_runs = st.runs,
-						 .bytes = (uint64_t)kv->block_bytes * (uint64_t)n,
-						 .waited_seconds = kv->be->simulated ? 0 : st.waited_seconds,
-						 .io_seconds = kv->be->simulated ? st.seconds : st.io_seconds};
+		*res = disk_result(kv, n, st.seconds, &st, false);
 	return 0;
 }
 

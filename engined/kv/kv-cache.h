@@ -40,14 +40,11 @@ struct allm_swap_result {
 	int32_t n_runs;
 	uint64_t bytes;
 	bool behind; /* a disk write that went behind: seconds are its copy to the stage */
-	/* a disk transfer: the blocks a read copied from the write-behind stage
-	 * (their writes still in flight) and that copy's share of seconds, and the
-	 * share spent waiting for writes behind to land; the rest is the file's
-	 * I/O, which is what the disk model learns from */
-	int32_t n_staged;
-	double staged_seconds, waited_seconds;
-	double io_seconds; /* the file's I/O alone (a read ahead: while the step ran) */
-	bool io_shared; /* ... shared with other I/O: io_seconds is a share, not a clean sample */
+	/* a disk transfer: its parts (kv-disk.h), disk.io_seconds the file's I/O
+	 * alone, which is what the disk model learns from (0 for a write behind:
+	 * that happens later, unseen; through a GPU's host stage it includes the
+	 * staging copies) */
+	struct allm_kv_disk_io_stat disk;
 };
 
 int allm_kv_cache_create(allm_backend_t *be, const struct allm_kv_layout *lay,
@@ -113,7 +110,7 @@ int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t
 			  int32_t *ret_gpu, int32_t *ret_ticket, struct allm_err *err);
 /* Waits for it; then as allm_kv_disk_in: the disk blocks are released, or on
  * failure the GPU blocks go back and the disk blocks stay the caller's.
- * res->seconds is what the caller waited, res->io_seconds the read's own time. */
+ * res->seconds is what the caller waited, res->disk.io_seconds the read's own time. */
 int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
 			 const int32_t *gpu, int32_t ticket, struct allm_swap_result *res,
 			 struct allm_err *err);

@@ -42,11 +42,6 @@ struct kvd_ticket {
 	bool live;
 };
 
-struct kvd_rd_op {
-	struct disk_op op;
-	int32_t ticket;
-};
-
 struct kvd_bg {
 	struct io_uring ring; /* reads ahead */
 	bool have_ring;
@@ -60,18 +55,20 @@ struct kvd_bg {
 	int32_t n_done;
 	bool full; /* completions left in a ring for want of room in done[] */
 	bool stop;
-	int dead; /* the eventfd failed: -errno; nothing completes any more */
+	int dead; /* the eventfd or the reads' ring failed: -errno; nothing completes any more */
 	/* the caller's */
-	int failed; /* dead as last seen, or a ring that failed on the caller's side */
+	int failed; /* dead as last seen under mu (wb_on reads it without the lock) */
 	bool busy_broken; /* writes counted busy that may never complete (wb_ring failed) */
 	struct kvd_done batch[DONE_CAP];
-	struct kvd_rd_op *ops; /* this batch of reads' I/Os, submitted up to next */
-	int64_t n_ops, cap_ops, next, inflight;
+	struct kvd_ops ops; /* this batch of reads' I/Os, submitted up to next */
+	int32_t *op_ticket; /* [cap_ticket >= ops.n] the read each belongs to */
+	int64_t cap_ticket, next, inflight;
 	struct kvd_ticket *t; /* this batch's reads */
 	int32_t n_t, cap_t, live;
 	int64_t busy_ops; /* I/Os of both rings in the kernel */
 	double busy_t0;
-	uint64_t busy_bytes, busy_write_bytes;
+	uint64_t busy_bytes;
+	bool busy_writes; /* the period has writes in it */
 };
 
 /* ---- the reaper -------------------------------------------------------------------- */
@@ -141,11 +138,11 @@ static void busy_start(struct kvd_bg *bg, size_t bytes, bool write)
 {
 	if (!bg->busy_ops++) {
 		bg->busy_t0 = allm_now();
-		bg->busy_bytes = bg->busy_write_bytes = 0;
+		bg->busy_bytes = 0;
+		bg->busy_writes = false;
 	}
 	bg->busy_bytes += bytes;
-	if (write)
-		bg->busy_write_bytes += bytes;
+	bg->busy_writes |= write;
 }
 
 /* An I/O of the period completed at t; the last one gives the reads their time. */
@@ -160,7 +157,7 @@ static void busy_done(struct kvd_bg *bg, double t)
 	for (int32_t k = 0; k < bg->n_t; k++)
 		if (bg->t[k].busy_bytes) {
 			bg->t[k].io_seconds += busy * (double)bg->t[k].busy_bytes / (double)bg->busy_bytes;
-			bg->t[k].shared |= bg->busy_write_bytes > 0 || reads > 1;
+			bg->t[k].shared |= bg->busy_writes || reads > 1;
 			bg->t[k].busy_bytes = 0;
 		}
 }
@@ -207,11 +204,10 @@ static void rd_complete(struct allm_kv_disk *d, const struct kvd_done *c)
 {
 	struct kvd_bg *bg = d->bg;
 	int64_t i = (int64_t)(c->data & (SHORT_BIT - 1));
-	struct kvd_rd_op *o = &bg->ops[i];
-	struct kvd_ticket *t = &bg->t[o->ticket];
+	struct kvd_ticket *t = &bg->t[bg->op_ticket[i]];
 	bool rest;
 	bg->inflight--;
-	int e = kvd_complete_op(d, false, &o->op, c->data, c->res, &rest);
+	int e = kvd_complete_op(d, false, &bg->ops.v[i], c->data, c->res, &rest);
 	double end = rest ? allm_now() : c->t;
 	if (e && !t->rc)
 		t->rc = e;
@@ -225,14 +221,14 @@ static void rd_complete(struct allm_kv_disk *d, const struct kvd_done *c)
 static int rd_submit(struct allm_kv_disk *d)
 {
 	struct kvd_bg *bg = d->bg;
-	while (bg->next < bg->n_ops && bg->inflight < RD_QD) {
+	while (bg->next < bg->ops.n && bg->inflight < RD_QD) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&bg->ring);
 		if (!sqe)
 			break;
-		struct kvd_rd_op *o = &bg->ops[bg->next];
-		kvd_prep_op(d, sqe, false, &o->op, (uint64_t)bg->next);
-		bg->t[o->ticket].busy_bytes += o->op.len;
-		busy_start(bg, o->op.len, false);
+		const struct disk_op *o = &bg->ops.v[bg->next];
+		kvd_prep_op(d, sqe, false, o, (uint64_t)bg->next);
+		bg->t[bg->op_ticket[bg->next]].busy_bytes += o->len;
+		busy_start(bg, o->len, false);
 		bg->next++;
 		bg->inflight++;
 	}
@@ -363,7 +359,8 @@ void kvd_bg_fini(struct allm_kv_disk *d)
 	if (bg && bg->efd >= 0)
 		close(bg->efd);
 	if (bg) {
-		allm_free(bg->ops);
+		allm_free(bg->ops.v);
+		allm_free(bg->op_ticket);
 		allm_free(bg->t);
 		allm_free(bg);
 	}
@@ -455,11 +452,11 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 	bg_pump(d, 0);
 	if (d->n_free_slots < n)
 		return -EAGAIN;
-	for (int32_t i = 0; i < n; i++)
-		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks)
-			return allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
+	int r = kvd_check_ids(d, disk_ids, n, err);
+	if (r)
+		return r;
 	/* an earlier write of one of these blocks must not land after this one */
-	int r = kvd_wb_drain(d, disk_ids, n);
+	r = kvd_wb_drain(d, disk_ids, n);
 	for (int32_t i = 0; i < n && !r; i++) {
 		struct io_uring_sqe *sqe;
 		while (!r && !(sqe = io_uring_get_sqe(&d->wb_ring))) {
@@ -511,13 +508,12 @@ int allm_kv_disk_read_start(struct allm_kv_disk *d, void *base, const int32_t *m
 			    const int32_t *disk_ids, int32_t n, int32_t *ret_ticket, struct allm_err *err)
 {
 	struct kvd_bg *bg = d->bg;
-	size_t bb = d->block_bytes;
 	double t0 = allm_now();
+	int r;
 	if (!bg || !wb_on(d))
 		return -EAGAIN;
-	for (int32_t i = 0; i < n; i++)
-		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks)
-			return allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
+	if ((r = kvd_check_ids(d, disk_ids, n, err)))
+		return r;
 	if (bg->n_t == bg->cap_t) {
 		int32_t cap = ALLM_MAX(16, bg->cap_t * 2);
 		struct kvd_ticket *t = allm_realloc(bg->t, (size_t)cap * sizeof(*t));
@@ -533,41 +529,24 @@ int allm_kv_disk_read_start(struct allm_kv_disk *d, void *base, const int32_t *m
 	 * none in flight, so nothing needs to land first (the disk may serve the
 	 * writes beside this read: the busy period shares them out) */
 	t->staged = kvd_copy_staged(d, base, mem_ids, disk_ids, n, &t->staged_seconds);
-	int64_t first = bg->n_ops;
-	size_t per = ALLM_MAX((size_t)1, DISK_MAX_IO / bb) * bb;
-	for (int32_t i = 0; i < n;) {
-		if (kvd_from_stage(d, disk_ids[i])) {
-			i++;
-			continue;
-		}
-		int32_t j = i;
-		for (; j < n && (j == i || (mem_ids[j] == mem_ids[j - 1] + 1 && disk_ids[j] == disk_ids[j - 1] + 1 &&
-					    !kvd_from_stage(d, disk_ids[j]))); j++)
-			if (d->bad[disk_ids[j]]) {
-				bg->n_ops = first;
-				return allm_err_set(err, -EIO, "disk KV write of block %d failed earlier: %s",
-						    disk_ids[j], strerror(d->bad_errno));
-			}
-		t->runs++;
-		for (size_t off = 0, len = bb * (size_t)(j - i); off < len; off += per) {
-			if (bg->n_ops == bg->cap_ops) {
-				int64_t cap = ALLM_MAX(64, bg->cap_ops * 2);
-				struct kvd_rd_op *o = allm_realloc(bg->ops, (size_t)cap * sizeof(*o));
-				if (!o) {
-					bg->n_ops = first;
-					return allm_err_set(err, -ENOMEM, "out of memory");
-				}
-				bg->ops = o;
-				bg->cap_ops = cap;
-			}
-			bg->ops[bg->n_ops++] = (struct kvd_rd_op){
-				{(char *)base + (size_t)mem_ids[i] * bb + off, (uint64_t)disk_ids[i] * bb + off,
-				 ALLM_MIN(per, len - off)},
-				id};
-			t->ops_left++;
-		}
-		i = j;
+	int64_t first = bg->ops.n;
+	if ((r = kvd_plan(d, false, base, mem_ids, disk_ids, n, &bg->ops, err)) < 0) {
+		bg->ops.n = first;
+		return r;
 	}
+	t->runs = r;
+	if (bg->cap_ticket < bg->ops.cap) {
+		int32_t *tk = allm_realloc(bg->op_ticket, (size_t)bg->ops.cap * sizeof(*tk));
+		if (!tk) {
+			bg->ops.n = first;
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		}
+		bg->op_ticket = tk;
+		bg->cap_ticket = bg->ops.cap;
+	}
+	for (int64_t k = first; k < bg->ops.n; k++)
+		bg->op_ticket[k] = id;
+	t->ops_left = (int32_t)(bg->ops.n - first);
 	t->live = true;
 	bg->n_t++;
 	bg->live++;
@@ -606,6 +585,6 @@ int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_k
 		allm_err_set(err, r, "disk KV read failed: %s", strerror(-r));
 	t->live = false;
 	if (--bg->live == 0 && bg->inflight == 0) /* every read of the batch is done */
-		bg->n_ops = bg->next = bg->n_t = 0;
+		bg->ops.n = bg->next = bg->n_t = 0;
 	return r;
 }

@@ -69,7 +69,22 @@ struct disk_op {
 	size_t len;
 };
 
+/* A growable list of I/Os. */
+struct kvd_ops {
+	struct disk_op *v;
+	int64_t n, cap;
+};
+
 /* kv-disk.c */
+/* -EINVAL with err unless every disk id is inside the file. */
+int kvd_check_ids(const struct allm_kv_disk *d, const int32_t *disk_ids, int32_t n, struct allm_err *err);
+/* Appends to ops the I/Os that move blocks mem_ids[i] of base to or from disk
+ * blocks disk_ids[i]: runs of consecutive blocks coalesced, split at
+ * DISK_MAX_IO. A read skips the blocks it takes from the stage (after
+ * kvd_copy_staged) and refuses a block whose write behind failed (-EIO). The
+ * runs, or -errno with err (ops then holds part of them). */
+int kvd_plan(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids, const int32_t *disk_ids,
+	     int32_t n, struct kvd_ops *ops, struct allm_err *err);
 /* op with pread/pwrite, or the injected fault standing in for it. */
 int kvd_sync_op(struct allm_kv_disk *d, bool write, const struct disk_op *op);
 /* Prepares op as I/O number idx of a ring, or the injected fault standing in

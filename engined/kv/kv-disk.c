@@ -294,53 +294,71 @@ int kvd_complete_op(struct allm_kv_disk *d, bool write, const struct disk_op *op
 	return kvd_sync_op(d, write, &rest);
 }
 
-int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
-		    const int32_t *disk_ids, int32_t n, struct allm_kv_disk_io_stat *st, struct allm_err *err)
+int kvd_check_ids(const struct allm_kv_disk *d, const int32_t *disk_ids, int32_t n, struct allm_err *err)
 {
-	size_t bb = d->block_bytes;
-	int64_t n_ops = 0, cap = 0;
-	int32_t runs = 0, staged = 0;
-	struct disk_op *ops = NULL;
-	int r = 0;
-	double t0 = allm_now(), t_stage = 0, t_wait = 0;
 	for (int32_t i = 0; i < n; i++)
-		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks) {
-			r = allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
-			goto out;
-		}
-	/* a read does not wait for a write in flight of its block: the stage has
-	 * the data */
-	if (!write)
-		staged = kvd_copy_staged(d, base, mem_ids, disk_ids, n, &t_stage);
+		if (disk_ids[i] < 0 || disk_ids[i] >= d->file_blocks)
+			return allm_err_set(err, -EINVAL, "disk block %d outside the file", disk_ids[i]);
+	return 0;
+}
+
+int kvd_plan(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids, const int32_t *disk_ids,
+	     int32_t n, struct kvd_ops *ops, struct allm_err *err)
+{
+	size_t bb = d->block_bytes, per = ALLM_MAX((size_t)1, DISK_MAX_IO / bb) * bb;
+	int32_t runs = 0;
 	for (int32_t i = 0; i < n;) {
 		if (!write && kvd_from_stage(d, disk_ids[i])) {
 			i++;
 			continue;
 		}
-		int32_t j = i + 1;
-		while (j < n && mem_ids[j] == mem_ids[j - 1] + 1 && disk_ids[j] == disk_ids[j - 1] + 1 &&
-		       !(!write && kvd_from_stage(d, disk_ids[j])))
-			j++;
+		int32_t j = i;
+		for (; j < n && (j == i || (mem_ids[j] == mem_ids[j - 1] + 1 && disk_ids[j] == disk_ids[j - 1] + 1 &&
+					    !(!write && kvd_from_stage(d, disk_ids[j])))); j++)
+			if (!write && d->bad && d->bad[disk_ids[j]])
+				/* EIO, whatever the write's errno: the read is what fails now
+				 * (ENOSPC here would read as "no room in the GPU pool"). A
+				 * block not taken from the stage has no write in flight, so
+				 * its mark cannot change before the read. */
+				return allm_err_set(err, -EIO, "disk KV write of block %d failed earlier: %s",
+						    disk_ids[j], strerror(d->bad_errno));
 		runs++;
 		/* a run, split into pieces of at most DISK_MAX_IO (whole blocks) */
-		size_t per = ALLM_MAX((size_t)1, DISK_MAX_IO / bb) * bb;
 		for (size_t off = 0, len = bb * (size_t)(j - i); off < len; off += per) {
-			if (n_ops == cap) {
-				cap = ALLM_MAX(64, cap * 2);
-				struct disk_op *o = allm_realloc(ops, (size_t)cap * sizeof(*ops));
-				if (!o) {
-					r = allm_err_set(err, -ENOMEM, "out of memory");
-					goto out;
-				}
-				ops = o;
+			if (ops->n == ops->cap) {
+				int64_t cap = ALLM_MAX(64, ops->cap * 2);
+				struct disk_op *v = allm_realloc(ops->v, (size_t)cap * sizeof(*v));
+				if (!v)
+					return allm_err_set(err, -ENOMEM, "out of memory");
+				ops->v = v;
+				ops->cap = cap;
 			}
-			ops[n_ops++] = (struct disk_op){(char *)base + (size_t)mem_ids[i] * bb + off,
-							(uint64_t)disk_ids[i] * bb + off,
-							ALLM_MIN(per, len - off)};
+			ops->v[ops->n++] = (struct disk_op){(char *)base + (size_t)mem_ids[i] * bb + off,
+							    (uint64_t)disk_ids[i] * bb + off, ALLM_MIN(per, len - off)};
 		}
 		i = j;
 	}
-	if (n_ops > 0) {
+	return runs;
+}
+
+int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_t *mem_ids,
+		    const int32_t *disk_ids, int32_t n, struct allm_kv_disk_io_stat *st, struct allm_err *err)
+{
+	struct kvd_ops ops = {0};
+	int32_t runs = 0, staged = 0;
+	int r;
+	double t0 = allm_now(), t_stage = 0, t_wait = 0;
+	if ((r = kvd_check_ids(d, disk_ids, n, err)))
+		goto out;
+	/* a read does not wait for a write in flight of its block: the stage has
+	 * the data */
+	if (!write)
+		staged = kvd_copy_staged(d, base, mem_ids, disk_ids, n, &t_stage);
+	if ((r = kvd_plan(d, write, base, mem_ids, disk_ids, n, &ops, err)) < 0)
+		goto out;
+	runs = r;
+	r = 0;
+	if (ops.n > 0) {
 		/* The writes behind still in flight go first, all of them: a write to
 		 * one of these blocks must land before this I/O (a read must see it, a
 		 * write must not be overtaken by it), and the disk would serve the
@@ -355,29 +373,20 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
 			goto out;
 		}
 	}
-	for (int64_t k = 0; !write && d->bad && k < n_ops; k++)
-		for (uint64_t blk = ops[k].off / bb; blk < (ops[k].off + ops[k].len) / bb; blk++)
-			if (d->bad[blk]) {
-				/* EIO, whatever the write's errno: the read is what fails now
-				 * (ENOSPC here would read as "no room in the GPU pool") */
-				r = allm_err_set(err, -EIO, "disk KV write of block %d failed earlier: %s",
-						 (int)blk, strerror(d->bad_errno));
-				goto out;
-			}
 	if (d->fd < 0) {
 		/* virtual: nothing moves */
 	} else if (d->have_ring) {
-		r = ring_ops(d, write, ops, n_ops);
+		r = ring_ops(d, write, ops.v, ops.n);
 	} else {
-		for (int64_t k = 0; k < n_ops && !r; k++)
-			r = kvd_sync_op(d, write, &ops[k]);
+		for (int64_t k = 0; k < ops.n && !r; k++)
+			r = kvd_sync_op(d, write, &ops.v[k]);
 	}
 	for (int32_t i = 0; write && !r && d->bad && i < n; i++)
 		d->bad[disk_ids[i]] = 0;
 	if (r)
 		allm_err_set(err, r, "disk KV %s failed: %s", write ? "write" : "read", strerror(-r));
 out:
-	allm_free(ops);
+	allm_free(ops.v);
 	if (st) {
 		st->seconds = allm_now() - t0;
 		st->runs = runs;

@@ -66,7 +66,8 @@ int allm_kv_disk_io(struct allm_kv_disk *d, bool write, void *base, const int32_
  * base and returns a ticket at once; those blocks are the kernel's until
  * allm_kv_disk_read_wait(ticket), which every started read needs. As
  * allm_kv_disk_io, blocks whose writes behind are in flight are copied from the
- * stage and the others' I/O waits for those writes first. -EAGAIN (nothing
+ * stage; the others have none in flight, and their I/O does not wait for the
+ * writes of other blocks (it shares the disk with them). -EAGAIN (nothing
  * started, no err) when this pool cannot read ahead (no io_uring, a virtual
  * pool): use allm_kv_disk_io. 0 or -errno with err (-EIO: a block whose write
  * behind failed). */

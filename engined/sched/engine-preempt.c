@@ -132,7 +132,7 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 		low->n_disk_blocks = low->n_cpu_blocks;
 		low->n_cpu_blocks = 0;
 		low->pending_swap_out_s += res.seconds;
-		allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.seconds - res.waited_seconds);
+		allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
 		e->st.disk_write_bytes += (int64_t)res.bytes;
 		e->st.demotions++;
 		e->st.preempt_swap--;
@@ -226,8 +226,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			if (res.behind) /* a copy to the stage, as a swap-out is */
 				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
 			else
-				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs,
-							    res.seconds - res.waited_seconds);
+				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
 			v->n_preempt_swap++;
@@ -290,12 +289,13 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		 * (not a read ahead that shared the disk with other I/O: it has no
 		 * time of its own); blocks whose writes behind were still in flight
 		 * came from the stage, a copy */
-		uint64_t staged = (uint64_t)res->n_staged * e->kv->block_bytes;
-		if (res->bytes > staged && !res->io_shared)
-			allm_predictor_observe_disk(e->pred, 1, res->bytes - staged, res->n_runs, res->io_seconds);
+		const struct allm_kv_disk_io_stat *st = &res->disk;
+		uint64_t staged = (uint64_t)st->staged * e->kv->block_bytes;
+		if (res->bytes > staged && !st->io_shared)
+			allm_predictor_observe_disk(e->pred, 1, res->bytes - staged, res->n_runs, st->io_seconds);
 		if (staged)
-			allm_predictor_observe_swap(e->pred, 1, staged, res->n_staged, res->staged_seconds);
-		e->st.disk_stage_hits += res->n_staged;
+			allm_predictor_observe_swap(e->pred, 1, staged, st->staged, st->staged_seconds);
+		e->st.disk_stage_hits += st->staged;
 		e->st.disk_read_bytes += (int64_t)res->bytes;
 	} else {
 		r->n_cpu_blocks = 0;

@@ -481,10 +481,8 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	} else {
 		if (s_sche->n)
 			swap_in(e, s_sche, now);
-		if (admit_prompts(e, w_sche, now)) {
-			finish_loads(e, now);
-			return allm_err_set(err, -ENOMEM, "out of memory");
-		}
+		if (admit_prompts(e, w_sche, now))
+			goto oom;
 		/* with nothing to compute meanwhile, the reads ahead are waited for
 		 * and their requests run now */
 		if (!e->running.n)
@@ -495,13 +493,14 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 			struct allm_request *r = e->running.v[i];
 			if (!chunked)
 				r->chunk = 0;
-			if (allm_rq_push(sel, r)) {
-				finish_loads(e, now);
-				return allm_err_set(err, -ENOMEM, "out of memory");
-			}
+			if (allm_rq_push(sel, r))
+				goto oom;
 		}
 	}
 	int rc = allm_engine_run_batch(e, sel, err);
 	finish_loads(e, allm_engine_now(e));
 	return rc;
+oom:
+	finish_loads(e, now); /* the reads ahead land either way */
+	return allm_err_set(err, -ENOMEM, "out of memory");
 }
