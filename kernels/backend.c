@@ -205,6 +205,11 @@ double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, 
 	return be && be->simulated ? allm_sim_charge_disk(be, write, bytes, runs) : 0;
 }
 
+double allm_backend_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+{
+	return be && be->simulated ? allm_sim_disk_seconds(be, write, bytes, runs) : 0;
+}
+
 void allm_backend_clock_wait_until(allm_backend_t *be, double t)
 {
 	if (be && be->simulated) {

@@ -261,6 +261,10 @@ void allm_backend_host_step(allm_backend_t *be);
  * advances by the profile's disk model and the seconds are returned (-ENOTSUP
  * when the profile has none); 0 on a real device, whose I/O takes its own time. */
 double allm_backend_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
+/* The same transfer's time by the simulated device's disk model, the clock left
+ * where it is (the disk works beside the device: a write behind, a read ahead);
+ * as allm_backend_charge_disk otherwise. */
+double allm_backend_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
 /* Lets the device's clock reach t: sleeps on a real device, moves the virtual
  * clock forward (the device idles) on a simulated one. */
 void allm_backend_clock_wait_until(allm_backend_t *be, double t);

@@ -1,4 +1,4 @@
-/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches; cancels free every block; bad submits and sizes are rejected. */
+/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches, a disk tier (written behind, read ahead, faults, cancels while reading; also staged through host memory as on a GPU); cancels free every block; bad submits and sizes are rejected. */
 #include "engine-fixture.h"
 
 enum { N_REQ = 24, MAX_TOKENS = 40, BS = 8 };
@@ -35,6 +35,7 @@ struct run_cfg {
 	const char *fault; /* ALLM_KV_DISK_FAULT for this run */
 	bool no_uring; /* pread/pwrite: disk reads wait (no read ahead) */
 	bool cancel_loading; /* a request is cancelled mid-step while its read runs ahead */
+	bool staged; /* ALLM_KV_STAGED=1: disk I/O through host memory, as on a GPU */
 };
 
 static void compare(struct fx *f, const char *name, bool reference)
@@ -73,8 +74,13 @@ static void run(const struct run_cfg *c, bool reference)
 		setenv("ALLM_NO_IO_URING", "1", 1);
 	else
 		unsetenv("ALLM_NO_IO_URING");
+	if (c->staged)
+		setenv("ALLM_KV_STAGED", "1", 1);
+	else
+		unsetenv("ALLM_KV_STAGED");
 	if (fx_init(&f, &o))
 		return;
+	CHECK(f.kv->staged == c->staged, "%s: staged %d", c->name, f.kv->staged);
 	f.cancel_loading = c->cancel_loading;
 	int64_t disk_shrunk = -1;
 	int converted = 0, shrunk_cpu = 0;
@@ -219,6 +225,14 @@ static void test_runs(void)
 		 .disk = 40, .no_uring = true},
 		{R("disk swap, cancel reading", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
 		 .disk = 40, .cancel_loading = true},
+		{R("disk swap, staged (GPU)", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .staged = true},
+		{R("disk swap fcfs chunked, staged", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FCFS,
+		   FX_PRED_CROSSOVER, 0), .disk = 40, .chunked = true, .staged = true},
+		{R("disk read EIO, staged", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .fault = "eio-read=2", .staged = true},
+		{R("disk staged, cancel reading", 26, 8, ALLM_PREEMPT_SWAP, ALLM_SCHED_FAIR, FX_PRED_CROSSOVER, 0),
+		 .disk = 40, .cancel_loading = true, .staged = true},
 	};
 #undef R
 
@@ -226,6 +240,7 @@ static void test_runs(void)
 		run(&cfgs[i], i == 0);
 	unsetenv("ALLM_KV_DISK_FAULT");
 	unsetenv("ALLM_NO_IO_URING");
+	unsetenv("ALLM_KV_STAGED");
 }
 
 /* Cancels a running, a swapped and a waiting request (one that was preempted by

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Blocks of host staging for disk I/O of a device that is not host memory: the
@@ -18,7 +19,9 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	int r;
 	if (kv->disk)
 		return allm_err_set(err, -EEXIST, "the KV cache already has a disk tier");
-	if (!kv->be->device_is_host) {
+	const char *force = getenv("ALLM_KV_STAGED");
+	kv->staged = !kv->be->device_is_host || (force && !strcmp(force, "1"));
+	if (kv->staged) {
 		size_t bytes;
 		if ((r = kvc_pool_bytes(kv, KV_STAGE_BLOCKS, &bytes, err)))
 			return r;
@@ -34,9 +37,29 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 					    "model (\"disk\": read/write bandwidth and latency)");
 		snprintf(note, note_len, "disk KV tier simulated: %d blocks, timed by the profile",
 			 n_blocks);
-		return allm_kv_disk_open_virtual(n_blocks, kv->block_bytes, &kv->disk, err);
+		r = allm_kv_disk_open_virtual(n_blocks, kv->block_bytes, &kv->disk, err);
+	} else {
+		r = allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
 	}
-	return allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
+	if (r || !kv->staged)
+		return r;
+	/* reads ahead through host memory: an arena of the stage's size (0 where
+	 * the disk has no background I/O: reads wait) */
+	int32_t slots = allm_kv_disk_stage_blocks(kv->disk);
+	kv->ahead_free = allm_malloc((size_t)ALLM_MAX(slots, 1) * sizeof(int32_t));
+	if (kv->be->simulated)
+		kv->vslot_end = allm_calloc((size_t)ALLM_MAX(slots, 1), sizeof(double));
+	if (!kv->ahead_free || (kv->be->simulated && !kv->vslot_end)) {
+		allm_kv_disk_close(kv->disk);
+		kv->disk = NULL;
+		kvc_disk_fini(kv);
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	}
+	for (int32_t i = 0; i < slots; i++)
+		kv->ahead_free[i] = slots - 1 - i;
+	kv->n_ahead_slots = kv->n_ahead_free = slots;
+	kv->n_vslots = kv->be->simulated ? slots : 0;
+	return 0;
 }
 
 struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv)
@@ -51,9 +74,21 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 	return allm_kv_disk_resize(kv->disk, n, err);
 }
 
+/* Slots of a simulated disk's stage whose writes have landed by now. */
+static int32_t vslots_free(struct allm_kv_cache *kv)
+{
+	double now = allm_backend_clock(kv->be);
+	int32_t k = 0;
+	for (int32_t i = 0; i < kv->n_vslots; i++)
+		k += kv->vslot_end[i] <= now;
+	return k;
+}
+
 bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
 {
-	return kv->disk && kv->be->device_is_host && allm_kv_disk_behind_free(kv->disk) >= n;
+	if (!kv->disk)
+		return false;
+	return kv->be->simulated ? vslots_free(kv) >= n : allm_kv_disk_behind_free(kv->disk) >= n;
 }
 
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n)
@@ -67,9 +102,6 @@ void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t
 	}
 }
 
-/* Moves n blocks between device ids and disk ids: straight from or into device
- * memory when it is host memory, else through the staging buffer with the
- * backend's copies (write: device -> stage -> disk; read: disk -> stage -> device). */
 /* What a disk transfer of n blocks tells its caller: seconds as the caller
  * waited, the disk's parts in st. */
 static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32_t n, double seconds,
@@ -80,17 +112,101 @@ static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32
 					 .disk = *st};
 }
 
+/* ---- a simulated device's disk ----------------------------------------------------
+ * One line of transfers in order, beside the device's clock, as the real tier
+ * behaves: a transfer the caller waits for starts once what was queued before
+ * it (writes behind) is done; a write behind or a read ahead is queued and the
+ * caller goes on. */
+
+/* A transfer the caller waits for: seconds it waited in all, of them those for
+ * the transfers queued before it in *ret_queued. */
+static double vdisk_wait(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_queued)
+{
+	double t0 = allm_backend_clock(kv->be);
+	allm_backend_clock_wait_until(kv->be, kv->vdisk_idle);
+	*ret_queued = allm_backend_clock(kv->be) - t0;
+	allm_backend_charge_disk(kv->be, write, bytes, runs);
+	kv->vdisk_idle = allm_backend_clock(kv->be);
+	return kv->vdisk_idle - t0;
+}
+
+/* A transfer queued: when it starts (*ret_start) and ends (returned). */
+static double vdisk_queue(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_start)
+{
+	double start = ALLM_MAX(allm_backend_clock(kv->be), kv->vdisk_idle);
+	kv->vdisk_idle = start + allm_backend_disk_seconds(kv->be, write, bytes, runs);
+	if (ret_start)
+		*ret_start = start;
+	return kv->vdisk_idle;
+}
+
+/* ---- staging through host memory ------------------------------------------------ */
+
+/* Copies device blocks dev[0..n) into blocks of host memory at base (the
+ * j-th into block slots[j], or j when slots is NULL) with the backend's copies,
+ * or back (!to_host), and waits for them. */
+static int stage_copy(struct allm_kv_cache *kv, bool to_host, char *base, const int32_t *slots, const int32_t *dev,
+		      int32_t n, struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	size_t bb = kv->block_bytes;
+	int r = 0;
+	for (int32_t j = 0; j < n && !r; j++) {
+		char *h = base + (size_t)(slots ? slots[j] : j) * bb, *d = (char *)kv->dev + (size_t)dev[j] * bb;
+		r = to_host ? be->iface->copy_async(be, h, d, bb, ALLM_COPY_D2H)
+			    : be->iface->copy_async(be, d, h, bb, ALLM_COPY_H2D);
+	}
+	if (!r)
+		r = be->iface->copy_wait(be, NULL);
+	if (r)
+		allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
+	return r;
+}
+
+/* A write behind through the stage: device -> stage (the copies the step
+ * waits for) -> the disk's own stage, written from there in the background (a
+ * simulated disk: queued on its line, each slot busy until it lands). The caller
+ * made sure of room (allm_kv_disk_behind_room). -EAGAIN (nothing lost: the caller
+ * writes and waits instead) if the disk's stage turned out short. */
+static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int32_t *disk, int32_t n,
+			 int32_t *seq, struct allm_err *err)
+{
+	int r = 0;
+	for (int32_t i = 0, k; i < n && !r; i += k) {
+		k = ALLM_MIN(kv->stage_blocks, n - i);
+		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
+			break;
+		if (!kv->be->simulated) {
+			r = allm_kv_disk_write_behind(kv->disk, kv->stage, seq, disk + i, k, NULL, err);
+			continue;
+		}
+		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(seq, disk + i, k),
+					 NULL);
+		double now = allm_backend_clock(kv->be);
+		for (int32_t j = 0, left = k; j < kv->n_vslots && left > 0; j++)
+			if (kv->vslot_end[j] <= now) {
+				kv->vslot_end[j] = end;
+				left--;
+			}
+	}
+	return r;
+}
+
+/* Moves n blocks between device ids and disk ids, waiting for it: straight
+ * from or into device memory when it is host memory, else through the stage
+ * with the backend's copies (write: device -> stage -> disk; read: disk ->
+ * stage -> device). A write goes behind instead when behind_ok and the stage
+ * of writes behind has room: the step waits for copies (tot.io_seconds stays
+ * 0: the file's I/O happens later, unseen). */
 static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const int32_t *dev,
 		     const int32_t *disk, int32_t n, struct allm_swap_result *res, struct allm_err *err)
 {
 	bool behind = false;
 	allm_backend_t *be = kv->be;
 	struct allm_kv_disk_io_stat st = {0}, tot = {0};
-	int32_t k;
+	int32_t k, *seq = NULL;
 	int r = 0;
-	if (be->device_is_host) {
-		/* a write goes behind when the stage has room: the step waits for a
-		 * copy (tot.io_seconds stays 0: the file's I/O happens later, unseen) */
+	if (!kv->staged) {
 		if (write && behind_ok &&
 		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &tot.seconds, err)) == 0) {
 			tot.runs = allm_kv_count_runs(dev, disk, n);
@@ -102,40 +218,40 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &tot, err);
 		goto out;
 	}
-	int32_t *seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t));
-	if (!seq)
+	if (!(seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t))))
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	for (int32_t i = 0; i < kv->stage_blocks; i++)
 		seq[i] = i;
+	double t0 = allm_backend_clock(be); /* a simulated device's time is its clock's */
+	if (write && behind_ok && allm_kv_disk_behind_room(kv, n)) {
+		if ((r = staged_behind(kv, dev, disk, n, seq, err)) == 0) {
+			tot.runs = allm_kv_count_runs(dev, disk, n);
+			tot.seconds = allm_backend_clock(be) - t0;
+			behind = true;
+			goto done;
+		}
+		if (r != -EAGAIN)
+			goto done;
+		r = 0; /* written again below, waited for: the file ends up right */
+	}
 	for (int32_t i = 0; i < n && !r; i += k) {
 		k = ALLM_MIN(kv->stage_blocks, n - i);
-		double t0 = allm_backend_clock(be); /* a simulated device's time is its clock's */
-		for (int32_t j = 0; j < k && write && !r; j++)
-			r = be->iface->copy_async(be, (char *)kv->stage + (size_t)j * kv->block_bytes,
-						  (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
-						  kv->block_bytes, ALLM_COPY_D2H);
-		if (write && !r)
-			r = be->iface->copy_wait(be, NULL);
-		if (r) {
-			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
+		double t1 = allm_backend_clock(be);
+		if (write && (r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
-		}
 		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &st, err);
-		if (!r)
-			allm_backend_charge_disk(be, write, (uint64_t)k * kv->block_bytes, st.runs);
+		if (!r && be->simulated)
+			vdisk_wait(kv, write, (uint64_t)k * kv->block_bytes, st.runs, &st.waited_seconds);
 		tot.runs += st.runs;
 		tot.waited_seconds += st.waited_seconds;
-		for (int32_t j = 0; j < k && !write && !r; j++)
-			r = be->iface->copy_async(be, (char *)kv->dev + (size_t)dev[i + j] * kv->block_bytes,
-						  (char *)kv->stage + (size_t)j * kv->block_bytes,
-						  kv->block_bytes, ALLM_COPY_H2D);
-		if (!write && !r && (r = be->iface->copy_wait(be, NULL)))
-			allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
-		tot.seconds += allm_backend_clock(be) - t0;
+		if (!write && !r)
+			r = stage_copy(kv, false, kv->stage, NULL, dev + i, k, err);
+		tot.seconds += allm_backend_clock(be) - t1;
 	}
-	allm_free(seq);
 	/* through the host stage: the disk model's time includes the staging copies */
 	tot.io_seconds = tot.seconds - tot.waited_seconds;
+done:
+	allm_free(seq);
 out:
 	if (res && !r)
 		*res = disk_result(kv, n, tot.seconds, &tot, behind);
@@ -210,18 +326,149 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 	return 0;
 }
 
+/* A read ahead through host memory (staged). */
+struct kvc_ahead {
+	bool live;
+	int32_t disk_ticket; /* the disk tier's (a real disk) */
+	int32_t *slots; /* [n] the slots of kv->ahead_mem its blocks come into */
+	int32_t n, runs;
+	double start, end; /* a simulated disk: the read's span on its line */
+	double start_seconds; /* what starting it took of the caller's time */
+};
+
+/* O_DIRECT's alignment (kv-disk-internal.h's DISK_ALIGN) */
+#define KVC_ALIGN 4096
+
+/* Runs of consecutive ids in ids[0..n). */
+static int32_t id_runs(const int32_t *ids, int32_t n)
+{
+	int32_t runs = n > 0;
+	for (int32_t i = 1; i < n; i++)
+		runs += ids[i] != ids[i - 1] + 1;
+	return runs;
+}
+
+static void ahead_free(struct allm_kv_cache *kv, struct kvc_ahead *a)
+{
+	for (int32_t j = 0; j < a->n; j++)
+		kv->ahead_free[kv->n_ahead_free++] = a->slots[j];
+	allm_free(a->slots);
+	*a = (struct kvc_ahead){0};
+}
+
+/* Starts a read ahead through host memory: disk -> slots of the reads'
+ * arena (a simulated disk: queued on its line, the slots counted only); the
+ * copies to the device come at the wait. The arena holds what the stage of
+ * writes behind does; allm_kv_disk_in_start checked it has n free slots. */
+static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n, int32_t *ret_ticket,
+			struct allm_err *err)
+{
+	int32_t i;
+	int r = 0;
+	if (!kv->be->simulated && !kv->ahead_mem) {
+		size_t bytes;
+		if ((r = kvc_pool_bytes(kv, kv->n_ahead_slots, &bytes, err)))
+			return r;
+		if (!(kv->ahead_raw = allm_malloc(bytes + KVC_ALIGN)))
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		kv->ahead_mem = (char *)(((uintptr_t)kv->ahead_raw + KVC_ALIGN - 1) & ~(uintptr_t)(KVC_ALIGN - 1));
+	}
+	for (i = 0; i < kv->n_ahead && kv->ahead[i].live; i++)
+		;
+	if (i == kv->cap_ahead) {
+		int32_t cap = ALLM_MAX(8, kv->cap_ahead * 2);
+		struct kvc_ahead *v = allm_realloc(kv->ahead, (size_t)cap * sizeof(*v));
+		if (!v)
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		memset(v + kv->cap_ahead, 0, (size_t)(cap - kv->cap_ahead) * sizeof(*v));
+		kv->ahead = v;
+		kv->cap_ahead = cap;
+	}
+	struct kvc_ahead *a = &kv->ahead[i];
+	double t0 = allm_backend_clock(kv->be);
+	int32_t *slots = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
+	if (!slots)
+		return allm_err_set(err, -ENOMEM, "out of memory");
+	*a = (struct kvc_ahead){.live = true, .slots = slots, .runs = id_runs(disk, n)};
+	for (a->n = 0; a->n < n; a->n++)
+		a->slots[a->n] = kv->ahead_free[--kv->n_ahead_free];
+	if (kv->be->simulated) {
+		a->end = vdisk_queue(kv, false, (uint64_t)n * kv->block_bytes, a->runs, &a->start);
+	} else if ((r = allm_kv_disk_read_start(kv->disk, kv->ahead_mem, a->slots, disk, n, &a->disk_ticket, err))) {
+		ahead_free(kv, a);
+		return r;
+	}
+	kv->n_ahead = ALLM_MAX(kv->n_ahead, i + 1);
+	a->start_seconds = allm_backend_clock(kv->be) - t0;
+	*ret_ticket = i;
+	return 0;
+}
+
+/* Waits for a read ahead through host memory and copies its blocks to the
+ * device blocks gpu[0..n). st: as allm_kv_disk_read_wait's, the copies
+ * counted in (the disk model's time through a stage includes them, as a
+ * staged read that waits). */
+static int staged_ahead_wait(struct allm_kv_cache *kv, int32_t ticket, const int32_t *gpu, int32_t n,
+			     struct allm_kv_disk_io_stat *st, struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	ALLM_ASSERT(ticket >= 0 && ticket < kv->n_ahead && kv->ahead[ticket].live && kv->ahead[ticket].n == n);
+	struct kvc_ahead *a = &kv->ahead[ticket];
+	double t0 = allm_backend_clock(be);
+	int r = 0;
+	*st = (struct allm_kv_disk_io_stat){0};
+	if (be->simulated) {
+		allm_backend_clock_wait_until(be, a->end);
+		st->runs = a->runs;
+		st->io_seconds = a->end - a->start;
+	} else {
+		r = allm_kv_disk_read_wait(kv->disk, a->disk_ticket, st, err);
+		st->seconds -= a->start_seconds; /* counted below */
+	}
+	double t1 = allm_backend_clock(be);
+	if (!r && !be->simulated)
+		r = stage_copy(kv, false, kv->ahead_mem, a->slots, gpu, n, err);
+	for (int32_t i = 0, k; !r && be->simulated && i < n; i += k) { /* the copies' time */
+		k = ALLM_MIN(kv->stage_blocks, n - i);
+		r = stage_copy(kv, false, kv->stage, NULL, gpu + i, k, err);
+	}
+	double now = allm_backend_clock(be);
+	st->seconds += a->start_seconds + (now - t0);
+	st->io_seconds += now - t1;
+	ahead_free(kv, a);
+	return r;
+}
+
+void kvc_disk_fini(struct allm_kv_cache *kv)
+{
+	/* the disk is closed: every read ahead has landed */
+	for (int32_t i = 0; i < kv->n_ahead; i++)
+		if (kv->ahead[i].live)
+			ahead_free(kv, &kv->ahead[i]);
+	allm_free(kv->ahead);
+	allm_free(kv->ahead_raw);
+	allm_free(kv->ahead_free);
+	allm_free(kv->vslot_end);
+	kv->ahead = NULL;
+	kv->ahead_raw = kv->ahead_mem = NULL;
+	kv->ahead_free = NULL;
+	kv->vslot_end = NULL;
+	kv->n_ahead = kv->cap_ahead = kv->n_vslots = kv->n_ahead_slots = kv->n_ahead_free = 0;
+}
+
 int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
 			  int32_t *ret_gpu, int32_t *ret_ticket, struct allm_err *err)
 {
 	if (!kv->disk)
 		return allm_err_set(err, -ENOTSUP, "no disk tier");
-	if (!kv->be->device_is_host || kv->be->simulated)
-		return -EAGAIN;
+	if (kv->staged && kv->n_ahead_free < n)
+		return -EAGAIN; /* the reads' arena is full: this one waits */
 	if (take(&kv->gpu, owner, n, ret_gpu))
 		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
 				    n);
 	touch_fresh(kv, ret_gpu, n);
-	int r = allm_kv_disk_read_start(kv->disk, kv->dev, ret_gpu, disk, n, ret_ticket, err);
+	int r = kv->staged ? staged_ahead(kv, disk, n, ret_ticket, err)
+			   : allm_kv_disk_read_start(kv->disk, kv->dev, ret_gpu, disk, n, ret_ticket, err);
 	if (r)
 		give_back(&kv->gpu, owner, ret_gpu, n);
 	return r;
@@ -232,7 +479,8 @@ int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t 
 			 struct allm_err *err)
 {
 	struct allm_kv_disk_io_stat st = {0};
-	int r = allm_kv_disk_read_wait(kv->disk, ticket, &st, err);
+	int r = kv->staged ? staged_ahead_wait(kv, ticket, gpu, n, &st, err)
+			   : allm_kv_disk_read_wait(kv->disk, ticket, &st, err);
 	if (r) {
 		give_back(&kv->gpu, owner, gpu, n);
 		return r;
@@ -258,8 +506,9 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 		return r;
 	}
 	if (kv->be->simulated) { /* the simulated write is all the profile's */
-		double t = allm_backend_charge_disk(kv->be, true, (uint64_t)kv->block_bytes * (uint64_t)n, st.runs);
-		st = (struct allm_kv_disk_io_stat){.seconds = t, .runs = st.runs, .io_seconds = t};
+		double queued, t = vdisk_wait(kv, true, (uint64_t)kv->block_bytes * (uint64_t)n, st.runs, &queued);
+		st = (struct allm_kv_disk_io_stat){.seconds = t, .runs = st.runs, .waited_seconds = queued,
+						   .io_seconds = t - queued};
 	}
 	give_back(&kv->cpu, owner, cpu, n);
 	if (res)

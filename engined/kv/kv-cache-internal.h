@@ -11,4 +11,7 @@ int kvc_pool_bytes(const struct allm_kv_cache *kv, int32_t n, size_t *ret, struc
  * backend maps them lazily, so a timed copy does not pay their page faults. */
 void kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n);
 
+/* Frees the disk side's buffers, once the disk is closed (kv-cache-disk.c). */
+void kvc_disk_fini(struct allm_kv_cache *kv);
+
 #endif

@@ -80,6 +80,7 @@ void allm_kv_cache_free(struct allm_kv_cache *kv)
 	allm_block_pool_fini(&kv->gpu);
 	allm_block_pool_fini(&kv->cpu);
 	allm_kv_disk_close(kv->disk);
+	kvc_disk_fini(kv);
 	if (kv->stage)
 		kv->be->iface->host_free(kv->be, kv->stage);
 	allm_free(kv->touched_dev);

@@ -29,8 +29,24 @@ struct allm_kv_cache {
 	void *scrub; /* calibration on host memory: written to empty the L2 caches */
 	size_t scrub_len;
 	struct allm_kv_disk *disk; /* the disk tier, NULL when off */
-	void *stage; /* host staging for disk I/O when device memory is not host */
+	/* Disk I/O through host memory with the backend's copies: a device that is
+	 * not host memory (a GPU, the simulator), or the CPU backend told to
+	 * (ALLM_KV_STAGED=1, for tests: a GPU's path, bit for bit, where there is none). */
+	bool staged;
+	void *stage; /* its host staging for copies (staged) */
 	int32_t stage_blocks;
+	struct kvc_ahead *ahead; /* reads ahead through host memory (staged): kv-cache-disk.c */
+	int32_t n_ahead, cap_ahead;
+	/* their arena: as many blocks as the stage of writes behind (allocated at
+	 * the first; none on a simulated device), and its free slots */
+	char *ahead_raw, *ahead_mem;
+	int32_t *ahead_free;
+	int32_t n_ahead_slots, n_ahead_free;
+	/* A simulated device's disk beside it: when it is next idle, and when the
+	 * write behind in each slot of its stage lands (free once past). */
+	double vdisk_idle;
+	double *vslot_end;
+	int32_t n_vslots;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many
@@ -90,7 +106,7 @@ struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv);
 int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
 /* Device -> disk: takes n disk blocks into ret_disk, writes the n GPU blocks there
  * (staged through host memory when the device is not; written behind when the
- * device is host memory and the stage has room: allm_kv_disk_behind_room),
+ * stage of writes behind has room: allm_kv_disk_behind_room),
  * releases the GPU blocks. -ENOSPC when the disk pool is short; on any failure
  * nothing changed. */
 int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
@@ -102,9 +118,11 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
 /* Disk -> device in the background: takes n GPU blocks into ret_gpu and starts
  * reading the disk blocks there (allm_kv_disk_read_start); the caller computes,
- * then must call allm_kv_disk_in_wait before touching those blocks. -EAGAIN
- * (nothing taken, no err) where reads cannot go ahead (not host memory, no
- * io_uring, a simulated device): use allm_kv_disk_in. -ENOSPC as allm_kv_disk_in;
+ * then must call allm_kv_disk_in_wait before touching those blocks (through
+ * host memory when the device is not: disk -> a host buffer ahead, host ->
+ * device at the wait; a simulated device's disk reads on its own time line).
+ * -EAGAIN (nothing taken, no err) where reads cannot go ahead (no io_uring, the
+ * host buffers of reads ahead full): use allm_kv_disk_in. -ENOSPC as allm_kv_disk_in;
  * other errors as its failures (the GPU blocks went back). */
 int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
 			  int32_t *ret_gpu, int32_t *ret_ticket, struct allm_err *err);

@@ -296,9 +296,15 @@ static int bg_pump(struct allm_kv_disk *d, double wait_s)
 
 /* ---- setup ------------------------------------------------------------------------- */
 
+int32_t kvd_stage_slots(int64_t file_blocks, size_t block_bytes)
+{
+	int64_t slots = ALLM_MAX((int64_t)WB_MIN_SLOTS, (int64_t)(WB_BYTES / block_bytes));
+	return (int32_t)ALLM_MAX((int64_t)1, ALLM_MIN(file_blocks, slots));
+}
+
 int kvd_bg_init(struct allm_kv_disk *d)
 {
-	int64_t slots = ALLM_MIN(d->file_blocks, ALLM_MAX((int64_t)1, (int64_t)(WB_BYTES / d->block_bytes)));
+	int64_t slots = kvd_stage_slots(d->file_blocks, d->block_bytes);
 	struct kvd_bg *bg = d->bg = allm_calloc(1, sizeof(*bg));
 	if (!bg)
 		return -ENOMEM;
@@ -327,7 +333,7 @@ int kvd_bg_init(struct allm_kv_disk *d)
 		return -r;
 	bg->have_reaper = true;
 	d->stage = (char *)(((uintptr_t)d->stage_raw + DISK_ALIGN - 1) & ~(uintptr_t)(DISK_ALIGN - 1));
-	d->wb_slots = (int32_t)slots;
+	d->wb_slots = d->stage_blocks = (int32_t)slots;
 	for (int32_t i = 0; i < d->wb_slots; i++)
 		d->free_slots[i] = d->wb_slots - 1 - i;
 	d->n_free_slots = d->wb_slots;
@@ -374,7 +380,7 @@ void kvd_bg_fini(struct allm_kv_disk *d)
 	d->stage_raw = d->stage = NULL;
 	d->free_slots = d->slot_block = d->staged = NULL;
 	d->bad = NULL;
-	d->wb_slots = d->n_free_slots = d->in_flight = 0;
+	d->wb_slots = d->n_free_slots = d->in_flight = d->stage_blocks = 0;
 }
 
 /* ---- writes behind: the calls ------------------------------------------------------ */
@@ -435,6 +441,11 @@ int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d)
 		return 0;
 	bg_pump(d, 0);
 	return d->n_free_slots;
+}
+
+int32_t allm_kv_disk_stage_blocks(const struct allm_kv_disk *d)
+{
+	return d->stage_blocks;
 }
 
 int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n)

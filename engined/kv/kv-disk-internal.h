@@ -15,8 +15,11 @@
 /* O_DIRECT wants addresses, lengths and offsets aligned to the device's logical
  * block; 4 KiB covers every device in common use. */
 #define DISK_ALIGN 4096
-/* Write-behind: host memory its stage may take, and its ring's depth. */
+/* Write-behind: host memory its stage may take, unless that holds fewer than
+ * WB_MIN_SLOTS blocks (the blocks of a 7B-13B model on a GPU are 8-13 MB: a
+ * stage of 4-8 of them would take no victim whole), and its ring's depth. */
 #define WB_BYTES ((size_t)64 << 20)
+#define WB_MIN_SLOTS 32
 #define WB_QD 256
 /* user_data: op index (write-behind: stage slot) | injected errno << 40 |
  * SHORT_BIT for an injected short one */
@@ -47,6 +50,7 @@ struct allm_kv_disk {
 	bool wb_failed; /* wb_ring failed: no more writes behind, none waited for */
 	char *stage_raw, *stage; /* wb_slots slots of block_bytes, DISK_ALIGN-aligned */
 	int32_t wb_slots, n_free_slots, in_flight;
+	int32_t stage_blocks; /* wb_slots; of a virtual pool, what a real one would have */
 	int32_t *free_slots; /* stack of free slot numbers */
 	int32_t *slot_block; /* [wb_slots] disk block each in-flight slot writes */
 	/* [file_blocks] 1 + the slot whose write of the block is in flight, 0 for
@@ -99,6 +103,8 @@ int kvd_complete_op(struct allm_kv_disk *d, bool write, const struct disk_op *op
 		    bool *ret_rest);
 
 /* kv-disk-bg.c */
+/* Slots of the stage of a pool of file_blocks blocks of block_bytes. */
+int32_t kvd_stage_slots(int64_t file_blocks, size_t block_bytes);
 /* Background I/O: the stage, the writes-behind and reads-ahead rings and their
  * reaper. -errno (then kvd_bg_fini: every I/O waits for the disk). */
 int kvd_bg_init(struct allm_kv_disk *d);

@@ -191,6 +191,7 @@ int allm_kv_disk_open_virtual(int32_t n_blocks, size_t block_bytes, struct allm_
 	d->fd = -1;
 	d->block_bytes = block_bytes;
 	d->file_blocks = INT32_MAX; /* no file to grow */
+	d->stage_blocks = kvd_stage_slots(n_blocks, block_bytes);
 	if (n_blocks < 1 || block_bytes == 0 || allm_block_pool_init(&d->pool, n_blocks)) {
 		allm_free(d);
 		return allm_err_set(err, n_blocks < 1 ? -EINVAL : -ENOMEM,

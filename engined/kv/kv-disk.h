@@ -87,6 +87,9 @@ int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_k
  * the caller waited. 0 or -errno with err. */
 int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
 			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err);
+/* Blocks the stage of writes behind holds (of a virtual pool: those a real one
+ * of its size would hold). */
+int32_t allm_kv_disk_stage_blocks(const struct allm_kv_disk *d);
 /* Blocks a write behind could take now (0 without write-behind). */
 int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d);
 /* Waits for the writes behind to blocks ids[0..n) (ids NULL: all of them), so

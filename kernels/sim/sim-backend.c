@@ -226,13 +226,19 @@ void allm_sim_host_step(allm_backend_t *be)
 	c->now += c->prof->host_step;
 }
 
-double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+double allm_sim_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
 {
 	struct sim_ctx *c = SIM(be);
 	if (!c->prof->has_disk)
 		return -ENOTSUP;
-	double t = runs > 0 ? allm_sim_cost_disk(c->prof, write, (double)bytes) : 0;
-	c->now += t;
+	return runs > 0 ? allm_sim_cost_disk(c->prof, write, (double)bytes) : 0;
+}
+
+double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs)
+{
+	double t = allm_sim_disk_seconds(be, write, bytes, runs);
+	if (t > 0)
+		SIM(be)->now += t;
 	return t;
 }
 
