@@ -1,4 +1,4 @@
-/* Description: the disk KV tier's file I/O: blocks written from and read back into memory are bit-identical (runs coalesced, io_uring and pread/pwrite, O_DIRECT and buffered; written behind too, where the caller's memory is reused at once and a later write of the same block wins), the file has no name in its directory (O_TMPFILE, or a name unlinked at once where that is missing), a pool grows its file, and each fault — a directory that is not one, EIO or ENOSPC on a write (behind: at the read of that block only), EIO or a short transfer on a read — comes back as an error, never a crash. */
+/* Description: the disk KV tier's file I/O: blocks written from and read back into memory are bit-identical (runs coalesced, io_uring and pread/pwrite, O_DIRECT and buffered; written behind too, where the caller's memory is reused at once and a later write of the same block wins), the file has no name in its directory (O_TMPFILE, or a name unlinked at once where that is missing), a pool grows its file, and each fault — a directory that is not one, EIO or ENOSPC on a write (behind: at the read of that block only), EIO or a short transfer on a read — comes back as an error, never a crash; a caller's stage allocator and fill (a GPU's) are used, and their failures leave a working pool. */
 #include "kv-disk.h"
 
 #include "test-check.h"
@@ -370,6 +370,107 @@ static void read_ahead(const char *dir)
 	munmap(b, (size_t)NB * BB);
 }
 
+/* A caller's host hooks (allm_kv_disk_set_host), as a GPU's: the stage comes
+ * from its allocator, a write behind fills slots with its fill (here from an
+ * array "device"), nothing comes from base; a fill that fails stops writes
+ * behind and fails the reads of what was in flight; an allocator that refuses
+ * leaves a pool whose I/O waits, and works. */
+struct hooks {
+	const uint8_t *dev;
+	int n_alloc, n_free, n_fill, fail_fill_at;
+	bool refuse;
+};
+
+static int h_alloc(void *ctx, size_t bytes, void **ret)
+{
+	struct hooks *h = ctx;
+	if (h->refuse)
+		return -ENOMEM;
+	h->n_alloc++;
+	return (*ret = malloc(bytes)) ? 0 : -ENOMEM;
+}
+
+static void h_free(void *ctx, void *p)
+{
+	((struct hooks *)ctx)->n_free++;
+	free(p);
+}
+
+static int h_fill(void *ctx, void *slot, int32_t mem_id)
+{
+	struct hooks *h = ctx;
+	if (++h->n_fill == h->fail_fill_at)
+		return -EIO;
+	memcpy(slot, h->dev + (size_t)mem_id * BB, BB);
+	return 0;
+}
+
+static void host_hooks(const char *dir)
+{
+	struct allm_kv_disk *d = NULL;
+	struct allm_err err = {{0}};
+	char note[512];
+	uint8_t *dev = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *b = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct hooks h = {.dev = dev};
+	struct allm_kv_disk_host hk = {h_alloc, h_free, h_fill, &h};
+	int32_t mem[8], disk[8];
+	unsetenv("ALLM_KV_DISK_FAULT");
+	for (int i = 0; i < 8; i++) {
+		mem[i] = 10 + i;
+		disk[i] = 30 + i;
+		fill(dev, mem[i], 5);
+	}
+	if (allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err) == 0) {
+		CHECK(allm_kv_disk_set_host(d, &hk, &err) == 0 && h.n_alloc == 1, "set_host: %s (%d allocs)", err.msg,
+		      h.n_alloc);
+		CHECK(allm_kv_disk_write_behind(d, NULL, mem, disk, 8, NULL, &err) == 0 && h.n_fill == 8,
+		      "write behind by fill: %s (%d fills)", err.msg, h.n_fill);
+		memset(dev, 0, (size_t)NB * BB); /* the "device" blocks are free at once */
+		CHECK(allm_kv_disk_drain(d, NULL, 0) == 0, "drain");
+		CHECK(allm_kv_disk_io(d, false, b, mem, disk, 8, NULL, &err) == 0, "read back: %s", err.msg);
+		for (int i = 0; i < 8; i++) {
+			fill(dev, mem[i], 5);
+			CHECK(!memcmp(dev + (size_t)mem[i] * BB, b + (size_t)mem[i] * BB, BB),
+			      "block %d written behind by fill differs", disk[i]);
+		}
+		/* the 11th fill fails: 2 blocks went behind before it, then none do */
+		h.fail_fill_at = h.n_fill + 3;
+		int r = allm_kv_disk_write_behind(d, NULL, mem, disk, 8, NULL, &err);
+		CHECK(r == -EIO, "a failed fill: %d (%s)", r, err.msg);
+		CHECK(allm_kv_disk_behind_free(d) == 0 &&
+			      allm_kv_disk_write_behind(d, NULL, mem, disk, 1, NULL, &err) == -EAGAIN,
+		      "writes still go behind after a failed fill");
+		CHECK(allm_kv_disk_io(d, false, b, mem, disk, 2, NULL, &err) == -EIO,
+		      "the blocks in flight at a failed fill read back as good");
+		CHECK(allm_kv_disk_io(d, true, dev, mem, disk, 8, NULL, &err) == 0 &&
+			      allm_kv_disk_io(d, false, b, mem, disk, 8, NULL, &err) == 0 &&
+			      !memcmp(dev + (size_t)mem[0] * BB, b + (size_t)mem[0] * BB, (size_t)8 * BB),
+		      "waited I/O after a failed fill: %s", err.msg);
+		allm_kv_disk_close(d);
+		CHECK(h.n_free == 1, "the stage freed %d times by the caller's free", h.n_free);
+	}
+	/* an allocator that refuses: no background I/O, waited I/O works */
+	h = (struct hooks){.dev = dev, .refuse = true};
+	if (allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err) == 0) {
+		CHECK(allm_kv_disk_set_host(d, &hk, &err) == -ENOMEM && strstr(err.msg, "stage"),
+		      "a refused stage: %s", err.msg);
+		int32_t t;
+		CHECK(allm_kv_disk_behind_free(d) == 0 &&
+			      allm_kv_disk_read_start(d, b, mem, disk, 1, &t, &err) == -EAGAIN,
+		      "background I/O without a stage");
+		for (int i = 0; i < 8; i++)
+			fill(dev, mem[i], 9);
+		CHECK(allm_kv_disk_io(d, true, dev, mem, disk, 8, NULL, &err) == 0 &&
+			      allm_kv_disk_io(d, false, b, mem, disk, 8, NULL, &err) == 0 &&
+			      !memcmp(dev + (size_t)mem[0] * BB, b + (size_t)mem[0] * BB, (size_t)8 * BB),
+		      "waited I/O without a stage: %s", err.msg);
+		allm_kv_disk_close(d);
+	}
+	munmap(dev, (size_t)NB * BB);
+	munmap(b, (size_t)NB * BB);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/allm-kvdisk-XXXXXX";
@@ -382,6 +483,7 @@ int main(void)
 	roundtrip(dir, "no-tmpfile", "no O_TMPFILE: a name unlinked at once");
 	write_behind(dir);
 	read_ahead(dir);
+	host_hooks(dir);
 	setenv("ALLM_NO_IO_URING", "1", 1);
 	roundtrip(dir, NULL, "pread/pwrite");
 	fault(dir, "eio-read=1", false, "pread/pwrite EIO on read");

@@ -13,6 +13,29 @@
  * disk side goes at this many blocks at a time. */
 #define KV_STAGE_BLOCKS 64
 
+/* The disk tier's stage in the backend's host memory (pinned on a GPU), filled
+ * by device -> host copies: a write behind copies each block once. */
+static int host_alloc(void *ctx, size_t bytes, void **ret)
+{
+	struct allm_kv_cache *kv = ctx;
+	return kv->be->iface->host_alloc(kv->be, bytes, ret);
+}
+
+static void host_free(void *ctx, void *p)
+{
+	struct allm_kv_cache *kv = ctx;
+	kv->be->iface->host_free(kv->be, p);
+}
+
+static int stage_fill(void *ctx, void *slot, int32_t mem_id)
+{
+	struct allm_kv_cache *kv = ctx;
+	allm_backend_t *be = kv->be;
+	int r = be->iface->copy_async(be, slot, (char *)kv->dev + (size_t)mem_id * kv->block_bytes, kv->block_bytes,
+				      ALLM_COPY_D2H);
+	return r ? r : be->iface->copy_wait(be, NULL);
+}
+
 int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
 			size_t note_len, struct allm_err *err)
 {
@@ -43,6 +66,14 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	}
 	if (r || !kv->staged)
 		return r;
+	if (!kv->be->simulated) {
+		struct allm_err e2 = {{0}};
+		struct allm_kv_disk_host h = {host_alloc, host_free, stage_fill, kv};
+		if (allm_kv_disk_set_host(kv->disk, &h, &e2)) {
+			size_t len = strlen(note);
+			snprintf(note + len, note_len - len, "; %s: disk I/O waits", e2.msg);
+		}
+	}
 	/* reads ahead through host memory: an arena of the stage's size (0 where
 	 * the disk has no background I/O: reads wait) */
 	int32_t slots = allm_kv_disk_stage_blocks(kv->disk);
@@ -163,23 +194,22 @@ static int stage_copy(struct allm_kv_cache *kv, bool to_host, char *base, const 
 	return r;
 }
 
-/* A write behind through the stage: device -> stage (the copies the step
- * waits for) -> the disk's own stage, written from there in the background (a
- * simulated disk: queued on its line, each slot busy until it lands). The caller
- * made sure of room (allm_kv_disk_behind_room). -EAGAIN (nothing lost: the caller
- * writes and waits instead) if the disk's stage turned out short. */
+/* A write behind from device memory: device -> the disk tier's stage (the
+ * copies the step waits for, stage_fill), written from there in the background
+ * (a simulated disk: the copies through our stage for their time, the write
+ * queued on its line, each slot busy until it lands). The caller made sure of
+ * room (allm_kv_disk_behind_room). -EAGAIN (nothing lost: the caller writes and
+ * waits instead) if the disk's stage turned out short. */
 static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int32_t *disk, int32_t n,
 			 int32_t *seq, struct allm_err *err)
 {
+	if (!kv->be->simulated)
+		return allm_kv_disk_write_behind(kv->disk, NULL, dev, disk, n, NULL, err);
 	int r = 0;
 	for (int32_t i = 0, k; i < n && !r; i += k) {
 		k = ALLM_MIN(kv->stage_blocks, n - i);
 		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
-		if (!kv->be->simulated) {
-			r = allm_kv_disk_write_behind(kv->disk, kv->stage, seq, disk + i, k, NULL, err);
-			continue;
-		}
 		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(seq, disk + i, k),
 					 NULL);
 		double now = allm_backend_clock(kv->be);
@@ -369,8 +399,9 @@ static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n
 		size_t bytes;
 		if ((r = kvc_pool_bytes(kv, kv->n_ahead_slots, &bytes, err)))
 			return r;
-		if (!(kv->ahead_raw = allm_malloc(bytes + KVC_ALIGN)))
-			return allm_err_set(err, -ENOMEM, "out of memory");
+		if ((r = kv->be->iface->host_alloc(kv->be, bytes + KVC_ALIGN, (void **)&kv->ahead_raw)))
+			return allm_err_set(err, r, "cannot allocate host memory for reads ahead: %s",
+					    allm_backend_last_error(kv->be));
 		kv->ahead_mem = (char *)(((uintptr_t)kv->ahead_raw + KVC_ALIGN - 1) & ~(uintptr_t)(KVC_ALIGN - 1));
 	}
 	for (i = 0; i < kv->n_ahead && kv->ahead[i].live; i++)
@@ -446,7 +477,8 @@ void kvc_disk_fini(struct allm_kv_cache *kv)
 		if (kv->ahead[i].live)
 			ahead_free(kv, &kv->ahead[i]);
 	allm_free(kv->ahead);
-	allm_free(kv->ahead_raw);
+	if (kv->ahead_raw)
+		kv->be->iface->host_free(kv->be, kv->ahead_raw);
 	allm_free(kv->ahead_free);
 	allm_free(kv->vslot_end);
 	kv->ahead = NULL;

@@ -372,7 +372,10 @@ void kvd_bg_fini(struct allm_kv_disk *d)
 	}
 	d->bg = NULL;
 	d->have_wb = d->wb_failed = false;
-	allm_free(d->stage_raw);
+	if (d->host.free && d->stage_raw)
+		d->host.free(d->host.ctx, d->stage_raw);
+	else
+		allm_free(d->stage_raw);
 	allm_free(d->free_slots);
 	allm_free(d->slot_block);
 	allm_free(d->staged);
@@ -443,6 +446,27 @@ int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d)
 	return d->n_free_slots;
 }
 
+int allm_kv_disk_set_host(struct allm_kv_disk *d, const struct allm_kv_disk_host *h, struct allm_err *err)
+{
+	if (!wb_on(d)) {
+		d->host = *h;
+		return 0;
+	}
+	ALLM_ASSERT(d->in_flight == 0 && d->bg->inflight == 0);
+	void *raw = NULL;
+	int r = h->alloc(h->ctx, (size_t)d->wb_slots * d->block_bytes + DISK_ALIGN, &raw);
+	if (r) {
+		kvd_bg_fini(d); /* frees the old stage: every I/O waits from here on */
+		d->host = *h;
+		return allm_err_set(err, r, "cannot allocate the disk tier's stage in host memory");
+	}
+	allm_free(d->stage_raw);
+	d->host = *h;
+	d->stage_raw = raw;
+	d->stage = (char *)(((uintptr_t)raw + DISK_ALIGN - 1) & ~(uintptr_t)(DISK_ALIGN - 1));
+	return 0;
+}
+
 int32_t allm_kv_disk_stage_blocks(const struct allm_kv_disk *d)
 {
 	return d->stage_blocks;
@@ -479,7 +503,12 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 			break;
 		int32_t slot = d->free_slots[--d->n_free_slots], blk = disk_ids[i];
 		char *buf = d->stage + (size_t)slot * bb;
-		memcpy(buf, (const char *)base + (size_t)mem_ids[i] * bb, bb);
+		if (d->host.fill && (r = d->host.fill(d->host.ctx, buf, mem_ids[i]))) {
+			d->free_slots[d->n_free_slots++] = slot;
+			break;
+		}
+		if (!d->host.fill)
+			memcpy(buf, (const char *)base + (size_t)mem_ids[i] * bb, bb);
 		d->slot_block[slot] = blk;
 		d->staged[blk] = slot + 1;
 		d->bad[blk] = 0;

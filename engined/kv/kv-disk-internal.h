@@ -49,6 +49,7 @@ struct allm_kv_disk {
 	bool have_wb; /* background I/O is on: the stage, the rings, the reaper */
 	bool wb_failed; /* wb_ring failed: no more writes behind, none waited for */
 	char *stage_raw, *stage; /* wb_slots slots of block_bytes, DISK_ALIGN-aligned */
+	struct allm_kv_disk_host host; /* zero: the stage is allm_malloc'd, filled by memcpy */
 	int32_t wb_slots, n_free_slots, in_flight;
 	int32_t stage_blocks; /* wb_slots; of a virtual pool, what a real one would have */
 	int32_t *free_slots; /* stack of free slot numbers */

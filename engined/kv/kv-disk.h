@@ -79,7 +79,8 @@ int allm_kv_disk_read_start(struct allm_kv_disk *d, void *base, const int32_t *m
 int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_kv_disk_io_stat *st,
 			   struct allm_err *err);
 
-/* Copies blocks mem_ids[i] of base into the stage and queues their writes to
+/* Copies blocks mem_ids[i] of base (with allm_kv_disk_set_host's fill: of the
+ * caller's memory, base unused) into the stage and queues their writes to
  * disk_ids[i]; returns without waiting for them. -EAGAIN (nothing done, no err)
  * when there is no write-behind here (no io_uring, a virtual pool) or its stage
  * lacks room: write with allm_kv_disk_io instead. A write that fails later makes
@@ -87,6 +88,23 @@ int allm_kv_disk_read_wait(struct allm_kv_disk *d, int32_t ticket, struct allm_k
  * the caller waited. 0 or -errno with err. */
 int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const int32_t *mem_ids,
 			      const int32_t *disk_ids, int32_t n, double *ret_seconds, struct allm_err *err);
+/* For a caller whose blocks are not in host memory (a GPU's): the stage of
+ * writes behind is allocated with alloc (pinned memory, which the device copies
+ * into at full speed) and a write behind fills a slot with fill(ctx, slot,
+ * mem_id) instead of copying from base (its blocks' bytes are in the slot when
+ * it returns; 0 or -errno, after which no write goes behind any more and those
+ * in flight are read back as failed). */
+struct allm_kv_disk_host {
+	int (*alloc)(void *ctx, size_t bytes, void **ret);
+	void (*free)(void *ctx, void *p);
+	int (*fill)(void *ctx, void *slot, int32_t mem_id);
+	void *ctx;
+};
+/* Takes h for pool d, right after allm_kv_disk_open (no I/O yet): the stage
+ * moves into memory from h->alloc. 0, or -errno with err when that allocation
+ * fails: the pool then has no background I/O (every I/O waits), and works. */
+int allm_kv_disk_set_host(struct allm_kv_disk *d, const struct allm_kv_disk_host *h, struct allm_err *err);
+
 /* Blocks the stage of writes behind holds (of a virtual pool: those a real one
  * of its size would hold). */
 int32_t allm_kv_disk_stage_blocks(const struct allm_kv_disk *d);
