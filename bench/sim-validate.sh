@@ -15,6 +15,9 @@
 # Usage: bench/sim-validate.sh     environment: see bench/common.sh, plus
 #   WORKLOADS="chatbot alpaca summary" OUT=128 N=500 REPS=3 REFIT=1 THREADS=1
 #   FIT_CLOCK=cpu SETTINGS="adaptive/fair recompute/fair swap/fair adaptive/fcfs"
+#   DISK=GiB: both sides with a disk KV tier of that size (the real one under
+#   DISK_DIR, default /var/tmp; the simulated one timed by the fitted drive);
+#   results in RESULTS-diskGiB
 KIND=${KIND:-sim-validate}
 # 500 requests: on this machine 100 of stories260K take 0.3 s, and runs that short
 # spread by +-10 % between identical commands (start-up, a few slow steps); at 500
@@ -29,6 +32,9 @@ REPS=${REPS:-3}
 REFIT=${REFIT:-1}
 SETTINGS=${SETTINGS:-adaptive/fair recompute/fair swap/fair adaptive/fcfs}
 FIT=$BUILD_DIR/tools/allm-sim-fit
+DISK=${DISK:-} DISK_DIR=${DISK_DIR:-/var/tmp}
+if [ -n "$DISK" ]; then RESULTS=$RESULTS-disk$DISK; fi
+mkdir -p "$RESULTS"
 machine_note sim-validate
 # timed FILE CMD...: runs CMD, writes its wall and CPU seconds to FILE (JSON)
 timed() {
@@ -44,6 +50,7 @@ t0=$(date +%s)
 # the common flags without --device and --profile: each side has its own
 ARGS=("${MODEL_ARGS[@]}" --gpu-blocks "$GPU_BLOCKS" --cpu-blocks "$CPU_BLOCKS" --block-size "$BLOCK_SIZE"
 	--threads "$THREADS")
+if [ -n "$DISK" ]; then ARGS+=(--disk-swap-space "$DISK" --disk-swap-dir "$DISK_DIR"); fi
 if [ "$REFIT" = 1 ]; then
 	echo "== fitting cpu-local on this machine (allm-sim-fit)" >&2
 	"$FIT" --threads "$THREADS" --clock "$FIT_CLOCK" "${MODEL_ARGS[@]}" --quiet --out "$RESULTS/cpu-local.json"
