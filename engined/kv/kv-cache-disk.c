@@ -1,7 +1,11 @@
 /* The KV cache's side of the disk tier (kv-disk.h): moving a request's blocks
- * between the device pool and disk blocks, straight from and into device memory
- * when it is host memory, else through a host stage with the backend's copies;
- * a simulated device's disk is timed by its profile. */
+ * between the device pool and disk blocks. Straight from and into device memory
+ * when it is host memory; else ("staged": a GPU, the simulator) through host
+ * memory with the backend's copies: a write behind fills the disk tier's stage
+ * by device -> host copies, a read ahead lands in an arena of host slots and is
+ * copied in at its wait, a transfer that waits goes through kv->stage. A
+ * simulated device's disk is one line of transfers beside its clock, timed by
+ * its profile. */
 #include "kv-cache-internal.h"
 
 #include <errno.h>
