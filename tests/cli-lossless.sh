@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -102,6 +102,21 @@ for kd in f16 bf16; do
     [ "$h" = "$kref" ] || { echo "FAIL: $kd K/V: --preempt $p changed the outputs"; fail=1; }
     [ "$n" -gt 0 ] || { echo "FAIL: $kd K/V: --preempt $p never preempted"; fail=1; }
   done
+done
+# penalties depend on the whole sequence so far: a swapped or recomputed request
+# must see the same history (its generated tokens still output, not prompt)
+PEN=(--repetition-penalty 1.2 --frequency-penalty 0.4 --presence-penalty 0.3)
+"$RUN" "${W[@]}" "${PEN[@]}" >"$tmp/pen.json" 2>/dev/null || { echo "FAIL: penalized run"; fail=1; }
+pref=$(field "$tmp/pen.json" "['outputs_sha256']")
+[ "$pref" != "$ref" ] || { echo "FAIL: penalties changed no output"; fail=1; }
+for p in recompute swap; do
+  out=$tmp/pen-$p.json
+  "$RUN" "${W[@]}" "${PEN[@]}" --gpu-blocks 16 --cpu-blocks 8 --preempt $p --sched "$(sched_for $p)" \
+    >"$out" 2>/dev/null || { echo "FAIL: penalized --preempt $p"; fail=1; continue; }
+  h=$(field "$out" "['outputs_sha256']"); n=$(field "$out" "['preemptions']['$p']")
+  echo "penalties, --preempt $p --gpu-blocks 16: sha $h, $n preemptions"
+  [ "$h" = "$pref" ] || { echo "FAIL: penalties: --preempt $p changed the outputs"; fail=1; }
+  [ "$n" -gt 0 ] || { echo "FAIL: penalties: --preempt $p never preempted"; fail=1; }
 done
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"

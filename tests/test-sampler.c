@@ -1,4 +1,4 @@
-/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, and parameter validation. */
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, and parameter validation. */
 #include "sampler.h"
 
 #include <math.h>
@@ -275,6 +275,24 @@ static void test_validate(void)
 		{1.0f, 0, -0.1f, "top_p"},        {1.0f, 0, 1.0001f, "top_p"},
 		{1.0f, 0, NAN, "top_p"},
 	};
+	struct {
+		float rp, fp, pp;
+		const char *word;
+	} badp[] = {
+		{-0.1f, 0, 0, "repetition_penalty"}, {10.5f, 0, 0, "repetition_penalty"},
+		{NAN, 0, 0, "repetition_penalty"},   {1, 2.5f, 0, "frequency_penalty"},
+		{1, -2.01f, 0, "frequency_penalty"}, {1, NAN, 0, "frequency_penalty"},
+		{1, 0, 3, "presence_penalty"},       {1, 0, INFINITY, "presence_penalty"},
+	};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(badp); i++) {
+		allm_sampling_default(&p);
+		p.repetition_penalty = badp[i].rp;
+		p.frequency_penalty = badp[i].fp;
+		p.presence_penalty = badp[i].pp;
+		memset(&err, 0, sizeof(err));
+		CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, badp[i].word),
+		      "penalty case %zu: '%s'", i, err.msg);
+	}
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++) {
 		memset(&err, 0, sizeof(err));
 		sampling(&p, bad[i].t, bad[i].k, bad[i].top_p, 0);
@@ -284,6 +302,83 @@ static void test_validate(void)
 		CHECK(strstr(err.msg, bad[i].word), "case %zu: message '%s' does not name %s", i, err.msg,
 		      bad[i].word);
 	}
+}
+
+/* Penalties, by the formulas of vLLM / the OpenAI API, against a restatement:
+ * repetition on prompt and output tokens (a positive logit divided, a negative
+ * one multiplied), frequency x count and presence once on output tokens only;
+ * the sampler's scratch counts are back at zero after each call. */
+static void test_penalties(void)
+{
+	enum { V = 12 };
+	const float base[V] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 1.0f, 0.0f, 4.0f, -0.5f, 2.5f, 1.5f, -3.0f};
+	/* prompt 3 1 3 9, output 7 7 4 3 7 */
+	const int32_t tok[] = {3, 1, 3, 9, 7, 7, 4, 3, 7};
+	const int32_t n_prompt = 4, n = (int32_t)ALLM_ARRAY_SIZE(tok);
+	struct {
+		float rp, fp, pp;
+	} cases[] = {{1.5f, 0, 0}, {0, 0.5f, 0}, {0, 0, 0.7f}, {1.2f, 0.4f, -0.3f}, {0.8f, -0.5f, 0.2f}};
+	for (size_t c = 0; c < ALLM_ARRAY_SIZE(cases); c++) {
+		struct allm_sampling p;
+		struct allm_sampler sm;
+		struct allm_err err = {{0}};
+		sampling(&p, 0.0f, 0, 1.0f, 0);
+		p.repetition_penalty = cases[c].rp;
+		p.frequency_penalty = cases[c].fp;
+		p.presence_penalty = cases[c].pp;
+		CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_penalized(&p), "case %zu: %s", c,
+		      err.msg);
+		CHECK(allm_sampler_init(&sm, &p, V) == 0, "init");
+		CHECK(allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "case %zu: a penalized row is not needed whole", c);
+		for (int round = 0; round < 2; round++) { /* the second: the counts were put back */
+			float l[V], want[V];
+			memcpy(l, base, sizeof(l));
+			memcpy(want, base, sizeof(want));
+			for (int32_t t = 0; t < V; t++) {
+				bool seen = false;
+				int out = 0;
+				for (int32_t i = 0; i < n; i++) {
+					seen |= tok[i] == t;
+					out += i >= n_prompt && tok[i] == t;
+				}
+				if (seen && cases[c].rp != 0.0f)
+					want[t] = want[t] > 0 ? want[t] / cases[c].rp : want[t] * cases[c].rp;
+				if (out)
+					want[t] -= cases[c].fp * (float)out + cases[c].pp;
+			}
+			allm_sampler_penalize(&sm, l, tok, n_prompt, n);
+			for (int32_t t = 0; t < V; t++)
+				CHECK(l[t] == want[t], "case %zu round %d: token %d: %g, want %g", c, round, t, l[t],
+				      want[t]);
+			for (int32_t t = 0; t < V; t++)
+				CHECK(sm.count[t] == 0, "case %zu: count[%d] left at %d", c, t, sm.count[t]);
+			CHECK(allm_sampler_sample(&sm, l) == allm_argmax(want, V), "case %zu: greedy after penalties",
+			      c);
+		}
+		allm_sampler_fini(&sm);
+	}
+	/* a strong repetition penalty moves greedy off the repeated token 7 */
+	struct allm_sampling p;
+	struct allm_sampler sm;
+	sampling(&p, 0.0f, 0, 1.0f, 0);
+	float l[V];
+	memcpy(l, base, sizeof(l));
+	CHECK(allm_argmax(l, V) == 7, "the base row's argmax");
+	p.repetition_penalty = 2.0f;
+	allm_sampler_init(&sm, &p, V);
+	allm_sampler_penalize(&sm, l, tok, n_prompt, n);
+	int32_t got = allm_sampler_sample(&sm, l);
+	CHECK(got == 0, "repetition 2: greedy picked %d, want 0 (2.0, unseen, ties 7's 4.0 / 2: the lower id)",
+	      got);
+	allm_sampler_fini(&sm);
+	/* off: 0 and 1 for repetition, 0 for the others; no scratch then */
+	allm_sampling_default(&p);
+	CHECK(!allm_sampling_penalized(&p), "the defaults penalize");
+	p.repetition_penalty = 0.0f;
+	CHECK(!allm_sampling_penalized(&p), "repetition 0 penalizes");
+	allm_sampler_init(&sm, &p, V);
+	CHECK(!sm.count && allm_sampler_need(&sm) == ALLM_SAMPLE_ARGMAX, "an unpenalized sampler keeps counts");
+	allm_sampler_fini(&sm);
 }
 
 int main(void)
@@ -297,6 +392,7 @@ int main(void)
 	test_top_p();
 	test_temperature_freqs();
 	test_validate();
+	test_penalties();
 	CHECK(allm_mem_in_use() == mem0, "sampler leaked %zu bytes", allm_mem_in_use() - mem0);
 	if (n_fail) {
 		fprintf(stderr, "test-sampler: %d failure(s)\n", n_fail);

@@ -26,6 +26,10 @@ static void usage(FILE *f)
 		"  --top-k K              keep the K most likely tokens (default 0 = off)\n"
 		"  --top-p P              nucleus sampling mass (default 1.0 = off)\n"
 		"  --seed S               sampling seed (default 0)\n"
+		"  --repetition-penalty R prompt and output tokens: a positive logit / R, a negative\n"
+		"                         one x R (default 1 = off; (0, 10])\n"
+		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
+		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
 		"  --ignore-eos           do not stop at EOS\n"
 		"  --ids                  print 'prompt: ...' and 'generated: ...' id lines\n"
 		"  --json                 print one JSON object\n"
@@ -114,13 +118,21 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->samp.top_p = (float)d;
 		else if (!strcmp(f, "--seed") && !allm_parse_i64(v, 0, INT64_MAX, &n))
 			a->samp.seed = (uint64_t)n;
+		else if (!strcmp(f, "--repetition-penalty") && !allm_parse_f64(v, 1e-6, 10, &d))
+			a->samp.repetition_penalty = (float)d;
+		else if (!strcmp(f, "--frequency-penalty") && !allm_parse_f64(v, -2, 2, &d))
+			a->samp.frequency_penalty = (float)d;
+		else if (!strcmp(f, "--presence-penalty") && !allm_parse_f64(v, -2, 2, &d))
+			a->samp.presence_penalty = (float)d;
 		else {
 			static const struct { const char *flag, *want; } ranges[] = {
 				{"-n", "an integer >= 1"}, {"--max-output", "an integer >= 1"},
 				{"--rate", "a number >= 0"}, {"--output-dist", "fixed or uniform"},
 				{"--max-tokens", "an integer >= 1"}, {"--temperature", "a number >= 0"},
 				{"--top-k", "an integer >= 0"}, {"--top-p", "a number in (0, 1]"},
-				{"--seed", "an integer >= 0"},
+				{"--seed", "an integer >= 0"}, {"--repetition-penalty", "a number in (0, 10]"},
+				{"--frequency-penalty", "a number in [-2, 2]"},
+				{"--presence-penalty", "a number in [-2, 2]"},
 			};
 			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ranges); k++)
 				if (!strcmp(f, ranges[k].flag)) {

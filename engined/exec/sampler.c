@@ -12,6 +12,15 @@ void allm_sampling_default(struct allm_sampling *p)
 	p->top_k = 0;
 	p->top_p = 1.0f;
 	p->seed = 0;
+	p->repetition_penalty = 1.0f;
+	p->frequency_penalty = 0.0f;
+	p->presence_penalty = 0.0f;
+}
+
+bool allm_sampling_penalized(const struct allm_sampling *p)
+{
+	return (p->repetition_penalty != 0.0f && p->repetition_penalty != 1.0f) || p->frequency_penalty != 0.0f ||
+	       p->presence_penalty != 0.0f;
 }
 
 int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
@@ -22,6 +31,15 @@ int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
 		return allm_err_set(err, -EINVAL, "top_k must be >= 0 (got %d)", p->top_k);
 	if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
 		return allm_err_set(err, -EINVAL, "top_p must be in (0, 1] (got %g)", p->top_p);
+	if (!(p->repetition_penalty >= 0.0f && p->repetition_penalty <= 10.0f))
+		return allm_err_set(err, -EINVAL, "repetition_penalty must be in (0, 10] (got %g; 0 or 1: off)",
+				    p->repetition_penalty);
+	if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+		return allm_err_set(err, -EINVAL, "frequency_penalty must be in [-2, 2] (got %g)",
+				    p->frequency_penalty);
+	if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
+		return allm_err_set(err, -EINVAL, "presence_penalty must be in [-2, 2] (got %g)",
+				    p->presence_penalty);
 	return 0;
 }
 
@@ -39,6 +57,10 @@ int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int
 			return -ENOMEM;
 		}
 	}
+	if (allm_sampling_penalized(p) && !(s->count = allm_calloc((size_t)vocab, sizeof(int32_t)))) {
+		allm_sampler_fini(s);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -46,8 +68,48 @@ void allm_sampler_fini(struct allm_sampler *s)
 {
 	allm_free(s->probs);
 	allm_free(s->idx);
+	allm_free(s->count);
 	s->probs = NULL;
 	s->idx = NULL;
+	s->count = NULL;
+}
+
+void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t *tokens, int32_t n_prompt,
+			   int32_t n_tokens)
+{
+	const struct allm_sampling *p = &s->p;
+	int32_t *cnt = s->count;
+	if (!cnt)
+		return;
+	/* One pass per rule over the sequence, each token's rule applied once (at
+	 * its first occurrence) and its count put back to 0, so the work is the
+	 * sequence's length, not the vocabulary's. Ids outside the vocabulary
+	 * (none get this far) would be skipped. */
+	float rp = p->repetition_penalty;
+	if (rp != 0.0f && rp != 1.0f) {
+		for (int32_t i = 0; i < n_tokens; i++)
+			if (tokens[i] >= 0 && tokens[i] < s->vocab)
+				cnt[tokens[i]] = 1;
+		for (int32_t i = 0; i < n_tokens; i++) {
+			int32_t t = tokens[i];
+			if (t < 0 || t >= s->vocab || !cnt[t])
+				continue;
+			logits[t] = logits[t] > 0.0f ? logits[t] / rp : logits[t] * rp;
+			cnt[t] = 0;
+		}
+	}
+	if (p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f)
+		return;
+	for (int32_t i = n_prompt; i < n_tokens; i++)
+		if (tokens[i] >= 0 && tokens[i] < s->vocab)
+			cnt[tokens[i]]++;
+	for (int32_t i = n_prompt; i < n_tokens; i++) {
+		int32_t t = tokens[i];
+		if (t < 0 || t >= s->vocab || !cnt[t])
+			continue;
+		logits[t] -= p->frequency_penalty * (float)cnt[t] + p->presence_penalty;
+		cnt[t] = 0;
+	}
 }
 
 int32_t allm_argmax(const float *logits, int32_t n)
@@ -72,13 +134,20 @@ static int by_prob_desc(const void *a, const void *b)
 	return x < y ? -1 : (x > y);
 }
 
-enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
+/* What the sampling itself reduces a (penalized) row with. */
+static enum allm_sample_need row_need(const struct allm_sampler *s)
 {
 	if (s->p.temperature <= 0.0f || s->p.top_k == 1)
 		return ALLM_SAMPLE_ARGMAX;
 	if (s->p.top_k > 1 && s->p.top_k <= ALLM_TOPK_MAX && s->p.top_k < s->vocab)
 		return ALLM_SAMPLE_TOPK;
 	return ALLM_SAMPLE_FULL;
+}
+
+enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
+{
+	/* the penalties change the row before it is reduced: the device must give it whole */
+	return allm_sampling_penalized(&s->p) ? ALLM_SAMPLE_FULL : row_need(s);
 }
 
 static const int32_t *sort_ids;
@@ -145,7 +214,7 @@ int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, cons
 int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 {
 	int32_t V = s->vocab;
-	enum allm_sample_need need = allm_sampler_need(s);
+	enum allm_sample_need need = row_need(s);
 	if (need == ALLM_SAMPLE_ARGMAX)
 		return allm_argmax(logits, V);
 	if (need == ALLM_SAMPLE_TOPK) {

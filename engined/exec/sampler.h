@@ -10,6 +10,13 @@ struct allm_sampling {
 	int32_t top_k; /* 0 = off */
 	float top_p; /* 1 = off */
 	uint64_t seed;
+	/* Penalties on tokens already there, applied to the logits before anything
+	 * else, as vLLM and the OpenAI API define them: repetition (0 or 1 = off)
+	 * divides a positive logit and multiplies a negative one of every token in
+	 * the prompt or the output; frequency subtracts its value times the token's
+	 * count in the output, presence its value once for a token in the output
+	 * (0 = off, each in [-2, 2]). */
+	float repetition_penalty, frequency_penalty, presence_penalty;
 };
 
 struct allm_sampler {
@@ -18,15 +25,25 @@ struct allm_sampler {
 	int32_t vocab;
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */
+	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
 };
 
-/* Defaults: greedy, no top-k/top-p, seed 0. */
+/* Defaults: greedy, no top-k/top-p, seed 0, no penalties. */
 void allm_sampling_default(struct allm_sampling *p);
-/* -EINVAL with err for temperature < 0, top_k < 0, top_p outside (0, 1]. */
+/* -EINVAL with err for temperature < 0, top_k < 0, top_p outside (0, 1], a
+ * repetition penalty < 0 or > 10, a frequency or presence penalty outside
+ * [-2, 2] (or any of them not finite). */
 int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err);
+/* Whether p asks for any penalty. */
+bool allm_sampling_penalized(const struct allm_sampling *p);
 
 int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab);
 void allm_sampler_fini(struct allm_sampler *s);
+/* Applies the request's penalties (allm_sampling_penalized) to its row of
+ * logits[vocab] in place: tokens[0..n_tokens) is the sequence so far, the
+ * prompt being its first n_prompt. Before allm_sampler_sample. */
+void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t *tokens, int32_t n_prompt,
+			   int32_t n_tokens);
 /* Picks a token from logits[vocab]. Greedy: the highest logit, lowest id on a tie.
  * Top-k within ALLM_TOPK_MAX (see allm_sampler_need): from the k best candidates
  * only, exactly as allm_sampler_sample_topk() does with the same candidates. */
@@ -41,6 +58,7 @@ enum allm_sample_need {
 	ALLM_SAMPLE_FULL, /* anything else: the whole row */
 };
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s);
+/* (A penalized request needs its whole row: ALLM_SAMPLE_FULL.) */
 /* Samples an ALLM_SAMPLE_TOPK request from its candidates: vals[top_k] sorted
  * descending (equal values by ascending id), ids[top_k]; draws from s's RNG. */
 int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids);

@@ -50,6 +50,15 @@ static int reserve_io(struct allm_engine *e, int32_t rows)
 	return 0;
 }
 
+/* The next token from a request's row of logits on the host: its penalties
+ * first (they change the row), then its sampling. */
+static int32_t sample_row(struct allm_request *r, float *row)
+{
+	if (allm_sampling_penalized(&r->sampler.p))
+		allm_sampler_penalize(&r->sampler, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
+	return allm_sampler_sample(&r->sampler, row);
+}
+
 /* Samples the next token of each row that has one and retires the requests that
  * are done; partial rows only advance their cached count. */
 static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
@@ -65,8 +74,7 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		}
 		r->seq.n_cached = r->seq.n_tokens;
 		r->prefilling = false;
-		int32_t id = picked ? picked[i]
-				    : allm_sampler_sample(&r->sampler, e->logits + (size_t)i * V);
+		int32_t id = picked ? picked[i] : sample_row(r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			continue;
@@ -128,7 +136,7 @@ static int sample_on_device(struct allm_engine *e, struct allm_rq_vec *sel, stru
 		default:
 			if ((r = allm_executor_download_row(e->ex, i, e->logits + (size_t)i * V, err)))
 				return r;
-			picked[i] = allm_sampler_sample(s, e->logits + (size_t)i * V);
+			picked[i] = sample_row(sel->v[i], e->logits + (size_t)i * V);
 		}
 	}
 	return 0;

@@ -1,20 +1,25 @@
 /* Description: the engine's device-sampling path (argmax and top-k on the
  * backend, the request's sampler finishing top-k on the host, full rows only
  * for other settings) gives exactly the tokens of the host path, for greedy,
- * top-k (+ top-p, temperature, seeds) and full-row requests in one batch.
+ * top-k (+ top-p, temperature, seeds), full-row and penalized requests in one
+ * batch.
  * Usage: test-device-sampling cpu|cuda (77 without a GPU for cuda). */
 #include "gpu-harness.h"
 
 static void fill_requests(struct gh_req *r, int n, int32_t vocab)
 {
 	static const struct allm_sampling sp[] = {
-		{0.0f, 0, 1.0f, 0}, /* greedy */
-		{0.8f, 5, 1.0f, 7}, /* top-k */
-		{1.2f, 40, 0.9f, 3}, /* top-k + top-p */
-		{1.0f, 256, 1.0f, 11}, /* the largest device top-k */
-		{0.7f, 0, 0.95f, 5}, /* top-p only: full row */
-		{1.0f, 600, 1.0f, 9}, /* top_k >= vocab: full row */
-		{0.9f, 1, 1.0f, 2}, /* top_k 1: greedy */
+		{.temperature = 0.0f, .top_p = 1.0f}, /* greedy */
+		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 7}, /* top-k */
+		{.temperature = 1.2f, .top_k = 40, .top_p = 0.9f, .seed = 3}, /* top-k + top-p */
+		{.temperature = 1.0f, .top_k = 256, .top_p = 1.0f, .seed = 11}, /* the largest device top-k */
+		{.temperature = 0.7f, .top_p = 0.95f, .seed = 5}, /* top-p only: full row */
+		{.temperature = 1.0f, .top_k = 600, .top_p = 1.0f, .seed = 9}, /* top_k >= vocab: full row */
+		{.temperature = 0.9f, .top_k = 1, .top_p = 1.0f, .seed = 2}, /* top_k 1: greedy */
+		/* penalties: full rows, penalized on the host */
+		{.temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.3f},
+		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 4, .frequency_penalty = 0.5f,
+		 .presence_penalty = 0.3f},
 	};
 	memset(r, 0, (size_t)n * sizeof(*r));
 	for (int i = 0; i < n; i++) {
