@@ -2,6 +2,7 @@
  *
  *   allm [--name NAME] [--runtime-dir DIR] generate (--prompt TEXT | --prompt-ids 1,2,3)
  *        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
+ *        [--repetition-penalty R] [--frequency-penalty F] [--presence-penalty P]
  *        [--stop-ids LIST] [--ignore-eos] [--ids] [--json] [--posix-shm]
  *
  * Streams the text to stdout as it arrives and a stats line to stderr; --ids and
@@ -24,7 +25,7 @@ struct cli_args {
 	const char *name, *runtime_dir;
 	const char *prompt, *prompt_ids, *stop_ids;
 	int32_t max_tokens;
-	double temperature, top_p;
+	double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
 	int64_t top_k;
 	uint64_t seed;
 	bool ignore_eos, ids, json, posix_shm;
@@ -51,6 +52,10 @@ static void usage(FILE *f)
 		"  --top-k K              keep the K most likely tokens (default 0 = off)\n"
 		"  --top-p P              nucleus sampling mass (default 1.0 = off)\n"
 		"  --seed S               sampling seed (default 0)\n"
+		"  --repetition-penalty R prompt and output tokens: a positive logit / R, a negative\n"
+		"                         one x R (default 1 = off; (0, 10])\n"
+		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
+		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
 		"  --stop-ids LIST        up to %d extra stop token ids\n"
 		"  --ignore-eos           do not stop at EOS\n"
 		"output:\n"
@@ -227,6 +232,12 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			want = parse_f64(v, 1e-9, 1.0, &a->top_p) ? "a number in (0, 1]" : NULL;
 		else if (!strcmp(f, "--seed"))
 			want = parse_u64(v, &a->seed) ? "an integer >= 0" : NULL;
+		else if (!strcmp(f, "--repetition-penalty"))
+			want = parse_f64(v, 1e-6, 10, &a->repetition_penalty) ? "a number in (0, 10]" : NULL;
+		else if (!strcmp(f, "--frequency-penalty"))
+			want = parse_f64(v, -2, 2, &a->frequency_penalty) ? "a number in [-2, 2]" : NULL;
+		else if (!strcmp(f, "--presence-penalty"))
+			want = parse_f64(v, -2, 2, &a->presence_penalty) ? "a number in [-2, 2]" : NULL;
 		else {
 			fprintf(stderr, PROG ": unknown flag %s (see --help)\n", f);
 			return -1;
@@ -576,6 +587,9 @@ int main(int argc, char **argv)
 	p.top_p = (float)a.top_p;
 	p.top_k = (int32_t)a.top_k;
 	p.seed = a.seed;
+	p.repetition_penalty = (float)a.repetition_penalty;
+	p.frequency_penalty = (float)a.frequency_penalty;
+	p.presence_penalty = (float)a.presence_penalty;
 	p.ignore_eos = a.ignore_eos;
 	p.stop_ids = stop;
 	p.n_stop = (uint32_t)n_stop;

@@ -190,6 +190,10 @@ static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes
 	    !(p->top_p >= 0 && p->top_p <= 1) || p->top_k < 0 || p->n_stop > ALLM_SQE_MAX_STOP ||
 	    (p->n_stop && !p->stop_ids))
 		return -EINVAL;
+	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10) ||
+	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
+	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+		return -EINVAL;
 	if (ids) {
 		if (p->n_prompt_ids > UINT32_MAX / sizeof(int32_t))
 			return -E2BIG;
@@ -244,6 +248,9 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		.top_k = p->top_k,
 		.n_stop = p->n_stop,
 		.seed = p->seed,
+		.repetition_penalty = p->repetition_penalty,
+		.frequency_penalty = p->frequency_penalty,
+		.presence_penalty = p->presence_penalty,
 	};
 	for (uint32_t i = 0; i < p->n_stop; i++)
 		e.stop_ids[i] = p->stop_ids[i];

@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values and penalties, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -158,6 +158,14 @@ static void odd_values(struct raw *r)
 	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.ignore_eos = 0xFF, raw_push(r, &q);
 	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), memset(q.reserved, 0xAB, sizeof(q.reserved)),
 	raw_push(r, &q);
+	/* penalties out of range or not numbers: each an error FINAL */
+	uint64_t pen0 = t;
+	static const float bad_pen[][3] = {{NAN, 0, 0}, {-1, 0, 0}, {11, 0, 0}, {1, INFINITY, 0}, {1, -2.5f, 0},
+					   {1, 0, NAN}, {1, 0, 1e30f}};
+	for (size_t i = 0; i < sizeof(bad_pen) / sizeof(bad_pen[0]); i++)
+		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.repetition_penalty = bad_pen[i][0],
+		q.frequency_penalty = bad_pen[i][1], q.presence_penalty = bad_pen[i][2], raw_push(r, &q);
+	uint64_t pen1 = t;
 	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
 	q = raw_submit_sqe(t++, 256, 12, ALLM_PROMPT_TEXT), raw_push(r, &q); /* invalid UTF-8 */
@@ -169,6 +177,12 @@ static void odd_values(struct raw *r)
 		CHECK(r->finals[i] == 1, "odd values: tag %llu got %d FINALs", (unsigned long long)i,
 		      r->finals[i]);
 		errs += r->last_final[i].finish_reason == ALLM_FINISH_ERROR;
+	}
+	for (uint64_t i = pen0; i < pen1; i++) {
+		char msg[ALLM_CQE_ERROR_MAX + 1] = {0}; /* NUL-padded, not always NUL-ended */
+		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
+		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR && strstr(msg, "penalty"),
+		      "a bad penalty (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";
 	for (uint64_t i = 300; i < t && i - 300 < sizeof(which) - 1; i++)

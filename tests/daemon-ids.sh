@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm against a real allm-engined on stories260K gives exactly allm-run's greedy ids (text prompt and --prompt-ids, 60 tokens; memfd and --posix-shm), the text of a continuation ("Once upon a" + " time") as allm-run prints it, and the daemon then stops with exit 0, all KV blocks free, no socket and no /dev/shm objects left.
+# Description: allm against a real allm-engined on stories260K gives exactly allm-run's greedy ids (text prompt and --prompt-ids, 60 tokens, with penalties too; memfd and --posix-shm), the text of a continuation ("Once upon a" + " time") as allm-run prints it, and the daemon then stops with exit 0, all KV blocks free, no socket and no /dev/shm objects left.
 . "$(dirname "$0")/daemon-common.sh"
 
 daemon_start ids
@@ -26,6 +26,9 @@ check_same() {
 EXTRA=
 check_same "text prompt" --prompt "Once upon a time"
 check_same "prompt ids" --prompt-ids 1,403,407,261,378
+# the penalties travel in the submission entry: the same ids as in-process
+check_same "penalties" --prompt "Once upon a time" --repetition-penalty 1.3 --frequency-penalty 0.5 \
+	--presence-penalty -0.2
 EXTRA=--posix-shm
 check_same "text prompt, posix shm" --prompt "Once upon a time"
 check_same "prompt ids, posix shm" --prompt-ids 1,403,407,261,378

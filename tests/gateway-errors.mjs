@@ -38,6 +38,12 @@ async function sdk() {
     () => good.completions.create({ model, prompt: 'hi', temperature: -1 }));
   await expectError('400 n = 2', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', n: 2 }));
+  await expectError('400 frequency_penalty 3 (outside [-2, 2])', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', frequency_penalty: 3 }));
+  await expectError('400 repetition_penalty 0', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', repetition_penalty: 0 }));
+  await expectError('400 logprobs (not supported)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', logprobs: 2 }));
   await expectError('400 messages not a list', OpenAI.BadRequestError, 400, null,
     () => good.chat.completions.create({ model, messages: 'hello' }));
   await expectError('413 prompt longer than the context', OpenAI.APIError, 413, 'context_length_exceeded',

@@ -1,6 +1,6 @@
 // Description: test client for gateway-openai.sh (not a test by itself): the openai npm SDK and parse-prometheus-text-format against a running allm-gateway.
 // env: GW_NPM (node_modules here), GW_URL, GW_MODEL (the model id), GW_REF (JSON file:
-// {"completion": text of allm-run for PROMPT, 40 tokens}), GW_CHAT (JSON: [{url, name}]
+// {"completion": text of allm-run for PROMPT, 40 tokens; "penalized": the same with penalties}), GW_CHAT (JSON: [{url, name}]
 // of gateways with chat templates), GW_OUT (a file this writes the chat answers to).
 import { createRequire } from 'module';
 import { readFileSync, writeFileSync } from 'fs';
@@ -33,6 +33,18 @@ check(c.choices[0].finish_reason === 'length' && c.usage.prompt_tokens === 5 &&
   c.usage.completion_tokens === 40 && c.usage.total_tokens === 45,
   `finish_reason length, usage 5 + 40 (${JSON.stringify(c.usage)})`);
 check(c.object === 'text_completion' && c.id.startsWith('cmpl-'), 'completion object and id');
+
+// penalties: the text allm-run makes with the same ones, and not the plain text
+const pen = await client.completions.create({
+  model, prompt: PROMPT, max_tokens: 40, temperature: 0,
+  frequency_penalty: 0.5, presence_penalty: 0.2, repetition_penalty: 1.3,
+});
+check(pen.choices[0].text === ref.penalized && ref.penalized !== ref.completion,
+  `repetition / frequency / presence penalties: allm-run's text with the same (${JSON.stringify(pen.choices[0].text.slice(0, 60))})`);
+const zero = await client.completions.create({
+  model, prompt: PROMPT, max_tokens: 40, temperature: 0, frequency_penalty: 0, presence_penalty: 0,
+});
+check(zero.choices[0].text === ref.completion, 'penalties of 0 (what SDKs send by default) change nothing');
 
 // token ids as the prompt: the same ids allm-run encodes
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
 gw_npm
 
@@ -25,7 +25,9 @@ done
 CHAT="${CHAT%,}]"
 gw_up "$MAIN_URL" || exit 1
 
-printf '{"completion": %s}\n' "$(reference_text "Once upon a time" 40)" >"$tmp/ref.json"
+printf '{"completion": %s, "penalized": %s}\n' "$(reference_text "Once upon a time" 40)" \
+	"$(reference_text "Once upon a time" 40 --repetition-penalty 1.3 --frequency-penalty 0.5 \
+		--presence-penalty 0.2)" >"$tmp/ref.json"
 GW_URL=$MAIN_URL GW_MODEL=$M GW_REF=$tmp/ref.json GW_CHAT=$CHAT GW_OUT=$tmp/chat.json \
 	node "$TESTS_DIR/gateway-openai.mjs" >"$tmp/node.out" 2>&1
 rc=$?

@@ -1,6 +1,6 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
  * and range before anything is allocated for the engine; fields the engine cannot
- * honour (penalties, logprobs, n > 1, tools) are refused by name rather than
+ * honour (logit_bias, logprobs, n > 1, tools) are refused by name rather than
  * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
  * with extensions it does not know. */
 #include "gw-openai.h"
@@ -309,7 +309,7 @@ static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
 static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_err *e)
 {
 	struct allm_request_params *p = &r->params;
-	double temp = 1.0, top_p = 1.0;
+	double temp = 1.0, top_p = 1.0, presence = 0, frequency = 0, repetition = 1;
 	int64_t top_k = 0, n = 1, seed = -1, max_tokens = -1, best_of = 1;
 	bool ignore_eos = false, seeded;
 	json_t *j;
@@ -319,13 +319,15 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	    get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, e) ||
 	    get_int(b, "max_tokens", 1, INT32_MAX, &max_tokens, e) ||
 	    (chat && get_int(b, "max_completion_tokens", 1, INT32_MAX, &max_tokens, e)) ||
-	    get_bool(b, "ignore_eos", &ignore_eos, e) || parse_stop(b, r, e))
+	    get_bool(b, "ignore_eos", &ignore_eos, e) || parse_stop(b, r, e) ||
+	    get_num(b, "presence_penalty", -2, 2, &presence, e) ||
+	    get_num(b, "frequency_penalty", -2, 2, &frequency, e) ||
+	    get_num(b, "repetition_penalty", 1e-6, 10, &repetition, e))
 		return -1;
 	if (n != 1 || best_of != 1)
 		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
 	/* neutral values only: the engine has no such knob */
-	if (refuse_unless(b, "presence_penalty", 0, e) || refuse_unless(b, "frequency_penalty", 0, e) ||
-	    refuse_unless(b, "repetition_penalty", 1, e) || refuse_unless(b, "logit_bias", 0, e) ||
+	if (refuse_unless(b, "logit_bias", 0, e) ||
 	    refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "logprobs", 0, e) ||
 	    refuse_unless(b, "top_logprobs", 0, e) || refuse_unless(b, "echo", 0, e) ||
 	    refuse_unless(b, "suffix", 0, e))
@@ -349,6 +351,9 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	p->temperature = (float)temp;
 	p->top_p = (float)top_p;
 	p->top_k = top_k > 0 ? (int32_t)top_k : 0;
+	p->presence_penalty = (float)presence;
+	p->frequency_penalty = (float)frequency;
+	p->repetition_penalty = (float)repetition;
 	p->ignore_eos = ignore_eos;
 	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
 	if (seeded) {

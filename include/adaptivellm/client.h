@@ -118,10 +118,16 @@ struct allm_request_params {
 	const int32_t *stop_ids;   /* extra stop token ids ... */
 	uint32_t n_stop;           /* ... this many, <= ALLM_SQE_MAX_STOP */
 	uint64_t user_tag;         /* yours: echoed in every event of this request */
+	/* penalties on tokens already in the sequence, as vLLM and the OpenAI API
+	 * define them (0 = off; repetition also 1 = off) */
+	float repetition_penalty;  /* prompt and output tokens: a positive logit /, a
+				    * negative one x this; (0, 10] */
+	float frequency_penalty;   /* output tokens: logit -= this x their count; [-2, 2] */
+	float presence_penalty;    /* output tokens: logit -= this, once; [-2, 2] */
 };
 
 /* Fills *p with the defaults of the `allm` CLI: no prompt, max_tokens 128,
- * temperature 1.0, top_p 1.0, top_k 0, seed 0, user_tag 0.
+ * temperature 1.0, top_p 1.0, top_k 0, seed 0, user_tag 0, no penalties.
  * Thread-safety: touches only *p. */
 void allm_request_params_init(struct allm_request_params *p);
 
@@ -137,7 +143,8 @@ void allm_request_params_init(struct allm_request_params *p);
  *            comes back when the engine accepts earlier requests), then retry;
  *   -EINVAL  bad parameters (no prompt or both kinds, empty prompt, negative id,
  *            max_tokens <= 0, temperature < 0 or not finite, top_p outside
- *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP);
+ *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP, a penalty out of
+ *            its range or not finite);
  *   -E2BIG   the prompt is larger than the whole arena (ask for a bigger
  *            arena_size when connecting);
  *   -ENOMEM, -EPIPE (engine gone), -EPROTO (handle dead).

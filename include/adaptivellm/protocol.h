@@ -131,7 +131,11 @@ struct allm_sqe {
 	uint32_t n_stop;     /* valid entries in stop_ids, <= ALLM_SQE_MAX_STOP */
 	uint64_t seed;       /* sampler seed */
 	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* extra stop token ids */
-	uint8_t reserved[128 - 72]; /* zero */
+	/* penalties on tokens already in the sequence (vLLM's / OpenAI's): */
+	float repetition_penalty; /* prompt and output tokens: 0 or 1 = off, else (0, 10] */
+	float frequency_penalty;  /* output tokens, x their count: 0 = off, [-2, 2] */
+	float presence_penalty;   /* output tokens, once: 0 = off, [-2, 2] */
+	uint8_t reserved[128 - 84]; /* zero */
 };
 
 /* --- completion queue entry (engine -> client) --------------------------- */
@@ -286,7 +290,9 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, temperature) == 32, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, top_k) == 40, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, seed) == 48, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, stop_ids) == 56, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 72, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, repetition_penalty) == 72, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 84, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");
