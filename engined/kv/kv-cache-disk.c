@@ -13,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Blocks of host staging for disk I/O of a device that is not host memory: the
- * disk side goes at this many blocks at a time. */
+/* Host staging for the disk transfers a device that is not host memory waits
+ * for: they go at this many blocks at a time, at most KV_STAGE_BYTES of pinned
+ * memory (a 13B model's 13 MB blocks: 5 at a time, not 64 = 838 MB), at least
+ * one block. Writes behind and reads ahead have their own (kv-disk, the arena). */
 #define KV_STAGE_BLOCKS 64
+#define KV_STAGE_BYTES ((size_t)64 << 20)
 
 /* The disk tier's stage in the backend's host memory (pinned on a GPU), filled
  * by device -> host copies: a write behind copies each block once. */
@@ -50,12 +53,13 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	kv->staged = !kv->be->device_is_host || (force && !strcmp(force, "1"));
 	if (kv->staged) {
 		size_t bytes;
-		if ((r = kvc_pool_bytes(kv, KV_STAGE_BLOCKS, &bytes, err)))
+		int32_t n = (int32_t)ALLM_MAX((size_t)1, ALLM_MIN((size_t)KV_STAGE_BLOCKS, KV_STAGE_BYTES / kv->block_bytes));
+		if ((r = kvc_pool_bytes(kv, n, &bytes, err)))
 			return r;
 		if ((r = kv->be->iface->host_alloc(kv->be, bytes, &kv->stage)))
 			return allm_err_set(err, r, "cannot allocate disk staging: %s",
 					    allm_backend_last_error(kv->be));
-		kv->stage_blocks = KV_STAGE_BLOCKS;
+		kv->stage_blocks = n;
 	}
 	if (kv->be->simulated) {
 		/* no file: the profile's disk model times each transfer */
