@@ -177,9 +177,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	/* a disk swap is written from and read into device blocks (staged through
 	 * host memory on a GPU; the disk model's timings include that); a write
 	 * that goes behind costs the step its copy to the stage, which is what the
-	 * swap model's out direction prices (on a GPU, the device -> host copy and
-	 * a copy in host memory into the disk's stage: the latter not priced, nor
-	 * learnt into the swap model, which is the link's) */
+	 * swap model's out direction prices (on a GPU a device -> host copy into
+	 * the disk tier's pinned stage, as a swap-out's into the host pool) */
 	d->pred_disk_s = NAN;
 	if (kv->disk)
 		d->pred_disk_s = (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
@@ -225,9 +224,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			v->n_disk_blocks = n;
 			v->seq.n_blocks = 0;
 			v->pending_swap_out_s = res.seconds;
-			if (res.behind && !kv->staged) /* a copy to the stage, as a swap-out is */
+			if (res.behind) /* a copy to the stage, as a swap-out is */
 				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
-			else if (!res.behind)
+			else
 				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
