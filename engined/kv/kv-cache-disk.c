@@ -565,25 +565,10 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 		return -EINVAL;
 	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(dp))
 		return -EBUSY;
-	int32_t *mem = allm_malloc((size_t)n * sizeof(int32_t)),
-		*disk = allm_malloc((size_t)n * sizeof(int32_t));
-	if (!mem || !disk) {
-		allm_free(mem);
-		allm_free(disk);
-		return -ENOMEM;
-	}
 	/* runs separated by a one-block gap on the disk side, as in time_copy */
-	int32_t room = ALLM_MIN(kv->gpu.capacity, dp->capacity) - span;
-	int32_t base = room > 0 ? (int32_t)(kv->calib_cursor % (uint32_t)(room + 1)) : 0;
-	kv->calib_cursor += (uint32_t)span;
-	int32_t per = n / n_runs, k = 0;
-	for (int32_t r = 0; r < n_runs; r++) {
-		int32_t len = r == n_runs - 1 ? n - k : per;
-		for (int32_t i = 0; i < len; i++, k++) {
-			mem[k] = base + k;
-			disk[k] = base + k + r;
-		}
-	}
+	int32_t *disk, *mem, base = kvc_calib_ids(kv, dp->capacity, n, n_runs, &disk, &mem);
+	if (base < 0)
+		return base;
 	kvc_touch_range(kv, true, base, span);
 	struct allm_swap_result res;
 	/* the disk's own cost, waited for: a write behind is priced as the copy it

@@ -11,6 +11,13 @@ int kvc_pool_bytes(const struct allm_kv_cache *kv, int32_t n, size_t *ret, struc
  * backend maps them lazily, so a timed copy does not pay their page faults. */
 void kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n);
 
+/* Scratch ids for a calibration transfer of n blocks as exactly n_runs runs
+ * between the device pool and a pool of other_capacity blocks: *ret_gapped (runs
+ * a block apart) and *ret_plain (consecutive), both allm_malloc'ed, starting
+ * where the last calibration left off. The first id, or -ENOMEM. The caller
+ * checked n + n_runs fits both pools. */
+int32_t kvc_calib_ids(struct allm_kv_cache *kv, int32_t other_capacity, int32_t n, int32_t n_runs, int32_t **ret_gapped,
+		      int32_t **ret_plain);
 /* Frees the disk side's buffers, once the disk is closed (kv-cache-disk.c). */
 void kvc_disk_fini(struct allm_kv_cache *kv);
 

@@ -266,6 +266,34 @@ static void scrub_caches(struct allm_kv_cache *kv)
 	memset(kv->scrub, 1, kv->scrub_len);
 }
 
+int32_t kvc_calib_ids(struct allm_kv_cache *kv, int32_t other_capacity, int32_t n, int32_t n_runs, int32_t **ret_gapped,
+		      int32_t **ret_plain)
+{
+	int32_t span = n + n_runs;
+	int32_t *gapped = allm_malloc((size_t)n * sizeof(int32_t)), *plain = allm_malloc((size_t)n * sizeof(int32_t));
+	if (!gapped || !plain) {
+		allm_free(gapped);
+		allm_free(plain);
+		return -ENOMEM;
+	}
+	/* Successive calls walk across the pools, so calibration copies, like real
+	 * swaps, mostly miss the caches instead of re-copying the same hot blocks. */
+	int32_t room = ALLM_MIN(kv->gpu.capacity, other_capacity) - span;
+	int32_t base = room > 0 ? (int32_t)(kv->calib_cursor % (uint32_t)(room + 1)) : 0;
+	kv->calib_cursor += (uint32_t)span;
+	int32_t per = n / n_runs, k = 0;
+	for (int32_t r = 0; r < n_runs; r++) {
+		int32_t len = r == n_runs - 1 ? n - k : per;
+		for (int32_t i = 0; i < len; i++, k++) {
+			gapped[k] = base + k + r; /* gap of one between runs */
+			plain[k] = base + k;
+		}
+	}
+	*ret_gapped = gapped;
+	*ret_plain = plain;
+	return base;
+}
+
 double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs)
 {
 	/* scratch ids laid out so the copy takes exactly n_runs runs: runs separated
@@ -276,26 +304,9 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 		return -EINVAL;
 	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(&kv->cpu))
 		return -EBUSY; /* scratch copies would clobber live K/V */
-	int32_t *src = allm_malloc((size_t)n * sizeof(int32_t)),
-		*dst = allm_malloc((size_t)n * sizeof(int32_t));
-	if (!src || !dst) {
-		allm_free(src);
-		allm_free(dst);
-		return -ENOMEM;
-	}
-	/* Successive calls walk across the pools, so calibration copies, like real
-	 * swaps, mostly miss the caches instead of re-copying the same hot blocks. */
-	int32_t room = ALLM_MIN(kv->gpu.capacity, kv->cpu.capacity) - span;
-	int32_t base = room > 0 ? (int32_t)(kv->calib_cursor % (uint32_t)(room + 1)) : 0;
-	kv->calib_cursor += (uint32_t)span;
-	int32_t per = n / n_runs, k = 0;
-	for (int32_t r = 0; r < n_runs; r++) {
-		int32_t len = r == n_runs - 1 ? n - k : per;
-		for (int32_t i = 0; i < len; i++, k++) {
-			src[k] = base + k + r; /* gap of one between runs */
-			dst[k] = base + k;
-		}
-	}
+	int32_t *src, *dst, base = kvc_calib_ids(kv, kv->cpu.capacity, n, n_runs, &src, &dst);
+	if (base < 0)
+		return base;
 	kvc_touch_range(kv, true, base, span);
 	kvc_touch_range(kv, false, base, span);
 	if (kv->be->device_is_host)
