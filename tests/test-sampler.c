@@ -1,4 +1,4 @@
-/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, and parameter validation. */
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, and parameter validation. */
 #include "sampler.h"
 
 #include <math.h>
@@ -381,6 +381,49 @@ static void test_penalties(void)
 	allm_sampler_fini(&sm);
 }
 
+/* Log-probabilities against a double-precision restatement: the sampled
+ * token's, the top k best first with ties to the lower id, of the raw row
+ * (penalties do not change them). */
+static void test_logprobs(void)
+{
+	enum { V = 9 };
+	const float row[V] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -1.0f, 2.0f, 0.0f};
+	double lse = 0;
+	for (int i = 0; i < V; i++)
+		lse += exp((double)row[i]);
+	lse = log(lse);
+	struct allm_sampling p;
+	struct allm_sampler sm;
+	struct allm_token_logprobs lp;
+	sampling(&p, 0.0f, 0, 1.0f, 0);
+	p.logprobs = 1 + 4;
+	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	allm_sampler_logprobs(&sm, row, 4, &lp);
+	CHECK(lp.id == 4 && fabs(lp.logprob - (0.5 - lse)) < 1e-6, "sampled: %g, want %g", lp.logprob, 0.5 - lse);
+	const int32_t want[4] = {1, 3, 5, 7}; /* 3, 3, 2, 2: ties by id */
+	CHECK(lp.n_top == 4, "%d alternatives", lp.n_top);
+	for (int k = 0; k < lp.n_top && k < 4; k++)
+		CHECK(lp.top_id[k] == want[k] && fabs(lp.top_logprob[k] - (row[want[k]] - lse)) < 1e-6,
+		      "top %d: %d (%g), want %d", k, lp.top_id[k], lp.top_logprob[k], want[k]);
+	allm_sampler_fini(&sm);
+	/* logprobs 1: the sampled token's only; more asked than the vocabulary has */
+	p.logprobs = 1;
+	allm_sampler_init(&sm, &p, V);
+	allm_sampler_logprobs(&sm, row, 1, &lp);
+	CHECK(lp.n_top == 0 && fabs(lp.logprob - (3.0 - lse)) < 1e-6, "logprobs 1");
+	allm_sampler_fini(&sm);
+	p.logprobs = 1 + ALLM_SAMPLER_LOGPROBS_MAX;
+	allm_sampler_init(&sm, &p, V);
+	allm_sampler_logprobs(&sm, row, 1, &lp);
+	CHECK(lp.n_top == V && lp.top_id[V - 1] == 2, "all %d of the vocabulary: %d", V, lp.n_top);
+	allm_sampler_fini(&sm);
+	struct allm_err err = {{0}};
+	p.logprobs = 2 + ALLM_SAMPLER_LOGPROBS_MAX;
+	CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "logprobs"), "too many: %s", err.msg);
+	p.logprobs = -1;
+	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "negative logprobs");
+}
+
 int main(void)
 {
 	size_t mem0 = allm_mem_in_use();
@@ -393,6 +436,7 @@ int main(void)
 	test_temperature_freqs();
 	test_validate();
 	test_penalties();
+	test_logprobs();
 	CHECK(allm_mem_in_use() == mem0, "sampler leaked %zu bytes", allm_mem_in_use() - mem0);
 	if (n_fail) {
 		fprintf(stderr, "test-sampler: %d failure(s)\n", n_fail);

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"                         one x R (default 1 = off; (0, 10])\n"
 		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
 		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
+		"  --logprobs K           with --json: each token's log-probability and the K most\n"
+		"                         likely tokens' (0..10)\n"
 		"  --ignore-eos           do not stop at EOS\n"
 		"  --ids                  print 'prompt: ...' and 'generated: ...' id lines\n"
 		"  --json                 print one JSON object\n"
@@ -124,6 +126,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->samp.frequency_penalty = (float)d;
 		else if (!strcmp(f, "--presence-penalty") && !allm_parse_f64(v, -2, 2, &d))
 			a->samp.presence_penalty = (float)d;
+		else if (!strcmp(f, "--logprobs") && !allm_parse_i64(v, 0, ALLM_SAMPLER_LOGPROBS_MAX, &n))
+			a->samp.logprobs = 1 + (int32_t)n;
 		else {
 			static const struct { const char *flag, *want; } ranges[] = {
 				{"-n", "an integer >= 1"}, {"--max-output", "an integer >= 1"},
@@ -132,7 +136,7 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 				{"--top-k", "an integer >= 0"}, {"--top-p", "a number in (0, 1]"},
 				{"--seed", "an integer >= 0"}, {"--repetition-penalty", "a number in (0, 10]"},
 				{"--frequency-penalty", "a number in [-2, 2]"},
-				{"--presence-penalty", "a number in [-2, 2]"},
+				{"--presence-penalty", "a number in [-2, 2]"}, {"--logprobs", "an integer in 0..10"},
 			};
 			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ranges); k++)
 				if (!strcmp(f, ranges[k].flag)) {
@@ -222,6 +226,7 @@ struct gen_result {
 	double t_start, t_first, t_end; /* submit, first token, finish */
 	FILE *stream; /* streams text pieces when set */
 	struct allm_detok *dt;
+	struct allm_token_logprobs *lp; /* [cap] with --logprobs */
 };
 
 static void on_token(void *user, struct allm_request *r, int32_t id)
@@ -236,8 +241,14 @@ static void on_token(void *user, struct allm_request *r, int32_t id)
 		if (!v)
 			return;
 		g->ids = v;
+		struct allm_token_logprobs *l = r->sampler.p.logprobs > 0 ? allm_realloc(g->lp, (size_t)cap * sizeof(*l)) : NULL;
+		if (r->sampler.p.logprobs > 0 && !l)
+			return;
+		g->lp = l;
 		g->cap = cap;
 	}
+	if (g->lp)
+		g->lp[g->n_generated] = r->lp;
 	g->ids[g->n_generated++] = id;
 	if (g->dt && allm_detok_push(g->dt, id, piece, sizeof(piece)) > 0) {
 		fputs(piece, g->stream);
@@ -341,6 +352,17 @@ static int emit_json(struct allm_runtime *rt, const int32_t *prompt, int32_t n_p
 	json_object_set_new(o, "prefill_s", json_real(g->t_first - g->t_start));
 	json_object_set_new(o, "decode_s", json_real(g->t_end - g->t_first));
 	json_object_set_new(o, "load_s", json_real(rt->load_seconds));
+	if (g->lp) { /* --logprobs: per token {"id", "logprob", "top": [[id, logprob], ...]} */
+		json_t *lps = json_array();
+		for (int32_t i = 0; i < g->n_generated; i++) {
+			json_t *top = json_array();
+			for (int32_t j = 0; j < g->lp[i].n_top; j++)
+				json_array_append_new(top, json_pack("[i, f]", g->lp[i].top_id[j], (double)g->lp[i].top_logprob[j]));
+			json_array_append_new(lps, json_pack("{s:i, s:f, s:o}", "id", g->lp[i].id, "logprob",
+							     (double)g->lp[i].logprob, "top", top));
+		}
+		json_object_set_new(o, "logprobs", lps);
+	}
 	allm_free(text);
 	char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
 	json_decref(o);
@@ -424,6 +446,7 @@ int main(int argc, char **argv)
 		w.max_tokens = 2;
 		generate(rt, prompt, n_prompt, &w, NULL, &g, &err);
 		allm_free(g.ids);
+		allm_free(g.lp);
 	}
 	if ((r = generate(rt, prompt, n_prompt, &a, stream, &g, &err))) {
 		fprintf(stderr, "%sallm-run: %s\n", g.n_generated && stream ? "\n" : "", err.msg);
@@ -462,6 +485,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	allm_free(g.ids);
+	allm_free(g.lp);
 	allm_free(prompt);
 	allm_runtime_close(rt);
 	return rc;

@@ -15,6 +15,7 @@ void allm_sampling_default(struct allm_sampling *p)
 	p->repetition_penalty = 1.0f;
 	p->frequency_penalty = 0.0f;
 	p->presence_penalty = 0.0f;
+	p->logprobs = 0;
 }
 
 bool allm_sampling_penalized(const struct allm_sampling *p)
@@ -40,6 +41,9 @@ int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
 	if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
 		return allm_err_set(err, -EINVAL, "presence_penalty must be in [-2, 2] (got %g)",
 				    p->presence_penalty);
+	if (p->logprobs < 0 || p->logprobs > 1 + ALLM_SAMPLER_LOGPROBS_MAX)
+		return allm_err_set(err, -EINVAL, "logprobs must ask for at most %d alternatives (got %d)",
+				    ALLM_SAMPLER_LOGPROBS_MAX, p->logprobs - 1);
 	return 0;
 }
 
@@ -57,11 +61,41 @@ int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int
 			return -ENOMEM;
 		}
 	}
-	if (allm_sampling_penalized(p) && !(s->count = allm_calloc((size_t)vocab, sizeof(int32_t)))) {
+	if (allm_sampling_penalized(p) && (!(s->count = allm_calloc((size_t)vocab, sizeof(int32_t))) ||
+					   (p->logprobs > 0 && !(s->raw = allm_malloc((size_t)vocab * sizeof(float)))))) {
 		allm_sampler_fini(s);
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+void allm_sampler_logprobs(const struct allm_sampler *s, const float *row, int32_t id,
+			   struct allm_token_logprobs *out)
+{
+	int32_t V = s->vocab, k = ALLM_MIN(ALLM_MAX(s->p.logprobs - 1, 0), ALLM_MIN(ALLM_SAMPLER_LOGPROBS_MAX, V));
+	float mx = row[allm_argmax(row, V)];
+	double sum = 0.0;
+	for (int32_t i = 0; i < V; i++)
+		sum += exp((double)row[i] - mx);
+	double lse = mx + log(sum);
+	out->id = id;
+	out->logprob = (float)(row[id] - lse);
+	/* the k best by insertion: k <= 10, one pass over the row */
+	out->n_top = 0;
+	for (int32_t i = 0; i < V && k > 0; i++) {
+		int32_t n = out->n_top;
+		if (n == k && row[i] <= row[out->top_id[n - 1]])
+			continue; /* not better (a tie keeps the lower id already in) */
+		int32_t j = n < k ? n++ : n - 1;
+		while (j > 0 && row[i] > row[out->top_id[j - 1]]) {
+			out->top_id[j] = out->top_id[j - 1];
+			j--;
+		}
+		out->top_id[j] = i;
+		out->n_top = n;
+	}
+	for (int32_t j = 0; j < out->n_top; j++)
+		out->top_logprob[j] = (float)(row[out->top_id[j]] - lse);
 }
 
 void allm_sampler_fini(struct allm_sampler *s)
@@ -69,9 +103,11 @@ void allm_sampler_fini(struct allm_sampler *s)
 	allm_free(s->probs);
 	allm_free(s->idx);
 	allm_free(s->count);
+	allm_free(s->raw);
 	s->probs = NULL;
 	s->idx = NULL;
 	s->count = NULL;
+	s->raw = NULL;
 }
 
 void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t *tokens, int32_t n_prompt,
@@ -146,8 +182,9 @@ static enum allm_sample_need row_need(const struct allm_sampler *s)
 
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
 {
-	/* the penalties change the row before it is reduced: the device must give it whole */
-	return allm_sampling_penalized(&s->p) ? ALLM_SAMPLE_FULL : row_need(s);
+	/* the penalties change the row before it is reduced, log-probabilities
+	 * need all of it: the device must give it whole */
+	return allm_sampling_penalized(&s->p) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
 }
 
 static const int32_t *sort_ids;

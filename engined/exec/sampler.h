@@ -17,6 +17,21 @@ struct allm_sampling {
 	 * count in the output, presence its value once for a token in the output
 	 * (0 = off, each in [-2, 2]). */
 	float repetition_penalty, frequency_penalty, presence_penalty;
+	/* 0: none; 1 + k: the sampled token's log-probability and the k most
+	 * likely tokens' (k <= ALLM_SAMPLER_LOGPROBS_MAX), of the model's own
+	 * distribution (the raw row: before penalties and temperature, as vLLM) */
+	int32_t logprobs;
+};
+
+#define ALLM_SAMPLER_LOGPROBS_MAX 10
+
+/* One token's log-probabilities (allm_sampler_logprobs). */
+struct allm_token_logprobs {
+	int32_t id;
+	float logprob;
+	int32_t n_top;
+	int32_t top_id[ALLM_SAMPLER_LOGPROBS_MAX];
+	float top_logprob[ALLM_SAMPLER_LOGPROBS_MAX];
 };
 
 struct allm_sampler {
@@ -26,6 +41,7 @@ struct allm_sampler {
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
+	float *raw; /* [vocab] the row before penalties, with logprobs and penalties */
 };
 
 /* Defaults: greedy, no top-k/top-p, seed 0, no penalties. */
@@ -36,6 +52,11 @@ void allm_sampling_default(struct allm_sampling *p);
 int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err);
 /* Whether p asks for any penalty. */
 bool allm_sampling_penalized(const struct allm_sampling *p);
+/* The log-probabilities a request with logprobs > 0 reports for token id of its
+ * raw row[vocab] (natural logs, log-softmax in double precision; the top ones
+ * best first, lower id first on a tie). */
+void allm_sampler_logprobs(const struct allm_sampler *s, const float *row, int32_t id,
+			   struct allm_token_logprobs *out);
 
 int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab);
 void allm_sampler_fini(struct allm_sampler *s);
@@ -58,7 +79,7 @@ enum allm_sample_need {
 	ALLM_SAMPLE_FULL, /* anything else: the whole row */
 };
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s);
-/* (A penalized request needs its whole row: ALLM_SAMPLE_FULL.) */
+/* (A penalized request, or one with logprobs, needs its whole row: ALLM_SAMPLE_FULL.) */
 /* Samples an ALLM_SAMPLE_TOPK request from its candidates: vals[top_k] sorted
  * descending (equal values by ascending id), ids[top_k]; draws from s's RNG. */
 int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids);

@@ -51,12 +51,23 @@ static int reserve_io(struct allm_engine *e, int32_t rows)
 }
 
 /* The next token from a request's row of logits on the host: its penalties
- * first (they change the row), then its sampling. */
+ * first (they change the row), then its sampling; log-probabilities, when
+ * asked, of the row as the model gave it. */
 static int32_t sample_row(struct allm_request *r, float *row)
 {
-	if (allm_sampling_penalized(&r->sampler.p))
-		allm_sampler_penalize(&r->sampler, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
-	return allm_sampler_sample(&r->sampler, row);
+	struct allm_sampler *s = &r->sampler;
+	const float *raw = row;
+	if (allm_sampling_penalized(&s->p)) {
+		if (s->raw) {
+			memcpy(s->raw, row, (size_t)s->vocab * sizeof(float));
+			raw = s->raw;
+		}
+		allm_sampler_penalize(s, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
+	}
+	int32_t id = allm_sampler_sample(s, row);
+	if (s->p.logprobs > 0)
+		allm_sampler_logprobs(s, raw, id, &r->lp);
+	return id;
 }
 
 /* Samples the next token of each row that has one and retires the requests that

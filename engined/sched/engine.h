@@ -57,6 +57,7 @@ struct allm_request {
 	int32_t *disk_blocks; /* block table in the disk pool while swapped to disk */
 	int32_t n_disk_blocks;
 	struct allm_sampler sampler; /* per-request RNG: sampling survives preemption */
+	struct allm_token_logprobs lp; /* of the last token, with sampling.logprobs > 0 (for on_token) */
 	int32_t max_tokens;
 	bool ignore_eos;
 	int32_t n_stop;
