@@ -192,7 +192,8 @@ static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes
 		return -EINVAL;
 	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10) ||
 	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
-	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2) || p->logprobs < 0 ||
+	    p->logprobs > 1 + ALLM_LOGPROBS_MAX)
 		return -EINVAL;
 	if (ids) {
 		if (p->n_prompt_ids > UINT32_MAX / sizeof(int32_t))
@@ -251,6 +252,7 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		.repetition_penalty = p->repetition_penalty,
 		.frequency_penalty = p->frequency_penalty,
 		.presence_penalty = p->presence_penalty,
+		.logprobs = (uint8_t)p->logprobs,
 	};
 	for (uint32_t i = 0; i < p->n_stop; i++)
 		e.stop_ids[i] = p->stop_ids[i];
@@ -335,6 +337,16 @@ static int validate_cqe(const struct allm_cqe *e)
 		    e->request_id == 0 || e->text_len > ALLM_CQE_TEXT_MAX)
 			return -EPROTO;
 		return 0;
+	case ALLM_CQE_LOGPROBS: {
+		const struct allm_cqe_logprobs *l = &e->u.logprobs;
+		bool zero = true;
+		for (size_t i = 0; i < sizeof(l->reserved); i++)
+			zero &= l->reserved[i] == 0;
+		if (e->flags || e->finish_reason || e->status || e->request_id == 0 || e->text_len ||
+		    l->n_top > ALLM_LOGPROBS_MAX || !zero)
+			return -EPROTO;
+		return 0;
+	}
 	case ALLM_CQE_FINAL:
 		if (e->flags || e->finish_reason == ALLM_FINISH_NONE ||
 		    e->finish_reason > ALLM_FINISH_ERROR || e->status > 0 || e->status < -4095 ||
@@ -397,12 +409,25 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 			return -EPROTO; /* accepted something we never submitted */
 		ev->kind = ALLM_EVENT_ACCEPTED;
 		return 1;
-	case ALLM_CQE_TOKEN:
+	case ALLM_CQE_LOGPROBS:
+		c->lp_pending = e->u.logprobs;
+		c->lp_request = e->request_id;
+		return 0;
+	case ALLM_CQE_TOKEN: {
 		ev->kind = ALLM_EVENT_TOKEN;
-		return token_event(c, e, ev);
+		int r = token_event(c, e, ev);
+		if (r == 1 && c->lp_request == e->request_id) {
+			c->lp_event = c->lp_pending;
+			ev->logprobs = &c->lp_event;
+			c->lp_request = 0;
+		}
+		return r;
+	}
 	default: { /* ALLM_CQE_FINAL */
 		const struct allm_cqe_final *f = &e->u.final;
 		struct allm_partial_piece *pp;
+		if (c->lp_request == e->request_id)
+			c->lp_request = 0; /* its token never came: nothing to show */
 		if (e->request_id == 0)
 			arena_free_tag(c, e->user_tag); /* refused before acceptance */
 		else if ((pp = find_partial(c, e->request_id)))

@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values and penalties, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties and logprobs, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -165,6 +165,9 @@ static void odd_values(struct raw *r)
 	for (size_t i = 0; i < sizeof(bad_pen) / sizeof(bad_pen[0]); i++)
 		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.repetition_penalty = bad_pen[i][0],
 		q.frequency_penalty = bad_pen[i][1], q.presence_penalty = bad_pen[i][2], raw_push(r, &q);
+	for (int i = 0; i < 2; i++) /* logprobs past the most alternatives */
+		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.logprobs = i ? 255 : 2 + ALLM_LOGPROBS_MAX,
+		raw_push(r, &q);
 	uint64_t pen1 = t;
 	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
@@ -181,8 +184,9 @@ static void odd_values(struct raw *r)
 	for (uint64_t i = pen0; i < pen1; i++) {
 		char msg[ALLM_CQE_ERROR_MAX + 1] = {0}; /* NUL-padded, not always NUL-ended */
 		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
-		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR && strstr(msg, "penalty"),
-		      "a bad penalty (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
+		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR &&
+			      (strstr(msg, "penalty") || strstr(msg, "logprobs")),
+		      "a bad penalty or logprobs (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";
 	for (uint64_t i = 300; i < t && i - 300 < sizeof(which) - 1; i++)

@@ -1,4 +1,4 @@
-/* Description: libadaptivellm against a fake engine thread (real handshake, shm/ segment, rings and doorbells): memfd and POSIX connect, text and id prompts, event order with reassembled split pieces, arena reuse and -EAGAIN (arena, SQ), -E2BIG/-EINVAL, refused requests, cancel, doorbell sleep/wake and external-loop fd, wait timeout, engine death -> -EPIPE, garbage CQEs -> -EPROTO, connection errors. With `--serve DIR NAME` it runs the fake engine for tests/cli-allm.sh. */
+/* Description: libadaptivellm against a fake engine thread (real handshake, shm/ segment, rings and doorbells): memfd and POSIX connect, text and id prompts, event order with reassembled split pieces, logprobs attached to their tokens, arena reuse and -EAGAIN (arena, SQ), -E2BIG/-EINVAL, refused requests, cancel, doorbell sleep/wake and external-loop fd, wait timeout, engine death -> -EPIPE, garbage CQEs -> -EPROTO, connection errors. With `--serve DIR NAME` it runs the fake engine for tests/cli-allm.sh. */
 #include <adaptivellm/client.h>
 
 #include "shm-doorbell.h"
@@ -120,6 +120,18 @@ static int push_token(struct eng *e, uint64_t tag, uint64_t id, int32_t tok, con
 	return eng_push(e, &q);
 }
 
+/* A LOGPROBS entry: token tok at -0.5 - index, n alternatives tok + k at -k. */
+static int push_logprobs(struct eng *e, uint64_t tag, uint64_t id, uint32_t index, int32_t tok, int n)
+{
+	struct allm_cqe q = { .kind = ALLM_CQE_LOGPROBS, .user_tag = tag, .request_id = id };
+	q.u.logprobs.index = index;
+	q.u.logprobs.n_top = (uint32_t)n;
+	q.u.logprobs.sampled = (struct allm_logprob){ tok, -0.5f - (float)index };
+	for (int k = 0; k < n; k++)
+		q.u.logprobs.top[k] = (struct allm_logprob){ tok + k, -(float)k };
+	return eng_push(e, &q);
+}
+
 static int push_final(struct eng *e, uint64_t tag, uint64_t id, int reason, int32_t status,
 		      uint32_t n_prompt, uint32_t n_gen, const char *msg)
 {
@@ -173,6 +185,8 @@ static int garbage(struct eng *e, uint64_t tag, uint64_t id)
 	case 2: q.kind = ALLM_CQE_FINAL; q.finish_reason = 9; break;
 	case 3: q.kind = ALLM_CQE_ACCEPTED; q.user_tag = 12345; q.request_id = 99; break;
 	case 4: q.flags = 0x80; break;                     /* unknown flag */
+	case 5: q.kind = ALLM_CQE_LOGPROBS; q.u.logprobs.n_top = ALLM_LOGPROBS_MAX + 1; break;
+	case 6: q.kind = ALLM_CQE_LOGPROBS; q.u.logprobs.reserved[3] = 1; break;
 	default: q.kind = ALLM_CQE_FINAL; q.finish_reason = ALLM_FINISH_EOS; q.status = 5; break;
 	}
 	return eng_push(e, &q);
@@ -229,8 +243,11 @@ static int eng_submit(struct eng *e, const struct allm_sqe *s)
 	}
 	char piece[LONG_PIECE];
 	long_piece(piece);
-	if (push_token(e, tag, id, 100, "Hello", 5) || push_token(e, tag, id, 101, piece, LONG_PIECE) ||
-	    push_token(e, tag, id, 102, ", world", 7))
+	/* logprobs: before the first two tokens only (the second's text spans entries) */
+	if ((s->logprobs && push_logprobs(e, tag, id, 0, 100, s->logprobs - 1)) ||
+	    push_token(e, tag, id, 100, "Hello", 5) ||
+	    (s->logprobs && push_logprobs(e, tag, id, 1, 101, s->logprobs - 1)) ||
+	    push_token(e, tag, id, 101, piece, LONG_PIECE) || push_token(e, tag, id, 102, ", world", 7))
 		return -EPIPE;
 	return push_final(e, tag, id, ALLM_FINISH_LENGTH, 0, n_prompt, 3, NULL);
 }
@@ -765,9 +782,50 @@ static void test_engine_death(void)
 	fake_stop(&f, true);
 }
 
+/* A request with logprobs: its TOKEN events carry the LOGPROBS entry that came
+ * just before them (a piece split over entries included), the others NULL; and
+ * out-of-range logprobs never reach the engine. */
+static void test_logprobs(void)
+{
+	struct fake f;
+	fake_init(&f, tmpdir, "t", true);
+	struct allm_client_opts o = { 0 };
+	allm_client_t *c = must_connect(&o);
+	struct allm_request_params p;
+	struct allm_event ev;
+	allm_request_params_init(&p);
+	p.prompt = "ffff";
+	p.prompt_len = 4;
+	p.user_tag = 5;
+	p.logprobs = 1 + ALLM_LOGPROBS_MAX + 1;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "logprobs past the most alternatives");
+	p.logprobs = -1;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "negative logprobs");
+	p.logprobs = 1 + 3;
+	CHECK(allm_client_submit(c, &p) == 0, "submit with logprobs");
+	int r = allm_client_wait(c, &ev, 5000);
+	CHECK(r == 1 && ev.kind == ALLM_EVENT_ACCEPTED && !ev.logprobs, "accepted");
+	for (uint32_t i = 0; i < 3; i++) {
+		r = allm_client_wait(c, &ev, 5000);
+		CHECK(r == 1 && ev.kind == ALLM_EVENT_TOKEN && ev.token_id == 100 + (int32_t)i, "token %u", i);
+		const struct allm_cqe_logprobs *l = ev.logprobs;
+		if (i == 2) {
+			CHECK(!l, "token 2 came without logprobs but has some");
+			continue;
+		}
+		CHECK(l && l->index == i && l->sampled.token_id == 100 + (int32_t)i && l->sampled.logprob == -0.5f - i &&
+			      l->n_top == 3 && l->top[2].token_id == 102 + (int32_t)i && l->top[2].logprob == -2.0f,
+		      "token %u: logprobs %s", i, l ? "wrong" : "missing");
+	}
+	r = allm_client_wait(c, &ev, 5000);
+	CHECK(r == 1 && ev.kind == ALLM_EVENT_FINAL && !ev.logprobs, "final");
+	allm_client_disconnect(c);
+	fake_stop(&f, true);
+}
+
 static void test_garbage(void)
 {
-	for (uint64_t v = 0; v < 6; v++) {
+	for (uint64_t v = 0; v < 8; v++) {
 		struct fake f;
 		fake_init(&f, tmpdir, "t", true);
 		struct allm_client_opts o = { 0 };
@@ -883,6 +941,7 @@ int main(int argc, char **argv)
 	test_reject_cancel();
 	test_sleep_wake();
 	test_engine_death();
+	test_logprobs();
 	test_garbage();
 	test_connect_errors();
 	test_lease();

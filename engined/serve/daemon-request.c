@@ -131,6 +131,24 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 	} while (len > 0);
 }
 
+_Static_assert(ALLM_SAMPLER_LOGPROBS_MAX == ALLM_LOGPROBS_MAX, "a token's alternatives fit one entry");
+
+/* The token's LOGPROBS entry, right before its TOKEN entries. */
+static void emit_logprobs(struct daemon *d, struct dclient *c, const struct allm_request *r, uint32_t index)
+{
+	struct allm_cqe e;
+	memset(&e, 0, sizeof(e));
+	e.kind = ALLM_CQE_LOGPROBS;
+	e.user_tag = ((struct dreq *)r->user)->user_tag;
+	e.request_id = (uint64_t)r->id;
+	e.u.logprobs.index = index;
+	e.u.logprobs.n_top = (uint32_t)r->lp.n_top;
+	e.u.logprobs.sampled = (struct allm_logprob){r->lp.id, r->lp.logprob};
+	for (int32_t i = 0; i < r->lp.n_top; i++)
+		e.u.logprobs.top[i] = (struct allm_logprob){r->lp.top_id[i], r->lp.top_logprob[i]};
+	emit(d, c, &e);
+}
+
 void daemon_on_token(void *user, struct allm_request *r, int32_t token)
 {
 	struct daemon *d = user;
@@ -139,6 +157,8 @@ void daemon_on_token(void *user, struct allm_request *r, int32_t token)
 	int n = 0;
 	if (!dr->c)
 		return;
+	if (r->sampler.p.logprobs > 0)
+		emit_logprobs(d, dr->c, r, dr->n_gen);
 	if (dr->detok) {
 		n = allm_detok_push(dr->detok, token, piece, sizeof(piece));
 		if (n < 0)
@@ -433,7 +453,8 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		.max_tokens = ALLM_MIN(q->max_tokens, mc->max_pos),
 		.sampling = {.temperature = q->temperature, .top_k = q->top_k > 0 ? q->top_k : 0,
 			     .top_p = q->top_p, .seed = q->seed, .repetition_penalty = q->repetition_penalty,
-			     .frequency_penalty = q->frequency_penalty, .presence_penalty = q->presence_penalty},
+			     .frequency_penalty = q->frequency_penalty, .presence_penalty = q->presence_penalty,
+			     .logprobs = q->logprobs},
 		.ignore_eos = q->ignore_eos != 0,
 		.n_stop = (int32_t)q->n_stop,
 		.tag = q->user_tag,

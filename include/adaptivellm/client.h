@@ -124,6 +124,9 @@ struct allm_request_params {
 				    * negative one x this; (0, 10] */
 	float frequency_penalty;   /* output tokens: logit -= this x their count; [-2, 2] */
 	float presence_penalty;    /* output tokens: logit -= this, once; [-2, 2] */
+	int32_t logprobs;          /* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): each TOKEN
+				    * event carries the token's log-probability and the
+				    * k most likely tokens' (allm_event.logprobs) */
 };
 
 /* Fills *p with the defaults of the `allm` CLI: no prompt, max_tokens 128,
@@ -144,7 +147,7 @@ void allm_request_params_init(struct allm_request_params *p);
  *   -EINVAL  bad parameters (no prompt or both kinds, empty prompt, negative id,
  *            max_tokens <= 0, temperature < 0 or not finite, top_p outside
  *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP, a penalty out of
- *            its range or not finite);
+ *            its range or not finite, logprobs outside 0..1 + ALLM_LOGPROBS_MAX);
  *   -E2BIG   the prompt is larger than the whole arena (ask for a bigger
  *            arena_size when connecting);
  *   -ENOMEM, -EPIPE (engine gone), -EPROTO (handle dead).
@@ -177,6 +180,8 @@ struct allm_event {
 	                      * ... */
 	size_t text_len;     /* ... this many bytes; may be 0 (a token whose text is
 	                      * still incomplete UTF-8 arrives with a later one) */
+	const struct allm_cqe_logprobs *logprobs; /* the token's log-probabilities when
+	                      * the request asked (params.logprobs), else NULL */
 	/* FINAL */
 	int finish_reason;   /* enum allm_finish_reason (protocol.h) */
 	int32_t status;      /* 0, or a negative errno with ALLM_FINISH_ERROR */

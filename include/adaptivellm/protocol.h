@@ -135,7 +135,10 @@ struct allm_sqe {
 	float repetition_penalty; /* prompt and output tokens: 0 or 1 = off, else (0, 10] */
 	float frequency_penalty;  /* output tokens, x their count: 0 = off, [-2, 2] */
 	float presence_penalty;   /* output tokens, once: 0 = off, [-2, 2] */
-	uint8_t reserved[128 - 84]; /* zero */
+	/* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): a LOGPROBS entry before each
+	 * token's TOKEN entries, with its log-probability and the k most likely */
+	uint8_t logprobs;
+	uint8_t reserved[128 - 85]; /* zero */
 };
 
 /* --- completion queue entry (engine -> client) --------------------------- */
@@ -144,6 +147,8 @@ enum allm_cqe_kind {
 	ALLM_CQE_ACCEPTED = 1, /* the request got request_id (CANCEL uses it) */
 	ALLM_CQE_TOKEN = 2,    /* one generated token, its text in token.text */
 	ALLM_CQE_FINAL = 3,    /* the request ended; no further entries for it */
+	ALLM_CQE_LOGPROBS = 4, /* the next token's log-probabilities (SQE logprobs > 0):
+				* right before that token's TOKEN entries */
 };
 
 /* allm_cqe.flags */
@@ -181,6 +186,24 @@ struct allm_cqe_final {
 	char error[ALLM_CQE_ERROR_MAX]; /* ALLM_FINISH_ERROR: message, NUL-padded */
 };
 
+/* Most alternatives a LOGPROBS entry carries. */
+#define ALLM_LOGPROBS_MAX 10
+
+struct allm_logprob {
+	int32_t token_id;
+	float logprob; /* natural log of its probability under the model's own
+			* distribution (before penalties and temperature) */
+};
+
+struct allm_cqe_logprobs {
+	uint32_t index;  /* the token's index, as in its TOKEN entries */
+	uint32_t n_top;  /* entries used in top, <= ALLM_LOGPROBS_MAX */
+	struct allm_logprob sampled; /* the token sampled */
+	struct allm_logprob top[ALLM_LOGPROBS_MAX]; /* the most likely, best first
+						     * (lower id first on a tie) */
+	uint8_t reserved[8]; /* zero */
+};
+
 struct allm_cqe {
 	uint8_t kind;          /* enum allm_cqe_kind */
 	uint8_t flags;         /* ALLM_CQE_F_* */
@@ -192,6 +215,7 @@ struct allm_cqe {
 	union {
 		struct allm_cqe_token token; /* kind == ALLM_CQE_TOKEN */
 		struct allm_cqe_final final; /* kind == ALLM_CQE_FINAL */
+		struct allm_cqe_logprobs logprobs; /* kind == ALLM_CQE_LOGPROBS */
 		uint8_t raw[104];
 	} u;
 };
@@ -292,7 +316,8 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, seed) == 48, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, stop_ids) == 56, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, repetition_penalty) == 72, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 84, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, logprobs) == 84, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 85, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");
@@ -304,6 +329,8 @@ ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_token) == 104, "cqe token");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_prompt) == 24, "cqe final");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_final) == 104, "cqe final");
+ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_logprobs) == 104, "cqe logprobs");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_logprobs, top) == 16, "cqe logprobs");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe) == 128, "cqe size");
 ALLM_WIRE_ASSERT(sizeof(struct allm_hello) == 32, "allm_hello is 32 bytes");
 ALLM_WIRE_ASSERT(sizeof(struct allm_welcome) == 216, "allm_welcome is 216 bytes");
