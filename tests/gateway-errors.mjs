@@ -42,8 +42,10 @@ async function sdk() {
     () => good.completions.create({ model, prompt: 'hi', frequency_penalty: 3 }));
   await expectError('400 repetition_penalty 0', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', repetition_penalty: 0 }));
-  await expectError('400 logprobs (not supported)', OpenAI.BadRequestError, 400, null,
-    () => good.completions.create({ model, prompt: 'hi', logprobs: 2 }));
+  await expectError('400 logprobs 11 (at most 10 alternatives)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', logprobs: 11 }));
+  await expectError('400 echo (not supported)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', echo: true }));
   await expectError('400 messages not a list', OpenAI.BadRequestError, 400, null,
     () => good.chat.completions.create({ model, messages: 'hello' }));
   await expectError('413 prompt longer than the context', OpenAI.APIError, 413, 'context_length_exceeded',

@@ -1,6 +1,7 @@
 // Description: test client for gateway-openai.sh (not a test by itself): the openai npm SDK and parse-prometheus-text-format against a running allm-gateway.
 // env: GW_NPM (node_modules here), GW_URL, GW_MODEL (the model id), GW_REF (JSON file:
-// {"completion": text of allm-run for PROMPT, 40 tokens; "penalized": the same with penalties}), GW_CHAT (JSON: [{url, name}]
+// {"completion": text of allm-run for PROMPT, 40 tokens; "penalized": the same with penalties;
+// "logprobs": allm-run --logprobs 3's per token}), GW_CHAT (JSON: [{url, name}]
 // of gateways with chat templates), GW_OUT (a file this writes the chat answers to).
 import { createRequire } from 'module';
 import { readFileSync, writeFileSync } from 'fs';
@@ -45,6 +46,27 @@ const zero = await client.completions.create({
   model, prompt: PROMPT, max_tokens: 40, temperature: 0, frequency_penalty: 0, presence_penalty: 0,
 });
 check(zero.choices[0].text === ref.completion, 'penalties of 0 (what SDKs send by default) change nothing');
+
+// logprobs: allm-run's values, token for token, whole and streamed
+const near = (a, b) => Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(b));
+const lw = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, logprobs: 3 });
+const L = lw.choices[0].logprobs;
+check(L && L.tokens.length === 40 && L.tokens.join('') === ref.completion &&
+  L.token_logprobs.every((v, i) => near(v, ref.logprobs[i].logprob)) &&
+  L.top_logprobs.every((t, i) => Object.values(t).length === 3 &&
+    Object.values(t).every((v, k) => near(v, ref.logprobs[i].top[k][1]))) &&
+  L.text_offset.every((o, i) => o === L.tokens.slice(0, i).join('').length),
+  `logprobs 3: allm-run's log-probabilities, tokens joining to the text, offsets (${JSON.stringify(L && L.tokens.slice(0, 3))})`);
+let lsText = '', lsVals = [];
+for await (const ch of await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, logprobs: 1, stream: true })) {
+  const c0 = ch.choices[0];
+  if (!c0 || !c0.logprobs) continue;
+  lsText += c0.logprobs.tokens.join('');
+  lsVals.push(...c0.logprobs.token_logprobs);
+  if (c0.logprobs.tokens.join('') !== c0.text) fail(`a streamed chunk's logprobs tokens are not its text: ${JSON.stringify(c0)}`);
+}
+check(lsText === ref.completion && lsVals.length === 40 && lsVals.every((v, i) => near(v, ref.logprobs[i].logprob)),
+  'streamed logprobs: one token per chunk, the same values');
 
 // token ids as the prompt: the same ids allm-run encodes
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
@@ -119,6 +141,15 @@ for (const g of chats) {
   }
   const whole = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0 });
   answers[g.name] = { messages: mine, streamed: out, whole: whole.choices[0].message.content };
+  if (g === chats[0]) { // chat's logprobs shape: content[] of {token, logprob, bytes, top_logprobs}
+    const lc = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0,
+      logprobs: true, top_logprobs: 2 });
+    const C = lc.choices[0].logprobs?.content ?? [];
+    check(C.length === 20 && C.map((t) => t.token).join('') === lc.choices[0].message.content &&
+      C.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2 && near(t.top_logprobs[0].logprob, t.logprob) &&
+        Buffer.from(t.bytes).toString('utf8') === t.token),
+      `${g.name}: chat logprobs (greedy: the best alternative is the token; bytes are its UTF-8)`);
+  }
   check(role === 'assistant' && fin === 'length' && out.length > 0 && out === whole.choices[0].message.content &&
     whole.object === 'chat.completion' && whole.usage.completion_tokens === 20,
     `${g.name}: streamed chat (role, ${JSON.stringify(out.slice(0, 30))}..., length) equals the whole answer`);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
 gw_npm
 
@@ -25,9 +25,14 @@ done
 CHAT="${CHAT%,}]"
 gw_up "$MAIN_URL" || exit 1
 
-printf '{"completion": %s, "penalized": %s}\n' "$(reference_text "Once upon a time" 40)" \
+# allm-run's log-probabilities of the same 40 tokens, 3 alternatives each
+"$RUN" --model "$M" --device cpu --prompt "Once upon a time" --max-tokens 40 --temperature 0 --logprobs 3 \
+	--json 2>/dev/null >"$tmp/lp.json"
+printf '{"completion": %s, "penalized": %s, "logprobs": %s}\n' "$(reference_text "Once upon a time" 40)" \
 	"$(reference_text "Once upon a time" 40 --repetition-penalty 1.3 --frequency-penalty 0.5 \
-		--presence-penalty 0.2)" >"$tmp/ref.json"
+		--presence-penalty 0.2)" \
+	"$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["logprobs"]))' "$tmp/lp.json")" \
+	>"$tmp/ref.json"
 GW_URL=$MAIN_URL GW_MODEL=$M GW_REF=$tmp/ref.json GW_CHAT=$CHAT GW_OUT=$tmp/chat.json \
 	node "$TESTS_DIR/gateway-openai.mjs" >"$tmp/node.out" 2>&1
 rc=$?
@@ -47,7 +52,7 @@ for g in chats:
         messages=answers[g["name"]]["messages"], add_generation_prompt=True,
         bos_token=cfg.get("bos_token"), eos_token=cfg.get("eos_token"))
     got = [json.loads(m.group(1)) for m in re.finditer(r"chat prompt \([^)]*\): (.*)$", open(g["log"]).read(), re.M)]
-    if len(got) != 2 or any(p != want for p in got):
+    if len(got) != (3 if g is chats[0] else 2) or any(p != want for p in got):  # the first: + logprobs
         print("FAIL: %s rendered %r, Jinja %r" % (g["name"], got, want)); bad += 1
     else:
         print("ok: %s: the prompt sent to the engine is Jinja's rendering" % g["name"])

@@ -93,6 +93,8 @@ struct gw_req {
 	bool hung_up;            /* the HTTP client went away: cancel in the engine */
 	bool cancel_sent;
 	struct gw_text out;      /* generated text, with stop strings applied */
+	struct allm_cqe_logprobs *lps; /* params.logprobs > 0: each token's, in order */
+	size_t n_lps, lps_cap;
 	uint32_t n_tokens;       /* tokens received */
 	int finish;              /* enum allm_finish_reason, once DONE */
 	uint32_t n_prompt, n_generated; /* from the engine's FINAL */

@@ -121,6 +121,21 @@ static void send_cancel(struct gw *gw, struct gw_req *r)
 	}
 }
 
+/* Keeps a token's log-probabilities for the response (under lock). 0 or -ENOMEM. */
+static int keep_logprobs(struct gw_req *r, const struct allm_cqe_logprobs *lp)
+{
+	if (r->n_lps == r->lps_cap) {
+		size_t cap = r->lps_cap ? r->lps_cap * 2 : 64;
+		struct allm_cqe_logprobs *v = realloc(r->lps, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		r->lps = v;
+		r->lps_cap = cap;
+	}
+	r->lps[r->n_lps++] = *lp;
+	return 0;
+}
+
 static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_event *ev)
 {
 	struct gw_req *r = gw_slot_find(gw, ev->user_tag);
@@ -153,6 +168,11 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		}
 		if (ev->token_id >= 0)
 			r->n_tokens++;
+		if (ev->logprobs && ev->token_id >= 0 && keep_logprobs(r, ev->logprobs)) {
+			send_cancel(gw, r); /* out of memory: end it here, as a stop would */
+			r->out.stopped = true;
+			break;
+		}
 		int s = gw_text_append(&r->out, &r->stops, text, (size_t)n);
 		if (s < 0) {
 			send_cancel(gw, r);

@@ -44,6 +44,8 @@ struct gw_stream {
 	char *buf;        /* formatted events not yet handed over */
 	size_t len, cap, off;
 	bool role_sent;   /* chat: the first chunk (role) went out */
+	size_t pieces_sent; /* text pieces (one per token, a flush last) sent so far */
+	size_t text_sent;   /* and their bytes (completions' text_offset) */
 	bool ended;       /* [DONE] is in buf */
 };
 
@@ -169,7 +171,9 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	struct gw *gw = s->gw;
 	struct gw_req *r = s->r;
 	char *text = NULL;
-	size_t n = 0, *ends = NULL, n_pieces = 0;
+	size_t n = 0, *ends = NULL, n_pieces = 0, n_lp = 0;
+	struct allm_cqe_logprobs *lp = NULL; /* the pieces' tokens', copied under the lock */
+	int32_t lp_prev = -1;
 	struct gw_api_err e = {0};
 	pthread_mutex_lock(&gw->lock);
 	if (r->hung_up) {
@@ -185,6 +189,15 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 			memcpy(text, r->out.buf, n);
 			n_pieces = gw_text_pieces(&r->out, ends);
 			gw_text_consume(&r->out);
+			/* piece k is token k's text (the decoder's flush, last, has none) */
+			size_t at = s->pieces_sent;
+			n_lp = at < r->n_lps ? ALLM_MIN(n_pieces, r->n_lps - at) : 0;
+			if (n_lp && (lp = malloc(n_lp * sizeof(*lp))))
+				memcpy(lp, r->lps + at, n_lp * sizeof(*lp));
+			else
+				n_lp = 0;
+			lp_prev = at > 0 && at - 1 < r->n_lps ? r->lps[at - 1].sampled.token_id
+							      : gw_api_last_prompt_id(r);
 		} else {
 			n = n_pieces = 0;
 			done = false; /* out of memory: try again later */
@@ -211,22 +224,29 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	int rc = 0;
 	size_t at = 0;
 	if (r->chat && !s->role_sent && n_pieces == 0) {
-		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, &s->buf, &s->len, &s->cap);
+		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, NULL, &s->buf, &s->len, &s->cap);
 		s->role_sent = true;
 	}
 	for (size_t i = 0; i < n_pieces; i++) {
-		rc |= gw_api_sse_chunk(r, r->chat && !s->role_sent, text + at, ends[i] - at, NULL,
+		size_t off = s->text_sent + at;
+		json_t *lj = i < n_lp ? gw_api_logprobs_json(r, lp + i, 1, i ? lp[i - 1].sampled.token_id : lp_prev,
+							     &off)
+				      : NULL;
+		rc |= gw_api_sse_chunk(r, r->chat && !s->role_sent, text + at, ends[i] - at, lj, NULL,
 				       &s->buf, &s->len, &s->cap);
 		s->role_sent = true;
 		at = ends[i];
 	}
+	s->pieces_sent += n_pieces;
+	s->text_sent += at;
 	free(text);
 	free(ends);
+	free(lp);
 	if (done) {
 		if (e.status)
 			rc |= gw_api_sse_error(&e, &s->buf, &s->len, &s->cap);
 		else
-			rc |= gw_api_sse_chunk(r, false, NULL, 0, gw_api_finish_name(finish), &s->buf,
+			rc |= gw_api_sse_chunk(r, false, NULL, 0, NULL, gw_api_finish_name(finish), &s->buf,
 					       &s->len, &s->cap);
 		if (!e.status && r->include_usage)
 			rc |= gw_api_sse_usage(r, np, ng, &s->buf, &s->len, &s->cap);

@@ -1,6 +1,6 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
  * and range before anything is allocated for the engine; fields the engine cannot
- * honour (logit_bias, logprobs, n > 1, tools) are refused by name rather than
+ * honour (logit_bias, echo, n > 1, tools) are refused by name rather than
  * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
  * with extensions it does not know. */
 #include "gw-openai.h"
@@ -306,10 +306,34 @@ static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
 	return 0;
 }
 
+/* Completions: "logprobs": k (0..ALLM_LOGPROBS_MAX alternatives); chat:
+ * "logprobs": true and "top_logprobs": k. *ret: 0 for none, else 1 + k (the
+ * SQE's and the engine's encoding). */
+static int parse_logprobs(json_t *b, bool chat, int32_t *ret, struct gw_api_err *e)
+{
+	int64_t k = 0;
+	bool on = false;
+	json_t *j = json_object_get(b, "logprobs");
+	if (!chat) {
+		if (get_int(b, "logprobs", 0, ALLM_LOGPROBS_MAX, &k, e))
+			return -1;
+		*ret = j && !json_is_null(j) ? 1 + (int32_t)k : 0;
+		return 0;
+	}
+	if (get_bool(b, "logprobs", &on, e) || get_int(b, "top_logprobs", 0, ALLM_LOGPROBS_MAX, &k, e))
+		return -1;
+	json_t *t = json_object_get(b, "top_logprobs");
+	if (!on && t && !json_is_null(t))
+		return bad(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+	*ret = on ? 1 + (int32_t)k : 0;
+	return 0;
+}
+
 static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_err *e)
 {
 	struct allm_request_params *p = &r->params;
 	double temp = 1.0, top_p = 1.0, presence = 0, frequency = 0, repetition = 1;
+	int32_t logprobs = 0;
 	int64_t top_k = 0, n = 1, seed = -1, max_tokens = -1, best_of = 1;
 	bool ignore_eos = false, seeded;
 	json_t *j;
@@ -322,14 +346,13 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	    get_bool(b, "ignore_eos", &ignore_eos, e) || parse_stop(b, r, e) ||
 	    get_num(b, "presence_penalty", -2, 2, &presence, e) ||
 	    get_num(b, "frequency_penalty", -2, 2, &frequency, e) ||
-	    get_num(b, "repetition_penalty", 1e-6, 10, &repetition, e))
+	    get_num(b, "repetition_penalty", 1e-6, 10, &repetition, e) || parse_logprobs(b, chat, &logprobs, e))
 		return -1;
 	if (n != 1 || best_of != 1)
 		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
 	/* neutral values only: the engine has no such knob */
 	if (refuse_unless(b, "logit_bias", 0, e) ||
-	    refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "logprobs", 0, e) ||
-	    refuse_unless(b, "top_logprobs", 0, e) || refuse_unless(b, "echo", 0, e) ||
+	    refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "echo", 0, e) ||
 	    refuse_unless(b, "suffix", 0, e))
 		return -1;
 	j = json_object_get(b, "priority");
@@ -354,6 +377,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	p->presence_penalty = (float)presence;
 	p->frequency_penalty = (float)frequency;
 	p->repetition_penalty = (float)repetition;
+	p->logprobs = logprobs;
 	p->ignore_eos = ignore_eos;
 	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
 	if (seeded) {
@@ -394,6 +418,7 @@ void gw_api_discard(struct gw_req *r)
 		return;
 	allm_detok_free(r->detok);
 	free(r->ids);
+	free(r->lps);
 	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_model_unref(r->model);

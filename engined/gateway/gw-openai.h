@@ -36,9 +36,17 @@ char *gw_api_response_json(const struct gw_req *r, size_t *len);
 /* "stop", "length", "abort" for a finish reason. */
 const char *gw_api_finish_name(int finish);
 
+/* The "logprobs" object of n tokens' log-probabilities lps (the first follows
+ * token prev, -1: unknown): chat's {"content": [...]}, completions' {"tokens",
+ * "token_logprobs", "top_logprobs", "text_offset": offsets (NULL: zeros)}. */
+json_t *gw_api_logprobs_json(const struct gw_req *r, const struct allm_cqe_logprobs *lps, size_t n, int32_t prev,
+			     const size_t *offsets);
+/* The prompt's last id, which the first generated token follows (-1: unknown). */
+int32_t gw_api_last_prompt_id(const struct gw_req *r);
 /* One SSE event "data: {...}\n\n" appended to *buf: a chunk with text (NULL: none;
- * chat's first chunk carries the role), and finish (NULL while running). */
-int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_t n,
+ * chat's first chunk carries the role), its tokens' logprobs (consumed; NULL:
+ * null), and finish (NULL while running). */
+int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_t n, json_t *logprobs,
 		     const char *finish, char **buf, size_t *len, size_t *cap);
 /* The usage chunk (stream_options.include_usage), an error event, and the end. */
 int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, char **buf,
