@@ -73,10 +73,12 @@ void allm_sampler_logprobs(const struct allm_sampler *s, const float *row, int32
 			   struct allm_token_logprobs *out)
 {
 	int32_t V = s->vocab, k = ALLM_MIN(ALLM_MAX(s->p.logprobs - 1, 0), ALLM_MIN(ALLM_SAMPLER_LOGPROBS_MAX, V));
+	/* expf, summed in double: a double exp per entry cost a 4k-vocabulary
+	 * model a fifth of its batched throughput */
 	float mx = row[allm_argmax(row, V)];
 	double sum = 0.0;
 	for (int32_t i = 0; i < V; i++)
-		sum += exp((double)row[i] - mx);
+		sum += expf(row[i] - mx);
 	double lse = mx + log(sum);
 	out->id = id;
 	out->logprob = (float)(row[id] - lse);
