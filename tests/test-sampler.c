@@ -1,4 +1,4 @@
-/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, and parameter validation. */
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, and parameter validation. */
 #include "sampler.h"
 
 #include <math.h>
@@ -424,6 +424,43 @@ static void test_logprobs(void)
 	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "negative logprobs");
 }
 
+/* A logit bias: added after the penalties, copied at init (the caller's array
+ * may go), a row needed whole; bad entries refused. */
+static void test_logit_bias(void)
+{
+	enum { V = 6 };
+	const float base[V] = {1.0f, 4.0f, 2.0f, -1.0f, 3.0f, 0.0f};
+	struct allm_token_bias b[2] = {{1, -3.5f}, {5, 3.25f}};
+	struct allm_sampling p;
+	struct allm_sampler sm;
+	struct allm_err err = {{0}};
+	sampling(&p, 0.0f, 0, 1.0f, 0);
+	p.bias = b;
+	p.n_bias = 2;
+	CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_processed(&p) && !allm_sampling_penalized(&p),
+	      "bias: %s", err.msg);
+	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	b[0].bias = 50; /* the sampler has its own copy */
+	float l[V];
+	memcpy(l, base, sizeof(l));
+	allm_sampler_apply_bias(&sm, l);
+	CHECK(l[1] == 0.5f && l[5] == 3.25f && l[4] == 3.0f, "biased: %g %g %g", l[1], l[5], l[4]);
+	CHECK(allm_sampler_sample(&sm, l) == 5, "greedy after the bias: %d", allm_sampler_sample(&sm, l));
+	allm_sampler_fini(&sm);
+	struct allm_token_bias bad[] = {{-1, 1}, {0, 100.5f}, {0, NAN}, {0, -INFINITY}};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++) {
+		p.bias = &bad[i];
+		p.n_bias = 1;
+		CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "logit_bias"), "bad bias %zu", i);
+	}
+	p.bias = b;
+	p.n_bias = ALLM_SAMPLER_BIAS_MAX + 1;
+	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "too many biases");
+	p.bias = NULL;
+	p.n_bias = 1;
+	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "biases without their array");
+}
+
 int main(void)
 {
 	size_t mem0 = allm_mem_in_use();
@@ -437,6 +474,7 @@ int main(void)
 	test_validate();
 	test_penalties();
 	test_logprobs();
+	test_logit_bias();
 	CHECK(allm_mem_in_use() == mem0, "sampler leaked %zu bytes", allm_mem_in_use() - mem0);
 	if (n_fail) {
 		fprintf(stderr, "test-sampler: %d failure(s)\n", n_fail);

@@ -16,6 +16,20 @@ void allm_sampling_default(struct allm_sampling *p)
 	p->frequency_penalty = 0.0f;
 	p->presence_penalty = 0.0f;
 	p->logprobs = 0;
+	p->bias = NULL;
+	p->n_bias = 0;
+}
+
+bool allm_sampling_processed(const struct allm_sampling *p)
+{
+	return allm_sampling_penalized(p) || p->n_bias > 0;
+}
+
+void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits)
+{
+	for (int32_t i = 0; i < s->p.n_bias; i++)
+		if (s->p.bias[i].id >= 0 && s->p.bias[i].id < s->vocab)
+			logits[s->p.bias[i].id] += s->p.bias[i].bias;
 }
 
 bool allm_sampling_penalized(const struct allm_sampling *p)
@@ -44,6 +58,13 @@ int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
 	if (p->logprobs < 0 || p->logprobs > 1 + ALLM_SAMPLER_LOGPROBS_MAX)
 		return allm_err_set(err, -EINVAL, "logprobs must ask for at most %d alternatives (got %d)",
 				    ALLM_SAMPLER_LOGPROBS_MAX, p->logprobs - 1);
+	if (p->n_bias < 0 || p->n_bias > ALLM_SAMPLER_BIAS_MAX || (p->n_bias && !p->bias))
+		return allm_err_set(err, -EINVAL, "logit_bias takes at most %d tokens (got %d)", ALLM_SAMPLER_BIAS_MAX,
+				    p->n_bias);
+	for (int32_t i = 0; i < p->n_bias; i++)
+		if (p->bias[i].id < 0 || !(p->bias[i].bias >= -100.0f && p->bias[i].bias <= 100.0f))
+			return allm_err_set(err, -EINVAL, "logit_bias: token %d, bias %g (want an id >= 0 and a "
+					    "bias in [-100, 100])", p->bias[i].id, p->bias[i].bias);
 	return 0;
 }
 
@@ -61,10 +82,19 @@ int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int
 			return -ENOMEM;
 		}
 	}
-	if (allm_sampling_penalized(p) && (!(s->count = allm_calloc((size_t)vocab, sizeof(int32_t))) ||
-					   (p->logprobs > 0 && !(s->raw = allm_malloc((size_t)vocab * sizeof(float)))))) {
+	if ((allm_sampling_penalized(p) && !(s->count = allm_calloc((size_t)vocab, sizeof(int32_t)))) ||
+	    (allm_sampling_processed(p) && p->logprobs > 0 && !(s->raw = allm_malloc((size_t)vocab * sizeof(float))))) {
 		allm_sampler_fini(s);
 		return -ENOMEM;
+	}
+	s->p.bias = NULL;
+	if (p->n_bias > 0) {
+		if (!(s->bias = allm_malloc((size_t)p->n_bias * sizeof(*s->bias)))) {
+			allm_sampler_fini(s);
+			return -ENOMEM;
+		}
+		memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof(*s->bias));
+		s->p.bias = s->bias;
 	}
 	return 0;
 }
@@ -106,6 +136,10 @@ void allm_sampler_fini(struct allm_sampler *s)
 	allm_free(s->idx);
 	allm_free(s->count);
 	allm_free(s->raw);
+	allm_free(s->bias);
+	s->bias = NULL;
+	s->p.bias = NULL;
+	s->p.n_bias = 0;
 	s->probs = NULL;
 	s->idx = NULL;
 	s->count = NULL;
@@ -186,7 +220,7 @@ enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
 {
 	/* the penalties change the row before it is reduced, log-probabilities
 	 * need all of it: the device must give it whole */
-	return allm_sampling_penalized(&s->p) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
+	return allm_sampling_processed(&s->p) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
 }
 
 static const int32_t *sort_ids;

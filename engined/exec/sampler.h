@@ -21,9 +21,20 @@ struct allm_sampling {
 	 * likely tokens' (k <= ALLM_SAMPLER_LOGPROBS_MAX), of the model's own
 	 * distribution (the raw row: before penalties and temperature, as vLLM) */
 	int32_t logprobs;
+	/* logit_bias: bias[i].bias added to the logit of bias[i].id (after the
+	 * penalties), each in [-100, 100], at most ALLM_SAMPLER_BIAS_MAX; copied
+	 * by allm_sampler_init */
+	const struct allm_token_bias *bias;
+	int32_t n_bias;
+};
+
+struct allm_token_bias {
+	int32_t id;
+	float bias;
 };
 
 #define ALLM_SAMPLER_LOGPROBS_MAX 10
+#define ALLM_SAMPLER_BIAS_MAX 300
 
 /* One token's log-probabilities (allm_sampler_logprobs). */
 struct allm_token_logprobs {
@@ -41,17 +52,24 @@ struct allm_sampler {
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
-	float *raw; /* [vocab] the row before penalties, with logprobs and penalties */
+	float *raw; /* [vocab] the row before penalties and bias, with logprobs and either */
+	struct allm_token_bias *bias; /* p.bias's own copy (p.bias points here) */
 };
 
 /* Defaults: greedy, no top-k/top-p, seed 0, no penalties. */
 void allm_sampling_default(struct allm_sampling *p);
 /* -EINVAL with err for temperature < 0, top_k < 0, top_p outside (0, 1], a
  * repetition penalty < 0 or > 10, a frequency or presence penalty outside
- * [-2, 2] (or any of them not finite). */
+ * [-2, 2] (or any of them not finite), logprobs outside 0..1 + 10, more than
+ * ALLM_SAMPLER_BIAS_MAX biases, a negative id or a bias outside [-100, 100]
+ * (ids past the vocabulary: the caller's check). */
 int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err);
 /* Whether p asks for any penalty. */
 bool allm_sampling_penalized(const struct allm_sampling *p);
+/* Whether p changes the row before sampling: penalties or a logit bias. */
+bool allm_sampling_processed(const struct allm_sampling *p);
+/* Adds the request's logit bias to its row (after allm_sampler_penalize). */
+void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits);
 /* The log-probabilities a request with logprobs > 0 reports for token id of its
  * raw row[vocab] (natural logs, log-softmax in double precision; the top ones
  * best first, lower id first on a tie). */
@@ -79,7 +97,7 @@ enum allm_sample_need {
 	ALLM_SAMPLE_FULL, /* anything else: the whole row */
 };
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s);
-/* (A penalized request, or one with logprobs, needs its whole row: ALLM_SAMPLE_FULL.) */
+/* (A request with penalties, a logit bias or logprobs needs its whole row: ALLM_SAMPLE_FULL.) */
 /* Samples an ALLM_SAMPLE_TOPK request from its candidates: vals[top_k] sorted
  * descending (equal values by ascending id), ids[top_k]; draws from s's RNG. */
 int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids);

@@ -51,18 +51,20 @@ static int reserve_io(struct allm_engine *e, int32_t rows)
 }
 
 /* The next token from a request's row of logits on the host: its penalties
- * first (they change the row), then its sampling; log-probabilities, when
- * asked, of the row as the model gave it. */
+ * and logit bias first (they change the row), then its sampling;
+ * log-probabilities, when asked, of the row as the model gave it. */
 static int32_t sample_row(struct allm_request *r, float *row)
 {
 	struct allm_sampler *s = &r->sampler;
 	const float *raw = row;
-	if (allm_sampling_penalized(&s->p)) {
+	if (allm_sampling_processed(&s->p)) {
 		if (s->raw) {
 			memcpy(s->raw, row, (size_t)s->vocab * sizeof(float));
 			raw = s->raw;
 		}
-		allm_sampler_penalize(s, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
+		if (allm_sampling_penalized(&s->p))
+			allm_sampler_penalize(s, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
+		allm_sampler_apply_bias(s, row);
 	}
 	int32_t id = allm_sampler_sample(s, row);
 	if (s->p.logprobs > 0)

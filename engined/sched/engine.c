@@ -206,6 +206,10 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 		return allm_err_set(err, -EINVAL, "at most %d stop ids", ALLM_MAX_STOP_IDS);
 	if ((rc = allm_sampling_validate(&s->sampling, err)))
 		return rc;
+	for (int32_t i = 0; i < s->sampling.n_bias; i++)
+		if (s->sampling.bias[i].id >= c->vocab_size)
+			return allm_err_set(err, -EINVAL, "logit_bias: token %d is outside the vocabulary (0..%d)",
+					    s->sampling.bias[i].id, c->vocab_size - 1);
 	int64_t longest = ALLM_MIN((int64_t)s->n_prompt + s->max_tokens, (int64_t)c->max_pos);
 	int32_t need = allm_kv_blocks_for(e->kv, longest);
 	if (need > e->kv->gpu.n_total)

@@ -1,13 +1,14 @@
 /* Description: the engine's device-sampling path (argmax and top-k on the
  * backend, the request's sampler finishing top-k on the host, full rows only
  * for other settings) gives exactly the tokens of the host path, for greedy,
- * top-k (+ top-p, temperature, seeds), full-row and penalized requests in one
- * batch.
+ * top-k (+ top-p, temperature, seeds), full-row, penalized, biased and logprobs
+ * requests in one batch.
  * Usage: test-device-sampling cpu|cuda (77 without a GPU for cuda). */
 #include "gpu-harness.h"
 
 static void fill_requests(struct gh_req *r, int n, int32_t vocab)
 {
+	static const struct allm_token_bias tb[2] = {{3, 2.5f}, {17, -1.0f}};
 	static const struct allm_sampling sp[] = {
 		{.temperature = 0.0f, .top_p = 1.0f}, /* greedy */
 		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 7}, /* top-k */
@@ -20,6 +21,9 @@ static void fill_requests(struct gh_req *r, int n, int32_t vocab)
 		{.temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.3f},
 		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 4, .frequency_penalty = 0.5f,
 		 .presence_penalty = 0.3f},
+		/* a logit bias, and logprobs: full rows too */
+		{.temperature = 0.0f, .top_p = 1.0f, .bias = tb, .n_bias = 2},
+		{.temperature = 0.9f, .top_k = 8, .top_p = 1.0f, .seed = 6, .logprobs = 4},
 	};
 	memset(r, 0, (size_t)n * sizeof(*r));
 	for (int i = 0; i < n; i++) {
