@@ -193,8 +193,12 @@ static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes
 	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10) ||
 	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
 	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2) || p->logprobs < 0 ||
-	    p->logprobs > 1 + ALLM_LOGPROBS_MAX)
+	    p->logprobs > 1 + ALLM_LOGPROBS_MAX || p->n_logit_bias > ALLM_LOGIT_BIAS_MAX ||
+	    (p->n_logit_bias && !p->logit_bias))
 		return -EINVAL;
+	for (uint32_t i = 0; i < p->n_logit_bias; i++)
+		if (p->logit_bias[i].token_id < 0 || !(p->logit_bias[i].bias >= -100 && p->logit_bias[i].bias <= 100))
+			return -EINVAL;
 	if (ids) {
 		if (p->n_prompt_ids > UINT32_MAX / sizeof(int32_t))
 			return -E2BIG;
@@ -219,6 +223,10 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		return c->dead;
 	if ((r = check_params(p, &bytes)))
 		return r;
+	/* the logit bias entries follow the prompt, at the next multiple of 8 */
+	uint64_t prompt_bytes = bytes;
+	if (p->n_logit_bias)
+		bytes = ((bytes + 7) & ~(uint64_t)7) + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
 	if (bytes > c->arena_size)
 		return -E2BIG;
 	if ((r = check_lease(c)))
@@ -234,7 +242,10 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 	/* Token ids go in as little-endian int32 (protocol.h: the host's order, which
 	 * is little-endian), so a plain copy is the wire format. */
 	const void *src = p->prompt ? (const void *)p->prompt : (const void *)p->prompt_ids;
-	allm_shm_arena_copy_in(c->seg, off, src, bytes); /* in range: allocated above */
+	allm_shm_arena_copy_in(c->seg, off, src, prompt_bytes); /* in range: allocated above */
+	if (p->n_logit_bias)
+		allm_shm_arena_copy_in(c->seg, off + ((prompt_bytes + 7) & ~(uint64_t)7), p->logit_bias,
+				       (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias));
 
 	struct allm_sqe e = {
 		.opcode = ALLM_OP_SUBMIT,
@@ -243,7 +254,8 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		.max_tokens = p->max_tokens,
 		.user_tag = p->user_tag,
 		.prompt_off = off,
-		.prompt_len = (uint32_t)bytes,
+		.prompt_len = (uint32_t)prompt_bytes,
+		.n_logit_bias = (uint16_t)p->n_logit_bias,
 		.temperature = p->temperature,
 		.top_p = p->top_p == 0 ? 1.0f : p->top_p,
 		.top_k = p->top_k,

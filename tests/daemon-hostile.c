@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties and logprobs, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties, logprobs and logit bias entries (too many, past the arena, out of range), random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -168,6 +168,16 @@ static void odd_values(struct raw *r)
 	for (int i = 0; i < 2; i++) /* logprobs past the most alternatives */
 		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.logprobs = i ? 255 : 2 + ALLM_LOGPROBS_MAX,
 		raw_push(r, &q);
+	/* logit bias entries: too many, past the arena, out of range (they follow the
+	 * 5-byte prompt at 192, from 200) */
+	struct allm_logit_bias lb[3] = {{5, NAN}, {-7, 1}, {1 << 30, 1}};
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = ALLM_LOGIT_BIAS_MAX + 1, raw_push(r, &q);
+	q = raw_submit_sqe(t++, r->arena_size - 8, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = 2, raw_push(r, &q);
+	for (int i = 0; i < 3; i++) {
+		memcpy(arena + 200 + 8 * i, &lb[i], sizeof(lb[i]));
+		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = 1, raw_push(r, &q);
+		raw_wait_finals(r, t - 1, t); /* the next entry overwrites: one at a time */
+	}
 	uint64_t pen1 = t;
 	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
@@ -185,7 +195,7 @@ static void odd_values(struct raw *r)
 		char msg[ALLM_CQE_ERROR_MAX + 1] = {0}; /* NUL-padded, not always NUL-ended */
 		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
 		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR &&
-			      (strstr(msg, "penalty") || strstr(msg, "logprobs")),
+			      (strstr(msg, "penalty") || strstr(msg, "logprobs") || strstr(msg, "logit_bias")),
 		      "a bad penalty or logprobs (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";
@@ -215,8 +225,10 @@ static void garbage_sqes(struct raw *r)
 			q.opcode = ALLM_OP_NOP, answered = false;
 		if (i % 11 == 0)
 			q.opcode = ALLM_OP_CANCEL, answered = false;
-		if (!answered) /* reserved bytes set would be answered (reserved_fields) */
+		if (!answered) { /* reserved bytes set would be answered (reserved_fields) */
 			memset(q.reserved, 0, sizeof(q.reserved));
+			q.reserved0 = 0;
+		}
 		expect_final += answered;
 		raw_push(r, &q);
 		if (!answered)
@@ -261,8 +273,12 @@ static void reserved_fields(struct raw *r)
 	q.user_tag = 1502;
 	q.request_id = 12345;
 	raw_push(r, &q);
-	expect_errors(r, 1500, 1503, "reserved SQE bytes set");
-	for (uint64_t t = 1500; t < 1503; t++)
+	q.reserved[0] = 0; /* the byte between logprobs and n_logit_bias is reserved too */
+	q.reserved0 = 1;
+	q.user_tag = 1503;
+	raw_push(r, &q);
+	expect_errors(r, 1500, 1504, "reserved SQE bytes set");
+	for (uint64_t t = 1500; t < 1504; t++)
 		CHECK(r->last_final[t].status == -EINVAL &&
 			      strstr(r->last_final[t].u.final.error, "reserved SQE bytes must be zero"),
 		      "reserved SQE bytes: tag %llu: status %d '%.64s'", (unsigned long long)t,

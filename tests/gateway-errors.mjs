@@ -44,6 +44,12 @@ async function sdk() {
     () => good.completions.create({ model, prompt: 'hi', repetition_penalty: 0 }));
   await expectError('400 logprobs 11 (at most 10 alternatives)', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', logprobs: 11 }));
+  await expectError('400 logit_bias key not a token id', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', logit_bias: { x: 1 } }));
+  await expectError('400 logit_bias 101', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', logit_bias: { 5: 101 } }));
+  await expectError('400 logit_bias past the vocabulary (the engine\'s check)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', logit_bias: { 100000: 1 } }));
   await expectError('400 echo (not supported)', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', echo: true }));
   await expectError('400 messages not a list', OpenAI.BadRequestError, 400, null,

@@ -68,6 +68,13 @@ for await (const ch of await client.completions.create({ model, prompt: PROMPT, 
 check(lsText === ref.completion && lsVals.length === 40 && lsVals.every((v, i) => near(v, ref.logprobs[i].logprob)),
   'streamed logprobs: one token per chunk, the same values');
 
+// logit_bias: -100 on the greedy first token moves it; +100 on " there" makes every token that
+const g0 = ref.logprobs[0].id, there = ref.logprobs[1].id;
+const nb = await client.completions.create({ model, prompt: PROMPT, max_tokens: 8, temperature: 0, logit_bias: { [g0]: -100 } });
+const fb = await client.completions.create({ model, prompt: PROMPT, max_tokens: 8, temperature: 0, logit_bias: { [there]: 100 } });
+check(!nb.choices[0].text.startsWith(L.tokens[0]) && fb.choices[0].text === L.tokens[1].repeat(8),
+  `logit_bias: -100 moves the first token (${JSON.stringify(nb.choices[0].text)}), +100 forces one (${JSON.stringify(fb.choices[0].text)})`);
+
 // token ids as the prompt: the same ids allm-run encodes
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
 check(c2.choices[0].text === ref.completion, 'a prompt of token ids gives the same text');

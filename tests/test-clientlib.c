@@ -6,6 +6,7 @@
 #include "test-check.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -571,6 +572,19 @@ static void test_params(void)
 	p.stop_ids = stop;
 	p.n_stop = 5;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "5 stop ids");
+	p.n_stop = 0;
+	struct allm_logit_bias lb[ALLM_LOGIT_BIAS_MAX + 1] = { { 1, 1.0f } };
+	p.logit_bias = lb;
+	p.n_logit_bias = ALLM_LOGIT_BIAS_MAX + 1;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "301 logit biases");
+	p.n_logit_bias = 1;
+	lb[0].bias = NAN;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "a NaN bias");
+	lb[0] = (struct allm_logit_bias){ -1, 1.0f };
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "a negative token id");
+	p.logit_bias = NULL;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "biases without their array");
+	p.n_logit_bias = 0;
 	CHECK(allm_client_cancel(c, 0) == -EINVAL, "cancel 0");
 	CHECK(submit_text(c, 3, 4097) == -E2BIG, "prompt larger than the arena");
 	CHECK(submit_ids(c, 3, 1025) == -E2BIG, "ids larger than the arena");

@@ -1,6 +1,6 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
  * and range before anything is allocated for the engine; fields the engine cannot
- * honour (logit_bias, echo, n > 1, tools) are refused by name rather than
+ * honour (echo, n > 1, tools) are refused by name rather than
  * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
  * with extensions it does not know. */
 #include "gw-openai.h"
@@ -329,6 +329,35 @@ static int parse_logprobs(json_t *b, bool chat, int32_t *ret, struct gw_api_err 
 	return 0;
 }
 
+/* "logit_bias": {"token id": bias in [-100, 100], ...}, at most
+ * ALLM_LOGIT_BIAS_MAX; the engine checks the ids against its vocabulary. */
+static int parse_logit_bias(json_t *b, struct gw_req *r, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, "logit_bias"), *v;
+	const char *k;
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_object(j) || json_object_size(j) > ALLM_LOGIT_BIAS_MAX)
+		return bad(e, "logit_bias", "'logit_bias' must map at most %d token ids to biases", ALLM_LOGIT_BIAS_MAX);
+	size_t n = json_object_size(j), i = 0;
+	if (!n)
+		return 0;
+	if (!(r->logit_bias = malloc(n * sizeof(*r->logit_bias))))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	json_object_foreach(j, k, v) {
+		char *end;
+		errno = 0;
+		long id = strtol(k, &end, 10);
+		if (!*k || *end || errno || id < 0 || id > INT32_MAX)
+			return bad(e, "logit_bias", "'logit_bias' keys must be token ids (got '%.40s')", k);
+		if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+			return bad(e, "logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+		r->logit_bias[i++] = (struct allm_logit_bias){(int32_t)id, (float)json_number_value(v)};
+	}
+	r->n_logit_bias = (uint32_t)n;
+	return 0;
+}
+
 static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_err *e)
 {
 	struct allm_request_params *p = &r->params;
@@ -351,8 +380,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	if (n != 1 || best_of != 1)
 		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
 	/* neutral values only: the engine has no such knob */
-	if (refuse_unless(b, "logit_bias", 0, e) ||
-	    refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "echo", 0, e) ||
+	if (parse_logit_bias(b, r, e) || refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "echo", 0, e) ||
 	    refuse_unless(b, "suffix", 0, e))
 		return -1;
 	j = json_object_get(b, "priority");
@@ -371,6 +399,8 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	}
 	seeded = json_is_integer(json_object_get(b, "seed"));
 	allm_request_params_init(p);
+	p->logit_bias = r->logit_bias;
+	p->n_logit_bias = r->n_logit_bias;
 	p->temperature = (float)temp;
 	p->top_p = (float)top_p;
 	p->top_k = top_k > 0 ? (int32_t)top_k : 0;
@@ -419,6 +449,7 @@ void gw_api_discard(struct gw_req *r)
 	allm_detok_free(r->detok);
 	free(r->ids);
 	free(r->lps);
+	free(r->logit_bias);
 	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_model_unref(r->model);

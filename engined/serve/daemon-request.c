@@ -132,6 +132,7 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 }
 
 _Static_assert(ALLM_SAMPLER_LOGPROBS_MAX == ALLM_LOGPROBS_MAX, "a token's alternatives fit one entry");
+_Static_assert(ALLM_SAMPLER_BIAS_MAX == ALLM_LOGIT_BIAS_MAX, "the engine takes what the wire carries");
 
 /* The token's LOGPROBS entry, right before its TOKEN entries. */
 static void emit_logprobs(struct daemon *d, struct dclient *c, const struct allm_request *r, uint32_t index)
@@ -386,6 +387,9 @@ static int precheck_submit(struct daemon *d, struct dclient *c, const struct all
 		return refuse(d, c, t, -ENOBUFS, "client not draining its completion queue");
 	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
 		return refuse(d, c, t, -EINVAL, "bad flags, n_stop or max_tokens");
+	if (q->n_logit_bias > ALLM_LOGIT_BIAS_MAX)
+		return refuse(d, c, t, -EINVAL, "logit_bias takes at most %d tokens (got %u)", ALLM_LOGIT_BIAS_MAX,
+			      q->n_logit_bias);
 	if (q->prompt_kind != ALLM_PROMPT_TEXT && q->prompt_kind != ALLM_PROMPT_TOKENS)
 		return refuse(d, c, t, -EINVAL, "bad prompt_kind");
 	/* by length, before one byte is copied or tokenized (DESIGN §8) */
@@ -461,6 +465,22 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		.user = dr,
 	};
 	memcpy(s.stop_ids, q->stop_ids, sizeof(q->stop_ids));
+	/* the logit bias entries follow the prompt in the arena; the engine's
+	 * submit checks their ids and values */
+	struct allm_token_bias bias[ALLM_LOGIT_BIAS_MAX];
+	if (q->n_logit_bias) {
+		struct allm_logit_bias wire[ALLM_LOGIT_BIAS_MAX];
+		if (allm_shm_arena_copy_out(c->seg, allm_sqe_bias_off(q), (uint64_t)q->n_logit_bias * sizeof(wire[0]),
+					    wire, sizeof(wire))) {
+			allm_free(ids);
+			free_req(dr);
+			return refuse(d, c, q->user_tag, -EINVAL, "logit_bias entries outside the arena");
+		}
+		for (uint16_t i = 0; i < q->n_logit_bias; i++)
+			bias[i] = (struct allm_token_bias){wire[i].token_id, wire[i].bias};
+		s.sampling.bias = bias;
+		s.sampling.n_bias = q->n_logit_bias;
+	}
 	int r = allm_engine_submit_req(d->eng, &s, &dr->r, &err);
 	allm_free(ids);
 	if (r) {
@@ -485,7 +505,7 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	/* reserved bytes are zero, so a later ABI version can give them a meaning */
-	if (!all_zero(q->reserved, sizeof(q->reserved))) {
+	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0) {
 		refuse(d, c, q->user_tag, -EINVAL, "reserved SQE bytes must be zero");
 		return;
 	}

@@ -138,8 +138,25 @@ struct allm_sqe {
 	/* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): a LOGPROBS entry before each
 	 * token's TOKEN entries, with its log-probability and the k most likely */
 	uint8_t logprobs;
-	uint8_t reserved[128 - 85]; /* zero */
+	uint8_t reserved0;        /* zero */
+	/* logit_bias: this many struct allm_logit_bias (<= ALLM_LOGIT_BIAS_MAX) in
+	 * the arena right after the prompt, at prompt_off + prompt_len rounded up to
+	 * a multiple of 8 */
+	uint16_t n_logit_bias;
+	uint8_t reserved[128 - 88]; /* zero */
 };
+
+/* A logit bias entry: bias (in [-100, 100]) added to the logit of token_id. */
+struct allm_logit_bias {
+	int32_t token_id;
+	float bias;
+};
+#define ALLM_LOGIT_BIAS_MAX 300
+/* Where a request's logit bias entries start in the arena. */
+static inline uint64_t allm_sqe_bias_off(const struct allm_sqe *q)
+{
+	return (uint64_t)q->prompt_off + (((uint64_t)q->prompt_len + 7) & ~(uint64_t)7);
+}
 
 /* --- completion queue entry (engine -> client) --------------------------- */
 
@@ -317,7 +334,9 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, stop_ids) == 56, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, repetition_penalty) == 72, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, logprobs) == 84, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 85, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 86, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 88, "sqe");
+ALLM_WIRE_ASSERT(sizeof(struct allm_logit_bias) == 8, "logit bias entry");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");
