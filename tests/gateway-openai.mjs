@@ -53,10 +53,15 @@ const lw = await client.completions.create({ model, prompt: PROMPT, max_tokens: 
 const L = lw.choices[0].logprobs;
 check(L && L.tokens.length === 40 && L.tokens.join('') === ref.completion &&
   L.token_logprobs.every((v, i) => near(v, ref.logprobs[i].logprob)) &&
-  L.top_logprobs.every((t, i) => Object.values(t).length === 3 &&
+  L.top_logprobs.every((t, i) => Object.values(t).length === 3 && near(t[L.tokens[i]], ref.logprobs[i].logprob) &&
     Object.values(t).every((v, k) => near(v, ref.logprobs[i].top[k][1]))) &&
   L.text_offset.every((o, i) => o === L.tokens.slice(0, i).join('').length),
   `logprobs 3: allm-run's log-probabilities, tokens joining to the text, offsets (${JSON.stringify(L && L.tokens.slice(0, 3))})`);
+const hot = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 2, seed: 3, logprobs: 1 });
+const H = hot.choices[0].logprobs;
+check(H.tokens.every((tok, i) => tok in H.top_logprobs[i] && Object.keys(H.top_logprobs[i]).length <= 2) &&
+  H.tokens.some((tok, i) => Object.keys(H.top_logprobs[i]).length === 2),
+  'top_logprobs always holds the sampled token (k + 1 entries when it is not among the k best)');
 let lsText = '', lsVals = [];
 for await (const ch of await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, logprobs: 1, stream: true })) {
   const c0 = ch.choices[0];

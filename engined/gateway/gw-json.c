@@ -111,6 +111,9 @@ json_t *gw_api_logprobs_json(const struct gw_req *r, const struct allm_cqe_logpr
 			json_decref(top);
 			break;
 		}
+		/* completions: "always the logprob of the sampled token", up to k + 1 entries */
+		if (!r->chat && !json_object_get(top, json_string_value(t)))
+			json_object_set_new(top, json_string_value(t), json_real(l->sampled.logprob));
 		if (r->chat) {
 			json_array_append_new(tokens, json_pack("{s:O, s:f, s:o, s:o}", "token", t, "logprob",
 								(double)l->sampled.logprob, "bytes", bytes_json(t),
