@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; --min-tokens holds EOS back; a corrupted profile is ignored with a warning and rewritten.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -118,6 +118,13 @@ for p in recompute swap; do
   [ "$h" = "$pref" ] || { echo "FAIL: penalties: --preempt $p changed the outputs"; fail=1; }
   [ "$n" -gt 0 ] || { echo "FAIL: penalties: --preempt $p never preempted"; fail=1; }
 done
+# --min-tokens: greedy "One day" ends with EOS at 251 tokens; asked for 300 at least, later
+mt() { "$RUN" --model "$M" --device cpu --prompt "One day" --max-tokens 500 --temperature 0 --json "$@" 2>/dev/null |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["generated_tokens"], d["finish_reason"])'; }
+read -r n0 f0 <<<"$(mt)"; read -r n1 f1 <<<"$(mt --min-tokens 300)"
+echo "min_tokens: $n0 tokens ($f0) without, $n1 ($f1) with 300"
+[ "$f0" = stop ] && [ "$n0" -lt 300 ] && [ "$f1" = stop ] && [ "$n1" -ge 300 ] ||
+  { echo "FAIL: --min-tokens 300 did not hold EOS back"; fail=1; }
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
 if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then

@@ -1,4 +1,4 @@
-/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, and parameter validation. */
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, min_tokens' mask, and parameter validation. */
 #include "sampler.h"
 
 #include <math.h>
@@ -459,6 +459,19 @@ static void test_logit_bias(void)
 	p.bias = NULL;
 	p.n_bias = 1;
 	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "biases without their array");
+	/* min_tokens: its mask makes the stop tokens impossible, a row needed whole */
+	sampling(&p, 0.0f, 0, 1.0f, 0);
+	p.min_tokens = 3;
+	CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_processed(&p), "min_tokens: %s", err.msg);
+	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	memcpy(l, base, sizeof(l));
+	const int32_t stops[] = {1, 4, 77};
+	allm_sampler_mask(&sm, l, stops, 3);
+	CHECK(isinf(l[1]) && l[1] < 0 && isinf(l[4]) && allm_sampler_sample(&sm, l) == 2, "masked: %d",
+	      allm_sampler_sample(&sm, l));
+	allm_sampler_fini(&sm);
+	p.min_tokens = -1;
+	CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "min_tokens"), "negative min_tokens");
 }
 
 int main(void)

@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
 		"  --logprobs K           with --json: each token's log-probability and the K most\n"
 		"                         likely tokens' (0..10)\n"
+		"  --min-tokens N         no EOS before N tokens (default 0)\n"
 		"  --ignore-eos           do not stop at EOS\n"
 		"  --ids                  print 'prompt: ...' and 'generated: ...' id lines\n"
 		"  --json                 print one JSON object\n"
@@ -128,6 +129,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->samp.presence_penalty = (float)d;
 		else if (!strcmp(f, "--logprobs") && !allm_parse_i64(v, 0, ALLM_SAMPLER_LOGPROBS_MAX, &n))
 			a->samp.logprobs = 1 + (int32_t)n;
+		else if (!strcmp(f, "--min-tokens") && !allm_parse_i64(v, 0, 1 << 24, &n))
+			a->samp.min_tokens = (int32_t)n;
 		else {
 			static const struct { const char *flag, *want; } ranges[] = {
 				{"-n", "an integer >= 1"}, {"--max-output", "an integer >= 1"},
@@ -137,6 +140,7 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 				{"--seed", "an integer >= 0"}, {"--repetition-penalty", "a number in (0, 10]"},
 				{"--frequency-penalty", "a number in [-2, 2]"},
 				{"--presence-penalty", "a number in [-2, 2]"}, {"--logprobs", "an integer in 0..10"},
+				{"--min-tokens", "an integer >= 0"},
 			};
 			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ranges); k++)
 				if (!strcmp(f, ranges[k].flag)) {

@@ -18,11 +18,19 @@ void allm_sampling_default(struct allm_sampling *p)
 	p->logprobs = 0;
 	p->bias = NULL;
 	p->n_bias = 0;
+	p->min_tokens = 0;
 }
 
 bool allm_sampling_processed(const struct allm_sampling *p)
 {
-	return allm_sampling_penalized(p) || p->n_bias > 0;
+	return allm_sampling_penalized(p) || p->n_bias > 0 || p->min_tokens > 0;
+}
+
+void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_t *ids, int32_t n)
+{
+	for (int32_t i = 0; i < n; i++)
+		if (ids[i] >= 0 && ids[i] < s->vocab)
+			logits[ids[i]] = -INFINITY;
 }
 
 void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits)
@@ -58,6 +66,8 @@ int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
 	if (p->logprobs < 0 || p->logprobs > 1 + ALLM_SAMPLER_LOGPROBS_MAX)
 		return allm_err_set(err, -EINVAL, "logprobs must ask for at most %d alternatives (got %d)",
 				    ALLM_SAMPLER_LOGPROBS_MAX, p->logprobs - 1);
+	if (p->min_tokens < 0)
+		return allm_err_set(err, -EINVAL, "min_tokens must be >= 0 (got %d)", p->min_tokens);
 	if (p->n_bias < 0 || p->n_bias > ALLM_SAMPLER_BIAS_MAX || (p->n_bias && !p->bias))
 		return allm_err_set(err, -EINVAL, "logit_bias takes at most %d tokens (got %d)", ALLM_SAMPLER_BIAS_MAX,
 				    p->n_bias);

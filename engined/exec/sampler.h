@@ -26,6 +26,9 @@ struct allm_sampling {
 	 * by allm_sampler_init */
 	const struct allm_token_bias *bias;
 	int32_t n_bias;
+	/* min_tokens: the stop tokens (EOS, stop ids) are masked out until this
+	 * many were generated (allm_sampler_mask; vLLM's min_tokens) */
+	int32_t min_tokens;
 };
 
 struct allm_token_bias {
@@ -62,7 +65,7 @@ void allm_sampling_default(struct allm_sampling *p);
  * repetition penalty < 0 or > 10, a frequency or presence penalty outside
  * [-2, 2] (or any of them not finite), logprobs outside 0..1 + 10, more than
  * ALLM_SAMPLER_BIAS_MAX biases, a negative id or a bias outside [-100, 100]
- * (ids past the vocabulary: the caller's check). */
+ * (ids past the vocabulary: the caller's check), min_tokens < 0. */
 int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err);
 /* Whether p asks for any penalty. */
 bool allm_sampling_penalized(const struct allm_sampling *p);
@@ -70,6 +73,8 @@ bool allm_sampling_penalized(const struct allm_sampling *p);
 bool allm_sampling_processed(const struct allm_sampling *p);
 /* Adds the request's logit bias to its row (after allm_sampler_penalize). */
 void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits);
+/* Makes ids[0..n) (the stop tokens, while min_tokens is not reached) impossible. */
+void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_t *ids, int32_t n);
 /* The log-probabilities a request with logprobs > 0 reports for token id of its
  * raw row[vocab] (natural logs, log-softmax in double precision; the top ones
  * best first, lower id first on a tie). */
@@ -97,7 +102,7 @@ enum allm_sample_need {
 	ALLM_SAMPLE_FULL, /* anything else: the whole row */
 };
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s);
-/* (A request with penalties, a logit bias or logprobs needs its whole row: ALLM_SAMPLE_FULL.) */
+/* (A request with penalties, a logit bias, min_tokens or logprobs needs its whole row: ALLM_SAMPLE_FULL.) */
 /* Samples an ALLM_SAMPLE_TOPK request from its candidates: vals[top_k] sorted
  * descending (equal values by ascending id), ids[top_k]; draws from s's RNG. */
 int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids);

@@ -53,7 +53,7 @@ static int reserve_io(struct allm_engine *e, int32_t rows)
 /* The next token from a request's row of logits on the host: its penalties
  * and logit bias first (they change the row), then its sampling;
  * log-probabilities, when asked, of the row as the model gave it. */
-static int32_t sample_row(struct allm_request *r, float *row)
+static int32_t sample_row(const struct allm_engine *e, struct allm_request *r, float *row)
 {
 	struct allm_sampler *s = &r->sampler;
 	const float *raw = row;
@@ -65,6 +65,12 @@ static int32_t sample_row(struct allm_request *r, float *row)
 		if (allm_sampling_penalized(&s->p))
 			allm_sampler_penalize(s, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
 		allm_sampler_apply_bias(s, row);
+		/* min_tokens: no stop token before it (ignore_eos: none stops anyway) */
+		if (!r->ignore_eos && allm_request_n_generated(r) < s->p.min_tokens) {
+			const struct allm_model_config *c = &e->model->cfg;
+			allm_sampler_mask(s, row, c->eos_ids, c->n_eos);
+			allm_sampler_mask(s, row, r->stop_ids, r->n_stop);
+		}
 	}
 	int32_t id = allm_sampler_sample(s, row);
 	if (s->p.logprobs > 0)
@@ -87,7 +93,7 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		}
 		r->seq.n_cached = r->seq.n_tokens;
 		r->prefilling = false;
-		int32_t id = picked ? picked[i] : sample_row(r, e->logits + (size_t)i * V);
+		int32_t id = picked ? picked[i] : sample_row(e, r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			continue;
@@ -149,7 +155,7 @@ static int sample_on_device(struct allm_engine *e, struct allm_rq_vec *sel, stru
 		default:
 			if ((r = allm_executor_download_row(e->ex, i, e->logits + (size_t)i * V, err)))
 				return r;
-			picked[i] = sample_row(sel->v[i], e->logits + (size_t)i * V);
+			picked[i] = sample_row(e, sel->v[i], e->logits + (size_t)i * V);
 		}
 	}
 	return 0;

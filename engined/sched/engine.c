@@ -206,6 +206,9 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 		return allm_err_set(err, -EINVAL, "at most %d stop ids", ALLM_MAX_STOP_IDS);
 	if ((rc = allm_sampling_validate(&s->sampling, err)))
 		return rc;
+	if (s->sampling.min_tokens > s->max_tokens)
+		return allm_err_set(err, -EINVAL, "min_tokens %d is above max_tokens %d", s->sampling.min_tokens,
+				    s->max_tokens);
 	for (int32_t i = 0; i < s->sampling.n_bias; i++)
 		if (s->sampling.bias[i].id >= c->vocab_size)
 			return allm_err_set(err, -EINVAL, "logit_bias: token %d is outside the vocabulary (0..%d)",
