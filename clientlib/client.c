@@ -193,7 +193,8 @@ static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes
 	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10) ||
 	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
 	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2) || p->logprobs < 0 ||
-	    p->logprobs > 1 + ALLM_LOGPROBS_MAX || p->n_logit_bias > ALLM_LOGIT_BIAS_MAX ||
+	    p->logprobs > 1 + ALLM_LOGPROBS_MAX || p->n_logit_bias > ALLM_LOGIT_BIAS_MAX || p->min_tokens < 0 ||
+	    p->min_tokens > p->max_tokens ||
 	    (p->n_logit_bias && !p->logit_bias))
 		return -EINVAL;
 	for (uint32_t i = 0; i < p->n_logit_bias; i++)
@@ -256,6 +257,7 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		.prompt_off = off,
 		.prompt_len = (uint32_t)prompt_bytes,
 		.n_logit_bias = (uint16_t)p->n_logit_bias,
+		.min_tokens = (uint32_t)p->min_tokens,
 		.temperature = p->temperature,
 		.top_p = p->top_p == 0 ? 1.0f : p->top_p,
 		.top_k = p->top_k,

@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties, logprobs and logit bias entries (too many, past the arena, out of range), random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties, logprobs, logit bias entries (too many, past the arena, out of range) and min_tokens, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -178,6 +178,8 @@ static void odd_values(struct raw *r)
 		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = 1, raw_push(r, &q);
 		raw_wait_finals(r, t - 1, t); /* the next entry overwrites: one at a time */
 	}
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = 4, q.min_tokens = 5, raw_push(r, &q);
+	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.min_tokens = UINT32_MAX, raw_push(r, &q);
 	uint64_t pen1 = t;
 	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
@@ -195,7 +197,8 @@ static void odd_values(struct raw *r)
 		char msg[ALLM_CQE_ERROR_MAX + 1] = {0}; /* NUL-padded, not always NUL-ended */
 		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
 		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR &&
-			      (strstr(msg, "penalty") || strstr(msg, "logprobs") || strstr(msg, "logit_bias")),
+			      (strstr(msg, "penalty") || strstr(msg, "logprobs") || strstr(msg, "logit_bias") ||
+			       strstr(msg, "min_tokens")),
 		      "a bad penalty or logprobs (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";

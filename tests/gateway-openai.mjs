@@ -80,6 +80,15 @@ const fb = await client.completions.create({ model, prompt: PROMPT, max_tokens: 
 check(!nb.choices[0].text.startsWith(L.tokens[0]) && fb.choices[0].text === L.tokens[1].repeat(8),
   `logit_bias: -100 moves the first token (${JSON.stringify(nb.choices[0].text)}), +100 forces one (${JSON.stringify(fb.choices[0].text)})`);
 
+// min_tokens: neither a stop token id nor a stop string ends the output before it
+const third = ref.logprobs[2].id;
+const sNo = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, stop_token_ids: [third] });
+const sMin = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, stop_token_ids: [third],
+  min_tokens: 12 });
+const gMin = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, stop: [' girl'], min_tokens: 12 });
+check(sNo.usage.completion_tokens === 3 && sMin.usage.completion_tokens >= 12 && gMin.choices[0].text === ref.completion,
+  `min_tokens 12: a stop id ends at ${sNo.usage.completion_tokens} tokens without, ${sMin.usage.completion_tokens} with; the stop string " girl" (token 6) does not cut`);
+
 // token ids as the prompt: the same ids allm-run encodes
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
 check(c2.choices[0].text === ref.completion, 'a prompt of token ids gives the same text');

@@ -173,7 +173,10 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 			r->out.stopped = true;
 			break;
 		}
-		int s = gw_text_append(&r->out, &r->stops, text, (size_t)n);
+		/* min_tokens: no stop string ends the text before it, as no stop token does */
+		static const struct gw_stops none;
+		int s = gw_text_append(&r->out, r->n_tokens <= (uint32_t)r->params.min_tokens ? &none : &r->stops, text,
+				       (size_t)n);
 		if (s < 0) {
 			send_cancel(gw, r);
 			r->out.stopped = true; /* keeps what it has; the FINAL ends it */

@@ -363,6 +363,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	struct allm_request_params *p = &r->params;
 	double temp = 1.0, top_p = 1.0, presence = 0, frequency = 0, repetition = 1;
 	int32_t logprobs = 0;
+	int64_t min_tokens = 0;
 	int64_t top_k = 0, n = 1, seed = -1, max_tokens = -1, best_of = 1;
 	bool ignore_eos = false, seeded;
 	json_t *j;
@@ -380,7 +381,8 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	if (n != 1 || best_of != 1)
 		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
 	/* neutral values only: the engine has no such knob */
-	if (parse_logit_bias(b, r, e) || refuse_unless(b, "min_tokens", 0, e) || refuse_unless(b, "echo", 0, e) ||
+	if (parse_logit_bias(b, r, e) || get_int(b, "min_tokens", 0, INT32_MAX, &min_tokens, e) ||
+	    refuse_unless(b, "echo", 0, e) ||
 	    refuse_unless(b, "suffix", 0, e))
 		return -1;
 	j = json_object_get(b, "priority");
@@ -408,6 +410,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	p->frequency_penalty = (float)frequency;
 	p->repetition_penalty = (float)repetition;
 	p->logprobs = logprobs;
+	p->min_tokens = (int32_t)min_tokens;
 	p->ignore_eos = ignore_eos;
 	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
 	if (seeded) {
@@ -514,6 +517,11 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	/* chat's default: whatever room the context leaves (the engine stops there) */
 	if (r->params.max_tokens == 0)
 		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
+	if (r->params.min_tokens > r->params.max_tokens) {
+		bad(e, "min_tokens", "'min_tokens' (%d) is above max_tokens (%d)", r->params.min_tokens,
+		    r->params.max_tokens);
+		goto fail;
+	}
 	/* the request's own copy: the params point into it */
 	for (size_t i = 0; i < n_stop_ids; i++)
 		r->stop_ids[i] = (int32_t)stop_ids[i];

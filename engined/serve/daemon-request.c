@@ -458,7 +458,7 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		.sampling = {.temperature = q->temperature, .top_k = q->top_k > 0 ? q->top_k : 0,
 			     .top_p = q->top_p, .seed = q->seed, .repetition_penalty = q->repetition_penalty,
 			     .frequency_penalty = q->frequency_penalty, .presence_penalty = q->presence_penalty,
-			     .logprobs = q->logprobs},
+			     .logprobs = q->logprobs, .min_tokens = (int32_t)ALLM_MIN(q->min_tokens, (uint32_t)INT32_MAX)},
 		.ignore_eos = q->ignore_eos != 0,
 		.n_stop = (int32_t)q->n_stop,
 		.tag = q->user_tag,

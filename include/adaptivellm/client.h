@@ -127,6 +127,7 @@ struct allm_request_params {
 	int32_t logprobs;          /* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): each TOKEN
 				    * event carries the token's log-probability and the
 				    * k most likely tokens' (allm_event.logprobs) */
+	int32_t min_tokens;        /* no EOS or stop id before this many tokens (0..max_tokens) */
 	const struct allm_logit_bias *logit_bias; /* added to those tokens' logits ... */
 	uint32_t n_logit_bias;     /* ... this many (<= ALLM_LOGIT_BIAS_MAX; ids >= 0, biases
 				    * in [-100, 100]); they travel in the arena with the prompt */
@@ -151,7 +152,8 @@ void allm_request_params_init(struct allm_request_params *p);
  *            max_tokens <= 0, temperature < 0 or not finite, top_p outside
  *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP, a penalty out of
  *            its range or not finite, logprobs outside 0..1 + ALLM_LOGPROBS_MAX,
- *            a logit bias entry out of range or more than ALLM_LOGIT_BIAS_MAX);
+ *            a logit bias entry out of range or more than ALLM_LOGIT_BIAS_MAX,
+ *            min_tokens outside 0..max_tokens);
  *   -E2BIG   the prompt is larger than the whole arena (ask for a bigger
  *            arena_size when connecting);
  *   -ENOMEM, -EPIPE (engine gone), -EPROTO (handle dead).

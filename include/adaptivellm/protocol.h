@@ -143,7 +143,8 @@ struct allm_sqe {
 	 * the arena right after the prompt, at prompt_off + prompt_len rounded up to
 	 * a multiple of 8 */
 	uint16_t n_logit_bias;
-	uint8_t reserved[128 - 88]; /* zero */
+	uint32_t min_tokens;      /* no EOS or stop id before this many tokens (<= max_tokens) */
+	uint8_t reserved[128 - 92]; /* zero */
 };
 
 /* A logit bias entry: bias (in [-100, 100]) added to the logit of token_id. */
@@ -335,7 +336,8 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, repetition_penalty) == 72, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, logprobs) == 84, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 86, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 88, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, min_tokens) == 88, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 92, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_logit_bias) == 8, "logit bias entry");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
