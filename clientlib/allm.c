@@ -3,6 +3,7 @@
  *   allm [--name NAME] [--runtime-dir DIR] generate (--prompt TEXT | --prompt-ids 1,2,3)
  *        [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
  *        [--repetition-penalty R] [--frequency-penalty F] [--presence-penalty P]
+ *        [--min-tokens N] [--logprobs K]
  *        [--stop-ids LIST] [--ignore-eos] [--ids] [--json] [--posix-shm]
  *
  * Streams the text to stdout as it arrives and a stats line to stderr; --ids and
@@ -26,6 +27,7 @@ struct cli_args {
 	const char *prompt, *prompt_ids, *stop_ids;
 	int32_t max_tokens;
 	double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
+	int64_t min_tokens, logprobs; /* logprobs: -1 none, else the alternatives */
 	int64_t top_k;
 	uint64_t seed;
 	bool ignore_eos, ids, json, posix_shm;
@@ -56,6 +58,9 @@ static void usage(FILE *f)
 		"                         one x R (default 1 = off; (0, 10])\n"
 		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
 		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
+		"  --min-tokens N         no EOS or stop id before N tokens (default 0)\n"
+		"  --logprobs K           with --json: each token's log-probability and the K most\n"
+		"                         likely tokens' (0..10)\n"
 		"  --stop-ids LIST        up to %d extra stop token ids\n"
 		"  --ignore-eos           do not stop at EOS\n"
 		"output:\n"
@@ -169,6 +174,7 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 	a->max_tokens = 128;
 	a->temperature = 1.0;
 	a->top_p = 1.0;
+	a->logprobs = -1;
 	for (int i = 1; i < argc;) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int64_t n;
@@ -238,6 +244,10 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			want = parse_f64(v, -2, 2, &a->frequency_penalty) ? "a number in [-2, 2]" : NULL;
 		else if (!strcmp(f, "--presence-penalty"))
 			want = parse_f64(v, -2, 2, &a->presence_penalty) ? "a number in [-2, 2]" : NULL;
+		else if (!strcmp(f, "--min-tokens"))
+			want = parse_i64(v, 0, 1 << 24, &a->min_tokens) ? "an integer >= 0" : NULL;
+		else if (!strcmp(f, "--logprobs"))
+			want = parse_i64(v, 0, ALLM_LOGPROBS_MAX, &a->logprobs) ? "an integer in 0..10" : NULL;
 		else {
 			fprintf(stderr, PROG ": unknown flag %s (see --help)\n", f);
 			return -1;
@@ -406,6 +416,7 @@ static void on_sigint(int sig)
 
 struct result {
 	struct buf text, ids; /* ids: int32_t values */
+	struct buf lps;       /* struct allm_cqe_logprobs of each token, with --logprobs */
 	struct allm_event final;
 	char error[ALLM_CQE_ERROR_MAX + 1];
 	bool finished;
@@ -458,7 +469,8 @@ static int run_request(allm_client_t *c, const struct allm_request_params *p, bo
 			break;
 		case ALLM_EVENT_TOKEN:
 			if (buf_add(&res->text, ev.text, ev.text_len) ||
-			    (ev.token_id >= 0 && buf_add(&res->ids, &ev.token_id, sizeof(int32_t)))) {
+			    (ev.token_id >= 0 && buf_add(&res->ids, &ev.token_id, sizeof(int32_t))) ||
+			    (ev.logprobs && buf_add(&res->lps, ev.logprobs, sizeof(*ev.logprobs)))) {
 				fprintf(stderr, PROG ": out of memory\n");
 				return -ENOMEM;
 			}
@@ -499,6 +511,18 @@ static void print_json(allm_client_t *c, const int32_t *prompt, size_t n_prompt,
 		json_string(o, f->error, strlen(f->error));
 	else
 		fputs("null", o);
+	if (res->lps.len) { /* as allm-run --logprobs prints them */
+		const struct allm_cqe_logprobs *l = (const void *)res->lps.p;
+		fputs(", \"logprobs\": [", o);
+		for (size_t i = 0; i < res->lps.len / sizeof(*l); i++) {
+			fprintf(o, "%s{\"id\": %d, \"logprob\": %.9g, \"top\": [", i ? ", " : "", l[i].sampled.token_id,
+				(double)l[i].sampled.logprob);
+			for (uint32_t k = 0; k < l[i].n_top && k < ALLM_LOGPROBS_MAX; k++)
+				fprintf(o, "%s[%d, %.9g]", k ? ", " : "", l[i].top[k].token_id, (double)l[i].top[k].logprob);
+			fputs("]}", o);
+		}
+		fputc(']', o);
+	}
 	fprintf(o, ", \"n_prompt\": %u, \"n_generated\": %u, \"queue_ms\": %.3f, "
 		   "\"ttft_ms\": %.3f, \"total_ms\": %.3f, \"preemptions\": %u}\n",
 		f->n_prompt, f->n_generated, f->queue_us / 1e3, f->ttft_us / 1e3, f->total_us / 1e3,
@@ -590,6 +614,8 @@ int main(int argc, char **argv)
 	p.repetition_penalty = (float)a.repetition_penalty;
 	p.frequency_penalty = (float)a.frequency_penalty;
 	p.presence_penalty = (float)a.presence_penalty;
+	p.min_tokens = (int32_t)a.min_tokens;
+	p.logprobs = a.logprobs >= 0 ? 1 + (int32_t)a.logprobs : 0;
 	p.ignore_eos = a.ignore_eos;
 	p.stop_ids = stop;
 	p.n_stop = (uint32_t)n_stop;
@@ -605,6 +631,7 @@ out:
 	allm_client_disconnect(c);
 	free(res.text.p);
 	free(res.ids.p);
+	free(res.lps.p);
 	free(prompt);
 	free(stop);
 	return rc;
