@@ -52,8 +52,8 @@ async function sdk() {
     () => good.completions.create({ model, prompt: 'hi', logit_bias: { 100000: 1 } }));
   await expectError('400 min_tokens above max_tokens', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', max_tokens: 4, min_tokens: 5 }));
-  await expectError('400 echo (not supported)', OpenAI.BadRequestError, 400, null,
-    () => good.completions.create({ model, prompt: 'hi', echo: true }));
+  await expectError('400 echo with logprobs (no prompt log-probabilities)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', echo: true, logprobs: 1 }));
   await expectError('400 messages not a list', OpenAI.BadRequestError, 400, null,
     () => good.chat.completions.create({ model, messages: 'hello' }));
   await expectError('413 prompt longer than the context', OpenAI.APIError, 413, 'context_length_exceeded',

@@ -89,6 +89,19 @@ const gMin = await client.completions.create({ model, prompt: PROMPT, max_tokens
 check(sNo.usage.completion_tokens === 3 && sMin.usage.completion_tokens >= 12 && gMin.choices[0].text === ref.completion,
   `min_tokens 12: a stop id ends at ${sNo.usage.completion_tokens} tokens without, ${sMin.usage.completion_tokens} with; the stop string " girl" (token 6) does not cut`);
 
+// echo: the prompt's text, then the output (text or token-id prompt; streamed, the prompt first)
+const ew = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, echo: true });
+const ei = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0, echo: true });
+let es = '', eFirst = null;
+for await (const ch of await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, echo: true, stream: true })) {
+  if (!ch.choices.length) continue;
+  if (eFirst === null) eFirst = ch.choices[0].text;
+  es += ch.choices[0].text;
+}
+check(ew.choices[0].text === PROMPT + ref.completion && ei.choices[0].text === PROMPT + ref.completion &&
+  eFirst === PROMPT && es === PROMPT + ref.completion && ew.usage.completion_tokens === 40,
+  'echo: the prompt (text, or token ids decoded) before the output, whole and streamed (the prompt first)');
+
 // token ids as the prompt: the same ids allm-run encodes
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
 check(c2.choices[0].text === ref.completion, 'a prompt of token ids gives the same text');

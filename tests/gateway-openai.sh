@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
 gw_npm
 

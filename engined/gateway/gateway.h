@@ -83,6 +83,8 @@ struct gw_req {
 				   * context (a leading space survives, as in vLLM); NULL
 				   * without a tokenizer: the engine's text is used */
 	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* stop_token_ids; params.stop_ids points here */
+	char *echo;              /* completions' echo: the prompt's text, sent before the output (owned) */
+	size_t echo_len;
 	struct allm_logit_bias *logit_bias; /* owned; params.logit_bias points here */
 	uint32_t n_logit_bias;
 

@@ -46,6 +46,7 @@ struct gw_stream {
 	bool role_sent;   /* chat: the first chunk (role) went out */
 	size_t pieces_sent; /* text pieces (one per token, a flush last) sent so far */
 	size_t text_sent;   /* and their bytes (completions' text_offset) */
+	bool echo_sent;     /* completions' echo: the prompt's chunk went out */
 	bool ended;       /* [DONE] is in buf */
 };
 
@@ -223,6 +224,10 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	 * events); chat's first event also carries the role */
 	int rc = 0;
 	size_t at = 0;
+	if (r->echo && !s->echo_sent) { /* the prompt first, as vLLM streams an echo */
+		rc |= gw_api_sse_chunk(r, false, r->echo, r->echo_len, NULL, NULL, &s->buf, &s->len, &s->cap);
+		s->echo_sent = true;
+	}
 	if (r->chat && !s->role_sent && n_pieces == 0) {
 		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, NULL, &s->buf, &s->len, &s->cap);
 		s->role_sent = true;

@@ -146,8 +146,18 @@ int32_t gw_api_last_prompt_id(const struct gw_req *r)
 
 char *gw_api_response_json(const struct gw_req *r, size_t *len)
 {
-	json_t *choice, *lp = NULL;
-	json_t *text = text_json(r->out.buf ? r->out.buf : "", r->out.ready);
+	json_t *choice, *lp = NULL, *text;
+	if (r->echo) { /* completions' echo: the prompt, then the output */
+		char *both = malloc(r->echo_len + r->out.ready + 1);
+		if (both) {
+			memcpy(both, r->echo, r->echo_len);
+			memcpy(both + r->echo_len, r->out.buf ? r->out.buf : "", r->out.ready);
+		}
+		text = both ? text_json(both, r->echo_len + r->out.ready) : NULL;
+		free(both);
+	} else {
+		text = text_json(r->out.buf ? r->out.buf : "", r->out.ready);
+	}
 	if (r->params.logprobs > 0) {
 		/* where each token's text starts: its piece's (out.ends), within the text */
 		size_t *offs = malloc((r->n_lps + 1) * sizeof(*offs));

@@ -1,6 +1,6 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
  * and range before anything is allocated for the engine; fields the engine cannot
- * honour (echo, n > 1, tools) are refused by name rather than
+ * honour (n > 1, tools, suffix, echo with logprobs) are refused by name rather than
  * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
  * with extensions it does not know. */
 #include "gw-openai.h"
@@ -146,9 +146,42 @@ static int tokenize(const struct gw_model *m, const char *text, size_t len, bool
 	return 0;
 }
 
+/* echo: the prompt's text goes back before the output, as it reads (token ids
+ * decoded). Without prompt log-probabilities, which the engine does not compute,
+ * echo and logprobs do not go together. */
+static int echo_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw_req *r, struct gw_api_err *e)
+{
+	bool echo = false;
+	if (get_bool(b, "echo", &echo, e))
+		return -1;
+	if (!echo)
+		return 0;
+	if (r->params.logprobs > 0)
+		return bad(e, "echo", "'echo' with 'logprobs' needs the prompt's log-probabilities, which this "
+				      "server does not compute");
+	if (json_is_string(p)) {
+		r->echo_len = json_string_length(p);
+		r->echo = malloc(r->echo_len + 1);
+		if (r->echo)
+			memcpy(r->echo, json_string_value(p), r->echo_len + 1);
+	} else if (!m->tok) {
+		return bad(e, "echo", "'echo' of token ids needs the model's tokenizer");
+	} else {
+		char *t = NULL; /* allm_malloc'ed: ours is malloc'ed like the rest of the request */
+		if (allm_tokenizer_decode(m->tok, r->ids, r->n_ids, true, &t, NULL) == 0 && t) {
+			r->echo_len = strlen(t);
+			if ((r->echo = malloc(r->echo_len + 1)))
+				memcpy(r->echo, t, r->echo_len + 1);
+		}
+		allm_free(t);
+	}
+	return r->echo ? 0 : gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
 static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req *r,
 			     struct gw_api_err *e)
 {
+	int rc;
 	json_t *p = json_object_get(b, "prompt");
 	if (json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0))) {
 		if (json_array_size(p) > 1)
@@ -156,11 +189,13 @@ static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req 
 		p = json_array_get(p, 0); /* ["text"] or [[1, 2, 3]] */
 	}
 	if (json_is_array(p))
-		return ids_from(p, m, r, e);
+		return (rc = ids_from(p, m, r, e)) ? rc : echo_prompt(b, m, p, r, e);
 	if (!json_is_string(p))
 		return bad(e, "prompt", "'prompt' must be a string or a list of token ids");
 	const char *s = json_string_value(p);
 	size_t n = json_string_length(p);
+	if ((rc = echo_prompt(b, m, p, r, e)))
+		return rc;
 	if (m->tok)
 		return tokenize(m, s, n, true, r, e);
 	/* no tokenizer here: the engine tokenizes (and says if it cannot) */
@@ -382,7 +417,6 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
 	/* neutral values only: the engine has no such knob */
 	if (parse_logit_bias(b, r, e) || get_int(b, "min_tokens", 0, INT32_MAX, &min_tokens, e) ||
-	    refuse_unless(b, "echo", 0, e) ||
 	    refuse_unless(b, "suffix", 0, e))
 		return -1;
 	j = json_object_get(b, "priority");
@@ -453,6 +487,7 @@ void gw_api_discard(struct gw_req *r)
 	free(r->ids);
 	free(r->lps);
 	free(r->logit_bias);
+	free(r->echo);
 	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_model_unref(r->model);

@@ -12,6 +12,7 @@ static void req_free(struct gw *gw, struct gw_req *r)
 	free(r->ids);
 	free(r->lps);
 	free(r->logit_bias);
+	free(r->echo);
 	free(r->text);
 	gw_stops_free(&r->stops);
 	allm_detok_free(r->detok);
