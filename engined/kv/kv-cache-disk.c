@@ -97,7 +97,6 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	for (int32_t i = 0; i < slots; i++)
 		kv->ahead_free[i] = slots - 1 - i;
 	kv->n_ahead_slots = kv->n_ahead_free = slots;
-	kv->n_vslots = kv->be->simulated ? slots : 0;
 	return 0;
 }
 
@@ -118,7 +117,7 @@ static int32_t vslots_free(struct allm_kv_cache *kv)
 {
 	double now = allm_backend_clock(kv->be);
 	int32_t k = 0;
-	for (int32_t i = 0; i < kv->n_vslots; i++)
+	for (int32_t i = 0; kv->vslot_end && i < kv->n_ahead_slots; i++)
 		k += kv->vslot_end[i] <= now;
 	return k;
 }
@@ -221,7 +220,7 @@ static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int
 		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(seq, disk + i, k),
 					 NULL);
 		double now = allm_backend_clock(kv->be);
-		for (int32_t j = 0, left = k; j < kv->n_vslots && left > 0; j++)
+		for (int32_t j = 0, left = k; j < kv->n_ahead_slots && left > 0; j++)
 			if (kv->vslot_end[j] <= now) {
 				kv->vslot_end[j] = end;
 				left--;
@@ -308,6 +307,11 @@ static int take(struct allm_block_pool *p, int64_t owner, int32_t n, int32_t *id
 	return 0;
 }
 
+static int gpu_short(const struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
+{
+	return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free, n);
+}
+
 static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *ids, int32_t n)
 {
 	for (int32_t i = 0; i < n; i++) {
@@ -353,8 +357,7 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 	if (!dp)
 		return allm_err_set(err, -ENOTSUP, "no disk tier");
 	if (take(&kv->gpu, owner, n, ret_gpu))
-		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
-				    n);
+		return gpu_short(kv, n, err);
 	touch_fresh(kv, ret_gpu, n);
 	if ((r = disk_xfer(kv, false, false, ret_gpu, disk, n, res, err))) {
 		give_back(&kv->gpu, owner, ret_gpu, n);
@@ -493,7 +496,7 @@ void kvc_disk_fini(struct allm_kv_cache *kv)
 	kv->ahead_raw = kv->ahead_mem = NULL;
 	kv->ahead_free = NULL;
 	kv->vslot_end = NULL;
-	kv->n_ahead = kv->cap_ahead = kv->n_vslots = kv->n_ahead_slots = kv->n_ahead_free = 0;
+	kv->n_ahead = kv->cap_ahead = kv->n_ahead_slots = kv->n_ahead_free = 0;
 }
 
 int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
@@ -504,8 +507,7 @@ int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t
 	if (kv->staged && kv->n_ahead_free < n)
 		return -EAGAIN; /* the reads' arena is full: this one waits */
 	if (take(&kv->gpu, owner, n, ret_gpu))
-		return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free,
-				    n);
+		return gpu_short(kv, n, err);
 	touch_fresh(kv, ret_gpu, n);
 	int r = kv->staged ? staged_ahead(kv, disk, n, ret_ticket, err)
 			   : allm_kv_disk_read_start(kv->disk, kv->dev, ret_gpu, disk, n, ret_ticket, err);

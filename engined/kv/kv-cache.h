@@ -37,16 +37,17 @@ struct allm_kv_cache {
 	int32_t stage_blocks;
 	struct kvc_ahead *ahead; /* reads ahead through host memory (staged): kv-cache-disk.c */
 	int32_t n_ahead, cap_ahead;
-	/* their arena: as many blocks as the stage of writes behind (allocated at
-	 * the first; none on a simulated device), and its free slots */
+	/* their arena: n_ahead_slots blocks, as many as the stage of writes behind
+	 * holds (allocated at the first; none on a simulated device), and its free
+	 * slots */
 	char *ahead_raw, *ahead_mem;
 	int32_t *ahead_free;
 	int32_t n_ahead_slots, n_ahead_free;
 	/* A simulated device's disk beside it: when it is next idle, and when the
-	 * write behind in each slot of its stage lands (free once past). */
+	 * write behind in each of its stage's n_ahead_slots slots lands (free once
+	 * past; NULL on a real device). */
 	double vdisk_idle;
 	double *vslot_end;
-	int32_t n_vslots;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many
