@@ -55,10 +55,10 @@ struct allm_client {
 	struct allm_partial_piece *partials; /* pieces being reassembled */
 	size_t n_partials, partials_cap;
 
-	/* a LOGPROBS entry waiting for its token's TOKEN entries (the engine sends
-	 * them back to back), and the last TOKEN event's copy of it */
-	struct allm_cqe_logprobs lp_pending, lp_event;
-	uint64_t lp_request; /* lp_pending's request, 0 for none */
+	/* the last LOGPROBS entry: it waits for its token's TOKEN entries (the
+	 * engine sends them back to back), whose event then points at it */
+	struct allm_cqe_logprobs lp;
+	uint64_t lp_request; /* lp's request while it waits, else 0 */
 
 	char *text;           /* the last TOKEN event's text (reassembled pieces) */
 	size_t text_cap;

@@ -224,10 +224,10 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		return c->dead;
 	if ((r = check_params(p, &bytes)))
 		return r;
-	/* the logit bias entries follow the prompt, at the next multiple of 8 */
-	uint64_t prompt_bytes = bytes;
+	/* the logit bias entries follow the prompt (protocol.h) */
+	uint64_t prompt_bytes = bytes, bias_at = allm_logit_bias_off(0, bytes);
 	if (p->n_logit_bias)
-		bytes = ((bytes + 7) & ~(uint64_t)7) + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
+		bytes = bias_at + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
 	if (bytes > c->arena_size)
 		return -E2BIG;
 	if ((r = check_lease(c)))
@@ -245,7 +245,7 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 	const void *src = p->prompt ? (const void *)p->prompt : (const void *)p->prompt_ids;
 	allm_shm_arena_copy_in(c->seg, off, src, prompt_bytes); /* in range: allocated above */
 	if (p->n_logit_bias)
-		allm_shm_arena_copy_in(c->seg, off + ((prompt_bytes + 7) & ~(uint64_t)7), p->logit_bias,
+		allm_shm_arena_copy_in(c->seg, off + bias_at, p->logit_bias,
 				       (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias));
 
 	struct allm_sqe e = {
@@ -424,15 +424,14 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 		ev->kind = ALLM_EVENT_ACCEPTED;
 		return 1;
 	case ALLM_CQE_LOGPROBS:
-		c->lp_pending = e->u.logprobs;
+		c->lp = e->u.logprobs;
 		c->lp_request = e->request_id;
 		return 0;
 	case ALLM_CQE_TOKEN: {
 		ev->kind = ALLM_EVENT_TOKEN;
 		int r = token_event(c, e, ev);
 		if (r == 1 && c->lp_request == e->request_id) {
-			c->lp_event = c->lp_pending;
-			ev->logprobs = &c->lp_event;
+			ev->logprobs = &c->lp; /* valid until the next call, as the rest */
 			c->lp_request = 0;
 		}
 		return r;

@@ -470,7 +470,7 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 	struct allm_token_bias bias[ALLM_LOGIT_BIAS_MAX];
 	if (q->n_logit_bias) {
 		struct allm_logit_bias wire[ALLM_LOGIT_BIAS_MAX];
-		if (allm_shm_arena_copy_out(c->seg, allm_sqe_bias_off(q), (uint64_t)q->n_logit_bias * sizeof(wire[0]),
+		if (allm_shm_arena_copy_out(c->seg, allm_logit_bias_off(q->prompt_off, q->prompt_len), (uint64_t)q->n_logit_bias * sizeof(wire[0]),
 					    wire, sizeof(wire))) {
 			allm_free(ids);
 			free_req(dr);

@@ -153,10 +153,11 @@ struct allm_logit_bias {
 	float bias;
 };
 #define ALLM_LOGIT_BIAS_MAX 300
-/* Where a request's logit bias entries start in the arena. */
-static inline uint64_t allm_sqe_bias_off(const struct allm_sqe *q)
+/* Where a request's logit bias entries start in the arena: after its prompt
+ * (prompt_off, prompt_len bytes), at the next multiple of 8. */
+static inline uint64_t allm_logit_bias_off(uint64_t prompt_off, uint64_t prompt_len)
 {
-	return (uint64_t)q->prompt_off + (((uint64_t)q->prompt_len + 7) & ~(uint64_t)7);
+	return prompt_off + ((prompt_len + 7) & ~(uint64_t)7);
 }
 
 /* --- completion queue entry (engine -> client) --------------------------- */
