@@ -425,6 +425,7 @@ struct fx_opts {
 	bool chunked; /* chunked prefill */
 	int32_t lookahead; /* admission headroom (fair) */
 	double max_wait_factor; /* aging (fair) */
+	double overcommit; /* admission by commitment (fair) */
 	int32_t disk_blocks; /* > 0: a disk tier in a private temporary directory */
 };
 
@@ -511,6 +512,7 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 		.chunked_prefill = o->chunked,
 		.admit_lookahead = o->lookahead,
 		.max_wait_factor = o->max_wait_factor,
+		.admit_overcommit = o->overcommit,
 		.clock = fx_clock,
 		.clock_user = f,
 	};

@@ -1,4 +1,4 @@
-/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps, also when long decodes hold every slot (the paper's fair lets it wait past that), and evicts nobody in a burst where everyone waited as long; chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
+/* Description: the scheduler beyond the paper, on a fake clock: fair's admission headroom never admits a request that growth evicts within the headroom (the paper's fair does, and recomputes far more); aging bounds the wait of a long request under sustained overload to max_wait_factor x its service steps, also when long decodes hold every slot (the paper's fair lets it wait past that), and evicts nobody in a burst where everyone waited as long, nor lets an aged request wait on the commitment cap; admission by commitment keeps what the admitted requests would hold at their longest within the device and host blocks, and a burst that makes fair recompute without it recomputes at most a quarter as often; chunked prefill splits a prompt longer than max_num_batched_tokens over steps while the running batch keeps decoding every step, and the recompute predictor learns from those mixed steps. */
 #include "engine-fixture.h"
 
 /* --- 1. admission headroom ---------------------------------------------------------- */
@@ -114,14 +114,14 @@ static void test_headroom(void)
  * short_out long and the pool large, long decodes hold every slot of
  * max_num_seqs for longer than the bound: aging must free a slot, not only
  * blocks. */
-static void aging_run(double factor, int32_t short_out, int32_t gpu_blocks, int64_t *ret_wait,
-		      int64_t *ret_service, int64_t *ret_aged)
+static void aging_run(double factor, int32_t short_out, int32_t gpu_blocks, double overcommit,
+		      int64_t *ret_wait, int64_t *ret_service, int64_t *ret_aged)
 {
 	struct fx f;
 	struct fx_opts o = {.block_size = 4, .gpu_blocks = gpu_blocks, .cpu_blocks = 40,
 			    .max_num_seqs = 6, .preempt = ALLM_PREEMPT_ADAPTIVE,
 			    .sched = ALLM_SCHED_FAIR, .pred = FX_PRED_SWAP_CHEAP,
-			    .max_wait_factor = factor};
+			    .max_wait_factor = factor, .overcommit = overcommit};
 	*ret_wait = *ret_service = -1;
 	if (fx_init(&f, &o))
 		return;
@@ -147,15 +147,17 @@ static void aging_run(double factor, int32_t short_out, int32_t gpu_blocks, int6
 	fx_fini(&f);
 }
 
-static void test_aging(int32_t short_out, int32_t gpu_blocks)
+/* overcommit > 0: admission by commitment too, tight enough that the short
+ * requests alone fill it: the aged request must not wait on it. */
+static void test_aging(int32_t short_out, int32_t gpu_blocks, double overcommit)
 {
 	const double F = 3;
 	int64_t w_paper, s_paper, w_aged, s_aged, a_paper, a_aged;
-	aging_run(0, short_out, gpu_blocks, &w_paper, &s_paper, &a_paper);
-	aging_run(F, short_out, gpu_blocks, &w_aged, &s_aged, &a_aged);
-	printf("aging (others generate %d tokens, %d blocks): a 40-token prompt under overload waited "
-	       "%lld steps with the paper's fair, %lld with max_wait_factor %g (its service: %lld steps, "
-	       "bound %lld)\n", short_out, gpu_blocks,
+	aging_run(0, short_out, gpu_blocks, overcommit, &w_paper, &s_paper, &a_paper);
+	aging_run(F, short_out, gpu_blocks, overcommit, &w_aged, &s_aged, &a_aged);
+	printf("aging (others generate %d tokens, %d blocks, overcommit %g): a 40-token prompt under "
+	       "overload waited %lld steps with the paper's fair, %lld with max_wait_factor %g (its "
+	       "service: %lld steps, bound %lld)\n", short_out, gpu_blocks, overcommit,
 	       (long long)w_paper, (long long)w_aged, F, (long long)s_aged, (long long)(F * s_aged));
 	CHECK(s_aged > 0, "no service steps");
 	/* the bound is counted in steps; the request is marked at the start of the
@@ -199,7 +201,66 @@ static void test_aging_burst(void)
 	fx_fini(&f);
 }
 
-/* --- 3. chunked prefill ----------------------------------------------------------------- */
+/* --- 3. admission by commitment ------------------------------------------------------- */
+
+/* A burst of short prompts with long outputs (chatbot) on a tight pool with a
+ * small host pool, fair with headroom, admission by commitment at factor F (0:
+ * off). Returns the stats and the most blocks the admitted requests (running or
+ * swapped) would hold at their longest, over the run, while more than one was
+ * admitted. */
+static void overcommit_run(double F, struct allm_engine_stats *ret, int64_t *ret_committed)
+{
+	struct fx f;
+	const int32_t BS = 4, OUT = 24;
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = 32, .cpu_blocks = 12, .max_num_seqs = 16,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP, .lookahead = 4, .overcommit = F};
+	*ret_committed = -1;
+	if (fx_init(&f, &o))
+		return;
+	for (int i = 0; i < 24; i++)
+		fx_submit(&f, 3 + i % 4, OUT, 0, (uint64_t)i + 11);
+	for (int s = 0; s < 3000 && !fx_idle(&f); s++) {
+		fx_step(&f);
+		int64_t committed = 0;
+		int n = 0;
+		for (int i = 0; i < f.n_req; i++)
+			if (f.req[i].post_state == ALLM_REQ_RUNNING || f.req[i].post_state == ALLM_REQ_SWAPPED) {
+				committed += (f.req[i].n_prompt + f.req[i].max_tokens + BS - 1) / BS;
+				n++;
+			}
+		if (n > 1)
+			*ret_committed = ALLM_MAX(*ret_committed, committed);
+	}
+	CHECK(fx_idle(&f), "overcommit %g: not drained", F);
+	fx_check_end(&f, "overcommit");
+	allm_engine_get_stats(f.e, ret);
+	fx_fini(&f);
+}
+
+static void test_overcommit(void)
+{
+	const int64_t TIERS = 32 + 12;
+	struct allm_engine_stats off, on;
+	int64_t c_off, c_on;
+	overcommit_run(0, &off, &c_off);
+	overcommit_run(1, &on, &c_on);
+	printf("overcommit, a burst of 24 short prompts (%lld device + host blocks): off %lld swaps, "
+	       "%lld recomputes, %lld blocks committed at most; 1.0: %lld swaps, %lld recomputes, %lld "
+	       "blocks\n", (long long)TIERS, (long long)off.preempt_swap, (long long)off.preempt_recompute,
+	       (long long)c_off, (long long)on.preempt_swap, (long long)on.preempt_recompute, (long long)c_on);
+	/* without the cap the burst overflows the host pool, or the test shows nothing */
+	CHECK(off.preempt_recompute > 0 && c_off > TIERS, "off: %lld recomputes, %lld committed",
+	      (long long)off.preempt_recompute, (long long)c_off);
+	CHECK(c_on > 0 && c_on <= TIERS, "1.0: %lld blocks committed, the tiers hold %lld", (long long)c_on,
+	      (long long)TIERS);
+	/* the tiers' sum holds everyone at their longest, but a victim moves whole:
+	 * the host's free blocks can still be one short of the one Alg. 1 picks */
+	CHECK(on.preempt_recompute * 4 <= off.preempt_recompute, "1.0: %lld recomputes, off %lld",
+	      (long long)on.preempt_recompute, (long long)off.preempt_recompute);
+}
+
+/* --- 4. chunked prefill ----------------------------------------------------------------- */
 
 static void test_chunked(void)
 {
@@ -259,9 +320,11 @@ int main(void)
 	if (fx_global_init())
 		return 1;
 	test_headroom();
-	test_aging(6, 40);   /* short decodes: blocks are what the long prompt lacks */
-	test_aging(100, 400); /* long decodes: every slot is held past the bound */
+	test_aging(6, 40, 0);    /* short decodes: blocks are what the long prompt lacks */
+	test_aging(100, 400, 0); /* long decodes: every slot is held past the bound */
+	test_aging(100, 400, 0.36); /* and the commitment cap is full too */
 	test_aging_burst();
+	test_overcommit();
 	test_chunked();
 	fx_global_fini();
 	if (fx_failures) {

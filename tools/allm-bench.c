@@ -31,8 +31,8 @@ static void usage(FILE *f)
 		"                         --max-num-batched-tokens --preempt --sched --profile\n"
 		"                         --log-level --gemm --reference --dummy-seed\n"
 		"                         --chunked-prefill --admit-lookahead --max-wait-factor\n"
-		"                         --disk-swap-space --disk-swap-dir --cpu-isa --quant\n"
-		"                         --kv-cache-dtype\n"
+		"                         --admit-overcommit --disk-swap-space --disk-swap-dir\n"
+		"                         --cpu-isa --quant --kv-cache-dtype\n"
 		"  --start-timeout S      limit on the engine's load + calibration (default 900)\n"
 		"workload:\n"
 		"  --workload W           chatbot (default), alpaca, summary or FILE.jsonl\n"
@@ -69,6 +69,7 @@ static const char *const compare_keys[][2] = {
 	{"chunked_prefill", "--chunked-prefill"},
 	{"admit_lookahead", "--admit-lookahead"},
 	{"max_wait_factor", "--max-wait-factor"},
+	{"admit_overcommit", "--admit-overcommit"},
 	{"disk_swap_space", "--disk-swap-space"},
 };
 
@@ -111,7 +112,8 @@ static int parse_compare(struct bench_opts *o, const char *spec)
 	if (!flag) {
 		fprintf(stderr, PROG ": --compare: unknown key '%s' (want preempt, sched, "
 				"max_num_seqs, max_num_batched_tokens, gpu_blocks, cpu_blocks, block_size, "
-				"chunked_prefill, admit_lookahead, max_wait_factor, disk_swap_space)\n",
+				"chunked_prefill, admit_lookahead, max_wait_factor, admit_overcommit, "
+				"disk_swap_space)\n",
 			buf);
 		return -1;
 	}
@@ -140,8 +142,8 @@ static bool is_engine_flag(const char *f)
 		"--kv-cache-memory", "--swap-space", "--gpu-memory-utilization", "--max-num-seqs",
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
 		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
-		"--max-wait-factor", "--disk-swap-space", "--disk-swap-dir", "--cpu-isa", "--quant",
-		"--kv-cache-dtype",
+		"--max-wait-factor", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
+		"--cpu-isa", "--quant", "--kv-cache-dtype",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))

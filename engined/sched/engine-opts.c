@@ -75,6 +75,10 @@ const char *allm_engine_opts_help(void)
 	       "                              goes first (default " ALLM_STR(ALLM_DEFAULT_MAX_WAIT_FACTOR) "; 0 = off)\n"
 	       "  --admit-lookahead STEPS     fair: admission leaves room for this many steps of\n"
 	       "                              growth (default " ALLM_STR(ALLM_DEFAULT_ADMIT_LOOKAHEAD) ")\n"
+	       "  --admit-overcommit F        fair: admit while the KV every request would hold at\n"
+	       "                              its longest fits F x the device, host and disk blocks\n"
+	       "                              (default 0 = off; 1: victims almost always have swap\n"
+	       "                              room, fewer requests run early)\n"
 	       "  --profile FILE              predictor profile (calibrated once, then reused)\n"
 	       "  --log-level error|warn|info|debug\n";
 }
@@ -153,7 +157,7 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
 		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
-		"--max-wait-factor", "--admit-lookahead", "--disk-swap-space", "--disk-swap-dir",
+		"--max-wait-factor", "--admit-lookahead", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
 		"--cpu-isa", "--quant", "--kv-cache-dtype",
 	};
 	size_t k;
@@ -245,6 +249,10 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (allm_parse_i64(v, 0, 1 << 20, &n))
 			return BAD();
 		o->admit_lookahead = (int32_t)n;
+	} else if (!strcmp(f, "--admit-overcommit")) {
+		if (allm_parse_f64(v, 0, 1e6, &d) || (d > 0 && d < 0.1))
+			return allm_err_set(err, -EINVAL, "bad value for %s: '%s' (0 = off, or 0.1..1e6)", f, v);
+		o->admit_overcommit = d;
 	} else if (!strcmp(f, "--profile")) {
 		o->profile = v;
 	} else if (!strcmp(f, "--log-level")) {
@@ -285,4 +293,5 @@ void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_
 	ret->chunked_prefill = o->chunked_prefill;
 	ret->admit_lookahead = o->admit_lookahead;
 	ret->max_wait_factor = o->max_wait_factor;
+	ret->admit_overcommit = o->admit_overcommit;
 }

@@ -37,6 +37,7 @@ struct allm_engine_opts {
 	bool chunked_prefill; /* --chunked-prefill on|off */
 	int32_t admit_lookahead; /* --admit-lookahead STEPS (fair) */
 	double max_wait_factor; /* --max-wait-factor F (fair; 0 = off) */
+	double admit_overcommit; /* --admit-overcommit F (fair; 0 = off) */
 	const char *profile; /* --profile FILE */
 	const char *log_level;
 	int threads; /* --threads (cpu backend) */

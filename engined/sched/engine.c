@@ -89,6 +89,10 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 		r = allm_err_set(err, -EINVAL, "admit_lookahead must be >= 0");
 		goto fail;
 	}
+	if (!(cfg->admit_overcommit >= 0 && cfg->admit_overcommit <= 1e6)) {
+		r = allm_err_set(err, -EINVAL, "admit_overcommit must be 0 (off) or a positive number");
+		goto fail;
+	}
 	if ((r = allm_executor_create(model, kv, &e->ex, err)))
 		goto fail;
 	allm_engine_reset_stats(e);

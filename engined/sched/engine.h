@@ -138,6 +138,11 @@ struct allm_engine_config {
 	/* fair: a request that has waited more than this x its own service time
 	 * (in steps) goes first and is not a victim; 0 = off */
 	double max_wait_factor;
+	/* fair: a new prompt is admitted only while the KV that the running,
+	 * loading and swapped requests and it would hold at their longest (prompt +
+	 * max output) stays within this x the blocks of every tier it can live in
+	 * (device, host, disk); an aged request and one alone are exempt; 0 = off */
+	double admit_overcommit;
 	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
 	double (*clock)(void *user);
 	void *clock_user;
