@@ -299,11 +299,13 @@ static int64_t full_blocks(const struct allm_engine *e, const struct allm_reques
  * grows into preemptions together; once the host pool is full of fair's
  * swapped requests (long ones, ranked behind every newcomer), each further
  * victim is recomputed. Committing no more than the device, host and disk
- * blocks can hold means every victim can be swapped: on stories260K chatbot
- * (32 sequences) 1.0 took fair from 0.82x to 1.0x fcfs's throughput and
- * 11.5k recomputed tokens to none, but the batch holds fewer requests early,
- * so mean weighted turnaround rose from 0.6x to 1.3x fcfs's (bench/README.md,
- * "Scheduler quality"): the knob is that trade, off by default. */
+ * blocks can hold leaves swap room for nearly every victim: on stories260K
+ * chatbot at 32-128 sequences 1.0 cut fair's recomputed tokens from 11-14k to
+ * 1.7k and took its throughput from 0.79-0.86x to 0.89-1.01x fcfs's, but the
+ * batch holds fewer requests early, so mean weighted turnaround went from
+ * 0.45-0.56x to 1.1-1.6x fcfs's; on summary it cut them from 3.5k to 0.3k at
+ * the same turnaround (bench/README.md, "Admission by commitment"). The knob
+ * is that trade, off by default. */
 static double commitment_cap(const struct allm_engine *e)
 {
 	if (!fair(e) || e->cfg.admit_overcommit <= 0)
