@@ -87,7 +87,12 @@ gw_stop() {
 	fi
 	wait "$pid"
 	rc=$?
-	[ $rc -eq 0 ] && ok "$what: gateway exited 0" || fail "$what: gateway exit status $rc"
+	if [ $rc -eq 0 ]; then
+		ok "$what: gateway exited 0"
+	else
+		fail "$what: gateway exit status $rc"
+		grep -h -B2 -A25 -E "ERROR|Sanitizer|FATAL" "$tmp"/gw-*.log | head -n 60
+	fi
 }
 
 # reference_text PROMPT MAX_TOKENS [allm-run flags]: the greedy text allm-run makes

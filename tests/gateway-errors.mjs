@@ -36,8 +36,10 @@ async function sdk() {
     () => good.completions.create({ model: 'gpt-4', prompt: 'hi', max_tokens: 2 }));
   await expectError('400 bad field (temperature -1)', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', temperature: -1 }));
-  await expectError('400 n = 2', OpenAI.BadRequestError, 400, null,
-    () => good.completions.create({ model, prompt: 'hi', n: 2 }));
+  await expectError('400 best_of 3 with n 2 (choices are not ranked)', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', n: 2, best_of: 3 }));
+  await expectError('400 n 0', OpenAI.BadRequestError, 400, null,
+    () => good.completions.create({ model, prompt: 'hi', n: 0 }));
   await expectError('400 frequency_penalty 3 (outside [-2, 2])', OpenAI.BadRequestError, 400, null,
     () => good.completions.create({ model, prompt: 'hi', frequency_penalty: 3 }));
   await expectError('400 repetition_penalty 0', OpenAI.BadRequestError, 400, null,

@@ -106,6 +106,31 @@ check(ew.choices[0].text === PROMPT + ref.completion && ei.choices[0].text === P
 const c2 = await client.completions.create({ model, prompt: [1, 403, 407, 261, 378], max_tokens: 40, temperature: 0 });
 check(c2.choices[0].text === ref.completion, 'a prompt of token ids gives the same text');
 
+// --- n > 1: n choices, choice i sampled with seed + i, usage summing their tokens ---
+const ng = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 0, n: 3 });
+check(ng.choices.length === 3 && ng.choices.every((ch, i) => ch.index === i && ch.text === ref.completion &&
+  ch.finish_reason === 'length') && ng.usage.prompt_tokens === 5 && ng.usage.completion_tokens === 120,
+  `n 3, greedy: three choices of allm-run's text, usage 5 + 3 x 40 (${JSON.stringify(ng.usage)})`);
+const seeded = async (seed) => (await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 1, seed })).choices[0].text;
+const h7 = await seeded(7), h8 = await seeded(8);
+const nh = await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 1, seed: 7, n: 2 });
+check(h7 !== h8 && nh.choices.length === 2 && nh.choices[0].text === h7 && nh.choices[1].text === h8,
+  `n 2, sampled with seed 7: the samples of seeds 7 and 8 (${JSON.stringify(h7.slice(0, 20))}..., ${JSON.stringify(h8.slice(0, 20))}...)`);
+const nParts = ['', ''], nFin = [null, null];
+let nUsage = null, nStray = 0;
+for await (const ch of await client.completions.create({ model, prompt: PROMPT, max_tokens: 40, temperature: 1, seed: 7,
+  n: 2, stream: true, stream_options: { include_usage: true } })) {
+  if (ch.usage) nUsage = ch.usage;
+  for (const c0 of ch.choices) {
+    if (c0.index !== 0 && c0.index !== 1) { nStray++; continue; }
+    nParts[c0.index] += c0.text;
+    if (c0.finish_reason) nFin[c0.index] = c0.finish_reason;
+  }
+}
+check(nStray === 0 && nParts[0] === h7 && nParts[1] === h8 && nFin[0] === 'length' && nFin[1] === 'length' &&
+  nUsage && nUsage.completion_tokens === 80,
+  `n 2 streamed: each choice's chunks by index, each its own finish, usage over both (${JSON.stringify(nUsage)})`);
+
 // --- the same, streamed ---
 let text = '', chunks = 0, finish = null, usage = null;
 const s = await client.completions.create({
@@ -155,6 +180,25 @@ const genDelta = value(after, 'vllm:generation_tokens_total') - value(before, 'v
 check(abortDelta === 1, `the engine cancelled it (request_success_total{finished_reason="abort"} +${abortDelta})`);
 check(genDelta < 500, `and stopped generating: ${genDelta} of 500 tokens made`);
 
+// n 2, streamed and broken off: the engine cancels both choices
+const before2 = await scrape();
+let got2 = 0;
+const cs2 = await client.completions.create(
+  { model, prompt: PROMPT, max_tokens: 500, temperature: 0, ignore_eos: true, stream: true, n: 2 });
+for await (const ch of cs2) {
+  if (++got2 === 4) break;
+}
+let abort2 = 0, after2 = null;
+for (let i = 0; i < 100; i++) {
+  after2 = await scrape();
+  abort2 = value(after2, 'vllm:request_success_total', { finished_reason: 'abort' }) -
+    value(before2, 'vllm:request_success_total', { finished_reason: 'abort' });
+  if (abort2 >= 2) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+const gen2 = value(after2, 'vllm:generation_tokens_total') - value(before2, 'vllm:generation_tokens_total');
+check(abort2 === 2 && gen2 < 1000, `n 2 broken off: both choices cancelled (+${abort2} aborts, ${gen2} of 1000 tokens made)`);
+
 // --- chat, streamed, on every template ---
 const chats = JSON.parse(process.env.GW_CHAT);
 const answers = {};
@@ -175,6 +219,12 @@ for (const g of chats) {
   }
   const whole = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0 });
   answers[g.name] = { messages: mine, streamed: out, whole: whole.choices[0].message.content };
+  if (g === chats[0]) { // n 2 in chat: two messages, indexed
+    const two = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0, n: 2 });
+    check(two.choices.length === 2 && two.choices.every((ch, i) => ch.index === i &&
+      ch.message.content === whole.choices[0].message.content) && two.usage.completion_tokens === 40,
+      `${g.name}: chat with n 2, greedy: two indexed copies of the answer, usage 2 x 20`);
+  }
   if (g === chats[0]) { // chat's logprobs shape: content[] of {token, logprob, bytes, top_logprobs}
     const lc = await cc.chat.completions.create({ model: g.model, messages: mine, max_tokens: 20, temperature: 0,
       logprobs: true, top_logprobs: 2 });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, with n > 1 (whole, streamed, seeded, aborted), a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
 gw_npm
 
@@ -52,7 +52,7 @@ for g in chats:
         messages=answers[g["name"]]["messages"], add_generation_prompt=True,
         bos_token=cfg.get("bos_token"), eos_token=cfg.get("eos_token"))
     got = [json.loads(m.group(1)) for m in re.finditer(r"chat prompt \([^)]*\): (.*)$", open(g["log"]).read(), re.M)]
-    if len(got) != (3 if g is chats[0] else 2) or any(p != want for p in got):  # the first: + logprobs
+    if len(got) != (4 if g is chats[0] else 2) or any(p != want for p in got):  # the first: + n 2, logprobs
         print("FAIL: %s rendered %r, Jinja %r" % (g["name"], got, want)); bad += 1
     else:
         print("ok: %s: the prompt sent to the engine is Jinja's rendering" % g["name"])

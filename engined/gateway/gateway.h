@@ -63,10 +63,17 @@ enum gw_phase {
 	GW_DONE,      /* finished, failed or refused: nothing more comes */
 };
 
-/* One generation request. The HTTP side fills the first block and never changes
- * it after enqueueing; everything below `lock:` is guarded by gw->lock. */
+/* One generation request: one choice of an HTTP request (its `n`). The HTTP side
+ * fills the first block and never changes it after enqueueing; everything below
+ * `lock:` is guarded by gw->lock. The first choice, the lead, stands for the HTTP
+ * request: it alone holds the connection (conn, sock, suspended) and the list of
+ * choices; each other choice holds a reference to it. */
 struct gw_req {
 	struct gw *gw;
+	struct gw_req *lead;     /* choice 0 (itself for it) */
+	struct gw_req **choices; /* the lead's: every choice, [0] the lead (owned) */
+	uint32_t n_choices;      /* the lead's: the request's n */
+	uint32_t index;          /* this choice's */
 	struct MHD_Connection *conn;
 	int sock;                /* the connection's socket, watched for hang-ups */
 	bool chat, stream, include_usage;
@@ -93,7 +100,7 @@ struct gw_req {
 	uint64_t tag;            /* user_tag on the ring: slot index and generation */
 	uint64_t request_id;     /* the engine's, once ACCEPTED */
 	bool accepted;           /* the engine took it (an error after this streams) */
-	bool suspended;          /* its connection is suspended; whoever clears this resumes it */
+	bool suspended;          /* the lead's connection is suspended; whoever clears this resumes it */
 	bool hung_up;            /* the HTTP client went away: cancel in the engine */
 	bool cancel_sent;
 	struct gw_text out;      /* generated text, with stop strings applied */
@@ -147,6 +154,12 @@ struct gw {
 	uint64_t seed_state;      /* for requests without a seed */
 };
 
+/* Choice i (< n_choices) of the lead r: r itself for n = 1. */
+static inline struct gw_req *gw_choice(struct gw_req *r, uint32_t i)
+{
+	return r->choices ? r->choices[i] : r;
+}
+
 /* gateway.c */
 void gw_log(const struct gw *gw, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -168,8 +181,8 @@ int64_t gw_engine_live(struct gw *gw);
 void gw_engine_stop(struct gw *gw);
 /* Hands r to the pump (r->conn must be suspended, r->suspended set, under lock). */
 void gw_engine_submit_locked(struct gw *gw, struct gw_req *r);
-/* The HTTP side is done with r: cancels it in the engine if it still runs. */
-void gw_engine_release(struct gw *gw, struct gw_req *r);
+/* The HTTP side is done with the lead's request: cancels every choice that still runs. */
+void gw_engine_release(struct gw *gw, struct gw_req *lead);
 /* Wakes the pump if it sleeps (after changing what it should look at). */
 void gw_engine_wake(struct gw *gw);
 /* The current model (a new reference) or NULL, and whether the engine is up. */

@@ -34,8 +34,10 @@ struct resume_list {
 	size_t n, cap;
 };
 
+/* Resumes the connection r's HTTP request waits on, if it waits. */
 static void wake_req(struct resume_list *rl, struct gw_req *r)
 {
+	r = r->lead;
 	if (!r->suspended || !r->conn)
 		return;
 	if (rl->n == rl->cap) {
@@ -352,6 +354,17 @@ struct watch {
 	size_t n, cap;
 };
 
+/* The lowest-index choice of r's request that is still in a slot. */
+static struct gw_req *first_in_flight(struct gw *gw, struct gw_req *r)
+{
+	for (uint32_t i = 0; i < r->lead->n_choices; i++) {
+		struct gw_req *c = gw_choice(r->lead, i);
+		if (c == r || gw_slot_find(gw, c->tag) == c)
+			return c;
+	}
+	return r;
+}
+
 /* The fds to sleep on (under lock): the wake eventfd, the CQ doorbell, the lease,
  * and the socket of every suspended request, for hang-ups only (POLLRDHUP: data a
  * client pipelines must not wake us). */
@@ -377,10 +390,22 @@ static void build_watch(struct gw *gw, struct watch *w)
 				    .events = POLLIN};
 	for (uint32_t s = 0; s < gw->n_slots && 3 + w->n < w->cap; s++) {
 		struct gw_req *r = gw->slots[s];
-		if (!r || !r->suspended || r->hung_up || r->sock < 0)
+		/* the lead's socket, once for its request: for the first choice in flight */
+		if (!r || !r->lead->suspended || r->hung_up || r->sock < 0 || first_in_flight(gw, r) != r)
 			continue;
 		w->fds[3 + w->n] = (struct pollfd){.fd = r->sock, .events = POLLRDHUP};
 		w->reqs[w->n++] = r;
+	}
+}
+
+/* The HTTP client of r's request went away (under lock): every choice still
+ * running is cancelled in the engine. */
+static void hang_up(struct gw *gw, struct gw_req *r)
+{
+	for (uint32_t i = 0; i < r->lead->n_choices; i++) {
+		struct gw_req *c = gw_choice(r->lead, i);
+		c->hung_up = true;
+		send_cancel(gw, c);
 	}
 }
 
@@ -399,8 +424,7 @@ static void check_hangups(struct gw *gw, struct watch *w, struct resume_list *rl
 			continue;
 		if (gw_slot_find(gw, r->tag) != r)
 			continue; /* finished meanwhile */
-		r->hung_up = true;
-		send_cancel(gw, r);
+		hang_up(gw, r);
 		wake_req(rl, r); /* libmicrohttpd then sees the close and completes it */
 	}
 }
@@ -507,23 +531,27 @@ void gw_engine_submit_locked(struct gw *gw, struct gw_req *r)
 	gw->submits_tail = &r->next;
 }
 
-void gw_engine_release(struct gw *gw, struct gw_req *r)
+void gw_engine_release(struct gw *gw, struct gw_req *lead)
 {
 	pthread_mutex_lock(&gw->lock);
-	r->conn = NULL;
-	r->suspended = false;
+	lead->conn = NULL;
+	lead->suspended = false;
 	bool wake = false;
-	if (r->phase != GW_DONE && !r->hung_up) {
-		r->hung_up = true;
-		if (!r->queued_cancel) {
-			r->queued_cancel = true;
-			r->refs++; /* held by gw->cancels until the pump takes it */
-			r->next = gw->cancels;
-			gw->cancels = r;
-			wake = true;
+	/* the lead last: the others hold references to it */
+	for (uint32_t i = lead->n_choices; i-- > 0;) {
+		struct gw_req *r = gw_choice(lead, i);
+		if (r->phase != GW_DONE && !r->hung_up) {
+			r->hung_up = true;
+			if (!r->queued_cancel) {
+				r->queued_cancel = true;
+				r->refs++; /* held by gw->cancels until the pump takes it */
+				r->next = gw->cancels;
+				gw->cancels = r;
+				wake = true;
+			}
 		}
+		gw_req_unref_locked(gw, r);
 	}
-	gw_req_unref_locked(gw, r);
 	pthread_mutex_unlock(&gw->lock);
 	if (wake)
 		gw_engine_wake(gw);

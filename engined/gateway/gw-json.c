@@ -144,9 +144,10 @@ int32_t gw_api_last_prompt_id(const struct gw_req *r)
 	return r->ids && r->n_ids ? r->ids[r->n_ids - 1] : -1;
 }
 
-char *gw_api_response_json(const struct gw_req *r, size_t *len)
+/* One choice of a whole response. */
+static json_t *choice_json(const struct gw_req *r)
 {
-	json_t *choice, *lp = NULL, *text;
+	json_t *lp = NULL, *text;
 	if (r->echo) { /* completions' echo: the prompt, then the output */
 		char *both = malloc(r->echo_len + r->out.ready + 1);
 		if (both) {
@@ -168,16 +169,33 @@ char *gw_api_response_json(const struct gw_req *r, size_t *len)
 		free(offs);
 	}
 	if (r->chat)
-		choice = json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role",
-				   "assistant", "content", text, "logprobs", lp ? lp : json_null(),
-				   "finish_reason", gw_api_finish_name(r->finish));
-	else
-		choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", text, "logprobs",
-				   lp ? lp : json_null(), "finish_reason", gw_api_finish_name(r->finish));
-	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", r->id, "object",
-			      r->chat ? "chat.completion" : "text_completion", "created",
-			      (json_int_t)r->created, "model", r->model->id, "choices", choice, "usage",
-			      usage(r->n_prompt, r->n_generated));
+		return json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", (int)r->index, "message", "role",
+				 "assistant", "content", text, "logprobs", lp ? lp : json_null(),
+				 "finish_reason", gw_api_finish_name(r->finish));
+	return json_pack("{s:i, s:o, s:o, s:s}", "index", (int)r->index, "text", text, "logprobs",
+			 lp ? lp : json_null(), "finish_reason", gw_api_finish_name(r->finish));
+}
+
+char *gw_api_response_json(const struct gw_req *lead, size_t *len)
+{
+	/* usage: the prompt once, the completions of every choice */
+	json_t *choices = json_array();
+	uint32_t n_gen = 0;
+	for (uint32_t i = 0; choices && i < lead->n_choices; i++) {
+		const struct gw_req *r = gw_choice((struct gw_req *)lead, i);
+		json_t *c = choice_json(r);
+		if (!c || json_array_append_new(choices, c)) {
+			json_decref(choices);
+			return NULL;
+		}
+		n_gen += r->n_generated;
+	}
+	if (!choices)
+		return NULL;
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", lead->id, "object",
+			      lead->chat ? "chat.completion" : "text_completion", "created",
+			      (json_int_t)lead->created, "model", lead->model->id, "choices", choices, "usage",
+			      usage(lead->n_prompt, n_gen));
 	return dump(j, len);
 }
 
@@ -227,10 +245,10 @@ int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_
 			json_object_set_new(delta, "role", json_string("assistant"));
 		if (text)
 			json_object_set_new(delta, "content", text_json(text, n));
-		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", lp,
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)r->index, "delta", delta, "logprobs", lp,
 				   "finish_reason", fin);
 	} else {
-		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "text",
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)r->index, "text",
 				   text_json(text ? text : "", text ? n : 0), "logprobs", lp, "finish_reason",
 				   fin);
 	}

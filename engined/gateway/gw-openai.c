@@ -1,6 +1,6 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
  * and range before anything is allocated for the engine; fields the engine cannot
- * honour (n > 1, tools, suffix, echo with logprobs) are refused by name rather than
+ * honour (tools, suffix, best_of, echo with logprobs) are refused by name rather than
  * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
  * with extensions it does not know. */
 #include "gw-openai.h"
@@ -393,7 +393,7 @@ static int parse_logit_bias(json_t *b, struct gw_req *r, struct gw_api_err *e)
 	return 0;
 }
 
-static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_err *e)
+static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n, struct gw_api_err *e)
 {
 	struct allm_request_params *p = &r->params;
 	double temp = 1.0, top_p = 1.0, presence = 0, frequency = 0, repetition = 1;
@@ -413,8 +413,10 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, struct gw_api_
 	    get_num(b, "frequency_penalty", -2, 2, &frequency, e) ||
 	    get_num(b, "repetition_penalty", 1e-6, 10, &repetition, e) || parse_logprobs(b, chat, &logprobs, e))
 		return -1;
-	if (n != 1 || best_of != 1)
-		return bad(e, n != 1 ? "n" : "best_of", "only n = 1 (one choice per request) is supported");
+	/* best_of would rank the choices by their log-probability: none are ranked here */
+	if (best_of != 1 && best_of != n)
+		return bad(e, "best_of", "'best_of' must be 1 or n: choices are not ranked");
+	*ret_n = n;
 	/* neutral values only: the engine has no such knob */
 	if (parse_logit_bias(b, r, e) || get_int(b, "min_tokens", 0, INT32_MAX, &min_tokens, e) ||
 	    refuse_unless(b, "suffix", 0, e))
@@ -483,6 +485,9 @@ void gw_api_discard(struct gw_req *r)
 {
 	if (!r)
 		return;
+	for (uint32_t i = 1; i < r->n_choices; i++)
+		gw_api_discard(r->choices[i]);
+	free(r->choices);
 	allm_detok_free(r->detok);
 	free(r->ids);
 	free(r->lps);
@@ -494,9 +499,61 @@ void gw_api_discard(struct gw_req *r)
 	free(r);
 }
 
+static int copy_of(void *dst, const void *src, size_t n)
+{
+	void **d = dst;
+	*d = NULL;
+	if (!src)
+		return 0;
+	if (!(*d = malloc(n ? n : 1)))
+		return -ENOMEM;
+	memcpy(*d, src, n);
+	return 0;
+}
+
+/* n > 1: the other choices, copies of the lead r with their own buffers, decoder
+ * and seed (the lead's + index: n samples, not one sample n times; with
+ * temperature 0 they are the same text, as OpenAI's and vLLM's are). */
+static int make_choices(const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e)
+{
+	if (!(r->choices = calloc(n, sizeof(*r->choices))))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	r->choices[0] = r;
+	r->n_choices = 1;
+	for (uint32_t i = 1; i < n; i++) {
+		struct gw_req *c = malloc(sizeof(*c));
+		if (!c)
+			return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		*c = *r;
+		c->choices = NULL;
+		c->n_choices = 0;
+		c->index = i;
+		c->detok = NULL;
+		c->ids = NULL;
+		c->text = c->echo = NULL;
+		c->logit_bias = NULL;
+		memset(&c->stops, 0, sizeof(c->stops));
+		c->model = gw_model_ref(r->model);
+		r->choices[r->n_choices++] = c; /* from here gw_api_discard(r) frees it */
+		if (copy_of(&c->ids, r->ids, r->n_ids * sizeof(*r->ids)) ||
+		    copy_of(&c->text, r->text, r->text ? r->text_len + 1 : 0) ||
+		    copy_of(&c->echo, r->echo, r->echo ? r->echo_len + 1 : 0) ||
+		    copy_of(&c->logit_bias, r->logit_bias, r->n_logit_bias * sizeof(*r->logit_bias)) ||
+		    gw_stops_copy(&c->stops, &r->stops))
+			return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		if (r->detok && prime_detok(m, c, e))
+			return -1;
+		c->params.logit_bias = c->logit_bias;
+		c->params.stop_ids = r->params.stop_ids ? c->stop_ids : NULL;
+		c->params.seed = r->params.seed + i;
+	}
+	return 0;
+}
+
 int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
 		 struct gw_req **ret, struct gw_api_err *e)
 {
+	int64_t n = 1;
 	json_error_t jerr;
 	json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	struct gw_req *r = NULL;
@@ -522,10 +579,11 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		goto fail;
 	}
 	r->gw = gw;
+	r->lead = r;
 	r->sock = -1;
 	r->chat = chat;
 	r->model = gw_model_ref(m);
-	if (parse_sampling(b, chat, r, e) || get_bool(b, "stream", &r->stream, e))
+	if (parse_sampling(b, chat, r, &n, e) || get_bool(b, "stream", &r->stream, e))
 		goto fail;
 	json_t *so = json_object_get(b, "stream_options");
 	if (so && !json_is_null(so)) {
@@ -564,6 +622,9 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	r->params.n_stop = (uint32_t)n_stop_ids;
 	new_id(r, chat ? "chatcmpl-" : "cmpl-");
 	r->created = (long long)time(NULL);
+	r->n_choices = 1;
+	if (n > 1 && make_choices(m, r, (uint32_t)n, e))
+		goto fail;
 	json_decref(b);
 	*ret = r;
 	return 0;

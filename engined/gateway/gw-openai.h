@@ -31,8 +31,9 @@ void gw_api_discard(struct gw_req *r);
 
 /* {"error": {...}} as compact JSON (malloc'ed). */
 char *gw_api_error_json(const struct gw_api_err *e, size_t *len);
-/* The whole response of a finished, successful request (under lock: reads r). */
-char *gw_api_response_json(const struct gw_req *r, size_t *len);
+/* The whole response of a finished, successful request, every choice of the lead
+ * (under lock: reads them). */
+char *gw_api_response_json(const struct gw_req *lead, size_t *len);
 /* "stop", "length", "abort" for a finish reason. */
 const char *gw_api_finish_name(int finish);
 

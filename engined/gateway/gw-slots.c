@@ -9,6 +9,8 @@
 
 static void req_free(struct gw *gw, struct gw_req *r)
 {
+	struct gw_req *lead = r->lead;
+	free(r->choices);
 	free(r->ids);
 	free(r->lps);
 	free(r->logit_bias);
@@ -20,6 +22,8 @@ static void req_free(struct gw *gw, struct gw_req *r)
 	gw_model_unref(r->model);
 	free(r);
 	gw->live--;
+	if (lead != r) /* the reference each other choice holds */
+		gw_req_unref_locked(gw, lead);
 }
 
 void gw_req_unref_locked(struct gw *gw, struct gw_req *r)

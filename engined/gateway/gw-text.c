@@ -32,6 +32,17 @@ void gw_stops_free(struct gw_stops *st)
 	memset(st, 0, sizeof(*st));
 }
 
+int gw_stops_copy(struct gw_stops *dst, const struct gw_stops *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (int i = 0; i < src->n; i++)
+		if (gw_stops_add(dst, src->s[i], src->len[i])) {
+			gw_stops_free(dst);
+			return -ENOMEM;
+		}
+	return 0;
+}
+
 /* True when the n bytes at p are a proper prefix of some stop string. */
 static bool prefix_of_stop(const struct gw_stops *st, const char *p, size_t n)
 {

@@ -27,6 +27,8 @@ struct gw_stops {
  * or too long), -EINVAL (empty), -ENOMEM. */
 int gw_stops_add(struct gw_stops *st, const char *s, size_t n);
 void gw_stops_free(struct gw_stops *st);
+/* A deep copy of src into dst (empty). 0 or -ENOMEM (dst then empty). */
+int gw_stops_copy(struct gw_stops *dst, const struct gw_stops *src);
 
 struct gw_text {
 	char *buf;
