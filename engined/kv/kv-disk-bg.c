@@ -119,7 +119,7 @@ static void *reaper(void *arg)
 		pthread_mutex_lock(&bg->mu);
 		if (k != (ssize_t)sizeof(v)) {
 			bg->dead = k < 0 ? -errno : -EIO;
-		} else {
+		} else if (!bg->dead) { /* dead: nobody handles them; kvd_bg_fini reaps */
 			take(bg, &d->wb_ring, true, now);
 			take(bg, &bg->ring, false, now);
 		}
@@ -234,6 +234,14 @@ static int rd_submit(struct allm_kv_disk *d)
 	}
 	if (!io_uring_sq_ready(&bg->ring))
 		return 0;
+	if (d->fail_rd_after) {
+		/* test hook: the ring dies as the kernel takes these reads */
+		pthread_mutex_lock(&bg->mu);
+		bg->dead = -EIO;
+		pthread_mutex_unlock(&bg->mu);
+		io_uring_submit(&bg->ring);
+		return -EIO;
+	}
 	int s = io_uring_submit(&bg->ring);
 	if (s < 0 && s != -EINTR && s != -EAGAIN && s != -EBUSY)
 		return s;
@@ -340,9 +348,67 @@ int kvd_bg_init(struct allm_kv_disk *d)
 	return 0;
 }
 
+/* I/Os that pools were closed with still in the kernel (process-wide). */
+static _Atomic int64_t abandoned;
+
+int64_t allm_kv_disk_abandoned_ios(void)
+{
+	return abandoned;
+}
+
+/* Takes n completions off ring, waiting for each at most until the deadline;
+ * returns how many did not come. */
+static int64_t reap(struct io_uring *ring, int64_t n, double deadline)
+{
+	while (n > 0) {
+		struct io_uring_cqe *cqe;
+		double left = deadline - allm_now();
+		if (left <= 0)
+			break;
+		struct __kernel_timespec ts = {.tv_sec = (long long)left,
+					       .tv_nsec = (long long)((left - (double)(long long)left) * 1e9)};
+		int e = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+		if (e == -EINTR)
+			continue;
+		if (e)
+			break;
+		io_uring_cqe_seen(ring, cqe);
+		n--;
+	}
+	return n;
+}
+
+/* After the reaper stopped: the I/Os a dead ring (or a failed writes' ring)
+ * still has in the kernel read the stage and write the callers' memory until
+ * each completes, whatever the process frees meanwhile. They are waited for
+ * on the rings themselves, up to KVD_FINI_WAIT_S; the stage of any that never
+ * complete is left allocated (counted in allm_kv_disk_abandoned_ios). Returns
+ * whether the stage may be freed. */
+#define KVD_FINI_WAIT_S 10.0
+static bool bg_reap_left(struct allm_kv_disk *d)
+{
+	struct kvd_bg *bg = d->bg;
+	/* what the reaper took but nobody handled */
+	for (int32_t i = 0; i < bg->n_done; i++)
+		if (bg->done[i].write)
+			wb_complete(d, &bg->done[i]);
+		else
+			rd_complete(d, &bg->done[i]);
+	bg->n_done = 0;
+	/* issued to the kernel and not completed: counted, less what is still in
+	 * the submission queue (the kernel never took it) */
+	int64_t rd = bg->have_ring ? bg->inflight - (int64_t)io_uring_sq_ready(&bg->ring) : 0;
+	int64_t wr = d->in_flight - (int64_t)io_uring_sq_ready(&d->wb_ring);
+	double deadline = allm_now() + KVD_FINI_WAIT_S;
+	int64_t left = (rd > 0 ? reap(&bg->ring, rd, deadline) : 0) + (wr > 0 ? reap(&d->wb_ring, wr, deadline) : 0);
+	abandoned += left;
+	return left == 0;
+}
+
 void kvd_bg_fini(struct allm_kv_disk *d)
 {
 	struct kvd_bg *bg = d->bg;
+	bool free_stage = true;
 	if (bg && bg->have_reaper) {
 		/* the kernel reads the stage and writes the callers' memory until
 		 * each I/O completes: wait (hold_writes: what it held goes now) */
@@ -355,6 +421,7 @@ void kvd_bg_fini(struct allm_kv_disk *d)
 		pthread_mutex_unlock(&bg->mu);
 		eventfd_write(bg->efd, 1);
 		pthread_join(bg->reaper, NULL);
+		free_stage = bg_reap_left(d);
 		pthread_cond_destroy(&bg->cv);
 		pthread_mutex_destroy(&bg->mu);
 	}
@@ -372,9 +439,10 @@ void kvd_bg_fini(struct allm_kv_disk *d)
 	}
 	d->bg = NULL;
 	d->have_wb = d->wb_failed = false;
-	if (d->host.free && d->stage_raw)
+	/* a stage the kernel may still read is kept, never freed */
+	if (free_stage && d->host.free && d->stage_raw)
 		d->host.free(d->host.ctx, d->stage_raw);
-	else
+	else if (free_stage)
 		allm_free(d->stage_raw);
 	allm_free(d->free_slots);
 	allm_free(d->slot_block);
@@ -493,14 +561,6 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 	/* an earlier write of one of these blocks must not land after this one */
 	r = kvd_wb_drain(d, disk_ids, n);
 	for (int32_t i = 0; i < n && !r; i++) {
-		struct io_uring_sqe *sqe;
-		while (!r && !(sqe = io_uring_get_sqe(&d->wb_ring))) {
-			/* the ring is full: hand it what is queued, take a completion */
-			io_uring_submit(&d->wb_ring);
-			r = d->in_flight > 0 ? bg_pump(d, 0.001) : -EBUSY;
-		}
-		if (r)
-			break;
 		int32_t slot = d->free_slots[--d->n_free_slots], blk = disk_ids[i];
 		char *buf = d->stage + (size_t)slot * bb;
 		if (d->host.fill && (r = d->host.fill(d->host.ctx, buf, mem_ids[i]))) {
@@ -509,6 +569,18 @@ int allm_kv_disk_write_behind(struct allm_kv_disk *d, const void *base, const in
 		}
 		if (!d->host.fill)
 			memcpy(buf, (const char *)base + (size_t)mem_ids[i] * bb, bb);
+		/* the SQE only now: one taken and left unprepared would go to the
+		 * kernel with whatever it held before */
+		struct io_uring_sqe *sqe;
+		while (!r && !(sqe = io_uring_get_sqe(&d->wb_ring))) {
+			/* the ring is full: hand it what is queued, take a completion */
+			io_uring_submit(&d->wb_ring);
+			r = d->in_flight > 0 ? bg_pump(d, 0.001) : -EBUSY;
+		}
+		if (r) {
+			d->free_slots[d->n_free_slots++] = slot;
+			break;
+		}
 		d->slot_block[slot] = blk;
 		d->staged[blk] = slot + 1;
 		d->bad[blk] = 0;

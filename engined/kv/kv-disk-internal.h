@@ -43,6 +43,9 @@ struct allm_kv_disk {
 	/* Test hook: the writes-behind ring refuses every submission (-EIO), as a
 	 * ring that failed would. */
 	bool fail_wb_submit;
+	/* Test hook: the reads' ring fails (-EIO) as the kernel takes a
+	 * submission, so reads are in the kernel when the pool gives up on it. */
+	bool fail_rd_after;
 	/* Writes behind (allm_kv_disk_write_behind): blocks copied into stage
 	 * slots and written from there on a second ring; kv-disk-bg.c. */
 	struct io_uring wb_ring;

@@ -14,7 +14,7 @@ struct allm_block_pool *allm_kv_disk_pool(struct allm_kv_disk *d)
 
 /* "eio-write=3", "enospc-write=1", "eio-read=2", "short-read=1" (that I/O only;
  * "eio-read=2+": that one and every later one), "no-tmpfile", "no-direct",
- * "hold-writes", "fail-wb-submit": see struct allm_kv_disk. */
+ * "hold-writes", "fail-wb-submit", "fail-rd-after": see struct allm_kv_disk. */
 static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile, bool *no_direct)
 {
 	char kind[32];
@@ -25,6 +25,7 @@ static void parse_fault(struct allm_kv_disk *d, const char *f, bool *no_tmpfile,
 	*no_direct = strstr(f, "no-direct") != NULL;
 	d->hold_writes = strstr(f, "hold-writes") != NULL;
 	d->fail_wb_submit = strstr(f, "fail-wb-submit") != NULL;
+	d->fail_rd_after = strstr(f, "fail-rd-after") != NULL;
 	if (sscanf(f, "%31[a-z-]=%lld", kind, &at) != 2 || at < 1)
 		return;
 	d->fault_at = at;

@@ -113,5 +113,8 @@ int32_t allm_kv_disk_behind_free(struct allm_kv_disk *d);
 /* Waits for the writes behind to blocks ids[0..n) (ids NULL: all of them), so
  * they can change hands. 0 or -errno. */
 int allm_kv_disk_drain(struct allm_kv_disk *d, const int32_t *ids, int32_t n);
+/* I/Os that pools of this process were closed with still in the kernel, after
+ * waiting for them (a failed ring: normally 0). Their memory was kept. */
+int64_t allm_kv_disk_abandoned_ios(void);
 
 #endif
