@@ -111,7 +111,12 @@ daemon_stop() {
 	fi
 	wait "$DPID"
 	rc=$?
-	[ $rc -eq 0 ] && ok "$what: daemon exited 0" || fail "$what: daemon exit status $rc"
+	if [ $rc -eq 0 ]; then
+		ok "$what: daemon exited 0"
+	else
+		fail "$what: daemon exit status $rc"
+		grep -B2 -A25 -E "ERROR|Sanitizer|FATAL" "$DLOG" | head -n 60
+	fi
 	daemon_check_clean "$what"
 	local pid=$DPID
 	DPID=

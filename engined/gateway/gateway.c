@@ -188,6 +188,7 @@ int main(int argc, char **argv)
 	int sig = 0;
 	if (parse_args(argc, argv, &gw.o))
 		return 2;
+	gw.quiesced_fd = -1;
 	pthread_mutex_init(&gw.lock, NULL);
 	pthread_mutex_init(&gw.ctl_lock, NULL);
 	pthread_mutex_init(&gw.conns_lock, NULL);

@@ -120,6 +120,8 @@ struct gw {
 	struct gw_opts o;
 	struct MHD_Daemon *httpd;
 	int port;                 /* bound port */
+	int quiesced_fd;          /* the listening socket once quiesced, -1: closed after
+				   * MHD_stop_daemon (its threads may use it until then) */
 	pthread_mutex_t lock;
 	/* lock: */
 	struct gw_model *model;   /* current (reference held); NULL before the first engine */

@@ -209,10 +209,10 @@ static enum MHD_Result on_resumed(struct gw *gw, struct MHD_Connection *c, struc
 		accepted &= q->accepted;
 	}
 	if (r->stream && accepted && !failed) {
-		enum MHD_Result ok = gw_stream_start(gw, c, r);
-		x->responded = true;
+		/* the HTTP side's references keep every choice while it runs */
 		pthread_mutex_unlock(&gw->lock);
-		return ok;
+		x->responded = true;
+		return gw_stream_start(gw, c, r);
 	}
 	if (!done && !failed) {
 		r->suspended = true; /* woken early (nothing to send yet) */
@@ -419,8 +419,10 @@ int gw_http_start(struct gw *gw)
 void gw_http_quiesce(struct gw *gw)
 {
 	MHD_socket fd = gw->httpd ? MHD_quiesce_daemon(gw->httpd) : MHD_INVALID_SOCKET;
+	/* ours now, but libmicrohttpd's threads may still take it out of their
+	 * epoll sets: closed once they are gone (its manual says so) */
 	if (fd != MHD_INVALID_SOCKET)
-		close(fd); /* ours now: nobody connects any more */
+		gw->quiesced_fd = fd;
 }
 
 void gw_http_stop(struct gw *gw)
@@ -428,6 +430,9 @@ void gw_http_stop(struct gw *gw)
 	if (gw->httpd)
 		MHD_stop_daemon(gw->httpd);
 	gw->httpd = NULL;
+	if (gw->quiesced_fd >= 0)
+		close(gw->quiesced_fd);
+	gw->quiesced_fd = -1;
 	allm_ctl_client_close(gw->ctl);
 	gw->ctl = NULL;
 }

@@ -226,14 +226,14 @@ enum MHD_Result gw_stream_start(struct gw *gw, struct MHD_Connection *c, struct 
 	s->gw = gw;
 	s->conn = c;
 	s->r = lead;
+	pthread_mutex_lock(&gw->lock);
 	for (uint32_t i = 0; i < s->r->n_choices; i++)
 		gw_choice(s->r, i)->refs++;
+	pthread_mutex_unlock(&gw->lock);
 	struct MHD_Response *res =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, GW_SSE_BLOCK, stream_read, s, stream_free);
 	if (!res) {
-		stream_unref_locked(s);
-		free(s->cs);
-		free(s);
+		stream_free(s);
 		return MHD_NO;
 	}
 	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");

@@ -6,8 +6,10 @@
 
 #include <microhttpd.h>
 
-/* Under gw->lock, once the engine took every choice of the lead's request: queues
- * the 200 and the event stream on c (its own references to the choices). */
+/* Once the engine took every choice of the lead's request: queues the 200 and the
+ * event stream on c (its own references to the choices). Not under gw->lock:
+ * libmicrohttpd calls the stream back with its own lock held, and the stream
+ * takes ours. */
 enum MHD_Result gw_stream_start(struct gw *gw, struct MHD_Connection *c, struct gw_req *lead);
 
 #endif
