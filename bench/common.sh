@@ -56,6 +56,15 @@ SAMPLING=(--temperature 0 --ignore-eos --seed "$SEED")
 PAPER_ARGS=(--chunked-prefill off --admit-lookahead 0 --max-wait-factor 0)
 if [ -n "${RATE:-}" ]; then SAMPLING+=(--rate "$RATE"); fi
 
+# bench FILE [allm-bench flags...]: one allm-bench run with ENGINE_ARGS, its JSON
+# into FILE; a failed run stops the script.
+bench() {
+	local f=$1
+	shift
+	"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "$@" --json --no-progress >"$f" ||
+		{ echo "$(basename "$0" .sh): allm-bench failed for $f" >&2; exit 1; }
+}
+
 # machine_note SCRIPT: what ran it (machine.txt, rewritten) and when, under which
 # load (runs.txt, appended: the machine may be shared, and the load explains noise)
 machine_note() {

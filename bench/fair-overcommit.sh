@@ -18,12 +18,6 @@ mkdir -p "$OUT"
 t0=$(date +%s)
 if [ -z "${TABLES_ONLY:-}" ]; then
 	machine_note fair-overcommit
-	bench() { # FILE [flags...]
-		local f=$1
-		shift
-		"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "$@" --json --no-progress >"$f" ||
-			{ echo "fair-overcommit: allm-bench failed for $f" >&2; exit 1; }
-	}
 	for k in $(seq "$REPS"); do
 		for wl in $WORKLOADS; do
 			for s in $SEQS; do

@@ -25,12 +25,6 @@ mkdir -p "${OUTS[@]}"
 t0=$(date +%s)
 if [ -z "${TABLES_ONLY:-}" ]; then
 machine_note sched-quality
-bench() { # FILE [flags...]
-	local f=$1
-	shift
-	"$ALLM_BENCH" "${ENGINE_ARGS[@]}" "$@" --json --no-progress >"$f" ||
-		{ echo "sched-quality: allm-bench failed for $f" >&2; exit 1; }
-}
 for OUT in "${OUTS[@]}"; do
 for wl in $WORKLOADS; do
 	for s in $SEQS; do
