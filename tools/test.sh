@@ -6,9 +6,22 @@
 # --sanitize: instead, build build-asan/ with AddressSanitizer, UndefinedBehavior-
 # Sanitizer and LeakSanitizer (no CUDA module: the sanitizers and the CUDA runtime do
 # not mix) and run the unit, integration and fuzz suites there; any report fails
-# its test.
+# its test. --tsan: the same with ThreadSanitizer in build-tsan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --tsan ]; then
+	# --tsan: build-tsan/ with ThreadSanitizer (the daemon's, the gateway's and the
+	# CPU backend's threads); tools/tsan.supp names the uninstrumented libraries
+	shift
+	bash tools/install-deps.sh
+	[ -f build-tsan/build.ninja ] ||
+		meson setup build-tsan -Dcuda=disabled -Db_sanitize=thread -Db_lundef=false \
+			-Dbuildtype=debugoptimized
+	ninja -C build-tsan
+	export TSAN_OPTIONS="suppressions=$PWD/tools/tsan.supp:halt_on_error=0:exitcode=66:second_deadlock_stack=1"
+	exec meson test -C build-tsan --print-errorlogs --num-processes "$(nproc)" \
+		--suite unit --suite integration --timeout-multiplier 4 "$@"
+fi
 if [ "${1:-}" = --sanitize ]; then
 	shift
 	bash tools/install-deps.sh
