@@ -402,6 +402,10 @@ static void build_watch(struct gw *gw, struct watch *w)
  * running is cancelled in the engine. */
 static void hang_up(struct gw *gw, struct gw_req *r)
 {
+	/* released by the HTTP side meanwhile (poll runs unlocked): it cancelled
+	 * every choice itself, and those already done may be gone */
+	if (!r->lead->conn)
+		return;
 	for (uint32_t i = 0; i < r->lead->n_choices; i++) {
 		struct gw_req *c = gw_choice(r->lead, i);
 		c->hung_up = true;
