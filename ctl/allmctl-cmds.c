@@ -103,8 +103,9 @@ static void print_status(const msgpack_object *m)
 	       (long long)gi(m, "pid"), gs(m, "state", c, sizeof(c)), gd(m, "uptime_s"));
 	printf("%-12s %s\n", "model", gs(m, "model", a, sizeof(a)));
 	printf("%-12s %s\n", "device", gs(m, "device", b, sizeof(b)));
-	printf("%-12s preempt %s, sched %s\n", "policy", gs(m, "policy.preempt", c, sizeof(c)),
-	       gs(m, "policy.sched", d, sizeof(d)));
+	printf("%-12s preempt %s, sched %s, max_wait_factor %g, admit_overcommit %g\n", "policy",
+	       gs(m, "policy.preempt", c, sizeof(c)), gs(m, "policy.sched", d, sizeof(d)),
+	       gd(m, "policy.max_wait_factor"), gd(m, "policy.admit_overcommit"));
 	printf("%-12s max_num_seqs %lld, max_num_batched_tokens %lld\n", "limits",
 	       (long long)gi(m, "limits.max_num_seqs"), (long long)gi(m, "limits.max_num_batched_tokens"));
 	printf("%-12s waiting %lld, running %lld, swapped %lld\n", "queues",

@@ -64,16 +64,42 @@ range:
 	return errf(err, errlen, "%s must be in %lld..%lld", key, (long long)lo, (long long)hi);
 }
 
+/* A number given as an int, a float or a decimal string ("1.5"). */
+static int num_arg(const msgpack_object *v, const char *key, double *ret, char *err, size_t errlen)
+{
+	char buf[32];
+	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER || v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		*ret = v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)v->via.u64 : (double)v->via.i64;
+		return 0;
+	}
+	if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64) {
+		*ret = v->via.f64;
+		return 0;
+	}
+	if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof(buf))
+		return errf(err, errlen, "%s: expected a number", key);
+	memcpy(buf, v->via.str.ptr, v->via.str.size);
+	buf[v->via.str.size] = 0;
+	char *end;
+	errno = 0;
+	*ret = strtod(buf, &end);
+	if (end == buf || *end || errno == ERANGE || !isfinite(*ret))
+		return errf(err, errlen, "%s: '%s' is not a number", key, buf);
+	return 0;
+}
+
 /* --- set ------------------------------------------------------------------------- */
 
-enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_DISK, K_COUNT };
+enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_DISK, K_OVER, K_COUNT };
 static const char *const set_keys[K_COUNT] = {"gpu_blocks", "cpu_blocks", "max_num_seqs",
 					       "max_num_batched_tokens", "preempt", "sched",
-					       "chunked_prefill", "max_wait_factor", "disk_blocks"};
+					       "chunked_prefill", "max_wait_factor", "disk_blocks",
+					       "admit_overcommit"};
 
 struct set_plan {
 	bool has[K_COUNT];
 	int64_t num[K_COUNT];
+	double overcommit;
 	enum allm_preempt_mode preempt;
 	enum allm_sched_mode sched;
 	bool chunked;
@@ -106,7 +132,7 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 			return errf(err, errlen,
 				    "unknown key '%.*s' (gpu_blocks, cpu_blocks, max_num_seqs, "
 				    "max_num_batched_tokens, preempt, sched, chunked_prefill, "
-				    "max_wait_factor, disk_blocks)",
+				    "max_wait_factor, disk_blocks, admit_overcommit)",
 				    (int)ALLM_MIN(k->via.str.size, 40u), k->via.str.ptr);
 		if (p->has[key])
 			return errf(err, errlen, "%s given twice", set_keys[key]);
@@ -126,6 +152,12 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 			if (!allm_kv_disk_blocks(s->h.rt->kv))
 				return errf(err, errlen, "disk_blocks: no disk tier (start with --disk-swap-space)");
 			r = int_arg(val, "disk_blocks", 0, CTL_MAX_BLOCKS, &p->num[key], err, errlen);
+			break;
+		case K_OVER:
+			if ((r = num_arg(val, "admit_overcommit", &p->overcommit, err, errlen)))
+				break;
+			if (!(p->overcommit == 0 || (p->overcommit >= 0.1 && p->overcommit <= 1e6)))
+				return errf(err, errlen, "admit_overcommit must be 0 (off) or in 0.1..1e6");
 			break;
 		case K_CHUNKED:
 			if (!allm_ctl_str_eq(val, "on") && !allm_ctl_str_eq(val, "off"))
@@ -154,6 +186,14 @@ static void enc_change_int(struct allm_ctl_enc *e, const char *key, int64_t old,
 	allm_ctl_enc_kstr(e, "key", key);
 	allm_ctl_enc_kint(e, "old", old);
 	allm_ctl_enc_kint(e, "new", now);
+}
+
+static void enc_change_num(struct allm_ctl_enc *e, const char *key, double old, double now)
+{
+	allm_ctl_enc_map(e, 3);
+	allm_ctl_enc_kstr(e, "key", key);
+	allm_ctl_enc_kdouble(e, "old", old);
+	allm_ctl_enc_kdouble(e, "new", now);
 }
 
 static void enc_change_str(struct allm_ctl_enc *e, const char *key, const char *old, const char *now)
@@ -204,6 +244,8 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 		allm_engine_set_chunked_prefill(eng, p.chunked);
 	if (p.has[K_WAIT] && allm_engine_set_max_wait_factor(eng, (double)p.num[K_WAIT], &e))
 		ctl_log(s, 1, "control: max_wait_factor: %s", e.msg); /* 0 or >= 1: checked above */
+	if (p.has[K_OVER] && allm_engine_set_admit_overcommit(eng, p.overcommit, &e))
+		ctl_log(s, 1, "control: admit_overcommit: %s", e.msg); /* in range: checked above */
 
 	struct allm_ctl_enc *b = &s->body;
 	uint32_t n = 0;
@@ -224,6 +266,8 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 			enc_change_str(b, set_keys[k], cfg.chunked_prefill ? "on" : "off", p.chunked ? "on" : "off");
 		else if (k == K_WAIT)
 			enc_change_int(b, set_keys[k], (int64_t)cfg.max_wait_factor, p.num[k]);
+		else if (k == K_OVER)
+			enc_change_num(b, set_keys[k], cfg.admit_overcommit, p.overcommit);
 		else if (k == K_SCHED)
 			enc_change_str(b, set_keys[k], allm_sched_name(cfg.sched), allm_sched_name(p.sched));
 		else

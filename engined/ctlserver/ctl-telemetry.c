@@ -108,11 +108,12 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "pid", getpid());
 	allm_ctl_enc_kdouble(e, "uptime_s", now - s->start);
 	allm_ctl_enc_kstr(e, "state", ctl_state_name(s));
-	allm_ctl_enc_kmap(e, "policy", 4);
+	allm_ctl_enc_kmap(e, "policy", 5);
 	allm_ctl_enc_kstr(e, "preempt", allm_preempt_name(cfg->preempt));
 	allm_ctl_enc_kstr(e, "sched", allm_sched_name(cfg->sched));
 	allm_ctl_enc_kbool(e, "chunked_prefill", cfg->chunked_prefill);
 	allm_ctl_enc_kdouble(e, "max_wait_factor", cfg->max_wait_factor);
+	allm_ctl_enc_kdouble(e, "admit_overcommit", cfg->admit_overcommit);
 	allm_ctl_enc_kmap(e, "limits", 2);
 	allm_ctl_enc_kint(e, "max_num_seqs", cfg->max_num_seqs);
 	allm_ctl_enc_kint(e, "max_num_batched_tokens", cfg->max_num_batched_tokens);

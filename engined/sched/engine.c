@@ -83,14 +83,11 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 		goto fail;
 	}
 	if ((r = allm_engine_set_limits(e, cfg->max_num_seqs, cfg->max_num_batched_tokens, err)) ||
-	    (r = allm_engine_set_max_wait_factor(e, cfg->max_wait_factor, err)))
+	    (r = allm_engine_set_max_wait_factor(e, cfg->max_wait_factor, err)) ||
+	    (r = allm_engine_set_admit_overcommit(e, cfg->admit_overcommit, err)))
 		goto fail;
 	if (cfg->admit_lookahead < 0) {
 		r = allm_err_set(err, -EINVAL, "admit_lookahead must be >= 0");
-		goto fail;
-	}
-	if (!(cfg->admit_overcommit >= 0 && cfg->admit_overcommit <= 1e6)) {
-		r = allm_err_set(err, -EINVAL, "admit_overcommit must be 0 (off) or a positive number");
 		goto fail;
 	}
 	if ((r = allm_executor_create(model, kv, &e->ex, err)))
@@ -401,6 +398,14 @@ int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm
 	if (!(f == 0 || (f >= 1 && f <= 1e6)))
 		return allm_err_set(err, -EINVAL, "max_wait_factor must be 0 (off) or in 1..1e6 (got %g)", f);
 	e->cfg.max_wait_factor = f;
+	return 0;
+}
+
+int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err)
+{
+	if (!(f == 0 || (f >= 0.1 && f <= 1e6)))
+		return allm_err_set(err, -EINVAL, "admit_overcommit must be 0 (off) or in 0.1..1e6 (got %g)", f);
+	e->cfg.admit_overcommit = f;
 	return 0;
 }
 

@@ -227,6 +227,8 @@ int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
 /* -EINVAL unless 0 (off) or in [1, 1e6]. */
 int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
+/* -EINVAL unless 0 (off) or in [0.1, 1e6]. */
+int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
