@@ -48,7 +48,10 @@ cat "$tmp/sdk.out"
 # --- the same and more with curl ------------------------------------------------------
 expect "400 malformed JSON" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" -d '{"prompt": "x",'
 expect "400 body not an object" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" -d '[1, 2]'
-expect "400 batched prompts" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" -d '{"prompt": ["a", "b"]}'
+expect "400 a batch of prompts x n over 128 choices" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" \
+	-d "{\"prompt\": [$(printf '"a",%.0s' $(seq 64))\"a\"], \"n\": 2}"
+expect "400 a batch with a prompt that is neither text nor ids" 400 invalid_request_error "$E_URL/v1/completions" \
+	"${KEY[@]}" -d '{"prompt": ["a", {"x": 1}]}'
 expect "400 unsupported field" 400 invalid_request_error "$E_URL/v1/chat/completions" "${KEY[@]}" \
 	-d '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}'
 expect "401 no API key" 401 invalid_request_error "$E_URL/v1/completions" -d "$COMPLETION"

@@ -131,6 +131,31 @@ check(nStray === 0 && nParts[0] === h7 && nParts[1] === h8 && nFin[0] === 'lengt
   nUsage && nUsage.completion_tokens === 80,
   `n 2 streamed: each choice's chunks by index, each its own finish, usage over both (${JSON.stringify(nUsage)})`);
 
+// --- a batch of prompts: choice k * n + j is prompt k's j-th, usage counts each prompt once ---
+const hello = await client.completions.create({ model, prompt: 'Hello', max_tokens: 40, temperature: 0 });
+const bp = await client.completions.create({ model, prompt: [PROMPT, [1, 403, 407, 261, 378], 'Hello'], max_tokens: 40, temperature: 0 });
+check(bp.choices.length === 3 && bp.choices.map((ch) => ch.index).join() === '0,1,2' &&
+  bp.choices[0].text === ref.completion && bp.choices[1].text === ref.completion &&
+  bp.choices[2].text === hello.choices[0].text && bp.choices[2].text !== ref.completion &&
+  bp.usage.prompt_tokens === 10 + hello.usage.prompt_tokens && bp.usage.completion_tokens === 120,
+  `three prompts (text, ids, text): each one's own text, usage ${JSON.stringify(bp.usage)}`);
+const hs7 = (await client.completions.create({ model, prompt: 'Hello', max_tokens: 40, temperature: 1, seed: 7 })).choices[0].text;
+const hs8 = (await client.completions.create({ model, prompt: 'Hello', max_tokens: 40, temperature: 1, seed: 8 })).choices[0].text;
+const bn = await client.completions.create({ model, prompt: [PROMPT, 'Hello'], max_tokens: 40, temperature: 1, seed: 7, n: 2 });
+check(bn.choices.length === 4 && bn.choices.map((ch) => ch.text).join('|') === [h7, h8, hs7, hs8].join('|') &&
+  bn.usage.prompt_tokens === 5 + hello.usage.prompt_tokens && bn.usage.completion_tokens === 160,
+  'two prompts with n 2, seed 7: each prompt\'s samples of seeds 7 and 8, in that order');
+const bParts = ['', ''];
+let bUsage = null;
+for await (const ch of await client.completions.create({ model, prompt: [PROMPT, 'Hello'], max_tokens: 40, temperature: 0,
+  stream: true, stream_options: { include_usage: true } })) {
+  if (ch.usage) bUsage = ch.usage;
+  for (const c0 of ch.choices) bParts[c0.index] += c0.text;
+}
+check(bParts[0] === ref.completion && bParts[1] === hello.choices[0].text && bUsage &&
+  bUsage.prompt_tokens === 5 + hello.usage.prompt_tokens && bUsage.completion_tokens === 80,
+  `a batch of two prompts, streamed: each by its index, usage over both (${JSON.stringify(bUsage)})`);
+
 // --- the same, streamed ---
 let text = '', chunks = 0, finish = null, usage = null;
 const s = await client.completions.create({

@@ -63,7 +63,11 @@ enum gw_phase {
 	GW_DONE,      /* finished, failed or refused: nothing more comes */
 };
 
-/* One generation request: one choice of an HTTP request (its `n`). The HTTP side
+/* Choices per HTTP request at most: prompts of a batch x n. */
+#define GW_MAX_CHOICES 128
+
+/* One generation request: one choice of an HTTP request (its `n`, for each of its
+ * prompts). The HTTP side
  * fills the first block and never changes it after enqueueing; everything below
  * `lock:` is guarded by gw->lock. The first choice, the lead, stands for the HTTP
  * request: it alone holds the connection (conn, sock, suspended) and the list of
@@ -72,7 +76,8 @@ struct gw_req {
 	struct gw *gw;
 	struct gw_req *lead;     /* choice 0 (itself for it) */
 	struct gw_req **choices; /* the lead's: every choice, [0] the lead (owned) */
-	uint32_t n_choices;      /* the lead's: the request's n */
+	uint32_t n_choices;      /* the lead's: prompts x n */
+	uint32_t n_per_prompt;   /* the lead's: n (choice k * n is prompt k's first) */
 	uint32_t index;          /* this choice's */
 	struct MHD_Connection *conn;
 	int sock;                /* the connection's socket, watched for hang-ups */
@@ -160,6 +165,12 @@ struct gw {
 static inline struct gw_req *gw_choice(struct gw_req *r, uint32_t i)
 {
 	return r->choices ? r->choices[i] : r;
+}
+
+/* Whether choice r is the first of its prompt (its prompt counts once in usage). */
+static inline bool gw_prompt_first(const struct gw_req *r)
+{
+	return r->lead->n_per_prompt <= 1 || r->index % r->lead->n_per_prompt == 0;
 }
 
 /* gateway.c */

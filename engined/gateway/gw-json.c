@@ -178,9 +178,9 @@ static json_t *choice_json(const struct gw_req *r)
 
 char *gw_api_response_json(const struct gw_req *lead, size_t *len)
 {
-	/* usage: the prompt once, the completions of every choice */
+	/* usage: each prompt once, the completions of every choice */
 	json_t *choices = json_array();
-	uint32_t n_gen = 0;
+	uint32_t n_gen = 0, n_prompt = 0;
 	for (uint32_t i = 0; choices && i < lead->n_choices; i++) {
 		const struct gw_req *r = gw_choice((struct gw_req *)lead, i);
 		json_t *c = choice_json(r);
@@ -189,13 +189,15 @@ char *gw_api_response_json(const struct gw_req *lead, size_t *len)
 			return NULL;
 		}
 		n_gen += r->n_generated;
+		if (gw_prompt_first(r))
+			n_prompt += r->n_prompt;
 	}
 	if (!choices)
 		return NULL;
 	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", lead->id, "object",
 			      lead->chat ? "chat.completion" : "text_completion", "created",
 			      (json_int_t)lead->created, "model", lead->model->id, "choices", choices, "usage",
-			      usage(lead->n_prompt, n_gen));
+			      usage(n_prompt, n_gen));
 	return dump(j, len);
 }
 

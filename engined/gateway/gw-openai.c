@@ -178,16 +178,18 @@ static int echo_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw
 	return r->echo ? 0 : gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 }
 
-static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req *r,
-			     struct gw_api_err *e)
+/* The prompts of a completions body: a list of texts or of token-id lists (a
+ * batch), else NULL (one prompt: a text or a token-id list). */
+static json_t *prompt_batch(json_t *b)
+{
+	json_t *p = json_object_get(b, "prompt");
+	return json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0)) ? p : NULL;
+}
+
+/* One prompt p (a text or a list of token ids) into r, with its echo. */
+static int one_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw_req *r, struct gw_api_err *e)
 {
 	int rc;
-	json_t *p = json_object_get(b, "prompt");
-	if (json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0))) {
-		if (json_array_size(p) > 1)
-			return bad(e, "prompt", "one prompt per request: batched prompts are not supported");
-		p = json_array_get(p, 0); /* ["text"] or [[1, 2, 3]] */
-	}
 	if (json_is_array(p))
 		return (rc = ids_from(p, m, r, e)) ? rc : echo_prompt(b, m, p, r, e);
 	if (!json_is_string(p))
@@ -204,6 +206,12 @@ static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req 
 	memcpy(r->text, s, n + 1);
 	r->text_len = n;
 	return 0;
+}
+
+static int completion_prompt(json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	json_t *batch = prompt_batch(b); /* the first here; make_choices does the others */
+	return one_prompt(b, m, batch ? json_array_get(batch, 0) : json_object_get(b, "prompt"), r, e);
 }
 
 /* A message's content: a string, or a list of {"type": "text", "text": ...} parts
@@ -403,8 +411,8 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 	bool ignore_eos = false, seeded;
 	json_t *j;
 	if (get_num(b, "temperature", 0, 100, &temp, e) || get_num(b, "top_p", 1e-9, 1, &top_p, e) ||
-	    get_int(b, "top_k", -1, INT32_MAX, &top_k, e) || get_int(b, "n", 1, 128, &n, e) ||
-	    get_int(b, "best_of", 1, 128, &best_of, e) ||
+	    get_int(b, "top_k", -1, INT32_MAX, &top_k, e) || get_int(b, "n", 1, GW_MAX_CHOICES, &n, e) ||
+	    get_int(b, "best_of", 1, GW_MAX_CHOICES, &best_of, e) ||
 	    get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, e) ||
 	    get_int(b, "max_tokens", 1, INT32_MAX, &max_tokens, e) ||
 	    (chat && get_int(b, "max_completion_tokens", 1, INT32_MAX, &max_tokens, e)) ||
@@ -511,42 +519,97 @@ static int copy_of(void *dst, const void *src, size_t n)
 	return 0;
 }
 
-/* n > 1: the other choices, copies of the lead r with their own buffers, decoder
- * and seed (the lead's + index: n samples, not one sample n times; with
- * temperature 0 they are the same text, as OpenAI's and vLLM's are). */
-static int make_choices(const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e)
+/* 413 when r's prompt leaves no room in the context. */
+static int check_context(const struct gw_model *m, const struct gw_req *r, struct gw_api_err *e)
 {
-	if (!(r->choices = calloc(n, sizeof(*r->choices))))
+	if (m->context > 0 && r->n_ids >= (size_t)m->context)
+		return gw_api_fail(e, 413, "invalid_request_error", "context_length_exceeded", "prompt",
+				   "This model's maximum context length is %d tokens; the prompt has %zu",
+				   m->context, r->n_ids);
+	return 0;
+}
+
+/* A copy of src for choice `index` of the lead r, with its own buffers and
+ * decoder; registered in r's list at once, so gw_api_discard(r) frees it. */
+static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, const struct gw_req *src,
+				  uint32_t index, struct gw_api_err *e)
+{
+	struct gw_req *c = malloc(sizeof(*c));
+	if (!c) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	*c = *src;
+	c->lead = r;
+	c->choices = NULL;
+	c->n_choices = 0;
+	c->index = index;
+	c->detok = NULL;
+	c->ids = NULL;
+	c->text = c->echo = NULL;
+	c->logit_bias = NULL;
+	memset(&c->stops, 0, sizeof(c->stops));
+	c->model = gw_model_ref(src->model);
+	r->choices[r->n_choices++] = c;
+	if (copy_of(&c->ids, src->ids, src->n_ids * sizeof(*src->ids)) ||
+	    copy_of(&c->text, src->text, src->text ? src->text_len + 1 : 0) ||
+	    copy_of(&c->echo, src->echo, src->echo ? src->echo_len + 1 : 0) ||
+	    copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias)) ||
+	    gw_stops_copy(&c->stops, &src->stops)) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	if (src->detok && prime_detok(m, c, e))
+		return NULL;
+	c->params.logit_bias = c->logit_bias;
+	c->params.stop_ids = src->params.stop_ids ? c->stop_ids : NULL;
+	return c;
+}
+
+/* The prompt of c: prompt p of a batch instead of the one it was copied with. */
+static int swap_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
+{
+	allm_detok_free(c->detok);
+	free(c->ids);
+	free(c->text);
+	free(c->echo);
+	c->detok = NULL;
+	c->ids = NULL;
+	c->text = c->echo = NULL;
+	c->n_ids = c->text_len = c->echo_len = 0;
+	if (one_prompt(b, m, p, c, e) || (m->tok && c->ids && prime_detok(m, c, e)))
+		return -1;
+	return check_context(m, c, e);
+}
+
+/* The choices beyond the lead r: n for each prompt of a batch (choice k * n + j is
+ * prompt k's j-th), each sampled with the lead's seed + j: n samples, not one n
+ * times (with temperature 0 they are the same text, as OpenAI's and vLLM's are),
+ * and the same samples as requests of one prompt each would get. */
+static int make_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e)
+{
+	json_t *batch = r->chat ? NULL : prompt_batch(b);
+	uint32_t n_prompts = batch ? (uint32_t)json_array_size(batch) : 1;
+	if ((uint64_t)n_prompts * n > GW_MAX_CHOICES)
+		return bad(e, batch ? "prompt" : "n", "at most %d choices per request (prompts x n: %u x %u)",
+			   GW_MAX_CHOICES, n_prompts, n);
+	r->n_per_prompt = n;
+	if (n_prompts * n == 1)
+		return 0;
+	if (!(r->choices = calloc(n_prompts * n, sizeof(*r->choices))))
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 	r->choices[0] = r;
 	r->n_choices = 1;
-	for (uint32_t i = 1; i < n; i++) {
-		struct gw_req *c = malloc(sizeof(*c));
-		if (!c)
-			return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-		*c = *r;
-		c->choices = NULL;
-		c->n_choices = 0;
-		c->index = i;
-		c->detok = NULL;
-		c->ids = NULL;
-		c->text = c->echo = NULL;
-		c->logit_bias = NULL;
-		memset(&c->stops, 0, sizeof(c->stops));
-		c->model = gw_model_ref(r->model);
-		r->choices[r->n_choices++] = c; /* from here gw_api_discard(r) frees it */
-		if (copy_of(&c->ids, r->ids, r->n_ids * sizeof(*r->ids)) ||
-		    copy_of(&c->text, r->text, r->text ? r->text_len + 1 : 0) ||
-		    copy_of(&c->echo, r->echo, r->echo ? r->echo_len + 1 : 0) ||
-		    copy_of(&c->logit_bias, r->logit_bias, r->n_logit_bias * sizeof(*r->logit_bias)) ||
-		    gw_stops_copy(&c->stops, &r->stops))
-			return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-		if (r->detok && prime_detok(m, c, e))
-			return -1;
-		c->params.logit_bias = c->logit_bias;
-		c->params.stop_ids = r->params.stop_ids ? c->stop_ids : NULL;
-		c->params.seed = r->params.seed + i;
-	}
+	for (uint32_t k = 0; k < n_prompts; k++)
+		for (uint32_t j = 0; j < n; j++) {
+			if (k == 0 && j == 0)
+				continue;
+			/* the prompt's first choice carries its prompt; the others copy it */
+			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, e);
+			if (!c || (k > 0 && j == 0 && swap_prompt(b, m, c, json_array_get(batch, k), e)))
+				return -1;
+			c->params.seed = r->params.seed + j;
+		}
 	return 0;
 }
 
@@ -599,14 +662,8 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		stop_ids[n_stop_ids++] = json_integer_value(json_array_get(sti, i));
 	if (chat ? chat_prompt(gw, b, m, r, e) : completion_prompt(b, m, r, e))
 		goto fail;
-	if (m->tok && r->ids && prime_detok(m, r, e))
+	if ((m->tok && r->ids && prime_detok(m, r, e)) || check_context(m, r, e))
 		goto fail;
-	if (m->context > 0 && r->n_ids >= (size_t)m->context) {
-		gw_api_fail(e, 413, "invalid_request_error", "context_length_exceeded", "prompt",
-			    "This model's maximum context length is %d tokens; the prompt has %zu",
-			    m->context, r->n_ids);
-		goto fail;
-	}
 	/* chat's default: whatever room the context leaves (the engine stops there) */
 	if (r->params.max_tokens == 0)
 		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
@@ -623,7 +680,7 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	new_id(r, chat ? "chatcmpl-" : "cmpl-");
 	r->created = (long long)time(NULL);
 	r->n_choices = 1;
-	if (n > 1 && make_choices(m, r, (uint32_t)n, e))
+	if (make_choices(b, m, r, (uint32_t)n, e))
 		goto fail;
 	json_decref(b);
 	*ret = r;

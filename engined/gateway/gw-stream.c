@@ -147,7 +147,8 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		take_pending(r, &s->cs[k], &p[k]);
 		any |= p[k].n_pieces > 0 || (p[k].done && !s->cs[k].finish_sent);
 		all_done &= p[k].done;
-		np = ALLM_MAX(np, r->n_prompt);
+		if (gw_prompt_first(r))
+			np += r->n_prompt;
 		ng += r->n_generated;
 		if (p[k].done && r->http_status && !e.status)
 			gw_api_fail(&e, r->http_status, r->err_type, NULL, NULL, "%s", r->err);
