@@ -22,6 +22,21 @@ struct gw_api_err {
 int gw_api_fail(struct gw_api_err *e, int status, const char *type, const char *code,
 		const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* Field checks (absent or null: *v keeps its default): a 400 naming the field, a
+ * bool, and a field refused unless it holds its neutral value. -1 with e. */
+int gw_api_bad(struct gw_api_err *e, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int gw_api_get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e);
+int gw_api_refuse_unless(json_t *b, const char *k, double neutral, struct gw_api_err *e);
+
+/* gw-prompt.c: the prompt of r from body b (a completion's first prompt; a
+ * chat's messages rendered), tokenized, its echo, its decoder primed, the
+ * context checked; then the other choices of r: n for each prompt of a batch
+ * (choice k * n + j is prompt k's j-th, seeded with r's seed + j). 0 or -1 with e. */
+int gw_prompt_completion(json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e);
+int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e);
+int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e);
+
 /* Parses one request body into a new gw_req (refs 0, phase unset, not enqueued)
  * holding a reference to m. 0 with *ret, or -1 with e. */
 int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,

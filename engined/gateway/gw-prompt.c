@@ -1,0 +1,368 @@
+/* The prompt side of a generation request (gw-openai.h): a completion's prompt
+ * (text or token ids, one or a batch) or a chat's messages rendered by the model's
+ * template, tokenized as the engine would, its echo, the decoder primed with it,
+ * the context checked; and the request's choices, one per prompt x n. */
+#include "gw-openai.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Most chat messages one request may carry (the body cap bounds bytes). */
+#define GW_MAX_MESSAGES 4096
+
+static int ready(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e);
+
+static int ids_from(json_t *a, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	size_t n = json_array_size(a), i;
+	json_t *v;
+	int32_t vocab = m->tok ? allm_tokenizer_vocab_size(m->tok) : INT32_MAX;
+	if (n == 0)
+		return gw_api_bad(e, "prompt", "'prompt' must not be an empty list of token ids");
+	if (!(r->ids = malloc(n * sizeof(int32_t))))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab)
+			return gw_api_bad(e, "prompt", "prompt token %zu is not an id in 0..%d", i, vocab - 1);
+		r->ids[i] = (int32_t)json_integer_value(v);
+	}
+	r->n_ids = n;
+	return 0;
+}
+
+/* Tokenizes text the way the engine would (add_special: BOS/EOS as the tokenizer's
+ * post-processor says), or without special tokens for a rendered chat prompt,
+ * whose template already wrote them. */
+static int tokenize(const struct gw_model *m, const char *text, size_t len, bool add_special,
+		    struct gw_req *r, struct gw_api_err *e)
+{
+	struct allm_err err = {{0}};
+	int32_t *ids = NULL;
+	size_t n = 0;
+	if (allm_tokenizer_encode(m->tok, text, len, add_special, &ids, &n, &err))
+		return gw_api_bad(e, "prompt", "cannot tokenize the prompt: %s", err.msg);
+	if (n == 0) {
+		allm_free(ids);
+		return gw_api_bad(e, "prompt", "the prompt is empty (no tokens)");
+	}
+	r->ids = malloc(n * sizeof(int32_t));
+	if (r->ids)
+		memcpy(r->ids, ids, n * sizeof(int32_t));
+	allm_free(ids);
+	if (!r->ids)
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	r->n_ids = n;
+	return 0;
+}
+
+/* echo: the prompt's text goes back before the output, as it reads (token ids
+ * decoded). Without prompt log-probabilities, which the engine does not compute,
+ * echo and logprobs do not go together. */
+static int echo_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw_req *r, struct gw_api_err *e)
+{
+	bool echo = false;
+	if (gw_api_get_bool(b, "echo", &echo, e))
+		return -1;
+	if (!echo)
+		return 0;
+	if (r->params.logprobs > 0)
+		return gw_api_bad(e, "echo", "'echo' with 'logprobs' needs the prompt's log-probabilities, which this "
+				      "server does not compute");
+	if (json_is_string(p)) {
+		r->echo_len = json_string_length(p);
+		r->echo = malloc(r->echo_len + 1);
+		if (r->echo)
+			memcpy(r->echo, json_string_value(p), r->echo_len + 1);
+	} else if (!m->tok) {
+		return gw_api_bad(e, "echo", "'echo' of token ids needs the model's tokenizer");
+	} else {
+		char *t = NULL; /* allm_malloc'ed: ours is malloc'ed like the rest of the request */
+		if (allm_tokenizer_decode(m->tok, r->ids, r->n_ids, true, &t, NULL) == 0 && t) {
+			r->echo_len = strlen(t);
+			if ((r->echo = malloc(r->echo_len + 1)))
+				memcpy(r->echo, t, r->echo_len + 1);
+		}
+		allm_free(t);
+	}
+	return r->echo ? 0 : gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* The prompts of a completions body: a list of texts or of token-id lists (a
+ * batch), else NULL (one prompt: a text or a token-id list). */
+static json_t *prompt_batch(json_t *b)
+{
+	json_t *p = json_object_get(b, "prompt");
+	return json_is_array(p) && json_array_size(p) > 0 && !json_is_integer(json_array_get(p, 0)) ? p : NULL;
+}
+
+/* One prompt p (a text or a list of token ids) into r, with its echo. */
+static int one_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw_req *r, struct gw_api_err *e)
+{
+	int rc;
+	if (json_is_array(p))
+		return (rc = ids_from(p, m, r, e)) ? rc : echo_prompt(b, m, p, r, e);
+	if (!json_is_string(p))
+		return gw_api_bad(e, "prompt", "'prompt' must be a string or a list of token ids");
+	const char *s = json_string_value(p);
+	size_t n = json_string_length(p);
+	if ((rc = echo_prompt(b, m, p, r, e)))
+		return rc;
+	if (m->tok)
+		return tokenize(m, s, n, true, r, e);
+	/* no tokenizer here: the engine tokenizes (and says if it cannot) */
+	if (!(r->text = malloc(n + 1)))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	memcpy(r->text, s, n + 1);
+	r->text_len = n;
+	return 0;
+}
+
+int gw_prompt_completion(json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	json_t *batch = prompt_batch(b); /* the first here; gw_prompt_choices does the others */
+	return one_prompt(b, m, batch ? json_array_get(batch, 0) : json_object_get(b, "prompt"), r, e) ||
+			       ready(m, r, e)
+		       ? -1
+		       : 0;
+}
+
+/* A message's content: a string, or a list of {"type": "text", "text": ...} parts
+ * joined with newlines (as vLLM does). Returns a malloc'ed copy. */
+static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err *e)
+{
+	json_t *c = json_object_get(msg, "content");
+	char key[48];
+	snprintf(key, sizeof(key), "messages[%zu].content", idx);
+	if (json_is_string(c)) {
+		*len = json_string_length(c);
+		char *s = malloc(*len + 1);
+		if (!s)
+			gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		else
+			memcpy(s, json_string_value(c), *len + 1);
+		return s;
+	}
+	if (!json_is_array(c)) {
+		gw_api_bad(e, key, "'%s' must be a string or a list of text parts", key);
+		return NULL;
+	}
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	size_t i;
+	json_t *part;
+	if (!f) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	json_array_foreach(c, i, part) {
+		json_t *t = json_object_get(part, "text");
+		const char *type = json_string_value(json_object_get(part, "type"));
+		if (!type || strcmp(type, "text") || !json_is_string(t)) {
+			fclose(f);
+			free(buf);
+			gw_api_bad(e, key, "'%s': only {\"type\": \"text\", \"text\": ...} parts are supported", key);
+			return NULL;
+		}
+		if (i)
+			fputc('\n', f);
+		fwrite(json_string_value(t), 1, json_string_length(t), f);
+	}
+	if (fclose(f)) {
+		free(buf);
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	return buf;
+}
+
+int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
+		   struct gw_api_err *e)
+{
+	json_t *msgs = json_object_get(b, "messages");
+	size_t n = json_array_size(msgs), i;
+	bool agp = true;
+	int rc = -1;
+	if (!json_is_array(msgs) || n == 0 || n > GW_MAX_MESSAGES)
+		return gw_api_bad(e, "messages", "'messages' must be a list of 1..%d messages", GW_MAX_MESSAGES);
+	if (gw_api_refuse_unless(b, "tools", 0, e) || gw_api_refuse_unless(b, "functions", 0, e) ||
+	    gw_api_get_bool(b, "add_generation_prompt", &agp, e))
+		return -1;
+	json_t *tc = json_object_get(b, "tool_choice");
+	if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
+		return gw_api_bad(e, "tool_choice", "'tool_choice' is not supported by this server");
+	json_t *rf = json_object_get(b, "response_format");
+	if (rf && !json_is_null(rf) &&
+	    !(json_is_string(json_object_get(rf, "type")) &&
+	      !strcmp(json_string_value(json_object_get(rf, "type")), "text")))
+		return gw_api_bad(e, "response_format", "only response_format {\"type\": \"text\"} is supported");
+	if (!m->tok || !m->tmpl)
+		return gw_api_bad(e, "messages", "cannot render a chat prompt: %s", m->why_no_chat);
+	struct allm_chat_msg *cm = calloc(n, sizeof(*cm));
+	char *prompt = NULL;
+	size_t plen = 0;
+	char err[300];
+	if (!cm)
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	json_t *msg;
+	json_array_foreach(msgs, i, msg) {
+		const char *role = json_string_value(json_object_get(msg, "role"));
+		if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
+			char key[40];
+			snprintf(key, sizeof(key), "messages[%zu].role", i);
+			gw_api_bad(e, key, "'%s' must be \"system\", \"user\" or \"assistant\"", key);
+			goto out;
+		}
+		cm[i].role = role;
+		if (!(cm[i].content = content_of(msg, i, &cm[i].content_len, e)))
+			goto out;
+	}
+	if (allm_chat_template_render(m->tmpl, cm, n, agp, &prompt, &plen, err, sizeof(err))) {
+		gw_api_bad(e, "messages", "the model's chat template (%s) refuses these messages: %s",
+		    allm_chat_template_name(m->tmpl), err);
+		goto out;
+	}
+	if (gw->o.log_level >= 3) {
+		/* the exact prompt, JSON-escaped on one line (tests compare it) */
+		json_t *j = json_stringn(prompt, plen);
+		char *s = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+		gw_log(gw, 3, "chat prompt (%s): %s", allm_chat_template_name(m->tmpl), s ? s : "?");
+		free(s);
+		json_decref(j);
+	}
+	rc = tokenize(m, prompt, plen, false, r, e) || ready(m, r, e) ? -1 : 0;
+out:
+	for (size_t k = 0; k < n; k++)
+		free((char *)cm[k].content);
+	free(cm);
+	free(prompt);
+	return rc;
+}
+
+/* A detokenizer that has seen the prompt, so the first generated token decodes as
+ * it follows the prompt (SentencePiece strips the space of the text's first word
+ * only: "Once" + "▁upon" must give " upon", not "upon"). */
+static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	/* the ids were checked against the vocabulary: only memory can fail here */
+	if (allm_detok_create(m->tok, true, &r->detok) || allm_detok_prime(r->detok, r->ids, r->n_ids)) {
+		allm_detok_free(r->detok);
+		r->detok = NULL;
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	}
+	return 0;
+}
+
+static int copy_of(void *dst, const void *src, size_t n)
+{
+	void **d = dst;
+	*d = NULL;
+	if (!src)
+		return 0;
+	if (!(*d = malloc(n ? n : 1)))
+		return -ENOMEM;
+	memcpy(*d, src, n);
+	return 0;
+}
+
+/* 413 when r's prompt leaves no room in the context. */
+static int check_context(const struct gw_model *m, const struct gw_req *r, struct gw_api_err *e)
+{
+	if (m->context > 0 && r->n_ids >= (size_t)m->context)
+		return gw_api_fail(e, 413, "invalid_request_error", "context_length_exceeded", "prompt",
+				   "This model's maximum context length is %d tokens; the prompt has %zu",
+				   m->context, r->n_ids);
+	return 0;
+}
+
+/* A copy of src for choice `index` of the lead r, with its own buffers and
+ * decoder; registered in r's list at once, so gw_api_discard(r) frees it. */
+static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, const struct gw_req *src,
+				  uint32_t index, struct gw_api_err *e)
+{
+	struct gw_req *c = malloc(sizeof(*c));
+	if (!c) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	*c = *src;
+	c->lead = r;
+	c->choices = NULL;
+	c->n_choices = 0;
+	c->index = index;
+	c->detok = NULL;
+	c->ids = NULL;
+	c->text = c->echo = NULL;
+	c->logit_bias = NULL;
+	memset(&c->stops, 0, sizeof(c->stops));
+	c->model = gw_model_ref(src->model);
+	r->choices[r->n_choices++] = c;
+	if (copy_of(&c->ids, src->ids, src->n_ids * sizeof(*src->ids)) ||
+	    copy_of(&c->text, src->text, src->text ? src->text_len + 1 : 0) ||
+	    copy_of(&c->echo, src->echo, src->echo ? src->echo_len + 1 : 0) ||
+	    copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias)) ||
+	    gw_stops_copy(&c->stops, &src->stops)) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	if (src->detok && prime_detok(m, c, e))
+		return NULL;
+	c->params.logit_bias = c->logit_bias;
+	c->params.stop_ids = src->params.stop_ids ? c->stop_ids : NULL;
+	return c;
+}
+
+/* The prompt of c: prompt p of a batch instead of the one it was copied with. */
+static int swap_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
+{
+	allm_detok_free(c->detok);
+	free(c->ids);
+	free(c->text);
+	free(c->echo);
+	c->detok = NULL;
+	c->ids = NULL;
+	c->text = c->echo = NULL;
+	c->n_ids = c->text_len = c->echo_len = 0;
+	return one_prompt(b, m, p, c, e) || ready(m, c, e) ? -1 : 0;
+}
+
+/* The choices beyond the lead r: n for each prompt of a batch (choice k * n + j is
+ * prompt k's j-th), each sampled with the lead's seed + j: n samples, not one n
+ * times (with temperature 0 they are the same text, as OpenAI's and vLLM's are),
+ * and the same samples as requests of one prompt each would get. */
+int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e)
+{
+	json_t *batch = r->chat ? NULL : prompt_batch(b);
+	uint32_t n_prompts = batch ? (uint32_t)json_array_size(batch) : 1;
+	if ((uint64_t)n_prompts * n > GW_MAX_CHOICES)
+		return gw_api_bad(e, batch ? "prompt" : "n", "at most %d choices per request (prompts x n: %u x %u)",
+			   GW_MAX_CHOICES, n_prompts, n);
+	r->n_per_prompt = n;
+	if (n_prompts * n == 1)
+		return 0;
+	if (!(r->choices = calloc(n_prompts * n, sizeof(*r->choices))))
+		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+	r->choices[0] = r;
+	r->n_choices = 1;
+	for (uint32_t k = 0; k < n_prompts; k++)
+		for (uint32_t j = 0; j < n; j++) {
+			if (k == 0 && j == 0)
+				continue;
+			/* the prompt's first choice carries its prompt; the others copy it */
+			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, e);
+			if (!c || (k > 0 && j == 0 && swap_prompt(b, m, c, json_array_get(batch, k), e)))
+				return -1;
+			c->params.seed = r->params.seed + j;
+		}
+	return 0;
+}
+
+
+/* A prompt in r: the decoder primed with it, the context checked. */
+static int ready(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
+{
+	return (m->tok && r->ids && prime_detok(m, r, e)) || check_context(m, r, e) ? -1 : 0;
+}
