@@ -59,6 +59,10 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 		if ((r = kv->be->iface->host_alloc(kv->be, bytes, &kv->stage)))
 			return allm_err_set(err, r, "cannot allocate disk staging: %s",
 					    allm_backend_last_error(kv->be));
+		if (!(kv->stage_ids = allm_malloc((size_t)n * sizeof(int32_t))))
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		for (int32_t i = 0; i < n; i++)
+			kv->stage_ids[i] = i;
 		kv->stage_blocks = n;
 	}
 	if (kv->be->simulated) {
@@ -129,15 +133,20 @@ bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
 	return kv->be->simulated ? vslots_free(kv) >= n : allm_kv_disk_behind_free(kv->disk) >= n;
 }
 
+static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *ids, int32_t n)
+{
+	for (int32_t i = 0; i < n; i++) {
+		int r = allm_block_pool_release(p, owner, ids[i]);
+		ALLM_ASSERT(r == 0);
+	}
+}
+
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n)
 {
 	/* a block changes hands only once its write behind has landed (an error
 	 * here leaves nothing to protect: the ring no longer writes) */
 	allm_kv_disk_drain(kv->disk, ids, n);
-	for (int32_t i = 0; i < n; i++) {
-		int r = allm_block_pool_release(allm_kv_disk_pool(kv->disk), owner, ids[i]);
-		ALLM_ASSERT(r == 0);
-	}
+	give_back(allm_kv_disk_pool(kv->disk), owner, ids, n);
 }
 
 /* What a disk transfer of n blocks tells its caller: seconds as the caller
@@ -208,7 +217,7 @@ static int stage_copy(struct allm_kv_cache *kv, bool to_host, char *base, const 
  * room (allm_kv_disk_behind_room). -EAGAIN (nothing lost: the caller writes and
  * waits instead) if the disk's stage turned out short. */
 static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int32_t *disk, int32_t n,
-			 int32_t *seq, struct allm_err *err)
+			 struct allm_err *err)
 {
 	if (!kv->be->simulated)
 		return allm_kv_disk_write_behind(kv->disk, NULL, dev, disk, n, NULL, err);
@@ -217,8 +226,7 @@ static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int
 		k = ALLM_MIN(kv->stage_blocks, n - i);
 		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
-		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(seq, disk + i, k),
-					 NULL);
+		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(disk + i, NULL, k), NULL);
 		double now = allm_backend_clock(kv->be);
 		for (int32_t j = 0, left = k; j < kv->n_ahead_slots && left > 0; j++)
 			if (kv->vslot_end[j] <= now) {
@@ -241,7 +249,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 	bool behind = false;
 	allm_backend_t *be = kv->be;
 	struct allm_kv_disk_io_stat st = {0}, tot = {0};
-	int32_t k, *seq = NULL;
+	int32_t k;
 	int r = 0;
 	if (!kv->staged) {
 		if (write && behind_ok &&
@@ -255,20 +263,16 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &tot, err);
 		goto out;
 	}
-	if (!(seq = allm_malloc((size_t)ALLM_MAX(kv->stage_blocks, 1) * sizeof(int32_t))))
-		return allm_err_set(err, -ENOMEM, "out of memory");
-	for (int32_t i = 0; i < kv->stage_blocks; i++)
-		seq[i] = i;
 	double t0 = allm_backend_clock(be); /* a simulated device's time is its clock's */
 	if (write && behind_ok && allm_kv_disk_behind_room(kv, n)) {
-		if ((r = staged_behind(kv, dev, disk, n, seq, err)) == 0) {
+		if ((r = staged_behind(kv, dev, disk, n, err)) == 0) {
 			tot.runs = allm_kv_count_runs(dev, disk, n);
 			tot.seconds = allm_backend_clock(be) - t0;
 			behind = true;
-			goto done;
+			goto out;
 		}
 		if (r != -EAGAIN)
-			goto done;
+			goto out;
 		r = 0; /* written again below, waited for: the file ends up right */
 	}
 	for (int32_t i = 0; i < n && !r; i += k) {
@@ -276,7 +280,7 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 		double t1 = allm_backend_clock(be);
 		if (write && (r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
-		r = allm_kv_disk_io(kv->disk, write, kv->stage, seq, disk + i, k, &st, err);
+		r = allm_kv_disk_io(kv->disk, write, kv->stage, kv->stage_ids, disk + i, k, &st, err);
 		if (!r && be->simulated)
 			vdisk_wait(kv, write, (uint64_t)k * kv->block_bytes, st.runs, &st.waited_seconds);
 		tot.runs += st.runs;
@@ -287,8 +291,6 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 	}
 	/* through the host stage: the disk model's time includes the staging copies */
 	tot.io_seconds = tot.seconds - tot.waited_seconds;
-done:
-	allm_free(seq);
 out:
 	if (res && !r)
 		*res = disk_result(kv, n, tot.seconds, &tot, behind);
@@ -310,14 +312,6 @@ static int take(struct allm_block_pool *p, int64_t owner, int32_t n, int32_t *id
 static int gpu_short(const struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
 {
 	return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free, n);
-}
-
-static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *ids, int32_t n)
-{
-	for (int32_t i = 0; i < n; i++) {
-		int r = allm_block_pool_release(p, owner, ids[i]);
-		ALLM_ASSERT(r == 0);
-	}
 }
 
 /* Fresh destination pages are faulted in outside the timed read (swap() does
@@ -380,15 +374,6 @@ struct kvc_ahead {
 /* O_DIRECT's alignment (kv-disk-internal.h's DISK_ALIGN) */
 #define KVC_ALIGN 4096
 
-/* Runs of consecutive ids in ids[0..n). */
-static int32_t id_runs(const int32_t *ids, int32_t n)
-{
-	int32_t runs = n > 0;
-	for (int32_t i = 1; i < n; i++)
-		runs += ids[i] != ids[i - 1] + 1;
-	return runs;
-}
-
 static void ahead_free(struct allm_kv_cache *kv, struct kvc_ahead *a)
 {
 	for (int32_t j = 0; j < a->n; j++)
@@ -431,7 +416,7 @@ static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n
 	int32_t *slots = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
 	if (!slots)
 		return allm_err_set(err, -ENOMEM, "out of memory");
-	*a = (struct kvc_ahead){.live = true, .slots = slots, .runs = id_runs(disk, n)};
+	*a = (struct kvc_ahead){.live = true, .slots = slots, .runs = allm_kv_count_runs(disk, NULL, n)};
 	for (a->n = 0; a->n < n; a->n++)
 		a->slots[a->n] = kv->ahead_free[--kv->n_ahead_free];
 	if (kv->be->simulated) {

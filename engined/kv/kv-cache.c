@@ -83,6 +83,7 @@ void allm_kv_cache_free(struct allm_kv_cache *kv)
 	kvc_disk_fini(kv);
 	if (kv->stage)
 		kv->be->iface->host_free(kv->be, kv->stage);
+	allm_free(kv->stage_ids);
 	allm_free(kv->touched_dev);
 	allm_free(kv->touched_host);
 	allm_free(kv->scrub);
@@ -157,7 +158,7 @@ int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n)
 {
 	int32_t runs = n > 0;
 	for (int32_t i = 1; i < n; i++)
-		if (src[i] != src[i - 1] + 1 || dst[i] != dst[i - 1] + 1)
+		if (src[i] != src[i - 1] + 1 || (dst && dst[i] != dst[i - 1] + 1))
 			runs++;
 	return runs;
 }

@@ -35,6 +35,7 @@ struct allm_kv_cache {
 	bool staged;
 	void *stage; /* its host staging for copies (staged) */
 	int32_t stage_blocks;
+	int32_t *stage_ids; /* [stage_blocks] 0, 1, ...: the stage's blocks, for allm_kv_disk_io */
 	struct kvc_ahead *ahead; /* reads ahead through host memory (staged): kv-cache-disk.c */
 	int32_t n_ahead, cap_ahead;
 	/* their arena: n_ahead_slots blocks, as many as the stage of writes behind
@@ -85,7 +86,7 @@ int allm_kv_resize_gpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err
 int allm_kv_resize_cpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err);
 
 /* Coalesced copies needed to move blocks src[i] -> dst[i]: runs where both sides
- * are consecutive ids. */
+ * are consecutive ids (dst NULL: runs of consecutive ids in src alone). */
 int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n);
 
 /* Swap out: takes n CPU blocks for `owner` into ret_cpu, copies the n GPU blocks

@@ -40,17 +40,6 @@ static void note(struct allm_engine *e, const char *fmt, ...)
 	e->ev.on_note(e->ev.user, msg);
 }
 
-/* Runs of a block table: the coalesced copies a swap of it takes (the other
- * side's blocks come off a stack, so they are mostly consecutive). */
-static int32_t table_runs(const int32_t *ids, int32_t n)
-{
-	int32_t runs = n > 0;
-	for (int32_t i = 1; i < n; i++)
-		if (ids[i] != ids[i - 1] + 1)
-			runs++;
-	return runs;
-}
-
 /* Grows *ids to hold n. */
 static int32_t *table(int32_t **ids, int32_t n)
 {
@@ -164,7 +153,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		allm_engine_attach_measured(e, v, v->pending_rc_s);
 	int32_t n = v->seq.n_blocks;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
-	int32_t runs = table_runs(v->seq.blocks, n);
+	/* the coalesced copies a swap takes: runs of its block table (the other
+	 * side's blocks come off a stack, so they are mostly consecutive) */
+	int32_t runs = allm_kv_count_runs(v->seq.blocks, NULL, n);
 	struct allm_decision *d = record(e);
 	d->time = now;
 	d->req_id = v->id;
