@@ -143,6 +143,7 @@ struct fx {
 	int64_t n_swap_choice, n_rc_choice, n_disk_choice;
 	int64_t n_reason_full; /* "... CPU pool full" */
 	int max_victims_per_step;
+	int32_t min_tokens; /* > 0: the next submits stop at EOS, not before this many */
 	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
 	int64_t n_steps_both_queues; /* steps that began with swapped and waiting requests */
 	bool paper; /* no chunking, headroom or aging: the paper's step structure */
@@ -584,6 +585,10 @@ static int fx_submit_ids(struct fx *f, const int32_t *prompt, int32_t n_prompt, 
 		.arrival = q->arrival,
 	};
 	allm_sampling_default(&s.sampling);
+	if (f->min_tokens > 0) {
+		s.ignore_eos = false;
+		s.sampling.min_tokens = f->min_tokens;
+	}
 	f->n_req++;
 	if (allm_engine_submit(f->e, &s, &q->id, &err)) {
 		CHECK(0, "submit: %s", err.msg);

@@ -1,4 +1,4 @@
-/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches, a disk tier (written behind, read ahead, faults, cancels while reading; also staged through host memory as on a GPU); cancels free every block; bad submits and sizes are rejected. */
+/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches, a disk tier (written behind, read ahead, faults, cancels while reading; also staged through host memory as on a GPU); cancels free every block; bad submits and sizes are rejected; min_tokens processes a row only until it is met. */
 #include "engine-fixture.h"
 
 enum { N_REQ = 24, MAX_TOKENS = 40, BS = 8 };
@@ -392,6 +392,30 @@ static void test_bad_input(void)
 	fx_fini(&f);
 }
 
+/* min_tokens holds the stop tokens back, and only until it is met: from then on
+ * the row is sampled as it comes (a greedy one by argmax, on a GPU on the
+ * device), not copied and masked every step of the request's life. */
+static void test_min_tokens_ends(void)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = 64, .cpu_blocks = 16, .preempt = ALLM_PREEMPT_ADAPTIVE,
+			    .sched = ALLM_SCHED_FAIR, .pred = FX_PRED_SWAP_CHEAP};
+	if (fx_init(&f, &o))
+		return;
+	f.min_tokens = 3;
+	int tag = fx_submit(&f, 6, 10, 0, 7);
+	fx_step(&f); /* the prefill: the first token */
+	const struct allm_request *r = fx_live(&f, tag);
+	CHECK(r && allm_sampler_need(&r->sampler) == ALLM_SAMPLE_FULL, "before min_tokens: the row is not whole");
+	while (f.req[tag].n_gen < 3 && !f.req[tag].done)
+		fx_step(&f);
+	r = fx_live(&f, tag);
+	CHECK(f.req[tag].n_gen >= 3 && (!r || allm_sampler_need(&r->sampler) == ALLM_SAMPLE_ARGMAX),
+	      "min_tokens met after %d tokens, yet the row is still processed", f.req[tag].n_gen);
+	CHECK(fx_drain(&f, 100), "not drained");
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	if (fx_global_init())
@@ -399,6 +423,7 @@ int main(void)
 	test_runs();
 	test_cancel();
 	test_bad_input();
+	test_min_tokens_ends();
 	fx_global_fini();
 	if (fx_failures) {
 		fprintf(stderr, "%d check(s) failed\n", fx_failures);

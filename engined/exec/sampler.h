@@ -27,7 +27,8 @@ struct allm_sampling {
 	const struct allm_token_bias *bias;
 	int32_t n_bias;
 	/* min_tokens: the stop tokens (EOS, stop ids) are masked out until this
-	 * many were generated (allm_sampler_mask; vLLM's min_tokens) */
+	 * many were generated (allm_sampler_mask; vLLM's min_tokens); the engine
+	 * sets it to 0 once they were */
 	int32_t min_tokens;
 };
 
@@ -101,8 +102,9 @@ enum allm_sample_need {
 			   * (value, id) candidates, value desc then id asc */
 	ALLM_SAMPLE_FULL, /* anything else: the whole row */
 };
+/* A request with penalties, a logit bias, min_tokens or logprobs needs its whole
+ * row: ALLM_SAMPLE_FULL. */
 enum allm_sample_need allm_sampler_need(const struct allm_sampler *s);
-/* (A request with penalties, a logit bias, min_tokens or logprobs needs its whole row: ALLM_SAMPLE_FULL.) */
 /* Samples an ALLM_SAMPLE_TOPK request from its candidates: vals[top_k] sorted
  * descending (equal values by ascending id), ids[top_k]; draws from s's RNG. */
 int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, const int32_t *ids);

@@ -98,6 +98,11 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
 			continue;
 		}
+		/* min_tokens met (or moot with ignore_eos): no more masking, so the
+		 * row needs no copy and no whole download for it from here on */
+		if (r->sampler.p.min_tokens &&
+		    (r->ignore_eos || allm_request_n_generated(r) >= r->sampler.p.min_tokens))
+			r->sampler.p.min_tokens = 0;
 		if (!r->first_token)
 			r->first_token = now;
 		e->st.generated_tokens++;
