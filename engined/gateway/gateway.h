@@ -162,9 +162,9 @@ struct gw {
 };
 
 /* Choice i (< n_choices) of the lead r: r itself for n = 1. */
-static inline struct gw_req *gw_choice(struct gw_req *r, uint32_t i)
+static inline struct gw_req *gw_choice(const struct gw_req *r, uint32_t i)
 {
-	return r->choices ? r->choices[i] : r;
+	return r->choices ? r->choices[i] : (struct gw_req *)r;
 }
 
 /* Whether choice r is the first of its prompt (its prompt counts once in usage). */

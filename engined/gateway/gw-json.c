@@ -182,7 +182,7 @@ char *gw_api_response_json(const struct gw_req *lead, size_t *len)
 	json_t *choices = json_array();
 	uint32_t n_gen = 0, n_prompt = 0;
 	for (uint32_t i = 0; choices && i < lead->n_choices; i++) {
-		const struct gw_req *r = gw_choice((struct gw_req *)lead, i);
+		const struct gw_req *r = gw_choice(lead, i);
 		json_t *c = choice_json(r);
 		if (!c || json_array_append_new(choices, c)) {
 			json_decref(choices);

@@ -45,22 +45,22 @@ struct gw_pending {
 	int finish;
 };
 
-/* Under lock: takes what choice r has that the stream has not sent (false: out of
- * memory, try again later). */
-static bool take_pending(struct gw_req *r, const struct gw_stream_choice *st, struct gw_pending *p)
+/* Under lock: takes what choice r has that the stream has not sent (out of
+ * memory: nothing, and not done, so it is tried again later). */
+static void take_pending(struct gw_req *r, const struct gw_stream_choice *st, struct gw_pending *p)
 {
 	p->done = r->phase == GW_DONE;
 	p->finish = r->finish;
 	p->lp_prev = -1;
 	if (r->out.ready == 0 && r->out.n_ends == 0)
-		return true;
+		return;
 	p->n = r->out.ready;
 	p->text = malloc(p->n + 1);
 	p->ends = malloc((r->out.n_ends + 1) * sizeof(*p->ends));
 	if (!p->text || !p->ends) {
 		p->n = 0;
 		p->done = false;
-		return false;
+		return;
 	}
 	memcpy(p->text, r->out.buf, p->n);
 	p->n_pieces = gw_text_pieces(&r->out, p->ends);
@@ -73,7 +73,6 @@ static bool take_pending(struct gw_req *r, const struct gw_stream_choice *st, st
 	else
 		p->n_lp = 0;
 	p->lp_prev = at > 0 && at - 1 < r->n_lps ? r->lps[at - 1].sampled.token_id : gw_api_last_prompt_id(r);
-	return true;
 }
 
 /* Formats choice r's pending pieces (and its finish, once done) into s->buf. */
