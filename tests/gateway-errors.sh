@@ -47,6 +47,13 @@ cat "$tmp/sdk.out"
 
 # --- the same and more with curl ------------------------------------------------------
 expect "400 malformed JSON" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" -d '{"prompt": "x",'
+# the parser's excerpt of this body is not UTF-8: still a 400 in JSON, not a dropped
+# connection (found by tools/fuzz.sh gateway)
+printf '{"prompt": ["Oh\\\xe2\x84\xa2y"], "n": 1}' >"$tmp/bad-utf8.json"
+expect "400 malformed JSON whose excerpt is not UTF-8" 400 invalid_request_error "$E_URL/v1/completions" \
+	"${KEY[@]}" --data-binary @"$tmp/bad-utf8.json"
+expect "404 an unknown model whose name is cut inside a character" 404 invalid_request_error \
+	"$E_URL/v1/completions" "${KEY[@]}" -d "{\"model\": \"$(printf 'a%.0s' $(seq 199))é\", \"prompt\": \"x\"}"
 expect "400 body not an object" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" -d '[1, 2]'
 expect "400 a batch of prompts x n over 128 choices" 400 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}" \
 	-d "{\"prompt\": [$(printf '"a",%.0s' $(seq 64))\"a\"], \"n\": 2}"
