@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds one of the fuzz targets with clang + libFuzzer (+ ASan/UBSan) and runs it on
 # its growing corpus. Usage:
-#   tools/fuzz.sh [sqe|hello|ctl] [RUNS (default 1000000)] [--merge] [libFuzzer flags]
-#     sqe    the daemon's handling of one SQE and the arena bytes it names
-#     hello  the daemon's handshake: what a peer writes on the socket
-#     ctl    the control plane's msgpack validator, decoder, lookups and JSON
+#   tools/fuzz.sh [sqe|hello|ctl|gateway] [RUNS (default 1000000)] [--merge] [libFuzzer flags]
+#     sqe      the daemon's handling of one SQE and the arena bytes it names
+#     hello    the daemon's handshake: what a peer writes on the socket
+#     ctl      the control plane's msgpack validator, decoder, lookups and JSON
+#     gateway  allm-gateway's parsing of /v1/completions and /v1/chat/completions
+#              bodies: fields, tokenization, chat templates, choices
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -12,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -30,6 +32,17 @@ if [ "$TARGET" = ctl ]; then
   SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
   PKGS=(msgpack-c jansson)
   pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
+elif [ "$TARGET" = gateway ]; then
+  # the request-body path of liballm-gateway and what it calls; the HTTP server,
+  # the ring pump and the main are not under test here
+  M=data/models/stories260K
+  python3 engined/model/embed-dir.py "$OUT/gateway-default-model.c" allm_gateway_default_model \
+    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/special_tokens_map.json \
+    $M/tokenizer.json $M/tokenizer_config.json
+  INC+=(-Iengined/tokenizer -Iengined/gateway -Iclientlib)
+  SRC+=(engined/tokenizer/*.c clientlib/client.c clientlib/client-connect.c "$OUT/gateway-default-model.c"
+    tests/fuzz-gateway.c)
+  for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json; do SRC+=("engined/gateway/$f.c"); done
 else
   # the embedded default model, as engined/model/meson.build compiles it in
   M=data/models/stories260K
@@ -49,7 +62,7 @@ else
   done
 fi
 LIBS=$(pkg-config --libs "${PKGS[@]}")
-[ "$TARGET" = ctl ] || LIBS="$LIBS -lopenblas"
+case $TARGET in sqe | hello) LIBS="$LIBS -lopenblas" ;; esac
 echo "fuzz.sh: building $OUT/fuzz-$TARGET (${#SRC[@]} files)" >&2
 clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${INC[@]}" $(pkg-config --cflags "${PKGS[@]}") \

@@ -137,3 +137,72 @@ cases = {
 for name, data in cases.items():
     with open(os.path.join(out, name), 'wb') as f:
         f.write(data)
+
+# --- corpus-gateway: an HTTP body for /v1/completions or /v1/chat/completions. The
+# first byte: bit 0 chat, the rest the model's chat template (0 none, 1 ChatML,
+# 2 Llama 2, 3 Llama 3, 4 Mistral: tests/fuzz-gateway.c); then the body.
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-gateway')
+os.makedirs(out, exist_ok=True)
+import json
+
+def gw(body, chat=False, tmpl=0):
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    return bytes([(tmpl << 1) | int(chat)]) + body
+
+msgs = [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Hi there'},
+        {'role': 'assistant', 'content': 'Hello!'}, {'role': 'user', 'content': 'Tell a story'}]
+cases = {
+    'ok-completion': gw({'model': 'default', 'prompt': 'Once upon a time', 'max_tokens': 8}),
+    'ok-ids': gw({'prompt': [1, 403, 407, 261], 'max_tokens': 4, 'temperature': 0}),
+    'ok-batch-text': gw({'prompt': ['Once', 'The dog', 'Lily'], 'n': 2, 'seed': 3}),
+    'ok-batch-ids': gw({'prompt': [[1, 2, 3], [4, 5]], 'max_tokens': 2}),
+    'ok-sampling': gw({'prompt': 'x', 'temperature': 0.7, 'top_p': 0.9, 'top_k': 20, 'seed': 1,
+                       'presence_penalty': 0.5, 'frequency_penalty': -0.5, 'repetition_penalty': 1.1,
+                       'min_tokens': 2, 'max_tokens': 9, 'logit_bias': {'5': -100, '7': 3},
+                       'stop': ['.', 'end'], 'stop_token_ids': [2], 'ignore_eos': True}),
+    'ok-stream-usage': gw({'prompt': 'a', 'stream': True, 'stream_options': {'include_usage': True}}),
+    'ok-logprobs-echo': gw({'prompt': 'Once', 'logprobs': 5, 'echo': True}),
+    'ok-echo': gw({'prompt': 'Once', 'echo': True, 'max_tokens': 3}),
+    'ok-best-of-n': gw({'prompt': 'Once', 'best_of': 2, 'n': 2}),
+    'ok-chat-chatml': gw({'messages': msgs, 'max_completion_tokens': 5}, True, 1),
+    'ok-chat-llama2': gw({'messages': msgs, 'logprobs': True, 'top_logprobs': 3}, True, 2),
+    'ok-chat-llama3': gw({'messages': msgs, 'stream': True, 'n': 3}, True, 3),
+    'ok-chat-mistral': gw({'messages': msgs[1:], 'max_tokens': 5}, True, 4),
+    'chat-no-template': gw({'messages': msgs}, True, 0),
+    'chat-roles-wrong': gw({'messages': [{'role': 'assistant', 'content': 'x'}]}, True, 2),
+    'chat-content-parts': gw({'messages': [{'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}]}, True, 1),
+    'chat-content-null': gw({'messages': [{'role': 'user', 'content': None}]}, True, 1),
+    'chat-empty': gw({'messages': []}, True, 3),
+    'chat-tools': gw({'messages': msgs, 'tools': [{'type': 'function'}]}, True, 1),
+    'not-json': gw(b'{"prompt": '),
+    'not-object': gw(b'[1, 2, 3]'),
+    'duplicate-key': gw(b'{"prompt": "a", "prompt": "b"}'),
+    'nul-in-string': gw(b'{"prompt": "a\\u0000b"}'),
+    'invalid-utf8': gw(b'{"prompt": "\xff\xfe"}'),
+    'deep-nesting': gw(b'{"prompt": ' + b'[' * 2000 + b']' * 2000 + b'}'),
+    'unknown-model': gw({'model': 'gpt-4', 'prompt': 'a'}),
+    'model-not-string': gw({'model': 7, 'prompt': 'a'}),
+    'prompt-empty': gw({'prompt': ''}),
+    'prompt-empty-ids': gw({'prompt': []}),
+    'prompt-bad-id': gw({'prompt': [1, -5, 99999999]}),
+    'prompt-too-long': gw({'prompt': 'word ' * 800}),
+    'n-too-many': gw({'prompt': ['a'] * 20, 'n': 10}),
+    'n-zero': gw({'prompt': 'a', 'n': 0}),
+    'max-tokens-negative': gw({'prompt': 'a', 'max_tokens': -1}),
+    'max-tokens-huge': gw({'prompt': 'a', 'max_tokens': 2 ** 63 - 1}),
+    'temperature-nan': gw(b'{"prompt": "a", "temperature": NaN}'),
+    'temperature-big': gw({'prompt': 'a', 'temperature': 1e308}),
+    'logit-bias-bad': gw({'prompt': 'a', 'logit_bias': {'x': 1, '-1': 2, '1': 'y'}}),
+    'stop-many': gw({'prompt': 'a', 'stop': ['s%d' % i for i in range(20)]}),
+    'stop-ids-many': gw({'prompt': 'a', 'stop_token_ids': list(range(40))}),
+    'stop-empty': gw({'prompt': 'a', 'stop': ['']}),
+    'stream-options-no-stream': gw({'prompt': 'a', 'stream_options': {'include_usage': True}}),
+    'min-above-max': gw({'prompt': 'a', 'min_tokens': 9, 'max_tokens': 3}),
+    'suffix': gw({'prompt': 'a', 'suffix': 'z'}),
+    'priority': gw({'prompt': 'a', 'priority': 3}),
+    'empty': b'\x00',
+}
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
