@@ -75,6 +75,20 @@ int main(void)
 	expect_error("negative id", -EINVAL, "model.vocab['b']");
 	write_tokenizer("{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}", "");
 	expect_error("duplicate id", -EINVAL, "model.vocab");
+	/* the id tables are sized by the largest id: one far-off id must not cost GBs */
+	write_tokenizer("{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 2147483646}, \"merges\": []}", "");
+	expect_error("a vocab id far past the tokens defined", -EINVAL, "far past the 2 tokens");
+	write_tokenizer(NULL, "\"added_tokens\": [{\"id\": 50000000, \"content\": \"<x>\", \"special\": true}]");
+	expect_error("an added token id far past the tokens defined", -EINVAL, "token id 50000000");
+	{
+		/* a hole of a thousand ids next to three tokens still loads */
+		struct allm_tokenizer *tok = NULL;
+		struct allm_err err = { { 0 } };
+		write_tokenizer(NULL, "\"added_tokens\": [{\"id\": 1000, \"content\": \"<x>\", \"special\": true}]");
+		CHECK(allm_tokenizer_load(dir, &tok, &err) == 0 && allm_tokenizer_vocab_size(tok) == 1001,
+		      "a sparse but sane id space: %s", err.msg);
+		allm_tokenizer_free(tok);
+	}
 	write_tokenizer("{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\", \"a c\"]}", "");
 	expect_error("merge of a missing token", -EINVAL, "model.merges[1]");
 	write_tokenizer("{\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [[\"a\", \"b\"]]}", "");

@@ -142,6 +142,15 @@ static int size_tables(json_t *vocab, json_t *added, int32_t *ret_n_ids, size_t 
 	}
 	if (max_id < 0)
 		return allm_err_set(err, -EINVAL, "tokenizer.json: model.vocab: empty");
+	/* The id tables are sized by the largest id: one token with id 2^31 - 2 in a
+	 * 3 KB file took 24 GB and a minute to load. Real files number their tokens
+	 * densely (vocab 0..n-1, added tokens next to it); allow generous holes. */
+	size_t n_defined = json_object_size(vocab) + json_array_size(added);
+	if ((size_t)max_id >= 2 * n_defined + 1024)
+		return allm_err_set(err, -EINVAL,
+				    "tokenizer.json: token id %d is far past the %zu tokens the file defines "
+				    "(ids must be numbered densely from 0)",
+				    max_id, n_defined);
 	*ret_n_ids = max_id + 1;
 	*ret_bytes = bytes;
 	return 0;
