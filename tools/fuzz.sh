@@ -7,6 +7,8 @@
 #     ctl      the control plane's msgpack validator, decoder, lookups and JSON
 #     gateway  allm-gateway's parsing of /v1/completions and /v1/chat/completions
 #              bodies: fields, tokenization, chat templates, choices
+#     tokenizer a model's tokenizer.json and tokenizer_config.json, then encoding,
+#              decoding and stream-decoding a text (inputs up to 64 KiB)
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -14,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl | gateway) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway | tokenizer) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -32,6 +34,9 @@ if [ "$TARGET" = ctl ]; then
   SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
   PKGS=(msgpack-c jansson)
   pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
+elif [ "$TARGET" = tokenizer ]; then
+  INC+=(-Iengined/tokenizer)
+  SRC+=(engined/tokenizer/*.c tests/fuzz-tokenizer.c)
 elif [ "$TARGET" = gateway ]; then
   # the request-body path of liballm-gateway and what it calls; the HTTP server,
   # the ring pump and the main are not under test here
@@ -68,7 +73,9 @@ clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-san
   "${INC[@]}" $(pkg-config --cflags "${PKGS[@]}") \
   "${SRC[@]}" -o "$OUT/fuzz-$TARGET" $LIBS -lm -lpthread -ldl
 echo "fuzz.sh: running $RUNS executions on $CORPUS ($(ls "$CORPUS" | wc -l) inputs)" >&2
-"$OUT/fuzz-$TARGET" -runs="$RUNS" -max_len=4096 -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$CORPUS"
+MAX_LEN=4096
+[ "$TARGET" = tokenizer ] && MAX_LEN=65536 # its seeds are whole tokenizer.json files
+"$OUT/fuzz-$TARGET" -runs="$RUNS" -max_len=$MAX_LEN -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$CORPUS"
 echo "fuzz.sh: $CORPUS holds $(ls "$CORPUS" | wc -l) inputs" >&2
 if [ $MERGE = 1 ]; then
   before=$(ls "$SEEDS" | wc -l)

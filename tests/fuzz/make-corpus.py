@@ -206,3 +206,62 @@ cases = {
 for name, data in cases.items():
     with open(os.path.join(out, name), 'wb') as f:
         f.write(data)
+
+# --- corpus-tokenizer: a flags byte (bit 0 add_special, bit 1 skip_special), then
+# tokenizer.json, tokenizer_config.json and a text, separated by "\n\0\1\n"
+# (tests/fuzz-tokenizer.c). Seeds: stories260K's real files (SentencePiece-style BPE)
+# and a 400-token cut of GPT-2's (byte-level BPE), then broken variants.
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-tokenizer')
+os.makedirs(out, exist_ok=True)
+data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'data', 'models')
+SEP = b'\n\x00\x01\n'
+
+def tk(tj, cfg=None, text=b'', flags=1):
+    parts = [tj if isinstance(tj, bytes) else json.dumps(tj).encode()]
+    if cfg is not None or text is not None:
+        parts.append(b'' if cfg is None else cfg if isinstance(cfg, bytes) else json.dumps(cfg).encode())
+    if text is not None:
+        parts.append(text if isinstance(text, bytes) else text.encode())
+    return bytes([flags]) + SEP.join(parts)
+
+with open(os.path.join(data_dir, 'stories260K', 'tokenizer.json'), 'rb') as f:
+    spm = f.read()
+with open(os.path.join(data_dir, 'stories260K', 'tokenizer_config.json'), 'rb') as f:
+    spm_cfg = f.read()
+g = json.load(open(os.path.join(data_dir, 'gpt2-tokenizer', 'tokenizer.json')))
+keep = {t: i for t, i in g['model']['vocab'].items() if i < 400}
+merges = [mg for mg in g['model']['merges'] if all(p in keep for p in mg.split(' ')) and mg.replace(' ', '') in keep]
+small = dict(g)
+small['model'] = dict(g['model'], vocab=keep, merges=merges)
+small['added_tokens'] = [dict(g['added_tokens'][0], id=400)]
+bpe = json.dumps(small).encode()
+spm_j = json.loads(spm)
+
+cases = {
+    'spm-story': tk(spm, spm_cfg, 'Once upon a time, there was a little girl named Lily.'),
+    'spm-special-in-text': tk(spm, spm_cfg, '<s>hi</s> <unk>\n\t  x', flags=3),
+    'spm-bytes': tk(spm, None, 'caf\u00e9 \u2014 \U0001f600 \u00ff'),
+    'spm-invalid-utf8': tk(spm, spm_cfg, b'ab\xff\xc3('),
+    'spm-ids': tk(spm, spm_cfg, bytes(range(64))),
+    'spm-no-config': tk(spm, None, None),
+    'spm-empty-text': tk(spm, spm_cfg, b''),
+    'bpe-text': tk(bpe, None, 'Hello world! <|endoftext|> 123 \'s   tabs\t\n'),
+    'bpe-unicode': tk(bpe, None, '\u00e9\u4e2d\u6587 \U0001f600', flags=2),
+    'bpe-ids': tk(bpe, None, b'\x00\x00\x00\x00\x90\x01\x00\x00\xff\xff\xff\xff'),
+    'truncated-json': tk(spm[:len(spm) // 2], None, 'x'),
+    'not-object': tk(b'[1, 2]', None, 'x'),
+    'model-wordpiece': tk(dict(spm_j, model=dict(spm_j['model'], type='WordPiece')), None, 'x'),
+    'merge-unknown-token': tk(dict(spm_j, model=dict(spm_j['model'], merges=['zz qq'])), None, 'zzqq'),
+    'vocab-id-negative': tk(dict(spm_j, model=dict(spm_j['model'], vocab={'a': -1, '<unk>': 0})), None, 'a'),
+    'vocab-id-huge': tk(dict(spm_j, model=dict(spm_j['model'], vocab={'a': 2 ** 31 - 1, '<unk>': 0})), None, 'a'),
+    'vocab-empty': tk(dict(spm_j, model=dict(spm_j['model'], vocab={}, merges=[])), None, 'a'),
+    'added-token-empty': tk(dict(spm_j, added_tokens=[{'id': 3, 'content': '', 'special': True}]), None, 'a'),
+    'added-token-dup-id': tk(dict(spm_j, added_tokens=[{'id': 1, 'content': 'x'}, {'id': 1, 'content': 'y'}]), None, 'xy'),
+    'normalizer-unknown': tk(dict(spm_j, normalizer={'type': 'NFKC'}), None, 'a'),
+    'config-bad': tk(spm, b'{"add_bos_token": "yes", "bos_token": 7}', 'a'),
+    'config-not-json': tk(spm, b'\xff{', 'a'),
+    'no-files': b'\x00',
+}
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
