@@ -9,6 +9,10 @@
 #              bodies: fields, tokenization, chat templates, choices
 #     tokenizer a model's tokenizer.json and tokenizer_config.json, then encoding,
 #              decoding and stream-decoding a text (inputs up to 64 KiB)
+#     model    a model's config.json and model.safetensors, loaded onto the CPU
+#              backend in each storage dtype (inputs up to 64 KiB)
+#     profile  the predictor profile of the cache directory and a simulated
+#              device's profile, as read at start (inputs up to 64 KiB)
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -16,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl | gateway | tokenizer) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -34,6 +38,23 @@ if [ "$TARGET" = ctl ]; then
   SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
   PKGS=(msgpack-c jansson)
   pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
+elif [ "$TARGET" = profile ]; then
+  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
+    '<embedded>/sim-profiles' data/sim-profiles/*.json
+  INC+=(-Iengined/sched)
+  SRC+=(engined/sched/predictor.c engined/sched/predictor-lsq.c engined/sched/predictor-profile.c
+    kernels/sim/sim-profile.c kernels/sim/sim-cost.c "$OUT/sim-profiles-data.c" tests/fuzz-profile.c)
+elif [ "$TARGET" = model ]; then
+  # the loaders and the CPU backend they load onto, as engined/model and kernels build them
+  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
+    '<embedded>/sim-profiles' data/sim-profiles/*.json
+  M=data/models/stories260K
+  python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
+    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
+    $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
+  INC+=(-Iengined/model)
+  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c "$OUT/sim-profiles-data.c"
+    "$OUT/default-model-data.c" tests/fuzz-model.c)
 elif [ "$TARGET" = tokenizer ]; then
   INC+=(-Iengined/tokenizer)
   SRC+=(engined/tokenizer/*.c tests/fuzz-tokenizer.c)
@@ -67,14 +88,14 @@ else
   done
 fi
 LIBS=$(pkg-config --libs "${PKGS[@]}")
-case $TARGET in sqe | hello) LIBS="$LIBS -lopenblas" ;; esac
+case $TARGET in sqe | hello | model) LIBS="$LIBS -lopenblas" ;; esac
 echo "fuzz.sh: building $OUT/fuzz-$TARGET (${#SRC[@]} files)" >&2
 clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${INC[@]}" $(pkg-config --cflags "${PKGS[@]}") \
   "${SRC[@]}" -o "$OUT/fuzz-$TARGET" $LIBS -lm -lpthread -ldl
 echo "fuzz.sh: running $RUNS executions on $CORPUS ($(ls "$CORPUS" | wc -l) inputs)" >&2
 MAX_LEN=4096
-[ "$TARGET" = tokenizer ] && MAX_LEN=65536 # its seeds are whole tokenizer.json files
+case $TARGET in tokenizer | model | profile) MAX_LEN=65536 ;; esac # their seeds are whole files
 "$OUT/fuzz-$TARGET" -runs="$RUNS" -max_len=$MAX_LEN -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$CORPUS"
 echo "fuzz.sh: $CORPUS holds $(ls "$CORPUS" | wc -l) inputs" >&2
 if [ $MERGE = 1 ]; then

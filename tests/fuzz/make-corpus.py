@@ -265,3 +265,138 @@ cases = {
 for name, data in cases.items():
     with open(os.path.join(out, name), 'wb') as f:
         f.write(data)
+
+# --- corpus-model: a flags byte (bits 0-1: storage f32 / f16 / bf16 / int8), then
+# config.json and model.safetensors separated by "\n\0\1\n" (tests/fuzz-model.c).
+# Seeds: a 1-layer Llama of hidden 16 (12 KB), whole and broken.
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-model')
+os.makedirs(out, exist_ok=True)
+
+H, I, V, HEADS, KV = 16, 24, 40, 2, 1
+llama_cfg = {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': H,
+             'intermediate_size': I, 'num_hidden_layers': 1, 'num_attention_heads': HEADS,
+             'num_key_value_heads': KV, 'rms_norm_eps': 1e-5, 'rope_theta': 10000.0,
+             'hidden_act': 'silu', 'vocab_size': V, 'max_position_embeddings': 64,
+             'tie_word_embeddings': True, 'bos_token_id': 1, 'eos_token_id': 2, 'torch_dtype': 'float16'}
+D = H // HEADS
+llama_shapes = [('model.embed_tokens.weight', [V, H]), ('model.layers.0.input_layernorm.weight', [H]),
+                ('model.layers.0.self_attn.q_proj.weight', [H, H]), ('model.layers.0.self_attn.k_proj.weight', [KV * D, H]),
+                ('model.layers.0.self_attn.v_proj.weight', [KV * D, H]), ('model.layers.0.self_attn.o_proj.weight', [H, H]),
+                ('model.layers.0.post_attention_layernorm.weight', [H]), ('model.layers.0.mlp.gate_proj.weight', [I, H]),
+                ('model.layers.0.mlp.up_proj.weight', [I, H]), ('model.layers.0.mlp.down_proj.weight', [H, I]),
+                ('model.norm.weight', [H])]
+
+def st(shapes, dtype='F16', size=2, header_extra=None, pad=8):
+    hdr, off, blob = {}, 0, b''
+    for i, (name, shape) in enumerate(shapes):
+        n = 1
+        for d in shape:
+            n *= d
+        hdr[name] = {'dtype': dtype, 'shape': shape, 'data_offsets': [off, off + n * size]}
+        blob += bytes((i * 37 + j * 11) % 61 + 2 for j in range(n * size))  # small finite values
+        off += n * size
+    if header_extra:
+        hdr.update(header_extra)
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % pad)
+    return struct.pack('<Q', len(h)) + h + blob
+
+def mdl(cfg, safet, flags=0):
+    c = cfg if isinstance(cfg, bytes) else json.dumps(cfg).encode()
+    return bytes([flags]) + c + SEP + safet
+
+good = st(llama_shapes)
+cases = {
+    'llama-f16': mdl(llama_cfg, good, 0),
+    'llama-f16-as-f16': mdl(llama_cfg, good, 1),
+    'llama-f16-as-bf16': mdl(llama_cfg, good, 2),
+    'llama-f16-as-int8': mdl(llama_cfg, good, 3),
+    'llama-f32': mdl(dict(llama_cfg, torch_dtype='float32'), st(llama_shapes, 'F32', 4), 0),
+    'llama-bf16': mdl(dict(llama_cfg, torch_dtype='bfloat16'), st(llama_shapes, 'BF16', 2), 3),
+    'llama-untied-missing-head': mdl(dict(llama_cfg, tie_word_embeddings=False), good),
+    'llama-untied': mdl(dict(llama_cfg, tie_word_embeddings=False), st(llama_shapes + [('lm_head.weight', [V, H])])),
+    'missing-tensor': mdl(llama_cfg, st(llama_shapes[:-1])),
+    'wrong-shape': mdl(llama_cfg, st([(n, s[::-1]) for n, s in llama_shapes])),
+    'dtype-unknown': mdl(llama_cfg, st(llama_shapes, 'F8_E4M3', 1)),
+    'offsets-past-end': mdl(llama_cfg, good[:len(good) - 100]),
+    'offsets-overlap': mdl(llama_cfg, st(llama_shapes, header_extra={'model.norm.weight': {
+        'dtype': 'F16', 'shape': [H], 'data_offsets': [0, 2 * H]}})),
+    'offsets-reversed': mdl(llama_cfg, st(llama_shapes, header_extra={'model.norm.weight': {
+        'dtype': 'F16', 'shape': [H], 'data_offsets': [64, 32]}})),
+    'shape-overflow': mdl(llama_cfg, st(llama_shapes, header_extra={'x': {
+        'dtype': 'F16', 'shape': [2 ** 40, 2 ** 40], 'data_offsets': [0, 0]}})),
+    'header-len-huge': mdl(llama_cfg, struct.pack('<Q', 2 ** 63) + b'{}'),
+    'header-not-json': mdl(llama_cfg, struct.pack('<Q', 4) + b'{{{{'),
+    'header-short': mdl(llama_cfg, b'\x01\x00'),
+    'config-huge-dims': mdl(dict(llama_cfg, hidden_size=1 << 30, intermediate_size=1 << 30,
+                                 num_hidden_layers=100000, vocab_size=1 << 30), good),
+    'config-heads-not-dividing': mdl(dict(llama_cfg, num_attention_heads=3), good),
+    'config-kv-heads-zero': mdl(dict(llama_cfg, num_key_value_heads=0), good),
+    'config-negative': mdl(dict(llama_cfg, hidden_size=-16), good),
+    'config-not-json': mdl(b'{"model_type": "llama",', good),
+    'config-opt': mdl({'model_type': 'opt', 'hidden_size': H, 'ffn_dim': I, 'num_hidden_layers': 1,
+                       'num_attention_heads': HEADS, 'vocab_size': V, 'max_position_embeddings': 64,
+                       'word_embed_proj_dim': H, 'do_layer_norm_before': True}, good),
+    'config-rope-scaling': mdl(dict(llama_cfg, rope_scaling={'rope_type': 'llama3', 'factor': 8.0,
+                                                             'low_freq_factor': 1.0, 'high_freq_factor': 4.0,
+                                                             'original_max_position_embeddings': 8}), good),
+    'no-safetensors': bytes([0]) + json.dumps(llama_cfg).encode(),
+}
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
+
+# --- corpus-profile: bit 0 of the first byte picks the predictor profile (1) or a
+# simulated device's profile (0); the rest is the file (tests/fuzz-profile.c).
+# predictor-saved is a profile as allm-engined saved it (kept as a file); the
+# sim seeds are the shipped profiles; both with broken variants.
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-profile')
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, 'predictor-saved'), 'rb') as f:
+    saved = json.loads(f.read()[1:])
+
+def pp(d):
+    return b'\x01' + (d if isinstance(d, bytes) else json.dumps(d).encode())
+
+def edit(path, value):
+    d = json.loads(json.dumps(saved))
+    node = d
+    for k in path[:-1]:
+        node = node[k]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return d
+
+rc = saved['recompute']['coef']
+cases = {
+    'predictor-truncated': pp(json.dumps(saved).encode()[:700]),
+    'predictor-other-key': pp(edit(['key', 'hidden'], 65)),
+    'predictor-version-9': pp(edit(['version'], 9)),
+    'predictor-coef-null': pp(edit(['recompute', 'coef'], [None] + rc[1:])),
+    'predictor-coef-negative': pp(edit(['recompute', 'coef'], [-1.0] * len(rc))),
+    'predictor-coef-huge': pp(edit(['recompute', 'coef'], [1e308] * len(rc))),
+    'predictor-coef-short': pp(edit(['recompute', 'coef'], rc[:2])),
+    'predictor-no-swap': pp(edit(['swap'], KeyError)),
+    'predictor-xtx-ragged': pp(edit(['recompute', 'xtx'], [[1.0], [2.0, 3.0]])),
+    'predictor-scale-zero': pp(edit(['recompute', 'scale'], 0)),
+    'predictor-types': pp(edit(['recompute'], 'fast')),
+    'predictor-empty': pp(b''),
+    'predictor-not-object': pp(b'[]'),
+}
+sim_dir = os.path.join(data_dir, '..', 'sim-profiles')
+for name in sorted(os.listdir(sim_dir)):
+    if name.endswith('.json'):
+        with open(os.path.join(sim_dir, name), 'rb') as f:
+            text = f.read()
+        cases['sim-' + name[:-5]] = b'\x00' + text
+        if name == 'h100-sxm.json':
+            j = json.loads(text)
+            cases['sim-truncated'] = b'\x00' + text[:len(text) // 3]
+            cases['sim-negative-flops'] = b'\x00' + json.dumps(dict(j, flops={k: -1 for k in j['flops']})).encode()
+            cases['sim-zero-bandwidth'] = b'\x00' + json.dumps(dict(j, memory_bandwidth=0)).encode()
+            cases['sim-link-string'] = b'\x00' + json.dumps(dict(j, link='fast')).encode()
+for name, data in cases.items():
+    with open(os.path.join(out, name), 'wb') as f:
+        f.write(data)
