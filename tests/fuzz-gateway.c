@@ -10,12 +10,6 @@
 
 bool replaying; /* fuzz-replay.c sets it; nothing to vary here */
 
-/* The program provides the gateway's log (gateway.c); a fuzzer's stays quiet. */
-void gw_log(const struct gw *g, int level, const char *fmt, ...)
-{
-	(void)g, (void)level, (void)fmt;
-}
-
 /* The templates of tests/chat-templates/, as their tokenizer_config.json hold them:
  * recognition is by the whole text, so these are copies, not paraphrases. */
 static const struct {

@@ -68,7 +68,7 @@ elif [ "$TARGET" = gateway ]; then
   INC+=(-Iengined/tokenizer -Iengined/gateway -Iclientlib)
   SRC+=(engined/tokenizer/*.c clientlib/client.c clientlib/client-connect.c "$OUT/gateway-default-model.c"
     tests/fuzz-gateway.c)
-  for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json; do SRC+=("engined/gateway/$f.c"); done
+  for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json gw-log; do SRC+=("engined/gateway/$f.c"); done
 else
   # the embedded default model, as engined/model/meson.build compiles it in
   M=data/models/stories260K

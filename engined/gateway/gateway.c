@@ -20,27 +20,6 @@
 /* Descriptors kept beyond --max-connections (listen, epoll, eventfds, rings, ZeroMQ). */
 #define GW_FD_HEADROOM 64
 
-
-void gw_log(const struct gw *gw, int level, const char *fmt, ...)
-{
-	if (level > gw->o.log_level)
-		return;
-	static const char *const tag[] = {"error", "warn", "info", "debug"};
-	struct timespec ts;
-	struct tm tm;
-	char line[2048];
-	va_list ap;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	int k = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld allm-gateway[%s] %s: ", tm.tm_hour,
-			 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, gw->o.engine, tag[level]);
-	va_start(ap, fmt);
-	vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
-	va_end(ap);
-	/* one write per line: threads log at once */
-	fprintf(stderr, "%s\n", line);
-}
-
 /* A whole decimal integer in [lo, hi]: 0, or -1. */
 static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *ret)
 {
