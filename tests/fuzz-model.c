@@ -4,33 +4,14 @@
 #include "model.h"
 #include "safetensors.h"
 
+#include "fuzz-parts.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 bool replaying; /* fuzz-replay.c sets it; nothing to vary here */
-
-static const uint8_t SEP[4] = {'\n', 0, 1, '\n'};
-
-/* The next part of [*p, end) up to SEP (or the end); NULL when none is left. */
-static const uint8_t *part(const uint8_t **p, const uint8_t *end, size_t *len)
-{
-	const uint8_t *s = *p;
-	if (!s)
-		return NULL;
-	const uint8_t *q = s;
-	while (q + sizeof(SEP) <= end && memcmp(q, SEP, sizeof(SEP)))
-		q++;
-	if (q + sizeof(SEP) > end) {
-		*len = (size_t)(end - s);
-		*p = NULL;
-	} else {
-		*len = (size_t)(q - s);
-		*p = q + sizeof(SEP);
-	}
-	return s;
-}
 
 static void refused(int r, const struct allm_err *err)
 {
@@ -53,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const uint8_t *p = data + 1, *end = data + size;
 	size_t n_cfg = 0, n_st = 0;
-	const uint8_t *cfg = part(&p, end, &n_cfg), *st = part(&p, end, &n_st);
+	const uint8_t *cfg = fuzz_part(&p, end, &n_cfg), *st = fuzz_part(&p, end, &n_st);
 	struct allm_vfile files[2];
 	size_t n_files = 0;
 	if (cfg)

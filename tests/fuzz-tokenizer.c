@@ -2,33 +2,14 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include "fuzz-parts.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 bool replaying; /* fuzz-replay.c sets it; nothing to vary here */
-
-static const uint8_t SEP[4] = {'\n', 0, 1, '\n'};
-
-/* The next part of [*p, end) up to SEP (or the end); NULL when none is left. */
-static const uint8_t *part(const uint8_t **p, const uint8_t *end, size_t *len)
-{
-	const uint8_t *s = *p;
-	if (!s)
-		return NULL;
-	const uint8_t *q = s;
-	while (q + sizeof(SEP) <= end && memcmp(q, SEP, sizeof(SEP)))
-		q++;
-	if (q + sizeof(SEP) > end) {
-		*len = (size_t)(end - s);
-		*p = NULL;
-	} else {
-		*len = (size_t)(q - s);
-		*p = q + sizeof(SEP);
-	}
-	return s;
-}
 
 /* Stream-decodes ids and checks the pieces add up to decode()'s text. decode()
  * gives no length and a byte token 0x00 puts a NUL inside its text, so the two
@@ -74,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool add_special = data[0] & 1, skip = data[0] & 2;
 	const uint8_t *p = data + 1, *end = data + size;
 	size_t n_tok = 0, n_cfg = 0, n_text = 0;
-	const uint8_t *tj = part(&p, end, &n_tok), *cfg = part(&p, end, &n_cfg), *text = part(&p, end, &n_text);
+	const uint8_t *tj = fuzz_part(&p, end, &n_tok), *cfg = fuzz_part(&p, end, &n_cfg);
+	const uint8_t *text = fuzz_part(&p, end, &n_text);
 	struct allm_vfile files[2];
 	size_t n_files = 0;
 	if (tj)

@@ -4,8 +4,17 @@ corpus-sqe (128-byte SQE followed by arena bytes), corpus-hello (what a peer wri
 the socket), corpus-ctl (control messages). Re-run to regenerate the seeds; inputs
 tools/fuzz.sh --merge adds sit beside them."""
 import os, struct
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-sqe')
-os.makedirs(out, exist_ok=True)
+def corpus_dir(name):
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+def write_corpus(d, cases):
+    for name, data in cases.items():
+        with open(os.path.join(d, name), 'wb') as f:
+            f.write(data)
+
+out = corpus_dir('corpus-sqe')
 NAN = float('nan'); INF = float('inf')
 
 def sqe(op=1, flags=0, kind=1, ignore_eos=0, max_tokens=8, tag=7, rid=0, off=0, ln=0,
@@ -51,14 +60,11 @@ cases = {
     'nop-reserved-set': sqe(op=0)[:72] + b'\xff' + sqe(op=0)[73:],
     'text-longer-than-context': sqe(kind=0, ln=4000) + b'ab ' * 1333 + b'a',
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 print('wrote', len(cases), 'inputs to', out)
 
 # --- hellos: what a peer sends on the socket before it is a client (fuzz-hello.c)
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-hello')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-hello')
 MAGIC = 0x4F4C45484D4C4C41
 
 def hello(magic=MAGIC, abi=1, sq=0, cq=0, arena=0, flags=0, reserved=0):
@@ -80,13 +86,10 @@ cases = {
     'half': hello()[:10],
     'one-byte': b'A',
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 
 # --- control messages: msgpack as a peer sends the control socket (fuzz-ctl.c)
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-ctl')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-ctl')
 
 def mp(v):
     """A small msgpack encoder (no dependency on the msgpack module)."""
@@ -134,15 +137,12 @@ cases = {
     'empty-key': b'\x81\xa0\xff',
     'empty-key-str32': b'\x81\xa0\xdb\x00\x00\x00\x00',
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 
 # --- corpus-gateway: an HTTP body for /v1/completions or /v1/chat/completions. The
 # first byte: bit 0 chat, the rest the model's chat template (0 none, 1 ChatML,
 # 2 Llama 2, 3 Llama 3, 4 Mistral: tests/fuzz-gateway.c); then the body.
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-gateway')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-gateway')
 import json
 
 def gw(body, chat=False, tmpl=0):
@@ -203,16 +203,13 @@ cases = {
     'priority': gw({'prompt': 'a', 'priority': 3}),
     'empty': b'\x00',
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 
 # --- corpus-tokenizer: a flags byte (bit 0 add_special, bit 1 skip_special), then
 # tokenizer.json, tokenizer_config.json and a text, separated by "\n\0\1\n"
 # (tests/fuzz-tokenizer.c). Seeds: stories260K's real files (SentencePiece-style BPE)
 # and a 400-token cut of GPT-2's (byte-level BPE), then broken variants.
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-tokenizer')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-tokenizer')
 data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'data', 'models')
 SEP = b'\n\x00\x01\n'
 
@@ -262,15 +259,12 @@ cases = {
     'config-not-json': tk(spm, b'\xff{', 'a'),
     'no-files': b'\x00',
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 
 # --- corpus-model: a flags byte (bits 0-1: storage f32 / f16 / bf16 / int8), then
 # config.json and model.safetensors separated by "\n\0\1\n" (tests/fuzz-model.c).
 # Seeds: a 1-layer Llama of hidden 16 (12 KB), whole and broken.
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-model')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-model')
 
 H, I, V, HEADS, KV = 16, 24, 40, 2, 1
 llama_cfg = {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': H,
@@ -342,16 +336,13 @@ cases = {
                                                              'original_max_position_embeddings': 8}), good),
     'no-safetensors': bytes([0]) + json.dumps(llama_cfg).encode(),
 }
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
 
 # --- corpus-profile: bit 0 of the first byte picks the predictor profile (1) or a
 # simulated device's profile (0); the rest is the file (tests/fuzz-profile.c).
 # predictor-saved is a profile as allm-engined saved it (kept as a file); the
 # sim seeds are the shipped profiles; both with broken variants.
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus-profile')
-os.makedirs(out, exist_ok=True)
+out = corpus_dir('corpus-profile')
 with open(os.path.join(out, 'predictor-saved'), 'rb') as f:
     saved = json.loads(f.read()[1:])
 
@@ -397,6 +388,4 @@ for name in sorted(os.listdir(sim_dir)):
             cases['sim-negative-flops'] = b'\x00' + json.dumps(dict(j, flops={k: -1 for k in j['flops']})).encode()
             cases['sim-zero-bandwidth'] = b'\x00' + json.dumps(dict(j, memory_bandwidth=0)).encode()
             cases['sim-link-string'] = b'\x00' + json.dumps(dict(j, link='fast')).encode()
-for name, data in cases.items():
-    with open(os.path.join(out, name), 'wb') as f:
-        f.write(data)
+write_corpus(out, cases)
