@@ -13,6 +13,8 @@
 #              backend in each storage dtype (inputs up to 64 KiB)
 #     profile  the predictor profile of the cache directory and a simulated
 #              device's profile, as read at start (inputs up to 64 KiB)
+#     chat     a model's chat_template text, recognised or refused, and messages
+#              rendered through it
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -20,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile | chat) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -38,6 +40,9 @@ if [ "$TARGET" = ctl ]; then
   SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
   PKGS=(msgpack-c jansson)
   pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
+elif [ "$TARGET" = chat ]; then
+  INC+=(-Iengined/gateway)
+  SRC+=(engined/gateway/chat-template.c tests/fuzz-chat.c)
 elif [ "$TARGET" = profile ]; then
   python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
     '<embedded>/sim-profiles' data/sim-profiles/*.json

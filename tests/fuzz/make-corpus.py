@@ -389,3 +389,33 @@ for name in sorted(os.listdir(sim_dir)):
             cases['sim-zero-bandwidth'] = b'\x00' + json.dumps(dict(j, memory_bandwidth=0)).encode()
             cases['sim-link-string'] = b'\x00' + json.dumps(dict(j, link='fast')).encode()
 write_corpus(out, cases)
+
+# --- corpus-chat: a flags byte (bit 0 add_generation_prompt, bit 1 BOS/EOS given),
+# then the chat template, BOS, EOS and the messages ("role\x1econtent\x1erole...")
+# separated by "\n\0\1\n" (tests/fuzz-chat.c). Seeds: every template of
+# tests/chat-templates (recognised ones and refused ones) with a few conversations.
+out = corpus_dir('corpus-chat')
+tdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'chat-templates')
+convs = {
+    'alternating': [('system', 'Be brief.'), ('user', 'Hi'), ('assistant', ' Hello! '), ('user', 'A story?')],
+    'user-only': [('user', '  padded\n')],
+    'bad-order': [('assistant', 'x'), ('assistant', 'y')],
+    'tool-role': [('user', 'q'), ('tool', '{}')],
+    'unicode': [('user', 'caf\u00e9 \U0001f600 <|im_end|> [INST]')],
+}
+
+def chat(tmpl, bos, eos, conv, flags):
+    msgs = b'\x1e'.join(r.encode() + b'\x1e' + c.encode() for r, c in conv)
+    return bytes([flags]) + SEP.join([tmpl.encode(), (bos or '').encode(), (eos or '').encode(), msgs])
+
+cases = {}
+for name in sorted(os.listdir(tdir)):
+    j = json.load(open(os.path.join(tdir, name)))
+    t = j['chat_template'] if isinstance(j['chat_template'], str) else json.dumps(j['chat_template'])
+    bos, eos = j.get('bos_token'), j.get('eos_token')
+    bos = bos.get('content') if isinstance(bos, dict) else bos
+    eos = eos.get('content') if isinstance(eos, dict) else eos
+    for cname, conv in convs.items():
+        cases['%s-%s' % (name[:-5], cname)] = chat(t, bos, eos, conv, 3 if cname != 'user-only' else 2)
+    cases['%s-no-specials' % name[:-5]] = chat(t, None, None, convs['alternating'], 1)
+write_corpus(out, cases)
