@@ -259,6 +259,16 @@ cases = {
     'config-not-json': tk(spm, b'\xff{', 'a'),
     'no-files': b'\x00',
 }
+# the small files of the tokenizer tests: GPT-2 and Llama-3 split patterns, Metaspace;
+# Qwen2's pattern swapped into the Llama-3 one; texts that walk the split rules
+tiny_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data', 'tokenizer')
+SPLIT_TEXT = "I'm 12345 o'clock,  don'T\r\n\n  x\t\u00e9t\u00e9 \u4e2d\u6587!! 3.14 ' s ...\u3000end "
+for name in sorted(os.listdir(tiny_dir)):
+    with open(os.path.join(tiny_dir, name), 'rb') as f:
+        tj = f.read()
+    cases[name[:-5]] = tk(tj, None, SPLIT_TEXT)
+    if 'llama3' in name:
+        cases['tiny-qwen2'] = tk(tj.replace(b'\\p{N}{1,3}', b'\\p{N}'), None, SPLIT_TEXT)
 write_corpus(out, cases)
 
 # --- corpus-model: a flags byte (bits 0-1: storage f32 / f16 / bf16 / int8), then
