@@ -8,6 +8,7 @@ PKGS=(
   liburing-dev libzmq3-dev libmsgpack-dev libncurses-dev libjansson-dev
   libopenblas-dev gnuplot-nox clang libclang-rt-14-dev tmux
   libmicrohttpd-dev curl python3-jinja2
+  libpcre2-dev
 )
 
 SUDO=""

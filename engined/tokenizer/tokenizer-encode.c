@@ -130,6 +130,10 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i, bool fold)
 	if (s[i] != '\'' || i + 1 >= n)
 		return 0;
 	uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
+	/* (?i) folds Unicode cases: U+017F LATIN SMALL LETTER LONG S is an 's' too
+	 * (the only letter outside ASCII that folds to one of these) */
+	if (fold && a == 0xc5 && b == 0xbf)
+		return 3;
 	if (fold) {
 		a = (a >= 'A' && a <= 'Z') ? a + 32 : a;
 		b = (b >= 'A' && b <= 'Z') ? b + 32 : b;
@@ -219,16 +223,28 @@ static size_t match_llama3(const uint8_t *s, size_t n, size_t i, int max_digits)
 	return space_tail(s, n, i);
 }
 
-/* End of the pre-tokenizer piece starting at s[i]. */
-static size_t piece_end(const struct allm_tokenizer *tok, const uint8_t *s, size_t n, size_t i)
+size_t allm_tok_regex_piece_end(enum allm_tok_split split, const uint8_t *s, size_t n, size_t i)
 {
-	switch (tok->split) {
+	switch (split) {
 	case ALLM_TOK_SPLIT_GPT2:
 		return match_gpt2(s, n, i);
 	case ALLM_TOK_SPLIT_LLAMA3:
 		return match_llama3(s, n, i, 3);
 	case ALLM_TOK_SPLIT_QWEN2:
 		return match_llama3(s, n, i, 1);
+	default:
+		return n;
+	}
+}
+
+/* End of the pre-tokenizer piece starting at s[i]. */
+static size_t piece_end(const struct allm_tokenizer *tok, const uint8_t *s, size_t n, size_t i)
+{
+	switch (tok->split) {
+	case ALLM_TOK_SPLIT_GPT2:
+	case ALLM_TOK_SPLIT_LLAMA3:
+	case ALLM_TOK_SPLIT_QWEN2:
+		return allm_tok_regex_piece_end(tok->split, s, n, i);
 	case ALLM_TOK_SPLIT_METASPACE: {
 		/* MergedWithNext: a piece runs up to the next replacement char. */
 		size_t rl = strlen(tok->ms_repl), e = i + 1;

@@ -57,6 +57,10 @@ enum allm_tok_split {
 	ALLM_TOK_SPLIT_METASPACE, /* Metaspace split=true: pieces start at the replacement */
 };
 
+/* End of the piece the regex split (GPT2, LLAMA3 or QWEN2) matches at s[i] (i < n),
+ * as the regex would; exposed so a test can hold it against a regex engine. */
+size_t allm_tok_regex_piece_end(enum allm_tok_split split, const uint8_t *s, size_t n, size_t i);
+
 enum allm_tok_prepend { ALLM_TOK_PREPEND_NEVER, ALLM_TOK_PREPEND_FIRST, ALLM_TOK_PREPEND_ALWAYS };
 
 struct allm_tok_added {
