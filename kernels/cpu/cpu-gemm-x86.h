@@ -74,6 +74,11 @@ INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __
 	switch (t->rows * 16 + t->cols) { \
 		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_4(F, 4, A) \
 		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) }
+/* 3 x 4 tiles, and 1-2 x 5-8 for decode */
+#define TILE_DISPATCH_3x4_2x8(F, A) \
+	switch (t->rows * 16 + t->cols) { \
+		TILE_ROW_4(F, 1, A) TILE_ROW_4(F, 2, A) TILE_ROW_4(F, 3, A) TILE_ROW_5TO8(F, 1, A) \
+		TILE_ROW_5TO8(F, 2, A) }
 /* 6 x 4 tiles, and 1-2 x 5-8 for decode */
 #define TILE_DISPATCH_6x4_2x8(F, A) \
 	switch (t->rows * 16 + t->cols) { \
