@@ -13,7 +13,9 @@ ctl_start() {
 	DLOG=$tmp/$name.log
 	"$ENGINED" --name "$name" --device cpu "$@" >"$DLOG" 2>&1 &
 	DPID=$!
-	for i in $(seq 600); do
+	# up to 120 s while it lives: a first start calibrates its predictors, which
+	# under ThreadSanitizer on a slow machine took more than 30 s
+	for i in $(seq 2400); do
 		[ -S "$ALLM_RUNTIME_DIR/$name.ctl" ] && [ -S "$ALLM_RUNTIME_DIR/$name.sock" ] && return 0
 		kill -0 $DPID 2>/dev/null || break
 		sleep 0.05

@@ -30,7 +30,9 @@ n=$(grep -cE "^final -7 (text of (67108864|33554432) bytes cannot fit|prompt of 
 	fail "$n of 3 huge prompts refused by length (want -E2BIG, 'cannot fit' / 'the context is')"
 hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$DPID/status")
 grew=$(( (hwm - hwm0) / 1024 ))
-[ "$grew" -lt 32 ] && ok "the engine's peak RSS grew by $grew MiB: no 64 MiB prompt was read or copied" ||
+# a copy of one huge prompt would be 64 MiB; below 48 leaves room for what a
+# sanitizer itself allocates (ThreadSanitizer: 23-34 MiB here, other builds 0)
+[ "$grew" -lt 48 ] && ok "the engine's peak RSS grew by $grew MiB: no 64 MiB prompt was read or copied" ||
 	fail "the engine's peak RSS grew by $grew MiB: a 64 MiB prompt was read or copied"
 daemon_stop "big"
 finish
