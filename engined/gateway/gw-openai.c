@@ -6,6 +6,7 @@
 #include "gw-openai.h"
 
 #include "common.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,43 +20,19 @@
 /* OpenAI's default max_tokens for /v1/completions. */
 #define GW_COMPLETIONS_MAX_TOKENS 16
 
-/* Length of the valid UTF-8 sequence at s (as JSON takes it: no overlong forms,
- * no surrogates, nothing past U+10FFFF), 0 if there is none. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	unsigned c = s[0], n;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	for (unsigned i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0; /* a NUL ends the string here too */
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) || (c == 0xf0 && s[1] < 0x90) ||
-	    (c == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 /* Messages quote what the client sent (a JSON parser's excerpt of a bad body, a
  * model name cut at 200 bytes), which may not be UTF-8; the error body is JSON,
  * and a string that is not UTF-8 made it fail to serialize, so the client got a
- * dropped connection instead of its 400. Each byte of a broken sequence becomes
- * '?'. */
+ * dropped connection instead of its 400. Each byte that starts no valid sequence
+ * becomes '?'. */
 static void scrub_utf8(char *s)
 {
-	for (unsigned char *p = (unsigned char *)s; *p;) {
-		size_t n = utf8_seq(p);
+	unsigned char *p = (unsigned char *)s;
+	for (size_t n = strlen(s); n > 0;) {
+		size_t ok = allm_tok_utf8_valid_prefix(p, n);
+		p += ok, n -= ok;
 		if (n)
-			p += n;
-		else
-			*p++ = '?';
+			*p++ = '?', n--;
 	}
 }
 

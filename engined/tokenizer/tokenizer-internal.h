@@ -23,8 +23,6 @@ int allm_tok_uclass(uint32_t c);
 /* Decodes one code point of valid UTF-8 at s[0..n); returns its byte length (1 for a
  * stray byte, so callers always advance). */
 size_t allm_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp);
-/* Length of the valid UTF-8 prefix of s[0..n) (== n when all valid). */
-size_t allm_tok_utf8_valid_prefix(const uint8_t *s, size_t n);
 
 /* String -> id, open addressing; keys are the tokenizer's own token strings. */
 struct allm_tok_strmap {

@@ -94,6 +94,10 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 int allm_tokenizer_decode(const struct allm_tokenizer *tok, const int32_t *ids, size_t n,
 			  bool skip_special, char **ret_text, struct allm_err *err);
 
+/* Length of the valid UTF-8 prefix of s[0..n) (== n when all valid): no overlong
+ * forms, surrogates or code points past U+10FFFF, as JSON and the encoder take it. */
+size_t allm_tok_utf8_valid_prefix(const uint8_t *s, size_t n);
+
 /* Streaming detokenizer: feed ids one at a time; every piece is valid UTF-8 (an
  * incomplete multi-byte sequence is held back until it completes or turns out
  * invalid), and the concatenation of all push + flush pieces equals
