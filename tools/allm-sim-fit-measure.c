@@ -44,12 +44,6 @@ static double tick(void)
 	return clk();
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 void fit_use_cpu_clock(bool on)
 {
 	double d[201];
@@ -58,8 +52,7 @@ void fit_use_cpu_clock(bool on)
 		double a = clk();
 		d[i] = clk() - a;
 	}
-	qsort(d, 201, sizeof(d[0]), cmp_double);
-	clk_cost = d[100]; /* the median: a preemption in one pair does not count */
+	clk_cost = allm_median(d, 201); /* a preemption in one pair does not count */
 }
 
 /* --- the proxy --------------------------------------------------------------------- */
