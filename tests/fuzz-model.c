@@ -33,14 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	const uint8_t *p = data + 1, *end = data + size;
-	size_t n_cfg = 0, n_st = 0;
-	const uint8_t *cfg = fuzz_part(&p, end, &n_cfg), *st = fuzz_part(&p, end, &n_st);
+	static const char *const names[] = {"config.json", "model.safetensors"};
 	struct allm_vfile files[2];
-	size_t n_files = 0;
-	if (cfg)
-		files[n_files++] = (struct allm_vfile){"config.json", cfg, n_cfg};
-	if (st)
-		files[n_files++] = (struct allm_vfile){"model.safetensors", st, n_st};
+	size_t n_files = fuzz_files(&p, end, names, 2, files);
 	struct allm_vdir dir = {"<fuzz>", files, n_files};
 
 	struct allm_model_config c;

@@ -3,6 +3,8 @@
 #ifndef ALLM_FUZZ_PARTS_H
 #define ALLM_FUZZ_PARTS_H
 
+#include "vdir.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -27,6 +29,20 @@ static inline const uint8_t *fuzz_part(const uint8_t **p, const uint8_t *end, si
 		*p = q + sizeof(fuzz_sep);
 	}
 	return s;
+}
+
+/* The next parts as files of a directory, named in order; a part that is absent
+ * (the input ended) is no file. Returns how many went into files[]. */
+static inline size_t fuzz_files(const uint8_t **p, const uint8_t *end, const char *const *names, size_t n,
+				struct allm_vfile *files)
+{
+	size_t k = 0, len = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *s = fuzz_part(p, end, &len);
+		if (s)
+			files[k++] = (struct allm_vfile){names[i], s, len};
+	}
+	return k;
 }
 
 #endif

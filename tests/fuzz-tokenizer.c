@@ -54,15 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	bool add_special = data[0] & 1, skip = data[0] & 2;
 	const uint8_t *p = data + 1, *end = data + size;
-	size_t n_tok = 0, n_cfg = 0, n_text = 0;
-	const uint8_t *tj = fuzz_part(&p, end, &n_tok), *cfg = fuzz_part(&p, end, &n_cfg);
-	const uint8_t *text = fuzz_part(&p, end, &n_text);
+	static const char *const names[] = {"tokenizer.json", "tokenizer_config.json"};
 	struct allm_vfile files[2];
-	size_t n_files = 0;
-	if (tj)
-		files[n_files++] = (struct allm_vfile){"tokenizer.json", tj, n_tok};
-	if (cfg)
-		files[n_files++] = (struct allm_vfile){"tokenizer_config.json", cfg, n_cfg};
+	size_t n_files = fuzz_files(&p, end, names, 2, files), n_text = 0;
+	const uint8_t *text = fuzz_part(&p, end, &n_text);
 	struct allm_vdir dir = {"<fuzz>", files, n_files};
 	struct allm_tokenizer *tok = NULL;
 	struct allm_err err = {0};
