@@ -36,6 +36,20 @@ cp -n "$SEEDS"/* "$CORPUS/" 2>/dev/null || true
 INC=(-Icommon -Ikernels -Ikernels/cpu -Ishm -Iinclude -Iengined/ctlserver -Ictl)
 SRC=(common/*.c shm/*.c)
 PKGS=(jansson liburing)
+# what meson generates from data/: the embedded default model (engined/model; the
+# gateway's without the weights) and the simulated device's profiles (kernels)
+M=data/models/stories260K
+embed_model() { # SYMBOL FILE...: $OUT/SYMBOL.c, added to SRC
+  local sym=$1
+  shift
+  python3 engined/model/embed-dir.py "$OUT/$sym.c" "$sym" '<embedded>/stories260K' "$@"
+  SRC+=("$OUT/$sym.c")
+}
+embed_sim_profiles() {
+  python3 engined/model/embed-dir.py "$OUT/allm_sim_profiles.c" allm_sim_profiles \
+    '<embedded>/sim-profiles' data/sim-profiles/*.json
+  SRC+=("$OUT/allm_sim_profiles.c")
+}
 if [ "$TARGET" = ctl ]; then
   SRC+=(ctl/ctl-proto.c ctl/ctl-encode.c tests/fuzz-ctl.c)
   PKGS=(msgpack-c jansson)
@@ -44,47 +58,33 @@ elif [ "$TARGET" = chat ]; then
   INC+=(-Iengined/gateway)
   SRC+=(engined/gateway/chat-template.c tests/fuzz-chat.c)
 elif [ "$TARGET" = profile ]; then
-  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
-    '<embedded>/sim-profiles' data/sim-profiles/*.json
+  embed_sim_profiles
   INC+=(-Iengined/sched)
   SRC+=(engined/sched/predictor.c engined/sched/predictor-lsq.c engined/sched/predictor-profile.c
-    kernels/sim/sim-profile.c kernels/sim/sim-cost.c "$OUT/sim-profiles-data.c" tests/fuzz-profile.c)
+    kernels/sim/sim-profile.c kernels/sim/sim-cost.c tests/fuzz-profile.c)
 elif [ "$TARGET" = model ]; then
   # the loaders and the CPU backend they load onto, as engined/model and kernels build them
-  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
-    '<embedded>/sim-profiles' data/sim-profiles/*.json
-  M=data/models/stories260K
-  python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
-    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
+  embed_sim_profiles
+  embed_model allm_default_model $M/config.json $M/generation_config.json $M/model.safetensors \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   INC+=(-Iengined/model)
-  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c "$OUT/sim-profiles-data.c"
-    "$OUT/default-model-data.c" tests/fuzz-model.c)
+  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c tests/fuzz-model.c)
 elif [ "$TARGET" = tokenizer ]; then
   INC+=(-Iengined/tokenizer)
   SRC+=(engined/tokenizer/*.c tests/fuzz-tokenizer.c)
 elif [ "$TARGET" = gateway ]; then
   # the request-body path of liballm-gateway and what it calls; the HTTP server,
   # the ring pump and the main are not under test here
-  M=data/models/stories260K
-  python3 engined/model/embed-dir.py "$OUT/gateway-default-model.c" allm_gateway_default_model \
-    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/special_tokens_map.json \
-    $M/tokenizer.json $M/tokenizer_config.json
+  embed_model allm_gateway_default_model $M/config.json $M/generation_config.json \
+    $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   INC+=(-Iengined/tokenizer -Iengined/gateway -Iclientlib)
-  SRC+=(engined/tokenizer/*.c clientlib/client.c clientlib/client-connect.c "$OUT/gateway-default-model.c"
-    tests/fuzz-gateway.c)
+  SRC+=(engined/tokenizer/*.c clientlib/client.c clientlib/client-connect.c tests/fuzz-gateway.c)
   for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json gw-log; do SRC+=("engined/gateway/$f.c"); done
 else
-  # the embedded default model, as engined/model/meson.build compiles it in
-  M=data/models/stories260K
-  python3 engined/model/embed-dir.py "$OUT/default-model-data.c" allm_default_model \
-    '<embedded>/stories260K' $M/config.json $M/generation_config.json $M/model.safetensors \
+  embed_model allm_default_model $M/config.json $M/generation_config.json $M/model.safetensors \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
-  # and the simulated device's profiles, as kernels/meson.build does
-  python3 engined/model/embed-dir.py "$OUT/sim-profiles-data.c" allm_sim_profiles \
-    '<embedded>/sim-profiles' data/sim-profiles/*.json
-  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c "$OUT/default-model-data.c" "$OUT/sim-profiles-data.c" tests/fuzz-daemon.c
-    "tests/fuzz-$TARGET.c")
+  embed_sim_profiles
+  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c tests/fuzz-daemon.c "tests/fuzz-$TARGET.c")
   [ "$TARGET" = hello ] && SRC+=(tests/raw-client.c)
   # the daemon's main and the control server (ZeroMQ) are not under test here
   for d in tokenizer model kv exec sched workload serve; do
