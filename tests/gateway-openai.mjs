@@ -193,14 +193,20 @@ for await (const ch of cs) {
   if (++got === 3) break; // the SDK's way to cancel: it aborts the HTTP request
 }
 check(got === 3 && cs.controller.signal.aborted, `the client broke off its stream after ${got} chunks`);
-let after = null, abortDelta = 0;
-for (let i = 0; i < 100; i++) { // the engine hears of it within a step or two
-  after = await scrape();
-  abortDelta = value(after, 'vllm:request_success_total', { finished_reason: 'abort' }) -
-    value(before, 'vllm:request_success_total', { finished_reason: 'abort' });
-  if (abortDelta >= 1) break;
-  await new Promise((r) => setTimeout(r, 50));
+// polls /metrics until `want` requests since `before` ended aborted (the engine
+// hears of a hang-up within a step or two); the last scrape and that count
+async function awaitAborts(before, want) {
+  let after = null, aborts = 0;
+  for (let i = 0; i < 100; i++) {
+    after = await scrape();
+    aborts = value(after, 'vllm:request_success_total', { finished_reason: 'abort' }) -
+      value(before, 'vllm:request_success_total', { finished_reason: 'abort' });
+    if (aborts >= want) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { after, aborts };
 }
+const { after, aborts: abortDelta } = await awaitAborts(before, 1);
 const genDelta = value(after, 'vllm:generation_tokens_total') - value(before, 'vllm:generation_tokens_total');
 check(abortDelta === 1, `the engine cancelled it (request_success_total{finished_reason="abort"} +${abortDelta})`);
 check(genDelta < 500, `and stopped generating: ${genDelta} of 500 tokens made`);
@@ -213,14 +219,7 @@ const cs2 = await client.completions.create(
 for await (const ch of cs2) {
   if (++got2 === 4) break;
 }
-let abort2 = 0, after2 = null;
-for (let i = 0; i < 100; i++) {
-  after2 = await scrape();
-  abort2 = value(after2, 'vllm:request_success_total', { finished_reason: 'abort' }) -
-    value(before2, 'vllm:request_success_total', { finished_reason: 'abort' });
-  if (abort2 >= 2) break;
-  await new Promise((r) => setTimeout(r, 50));
-}
+const { after: after2, aborts: abort2 } = await awaitAborts(before2, 2);
 const gen2 = value(after2, 'vllm:generation_tokens_total') - value(before2, 'vllm:generation_tokens_total');
 check(abort2 === 2 && gen2 < 1000, `n 2 broken off: both choices cancelled (+${abort2} aborts, ${gen2} of 1000 tokens made)`);
 
