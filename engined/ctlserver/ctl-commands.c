@@ -156,7 +156,7 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 		case K_OVER:
 			if ((r = num_arg(val, "admit_overcommit", &p->overcommit, err, errlen)))
 				break;
-			if (!(p->overcommit == 0 || (p->overcommit >= 0.1 && p->overcommit <= 1e6)))
+			if (!allm_engine_admit_overcommit_valid(p->overcommit))
 				return errf(err, errlen, "admit_overcommit must be 0 (off) or in 0.1..1e6");
 			break;
 		case K_CHUNKED:

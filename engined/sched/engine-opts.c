@@ -250,7 +250,7 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 			return BAD();
 		o->admit_lookahead = (int32_t)n;
 	} else if (!strcmp(f, "--admit-overcommit")) {
-		if (allm_parse_f64(v, 0, 1e6, &d) || (d > 0 && d < 0.1))
+		if (allm_parse_f64(v, 0, 1e6, &d) || !allm_engine_admit_overcommit_valid(d))
 			return allm_err_set(err, -EINVAL, "bad value for %s: '%s' (0 = off, or 0.1..1e6)", f, v);
 		o->admit_overcommit = d;
 	} else if (!strcmp(f, "--profile")) {

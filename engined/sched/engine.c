@@ -401,9 +401,14 @@ int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm
 	return 0;
 }
 
+bool allm_engine_admit_overcommit_valid(double f)
+{
+	return f == 0 || (f >= 0.1 && f <= 1e6);
+}
+
 int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err)
 {
-	if (!(f == 0 || (f >= 0.1 && f <= 1e6)))
+	if (!allm_engine_admit_overcommit_valid(f))
 		return allm_err_set(err, -EINVAL, "admit_overcommit must be 0 (off) or in 0.1..1e6 (got %g)", f);
 	e->cfg.admit_overcommit = f;
 	return 0;

@@ -229,6 +229,9 @@ void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
 int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
 /* -EINVAL unless 0 (off) or in [0.1, 1e6]. */
 int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err);
+/* Whether f can be admit_overcommit: 0 (off) or 0.1..1e6 (below 0.1 nothing new
+ * would ever be admitted). The one rule for the flag, the setter and allmctl set. */
+bool allm_engine_admit_overcommit_valid(double f);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
