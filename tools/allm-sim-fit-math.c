@@ -8,6 +8,11 @@ void fit_line(const double *x, const double *t, int n, double *ret_a, double *re
 {
 	double s = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
 	for (int i = 0; i < n; i++) {
+		/* relative errors: a time of 0 (a call shorter than the clock's own cost,
+		 * which the timing subtracts) says nothing of a rate and would weigh
+		 * infinitely */
+		if (!(t[i] > 0) || !isfinite(t[i]))
+			continue;
 		double w = 1.0 / (t[i] * t[i]);
 		s += w;
 		sx += w * x[i];

@@ -1,6 +1,7 @@
 /* allm-sim-fit: flags, the fits of the measured points, and the profile JSON. */
 #include "allm-sim-fit.h"
 
+#include "sim/sim-profile.h"
 #include "vdir.h"
 
 #include <errno.h>
@@ -560,12 +561,24 @@ int main(int argc, char **argv)
 	size_t fr = 0, tot = 0;
 	be->iface->mem_info(be, &fr, &tot);
 	json_t *j = build_profile(&f, &r, be->iface->describe(be), host_step, models, (double)tot);
-	FILE *o = out ? fopen(out, "w") : stdout;
-	if (!j || !o || json_dumpf(j, o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) ||
-	    fputc('\n', o) == EOF || (out && fclose(o))) {
-		fprintf(stderr, PROG ": cannot write the profile%s%s\n", out ? " to " : "", out ? out : "");
+	/* A number the fit could not make (not finite: jansson drops it, and the key
+	 * with it) must stop the fit here, not the simulator that loads it later:
+	 * the profile passes the simulator's own parser before it is written. */
+	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) : NULL;
+	struct allm_sim_profile *parsed = NULL;
+	if (!text || allm_sim_profile_parse(text, strlen(text), "the fitted profile", &parsed, &err)) {
+		fprintf(stderr, PROG ": the fit made no usable profile: %s\n", text ? err.msg : "out of memory");
+		free(text);
 		return 1;
 	}
+	allm_sim_profile_free(parsed);
+	FILE *o = out ? fopen(out, "w") : stdout;
+	if (!o || fputs(text, o) == EOF || fputc('\n', o) == EOF || (out && fclose(o))) {
+		fprintf(stderr, PROG ": cannot write the profile%s%s\n", out ? " to " : "", out ? out : "");
+		free(text);
+		return 1;
+	}
+	free(text);
 	if (!f.quiet)
 		fprintf(stderr, PROG ": gemm roofline rms error %.1f %% (%d points), attention %.1f %% (%d points); "
 			"noise: median spread (p90 - p10) / mean of a shape's samples %.1f %%\n", rms_pct(r.loss_g, f.ng), f.ng,
