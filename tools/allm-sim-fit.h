@@ -83,8 +83,13 @@ struct fit_shape {
 	int32_t n_dec, ctx, n_pre, len;
 };
 
-/* Times with this thread's CPU time instead of the wall clock. */
+/* --clock cpu: forwards the thread was not on the CPU for all of are timed again
+ * (ops are timed on the wall clock either way; allm-sim-fit-measure.c says why). */
 void fit_use_cpu_clock(bool on);
+/* What the proxy has recorded into f so far, and back to such a mark (f may be
+ * NULL: nothing). */
+void fit_proxy_mark(const struct fit *f, int mark[4]);
+void fit_proxy_rewind(struct fit *f, const int mark[4]);
 /* Replaces be's vtable with a proxy that times every op into the fit set by
  * fit_proxy_record() (NULL: not recording). */
 int fit_proxy_install(allm_backend_t *be);
