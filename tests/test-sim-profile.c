@@ -1,4 +1,4 @@
-/* Description: simulated-device profiles: the shipped ones load; a serial device prices a mixed step's decode and prefill attention apart (a GPU, at once); a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
+/* Description: simulated-device profiles: the shipped ones load; a device with a cache prices the distinct K/V bytes past it at far_bandwidth and the rest (a prefill's re-reads too) at bandwidth; a serial device prices a mixed step's decode and prefill attention apart (a GPU, at once); a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
 #include "backend.h"
 #include "sim/sim-backend.h"
 #include "sim/sim-cost.h"
@@ -130,7 +130,26 @@ static void test_refusals(void)
 
 	j = base_profile();
 	json_object_set_new(at(j, "ops", "gemm", NULL), "serial", json_pack("{s:f, s:s}", "value", 1.0, "source", "t"));
-	expect_refused(j, "ops.gemm: score_flops and serial apply to attention only", "serial on a GEMM");
+	expect_refused(j, "ops.gemm: score_flops, serial, cache_bytes and far_bandwidth apply to attention only",
+		       "serial on a GEMM");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "gemm", NULL), "cache_bytes", json_pack("{s:f, s:s}", "value", 1e6, "source", "t"));
+	expect_refused(j, "ops.gemm: score_flops, serial, cache_bytes and far_bandwidth apply to attention only",
+		       "a cache on a GEMM");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "attention", NULL), "cache_bytes", json_pack("{s:f, s:s}", "value", 1e6, "source", "t"));
+	expect_refused(j, "ops.attention: far_bandwidth is needed with cache_bytes", "a cache with no far side");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "attention", NULL), "cache_bytes", json_pack("{s:f, s:s}", "value", 1e6, "source", "t"));
+	json_object_set_new(at(j, "ops", "attention", NULL), "far_bandwidth", json_pack("{s:f, s:s}", "value", 2.0, "source", "t"));
+	expect_refused(j, "ops.attention.far_bandwidth: value 2 outside", "far bandwidth above peak");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", "attention", NULL), "cache_bytes", json_pack("{s:f, s:s}", "value", -1.0, "source", "t"));
+	expect_refused(j, "ops.attention.cache_bytes: value -1 outside", "a negative cache");
 
 	expect_refused_text("{\"format\": \"allm-sim-profile/1\", \"memory_bandwidth\": NaN}",
 			    "not valid JSON", "a NaN literal");
@@ -333,12 +352,64 @@ out:
 	allm_sim_profile_free(par);
 }
 
+/* A device with a cache (ops.attention.cache_bytes, a CPU's L2): a call's distinct
+ * K/V bytes past the cache stream at far_bandwidth, everything else at bandwidth;
+ * a prefill's re-reads of its own K/V (later query tiles) stay near; no cache
+ * (the GPU profiles) prices as before. */
+static void test_attention_cache(void)
+{
+	/* stories260K-like: 8-dim heads, 4 KV heads, f32: 256 bytes of K/V per token */
+	struct allm_kv_layout lay = {.n_layers = 5, .n_kv_heads = 4, .head_dim = 8, .block_size = 16,
+				     .dtype = ALLM_DTYPE_F32};
+	struct allm_sim_profile *p = a800_serial(1);
+	if (!p)
+		return;
+	struct allm_sim_op_params *o = &p->op[ALLM_OP_ATTENTION];
+	o->score_flops = 0;
+	p->flops[ALLM_DTYPE_F32] = 1e18; /* memory-bound throughout */
+	o->bandwidth = 0.5, o->launch = 1e-6;
+	enum { N = 64, CTX = 128 };
+	int32_t pos[N], seq[N];
+	for (int i = 0; i < N; i++)
+		pos[i] = CTX - 1, seq[i] = i;
+	struct allm_sim_attn_shape dec;
+	allm_sim_attn_shape_from(pos, seq, N, &dec);
+	CHECK(near(dec.kv_unique, N * CTX) && near(dec.dec_kv_unique, N * CTX), "64 decodes @128: %g distinct K/V tokens",
+	      dec.kv_unique);
+	double kv = N * CTX * 256.0, q = 8.0 * N * 8 * 8; /* K/V and the queries/outputs */
+	double no_cache = allm_sim_cost_attention(p, &lay, 8, &dec);
+	CHECK(near(no_cache, 1e-6 + (kv + q) / (p->mem_bw * 0.5)), "no cache: one bandwidth (%.9g s)", no_cache);
+	o->cache_bytes = 1 << 20, o->far_bandwidth = 0.05;
+	double cached = allm_sim_cost_attention(p, &lay, 8, &dec);
+	double want = 1e-6 + (kv + q - (kv - (1 << 20))) / (p->mem_bw * 0.5) + (kv - (1 << 20)) / (p->mem_bw * 0.05);
+	CHECK(near(cached, want), "2 MiB of K/V past a 1 MiB cache: %.9g s, want %.9g", cached, want);
+	struct allm_sim_attn_shape small;
+	allm_sim_attn_shape_from(pos, seq, 16, &small); /* 512 KiB: all in the cache */
+	o->cache_bytes = 0;
+	double small_nc = allm_sim_cost_attention(p, &lay, 8, &small);
+	o->cache_bytes = 1 << 20;
+	CHECK(near(allm_sim_cost_attention(p, &lay, 8, &small), small_nc), "a call inside the cache costs as without one");
+	/* one 511-token prefill: 128 KiB distinct, re-read per query tile: all near */
+	int32_t ppos[511], pseq[511];
+	for (int i = 0; i < 511; i++)
+		ppos[i] = i, pseq[i] = 0;
+	struct allm_sim_attn_shape pre;
+	allm_sim_attn_shape_from(ppos, pseq, 511, &pre);
+	CHECK(near(pre.kv_unique, 511) && pre.kv_reads > pre.kv_unique, "a prefill reads %g tokens, %g distinct",
+	      pre.kv_reads, pre.kv_unique);
+	double pre_c = allm_sim_cost_attention(p, &lay, 8, &pre);
+	o->cache_bytes = 0;
+	CHECK(near(pre_c, allm_sim_cost_attention(p, &lay, 8, &pre)), "a prefill's re-reads stay in the cache");
+	allm_sim_profile_free(p);
+}
+
 int main(void)
 {
 	test_refusals();
 	test_lookup();
 	test_backend();
 	test_serial_attention();
+	test_attention_cache();
 	if (n_fail)
 		fprintf(stderr, "%d checks failed\n", n_fail);
 	return n_fail ? 1 : 0;

@@ -26,8 +26,9 @@ static void usage(FILE *f)
 		"  --repeat R      timings per point, the median is kept (default 7)\n"
 		"  --threads N     CPU backend threads, as the engine's --threads (default: all cores)\n"
 		"  --host-step S   host seconds per step to charge (default 0: not modelled)\n"
-		"  --clock cpu     time in this thread's CPU time, not wall time (needs --threads 1):\n"
-		"                  op costs without what other processes on a shared machine take\n"
+		"  --clock cpu     time only forwards the thread had the CPU for all through (needs\n"
+		"                  --threads 1): op costs without what other processes on a\n"
+		"                  shared machine take\n"
 		"  --check P       instead of fitting: time whole forwards on the CPU backend and\n"
 		"                  on sim:P side by side\n"
 		"  --by-op         with --check: then each forward's GEMMs, attention and other ops,\n"
@@ -49,7 +50,9 @@ static double gemm_pred(const double *x, const struct gpt *p)
  * drift without limit). Returns the penalty to add. */
 static double bounds_penalty(const double *x, int k)
 {
-	static const double lo[5] = {1e8, 1e-2, 1e8, 1e-9, 1e-2}, hi[5] = {1e13, 1e4, 1e12, 1e-2, 1e4};
+	/* peak FLOP/s, half rows, bytes/s, launch s, score FLOPs, cache bytes, far bytes/s */
+	static const double lo[7] = {1e8, 1e-2, 1e8, 1e-9, 1e-2, 1e4, 1e8},
+			    hi[7] = {1e13, 1e4, 1e12, 1e-2, 1e4, 1e9, 1e12};
 	double p = 0;
 	for (int i = 0; i < k; i++) {
 		double d = x[i] < log(lo[i]) ? log(lo[i]) - x[i] : x[i] > log(hi[i]) ? x[i] - log(hi[i]) : 0;
@@ -78,14 +81,15 @@ static double attn_pred(const double *x, const struct apt *p)
 	prof.flops[p->lay.dtype] = exp(x[0]);
 	prof.mem_bw = exp(x[2]);
 	*o = (struct allm_sim_op_params){.launch = exp(x[3]), .compute = 1, .half_rows = exp(x[1]),
-					 .bandwidth = 1, .score_flops = exp(x[4]), .serial = 1};
+					 .bandwidth = 1, .score_flops = exp(x[4]), .serial = 1,
+					 .cache_bytes = exp(x[5]), .far_bandwidth = exp(x[6]) / exp(x[2])};
 	return allm_sim_cost_attention(&prof, &p->lay, p->heads, &p->s);
 }
 
 static double attn_loss(const double *x, void *user)
 {
 	struct fit *f = user;
-	double s = bounds_penalty(x, 5), w = 0;
+	double s = bounds_penalty(x, 7), w = 0;
 	/* relative errors weighted by sqrt(time): long calls are most of a run's
 	 * time, and short ones must not pull the fit off them */
 	for (int i = 0; i < f->na; i++) {
@@ -97,10 +101,10 @@ static double attn_loss(const double *x, void *user)
 }
 
 /* Fits the roofline form: x = log of (peak FLOP/s, half rows, bytes/s, launch s
- * [, score FLOPs]) over k parameters. */
+ * [, score FLOPs, cache bytes, far bytes/s]) over k parameters. */
 static double fit_roofline(double (*loss)(const double *, void *), struct fit *f, double *x, int k)
 {
-	double step[5] = {1.0, 1.5, 1.0, 1.0, 1.5};
+	double step[7] = {1.0, 1.5, 1.0, 1.0, 1.5, 1.5, 1.0};
 	double best = fit_nelder_mead(loss, f, x, step, k, 500);
 	/* restart from the optimum: Nelder-Mead stalls on flat valleys */
 	for (int i = 0; i < 4; i++)
@@ -129,7 +133,7 @@ static json_t *pnum(double v, const char *fmt, ...)
 
 struct fitted {
 	double F_g, h_g, B_g, L_g, loss_g; /* gemm roofline */
-	double F_a, h_a, B_a, L_a, sf_a, loss_a; /* attention */
+	double F_a, h_a, B_a, L_a, sf_a, cache_a, Bfar_a, loss_a; /* attention */
 	double launch[ALLM_OP_COUNT], rate[ALLM_OP_COUNT], op_err[ALLM_OP_COUNT];
 	double copy_lat[2], copy_bw[2];
 	double disk_lat[2], disk_bw[2]; /* [0] write, [1] read */
@@ -140,12 +144,26 @@ struct fitted {
 static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t big_k, int64_t big_m)
 {
 	double xg[4] = {log(5e10), log(16), log(2e10), log(2e-6)};
-	double xa[5] = {log(5e10), log(16), log(2e10), log(5e-6), log(16)};
+	double xa[7] = {0};
 	r->loss_g = fit_roofline(gemm_loss, f, xg, 4);
-	r->loss_a = fit_roofline(attn_loss, f, xa, 5);
+	/* attention's seven parameters have local minima (a cache that is never
+	 * reached fits about as well as one that is): a start per cache size, from a
+	 * private L2 to an L3 slice, and the far side at an eighth of the near; the
+	 * best fit is kept */
+	r->loss_a = INFINITY;
+	for (int c = 0; c < 4; c++) {
+		double x[7] = {log(5e10), log(16), log(4e10), log(5e-7), log(16), log((double)(256 << 10) * (1 << (2 * c))),
+			       log(5e9)};
+		double loss = fit_roofline(attn_loss, f, x, 7);
+		if (loss < r->loss_a) {
+			r->loss_a = loss;
+			memcpy(xa, x, sizeof(xa));
+		}
+	}
 	r->F_g = exp(xg[0]), r->h_g = exp(xg[1]), r->B_g = exp(xg[2]), r->L_g = exp(xg[3]);
 	r->F_a = exp(xa[0]), r->h_a = exp(xa[1]), r->B_a = exp(xa[2]), r->L_a = exp(xa[3]);
 	r->sf_a = exp(xa[4]);
+	r->cache_a = exp(xa[5]), r->Bfar_a = exp(xa[6]);
 	r->mem_bw = fmax(r->B_g, r->B_a);
 	for (int op = 0; op < ALLM_OP_COUNT; op++) {
 		if (!f->sn[op])
@@ -189,7 +207,8 @@ static const char *const op_names[ALLM_OP_COUNT] = {
 /* The attention timings with the fit's prediction beside each, for the record. */
 static json_t *attn_points(const struct fit *f, const struct fitted *r)
 {
-	double x[5] = {log(r->F_a), log(r->h_a), log(r->B_a), log(r->L_a), log(r->sf_a)};
+	double x[7] = {log(r->F_a), log(r->h_a), log(r->B_a), log(r->L_a), log(r->sf_a), log(r->cache_a),
+		       log(r->Bfar_a)};
 	json_t *a = json_array();
 	for (int i = 0; i < f->na; i++) {
 		const struct apt *p = &f->a[i];
@@ -236,13 +255,15 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		"compute", pnum(r->F_g / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_g),
 		"half_rows", pnum(r->h_g, "%s: roofline fit", how),
 		"bandwidth", pnum(r->B_g / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_g)));
-	json_object_set_new(ops, "attention", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
+	json_object_set_new(ops, "attention", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 		"launch", pnum(r->L_a, "%s: roofline fit over %d attention timings (rms error %.1f %%)", how, f->na, rms_pct(r->loss_a, f->na)),
 		"compute", pnum(r->F_a / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_a),
 		"half_rows", pnum(r->h_a, "%s: roofline fit", how),
 		"bandwidth", pnum(r->B_a / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_a),
 		"score_flops", pnum(r->sf_a, "%s: roofline fit (softmax cost per score)", how),
-		"serial", pnum(1, "the CPU backend attends to a batch's sequences one after another: a mixed step's decodes and prefills cost apart")));
+		"serial", pnum(1, "the CPU backend attends to a batch's sequences one after another: a mixed step's decodes and prefills cost apart"),
+		"cache_bytes", pnum(r->cache_a, "%s: roofline fit (a call's bytes up to here stream at bandwidth, as from a cache)", how),
+		"far_bandwidth", pnum(fmin(1, r->Bfar_a / r->mem_bw), "%s: %.3g bytes/s fitted past cache_bytes / memory_bandwidth", how, r->Bfar_a)));
 
 	json_t *link = json_object();
 	static const char *const dirs[2] = {"d2h", "h2d"};
@@ -278,7 +299,7 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		"ops", ops, "gemm_shapes", json_incref(f->shapes),
 		"fitted", json_pack("{s:s, s:s, s:i, s:s, s:{s:f, s:f, s:i}, s:s, s:o}", "date", date,
 				    "models", models, "repeat", f->repeat, "clock",
-				    f->cpu_clock ? "thread CPU time" : "wall", "noise", "median_spread", med_spread,
+				    f->cpu_clock ? "wall, forwards off the CPU retimed" : "wall", "noise", "median_spread", med_spread,
 				    "p90_spread", p90_spread, "points", f->n_spread, "attention_points_are",
 				    "[tokens, sum_ctx, kv_reads, heads, head_dim, kv_heads, seconds, fitted seconds]",
 				    "attention_points", attn_points(f, r)));

@@ -53,17 +53,23 @@ double allm_sim_cost_gemm(const struct allm_sim_profile *p, enum allm_dtype dt, 
 }
 
 /* The roofline of n query rows attending over sum_ctx scores, reading kv_reads
- * tokens of K/V. */
+ * tokens of K/V of which kv_unique distinct: on a device with a cache
+ * (cache_bytes > 0) the distinct bytes past the cache stream at far_bandwidth,
+ * every other byte (re-reads of a prefill's later query tiles included) at
+ * bandwidth. */
 static double attn_roofline(const struct allm_sim_profile *p, const struct allm_kv_layout *lay,
-			    int32_t n_heads, double n, double sum_ctx, double kv_reads)
+			    int32_t n_heads, double n, double sum_ctx, double kv_reads, double kv_unique)
 {
 	const struct allm_sim_op_params *o = &p->op[ALLM_OP_ATTENTION];
 	double hd = lay->head_dim;
 	double kv_tok = 2.0 * lay->n_kv_heads * hd * (double)allm_dtype_size(lay->dtype);
 	double flops = (4.0 * hd + o->score_flops) * n_heads * sum_ctx;
 	double bytes = kv_reads * kv_tok + 8.0 * n * n_heads * hd;
+	double far = o->cache_bytes > 0 ? fmax(0.0, kv_unique * kv_tok - o->cache_bytes) : 0.0;
 	double tc = flops / (p->flops[lay->dtype] * eff(o, n));
-	double tm = bytes / (p->mem_bw * o->bandwidth);
+	double tm = (bytes - far) / (p->mem_bw * o->bandwidth);
+	if (far > 0)
+		tm += far / (p->mem_bw * o->far_bandwidth);
 	return fmax(tc, tm);
 }
 
@@ -77,10 +83,12 @@ double allm_sim_cost_attention(const struct allm_sim_profile *p, const struct al
 	 * priced its attention 30-43 % under (allm-sim-fit --check --by-op) */
 	if (o->serial && s->dec_tokens > 0 && s->dec_tokens < s->n_tokens)
 		return o->launch +
-		       attn_roofline(p, lay, n_heads, (double)s->dec_tokens, s->dec_sum_ctx, s->dec_kv_reads) +
+		       attn_roofline(p, lay, n_heads, (double)s->dec_tokens, s->dec_sum_ctx, s->dec_kv_reads,
+				     s->dec_kv_unique) +
 		       attn_roofline(p, lay, n_heads, (double)(s->n_tokens - s->dec_tokens),
-				     s->sum_ctx - s->dec_sum_ctx, s->kv_reads - s->dec_kv_reads);
-	return o->launch + attn_roofline(p, lay, n_heads, (double)s->n_tokens, s->sum_ctx, s->kv_reads);
+				     s->sum_ctx - s->dec_sum_ctx, s->kv_reads - s->dec_kv_reads,
+				     s->kv_unique - s->dec_kv_unique);
+	return o->launch + attn_roofline(p, lay, n_heads, (double)s->n_tokens, s->sum_ctx, s->kv_reads, s->kv_unique);
 }
 
 /* Adds a finished sequence of `run` new tokens up to context ctx to s. */
@@ -88,10 +96,12 @@ static void add_seq(struct allm_sim_attn_shape *s, int64_t run, int32_t ctx)
 {
 	double reads = (double)ctx * ceil((double)run / ALLM_SIM_ATTN_Q_TILE);
 	s->kv_reads += reads;
+	s->kv_unique += ctx;
 	if (run == 1) {
 		s->dec_tokens++;
 		s->dec_sum_ctx += ctx;
 		s->dec_kv_reads += reads;
+		s->dec_kv_unique += ctx;
 	}
 }
 

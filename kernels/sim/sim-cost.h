@@ -32,10 +32,11 @@ struct allm_sim_attn_shape {
 	int64_t n_tokens; /* query rows */
 	double sum_ctx; /* sum over tokens of the context each attends to (pos + 1) */
 	double kv_reads; /* sum over sequences of ctx * ceil(new tokens / Q_TILE): tokens of K/V read */
+	double kv_unique; /* sum over sequences of ctx: distinct tokens of K/V (a cache keeps the re-reads) */
 	/* of which the decodes' (sequences with one new token): what a device that
 	 * runs sequences one after another prices apart from the prefills */
 	int64_t dec_tokens;
-	double dec_sum_ctx, dec_kv_reads;
+	double dec_sum_ctx, dec_kv_reads, dec_kv_unique;
 };
 
 /* The shape of a batch from its tokens' positions and sequences (host arrays; a

@@ -189,6 +189,7 @@ static void attn_shape(struct sim_ctx *c, const struct allm_attn_meta *meta)
 		/* unreadable metadata: the bound every token at the longest context */
 		s->sum_ctx = (double)T * meta->max_ctx;
 		s->kv_reads = (double)meta->n_seqs * meta->max_ctx * ceil((double)T / ALLM_SIM_ATTN_Q_TILE);
+		s->kv_unique = (double)meta->n_seqs * meta->max_ctx;
 		return;
 	}
 	allm_sim_attn_shape_from(meta->tok_pos, meta->tok_seq, T, s);

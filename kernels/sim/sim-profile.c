@@ -202,7 +202,7 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 		    bool needs_compute, struct allm_sim_op_params *ret)
 {
 	static const char *const keys[] = {"launch", "compute", "half_rows", "bandwidth", "score_flops",
-					   "serial", NULL};
+					   "serial", "cache_bytes", "far_bandwidth", NULL};
 	char path[64];
 	snprintf(path, sizeof(path), "ops.%s", name);
 	json_t *o = json_object_get(ops, name);
@@ -219,8 +219,10 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 		if (o && (json_object_get(o, "compute") || json_object_get(o, "half_rows")))
 			return bad(c, path, "%scompute/half_rows apply to gemm and attention only", "");
 	}
-	if (strcmp(name, "attention") && o && (json_object_get(o, "score_flops") || json_object_get(o, "serial")))
-		return bad(c, path, "%sscore_flops and serial apply to attention only", "");
+	if (strcmp(name, "attention") && o &&
+	    (json_object_get(o, "score_flops") || json_object_get(o, "serial") ||
+	     json_object_get(o, "cache_bytes") || json_object_get(o, "far_bandwidth")))
+		return bad(c, path, "%sscore_flops, serial, cache_bytes and far_bandwidth apply to attention only", "");
 	if (!needs_compute)
 		return 0;
 	if (!strcmp(name, "attention") &&
@@ -229,6 +231,14 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 		return r;
 	if (ret->serial != 0 && ret->serial != 1)
 		return bad(c, path, "%sserial is 0 (sequences at once) or 1 (one after another)", "");
+	if (!strcmp(name, "attention") &&
+	    (r = num(c, o, path, "cache_bytes", false, 0, 0, false, 1e12, &ret->cache_bytes)))
+		return r;
+	if (ret->cache_bytes > 0 && !json_object_get(o, "far_bandwidth"))
+		return bad(c, path, "%sfar_bandwidth is needed with cache_bytes (where the rest streams from)", "");
+	if (!strcmp(name, "attention") &&
+	    (r = num(c, o, path, "far_bandwidth", false, 0, 0, true, 1, &ret->far_bandwidth)))
+		return r;
 	if ((r = num(c, o, path, "compute", true, 0, 0, true, 1, &ret->compute)) ||
 	    (r = num(c, o, path, "half_rows", true, 0, 0, false, 1e6, &ret->half_rows)))
 		return r;

@@ -32,6 +32,13 @@ struct allm_sim_op_params {
 	 * CPU thread), so a mixed step's decodes and prefills cost apart; 0 (default)
 	 * when they run at once (a GPU kernel) */
 	double serial;
+	/* attention on a device with caches (a CPU): a call's first cache_bytes bytes
+	 * stream at `bandwidth`, the rest at far_bandwidth (a fraction of peak too).
+	 * The CPU backend's attention reads each sequence's K/V once per layer, so
+	 * small batches find them in L2 and large ones do not; one bandwidth over both
+	 * priced this machine's small decodes 1.5-2x over. 0 (default): no cache. */
+	double cache_bytes;
+	double far_bandwidth;
 };
 
 /* A measured GEMM shape (k, m) of one weight dtype: seconds at several row counts. */
