@@ -32,11 +32,12 @@ struct allm_sim_op_params {
 	 * CPU thread), so a mixed step's decodes and prefills cost apart; 0 (default)
 	 * when they run at once (a GPU kernel) */
 	double serial;
-	/* attention on a device with caches (a CPU): a call's first cache_bytes bytes
-	 * stream at `bandwidth`, the rest at far_bandwidth (a fraction of peak too).
-	 * The CPU backend's attention reads each sequence's K/V once per layer, so
-	 * small batches find them in L2 and large ones do not; one bandwidth over both
-	 * priced this machine's small decodes 1.5-2x over. 0 (default): no cache. */
+	/* attention on a device with caches (a CPU): a call's distinct K/V bytes past
+	 * cache_bytes stream at far_bandwidth (a fraction of peak too), every other
+	 * byte at `bandwidth`. The CPU backend's attention reads each sequence's K/V
+	 * once per layer, so a few sequences' K/V stays in L2 and many sequences'
+	 * does not (allm-sim-fit finds 0.7-2.5 MB on a 1 MiB-L2 AMD EPYC). 0
+	 * (default): no cache, one bandwidth. */
 	double cache_bytes;
 	double far_bandwidth;
 };
