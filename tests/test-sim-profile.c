@@ -1,4 +1,4 @@
-/* Description: simulated-device profiles: the shipped ones load; a device with a cache prices the distinct K/V bytes past it at far_bandwidth and the rest (a prefill's re-reads too) at bandwidth; a serial device prices a mixed step's decode and prefill attention apart (a GPU, at once); a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
+/* Description: simulated-device profiles: the shipped ones load; ops.attention_decode prices a batch of decodes alone and a mixed step's decodes; a device with a cache prices the distinct K/V bytes past it at far_bandwidth and the rest (a prefill's re-reads too) at bandwidth; a serial device prices a mixed step's decode and prefill attention apart (a GPU, at once); a missing, negative, non-numeric, out-of-range or unsourced number, an unknown dtype or key, and an unknown profile name are each refused with an error naming the key; the sim backend keeps memory as bookkeeping, advances its clock by the cost model exactly, and answers argmax deterministically from each row's token and position. */
 #include "backend.h"
 #include "sim/sim-backend.h"
 #include "sim/sim-cost.h"
@@ -150,6 +150,17 @@ static void test_refusals(void)
 	j = base_profile();
 	json_object_set_new(at(j, "ops", "attention", NULL), "cache_bytes", json_pack("{s:f, s:s}", "value", -1.0, "source", "t"));
 	expect_refused(j, "ops.attention.cache_bytes: value -1 outside", "a negative cache");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", NULL, NULL), "attention_decode",
+			    json_pack("{s:{s:f, s:s}, s:{s:f, s:s}}", "compute", "value", 0.5, "source", "t",
+				      "bandwith", "value", 0.5, "source", "t"));
+	expect_refused(j, "ops.attention_decode: unknown key 'bandwith'", "a typo in attention_decode");
+
+	j = base_profile();
+	json_object_set_new(at(j, "ops", NULL, NULL), "attention_decode",
+			    json_pack("{s:{s:f, s:s}}", "launch", "value", 1e-6, "source", "t"));
+	expect_refused(j, "ops.attention_decode.compute: missing", "attention_decode without its compute");
 
 	expect_refused_text("{\"format\": \"allm-sim-profile/1\", \"memory_bandwidth\": NaN}",
 			    "not valid JSON", "a NaN literal");
@@ -403,6 +414,45 @@ static void test_attention_cache(void)
 	allm_sim_profile_free(p);
 }
 
+/* ops.attention_decode: a batch of decodes only is priced by it alone; a mixed
+ * step on a serial device prices its decodes by it and its prefill by
+ * ops.attention, under attention's one launch; without it, as before. */
+static void test_attention_decode(void)
+{
+	struct allm_kv_layout lay = {.n_layers = 40, .n_kv_heads = 40, .head_dim = 128, .block_size = 16,
+				     .dtype = ALLM_DTYPE_F16};
+	enum { D = 6, P = 256 };
+	int32_t pos[D + P], seq[D + P];
+	for (int i = 0; i < D; i++)
+		pos[i] = 700 + i, seq[i] = i;
+	for (int i = 0; i < P; i++)
+		pos[D + i] = i, seq[D + i] = D;
+	struct allm_sim_attn_shape mixed, dec, pre;
+	allm_sim_attn_shape_from(pos, seq, D + P, &mixed);
+	allm_sim_attn_shape_from(pos, seq, D, &dec);
+	allm_sim_attn_shape_from(pos + D, seq + D, P, &pre);
+	struct allm_sim_profile *p = a800_serial(1);
+	if (!p)
+		return;
+	double dec0 = allm_sim_cost_attention(p, &lay, 40, &dec), pre0 = allm_sim_cost_attention(p, &lay, 40, &pre);
+	double mixed0 = allm_sim_cost_attention(p, &lay, 40, &mixed);
+	p->attn_decode = p->op[ALLM_OP_ATTENTION];
+	p->attn_decode.bandwidth /= 2; /* half the compute and bandwidth: twice either bound */
+	p->attn_decode.compute /= 2;
+	p->attn_decode.launch = 3 * p->op[ALLM_OP_ATTENTION].launch;
+	p->has_attn_decode = true;
+	double launch = p->op[ALLM_OP_ATTENTION].launch;
+	double dec1 = allm_sim_cost_attention(p, &lay, 40, &dec), pre1 = allm_sim_cost_attention(p, &lay, 40, &pre);
+	double mixed1 = allm_sim_cost_attention(p, &lay, 40, &mixed);
+	CHECK(near(dec1 - 3 * launch, 2 * (dec0 - launch)), "decodes alone: attention_decode's launch, compute and bandwidth (%.9g vs %.9g s)",
+	      dec1, dec0);
+	CHECK(near(pre1, pre0), "a prefill alone: ops.attention as before (%.9g vs %.9g s)", pre1, pre0);
+	CHECK(near(mixed1, launch + (dec1 - 3 * launch) + (pre1 - launch)),
+	      "mixed: one launch, the decodes by attention_decode, the prefill by attention (%.9g s)", mixed1);
+	CHECK(mixed1 > mixed0, "slower decodes make the mixed step dearer (%.9g > %.9g s)", mixed1, mixed0);
+	allm_sim_profile_free(p);
+}
+
 int main(void)
 {
 	test_refusals();
@@ -410,6 +460,7 @@ int main(void)
 	test_backend();
 	test_serial_attention();
 	test_attention_cache();
+	test_attention_decode();
 	if (n_fail)
 		fprintf(stderr, "%d checks failed\n", n_fail);
 	return n_fail ? 1 : 0;

@@ -72,32 +72,63 @@ static double gemm_loss(const double *x, void *user)
 	return s;
 }
 
-/* The simulator's own attention cost (sim-cost.c) at x, on a serial device as
- * the CPU backend is: what is fitted is exactly what will be priced. */
-static double attn_pred(const double *x, const struct apt *p)
+/* Attention is fitted twice: the decodes alone (ops.attention_decode: many small
+ * calls, the bulk of a serving run's attention), then every other call with
+ * those fixed (ops.attention: prefills, and mixed steps' prefill parts). One
+ * roofline over both was ill-conditioned on an AMD EPYC: fits of equal quality
+ * priced --dummy small's 2-5-sequence decodes 25 % apart. */
+enum { ATTN_DECODES = 1, ATTN_REST = 2 };
+static int attn_sel; /* which points attn_loss sums */
+static double attn_dec_x[7]; /* the decode fit, while the rest is fitted */
+
+static bool attn_is_decode(const struct apt *p)
+{
+	return p->s.dec_tokens > 0 && p->s.dec_tokens == p->s.n_tokens;
+}
+
+/* x as op params in absolute units: the fit's profile has flops and mem_bw 1 */
+static struct allm_sim_op_params attn_params(const double *x)
+{
+	return (struct allm_sim_op_params){.launch = exp(x[3]), .compute = exp(x[0]), .half_rows = exp(x[1]),
+					   .bandwidth = exp(x[2]), .score_flops = exp(x[4]), .serial = 1,
+					   .cache_bytes = exp(x[5]), .far_bandwidth = exp(x[6])};
+}
+
+/* The simulator's own attention cost (sim-cost.c) at x (the decodes' parameters,
+ * or the rest's beside attn_dec_x), on a serial device as the CPU backend is:
+ * what is fitted is exactly what will be priced. */
+static double attn_pred(const double *x, const double *xdec, const struct apt *p)
 {
 	static struct allm_sim_profile prof; /* only attention's fields are read */
-	struct allm_sim_op_params *o = &prof.op[ALLM_OP_ATTENTION];
-	prof.flops[p->lay.dtype] = exp(x[0]);
-	prof.mem_bw = exp(x[2]);
-	*o = (struct allm_sim_op_params){.launch = exp(x[3]), .compute = 1, .half_rows = exp(x[1]),
-					 .bandwidth = 1, .score_flops = exp(x[4]), .serial = 1,
-					 .cache_bytes = exp(x[5]), .far_bandwidth = exp(x[6]) / exp(x[2])};
+	for (int d = 0; d < ALLM_DTYPE_COUNT; d++)
+		prof.flops[d] = 1;
+	prof.mem_bw = 1;
+	prof.op[ALLM_OP_ATTENTION] = attn_params(x);
+	prof.attn_decode = attn_params(xdec);
+	prof.has_attn_decode = true;
 	return allm_sim_cost_attention(&prof, &p->lay, p->heads, &p->s);
 }
 
 static double attn_loss(const double *x, void *user)
 {
 	struct fit *f = user;
-	double s = bounds_penalty(x, 7), w = 0;
+	double s = bounds_penalty(x, 7), w = 0, tmax = 0;
+	int n = 0;
+	for (int i = 0; i < f->na; i++)
+		if ((attn_sel == ATTN_DECODES) == attn_is_decode(&f->a[i]))
+			tmax = fmax(tmax, f->a[i].t);
 	/* relative errors weighted by sqrt(time): long calls are most of a run's
 	 * time, and short ones must not pull the fit off them */
 	for (int i = 0; i < f->na; i++) {
-		double e = log(attn_pred(x, &f->a[i]) / f->a[i].t), wi = sqrt(f->a[i].t / f->a[f->na - 1].t);
+		if ((attn_sel == ATTN_DECODES) != attn_is_decode(&f->a[i]))
+			continue;
+		const double *xdec = attn_sel == ATTN_DECODES ? x : attn_dec_x;
+		double e = log(attn_pred(x, xdec, &f->a[i]) / f->a[i].t), wi = sqrt(f->a[i].t / tmax);
 		s += wi * e * e;
 		w += wi;
+		n++;
 	}
-	return s / w * f->na;
+	return n ? s / w * n : s;
 }
 
 /* Fits the roofline form: x = log of (peak FLOP/s, half rows, bytes/s, launch s
@@ -133,7 +164,7 @@ static json_t *pnum(double v, const char *fmt, ...)
 
 struct fitted {
 	double F_g, h_g, B_g, L_g, loss_g; /* gemm roofline */
-	double F_a, h_a, B_a, L_a, sf_a, cache_a, Bfar_a, loss_a; /* attention */
+	double xa[7], xd[7], loss_a, loss_d; /* attention (log parameters: attn_params), its decodes */
 	double launch[ALLM_OP_COUNT], rate[ALLM_OP_COUNT], op_err[ALLM_OP_COUNT];
 	double copy_lat[2], copy_bw[2];
 	double disk_lat[2], disk_bw[2]; /* [0] write, [1] read */
@@ -144,27 +175,29 @@ struct fitted {
 static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t big_k, int64_t big_m)
 {
 	double xg[4] = {log(5e10), log(16), log(2e10), log(2e-6)};
-	double xa[7] = {0};
 	r->loss_g = fit_roofline(gemm_loss, f, xg, 4);
 	/* attention's seven parameters have local minima (a cache that is never
 	 * reached fits about as well as one that is): a start per cache size, from a
 	 * private L2 to an L3 slice, and the far side at an eighth of the near; the
-	 * best fit is kept */
-	r->loss_a = INFINITY;
-	for (int c = 0; c < 4; c++) {
-		double x[7] = {log(5e10), log(16), log(4e10), log(5e-7), log(16), log((double)(256 << 10) * (1 << (2 * c))),
-			       log(5e9)};
-		double loss = fit_roofline(attn_loss, f, x, 7);
-		if (loss < r->loss_a) {
-			r->loss_a = loss;
-			memcpy(xa, x, sizeof(xa));
+	 * best fit is kept; the decodes first, then the rest beside them */
+	for (int sel = ATTN_DECODES; sel <= ATTN_REST; sel++) {
+		double *xa = sel == ATTN_DECODES ? r->xd : r->xa, *loss = sel == ATTN_DECODES ? &r->loss_d : &r->loss_a;
+		attn_sel = sel;
+		*loss = INFINITY;
+		for (int c = 0; c < 4; c++) {
+			double x[7] = {log(5e10), log(16), log(4e10), log(5e-7), log(16),
+				       log((double)(256 << 10) * (1 << (2 * c))), log(5e9)};
+			double l = fit_roofline(attn_loss, f, x, 7);
+			if (l < *loss) {
+				*loss = l;
+				memcpy(xa, x, 7 * sizeof(double));
+			}
 		}
+		if (sel == ATTN_DECODES)
+			memcpy(attn_dec_x, r->xd, sizeof(attn_dec_x));
 	}
 	r->F_g = exp(xg[0]), r->h_g = exp(xg[1]), r->B_g = exp(xg[2]), r->L_g = exp(xg[3]);
-	r->F_a = exp(xa[0]), r->h_a = exp(xa[1]), r->B_a = exp(xa[2]), r->L_a = exp(xa[3]);
-	r->sf_a = exp(xa[4]);
-	r->cache_a = exp(xa[5]), r->Bfar_a = exp(xa[6]);
-	r->mem_bw = fmax(r->B_g, r->B_a);
+	r->mem_bw = fmax(r->B_g, fmax(exp(r->xa[2]), exp(r->xd[2])));
 	for (int op = 0; op < ALLM_OP_COUNT; op++) {
 		if (!f->sn[op])
 			continue;
@@ -192,7 +225,7 @@ static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t
 			r->disk_lat[d] = a;
 			r->disk_bw[d] = 1.0 / b;
 		}
-	r->flops[ALLM_DTYPE_F32] = fmax(r->F_g, r->F_a);
+	r->flops[ALLM_DTYPE_F32] = fmax(r->F_g, fmax(exp(r->xa[0]), exp(r->xd[0])));
 	double t32 = gemm_dtype_seconds(be, big_k, big_m, ALLM_DTYPE_F32, f->repeat);
 	for (int d = 1; d < ALLM_DTYPE_COUNT; d++)
 		r->flops[d] = r->flops[ALLM_DTYPE_F32] * t32 /
@@ -207,14 +240,12 @@ static const char *const op_names[ALLM_OP_COUNT] = {
 /* The attention timings with the fit's prediction beside each, for the record. */
 static json_t *attn_points(const struct fit *f, const struct fitted *r)
 {
-	double x[7] = {log(r->F_a), log(r->h_a), log(r->B_a), log(r->L_a), log(r->sf_a), log(r->cache_a),
-		       log(r->Bfar_a)};
 	json_t *a = json_array();
 	for (int i = 0; i < f->na; i++) {
 		const struct apt *p = &f->a[i];
 		json_array_append_new(a, json_pack("[I, f, f, i, i, i, f, f]", (json_int_t)p->s.n_tokens,
 						   p->s.sum_ctx, p->s.kv_reads, p->heads, p->lay.head_dim,
-						   p->lay.n_kv_heads, p->t, attn_pred(x, p)));
+						   p->lay.n_kv_heads, p->t, attn_pred(r->xa, r->xd, p)));
 	}
 	return a;
 }
@@ -255,15 +286,22 @@ static json_t *build_profile(struct fit *f, const struct fitted *r, const char *
 		"compute", pnum(r->F_g / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_g),
 		"half_rows", pnum(r->h_g, "%s: roofline fit", how),
 		"bandwidth", pnum(r->B_g / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_g)));
-	json_object_set_new(ops, "attention", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
-		"launch", pnum(r->L_a, "%s: roofline fit over %d attention timings (rms error %.1f %%)", how, f->na, rms_pct(r->loss_a, f->na)),
-		"compute", pnum(r->F_a / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, r->F_a),
-		"half_rows", pnum(r->h_a, "%s: roofline fit", how),
-		"bandwidth", pnum(r->B_a / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, r->B_a),
-		"score_flops", pnum(r->sf_a, "%s: roofline fit (softmax cost per score)", how),
-		"serial", pnum(1, "the CPU backend attends to a batch's sequences one after another: a mixed step's decodes and prefills cost apart"),
-		"cache_bytes", pnum(r->cache_a, "%s: roofline fit (a call's bytes up to here stream at bandwidth, as from a cache)", how),
-		"far_bandwidth", pnum(fmin(1, r->Bfar_a / r->mem_bw), "%s: %.3g bytes/s fitted past cache_bytes / memory_bandwidth", how, r->Bfar_a)));
+	for (int d = 0; d < 2; d++) {
+		const double *x = d ? r->xd : r->xa;
+		int n = 0;
+		for (int i = 0; i < f->na; i++)
+			n += attn_is_decode(&f->a[i]) == (d == 1);
+		json_object_set_new(ops, d ? "attention_decode" : "attention", json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+			"launch", pnum(exp(x[3]), "%s: roofline fit over %d %s timings (rms error %.1f %%)", how, n,
+				       d ? "decode-only attention" : "other attention", rms_pct(d ? r->loss_d : r->loss_a, n)),
+			"compute", pnum(exp(x[0]) / r->flops[0], "%s: %.3g FLOP/s fitted / flops.f32", how, exp(x[0])),
+			"half_rows", pnum(exp(x[1]), "%s: roofline fit", how),
+			"bandwidth", pnum(exp(x[2]) / r->mem_bw, "%s: %.3g bytes/s fitted / memory_bandwidth", how, exp(x[2])),
+			"score_flops", pnum(exp(x[4]), "%s: roofline fit (softmax cost per score)", how),
+			"serial", pnum(1, "the CPU backend attends to a batch's sequences one after another: a mixed step's decodes and prefills cost apart"),
+			"cache_bytes", pnum(exp(x[5]), "%s: roofline fit (a call's distinct K/V bytes past here stream at far_bandwidth, as from past a cache)", how),
+			"far_bandwidth", pnum(fmin(1, exp(x[6]) / r->mem_bw), "%s: %.3g bytes/s fitted past cache_bytes / memory_bandwidth", how, exp(x[6]))));
+	}
 
 	json_t *link = json_object();
 	static const char *const dirs[2] = {"d2h", "h2d"};

@@ -57,10 +57,10 @@ double allm_sim_cost_gemm(const struct allm_sim_profile *p, enum allm_dtype dt, 
  * (cache_bytes > 0) the distinct bytes past the cache stream at far_bandwidth,
  * every other byte (re-reads of a prefill's later query tiles included) at
  * bandwidth. */
-static double attn_roofline(const struct allm_sim_profile *p, const struct allm_kv_layout *lay,
-			    int32_t n_heads, double n, double sum_ctx, double kv_reads, double kv_unique)
+static double attn_roofline(const struct allm_sim_profile *p, const struct allm_sim_op_params *o,
+			    const struct allm_kv_layout *lay, int32_t n_heads, double n, double sum_ctx,
+			    double kv_reads, double kv_unique)
 {
-	const struct allm_sim_op_params *o = &p->op[ALLM_OP_ATTENTION];
 	double hd = lay->head_dim;
 	double kv_tok = 2.0 * lay->n_kv_heads * hd * (double)allm_dtype_size(lay->dtype);
 	double flops = (4.0 * hd + o->score_flops) * n_heads * sum_ctx;
@@ -77,18 +77,23 @@ double allm_sim_cost_attention(const struct allm_sim_profile *p, const struct al
 			       int32_t n_heads, const struct allm_sim_attn_shape *s)
 {
 	const struct allm_sim_op_params *o = &p->op[ALLM_OP_ATTENTION];
+	const struct allm_sim_op_params *od = p->has_attn_decode ? &p->attn_decode : o;
+	if (s->dec_tokens > 0 && s->dec_tokens == s->n_tokens) /* decodes only */
+		return od->launch + attn_roofline(p, od, lay, n_heads, (double)s->n_tokens, s->sum_ctx,
+						  s->kv_reads, s->kv_unique);
 	/* one after another, decodes (reading K/V per query) and prefills (a tile
 	 * sharing each read) do not hide each other's bound, as a GPU's concurrent
 	 * blocks do: measured on the CPU backend, one roofline over a mixed step
 	 * priced its attention 30-43 % under (allm-sim-fit --check --by-op) */
-	if (o->serial && s->dec_tokens > 0 && s->dec_tokens < s->n_tokens)
+	if (o->serial && s->dec_tokens > 0)
 		return o->launch +
-		       attn_roofline(p, lay, n_heads, (double)s->dec_tokens, s->dec_sum_ctx, s->dec_kv_reads,
+		       attn_roofline(p, od, lay, n_heads, (double)s->dec_tokens, s->dec_sum_ctx, s->dec_kv_reads,
 				     s->dec_kv_unique) +
-		       attn_roofline(p, lay, n_heads, (double)(s->n_tokens - s->dec_tokens),
+		       attn_roofline(p, o, lay, n_heads, (double)(s->n_tokens - s->dec_tokens),
 				     s->sum_ctx - s->dec_sum_ctx, s->kv_reads - s->dec_kv_reads,
 				     s->kv_unique - s->dec_kv_unique);
-	return o->launch + attn_roofline(p, lay, n_heads, (double)s->n_tokens, s->sum_ctx, s->kv_reads, s->kv_unique);
+	return o->launch + attn_roofline(p, o, lay, n_heads, (double)s->n_tokens, s->sum_ctx, s->kv_reads,
+					 s->kv_unique);
 }
 
 /* Adds a finished sequence of `run` new tokens up to context ctx to s. */

@@ -219,24 +219,25 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 		if (o && (json_object_get(o, "compute") || json_object_get(o, "half_rows")))
 			return bad(c, path, "%scompute/half_rows apply to gemm and attention only", "");
 	}
-	if (strcmp(name, "attention") && o &&
+	bool attn = !strncmp(name, "attention", 9);
+	if (!attn && o &&
 	    (json_object_get(o, "score_flops") || json_object_get(o, "serial") ||
 	     json_object_get(o, "cache_bytes") || json_object_get(o, "far_bandwidth")))
 		return bad(c, path, "%sscore_flops, serial, cache_bytes and far_bandwidth apply to attention only", "");
 	if (!needs_compute)
 		return 0;
-	if (!strcmp(name, "attention") &&
+	if (attn &&
 	    ((r = num(c, o, path, "score_flops", false, 0, 0, false, 1e6, &ret->score_flops)) ||
 	     (r = num(c, o, path, "serial", false, 0, 0, false, 1, &ret->serial))))
 		return r;
 	if (ret->serial != 0 && ret->serial != 1)
 		return bad(c, path, "%sserial is 0 (sequences at once) or 1 (one after another)", "");
-	if (!strcmp(name, "attention") &&
+	if (attn &&
 	    (r = num(c, o, path, "cache_bytes", false, 0, 0, false, 1e12, &ret->cache_bytes)))
 		return r;
 	if (ret->cache_bytes > 0 && !json_object_get(o, "far_bandwidth"))
 		return bad(c, path, "%sfar_bandwidth is needed with cache_bytes (where the rest streams from)", "");
-	if (!strcmp(name, "attention") &&
+	if (attn &&
 	    (r = num(c, o, path, "far_bandwidth", false, 0, 0, true, 1, &ret->far_bandwidth)))
 		return r;
 	if ((r = num(c, o, path, "compute", true, 0, 0, true, 1, &ret->compute)) ||
@@ -248,14 +249,15 @@ static int parse_op(struct pctx *c, json_t *ops, const char *name, const struct 
 static int parse_ops(struct pctx *c, json_t *root, struct allm_sim_profile *p)
 {
 	json_t *ops = json_object_get(root, "ops");
-	static const char *keys[ALLM_OP_COUNT + 2];
+	static const char *keys[ALLM_OP_COUNT + 3];
 	int r;
 	if (!json_is_object(ops))
 		return bad(c, "ops", "%smissing: per-op launch and efficiency", "");
 	keys[0] = "default";
 	for (int i = 0; i < ALLM_OP_COUNT; i++)
 		keys[i + 1] = op_names[i];
-	keys[ALLM_OP_COUNT + 1] = NULL;
+	keys[ALLM_OP_COUNT + 1] = "attention_decode";
+	keys[ALLM_OP_COUNT + 2] = NULL;
 	if ((r = only_keys(c, "ops", ops, keys)))
 		return r;
 	struct allm_sim_op_params def = {0};
@@ -271,6 +273,10 @@ static int parse_ops(struct pctx *c, json_t *root, struct allm_sim_profile *p)
 		if ((r = parse_op(c, ops, op_names[i], &def, i == ALLM_OP_GEMM || i == ALLM_OP_ATTENTION,
 				  &p->op[i])))
 			return r;
+	p->has_attn_decode = json_object_get(ops, "attention_decode") != NULL;
+	if (p->has_attn_decode &&
+	    (r = parse_op(c, ops, "attention_decode", &def, true, &p->attn_decode)))
+		return r;
 	return 0;
 }
 

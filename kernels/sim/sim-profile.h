@@ -67,6 +67,11 @@ struct allm_sim_profile {
 	bool has_disk; /* a disk model for the disk KV tier: */
 	double disk_bw[2], disk_latency[2]; /* [0] write, [1] read: bytes/s and s per transfer */
 	struct allm_sim_op_params op[ALLM_OP_COUNT];
+	/* ops.attention_decode (optional): attention's parameters for the decodes of
+	 * a batch (sequences with one new token), which a CPU thread runs as many
+	 * small calls that one roofline shared with long prefills prices badly */
+	bool has_attn_decode;
+	struct allm_sim_op_params attn_decode;
 	struct allm_sim_gemm_shape *gemm_shapes; /* measured shapes (may be NULL) */
 	int32_t n_gemm_shapes;
 };
