@@ -327,22 +327,32 @@ static struct allm_sim_profile *a800_serial(int serial)
 	return p;
 }
 
-/* A mixed step's attention: on a serial device its decodes and its prefill are
- * priced apart and added; at once (a GPU), one roofline over the batch, never
- * more than that sum. */
-static void test_serial_attention(void)
+enum { MIXED_D = 6, MIXED_P = 256 };
+
+/* A mixed step: 6 decodes at positions 700..705 (one sequence each), then a
+ * 256-token prefill; and its two parts as batches of their own. */
+static void mixed_shapes(struct allm_sim_attn_shape *mixed, struct allm_sim_attn_shape *dec,
+			 struct allm_sim_attn_shape *pre)
 {
-	/* 6 decodes at positions 700..705 (one sequence each), then a 256-token prefill */
-	enum { D = 6, P = 256 };
+	enum { D = MIXED_D, P = MIXED_P };
 	int32_t pos[D + P], seq[D + P];
 	for (int i = 0; i < D; i++)
 		pos[i] = 700 + i, seq[i] = i;
 	for (int i = 0; i < P; i++)
 		pos[D + i] = i, seq[D + i] = D;
+	allm_sim_attn_shape_from(pos, seq, D + P, mixed);
+	allm_sim_attn_shape_from(pos, seq, D, dec);
+	allm_sim_attn_shape_from(pos + D, seq + D, P, pre);
+}
+
+/* A mixed step's attention: on a serial device its decodes and its prefill are
+ * priced apart and added; at once (a GPU), one roofline over the batch, never
+ * more than that sum. */
+static void test_serial_attention(void)
+{
+	enum { D = MIXED_D };
 	struct allm_sim_attn_shape mixed, dec, pre;
-	allm_sim_attn_shape_from(pos, seq, D + P, &mixed);
-	allm_sim_attn_shape_from(pos, seq, D, &dec);
-	allm_sim_attn_shape_from(pos + D, seq + D, P, &pre);
+	mixed_shapes(&mixed, &dec, &pre);
 	CHECK(mixed.dec_tokens == D && dec.dec_tokens == D && pre.dec_tokens == 0 &&
 	      near(mixed.dec_sum_ctx, dec.sum_ctx) && near(mixed.dec_kv_reads, dec.kv_reads),
 	      "the decode part of the mixed shape is the decodes' shape (%lld tokens)", (long long)mixed.dec_tokens);
@@ -421,16 +431,8 @@ static void test_attention_decode(void)
 {
 	struct allm_kv_layout lay = {.n_layers = 40, .n_kv_heads = 40, .head_dim = 128, .block_size = 16,
 				     .dtype = ALLM_DTYPE_F16};
-	enum { D = 6, P = 256 };
-	int32_t pos[D + P], seq[D + P];
-	for (int i = 0; i < D; i++)
-		pos[i] = 700 + i, seq[i] = i;
-	for (int i = 0; i < P; i++)
-		pos[D + i] = i, seq[D + i] = D;
 	struct allm_sim_attn_shape mixed, dec, pre;
-	allm_sim_attn_shape_from(pos, seq, D + P, &mixed);
-	allm_sim_attn_shape_from(pos, seq, D, &dec);
-	allm_sim_attn_shape_from(pos + D, seq + D, P, &pre);
+	mixed_shapes(&mixed, &dec, &pre);
 	struct allm_sim_profile *p = a800_serial(1);
 	if (!p)
 		return;
