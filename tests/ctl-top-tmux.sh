@@ -116,20 +116,30 @@ sleep 0.3
 cap | grep -q 'cycle preemption' && fail "help did not close" || ok "any key closes the help"
 
 # --- resize ---------------------------------------------------------------------
+# Each size is polled for up to 5 s: on a loaded machine the redraw after a
+# resize can take longer than any fixed wait (a capture 0.5 s after going back to
+# 120x40 once still showed the 30x8 frame).
 for size in 80x24 200x50 30x8 120x40; do
 	tm resize-window -t top -x "${size%x*}" -y "${size#*x}"
-	sleep 0.5
-	c=$(cap)
-	rows=$(wc -l <<<"$c")
-	w=$(awk '{ if (length($0) > m) m = length($0) } END { print m }' <<<"$c")
+	for i in $(seq 50); do
+		sleep 0.1
+		c=$(cap)
+		rows=$(wc -l <<<"$c")
+		w=$(awk '{ if (length($0) > m) m = length($0) } END { print m }' <<<"$c")
+		miss=
+		if [ "$size" = 30x8 ]; then
+			grep -q 'allmctl top' <<<"$c" || miss=" 'allmctl top'"
+		else
+			for t in Queues 'KV blocks' Throughput Latency Preemptions 'Predictor error' Decisions Clients; do
+				grep -q -- "$t" <<<"$c" || miss="$miss '$t'"
+			done
+		fi
+		[ -z "$miss" ] && [ "$rows" -eq "${size#*x}" ] && break
+	done
 	if [ "$size" = 30x8 ]; then
-		grep -q 'allmctl top' <<<"$c" && ok "$size: still drawing" || fail "$size: $c"
+		[ -z "$miss" ] && [ "$rows" -eq 8 ] && ok "$size: still drawing" || fail "$size: ($rows rows) $c"
 		continue
 	fi
-	miss=
-	for t in Queues 'KV blocks' Throughput Latency Preemptions 'Predictor error' Decisions Clients; do
-		grep -q -- "$t" <<<"$c" || miss="$miss '$t'"
-	done
 	[ -z "$miss" ] && [ "$rows" -eq "${size#*x}" ] && ok "$size: every panel, $rows rows" ||
 		fail "$size: missing$miss ($rows rows, $w cols)"
 done
