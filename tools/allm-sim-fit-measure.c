@@ -26,7 +26,7 @@ static double thread_cpu_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* What timings read: the wall clock. --clock cpu (one backend thread) wants an
+/* Timings read the wall clock (allm_now). --clock cpu (one backend thread) wants an
  * op's cost without the time other processes took, but reading this thread's CPU
  * time around every op costs more than many ops do: on an AMD EPYC VM it is a
  * 0.5 us system call (the wall clock 22 ns), and even with each reading's cost
@@ -36,10 +36,9 @@ static double thread_cpu_now(void)
  * under --clock cpu the thread's CPU time is read around whole forwards only: a
  * forward whose wall time exceeds its CPU time (the thread was off the CPU) is
  * timed again, what the proxy recorded in it dropped. */
-static double (*const clk)(void) = allm_now;
 static bool guard_cpu;
 
-/* What one reading of clk costs, and how many the proxy took. Each timed op
+/* What one reading of the wall clock costs, and how many the proxy took. Each timed op
  * includes about one reading's cost, and a forward all of its ops' readings; so
  * both are taken off. */
 static double clk_cost;
@@ -48,16 +47,16 @@ static int64_t clk_calls;
 static double tick(void)
 {
 	clk_calls++;
-	return clk();
+	return allm_now();
 }
 
-void fit_use_cpu_clock(bool on)
+void fit_clock_init(bool guard)
 {
 	double d[201];
-	guard_cpu = on;
+	guard_cpu = guard;
 	for (int i = 0; i < 201; i++) {
-		double a = clk();
-		d[i] = clk() - a;
+		double a = allm_now();
+		d[i] = allm_now() - a;
 	}
 	clk_cost = allm_median(d, 201); /* a preemption in one pair does not count */
 }
@@ -317,13 +316,13 @@ int fit_forward(struct allm_runtime *rt, const struct fit_shape *sh, int reps, d
 		if (!rt->be->simulated)
 			v[r] = ALLM_MAX(0.0, v[r] - (double)(clk_calls - calls0) * clk_cost);
 		if (f && !rt->be->simulated) {
-			double t0 = clk();
+			double t0 = allm_now();
 			rt->be->iface->argmax(rt->be, picks, logits, n, V);
-			double t = clk() - t0 + last_download_s;
+			double t = allm_now() - t0 + last_download_s;
 			add_stream_to(f, ALLM_OP_ARGMAX, allm_sim_bytes_logits(n, V), t);
-			t0 = clk();
+			t0 = allm_now();
 			rt->be->iface->topk(rt->be, vals, picks, logits, n, V, 40);
-			add_stream_to(f, ALLM_OP_TOPK, allm_sim_bytes_logits(n, V), clk() - t0);
+			add_stream_to(f, ALLM_OP_TOPK, allm_sim_bytes_logits(n, V), allm_now() - t0);
 		}
 	}
 	double sum = 0;
@@ -436,9 +435,9 @@ double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dt
 		goto out;
 	be->iface->gemm(be, y, x, w, NULL, dt, 256, k, m);
 	for (int r = 0; r < reps; r++) {
-		double t0 = clk();
+		double t0 = allm_now();
 		be->iface->gemm(be, y, x, w, NULL, dt, 256, k, m);
-		v[r] = clk() - t0;
+		v[r] = allm_now() - t0;
 	}
 	t = allm_median(v, reps);
 out:

@@ -586,7 +586,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --clock cpu needs --threads 1 (other threads' time is not this thread's)\n");
 		return 2;
 	}
-	fit_use_cpu_clock(cpu_clock);
+	fit_clock_init(cpu_clock);
 	f.cpu_clock = cpu_clock;
 	if (!n) {
 		kinds[0] = "--model", names[0] = NULL, kinds[1] = "--dummy", names[1] = "small";

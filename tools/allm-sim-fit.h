@@ -83,9 +83,10 @@ struct fit_shape {
 	int32_t n_dec, ctx, n_pre, len;
 };
 
-/* --clock cpu: forwards the thread was not on the CPU for all of are timed again
- * (ops are timed on the wall clock either way; allm-sim-fit-measure.c says why). */
-void fit_use_cpu_clock(bool on);
+/* Measures what a wall-clock reading costs (taken off every timing); guard
+ * (--clock cpu): forwards the thread was not on the CPU for all through are timed
+ * again (allm-sim-fit-measure.c says why ops are never timed on the CPU clock). */
+void fit_clock_init(bool guard);
 /* What the proxy has recorded into f so far, and back to such a mark (f may be
  * NULL: nothing). */
 void fit_proxy_mark(const struct fit *f, int mark[4]);
