@@ -79,6 +79,7 @@ static double gemm_loss(const double *x, void *user)
  * priced --dummy small's 2-5-sequence decodes 25 % apart. */
 enum { ATTN_DECODES = 1, ATTN_REST = 2 };
 static int attn_sel; /* which points attn_loss sums */
+static double attn_tmax; /* the longest of them: the weights' scale */
 static double attn_dec_x[7]; /* the decode fit, while the rest is fitted */
 
 static bool attn_is_decode(const struct apt *p)
@@ -112,18 +113,15 @@ static double attn_pred(const double *x, const double *xdec, const struct apt *p
 static double attn_loss(const double *x, void *user)
 {
 	struct fit *f = user;
-	double s = bounds_penalty(x, 7), w = 0, tmax = 0;
+	double s = bounds_penalty(x, 7), w = 0;
 	int n = 0;
-	for (int i = 0; i < f->na; i++)
-		if ((attn_sel == ATTN_DECODES) == attn_is_decode(&f->a[i]))
-			tmax = fmax(tmax, f->a[i].t);
 	/* relative errors weighted by sqrt(time): long calls are most of a run's
 	 * time, and short ones must not pull the fit off them */
 	for (int i = 0; i < f->na; i++) {
 		if ((attn_sel == ATTN_DECODES) != attn_is_decode(&f->a[i]))
 			continue;
 		const double *xdec = attn_sel == ATTN_DECODES ? x : attn_dec_x;
-		double e = log(attn_pred(x, xdec, &f->a[i]) / f->a[i].t), wi = sqrt(f->a[i].t / tmax);
+		double e = log(attn_pred(x, xdec, &f->a[i]) / f->a[i].t), wi = sqrt(f->a[i].t / attn_tmax);
 		s += wi * e * e;
 		w += wi;
 		n++;
@@ -183,6 +181,10 @@ static void fit_all(struct fit *f, struct fitted *r, allm_backend_t *be, int64_t
 	for (int sel = ATTN_DECODES; sel <= ATTN_REST; sel++) {
 		double *xa = sel == ATTN_DECODES ? r->xd : r->xa, *loss = sel == ATTN_DECODES ? &r->loss_d : &r->loss_a;
 		attn_sel = sel;
+		attn_tmax = 0;
+		for (int i = 0; i < f->na; i++)
+			if ((sel == ATTN_DECODES) == attn_is_decode(&f->a[i]))
+				attn_tmax = fmax(attn_tmax, f->a[i].t);
 		*loss = INFINITY;
 		for (int c = 0; c < 4; c++) {
 			double x[7] = {log(5e10), log(16), log(4e10), log(5e-7), log(16),
