@@ -29,6 +29,16 @@ wait_for() {
 	done
 	return 1
 }
+# wait_gone PATTERN [TRIES of 0.1 s]: until a capture no longer matches (a redraw
+# on a loaded machine can take longer than any fixed sleep)
+wait_gone() {
+	local i
+	for i in $(seq "${2:-50}"); do
+		cap | grep -Eq -- "$1" || return 0
+		sleep 0.1
+	done
+	return 1
+}
 status_json() { "$CTL" --name top --timeout 2000 --json status 2>/dev/null; }
 policy() { status_json | grep -o "\"$1\": *\"[a-z]*\"" | head -n 1 | grep -o '"[a-z]*"$' | tr -d '"'; }
 
@@ -107,13 +117,11 @@ sleep 0.6
 p2=$(cap | sed 1d)
 [ "$p1" = "$p2" ] && ok "paused view is frozen" || fail "paused view changed"
 tm send-keys -t top Space
-sleep 0.5
-cap | grep -q PAUSED && fail "still PAUSED after the second space" || ok "space again resumes"
+wait_gone PAUSED && ok "space again resumes" || fail "still PAUSED after the second space"
 tm send-keys -t top '?'
 wait_for 'cycle preemption' 20 && ok "? shows the help" || fail "no help overlay"
 tm send-keys -t top x
-sleep 0.3
-cap | grep -q 'cycle preemption' && fail "help did not close" || ok "any key closes the help"
+wait_gone 'cycle preemption' && ok "any key closes the help" || fail "help did not close"
 
 # --- resize ---------------------------------------------------------------------
 # Each size is polled for up to 5 s: on a loaded machine the redraw after a
