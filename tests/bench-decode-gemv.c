@@ -1,0 +1,295 @@
+/* Description: the GEMVs of one batch-1 decode step of a Llama shape, alone: every
+ * layer's q, k, v, o, gate, up and down (each layer its own weights, so the chain
+ * streams from DRAM as a decode does) and the LM head, in the executor's order and
+ * through the same backend calls (gemm_multi for q/k/v and gate/up). It prints the
+ * chain's weight read rate, the ceiling of batch-1 decode on this machine: what a
+ * step spends beyond it goes to attention, norms, sampling and the pool (compare
+ * `allm-run --bench` at batch 1).
+ *
+ * Each step is followed by a plain read of the same weights on as many threads (a
+ * thread sums its half of each matrix, as bench-cpu-probe reads), so the chain is
+ * measured against the bandwidth of the same moment: on a shared host the read
+ * rate moves by half within seconds (33-57 GB/s on a 2-vCPU AMD EPYC), and
+ * `paired_ratio` (the median of chain rate / read rate over neighbouring pairs)
+ * stays put where the two medians alone do not.
+ *
+ * usage: bench-decode-gemv [-t threads] [-d f32|f16|bf16|int8] [-i ISA] [-s seconds]
+ *                          [-L layers] [-D hidden] [-F mlp] [-V vocab] [-n rows]
+ * Defaults: --dummy medium's shape (12 x 768, MLP 2048, vocab 32000), n = 1, 3 s,
+ * the backend's thread count (all cores). */
+#include "backend.h"
+#include "quant.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { M_Q, M_K, M_V, M_O, M_G, M_U, M_D, M_PER_LAYER };
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static float frand(void)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((int64_t)(rng_state >> 40) % 2001 - 1000) / 1000.0f * 0.05f;
+}
+
+/* An m x k matrix of dtype dt with small random values. */
+static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, size_t *bytes)
+{
+	size_t n = (size_t)(m * k);
+	float *f = malloc(n * sizeof(float));
+	*bytes = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(m, k) : n * allm_dtype_size(dt);
+	void *w = aligned_alloc(64, (*bytes + 63) & ~(size_t)63);
+	if (!f || !w) {
+		free(f);
+		free(w);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i] = frand();
+	if (dt == ALLM_DTYPE_Q8)
+		allm_q8_quantize_rows(w, k, 0, f, m);
+	else
+		allm_from_f32(w, f, dt, n);
+	free(f);
+	return w;
+}
+
+/* The plain read: threads sum their slice of every buffer, started and stopped by
+ * barriers; the main thread is reader 0. */
+struct reader {
+	void *const *bufs;
+	const size_t *lens;
+	int n_bufs, n_threads, id;
+	pthread_barrier_t *start, *stop;
+	volatile bool *quit;
+	uint64_t sink;
+};
+
+typedef uint64_t v8u64 __attribute__((vector_size(64)));
+
+static uint64_t read_slices(struct reader *r)
+{
+	v8u64 a = { 0 }, b = { 0 };
+	for (int i = 0; i < r->n_bufs; i++) {
+		size_t lines = r->lens[i] / 64;
+		size_t l0 = lines * (size_t)r->id / (size_t)r->n_threads;
+		size_t l1 = lines * (size_t)(r->id + 1) / (size_t)r->n_threads;
+		const v8u64 *p = (const v8u64 *)r->bufs[i];
+		size_t l = l0;
+		for (; l + 2 <= l1; l += 2)
+			a += p[l], b += p[l + 1];
+		if (l < l1)
+			a += p[l];
+	}
+	a += b;
+	uint64_t s = 0;
+	for (int j = 0; j < 8; j++)
+		s += a[j];
+	return s;
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	for (;;) {
+		pthread_barrier_wait(r->start);
+		if (*r->quit)
+			return NULL;
+		r->sink += read_slices(r);
+		pthread_barrier_wait(r->stop);
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	struct allm_backend_opts o = { 0 };
+	enum allm_dtype dt = ALLM_DTYPE_F32;
+	int64_t L = 12, D = 768, F = 2048, V = 32000, n = 1;
+	double min_s = 3.0;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "t:d:i:s:L:D:F:V:n:")) != -1) {
+		switch (opt) {
+		case 't': o.n_threads = atoi(optarg); break;
+		case 's': min_s = atof(optarg); break;
+		case 'L': L = atol(optarg); break;
+		case 'D': D = atol(optarg); break;
+		case 'F': F = atol(optarg); break;
+		case 'V': V = atol(optarg); break;
+		case 'n': n = atol(optarg); break;
+		case 'i':
+			if (allm_cpu_isa_parse(optarg, &o.cpu_isa) == 0)
+				break;
+			goto usage;
+		case 'd':
+			if (!strcmp(optarg, "int8")) {
+				dt = ALLM_DTYPE_Q8;
+				break;
+			}
+			if (allm_dtype_parse(optarg, &dt) == 0)
+				break;
+			/* fall through */
+		default:
+		usage:
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "
+					"[-s seconds] [-L layers] [-D hidden] [-F mlp] [-V vocab] "
+					"[-n rows]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (L <= 0 || D <= 0 || F <= 0 || V <= 0 || n <= 0 || n > 64)
+		goto usage;
+
+	allm_backend_t *be = NULL;
+	struct allm_err err = { { 0 } };
+	if (allm_backend_cpu_create(&o, &be, &err)) {
+		fprintf(stderr, "backend: %s\n", err.msg);
+		return 1;
+	}
+	const int64_t shape_k[M_PER_LAYER] = { D, D, D, D, D, D, F };
+	const int64_t shape_m[M_PER_LAYER] = { D, D, D, D, F, F, D };
+	void **w = calloc((size_t)(L * M_PER_LAYER), sizeof(void *)), *head;
+	size_t total = 0, b;
+	float *x = malloc((size_t)(n * ALLM_MAX(F, D)) * sizeof(float));
+	float *y[M_PER_LAYER], *logits = malloc((size_t)(n * V) * sizeof(float));
+	for (int i = 0; i < M_PER_LAYER; i++)
+		y[i] = malloc((size_t)(n * ALLM_MAX(F, D)) * sizeof(float));
+	if (!w || !x || !logits) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	fprintf(stderr, "bench-decode-gemv: making %lld layers of weights\n", (long long)L);
+	for (int64_t l = 0; l < L; l++)
+		for (int i = 0; i < M_PER_LAYER; i++) {
+			if (!(w[l * M_PER_LAYER + i] = make_w(dt, shape_m[i], shape_k[i], &b))) {
+				fprintf(stderr, "out of memory\n");
+				return 1;
+			}
+			total += b;
+		}
+	if (!(head = make_w(dt, V, D, &b))) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	total += b;
+	for (int64_t i = 0; i < n * ALLM_MAX(F, D); i++)
+		x[i] = frand() * 20.0f;
+
+	/* the readers, one per backend thread */
+	int n_threads = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int n_bufs = (int)(L * M_PER_LAYER) + 1;
+	void **bufs = calloc((size_t)n_bufs, sizeof(void *));
+	size_t *lens = calloc((size_t)n_bufs, sizeof(size_t));
+	struct reader *rd = calloc((size_t)n_threads, sizeof(*rd));
+	pthread_t *th = calloc((size_t)n_threads, sizeof(*th));
+	pthread_barrier_t start, stop;
+	volatile bool quit = false;
+	if (!bufs || !lens || !rd || !th) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	for (int64_t i = 0; i < L * M_PER_LAYER; i++) {
+		bufs[i] = w[i];
+		lens[i] = (size_t)(shape_m[i % M_PER_LAYER] * shape_k[i % M_PER_LAYER]);
+		lens[i] = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(shape_m[i % M_PER_LAYER],
+							     shape_k[i % M_PER_LAYER])
+					      : lens[i] * allm_dtype_size(dt);
+	}
+	bufs[n_bufs - 1] = head;
+	lens[n_bufs - 1] = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(V, D) : (size_t)(V * D) * allm_dtype_size(dt);
+	pthread_barrier_init(&start, NULL, (unsigned)n_threads);
+	pthread_barrier_init(&stop, NULL, (unsigned)n_threads);
+	for (int i = 0; i < n_threads; i++) {
+		rd[i] = (struct reader){ bufs, lens, n_bufs, n_threads, i, &start, &stop, &quit, 0 };
+		if (i && pthread_create(&th[i], NULL, reader_main, &rd[i])) {
+			fprintf(stderr, "pthread_create failed\n");
+			return 1;
+		}
+	}
+
+	/* step, read, step, read...: the executor's order and calls, then the plain read */
+	size_t cap = 4096, n_t = 0;
+	double *t = malloc(cap * sizeof(double)), *tr = malloc(cap * sizeof(double));
+	double *ratio = malloc(cap * sizeof(double)), t0 = allm_now();
+	int r = 0;
+	if (!t || !tr || !ratio) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	while (!r && n_t < cap && (allm_now() - t0 < min_s || n_t < 5)) {
+		double s0 = allm_now();
+		for (int64_t l = 0; l < L && !r; l++) {
+			void *const *lw = &w[l * M_PER_LAYER];
+			const void *qkv_w[3] = { lw[M_Q], lw[M_K], lw[M_V] }, *gu_w[2] = { lw[M_G], lw[M_U] };
+			const void *nob[3] = { NULL, NULL, NULL };
+			float *const qkv_y[3] = { y[M_Q], y[M_K], y[M_V] }, *const gu_y[2] = { y[M_G], y[M_U] };
+			const int64_t qkv_m[3] = { D, D, D }, gu_m[2] = { F, F };
+			r = be->iface->gemm_multi(be, 3, qkv_y, x, qkv_w, nob, dt, n, D, qkv_m);
+			if (!r)
+				r = be->iface->gemm(be, y[M_O], x, lw[M_O], NULL, dt, n, D, D);
+			if (!r)
+				r = be->iface->gemm_multi(be, 2, gu_y, x, gu_w, nob, dt, n, D, gu_m);
+			if (!r)
+				r = be->iface->gemm(be, y[M_D], x, lw[M_D], NULL, dt, n, F, D);
+		}
+		if (!r)
+			r = be->iface->gemm(be, logits, x, head, NULL, dt, n, D, V);
+		double s1 = allm_now();
+		pthread_barrier_wait(&start);
+		rd[0].sink += read_slices(&rd[0]);
+		pthread_barrier_wait(&stop);
+		double s2 = allm_now();
+		t[n_t] = s1 - s0, tr[n_t] = s2 - s1;
+		ratio[n_t] = tr[n_t] / t[n_t];
+		n_t++;
+	}
+	quit = true;
+	pthread_barrier_wait(&start);
+	for (int i = 1; i < n_threads; i++)
+		pthread_join(th[i], NULL);
+	if (r) {
+		fprintf(stderr, "gemm failed: %d\n", r);
+		return 1;
+	}
+	qsort(t, n_t, sizeof(double), cmp_double);
+	qsort(tr, n_t, sizeof(double), cmp_double);
+	qsort(ratio, n_t, sizeof(double), cmp_double);
+	printf("backend %s\n", be->iface->describe(be));
+	printf("weights %s\n", dt == ALLM_DTYPE_Q8 ? "int8" : allm_dtype_name(dt));
+	printf("rows %lld\n", (long long)n);
+	printf("bytes_per_step %zu\n", total);
+	printf("steps %zu\n", n_t);
+	printf("best_ms %.3f\n", t[0] * 1e3);
+	printf("median_ms %.3f\n", t[n_t / 2] * 1e3);
+	printf("best_gbs %.2f\n", total / t[0] * 1e-9);
+	printf("median_gbs %.2f\n", total / t[n_t / 2] * 1e-9);
+	printf("read_best_gbs %.2f\n", total / tr[0] * 1e-9);
+	printf("read_median_gbs %.2f\n", total / tr[n_t / 2] * 1e-9);
+	printf("paired_ratio %.3f\n", ratio[n_t / 2]);
+	printf("paired_ratio_p10_p90 %.3f %.3f\n", ratio[n_t / 10], ratio[n_t * 9 / 10]);
+	if (rd[0].sink == 42) /* keeps the reads */
+		fputc(' ', stderr);
+	free(t), free(tr), free(ratio), free(bufs), free(lens), free(rd), free(th);
+	pthread_barrier_destroy(&start);
+	pthread_barrier_destroy(&stop);
+	for (int64_t i = 0; i < L * M_PER_LAYER; i++)
+		free(w[i]);
+	free(w);
+	free(head);
+	free(x);
+	free(logits);
+	for (int i = 0; i < M_PER_LAYER; i++)
+		free(y[i]);
+	allm_backend_destroy(be);
+	return 0;
+}
