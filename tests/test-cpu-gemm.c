@@ -274,31 +274,33 @@ static void test_level_invariance(allm_backend_t **bes, int n_bes, enum allm_cpu
 }
 
 /* gemm_multi (matrices of the same x at once) gives each matrix gemm's own bits,
- * biases included, on both sides of the row count where the level switches path. */
+ * biases included, on both sides of the row count where the level switches path.
+ * The matrices are big enough for the pool at one row (decode runs them as one
+ * job, a thread's items crossing from one matrix into the next). */
 static void test_level_multi(allm_backend_t *be, enum allm_cpu_isa isa)
 {
-	static const int64_t ns[] = {1, 9, 16, 40};
-	static const int64_t ms[3] = {70, 32, 33};
+	static const int64_t ns[] = {1, 2, 9, 16, 40};
+	static const int64_t ms[3] = {700, 37, 330};
 	const int64_t k = 200; /* the outer-product path from 16 rows (cpu-gemm-avx512.c) */
 	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
 		for (size_t j = 0; j < ALLM_ARRAY_SIZE(ns); j++) {
 			enum allm_dtype dt = dts[di];
 			int64_t n = ns[j];
-			float *x = malloc((size_t)(n * k) * 4), *wf[3], *ys[3], *want[3], bias[70];
+			float *x = malloc((size_t)(n * k) * 4), *wf[3], *ys[3], *want[3], bias[700];
 			void *ws[3], *bs[3];
 			for (int64_t i = 0; i < n * k; i++)
 				x[i] = frand();
-			for (int i = 0; i < 70; i++)
+			for (int i = 0; i < 700; i++)
 				bias[i] = 0.5f * frand();
 			for (int i = 0; i < 3; i++) {
 				ws[i] = make_w(dt, ms[i], k, &wf[i]);
 				bs[i] = NULL;
 				if (i == 1) { /* one matrix with a bias, stored as the level takes it */
-					bs[i] = malloc(70 * 4);
+					bs[i] = malloc(700 * 4);
 					if (dt == ALLM_DTYPE_Q8)
-						memcpy(bs[i], bias, 70 * 4);
+						memcpy(bs[i], bias, 700 * 4);
 					else
-						allm_from_f32(bs[i], bias, dt, 70);
+						allm_from_f32(bs[i], bias, dt, 700);
 				}
 				ys[i] = malloc((size_t)(n * ms[i]) * 4);
 				want[i] = malloc((size_t)(n * ms[i]) * 4);

@@ -50,7 +50,18 @@ struct gemm_job {
 	int64_t cb; /* columns per item: C (direct) or a block of W that fits L2 */
 	int64_t kc; /* k chunk (k when it fits) */
 	struct cpu_pool *pool;
-	_Atomic int err; /* first failure of any thread */
+	_Atomic int *err; /* first failure of any thread (the set's) */
+};
+
+/* The matrices of one call (one, or up to GEMM_MULTI_MAX of the same activations)
+ * as one pool job: items [first[j], first[j + 1]) are matrix j's column blocks, so
+ * q, k and v (gate and up) cost one wake-up and one join instead of three (two),
+ * and a thread's run of items streams on from one matrix into the next. */
+struct gemm_set {
+	struct gemm_job mat[GEMM_MULTI_MAX];
+	int n_mats;
+	int64_t first[GEMM_MULTI_MAX + 1];
+	_Atomic int err;
 };
 
 /* Bytes of W per element of a row, as far as prefetching cares (int8: the quants). */
@@ -147,20 +158,38 @@ static void gemm_columns(const struct gemm_job *g, int64_t c0, int64_t ncols, in
 
 static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 {
-	struct gemm_job *g = arg;
+	struct gemm_set *set = arg;
+	const struct gemm_job *g = &set->mat[0]; /* the tiling is the same for all */
 	int64_t row_tiles = (g->n + g->R - 1) / g->R, col_tiles = (g->cb + g->C - 1) / g->C;
 	size_t part_bytes = g->kc < g->k ? (size_t)(row_tiles * col_tiles) * g->R * g->C *
 						   GEMM_PART_BYTES
 					 : 0;
 	size_t conv_bytes = g->blocked && g->kern->w_to_f32
 				    ? (size_t)g->cb * gemm_conv_ld(g->kc) * sizeof(float) : 0;
-	char *scratch = cpu_pool_scratch_or_fail(g->pool, tid, part_bytes + conv_bytes + 64, &g->err);
+	char *scratch = cpu_pool_scratch_or_fail(g->pool, tid, part_bytes + conv_bytes + 64, &set->err);
 	if (!scratch)
 		return;
+	int j = 0;
+	while (set->first[j + 1] <= begin)
+		j++;
+	if (!g->blocked) {
+		/* the first tile's rows, which nothing prefetched (the tiles ask for
+		 * the rows of the tile after them) */
+		g = &set->mat[j];
+		int64_t c0 = (begin - set->first[j]) * g->cb;
+		const char *w0 = (const char *)g->w + (size_t)c0 * g->w_stride;
+		size_t len = (size_t)ALLM_MIN((int64_t)g->C, g->m - c0) * g->w_stride;
+		for (size_t o = 0; o < len; o += 64)
+			__builtin_prefetch(w0 + o, 0, 2);
+	}
 	for (int64_t it = begin; it < end; it++) {
-		int64_t c0 = it * g->cb;
-		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), it + 1 < end ? c0 + g->cb : -1,
-			     scratch, (float *)(scratch + part_bytes));
+		while (set->first[j + 1] <= it)
+			j++;
+		g = &set->mat[j];
+		int64_t c0 = (it - set->first[j]) * g->cb;
+		bool next = it + 1 < end && it + 1 < set->first[j + 1];
+		gemm_columns(g, c0, ALLM_MIN(g->cb, g->m - c0), next ? c0 + g->cb : -1, scratch,
+			     (float *)(scratch + part_bytes));
 	}
 }
 
@@ -268,28 +297,42 @@ static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_d
 	}
 }
 
-static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *w,
-		       const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m)
+/* Whether the level's whole-call driver takes n rows of k (else the tile path). */
+static bool takes_whole(const struct gemm_kern *kn, int64_t n, int64_t k)
+{
+	return kn->whole && n >= kn->whole_min_rows && k >= kn->whole_min_k;
+}
+
+/* n_mats GEMMs of the same x (cpu_fast_gemm_fuses() said yes when n_mats > 1). */
+static int gemm_locked(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,
+		       const void *const *ws, const void *const *biases, enum allm_dtype dt,
+		       int64_t n, int64_t k, const int64_t *ms)
 {
 	const struct gemm_kern *kn = kern_for(c->level, dt);
 	if (!kn)
 		return -EINVAL;
-	bool inline_run = (double)n * (double)k * (double)m < GEMM_INLINE_MACS;
-	const float *b;
-	if (biases_f32(c, 1, &bias, dt, &m, &b))
+	double macs = 0;
+	for (int i = 0; i < n_mats; i++)
+		macs += (double)n * (double)k * (double)ms[i];
+	bool inline_run = macs < GEMM_INLINE_MACS;
+	const float *b[GEMM_MULTI_MAX];
+	if (biases_f32(c, n_mats, biases, dt, ms, b))
 		return -ENOMEM;
-	if (kn->whole && n >= kn->whole_min_rows && k >= kn->whole_min_k) {
+	if (takes_whole(kn, n, k)) {
 		void *xbuf = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
 		if (!xbuf)
 			return -ENOMEM;
-		return kn->whole(c->pool, inline_run, xbuf, y, x, w, b, n, k, m);
+		if (n_mats == 1)
+			return kn->whole(c->pool, inline_run, xbuf, ys[0], x, ws[0], b[0], n, k, ms[0]);
+		return kn->whole_multi(c->pool, inline_run, xbuf, n_mats, ys, x, ws, b, n, k, ms);
 	}
+	struct gemm_set set = { .n_mats = n_mats };
 	struct gemm_job g = {
-		.kern = kn, .y = y, .x = x, .x_stride = (size_t)k * sizeof(float), .w = w,
-		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k, .m = m,
+		.kern = kn, .x = x, .x_stride = (size_t)k * sizeof(float),
+		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k,
 		.R = kn->max_rows, .C = kn->max_cols,
 		.blocked = n > (kn->direct_rows ? kn->direct_rows : GEMM_DIRECT_ROWS),
-		.cb = kn->max_cols, .kc = k, .pool = c->pool,
+		.cb = kn->max_cols, .kc = k, .pool = c->pool, .err = &set.err,
 	};
 	if (n <= 2 && kn->decode_cols) /* decode: more rows of W streaming at once */
 		g.C = kn->decode_cols, g.cb = kn->decode_cols;
@@ -299,7 +342,6 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		int64_t cb = GEMM_W_BLOCK_BYTES / (g.kc * (int64_t)sizeof(float)) / g.C * g.C;
 		g.cb = ALLM_MAX((int64_t)g.C, ALLM_MIN(cb, 16 * (int64_t)g.C));
 	}
-	g.bias = b;
 	if (kn->x_prep) {
 		struct prep_job p = { kn, NULL, kn->x_row_bytes(k), x, k };
 		p.dst = ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, (size_t)n * p.stride);
@@ -309,8 +351,14 @@ static int gemm_locked(struct cpu_ctx *c, float *y, const float *x, const void *
 		g.x = p.dst;
 		g.x_stride = p.stride;
 	}
-	gemm_run_items(c->pool, inline_run, (m + g.cb - 1) / g.cb, gemm_worker, &g);
-	return atomic_load(&g.err);
+	for (int i = 0; i < n_mats; i++) {
+		set.mat[i] = g;
+		set.mat[i].y = ys[i], set.mat[i].w = ws[i], set.mat[i].bias = b[i];
+		set.mat[i].m = ms[i];
+		set.first[i + 1] = set.first[i] + (ms[i] + g.cb - 1) / g.cb;
+	}
+	gemm_run_items(c->pool, inline_run, set.first[n_mats], gemm_worker, &set);
+	return atomic_load(&set.err);
 }
 
 int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
@@ -323,7 +371,7 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		return 0;
 	}
 	pthread_mutex_lock(&c->gemm_mu); /* the shared preparation buffers */
-	int r = gemm_locked(c, y, x, w, bias, dt, n, k, m);
+	int r = gemm_locked(c, 1, &y, x, &w, &bias, dt, n, k, &m);
 	pthread_mutex_unlock(&c->gemm_mu);
 	return r;
 }
@@ -333,8 +381,9 @@ bool cpu_fast_gemm_fuses(struct cpu_ctx *c, int n_mats, enum allm_dtype dt, int6
 			 const int64_t *ms)
 {
 	const struct gemm_kern *kn = kern_for(c->level, dt);
-	if (!kn || !kn->whole_multi || n < kn->whole_min_rows || k < kn->whole_min_k || k <= 0 ||
-	    n_mats < 1 || n_mats > GEMM_MULTI_MAX)
+	if (!kn || k <= 0 || n <= 0 || n_mats < 1 || n_mats > GEMM_MULTI_MAX)
+		return false;
+	if (takes_whole(kn, n, k) ? !kn->whole_multi : !kn->tile)
 		return false;
 	for (int i = 0; i < n_mats; i++)
 		if (ms[i] <= 0)
@@ -349,19 +398,8 @@ int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const f
 			const void *const *ws, const void *const *biases, enum allm_dtype dt,
 			int64_t n, int64_t k, const int64_t *ms)
 {
-	const struct gemm_kern *kn = kern_for(c->level, dt);
-	double macs = 0;
-	for (int i = 0; i < n_mats; i++)
-		macs += (double)n * (double)k * (double)ms[i];
-	const float *b[GEMM_MULTI_MAX];
 	pthread_mutex_lock(&c->gemm_mu);
-	int r = biases_f32(c, n_mats, biases, dt, ms, b);
-	void *xbuf = r ? NULL : ctx_buf(&c->xbuf_raw, &c->xbuf, &c->xbuf_cap, kn->whole_x_bytes(n, k));
-	if (!r && !xbuf)
-		r = -ENOMEM;
-	if (!r)
-		r = kn->whole_multi(c->pool, macs < GEMM_INLINE_MACS, xbuf, n_mats, ys, x, ws, b, n, k,
-				    ms);
+	int r = gemm_locked(c, n_mats, ys, x, ws, biases, dt, n, k, ms);
 	pthread_mutex_unlock(&c->gemm_mu);
 	return r;
 }
