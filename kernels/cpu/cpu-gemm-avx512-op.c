@@ -298,11 +298,11 @@ static T5 void op_worker(void *arg, int tid, int64_t begin, int64_t end)
 		for (int p = 0; p < np; p++)
 			op_pack_w(wp + p * panel, j, mt, c0 + p * OP_OUT);
 		/* the next item's rows (contiguous in W) come from DRAM while this one
-		 * computes, a line every few steps of the tiles; after a run's last item,
-		 * the item the thread likely claims next: the threads take runs in turn,
-		 * so its next run starts (threads - 1) runs on */
+		 * computes, a line every few steps of the tiles; after a chunk's last
+		 * item too: a thread's next chunk is the one after it in its home range
+		 * (cpu-threads.c), unless that range is done */
 		struct op_ahead ahead = { .next = NULL, .end = NULL, .mask = 0 };
-		int64_t next = it + 1 < end ? it + 1 : end + (j->threads - 1) * (end - begin);
+		int64_t next = it + 1;
 		if (next < j->items) {
 			int64_t g2;
 			const struct op_mat *m2 = op_item(j, next, &g2);
