@@ -10,6 +10,10 @@
 #            of every matrix and of attention)
 #   batched  total tok/s of N x (128 prompt + 128 generated) through the scheduler,
 #            N = 1, 8, 32 (f32), and N = 8, 32 with int8 weights
+#   gemv     the GEMVs of a batch-1 decode step alone (build/tests/bench-decode-gemv),
+#            each step followed by a plain read of the same bytes: their rate, and the
+#            median of the per-step ratio, which a shared host's bandwidth swings
+#            (33-57 GB/s within seconds on a 2-vCPU AMD EPYC) leave in place
 # Every number is the best of REPS runs, the limits too (the machine is shared: the
 # best run is the one least disturbed), with the spread of the runs; runs of the two
 # builds alternate, so both see the same noise.
@@ -69,6 +73,13 @@ for rep in $(seq "$REPS"); do
       run "bench-$dt" "$b" --dtype "$dt" --bench --max-tokens "$DECODE"
     done
     run "bench-int8" "$b" --quant int8 --bench --max-tokens "$DECODE"
+    # the step's GEMVs alone against a plain read of the same bytes, step by step
+    if [ -x "$b/tests/bench-decode-gemv" ]; then
+      for dt in f32 f16 bf16 int8; do
+        echo "gemv-$dt build=$b $("$b/tests/bench-decode-gemv" -t "$THREADS" -d "$dt" -s 2 2>/dev/null |
+          tr ' \n' '= ')" >>"$TMP/results"
+      done
+    fi
   done
 done
 for b in "${builds[@]}"; do
@@ -121,6 +132,12 @@ for line in open(tmp + "/results"):
         runs.setdefault(("decode-" + tag[6:], b), None)
         runs.setdefault((tag, b), None)
         continue
+    if tag.startswith("gemv"):
+        kv = dict(x.split("=", 1) for x in f[2:] if "=" in x)
+        if "paired_ratio" in kv:
+            runs.setdefault((tag, b), []).append(
+                (float(kv["paired_ratio"]), float(kv["median_gbs"]), float(kv["read_median_gbs"])))
+        continue
     if tag.startswith("bench"):
         m = re.search(r"prefill \d+ tokens in [\d.]+ ms = ([\d.]+) tok/s \| decode \d+ tokens in [\d.]+ ms = ([\d.]+) tok/s \| (.*)$", line.strip())
         runs.setdefault(("prefill-" + tag[6:], b), []).append(float(m.group(1)))
@@ -165,5 +182,20 @@ for key, n, dt in [("batch", 1, "f32"), ("batch", 8, "f32"), ("batch", 32, "f32"
     out.append(f"| {n} x (128 + 128), {dt}, total tok/s | " + " | ".join(cells) + " | |")
 out.append("")
 out.append("best of the runs (fraction of the limit) [lowest-highest run]")
+out.append("")
+out.append("decode GEMVs alone (bench-decode-gemv), each step against a plain read of the same")
+out.append("bytes: median per-step ratio, lowest-highest of the runs (chain GB/s / read GB/s, medians)")
+for dt in ("f32", "f16", "bf16", "int8"):
+    cells = []
+    for b in builds:
+        v = runs.get(("gemv-" + dt, b))
+        if not v:
+            cells.append("-")
+            continue
+        v = sorted(v)
+        r = v[len(v) // 2]
+        cells.append(f"{100 * r[0]:.0f} % [{100 * v[0][0]:.0f}-{100 * v[-1][0]:.0f}] ({r[1]:.1f} / {r[2]:.1f})")
+    out.append(f"  {dt}: " + " | ".join(
+        f"{'before' if before and b == before else 'after'} {c}" for b, c in zip(builds, cells)))
 print("\n".join(out))
 PY

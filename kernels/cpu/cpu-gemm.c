@@ -324,8 +324,12 @@ static int gemm_locked(struct cpu_ctx *c, int n_mats, float *const *ys, const fl
 			return -ENOMEM;
 		if (n_mats == 1)
 			return kn->whole(c->pool, inline_run, xbuf, ys[0], x, ws[0], b[0], n, k, ms[0]);
+		if (!kn->whole_multi) /* cpu_fast_gemm_fuses() said no */
+			return -EINVAL;
 		return kn->whole_multi(c->pool, inline_run, xbuf, n_mats, ys, x, ws, b, n, k, ms);
 	}
+	if (!kn->tile)
+		return -EINVAL;
 	struct gemm_set set = { .n_mats = n_mats };
 	struct gemm_job g = {
 		.kern = kn, .x = x, .x_stride = (size_t)k * sizeof(float),
