@@ -36,7 +36,8 @@ static void count_fn(void *arg, int tid, int64_t begin, int64_t end)
 	atomic_fetch_add(&j->by_tid[tid], (int)(end - begin));
 }
 
-/* Each item exactly once, over many back-to-back jobs of assorted sizes. */
+/* Each item exactly once, over many back-to-back jobs of assorted sizes and
+ * chunkings. */
 static void test_exactly_once(void)
 {
 	static const int64_t sizes[] = { 1, 2, 3, 7, 8, 9, 64, 1000, 100003 };
@@ -52,7 +53,12 @@ static void test_exactly_once(void)
 				_Atomic int *seen = calloc((size_t)n, sizeof(*seen));
 				_Atomic int by_tid[4] = { 0 };
 				struct count_job j = { seen, by_tid };
-				cpu_pool_run_tid(p, n, count_fn, &j);
+				/* the default chunking, and one to many chunks per thread */
+				static const int cpt[] = { 1, 16, 1 << 20 };
+				if (rep % 4 == 0)
+					cpu_pool_run_tid(p, n, count_fn, &j);
+				else
+					cpu_pool_run_chunks(p, n, cpt[rep % 4 - 1], count_fn, &j);
 				int64_t bad = 0, sum = 0;
 				for (int64_t i = 0; i < n; i++)
 					bad += seen[i] != 1;

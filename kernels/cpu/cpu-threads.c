@@ -278,6 +278,12 @@ static void wait_done(struct cpu_pool *p, int64_t n_chunks)
 void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
 		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
 {
+	cpu_pool_run_chunks(p, n_items, POOL_CHUNKS_PER_THREAD, fn, arg);
+}
+
+void cpu_pool_run_chunks(struct cpu_pool *p, int64_t n_items, int chunks_per_thread,
+			 void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg)
+{
 	if (n_items <= 0)
 		return;
 	if (!p || p->n_threads == 1 || n_items < 2) {
@@ -289,7 +295,9 @@ void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
 		return;
 	}
 	pthread_mutex_lock(&p->run_mu);
-	int64_t n_chunks = ALLM_MIN(n_items, (int64_t)p->n_threads * POOL_CHUNKS_PER_THREAD);
+	chunks_per_thread = ALLM_MAX(1, chunks_per_thread);
+	int64_t n_chunks = ALLM_MIN(ALLM_MIN(n_items, (int64_t)p->n_threads * chunks_per_thread),
+				    0xffff);
 	uint32_t gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
 	p->fn = fn;
 	p->arg = arg;

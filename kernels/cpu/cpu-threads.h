@@ -44,6 +44,12 @@ void cpu_pool_run(struct cpu_pool *p, int64_t n_items,
 void cpu_pool_run_tid(struct cpu_pool *p, int64_t n_items,
 		      void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg);
 
+/* Same, with chunks_per_thread chunks per thread instead of the default 4 (at
+ * most 65535 chunks in all): finer chunks leave less for one thread to finish
+ * alone at the end of a job, at the cost of more claims. */
+void cpu_pool_run_chunks(struct cpu_pool *p, int64_t n_items, int chunks_per_thread,
+			 void (*fn)(void *arg, int tid, int64_t begin, int64_t end), void *arg);
+
 /* A per-thread scratch buffer of at least `bytes` bytes, 64-byte aligned, grown on
  * demand and kept until cpu_pool_destroy() (contents not preserved when it grows).
  * Only thread `tid` may call it, inside a job (or outside any job for tid 0 when no
