@@ -18,6 +18,7 @@
  * Defaults: --dummy medium's shape (12 x 768, MLP 2048, vocab 32000), n = 1, 3 s,
  * the backend's thread count (all cores). */
 #include "backend.h"
+#include "bench-opts.h"
 #include "quant.h"
 
 #include <pthread.h>
@@ -132,11 +133,7 @@ int main(int argc, char **argv)
 				break;
 			goto usage;
 		case 'd':
-			if (!strcmp(optarg, "int8")) {
-				dt = ALLM_DTYPE_Q8;
-				break;
-			}
-			if (allm_dtype_parse(optarg, &dt) == 0)
+			if (bench_dtype_parse(optarg, &dt) == 0)
 				break;
 			/* fall through */
 		default:

@@ -8,6 +8,7 @@
  * Each number is the fastest call seen in -s seconds (default 1); the reference is
  * timed on one call (it takes seconds on big shapes). */
 #include "backend.h"
+#include "bench-opts.h"
 #include "quant.h"
 
 #include <cblas.h>
@@ -78,11 +79,7 @@ int main(int argc, char **argv)
 				break;
 			goto usage;
 		case 'd':
-			if (!strcmp(optarg, "int8")) {
-				dt = ALLM_DTYPE_Q8;
-				break;
-			}
-			if (allm_dtype_parse(optarg, &dt) == 0)
+			if (bench_dtype_parse(optarg, &dt) == 0)
 				break;
 			/* fall through */
 		default:
