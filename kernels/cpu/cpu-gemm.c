@@ -57,7 +57,6 @@ struct gemm_job {
 	int64_t cb; /* columns per item: C (direct) or a block of W that fits L2 */
 	int64_t kc; /* k chunk (k when it fits) */
 	struct cpu_pool *pool;
-	_Atomic int *err; /* first failure of any thread (the set's) */
 };
 
 /* The matrices of one call (one, or up to GEMM_MULTI_MAX of the same activations)
@@ -68,7 +67,7 @@ struct gemm_set {
 	struct gemm_job mat[GEMM_MULTI_MAX];
 	int n_mats;
 	int64_t first[GEMM_MULTI_MAX + 1];
-	_Atomic int err;
+	_Atomic int err; /* first failure of any thread */
 };
 
 /* Bytes of W per element of a row, as far as prefetching cares (int8: the quants). */
@@ -343,7 +342,7 @@ static int gemm_locked(struct cpu_ctx *c, int n_mats, float *const *ys, const fl
 		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k,
 		.R = kn->max_rows, .C = kn->max_cols,
 		.blocked = n > (kn->direct_rows ? kn->direct_rows : GEMM_DIRECT_ROWS),
-		.cb = kn->max_cols, .kc = k, .pool = c->pool, .err = &set.err,
+		.cb = kn->max_cols, .kc = k, .pool = c->pool,
 	};
 	if (n <= 2 && kn->decode_cols) /* decode: more rows of W streaming at once */
 		g.C = kn->decode_cols, g.cb = kn->decode_cols;
