@@ -155,59 +155,46 @@ int main(int argc, char **argv)
 	}
 	const int64_t shape_k[M_PER_LAYER] = { D, D, D, D, D, D, F };
 	const int64_t shape_m[M_PER_LAYER] = { D, D, D, D, F, F, D };
-	void **w = calloc((size_t)(L * M_PER_LAYER), sizeof(void *)), *head;
-	size_t total = 0, b;
+	/* every layer's matrices, then the LM head; their bytes, for the plain read */
+	int n_bufs = (int)(L * M_PER_LAYER) + 1;
+	void **w = calloc((size_t)n_bufs, sizeof(void *)), *head;
+	size_t *lens = calloc((size_t)n_bufs, sizeof(size_t)), total = 0;
 	float *x = malloc((size_t)(n * ALLM_MAX(F, D)) * sizeof(float));
 	float *y[M_PER_LAYER], *logits = malloc((size_t)(n * V) * sizeof(float));
 	for (int i = 0; i < M_PER_LAYER; i++)
 		y[i] = malloc((size_t)(n * ALLM_MAX(F, D)) * sizeof(float));
-	if (!w || !x || !logits) {
+	if (!w || !lens || !x || !logits) {
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
 	fprintf(stderr, "bench-decode-gemv: making %lld layers of weights\n", (long long)L);
-	for (int64_t l = 0; l < L; l++)
-		for (int i = 0; i < M_PER_LAYER; i++) {
-			if (!(w[l * M_PER_LAYER + i] = make_w(dt, shape_m[i], shape_k[i], &b))) {
-				fprintf(stderr, "out of memory\n");
-				return 1;
-			}
-			total += b;
+	for (int i = 0; i < n_bufs; i++) {
+		bool is_head = i == n_bufs - 1;
+		int64_t m = is_head ? V : shape_m[i % M_PER_LAYER], k = is_head ? D : shape_k[i % M_PER_LAYER];
+		if (!(w[i] = make_w(dt, m, k, &lens[i]))) {
+			fprintf(stderr, "out of memory\n");
+			return 1;
 		}
-	if (!(head = make_w(dt, V, D, &b))) {
-		fprintf(stderr, "out of memory\n");
-		return 1;
+		total += lens[i];
 	}
-	total += b;
+	head = w[n_bufs - 1];
 	for (int64_t i = 0; i < n * ALLM_MAX(F, D); i++)
 		x[i] = frand() * 20.0f;
 
 	/* the readers, one per backend thread */
 	int n_threads = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	int n_bufs = (int)(L * M_PER_LAYER) + 1;
-	void **bufs = calloc((size_t)n_bufs, sizeof(void *));
-	size_t *lens = calloc((size_t)n_bufs, sizeof(size_t));
 	struct reader *rd = calloc((size_t)n_threads, sizeof(*rd));
 	pthread_t *th = calloc((size_t)n_threads, sizeof(*th));
 	pthread_barrier_t start, stop;
 	volatile bool quit = false;
-	if (!bufs || !lens || !rd || !th) {
+	if (!rd || !th) {
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
-	for (int64_t i = 0; i < L * M_PER_LAYER; i++) {
-		bufs[i] = w[i];
-		lens[i] = (size_t)(shape_m[i % M_PER_LAYER] * shape_k[i % M_PER_LAYER]);
-		lens[i] = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(shape_m[i % M_PER_LAYER],
-							     shape_k[i % M_PER_LAYER])
-					      : lens[i] * allm_dtype_size(dt);
-	}
-	bufs[n_bufs - 1] = head;
-	lens[n_bufs - 1] = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(V, D) : (size_t)(V * D) * allm_dtype_size(dt);
 	pthread_barrier_init(&start, NULL, (unsigned)n_threads);
 	pthread_barrier_init(&stop, NULL, (unsigned)n_threads);
 	for (int i = 0; i < n_threads; i++) {
-		rd[i] = (struct reader){ bufs, lens, n_bufs, n_threads, i, &start, &stop, &quit, 0 };
+		rd[i] = (struct reader){ w, lens, n_bufs, n_threads, i, &start, &stop, &quit, 0 };
 		if (i && pthread_create(&th[i], NULL, reader_main, &rd[i])) {
 			fprintf(stderr, "pthread_create failed\n");
 			return 1;
@@ -276,13 +263,12 @@ int main(int argc, char **argv)
 	printf("paired_ratio_p10_p90 %.3f %.3f\n", ratio[n_t / 10], ratio[n_t * 9 / 10]);
 	if (rd[0].sink == 42) /* keeps the reads */
 		fputc(' ', stderr);
-	free(t), free(tr), free(ratio), free(bufs), free(lens), free(rd), free(th);
+	free(t), free(tr), free(ratio), free(lens), free(rd), free(th);
 	pthread_barrier_destroy(&start);
 	pthread_barrier_destroy(&stop);
-	for (int64_t i = 0; i < L * M_PER_LAYER; i++)
+	for (int i = 0; i < n_bufs; i++)
 		free(w[i]);
 	free(w);
-	free(head);
 	free(x);
 	free(logits);
 	for (int i = 0; i < M_PER_LAYER; i++)

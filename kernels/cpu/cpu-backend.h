@@ -108,8 +108,10 @@ int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 /* Starts the threads and picks the GEMM level (isa: AUTO or one this CPU has). */
 int cpu_fast_init(struct cpu_ctx *c, enum allm_cpu_isa isa, struct allm_err *err);
 void cpu_fast_fini(struct cpu_ctx *c);
-/* Whether cpu_fast_gemm_multi takes these matrices together (the level has a
- * driver for several, and they are big enough for it); else one GEMM each. */
+/* Whether cpu_fast_gemm_multi takes these matrices together: always on the tile
+ * path (few rows, or a level without a whole-call driver), and where the
+ * whole-call driver runs, if the level has one for several matrices; else the
+ * caller runs one GEMM each. */
 bool cpu_fast_gemm_fuses(struct cpu_ctx *c, int n_mats, enum allm_dtype dt, int64_t n, int64_t k,
 			 const int64_t *ms);
 int cpu_fast_gemm_multi(struct cpu_ctx *c, int n_mats, float *const *ys, const float *x,

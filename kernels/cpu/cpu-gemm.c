@@ -179,8 +179,10 @@ static void gemm_worker(void *arg, int tid, int64_t begin, int64_t end)
 	while (set->first[j + 1] <= begin)
 		j++;
 	if (!g->blocked) {
-		/* the first tile's rows, which nothing prefetched (the tiles ask for
-		 * the rows of the tile after them) */
+		/* the first tile's rows: the tiles ask only for the rows of the tile
+		 * after them. A chunk that goes on from the thread's previous one has
+		 * them on the way already; asking again measured no slower (skipping
+		 * it 1-2 % slower, within noise), so every chunk asks */
 		g = &set->mat[j];
 		int64_t c0 = (begin - set->first[j]) * g->cb;
 		const char *w0 = (const char *)g->w + (size_t)c0 * g->w_stride;
