@@ -1,4 +1,4 @@
-/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, min_tokens' mask, and parameter validation. */
+/* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, the full-row sort's order (ties by id) past ALLM_TOPK_MAX, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, min_tokens' mask, and parameter validation. */
 #include "sampler.h"
 
 #include <math.h>
@@ -171,6 +171,53 @@ static void test_top_k(void)
 		double want = exp(l[i]) / z, got = (double)count[i] / N;
 		CHECK(fabs(got - want) < 0.02, "top_k: id %d frequency %.4f, want %.4f", i, got, want);
 	}
+	free(out);
+}
+
+/* top_k past ALLM_TOPK_MAX sorts the whole row (the full-row path): by descending
+ * probability, equal ones by ascending id. 40000 logits in 64 classes of equal
+ * values, the cut inside the second class: only its lowest ids may be drawn. */
+static void test_full_row_order(void)
+{
+	enum { V = 40000, N = 4000, K = 1000, CLASSES = 64 };
+	float *l = malloc(V * sizeof(float));
+	int32_t *out = malloc(N * sizeof(int32_t));
+	uint64_t h = 7;
+	int32_t n_top = 0;
+	for (int i = 0; i < V; i++) {
+		h = h * 6364136223846793005ull + 1442695040888963407ull;
+		int c = (int)((h >> 33) % CLASSES);
+		l[i] = -0.125f * (float)c; /* a class's exp() apart from the next one's */
+		n_top += c == 0;
+	}
+	CHECK(n_top < K, "class 0 holds %d ids: the cut must fall in class 1", n_top);
+	/* the ids K - n_top first of class 1 are kept, the rest of it is not */
+	int32_t last_kept = -1, left = K - n_top, n_class1 = 0;
+	for (int i = 0; i < V; i++)
+		if (l[i] == -0.125f && n_class1++ < left)
+			last_kept = i;
+	CHECK(n_class1 > left, "class 1 holds only %d ids", n_class1);
+	struct allm_sampling p;
+	sampling(&p, 1.0f, K, 1.0f, 21);
+	draw(l, V, &p, N, out);
+	int outside = 0, boundary = 0;
+	for (int i = 0; i < N; i++) {
+		float v = l[out[i]];
+		outside += v < -0.125f || (v == -0.125f && out[i] > last_kept);
+		boundary += v == -0.125f;
+	}
+	CHECK(outside == 0, "top_k=%d drew %d of %d outside the %d first ids by (probability, id)", K,
+	      outside, N, K);
+	CHECK(boundary > N / 10, "the kept part of class 1 drawn only %d of %d times", boundary, N);
+	/* top_p alone takes the same order: a nucleus of 30 % of the mass ends inside
+	 * class 2 (classes 0-2 hold about 31 %) and never reaches class 3 */
+	sampling(&p, 1.0f, 0, 0.3f, 22);
+	draw(l, V, &p, N, out);
+	int deep = 0;
+	for (int i = 0; i < N; i++)
+		deep += l[out[i]] < -0.25f;
+	CHECK(deep == 0, "top_p=0.3 drew %d of %d from below the third class", deep, N);
+	free(l);
 	free(out);
 }
 
@@ -482,6 +529,7 @@ int main(void)
 	test_seeds();
 	test_top_k_one_and_tiny_top_p();
 	test_top_k();
+	test_full_row_order();
 	test_top_p();
 	test_temperature_freqs();
 	test_validate();

@@ -55,6 +55,7 @@ struct allm_sampler {
 	int32_t vocab;
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */
+	uint32_t *sort_buf; /* [3 * vocab] the radix sort's, made at the first top-p/top-k row */
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
 	float *raw; /* [vocab] the row before penalties and bias, with logprobs and either */
 	struct allm_token_bias *bias; /* p.bias's own copy (p.bias points here) */
