@@ -47,6 +47,44 @@ static void test_greedy_ties(void)
 	allm_sampler_fini(&s);
 }
 
+/* allm_argmax against the scan it stands for (from index 0, move on a strict >):
+ * rows of every length to 100 with ties, NaNs, infinities and both zeros, the
+ * maximum anywhere (in the 16-wide body or the tail). */
+static int32_t scan_argmax(const float *l, int32_t n)
+{
+	int32_t best = 0;
+	for (int32_t i = 1; i < n; i++)
+		if (l[i] > l[best])
+			best = i;
+	return best;
+}
+
+static void test_argmax_edges(void)
+{
+	static const float pick[] = { 0.0f, -0.0f, 1.0f, -1.0f, 2.0f, INFINITY, -INFINITY, NAN, 2.0f, 1.0f };
+	uint64_t h = 99;
+	for (int32_t n = 1; n <= 100; n++)
+		for (int round = 0; round < 40; round++) {
+			float l[100];
+			for (int32_t i = 0; i < n; i++) {
+				h = h * 6364136223846793005ull + 1442695040888963407ull;
+				/* rounds by 10: mostly small values, then NaNs and infinities mixed in */
+				l[i] = pick[(h >> 33) % (round < 10 ? 5 : round < 20 ? 8 : 10)];
+			}
+			int32_t want = scan_argmax(l, n), got = allm_argmax(l, n);
+			CHECK(got == want, "argmax of a row of %d (round %d): %d, the scan gives %d", n, round,
+			      got, want);
+		}
+	float z[3] = { -0.0f, 0.0f, -1.0f };
+	CHECK(allm_argmax(z, 3) == 0, "-0 then +0: %d, want 0 (equal under >)", allm_argmax(z, 3));
+	/* a NaN after the maximum in the same lane of the 16-wide pass */
+	float lane[33] = { 0 };
+	lane[1] = 7.0f, lane[17] = NAN;
+	CHECK(allm_argmax(lane, 33) == 1, "a NaN 16 after the maximum: %d, want 1", allm_argmax(lane, 33));
+	float nan0[20] = { NAN, 5.0f };
+	CHECK(allm_argmax(nan0, 20) == 0, "a NaN at 0 stays: %d", allm_argmax(nan0, 20));
+}
+
 static void test_temperature_zero_is_greedy(void)
 {
 	enum { V = 300 };
@@ -525,6 +563,7 @@ int main(void)
 {
 	size_t mem0 = allm_mem_in_use();
 	test_greedy_ties();
+	test_argmax_edges();
 	test_temperature_zero_is_greedy();
 	test_seeds();
 	test_top_k_one_and_tiny_top_p();

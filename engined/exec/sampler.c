@@ -6,6 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define SUM_CK 64 /* terms between the checkpoints of a draw's running sum */
 
 void allm_sampling_default(struct allm_sampling *p)
 {
@@ -88,7 +93,8 @@ int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int
 	if (p->temperature > 0.0f) {
 		s->probs = allm_malloc((size_t)vocab * sizeof(float));
 		s->idx = allm_malloc((size_t)vocab * sizeof(int32_t));
-		if (!s->probs || !s->idx) {
+		s->ck = allm_malloc(((size_t)vocab / SUM_CK + 2) * sizeof(double));
+		if (!s->probs || !s->idx || !s->ck) {
 			allm_sampler_fini(s);
 			return -ENOMEM;
 		}
@@ -152,6 +158,7 @@ void allm_sampler_fini(struct allm_sampler *s)
 	allm_free(s->probs);
 	allm_free(s->idx);
 	allm_free(s->sort_buf);
+	allm_free(s->ck);
 	allm_free(s->count);
 	allm_free(s->raw);
 	allm_free(s->bias);
@@ -161,6 +168,7 @@ void allm_sampler_fini(struct allm_sampler *s)
 	s->probs = NULL;
 	s->idx = NULL;
 	s->sort_buf = NULL;
+	s->ck = NULL;
 	s->count = NULL;
 	s->raw = NULL;
 }
@@ -203,13 +211,44 @@ void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t 
 	}
 }
 
+/* A scan from index 0 that moves on a strict > (the lowest id wins a tie, a NaN
+ * never wins, a NaN at 0 stays), as two passes: the maximum of the values that are
+ * not NaN, 16 at a time (maxps keeps its second operand where the first is NaN),
+ * then the first index holding it (-0 and +0 alike, as > has them). The scan's
+ * compare-and-reload chain cost 26 us a 32k row: every greedy token. */
 int32_t allm_argmax(const float *logits, int32_t n)
 {
-	int32_t best = 0;
-	for (int32_t i = 1; i < n; i++)
-		if (logits[i] > logits[best]) /* strict: the lowest id wins a tie */
-			best = i;
-	return best;
+	if (n <= 1 || isnan(logits[0]))
+		return 0;
+	float m = logits[0];
+	int32_t i = 1;
+#ifdef __SSE2__
+	__m128 a[4] = { _mm_set1_ps(-INFINITY), _mm_set1_ps(-INFINITY), _mm_set1_ps(-INFINITY),
+			_mm_set1_ps(-INFINITY) };
+	for (; i + 16 <= n; i += 16)
+		for (int k = 0; k < 4; k++)
+			a[k] = _mm_max_ps(_mm_loadu_ps(logits + i + 4 * k), a[k]);
+	float lane[4];
+	_mm_storeu_ps(lane, _mm_max_ps(_mm_max_ps(a[0], a[1]), _mm_max_ps(a[2], a[3])));
+	for (int k = 0; k < 4; k++)
+		if (lane[k] > m)
+			m = lane[k];
+#endif
+	for (; i < n; i++)
+		if (logits[i] > m)
+			m = logits[i];
+	int32_t j = 0;
+#ifdef __SSE2__
+	const __m128 mv = _mm_set1_ps(m);
+	for (; j + 4 <= n; j += 4) {
+		int eq = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(logits + j), mv));
+		if (eq)
+			return j + __builtin_ctz((unsigned)eq);
+	}
+#endif
+	while (!(logits[j] == m)) /* m is one of the values */
+		j++;
+	return j;
 }
 
 static const float *sort_probs;
@@ -309,6 +348,8 @@ int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, cons
  * qsort's call per comparison made top_p over a 32k row cost 3.4 ms a token
  * (--dummy medium, int8, decode 250 -> 134 tok/s). A row holding a NaN or a
  * negative (not a softmax: a NaN logit) keeps qsort, as does a failed allocation. */
+#define RADIX_BITS 11 /* 3 passes: measured faster than 4 of 8 bits over 32k ids */
+#define RADIX_MASK ((1u << RADIX_BITS) - 1)
 static void sort_by_prob(struct allm_sampler *s, int32_t n)
 {
 	const float *p = s->probs;
@@ -332,19 +373,19 @@ static void sort_by_prob(struct allm_sampler *s, int32_t n)
 		qsort(ids, (size_t)n, sizeof(int32_t), by_prob_desc);
 		return;
 	}
-	for (int shift = 0; shift < 32; shift += 11) {
-		uint32_t at[2048] = { 0 };
+	for (int shift = 0; shift < 32; shift += RADIX_BITS) {
+		uint32_t at[1u << RADIX_BITS] = { 0 };
 		for (int32_t i = 0; i < n; i++)
-			at[(key[i] >> shift) & 2047]++;
-		if (at[(key[0] >> shift) & 2047] == (uint32_t)n)
+			at[(key[i] >> shift) & RADIX_MASK]++;
+		if (at[(key[0] >> shift) & RADIX_MASK] == (uint32_t)n)
 			continue; /* one digit for all: the pass would copy */
-		for (uint32_t d = 0, sum = 0; d < 2048; d++) {
+		for (uint32_t d = 0, sum = 0; d <= RADIX_MASK; d++) {
 			uint32_t c = at[d];
 			at[d] = sum;
 			sum += c;
 		}
 		for (int32_t i = 0; i < n; i++) {
-			uint32_t j = at[(key[i] >> shift) & 2047]++;
+			uint32_t j = at[(key[i] >> shift) & RADIX_MASK]++;
 			key2[j] = key[i];
 			ids2[j] = ids[i];
 		}
@@ -355,6 +396,58 @@ static void sort_by_prob(struct allm_sampler *s, int32_t n)
 	}
 	if (ids != s->idx)
 		memcpy(s->idx, ids, (size_t)n * sizeof(int32_t));
+}
+
+/* Term i of a draw's running sum: probability i of the row, or the i-th of ord. */
+static inline double term(const float *p, const int32_t *ord, int32_t i)
+{
+	return p[ord ? ord[i] : i];
+}
+
+/* The running sum of terms [0, n) in order, the whole of it returned and ck[b] =
+ * the sum before term b * SUM_CK (b = 0 .. ceil(n / SUM_CK)). Any prefix rebuilt
+ * from a checkpoint makes the additions of one loop from 0 in the same order, so
+ * it is that loop's double bit for bit: a draw's mass, its top-p cut, its total
+ * and its pick cost one pass over the row instead of one each. */
+static double running_sum(const float *p, const int32_t *ord, int32_t n, double *ck)
+{
+	double sum = 0.0;
+	int32_t b = 0;
+	for (int32_t i0 = 0; i0 < n; i0 += SUM_CK) {
+		ck[b++] = sum;
+		for (int32_t i = i0, e = ALLM_MIN(i0 + SUM_CK, n); i < e; i++)
+			sum += term(p, ord, i);
+	}
+	ck[b] = sum;
+	return sum;
+}
+
+/* The running sum of terms [0, m), m no further than running_sum's n. */
+static double prefix_sum(const float *p, const int32_t *ord, int32_t m, const double *ck)
+{
+	double sum = ck[m / SUM_CK];
+	for (int32_t i = m / SUM_CK * SUM_CK; i < m; i++)
+		sum += term(p, ord, i);
+	return sum;
+}
+
+/* The first i < n whose running sum through term i is >= target (ge) or > target,
+ * else n. Terms are >= 0, so the sums only grow: the block is the first whose
+ * checkpoint after it gets there (a block cut at n may get there only past n). */
+static int32_t first_reaching(const float *p, const int32_t *ord, int32_t n, const double *ck,
+			      double target, bool ge)
+{
+	for (int32_t b = 0; b * SUM_CK < n; b++) {
+		if (!(ge ? ck[b + 1] >= target : ck[b + 1] > target))
+			continue;
+		double cum = ck[b];
+		for (int32_t i = b * SUM_CK, e = ALLM_MIN((b + 1) * SUM_CK, n); i < e; i++) {
+			cum += term(p, ord, i);
+			if (ge ? cum >= target : cum > target)
+				return i;
+		}
+	}
+	return n;
 }
 
 int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
@@ -382,34 +475,26 @@ int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 		s->probs[i] = (float)(s->probs[i] / sum);
 
 	int32_t n = V;
-	bool truncate = (s->p.top_k > 0 && s->p.top_k < V) || s->p.top_p < 1.0f;
-	if (truncate) {
+	const int32_t *ord = NULL; /* the order of the draw: ids, or by descending probability */
+	if ((s->p.top_k > 0 && s->p.top_k < V) || s->p.top_p < 1.0f) {
 		sort_by_prob(s, V);
+		ord = s->idx;
 		if (s->p.top_k > 0 && s->p.top_k < n)
 			n = s->p.top_k;
-		if (s->p.top_p < 1.0f) {
-			/* smallest prefix whose mass reaches top_p (at least one token) */
-			double cum = 0.0, mass = 0.0;
-			for (int32_t i = 0; i < n; i++)
-				mass += s->probs[s->idx[i]];
-			for (int32_t i = 0; i < n; i++) {
-				cum += s->probs[s->idx[i]];
-				if (cum >= s->p.top_p * mass) {
-					n = i + 1;
-					break;
-				}
-			}
+	}
+	double total = running_sum(s->probs, ord, n, s->ck);
+	if (s->p.top_p < 1.0f) {
+		/* smallest prefix whose mass reaches top_p (at least one token) */
+		int32_t i = first_reaching(s->probs, ord, n, s->ck, s->p.top_p * total, true);
+		if (i < n) {
+			n = i + 1;
+			total = prefix_sum(s->probs, ord, n, s->ck);
 		}
 	}
-	double total = 0.0;
-	for (int32_t i = 0; i < n; i++)
-		total += s->probs[truncate ? s->idx[i] : i];
-	double r = allm_rng_unit(&s->rng) * total, cum = 0.0;
-	for (int32_t i = 0; i < n; i++) {
-		int32_t id = truncate ? s->idx[i] : i;
-		cum += s->probs[id];
-		if (r < cum)
-			return id;
-	}
-	return truncate ? s->idx[n - 1] : n - 1; /* rounding left r at the very end */
+	/* the first token whose running sum passes r */
+	double r = allm_rng_unit(&s->rng) * total;
+	int32_t i = first_reaching(s->probs, ord, n, s->ck, r, false);
+	if (i == n)
+		i = n - 1; /* rounding left r at the very end */
+	return ord ? ord[i] : i;
 }

@@ -56,6 +56,7 @@ struct allm_sampler {
 	float *probs; /* [vocab] scratch */
 	int32_t *idx; /* [vocab] scratch */
 	uint32_t *sort_buf; /* [3 * vocab] the radix sort's, made at the first top-p/top-k row */
+	double *ck; /* [vocab / 64 + 2] checkpoints of the running sum of a draw */
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
 	float *raw; /* [vocab] the row before penalties and bias, with logprobs and either */
 	struct allm_token_bias *bias; /* p.bias's own copy (p.bias points here) */
