@@ -89,6 +89,18 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 			     const int32_t *block_table, float scale, float *scores, int32_t stride,
 			     bool wide, const int32_t *q_kv_head);
+/* A token alone (a decode: context ctx) over KV heads [kh0, kh1), `group` query
+ * heads each (q and out: the token's rows of all query heads), on an AVX-512 level:
+ * each query gets the bits of cpu_attention_one_simd alone; a block of positions is
+ * read for all those heads at once, the next block's rows prefetched in address
+ * order (one head at a time reads a few hundred bytes of every K/V row). `scores`
+ * holds (kh1 - kh0) x group x ctx floats. Returns false (nothing done) where it does
+ * not apply: a head size not a multiple of 16, more than 16 KV heads or more than
+ * CPU_ATT_TILE_Q queries per head, or no x86 SIMD in this build (the caller checks
+ * that the CPU has AVX-512). */
+bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const void *kv_pool,
+			      const struct allm_kv_layout *lay, int32_t layer, int32_t kh0, int32_t kh1,
+			      int32_t group, const int32_t *block_table, float scale, float *scores);
 /* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* cpu_ref_kv_write bit for bit, 16-bit pools converted 8 values at a time. */

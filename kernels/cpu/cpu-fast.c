@@ -23,6 +23,8 @@ struct attn_job {
 	const struct allm_attn_meta *meta;
 	struct cpu_pool *pool;
 	bool wide; /* an AVX-512 level: cpu_attention_tile_simd's outputs 16 dims wide */
+	int32_t heads; /* > 0: a token alone takes this many KV heads at once
+			* (cpu_attention_heads_simd), its first item doing them */
 	void (*one)(float *out_row, const float *q_row, const void *kv_pool,
 		    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
 		    const int32_t *block_table, int32_t ctx_len, float scale, float *scores);
@@ -90,6 +92,26 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 			continue; /* inside a tile its first token does */
 		if (mixed && kvh)
 			continue; /* the token's KV head 0 item does all its heads */
+		if (!mixed && a->heads && alone(meta, t0, per_tile)) {
+			if (kvh % a->heads)
+				continue; /* the group's first item does it */
+			int32_t kh1 = ALLM_MIN(kvh + a->heads, n_kv), ctx0 = meta->tok_pos[t0] + 1;
+			size_t row = (size_t)t0 * (size_t)a->n_heads * (size_t)hd;
+			float *sc = cpu_pool_scratch_or_fail(
+				a->pool, tid, (size_t)(kh1 - kvh) * (size_t)a->group * (size_t)ctx0 * 4, &a->err);
+			if (!sc)
+				return;
+			if (!cpu_attention_heads_simd(a->out + row, a->q + row, ctx0, a->kv_pool, a->lay,
+						      a->layer, kvh, kh1, a->group,
+						      meta->block_tables + (size_t)meta->tok_seq[t0] *
+									   meta->max_blocks_per_seq,
+						      a->scale, sc)) {
+				/* cannot happen (cpu_fast_attention checked the shape) */
+				cpu_pool_fail(&a->err, -EINVAL);
+				return;
+			}
+			continue;
+		}
 		if (mixed) {
 			for (int32_t h = 0; h < a->n_heads; h++, n_q++) {
 				size_t row = ((size_t)t0 * a->n_heads + (size_t)h) * hd;
@@ -139,6 +161,15 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
 							      : cpu_attention_one_simd,
 	};
+	/* a decode's heads in groups (cpu_attention_heads_simd): at least one group
+	 * per thread, at most 16 heads in one */
+	if (a.wide && lay->head_dim % 16 == 0 && a.group <= CPU_ATT_TILE_Q) {
+		int32_t per_token = (int32_t)ALLM_MIN(
+			(int64_t)lay->n_kv_heads,
+			ALLM_MAX((int64_t)1, ((int64_t)cpu_pool_size(c->pool) + meta->n_tokens - 1) /
+						     meta->n_tokens));
+		a.heads = ALLM_MIN((lay->n_kv_heads + per_token - 1) / per_token, 16);
+	}
 	if (c->level->isa != ALLM_CPU_ISA_PORTABLE && lay->head_dim % 8 == 0 &&
 	    a.group <= CPU_ATT_TILE_Q)
 		cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * lay->n_kv_heads, attn_tile_worker, &a);

@@ -590,6 +590,30 @@ static T5 void pv_block_512_bf16(PV512_ARGS)
 	pv_block_512(ALLM_DTYPE_BF16, o, w, stride, ctx, n_q, kv, vc, pb, hd);
 }
 
+/* Scores to softmax weights, each query as attend(): the exps, the sums, then the
+ * weights each times its query's 1 / sum (in place: the same products the fma
+ * chains of the outputs took one by one); the output rows zeroed for those chains. */
+INL T2 void att_weights(float *scores, int32_t stride, const int32_t *ctx, int32_t n_q,
+			const __m256 *mxv, float *const *out_rows, int32_t hd)
+{
+	float sum[CPU_ATT_TILE_Q];
+	for (int32_t j = 0; j < n_q; j++)
+		exp_row(scores + (size_t)j * stride, ctx[j], max8(mxv[j]));
+#define SUM(nj) sum_group(nj, scores + (size_t)j0 * stride, stride, ctx + j0, sum + j0)
+	CHAIN_GROUPS(n_q, SUM)
+#undef SUM
+	for (int32_t j = 0; j < n_q; j++) {
+		const float inv = 1.0f / sum[j];
+		float *sc = scores + (size_t)j * stride;
+		int32_t p = 0;
+		for (; p + 8 <= ctx[j]; p += 8)
+			_mm256_storeu_ps(sc + p, _mm256_mul_ps(_mm256_loadu_ps(sc + p), _mm256_set1_ps(inv)));
+		for (; p < ctx[j]; p++)
+			sc[p] *= inv;
+		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
+	}
+}
+
 INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			const float *const *q_rows, const int32_t *ctx, int32_t n_q,
 			const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
@@ -597,7 +621,6 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 			int32_t stride, bool wide, const size_t *off)
 {
 	const int32_t hd = lay->head_dim;
-	float sum[CPU_ATT_TILE_Q];
 	__m256 mxv[CPU_ATT_TILE_Q];
 	int32_t max_ctx = 0;
 	for (int32_t j = 0; j < n_q; j++) {
@@ -636,24 +659,7 @@ INL T2 void attend_tile(const enum allm_dtype dt, float *const *out_rows,
 				  end, scale, off ? off[j] : 0);
 		}
 	}
-	/* softmax weights, each query as attend() */
-	for (int32_t j = 0; j < n_q; j++)
-		exp_row(scores + (size_t)j * stride, ctx[j], max8(mxv[j]));
-#define SUM(nj) sum_group(nj, scores + (size_t)j0 * stride, stride, ctx + j0, sum + j0)
-	CHAIN_GROUPS(n_q, SUM)
-#undef SUM
-	/* the weights, each times its query's 1 / sum (in place: the same products the
-	 * fma chains below took one by one) */
-	for (int32_t j = 0; j < n_q; j++) {
-		const float inv = 1.0f / sum[j];
-		float *sc = scores + (size_t)j * stride;
-		int32_t p = 0;
-		for (; p + 8 <= ctx[j]; p += 8)
-			_mm256_storeu_ps(sc + p, _mm256_mul_ps(_mm256_loadu_ps(sc + p), _mm256_set1_ps(inv)));
-		for (; p < ctx[j]; p++)
-			sc[p] *= inv;
-		memset(out_rows[j], 0, (size_t)hd * sizeof(float));
-	}
+	att_weights(scores, stride, ctx, n_q, mxv, out_rows, hd);
 	/* out: each query's fma chain over positions, continued block after block */
 	for (int32_t pb = 0; pb < max_ctx; pb += ATT_POS) {
 		if (hd == 8) {
@@ -706,6 +712,134 @@ static T2 void attend_tile_f16(TILE_ARGS)
 static T2 void attend_tile_bf16(TILE_ARGS)
 {
 	attend_tile(ALLM_DTYPE_BF16, o, q, ctx, n_q, kv, l, layer, h, bt, s, sc, stride, wide, off);
+}
+
+/* --- a token alone over several KV heads (AVX-512 levels) -------------------------
+ * One KV head's K (V) rows are a whole row apart (n_kv_heads x head_dim elements),
+ * so a head at a time reads 256 bytes of every 3 KiB (f32, --dummy medium): the
+ * hardware's prefetchers fetch neighbours that the other heads read later, and the
+ * DRAM stream breaks at every row; a decode's attention read its K/V at about 21
+ * GB/s where a plain read gets 33. Here a block of ATT_POS positions is done for
+ * all of the token's heads [kh0, kh1) in turn (the block's rows stay in L2 between
+ * heads), while the rows of the next block, all of those heads' bytes, are asked
+ * for into L2 in address order, a share after each head's block. Each head's
+ * arithmetic is attend_tile's, in the same order: the same bits. */
+
+/* The rows [0, end) of one kind, the bytes of heads [kh0, kh1) in each, prefetched
+ * into L2 a few lines at a time in address order. */
+struct rows_ahead {
+	struct kv_cursor c; /* at row p, head kh0 */
+	const char *pool, *row; /* row: the current row's first line, NULL before it */
+	size_t eb, lines, line; /* bytes per element; lines per row; next line */
+	int32_t p, end;
+};
+
+INL void rows_ahead_init(struct rows_ahead *a, const struct allm_kv_layout *lay, const int32_t *bt,
+			 int32_t layer, int kind, int32_t kh0, int32_t kh1, const void *pool,
+			 size_t eb, int32_t end)
+{
+	a->c = kv_cursor_make(lay, bt, layer, kind, kh0, 0);
+	a->pool = pool, a->row = NULL, a->eb = eb, a->line = 0, a->p = 0, a->end = end;
+	/* a row's bytes may start inside a line: one line more covers their end */
+	a->lines = ((size_t)(kh1 - kh0) * (size_t)lay->head_dim * eb + 63) / 64 + 1;
+}
+
+INL void rows_ahead_step(struct rows_ahead *a, int64_t lines)
+{
+	for (; lines > 0 && a->p < a->end; lines--) {
+		if (!a->row)
+			a->row = (const char *)((uintptr_t)(a->pool + kv_cursor_row(&a->c) * a->eb) &
+						~(uintptr_t)63);
+		_mm_prefetch(a->row + a->line * 64, _MM_HINT_T1);
+		if (++a->line == a->lines)
+			a->line = 0, a->row = NULL, a->p++;
+	}
+}
+
+#define HEADS_MAX 16 /* KV heads of one call (cpu_attention_heads_simd) */
+
+INL T5 void attend_heads(const enum allm_dtype dt, float *out, const float *q, int32_t ctx,
+			 const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
+			 int32_t kh0, int32_t kh1, int32_t group, const int32_t *bt, float scale,
+			 float *scores)
+{
+	const int32_t hd = lay->head_dim, nh = kh1 - kh0;
+	const size_t eb = dt == ALLM_DTYPE_F32 ? 4 : 2;
+	struct kv_cursor kc[HEADS_MAX], vc[HEADS_MAX];
+	__m256 mxv[HEADS_MAX * CPU_ATT_TILE_Q];
+	float *out_rows[HEADS_MAX * CPU_ATT_TILE_Q];
+	const float *q_rows[HEADS_MAX * CPU_ATT_TILE_Q];
+	int32_t ctxs[CPU_ATT_TILE_Q];
+	for (int32_t g = 0; g < group; g++)
+		ctxs[g] = ctx;
+	for (int32_t k = 0; k < nh; k++) {
+		kc[k] = kv_cursor_make(lay, bt, layer, 0, kh0 + k, 0);
+		vc[k] = kv_cursor_make(lay, bt, layer, 1, kh0 + k, 0);
+		for (int32_t g = 0; g < group; g++) {
+			size_t row = ((size_t)(kh0 + k) * (size_t)group + (size_t)g) * (size_t)hd;
+			out_rows[k * group + g] = out + row;
+			q_rows[k * group + g] = q + row;
+			mxv[k * group + g] = _mm256_set1_ps(-INFINITY);
+		}
+	}
+	const size_t hs = (size_t)group * (size_t)ctx; /* one head's scores */
+	struct rows_ahead ahead;
+	rows_ahead_init(&ahead, lay, bt, layer, 0, kh0, kh1, kv_pool, eb, ctx);
+	const int64_t per_step = ((int64_t)ATT_POS * (int64_t)ahead.lines + nh - 1) / nh;
+	rows_ahead_step(&ahead, ATT_POS * (int64_t)ahead.lines); /* the first block */
+	for (int32_t pb = 0; pb < ctx; pb += ATT_POS)
+		for (int32_t k = 0; k < nh; k++) {
+			rows_ahead_step(&ahead, per_step);
+			(dt == ALLM_DTYPE_F16    ? score_block_512_f16
+			 : dt == ALLM_DTYPE_BF16 ? score_block_512_bf16
+						 : score_block_512_f32)(scores + k * hs, ctx, mxv + k * group,
+									q_rows + k * group, ctxs, group,
+									kv_pool, &kc[k], pb, scale);
+		}
+	rows_ahead_init(&ahead, lay, bt, layer, 1, kh0, kh1, kv_pool, eb, ctx);
+	rows_ahead_step(&ahead, ATT_POS * (int64_t)ahead.lines); /* during the softmax */
+	for (int32_t k = 0; k < nh; k++)
+		att_weights(scores + k * hs, ctx, ctxs, group, mxv + k * group, out_rows + k * group, hd);
+	for (int32_t pb = 0; pb < ctx; pb += ATT_POS)
+		for (int32_t k = 0; k < nh; k++) {
+			rows_ahead_step(&ahead, per_step);
+			(dt == ALLM_DTYPE_F16    ? pv_block_512_f16
+			 : dt == ALLM_DTYPE_BF16 ? pv_block_512_bf16
+						 : pv_block_512_f32)(out_rows + k * group, scores + k * hs, ctx,
+								     ctxs, group, kv_pool, &vc[k], pb, hd);
+		}
+}
+
+#define HEADS_ARGS                                                                        \
+	float *out, const float *q, int32_t ctx, const void *kv, const struct allm_kv_layout *l, \
+		int32_t layer, int32_t kh0, int32_t kh1, int32_t group, const int32_t *bt, float s,  \
+		float *sc
+static T5 void attend_heads_f32(HEADS_ARGS)
+{
+	attend_heads(ALLM_DTYPE_F32, out, q, ctx, kv, l, layer, kh0, kh1, group, bt, s, sc);
+}
+static T5 void attend_heads_f16(HEADS_ARGS)
+{
+	attend_heads(ALLM_DTYPE_F16, out, q, ctx, kv, l, layer, kh0, kh1, group, bt, s, sc);
+}
+static T5 void attend_heads_bf16(HEADS_ARGS)
+{
+	attend_heads(ALLM_DTYPE_BF16, out, q, ctx, kv, l, layer, kh0, kh1, group, bt, s, sc);
+}
+
+bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const void *kv_pool,
+			      const struct allm_kv_layout *lay, int32_t layer, int32_t kh0, int32_t kh1,
+			      int32_t group, const int32_t *block_table, float scale, float *scores)
+{
+	const int32_t hd = lay->head_dim;
+	if (hd % 16 || ctx < 1 || kh0 < 0 || kh1 <= kh0 || kh1 > lay->n_kv_heads ||
+	    kh1 - kh0 > HEADS_MAX || group < 1 || group > CPU_ATT_TILE_Q)
+		return false;
+	(lay->dtype == ALLM_DTYPE_F16    ? attend_heads_f16
+	 : lay->dtype == ALLM_DTYPE_BF16 ? attend_heads_bf16
+					 : attend_heads_f32)(out, q, ctx, kv_pool, lay, layer, kh0, kh1,
+							     group, block_table, scale, scores);
+	return true;
 }
 
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
@@ -913,6 +1047,13 @@ void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t 
 }
 
 #else
+
+bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const void *kv_pool,
+			      const struct allm_kv_layout *lay, int32_t layer, int32_t kh0, int32_t kh1,
+			      int32_t group, const int32_t *block_table, float scale, float *scores)
+{
+	return false;
+}
 
 void cpu_kv_write_simd(void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		       const float *k, const float *v, const struct allm_attn_meta *meta)
