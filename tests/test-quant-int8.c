@@ -7,6 +7,7 @@
  * of bench/README.md (not run in CI: it takes a minute). */
 #include "executor.h"
 #include "model.h"
+#include "sampler.h"
 #include "test-check.h"
 
 #include <math.h>
@@ -67,15 +68,6 @@ static void runner_close(struct runner *r)
 	free(r->bt);
 }
 
-static int32_t argmax(const float *l, int32_t v)
-{
-	int32_t b = 0;
-	for (int32_t i = 1; i < v; i++)
-		if (l[i] > l[b])
-			b = i;
-	return b;
-}
-
 /* Greedy: the prompt, then n_gen tokens into seq[n_prompt..]; 0 or -1. */
 static int greedy(struct runner *r, int32_t *seq, int32_t n_prompt, int32_t n_gen, float *logits)
 {
@@ -88,7 +80,7 @@ static int greedy(struct runner *r, int32_t *seq, int32_t n_prompt, int32_t n_ge
 			return -1;
 		}
 		pos = n;
-		seq[n++] = argmax(logits, V);
+		seq[n++] = allm_argmax(logits, V);
 	}
 	return 0;
 }
@@ -149,7 +141,7 @@ static int compare(const char *model, enum allm_cpu_isa isa, int32_t n_prompt, i
 			f->max_dlogit = fmax(f->max_dlogit, fabs((double)x[i] - y[i]));
 			lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
 		}
-		f->agree += argmax(x, V) == argmax(y, V);
+		f->agree += allm_argmax(x, V) == allm_argmax(y, V);
 		f->positions++;
 	}
 	f->logit_range = hi - lo;
