@@ -12,16 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-static int failures;
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			failures++; \
-		} \
-	} while (0)
+#include "test-check.h"
 
 struct count_job {
 	_Atomic int *seen; /* per item */
@@ -135,8 +126,8 @@ int main(void)
 {
 	test_exactly_once();
 	test_home_ranges_and_stealing();
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
+	if (n_fail) {
+		fprintf(stderr, "%d failure(s)\n", n_fail);
 		return 1;
 	}
 	printf("ok\n");
