@@ -120,22 +120,15 @@ int main(int argc, char **argv)
 	int opt;
 
 	while ((opt = getopt(argc, argv, "t:d:i:s:L:D:F:V:n:")) != -1) {
-		switch (opt) {
-		case 't': o.n_threads = atoi(optarg); break;
-		case 's': min_s = atof(optarg); break;
+		int c = bench_common_opt(opt, optarg, &o, &min_s, &dt);
+		if (c > 0)
+			continue;
+		switch (c < 0 ? '?' : opt) {
 		case 'L': L = atol(optarg); break;
 		case 'D': D = atol(optarg); break;
 		case 'F': F = atol(optarg); break;
 		case 'V': V = atol(optarg); break;
 		case 'n': n = atol(optarg); break;
-		case 'i':
-			if (allm_cpu_isa_parse(optarg, &o.cpu_isa) == 0)
-				break;
-			goto usage;
-		case 'd':
-			if (bench_dtype_parse(optarg, &dt) == 0)
-				break;
-			/* fall through */
 		default:
 		usage:
 			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "

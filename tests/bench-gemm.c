@@ -70,20 +70,12 @@ int main(int argc, char **argv)
 	bool with_ref = false;
 
 	while ((opt = getopt(argc, argv, "t:d:s:i:r")) != -1) {
-		switch (opt) {
-		case 't': o_fast.n_threads = atoi(optarg); break;
-		case 's': min_s = atof(optarg); break;
+		int c = bench_common_opt(opt, optarg, &o_fast, &min_s, &dt);
+		if (c > 0)
+			continue;
+		switch (c < 0 ? '?' : opt) {
 		case 'r': with_ref = true; break;
-		case 'i':
-			if (allm_cpu_isa_parse(optarg, &o_fast.cpu_isa) == 0)
-				break;
-			goto usage;
-		case 'd':
-			if (bench_dtype_parse(optarg, &dt) == 0)
-				break;
-			/* fall through */
 		default:
-		usage:
 			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "
 					"[-s seconds] [-r] [n,k,m ...]\n", argv[0]);
 			return 2;
