@@ -95,9 +95,10 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
  * read for all those heads at once, the next block's rows prefetched in address
  * order (one head at a time reads a few hundred bytes of every K/V row). `scores`
  * holds (kh1 - kh0) x group x ctx floats. Returns false (nothing done) where it does
- * not apply: a head size not a multiple of 16, more than 16 KV heads or more than
- * CPU_ATT_TILE_Q queries per head, or no x86 SIMD in this build (the caller checks
- * that the CPU has AVX-512). */
+ * not apply: a head size not a multiple of 16, more than CPU_ATT_HEADS_MAX KV heads
+ * or more than CPU_ATT_TILE_Q queries per head, or no x86 SIMD in this build (the
+ * caller checks that the CPU has AVX-512). */
+#define CPU_ATT_HEADS_MAX 16 /* KV heads of one cpu_attention_heads_simd call */
 bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const void *kv_pool,
 			      const struct allm_kv_layout *lay, int32_t layer, int32_t kh0, int32_t kh1,
 			      int32_t group, const int32_t *block_table, float scale, float *scores);

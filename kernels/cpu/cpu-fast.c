@@ -92,7 +92,7 @@ static void attn_tile_worker(void *arg, int tid, int64_t begin, int64_t end)
 			continue; /* inside a tile its first token does */
 		if (mixed && kvh)
 			continue; /* the token's KV head 0 item does all its heads */
-		if (!mixed && a->heads && alone(meta, t0, per_tile)) {
+		if (a->heads && alone(meta, t0, per_tile)) { /* never with mixed (8-dim heads) */
 			if (kvh % a->heads)
 				continue; /* the group's first item does it */
 			int32_t kh1 = ALLM_MIN(kvh + a->heads, n_kv), ctx0 = meta->tok_pos[t0] + 1;
@@ -162,13 +162,13 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 							      : cpu_attention_one_simd,
 	};
 	/* a decode's heads in groups (cpu_attention_heads_simd): at least one group
-	 * per thread, at most 16 heads in one */
+	 * per thread, at most CPU_ATT_HEADS_MAX heads in one */
 	if (a.wide && lay->head_dim % 16 == 0 && a.group <= CPU_ATT_TILE_Q) {
 		int32_t per_token = (int32_t)ALLM_MIN(
 			(int64_t)lay->n_kv_heads,
 			ALLM_MAX((int64_t)1, ((int64_t)cpu_pool_size(c->pool) + meta->n_tokens - 1) /
 						     meta->n_tokens));
-		a.heads = ALLM_MIN((lay->n_kv_heads + per_token - 1) / per_token, 16);
+		a.heads = ALLM_MIN((lay->n_kv_heads + per_token - 1) / per_token, CPU_ATT_HEADS_MAX);
 	}
 	if (c->level->isa != ALLM_CPU_ISA_PORTABLE && lay->head_dim % 8 == 0 &&
 	    a.group <= CPU_ATT_TILE_Q)

@@ -756,8 +756,6 @@ INL void rows_ahead_step(struct rows_ahead *a, int64_t lines)
 	}
 }
 
-#define HEADS_MAX 16 /* KV heads of one call (cpu_attention_heads_simd) */
-
 INL T5 void attend_heads(const enum allm_dtype dt, float *out, const float *q, int32_t ctx,
 			 const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 			 int32_t kh0, int32_t kh1, int32_t group, const int32_t *bt, float scale,
@@ -765,10 +763,10 @@ INL T5 void attend_heads(const enum allm_dtype dt, float *out, const float *q, i
 {
 	const int32_t hd = lay->head_dim, nh = kh1 - kh0;
 	const size_t eb = dt == ALLM_DTYPE_F32 ? 4 : 2;
-	struct kv_cursor kc[HEADS_MAX], vc[HEADS_MAX];
-	__m256 mxv[HEADS_MAX * CPU_ATT_TILE_Q];
-	float *out_rows[HEADS_MAX * CPU_ATT_TILE_Q];
-	const float *q_rows[HEADS_MAX * CPU_ATT_TILE_Q];
+	struct kv_cursor kc[CPU_ATT_HEADS_MAX], vc[CPU_ATT_HEADS_MAX];
+	__m256 mxv[CPU_ATT_HEADS_MAX * CPU_ATT_TILE_Q];
+	float *out_rows[CPU_ATT_HEADS_MAX * CPU_ATT_TILE_Q];
+	const float *q_rows[CPU_ATT_HEADS_MAX * CPU_ATT_TILE_Q];
 	int32_t ctxs[CPU_ATT_TILE_Q];
 	for (int32_t g = 0; g < group; g++)
 		ctxs[g] = ctx;
@@ -833,7 +831,7 @@ bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const voi
 {
 	const int32_t hd = lay->head_dim;
 	if (hd % 16 || ctx < 1 || kh0 < 0 || kh1 <= kh0 || kh1 > lay->n_kv_heads ||
-	    kh1 - kh0 > HEADS_MAX || group < 1 || group > CPU_ATT_TILE_Q)
+	    kh1 - kh0 > CPU_ATT_HEADS_MAX || group < 1 || group > CPU_ATT_TILE_Q)
 		return false;
 	(lay->dtype == ALLM_DTYPE_F16    ? attend_heads_f16
 	 : lay->dtype == ALLM_DTYPE_BF16 ? attend_heads_bf16

@@ -4,8 +4,9 @@
  * few per thread), which the calling thread and the workers claim until none is
  * left; it returns when all are done. Each thread starts on a home range of
  * neighbouring chunks, in order, and then takes the chunks others have not begun,
- * so a descheduled worker delays only the chunk it holds. Between jobs the workers spin briefly (a decode step issues many small
- * ops back to back) and then sleep on a condvar, so an idle engine burns no core.
+ * so a descheduled worker delays only the chunk it holds. Between jobs the workers
+ * spin briefly (a decode step issues many small ops back to back) and then sleep
+ * on a condvar, so an idle engine burns no core.
  * Concurrent callers are serialized; fn must not call back into the same pool.
  *
  * Every item is processed by exactly one call of fn, on whichever thread claimed
