@@ -54,16 +54,22 @@ static void on_finish(void *user, struct allm_request *r)
 /* Writes a decision when its measured cost arrives (or at the end, unmeasured). */
 static void write_decision(FILE *f, const struct allm_decision *d)
 {
-	json_t *j = json_pack("{s:I, s:f, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:s, s:s}", "seq",
-			      (json_int_t)d->seq_no, "time", d->time, "request", (json_int_t)d->req_id,
+	json_t *j = json_pack("{s:I, s:s, s:f, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:s, s:s, s:b}", "seq",
+			      (json_int_t)d->seq_no, "kind", d->kind == ALLM_DECISION_RESTORE ? "restore" : "preempt",
+			      "time", d->time, "request", (json_int_t)d->req_id,
 			      "tag", (json_int_t)d->tag, "tokens", d->n_tokens, "blocks", d->n_blocks,
 			      "priority", d->priority, "pred_swap_s", d->pred_swap_s,
 			      "pred_recompute_s", d->pred_recompute_s, "choice",
-			      allm_choice_name(d->choice), "reason", d->reason);
+			      allm_choice_name(d->choice), "reason", allm_reason_text(d->reason), "estimated",
+			      (int)d->estimated);
 	if (!j)
 		return;
 	if (isfinite(d->pred_disk_s))
 		json_object_set_new(j, "pred_disk_s", json_real(d->pred_disk_s));
+	if (d->kind == ALLM_DECISION_RESTORE) {
+		json_object_set_new(j, "tier", json_string(allm_kv_tier_name(d->tier)));
+		json_object_set_new(j, "restored_blocks", json_integer(d->n_restored));
+	}
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
 	json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', f);

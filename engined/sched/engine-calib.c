@@ -90,9 +90,11 @@ static int calibrate_main(struct allm_engine *e, void (*prog)(void *user, int do
 	if (!allm_engine_idle(e))
 		return allm_err_set(err, -EBUSY, "calibration needs an idle engine (drain first)");
 	struct allm_kv_cache *kv = e->kv;
+	/* calibration copies over the pools' blocks as scratch: what they cache goes */
+	allm_engine_cache_reset(e);
 	/* the longest prefill the pools and limits allow, leaving the context's end */
 	int32_t max_tok = ALLM_MIN(mc->max_pos - 1, e->cfg.max_num_batched_tokens);
-	max_tok = ALLM_MIN(max_tok, kv->gpu.n_free * kv->lay.block_size);
+	max_tok = ALLM_MIN(max_tok, allm_block_pool_avail(&kv->gpu) * kv->lay.block_size);
 	struct allm_calib_ops ops = {
 		.user = &c,
 		.max_tokens = ALLM_MAX(max_tok, 1),
@@ -137,6 +139,7 @@ int allm_engine_calibrate_disk(struct allm_engine *e, void (*prog)(void *user, i
 		return 0;
 	if (!allm_engine_idle(e))
 		return allm_err_set(err, -EBUSY, "calibration needs an idle engine (drain first)");
+	allm_engine_cache_reset(e);
 	struct allm_calib_ops ops = {
 		.user = &c,
 		/* time_disk needs n + runs ids in the device and the disk pool */

@@ -89,10 +89,12 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		struct allm_request *r = sel->v[i];
 		if (partial(r)) {
 			r->seq.n_cached += r->chunk;
+			allm_engine_prefix_publish(e, r);
 			continue;
 		}
 		r->seq.n_cached = r->seq.n_tokens;
 		r->prefilling = false;
+		allm_engine_prefix_publish(e, r);
 		int32_t id = picked ? picked[i] : sample_row(e, r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
@@ -198,6 +200,13 @@ static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct a
 	allm_predictor_observe_prefill(e->pred, step, secs);
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *q = sel->v[i];
+		if (q->chunk > 0 && q->rr_decision >= 0) {
+			/* a cached prefix recomputed: its share of the step, as a re-prefill's */
+			struct allm_prefill_shape c = {0};
+			add_row(&c, q->seq.n_cached, q->chunk);
+			double share = pred_step > 0 ? secs * ALLM_MIN(1.0, allm_predict_prefill_marginal(e->pred, &c) / pred_step) : 0;
+			allm_engine_prefix_learn(e, q, q->seq.n_cached, q->seq.n_cached + q->chunk, share);
+		}
 		if (q->chunk <= 0 || q->pending_decision < 0)
 			continue;
 		e->st.recompute_tokens += q->chunk;

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 		"                         /tmp/adaptivellm-$UID\n"
 		"  --allow-uid UID        also serve this user (repeatable; default: own uid only)\n"
 		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
+		"  --share-prefix-cache   requests of different users may share cached KV blocks\n"
+		"                         (default: each uid its own: a hit shows in the timing)\n"
 		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests and deliver\n"
 		"                         what clients have not read (default 30); a second signal: now\n"
 		"limits on what clients can make the engine hold (a refused request ends with status\n"
@@ -95,6 +97,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
 			usage(stdout);
 			exit(0);
+		}
+		if (!strcmp(f, "--share-prefix-cache")) {
+			d->share_prefix_cache = true;
+			i++;
+			continue;
 		}
 		if (!v) {
 			fprintf(stderr, "allm-engined: unknown flag or missing value: %s (see --help)\n", f);
@@ -520,6 +527,7 @@ int main(int argc, char **argv)
 	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&o, &ec);
+	ec.share_prefix_cache = d.share_prefix_cache;
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
 					.on_finish = on_finish, .on_decision = on_decision,
 					.on_note = on_note};
