@@ -279,6 +279,15 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	sum.has_disk = rt->kv->disk != NULL;
 	sum.preempt_disk = st.preempt_disk;
 	sum.mape_disk = st.mape_disk;
+	sum.prefix = (struct allm_prefix_summary){
+		.present = true, .enabled = allm_engine_get_config(e)->prefix_caching,
+		.queried_tokens = st.pc_queried_tokens, .hit_tokens = st.pc_hit_tokens,
+		.restored_tokens = st.pc_restored_tokens, .recomputed_cached_tokens = st.pc_recomputed_cached_tokens,
+	};
+	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++) {
+		sum.prefix.hit_tokens_by_tier[t] = st.pc_hit_tokens_tier[t];
+		sum.prefix.cached_blocks[t] = st.pc_blocks[t];
+	}
 	if (a->records) {
 		FILE *f = fopen(a->records, "w");
 		if (!f) {

@@ -55,6 +55,17 @@ struct allm_pctl {
 	double p50, p90, p99, mean; /* NAN when there is no value */
 };
 
+/* The prefix cache over a run (DESIGN §9's prefix_cache keys); tiers in the
+ * order device, host, disk. */
+struct allm_prefix_summary {
+	bool present; /* the summary has a prefix_cache object */
+	bool enabled;
+	int64_t queried_tokens, hit_tokens;
+	int64_t hit_tokens_by_tier[3];
+	int64_t cached_blocks[3];
+	int64_t restored_tokens, recomputed_cached_tokens;
+};
+
 struct allm_run_summary {
 	int64_t requests;
 	double duration_s, throughput_tok_s, gen_throughput_tok_s, req_s, mean_weighted_turnaround;
@@ -66,6 +77,7 @@ struct allm_run_summary {
 	double mape_disk;
 	char outputs_sha256[65];
 	int64_t prompt_tokens, generated_tokens;
+	struct allm_prefix_summary prefix; /* filled by the caller (not in records) */
 };
 
 /* p50/p90/p99 (interpolated between closest ranks, as numpy does) and the mean of
