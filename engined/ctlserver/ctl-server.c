@@ -345,7 +345,7 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 	struct allm_ctl_enc *e = &s->out;
 	allm_ctl_enc_reset(e);
 	bool restore = dec->kind == ALLM_DECISION_RESTORE;
-	allm_ctl_enc_map(e, 19);
+	allm_ctl_enc_map(e, 18);
 	allm_ctl_enc_kint(e, "seq", dec->seq_no);
 	/* seconds on the engine's clock since this server started */
 	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->clock0);
