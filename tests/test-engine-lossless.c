@@ -350,16 +350,18 @@ static void run_multiturn(const struct mt_cfg *c, bool prefix, bool reference)
 		 * from the host and the disk tier */
 		CHECK(c->mode == ALLM_PREEMPT_RECOMPUTE ? st.pc_hit_tokens > 0 : st.pc_hit_tokens * 2 > st.pc_queried_tokens,
 		      "%s: %lld of %lld tokens hit", c->name, (long long)st.pc_hit_tokens, (long long)st.pc_queried_tokens);
-		CHECK(!c->cpu || st.pc.written[ALLM_KV_TIER_HOST] > 0, "%s: nothing written to the host", c->name);
-		CHECK(!c->disk || st.pc.written[ALLM_KV_TIER_DISK] > 0, "%s: nothing written to disk", c->name);
 		if (c->mode != ALLM_PREEMPT_RECOMPUTE) {
+			CHECK(!c->cpu || st.pc.written[ALLM_KV_TIER_HOST] > 0, "%s: nothing written to the host", c->name);
+			CHECK(!c->disk || st.pc.written[ALLM_KV_TIER_DISK] > 0, "%s: nothing written to disk", c->name);
+			CHECK(!(c->cpu || c->disk) || f.n_restore_dec > 0, "%s: no restore-or-recompute decision", c->name);
 			CHECK(!c->cpu || st.pc_hit_tokens_tier[ALLM_KV_TIER_HOST] > 0, "%s: no hit in the host", c->name);
 			CHECK(!c->disk || st.pc_hit_tokens_tier[ALLM_KV_TIER_DISK] > 0, "%s: no hit on disk", c->name);
-		} else {
-			CHECK(st.pc_restored_tokens == 0, "%s: policy recompute restored %lld tokens", c->name,
-			      (long long)st.pc_restored_tokens);
+		} else { /* nothing comes back from a lower tier: nothing goes there */
+			CHECK(st.pc_restored_tokens == 0 && st.pc.written[ALLM_KV_TIER_HOST] + st.pc.written[ALLM_KV_TIER_DISK] == 0,
+			      "%s: policy recompute restored %lld tokens, wrote %lld blocks down", c->name,
+			      (long long)st.pc_restored_tokens,
+			      (long long)(st.pc.written[ALLM_KV_TIER_HOST] + st.pc.written[ALLM_KV_TIER_DISK]));
 		}
-		CHECK(!(c->cpu || c->disk) || f.n_restore_dec > 0, "%s: no restore-or-recompute decision", c->name);
 		/* nothing leaks: the cache lets go of everything */
 		int32_t n = allm_engine_cache_reset(f.e);
 		allm_engine_get_stats(f.e, &st);
@@ -399,12 +401,12 @@ static void test_multiturn(void)
 /* Cancels a running, a swapped and a waiting request (one that was preempted by
  * recompute if there is one); the rest still finish with the reference ids and
  * both pools end empty. */
-static void test_cancel(void)
+static void test_cancel(bool prefix)
 {
 	struct fx f;
 	struct fx_opts o = {.block_size = BS, .gpu_blocks = 26, .cpu_blocks = 40,
 			    .preempt = ALLM_PREEMPT_SWAP, .sched = ALLM_SCHED_FAIR,
-			    .pred = FX_PRED_CROSSOVER};
+			    .pred = FX_PRED_CROSSOVER, .prefix_caching = prefix};
 	if (fx_init(&f, &o))
 		return;
 	int cancelled[3] = {-1, -1, -1};
@@ -454,8 +456,9 @@ static void test_cancel(void)
 
 	/* cancelling everything mid-run also leaves both pools empty */
 	int base = f.n_req;
+	int32_t ids[128];
 	for (int i = 0; i < 12; i++)
-		fx_submit(&f, prompt_len(i), MAX_TOKENS, 0, (uint64_t)i + 500);
+		fx_submit_ids(&f, ids, make_prompt(&f, i, ids), MAX_TOKENS, 0);
 	for (int s = 0; s < 40; s++)
 		fx_step(&f);
 	allm_engine_get_stats(f.e, &st);
@@ -467,8 +470,13 @@ static void test_cancel(void)
 	CHECK(allm_engine_idle(f.e) && st.gpu_used == 0 && st.cpu_used == 0,
 	      "cancel-all: used GPU %d CPU %d", st.gpu_used, st.cpu_used);
 	fx_check_end(&f, "cancel-all");
-	printf("cancel: a waiting, a running and a swapped request cancelled, the others unchanged; "
-	       "pools empty after cancelling everything\n");
+	/* what the cache keeps, it lets go of */
+	allm_engine_cache_reset(f.e);
+	CHECK(allm_block_pool_avail(&f.kv->gpu) == f.kv->gpu.n_total && allm_block_pool_avail(&f.kv->cpu) == f.kv->cpu.n_total,
+	      "cancel-all: after a cache reset %d/%d GPU and %d/%d CPU blocks can be taken", allm_block_pool_avail(&f.kv->gpu),
+	      f.kv->gpu.n_total, allm_block_pool_avail(&f.kv->cpu), f.kv->cpu.n_total);
+	printf("cancel%s: a waiting, a running and a swapped request cancelled, the others unchanged; "
+	       "pools empty after cancelling everything\n", prefix ? " +pc" : "");
 	fx_fini(&f);
 }
 
@@ -575,7 +583,8 @@ int main(void)
 		return 1;
 	test_runs();
 	test_multiturn();
-	test_cancel();
+	test_cancel(false);
+	test_cancel(true);
 	test_bad_input();
 	test_min_tokens_ends();
 	fx_global_fini();

@@ -93,9 +93,10 @@ static int32_t restore_never(const double *total, int32_t m, enum allm_reason *w
 }
 
 static const struct allm_policy policies[] = {
-	[ALLM_PREEMPT_ADAPTIVE] = {.victim = victim_adaptive, .restore = restore_adaptive, .swaps = true},
-	[ALLM_PREEMPT_RECOMPUTE] = {.victim = victim_recompute, .restore = restore_never, .swaps = false},
-	[ALLM_PREEMPT_SWAP] = {.victim = victim_swap, .restore = restore_always, .swaps = true},
+	[ALLM_PREEMPT_ADAPTIVE] = {.victim = victim_adaptive, .restore = restore_adaptive, .swaps = true, .restores = true},
+	[ALLM_PREEMPT_RECOMPUTE] = {.victim = victim_recompute, .restore = restore_never, .swaps = false, .restores = false},
+	[ALLM_PREEMPT_SWAP] = {.victim = victim_swap, .restore = restore_always, .swaps = true, .restores = true,
+				.keeps_all = true},
 };
 
 const struct allm_policy *allm_policy_of(enum allm_preempt_mode m)

@@ -20,6 +20,8 @@ struct allm_policy {
 	 * and recomputing the rest; *why gets the reason */
 	int32_t (*restore)(const double *total, int32_t m, enum allm_reason *why);
 	bool swaps; /* victims may keep their KV in the host or disk pool */
+	bool restores; /* cached blocks in a lower tier may come back (else writing them there is waste) */
+	bool keeps_all; /* an evicted cached block goes down wherever there is room, no cost test */
 };
 
 const struct allm_policy *allm_policy_of(enum allm_preempt_mode m);

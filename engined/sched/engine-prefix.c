@@ -55,7 +55,11 @@ static double read_s(const struct allm_engine *e, enum allm_kv_tier t)
 static bool pc_keep(void *ctx, enum allm_kv_tier t, const struct allm_pc_entry *x)
 {
 	struct allm_engine *e = ctx;
-	if (x->n_children > 0)
+	const struct allm_policy *pol = allm_policy_of(e->cfg.preempt);
+	if (!pol->restores)
+		return false; /* nothing written down would come back */
+	/* the fixed policy that always restores writes down whatever has room */
+	if (pol->keeps_all || x->n_children > 0)
 		return true;
 	struct allm_pc_stats st;
 	allm_pc_get_stats(e->pc, &st);
