@@ -23,7 +23,7 @@
 /* How long GET /metrics waits for the engine's control server. */
 #define GW_METRICS_TIMEOUT_MS 2000
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_RESET_CACHE };
 
 /* One HTTP request (libmicrohttpd's per-request context). */
 struct gw_http {
@@ -147,6 +147,35 @@ static enum MHD_Result get_metrics(struct gw *gw, struct MHD_Connection *c, stru
 	return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, len);
 }
 
+/* POST /reset_prefix_cache (vLLM's admin route): the engine's `cache-reset`,
+ * every cached KV block no request holds dropped. */
+static enum MHD_Result post_reset_cache(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	bool up;
+	struct allm_ctl_msg *m = NULL;
+	char err[256] = "", body[64];
+	gw_model_unref(gw_engine_model(gw, &up));
+	if (!up)
+		return no_engine(gw, c, x);
+	pthread_mutex_lock(&gw->ctl_lock);
+	int r = allm_ctl_call(gw->ctl, "cache-reset", NULL, 0, GW_METRICS_TIMEOUT_MS, &m);
+	if (r)
+		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
+	pthread_mutex_unlock(&gw->ctl_lock);
+	int64_t n = 0;
+	if (!r && allm_ctl_get_int(m->result, "dropped_blocks", &n))
+		snprintf(err, sizeof(err), "the engine's cache-reset reply has no dropped_blocks"), r = -EPROTO;
+	allm_ctl_msg_free(m);
+	if (r) {
+		gw_log(gw, 1, "POST /reset_prefix_cache: %s", err);
+		return fail(c, x, 503, "service_unavailable", NULL, err);
+	}
+	gw_log(gw, 2, "POST /reset_prefix_cache: %lld cached blocks dropped", (long long)n);
+	int len = snprintf(body, sizeof(body), "{\"dropped_blocks\": %lld}", (long long)n);
+	char *s = strdup(body);
+	return respond_json(c, x, 200, s, s ? (size_t)len : 0);
+}
+
 /* --- generation requests --------------------------------------------------------- */
 
 static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
@@ -167,6 +196,9 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	if (rc)
 		return respond_err(c, x, &e);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		gw_req_scope_cache(gw_choice(r, i), auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	r->conn = c;
 	pthread_mutex_lock(&gw->lock);
 	r->suspended = true;
@@ -244,6 +276,7 @@ static enum route route_of(const char *url, const char **method)
 		{"/v1/models", "GET", R_MODELS},
 		{"/v1/completions", "POST", R_COMPLETIONS},
 		{"/v1/chat/completions", "POST", R_CHAT},
+		{"/reset_prefix_cache", "POST", R_RESET_CACHE},
 	};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (!strcmp(url, routes[i].url)) {
@@ -284,7 +317,7 @@ static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const
 		snprintf(msg, sizeof(msg), "%s takes %s", url, want);
 		return fail(c, x, 405, "invalid_request_error", "method_not_allowed", msg);
 	}
-	if (gw->o.api_key && !strncmp(url, "/v1/", 4) && !key_ok(gw, c))
+	if (gw->o.api_key && (!strncmp(url, "/v1/", 4) || x->route == R_RESET_CACHE) && !key_ok(gw, c))
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
 			    "Incorrect API key provided (Authorization: Bearer KEY)");
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -342,6 +375,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	case R_HEALTH: return get_health(gw, c, x);
 	case R_METRICS: return get_metrics(gw, c, x);
 	case R_MODELS: return get_models(gw, c, x);
+	case R_RESET_CACHE: return post_reset_cache(gw, c, x);
 	default: return post_generate(gw, c, x);
 	}
 }

@@ -42,10 +42,12 @@ char *gw_api_error_json(const struct gw_api_err *e, size_t *len)
 	return dump(err ? json_pack("{s:o}", "error", err) : NULL, len);
 }
 
-static json_t *usage(uint32_t p, uint32_t g)
+static json_t *usage(uint32_t p, uint32_t g, uint32_t cached)
 {
-	return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)p, "completion_tokens",
-			 (json_int_t)g, "total_tokens", (json_int_t)p + g);
+	/* prompt_tokens_details.cached_tokens: served from the prefix cache (OpenAI's, vLLM's) */
+	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)p, "completion_tokens",
+			 (json_int_t)g, "total_tokens", (json_int_t)p + g, "prompt_tokens_details", "cached_tokens",
+			 (json_int_t)cached);
 }
 
 /* --- log-probabilities ---------------------------------------------------------------- */
@@ -180,7 +182,7 @@ char *gw_api_response_json(const struct gw_req *lead, size_t *len)
 {
 	/* usage: each prompt once, the completions of every choice */
 	json_t *choices = json_array();
-	uint32_t n_gen = 0, n_prompt = 0;
+	uint32_t n_gen = 0, n_prompt = 0, n_cached = 0;
 	for (uint32_t i = 0; choices && i < lead->n_choices; i++) {
 		const struct gw_req *r = gw_choice(lead, i);
 		json_t *c = choice_json(r);
@@ -189,15 +191,17 @@ char *gw_api_response_json(const struct gw_req *lead, size_t *len)
 			return NULL;
 		}
 		n_gen += r->n_generated;
-		if (gw_prompt_first(r))
+		if (gw_prompt_first(r)) {
 			n_prompt += r->n_prompt;
+			n_cached += r->n_cached;
+		}
 	}
 	if (!choices)
 		return NULL;
 	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", lead->id, "object",
 			      lead->chat ? "chat.completion" : "text_completion", "created",
 			      (json_int_t)lead->created, "model", lead->model->id, "choices", choices, "usage",
-			      usage(n_prompt, n_gen));
+			      usage(n_prompt, n_gen, n_cached));
 	return dump(j, len);
 }
 
@@ -257,12 +261,12 @@ int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_
 	return sse(choice ? chunk(r, json_pack("[o]", choice)) : NULL, buf, len, cap);
 }
 
-int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, char **buf,
+int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached, char **buf,
 		     size_t *len, size_t *cap)
 {
 	json_t *c = chunk(r, json_array());
 	if (c)
-		json_object_set_new(c, "usage", usage(n_prompt, n_gen));
+		json_object_set_new(c, "usage", usage(n_prompt, n_gen, n_cached));
 	return sse(c, buf, len, cap);
 }
 
