@@ -162,7 +162,7 @@ done
 [ -z "$(ls -A "$tmp/kv")" ] || { echo "FAIL: files left in the disk swap directory: $(ls -A "$tmp/kv")"; fail=1; }
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
-if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then
+if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" --calibrate-at-start >"$tmp/bad.json" 2>"$tmp/bad.err"; then
   grep -q "ignored" "$tmp/bad.err" || { echo "FAIL: corrupted profile not reported"; cat "$tmp/bad.err"; fail=1; }
   python3 -c "import json; json.load(open('$tmp/bad-profile.json'))['recompute']" 2>/dev/null \
     || { echo "FAIL: profile not rewritten after recalibration"; fail=1; }

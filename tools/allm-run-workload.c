@@ -211,7 +211,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		goto out;
 	}
 	if (allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, &err) ||
-	    allm_engine_prepare_predictor(e, a->eng.profile, calib_progress, &cp, note, sizeof(note),
+	    allm_engine_prepare_predictor(e, a->eng.profile, a->eng.calibrate_at_start, calib_progress, &cp, note, sizeof(note),
 					  &err)) {
 		fprintf(stderr, "allm-run: %s\n", err.msg);
 		goto out;

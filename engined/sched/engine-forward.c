@@ -3,6 +3,7 @@
  * its prompt or decoded, retiring the requests that are done, and feeding the
  * recompute predictor what a step with prefill work cost. What goes into a
  * batch is decided in engine-step.c. */
+#include "engine-calib.h"
 #include "engine-internal.h"
 
 #include <errno.h>
@@ -198,6 +199,8 @@ static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct a
 {
 	double pred_step = allm_predict_prefill(e->pred, step);
 	allm_predictor_observe_prefill(e->pred, step, secs);
+	if (e->pred->estimated)
+		allm_engine_predictor_learned(e);
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *q = sel->v[i];
 		if (q->chunk > 0 && q->rr_decision >= 0) {

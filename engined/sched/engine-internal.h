@@ -32,6 +32,7 @@ struct allm_engine {
 	struct allm_batch_seq *batch;
 	int32_t batch_cap;
 	struct allm_prefix_cache *pc; /* the prefix cache over kv's pools (owned), or NULL */
+	char profile_path[4096]; /* where the predictor's profile goes once learned online ("": nowhere) */
 	struct allm_rq_vec sel; /* scratch: requests picked this step */
 	struct allm_rq_vec sel2;
 };

@@ -84,6 +84,10 @@ const char *allm_engine_opts_help(void)
 	       "                              (default 0 = off; 1: victims almost always have swap\n"
 	       "                              room, fewer requests run early)\n"
 	       "  --profile FILE              predictor profile (calibrated once, then reused)\n"
+	       "  --calibrate-at-start        with no profile: time the calibration grid before\n"
+	       "                              serving (default: serve at once on a first estimate\n"
+	       "                              and calibrate from real steps; a simulated device\n"
+	       "                              always calibrates at start)\n"
 	       "  --log-level error|warn|info|debug\n";
 }
 
@@ -153,6 +157,11 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 
 	if (!strcmp(f, "--reference")) {
 		o->reference = true;
+		(*i)++;
+		return 1;
+	}
+	if (!strcmp(f, "--calibrate-at-start")) {
+		o->calibrate_at_start = true;
 		(*i)++;
 		return 1;
 	}

@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 					.on_note = on_note};
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
-	    allm_engine_prepare_predictor(d.eng, o.profile, calib_progress, &d, note, sizeof(note), &err)) {
+	    allm_engine_prepare_predictor(d.eng, o.profile, o.calibrate_at_start, calib_progress, &d, note, sizeof(note), &err)) {
 		dlog(&d, 0, "%s", err.msg[0] ? err.msg : "out of memory");
 		goto out;
 	}
