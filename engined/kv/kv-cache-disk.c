@@ -90,9 +90,7 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	 * the disk has no background I/O: reads wait) */
 	int32_t slots = allm_kv_disk_stage_blocks(kv->disk);
 	kv->ahead_free = allm_malloc((size_t)ALLM_MAX(slots, 1) * sizeof(int32_t));
-	if (kv->be->simulated)
-		kv->vslot_end = allm_calloc((size_t)ALLM_MAX(slots, 1), sizeof(double));
-	if (!kv->ahead_free || (kv->be->simulated && !kv->vslot_end)) {
+	if (!kv->ahead_free) {
 		allm_kv_disk_close(kv->disk);
 		kv->disk = NULL;
 		kvc_disk_fini(kv);
@@ -116,14 +114,11 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 	return allm_kv_disk_resize(kv->disk, n, err);
 }
 
-/* Slots of a simulated disk's stage whose writes have landed by now. */
+/* Slots of a simulated disk's stage whose writes have landed by now (the
+ * simulator keeps its disk: backend.h, struct allm_sim_disk_i). */
 static int32_t vslots_free(struct allm_kv_cache *kv)
 {
-	double now = allm_backend_clock(kv->be);
-	int32_t k = 0;
-	for (int32_t i = 0; kv->vslot_end && i < kv->n_ahead_slots; i++)
-		k += kv->vslot_end[i] <= now;
-	return k;
+	return allm_backend_sim_disk(kv->be)->stage_free(kv->be, kv->n_ahead_slots);
 }
 
 bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
@@ -173,28 +168,16 @@ static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32
  * One line of transfers in order, beside the device's clock, as the real tier
  * behaves: a transfer the caller waits for starts once what was queued before
  * it (writes behind) is done; a write behind or a read ahead is queued and the
- * caller goes on. */
+ * caller goes on. The simulator keeps the line (struct allm_sim_disk_i). */
 
-/* A transfer the caller waits for: seconds it waited in all, of them those for
- * the transfers queued before it in *ret_queued. */
 static double vdisk_wait(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_queued)
 {
-	double t0 = allm_backend_clock(kv->be);
-	allm_backend_clock_wait_until(kv->be, kv->vdisk_idle);
-	*ret_queued = allm_backend_clock(kv->be) - t0;
-	allm_backend_charge_disk(kv->be, write, bytes, runs);
-	kv->vdisk_idle = allm_backend_clock(kv->be);
-	return kv->vdisk_idle - t0;
+	return allm_backend_sim_disk(kv->be)->wait(kv->be, write, bytes, runs, ret_queued);
 }
 
-/* A transfer queued: when it starts (*ret_start) and ends (returned). */
 static double vdisk_queue(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_start)
 {
-	double start = ALLM_MAX(allm_backend_clock(kv->be), kv->vdisk_idle);
-	kv->vdisk_idle = start + allm_backend_disk_seconds(kv->be, write, bytes, runs);
-	if (ret_start)
-		*ret_start = start;
-	return kv->vdisk_idle;
+	return allm_backend_sim_disk(kv->be)->queue(kv->be, write, bytes, runs, ret_start);
 }
 
 /* ---- staging through host memory ------------------------------------------------ */
@@ -237,12 +220,8 @@ static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int
 		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
 		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(disk + i, NULL, k), NULL);
-		double now = allm_backend_clock(kv->be);
-		for (int32_t j = 0, left = k; j < kv->n_ahead_slots && left > 0; j++)
-			if (kv->vslot_end[j] <= now) {
-				kv->vslot_end[j] = end;
-				left--;
-			}
+		if (allm_backend_sim_disk(kv->be)->stage_take(kv->be, kv->n_ahead_slots, k, end))
+			r = allm_err_set(err, -ENOMEM, "out of memory");
 	}
 	return r;
 }
@@ -482,11 +461,9 @@ void kvc_disk_fini(struct allm_kv_cache *kv)
 	if (kv->ahead_raw)
 		kv->be->iface->host_free(kv->be, kv->ahead_raw);
 	allm_free(kv->ahead_free);
-	allm_free(kv->vslot_end);
 	kv->ahead = NULL;
 	kv->ahead_raw = kv->ahead_mem = NULL;
 	kv->ahead_free = NULL;
-	kv->vslot_end = NULL;
 	kv->n_ahead = kv->cap_ahead = kv->n_ahead_slots = kv->n_ahead_free = 0;
 }
 

@@ -57,11 +57,6 @@ struct allm_kv_cache {
 	char *ahead_raw, *ahead_mem;
 	int32_t *ahead_free;
 	int32_t n_ahead_slots, n_ahead_free;
-	/* A simulated device's disk beside it: when it is next idle, and when the
-	 * write behind in each of its stage's n_ahead_slots slots lands (free once
-	 * past; NULL on a real device). */
-	double vdisk_idle;
-	double *vslot_end;
 	struct allm_prefix_cache *pc; /* the prefix cache over these pools (not owned), or NULL */
 };
 
