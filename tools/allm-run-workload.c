@@ -36,6 +36,7 @@ static void on_finish(void *user, struct allm_request *r)
 	rec->n_prompt = r->seq.n_prompt;
 	rec->n_generated = n;
 	rec->n_preempt_swap = r->n_preempt_swap;
+	rec->n_cached = r->cached_tokens;
 	rec->n_preempt_recompute = r->n_preempt_recompute;
 	w->gen[r->tag] = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
 	if (w->gen[r->tag])

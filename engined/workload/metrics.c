@@ -284,6 +284,7 @@ json_t *allm_metrics_record_json(const struct allm_req_record *r)
 	bad |= json_object_set_new(o, "weighted_turnaround", num(weighted_turnaround(r)));
 	bad |= json_object_set_new(o, "n_prompt", json_integer(r->n_prompt));
 	bad |= json_object_set_new(o, "n_generated", json_integer(r->n_generated));
+	bad |= json_object_set_new(o, "cached_tokens", json_integer(r->n_cached));
 	bad |= json_object_set_new(o, "preemptions",
 				   pair_json("swap", json_integer(r->n_preempt_swap), "recompute",
 					     json_integer(r->n_preempt_recompute)));

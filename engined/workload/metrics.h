@@ -49,6 +49,7 @@ struct allm_req_record {
 	int32_t n_preempt_swap, n_preempt_recompute; /* times this request was preempted, by kind */
 	const int32_t *generated; /* borrowed, n_generated ids; NULL only if n_generated is 0 */
 	char finish_reason[32];   /* "length", "stop", "cancelled", ... */
+	int32_t n_cached;         /* prompt tokens the prefix cache served */
 };
 
 struct allm_pctl {
@@ -99,7 +100,7 @@ int allm_metrics_summarize(const struct allm_req_record *recs, int64_t n, double
 json_t *allm_metrics_summary_json(const struct allm_run_summary *s);
 
 /* One per-request JSONL record: index, the four times as given, queue_ms, ttft_ms,
- * tpot_ms, e2e_ms, weighted_turnaround, n_prompt, n_generated, preemptions
+ * tpot_ms, e2e_ms, weighted_turnaround, n_prompt, n_generated, cached_tokens, preemptions
  * {swap, recompute}, finish_reason, generated (ids). New reference; NULL on
  * allocation failure. */
 json_t *allm_metrics_record_json(const struct allm_req_record *r);
