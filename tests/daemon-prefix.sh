@@ -84,12 +84,11 @@ fi
 NOBODY=65534
 chmod 711 "$tmp"
 # the client as the other uid runs from copies: the clone may sit in a 0700 directory
-mkdir -m 755 "$tmp/bin"
-cp "$ALLM" "$tmp/bin/" && for f in "$BUILD_DIR"/clientlib/libadaptivellm.so*; do [ -e "$f" ] && [ ! -d "$f" ] && cp -L "$f" "$tmp/bin/"; done
+other_uid_tree clientlib/allm
 AS_NOBODY=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups -- env ALLM_ENGINE_UID=0
-	ALLM_RUNTIME_DIR="$ALLM_RUNTIME_DIR" LD_LIBRARY_PATH="$tmp/bin")
+	ALLM_RUNTIME_DIR="$ALLM_RUNTIME_DIR")
 gen_as() { # gen_as NAME IDS: as the other uid
-	"${AS_NOBODY[@]}" "$tmp/bin/allm" --name "$1" generate --prompt-ids "$2" --max-tokens 12 --temperature 0 --json \
+	"${AS_NOBODY[@]}" "$OTHER_BUILD/clientlib/allm" --name "$1" generate --prompt-ids "$2" --max-tokens 12 --temperature 0 --json \
 		2>"$tmp/gen.err" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['cached_tokens'], ' '.join(map(str, d['generated_ids'])))"
 }
 for share in no yes; do
