@@ -71,6 +71,7 @@ static const char *const compare_keys[][2] = {
 	{"max_wait_factor", "--max-wait-factor"},
 	{"admit_overcommit", "--admit-overcommit"},
 	{"disk_swap_space", "--disk-swap-space"},
+	{"prefix_caching", "--prefix-caching"},
 };
 
 static const char *compare_flag(const char *key)
@@ -143,7 +144,7 @@ static bool is_engine_flag(const char *f)
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
 		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
 		"--max-wait-factor", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
-		"--cpu-isa", "--quant", "--kv-cache-dtype",
+		"--cpu-isa", "--quant", "--kv-cache-dtype", "--prefix-caching",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))
@@ -270,11 +271,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			exit(0);
 		}
 		if (!strcmp(f, "--json") || !strcmp(f, "--ignore-eos") || !strcmp(f, "--no-progress") ||
-		    !strcmp(f, "--reference")) {
+		    !strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start")) {
 			o->json |= !strcmp(f, "--json");
 			o->ignore_eos |= !strcmp(f, "--ignore-eos");
 			o->quiet |= !strcmp(f, "--no-progress");
-			if (!strcmp(f, "--reference"))
+			if (!strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start"))
 				o->eng_args[o->n_eng_args++] = f;
 			i++;
 			continue;
