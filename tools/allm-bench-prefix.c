@@ -275,6 +275,13 @@ static void report(const struct opts *o, struct req *v, int n, double wall)
 		       jnum(j1, sizeof(j1), r1), jnum(j2, sizeof(j2), later50), jnum(j3, sizeof(j3), later),
 		       jnum(j4, sizeof(j4), wmax), jnum(j5, sizeof(j5), wmed));
 	}
+	/* throughput (prompt + generated) and mean weighted turnaround (DESIGN §10),
+	 * engine-side: (finish - arrival) / (finish - first scheduled) */
+	double wt = 0;
+	for (int i = 0; i < n; i++)
+		wt += v[i].total_ms > v[i].queue_ms ? v[i].total_ms / (v[i].total_ms - v[i].queue_ms) : 1.0;
+	printf("\"throughput_tok_s\": %.4f, \"mean_weighted_turnaround\": %.4f, ", (double)(prompt + gen) / wall,
+	       n ? wt / n : 0.0);
 	printf("\"outputs_sha256\": \"%s\", \"records\": [", hex);
 	for (int i = 0; i < n; i++)
 		printf("%s{\"i\": %d, \"group\": %d, \"round\": %d, \"prompt\": %u, \"cached\": %u, \"queue_ms\": %.4f, "
