@@ -26,7 +26,7 @@ void ctl_encode_prefix(struct allm_ctl_enc *e, const struct allm_engine_stats *s
 	allm_ctl_enc_kint(e, "recomputed_cached_tokens", st->pc_recomputed_cached_tokens);
 	/* ours: what moved down the tiers, what was dropped, and the
 	 * restore-or-recompute decisions by the lowest tier they read */
-	allm_ctl_enc_kmap(e, "prefix_tiers", 6);
+	allm_ctl_enc_kmap(e, "prefix_tiers", 7);
 	tiers3(e, "written_blocks", st->pc.written);
 	tiers3(e, "dropped_blocks", st->pc.dropped);
 	tiers3(e, "skipped_blocks", st->pc.skipped);
@@ -42,4 +42,6 @@ void ctl_encode_prefix(struct allm_ctl_enc *e, const struct allm_engine_stats *s
 	}
 	/* cached tokens re-prefills after a preemption found (not hits above) */
 	allm_ctl_enc_kint(e, "readmit_hit_tokens", st->pc_readmit_hit_tokens);
+	/* blocks victims held that others hold too (not freed by preempting them) */
+	allm_ctl_enc_kint(e, "victim_shared_blocks", st->pc_victim_shared_blocks);
 }

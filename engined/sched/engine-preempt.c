@@ -128,6 +128,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		allm_engine_attach_measured(e, v, v->pending_rc_s);
 	int32_t n = v->seq.n_blocks;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
+	for (int32_t i = 0; i < n; i++) /* these stay: others hold them */
+		e->st.pc_victim_shared_blocks += kv->gpu.owner[v->seq.blocks[i]] == ALLM_BLOCK_CACHED &&
+						 kv->gpu.refs[v->seq.blocks[i]] > 1;
 	/* the coalesced copies a swap takes: runs of its block table (the other
 	 * side's blocks come off a stack, so they are mostly consecutive) */
 	int32_t runs = allm_kv_count_runs(v->seq.blocks, NULL, n);

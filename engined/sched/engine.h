@@ -271,6 +271,9 @@ struct allm_engine_stats {
 	int64_t pc_restored_tokens; /* cached tokens copied back from a lower tier */
 	int64_t pc_recomputed_cached_tokens; /* cached in a lower tier, recomputed instead */
 	int64_t pc_restore_failures; /* restores whose copy failed (recomputed) */
+	/* blocks victims held that other requests hold too: a preemption frees
+	 * only what its victim alone holds */
+	int64_t pc_victim_shared_blocks;
 	/* restore decisions by the lowest tier they read and the choice */
 	int64_t pc_restores[ALLM_KV_TIER_COUNT][ALLM_CHOICE_SPLIT + 1];
 	int32_t pc_blocks[ALLM_KV_TIER_COUNT]; /* cached blocks per tier now */
