@@ -324,6 +324,20 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 {
 	struct daemon *d = user;
 	ctl_server_on_decision(d->ctl, dec, measured);
+	/* the log's line of it (debug): what was compared, what came of it */
+	if (d->log_level >= 3) {
+		char meas[48] = "";
+		if (measured)
+			snprintf(meas, sizeof(meas), "; measured %.3f ms", dec->measured_s * 1e3);
+		dlog(d, 3, "decision %lld, request %lld, %s of %d tokens: %s (%s)%s: predicted %s %.3f ms, recompute "
+			   "%.3f ms%s",
+		     (long long)dec->seq_no, (long long)dec->req_id,
+		     dec->kind == ALLM_DECISION_RESTORE ? "a cached prefix" : "a victim", dec->n_tokens,
+		     allm_choice_name(dec->choice), allm_reason_text(dec->reason),
+		     dec->estimated ? ", on the first estimate (not calibrated yet)" : "",
+		     dec->kind == ALLM_DECISION_RESTORE ? "restore" : "swap", dec->pred_swap_s * 1e3,
+		     dec->pred_recompute_s * 1e3, meas);
+	}
 }
 
 /* --- what the control server sees of the daemon (struct ctl_host) ---------------- */
