@@ -122,8 +122,12 @@ def noreuse():
         for wl, out in keys:
             tp = {"on": [], "off": []}
             for p in glob.glob(os.path.join(R, f"noreuse-{m}-{wl}-{out}-*.json")):
-                for run in load(p)["runs"]:
-                    tp[run["setting"]["prefix_caching"]].append(run["throughput_tok_s"])
+                rep = int(re.search(r"-(\d+)\.json$", p).group(1))
+                for k, run in enumerate(load(p)["runs"]):
+                    label = run["setting"]["prefix_caching"]
+                    if label not in ("on", "off"):  # allm-bench before it reported words: by order
+                        label = ("on", "off")[k] if rep % 2 else ("off", "on")[k]
+                    tp[label].append(run["throughput_tok_s"])
             on, off = med(tp["on"]), med(tp["off"])
             print(f"| {name} | {wl} | {out} | {f(on, '%.1f')} ({spread(tp['on'])}) | {f(off, '%.1f')} ({spread(tp['off'])}) | "
                   f"{f(on / off if on and off else None, '%.3f')} |")
