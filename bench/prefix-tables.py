@@ -38,7 +38,10 @@ def reps(pattern):
     out = {}
     for p in sorted(glob.glob(os.path.join(R, pattern))):
         m = re.search(r"-(\d+)\.json$", p)
-        out[int(m.group(1))] = load(p)
+        try:
+            out[int(m.group(1))] = load(p)
+        except ValueError:  # a run still being written
+            pass
     return out
 
 

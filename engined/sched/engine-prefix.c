@@ -64,8 +64,12 @@ static bool pc_keep(void *ctx, enum allm_kv_tier t, const struct allm_pc_entry *
 	struct allm_pc_stats st;
 	allm_pc_get_stats(e->pc, &st);
 	double reuse = ALLM_MIN(1.0, ((double)st.hit_blocks[t] + 1) / ((double)st.written[t] + 2));
-	int32_t p = x->depth * bsize(e);
-	double save = allm_engine_predict_reprefill(e, p, p + bsize(e)) - read_s(e, t);
+	/* what the block adds to a prefill that runs anyway: two rows that differ
+	 * by it (a row alone would count the fit's per-sequence term, which can be
+	 * negative, and price a 16-token block at nothing) */
+	int32_t p = x->depth * bsize(e), end = p + bsize(e) + 1;
+	double block = allm_engine_predict_reprefill(e, p, end) - allm_engine_predict_reprefill(e, p + bsize(e), end);
+	double save = block - read_s(e, t);
 	return reuse * save > write_s(e, t);
 }
 
