@@ -1,6 +1,7 @@
 /* Model weights: the tensor list a config implies, loading it from safetensors
  * (validated against config.json before any byte is read), and freeing. */
 #include "model.h"
+#include "gguf-model.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -391,6 +392,8 @@ int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
 	uint64_t total = 0, direct_bytes = 0;
 	int r;
 
+	if (!allm_vdir_embedded(vd) && allm_gguf_is_file(vd->path))
+		return allm_gguf_model_load(be, vd->path, o, ret, err); /* --model FILE.gguf */
 	if ((r = allm_model_config_load_from(vd, &cfg, err)))
 		goto fail;
 	if ((r = allm_st_open_from(vd, &idx, err)))
