@@ -369,7 +369,8 @@ static int parse_tensor(struct allm_gguf *g, struct cur *c, struct allm_gguf_ten
 	uint64_t blocks = (uint64_t)elems / block;
 	if (blocks > UINT64_MAX / bytes || blocks * bytes > g->size)
 		return allm_err_set(c->err, -EINVAL,
-				    "%s: GGUF: tensor '%s' (%lld values of %s) is larger than the file",
+				    "%s: GGUF: truncated or corrupt file: tensor '%s' (%lld values of %s) is "
+				    "larger than the file",
 				    c->path, t->name, (long long)elems, ttypes[type].name);
 	t->nbytes = blocks * bytes;
 	if (off % g->alignment)
@@ -447,10 +448,12 @@ static int parse(struct allm_gguf *g, struct allm_err *err)
 	if ((r = rd(&c, 8, &n_tensors, "the tensor count")) || (r = rd(&c, 8, &n_kv, "the key count")))
 		return r;
 	if (n_kv > (g->size - c.pos) / MIN_KV_BYTES)
-		return allm_err_set(err, -EINVAL, "%s: GGUF: %llu metadata keys cannot fit in a file of %zu bytes",
+		return allm_err_set(err, -EINVAL, "%s: GGUF: truncated or corrupt file: %llu metadata keys cannot "
+				    "fit in a file of %zu bytes",
 				    g->path, (unsigned long long)n_kv, g->size);
 	if (n_tensors > (g->size - c.pos) / MIN_TENSOR_BYTES)
-		return allm_err_set(err, -EINVAL, "%s: GGUF: %llu tensors cannot fit in a file of %zu bytes",
+		return allm_err_set(err, -EINVAL, "%s: GGUF: truncated or corrupt file: %llu tensors cannot fit "
+				    "in a file of %zu bytes",
 				    g->path, (unsigned long long)n_tensors, g->size);
 	if ((r = parse_kvs(g, &c, n_kv)))
 		return r;
