@@ -110,25 +110,39 @@ static int check_unused(const struct allm_gguf *g, const bool *used, struct allm
 /* Rows dequantized per pass: about 1 MiB of f32, whole heads for Q/K. */
 #define PASS_BYTES ((size_t)1 << 20)
 
+static int64_t pass_rows(const struct allm_weight_spec *s, int64_t cols, int32_t heads)
+{
+	int64_t rows = s->n_dims == 2 ? s->shape[0] : 1;
+	int64_t step = ALLM_MAX((int64_t)(PASS_BYTES / sizeof(float)) / cols, 1);
+	if (heads && s->n_dims == 2) {
+		int64_t d = rows / heads; /* rows of one head */
+		step = ALLM_MAX(step / d, 1) * d;
+	}
+	return ALLM_MIN(step, rows);
+}
+
 /* Dequantizes t into the storage of spec s at dst (host memory). heads > 0: GGUF
- * row h*d + 2i + j holds Hugging Face row h*d + j*d/2 + i (d = rows / heads). */
+ * row h*d + 2i + j holds Hugging Face row h*d + j*d/2 + i (d = rows / heads; a bias
+ * is one row whose entries move the same way). */
 static void convert_tensor(const struct allm_model *m, const struct allm_weight_spec *s,
 			   const struct allm_gguf_tensor *t, int32_t heads, void *dst, float *buf,
 			   float *tmp)
 {
-	int64_t rows = s->n_dims == 2 ? s->shape[0] : 1, cols = t->ne[0];
-	if (s->n_dims == 1 && heads) { /* a bias: one value per row */
-		int64_t d = s->shape[0] / heads;
-		allm_gguf_dequant_rows(t, 0, 1, tmp);
-		for (int64_t h = 0; h < heads; h++)
-			for (int64_t r = 0; r < d; r++)
-				buf[h * d + (r % 2) * (d / 2) + r / 2] = tmp[h * d + r];
+	int64_t cols = t->ne[0];
+	if (s->n_dims == 1) {
+		if (!heads) {
+			allm_gguf_dequant_rows(t, 0, 1, buf);
+		} else {
+			int64_t d = cols / heads;
+			allm_gguf_dequant_rows(t, 0, 1, tmp);
+			for (int64_t h = 0; h < heads; h++)
+				for (int64_t r = 0; r < d; r++)
+					buf[h * d + (r % 2) * (d / 2) + r / 2] = tmp[h * d + r];
+		}
 		allm_model_spec_store(m, s, dst, 0, buf, 1);
 		return;
 	}
-	int64_t d = heads ? rows / heads : 1;
-	int64_t step = ALLM_MAX((int64_t)(PASS_BYTES / sizeof(float)) / cols, 1);
-	step = heads ? ALLM_MAX(step / d, 1) * d : step;
+	int64_t rows = s->shape[0], step = pass_rows(s, cols, heads), d = heads ? rows / heads : 1;
 	for (int64_t r0 = 0; r0 < rows; r0 += step) {
 		int64_t n = ALLM_MIN(step, rows - r0);
 		if (!heads) {
@@ -154,12 +168,8 @@ static int load_weights(struct allm_model *m, const struct allm_gguf *g,
 	size_t most = 0, conv_most = 0;
 	for (size_t i = 0; i < n; i++) {
 		total += src[i]->nbytes;
-		int64_t cols = src[i]->ne[0], rows = specs[i].n_dims == 2 ? specs[i].shape[0] : 1;
-		int32_t heads = permuted_heads(m, &specs[i]);
-		int64_t d = heads ? rows / heads : 1;
-		int64_t step = ALLM_MAX((int64_t)(PASS_BYTES / sizeof(float)) / cols, 1);
-		step = heads ? ALLM_MAX(step / d, 1) * d : step;
-		most = ALLM_MAX(most, (size_t)(ALLM_MIN(step, rows) * cols));
+		int64_t cols = src[i]->ne[0];
+		most = ALLM_MAX(most, (size_t)(pass_rows(&specs[i], cols, permuted_heads(m, &specs[i])) * cols));
 		conv_most = ALLM_MAX(conv_most, allm_model_spec_bytes(m, &specs[i]));
 	}
 	float *buf = allm_malloc(most * sizeof(float)), *tmp = allm_malloc(most * sizeof(float));
@@ -188,11 +198,10 @@ out:
 	return r;
 }
 
-int allm_gguf_model_load(allm_backend_t *be, const char *path,
-			 const struct allm_model_load_opts *o, struct allm_model **ret,
-			 struct allm_err *err)
+int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
+			      const struct allm_model_load_opts *o, struct allm_model **ret,
+			      struct allm_err *err)
 {
-	struct allm_gguf *g = NULL;
 	struct allm_model_config cfg;
 	struct allm_model *m = NULL;
 	struct allm_weight_spec *specs = NULL;
@@ -201,10 +210,10 @@ int allm_gguf_model_load(allm_backend_t *be, const char *path,
 	size_t n = 0;
 	int r;
 
-	if ((r = allm_gguf_open(path, &g, err)) || (r = allm_gguf_model_config(g, &cfg, err)) ||
+	if ((r = allm_gguf_model_config(g, &cfg, err)) ||
 	    (r = allm_model_create_shell(be, &cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
 		goto fail;
-	snprintf(m->source, sizeof(m->source), "%s", path);
+	snprintf(m->source, sizeof(m->source), "%s", g->path);
 	if ((r = allm_model_weight_specs(m, &specs, &n))) {
 		allm_err_set(err, r, "out of memory");
 		goto fail;
@@ -219,7 +228,7 @@ int allm_gguf_model_load(allm_backend_t *be, const char *path,
 	for (size_t i = 0; i < n; i++) {
 		char name[128];
 		if (!allm_gguf_tensor_name(specs[i].name, name, sizeof(name))) {
-			r = allm_err_set(err, -ENOTSUP, "%s: GGUF: no GGUF name for tensor '%s'", path,
+			r = allm_err_set(err, -ENOTSUP, "%s: GGUF: no GGUF name for tensor '%s'", g->path,
 					 specs[i].name);
 			goto fail;
 		}
@@ -239,6 +248,17 @@ out:
 	allm_free(specs);
 	allm_free(src);
 	allm_free(used);
+	return r;
+}
+
+int allm_gguf_model_load(allm_backend_t *be, const char *path,
+			 const struct allm_model_load_opts *o, struct allm_model **ret,
+			 struct allm_err *err)
+{
+	struct allm_gguf *g = NULL;
+	int r = allm_gguf_open(path, &g, err);
+	if (!r)
+		r = allm_gguf_model_load_from(be, g, o, ret, err);
 	allm_gguf_close(g);
 	return r;
 }
