@@ -453,26 +453,31 @@ static int write_tensors(struct gguf_w *w, const char *dir, const struct allm_mo
 
 /* tokenizer.json -> tokenizer.ggml.*: tokens by id, types, merges (byte-level) or
  * scores (SentencePiece-style: a piece made by merge r scores -r, others far below). */
-static int write_tokenizer(struct gguf_w *w, const char *dir, const struct allm_model_config *c,
-			   const struct gguf_convert_opts *o, char *err, size_t errlen)
+int gguf_w_tokenizer(struct gguf_w *w, const char *tokenizer_json, const char *tokenizer_config,
+		     int32_t n_vocab, int32_t bos, int32_t eos, const char *pre, char *err,
+		     size_t errlen)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-	json_t *root = json_load_file(path, 0, NULL);
+	json_t *root = json_load_file(tokenizer_json, 0, NULL);
 	if (!root)
-		return fail(err, errlen, "%s: cannot read", path);
+		return fail(err, errlen, "%s: cannot read", tokenizer_json);
 	json_t *model = json_object_get(root, "model"), *vocab = json_object_get(model, "vocab");
 	json_t *merges = json_object_get(model, "merges"), *added = json_object_get(root, "added_tokens");
 	/* byte-level BPE decodes with ByteLevel; SentencePiece-style with a Sequence */
 	const char *dt = json_string_value(json_object_get(json_object_get(root, "decoder"), "type"));
 	bool bytelevel = dt && !strcmp(dt, "ByteLevel");
-	int32_t n = c->vocab_size;
-	char **tok = calloc((size_t)n, sizeof(*tok));
-	int32_t *type = calloc((size_t)n, sizeof(*type));
-	float *score = calloc((size_t)n, sizeof(*score));
 	const char *k;
 	json_t *v;
 	size_t i;
+	int32_t n = n_vocab;
+	if (n <= 0) { /* the largest id + 1 */
+		json_object_foreach(vocab, k, v)
+			n = (int32_t)ALLM_MAX(n, json_integer_value(v) + 1);
+		json_array_foreach(added, i, v)
+			n = (int32_t)ALLM_MAX(n, json_integer_value(json_object_get(v, "id")) + 1);
+	}
+	char **tok = calloc((size_t)n, sizeof(*tok));
+	int32_t *type = calloc((size_t)n, sizeof(*type));
+	float *score = calloc((size_t)n, sizeof(*score));
 	json_object_foreach(vocab, k, v) {
 		json_int_t id = json_integer_value(v);
 		if (id >= 0 && id < n) {
@@ -523,27 +528,39 @@ static int write_tokenizer(struct gguf_w *w, const char *dir, const struct allm_
 	}
 	gguf_w_str(w, "tokenizer.ggml.model", bytelevel ? "gpt2" : "llama");
 	if (bytelevel)
-		gguf_w_str(w, "tokenizer.ggml.pre", o->pre ? o->pre : "default");
+		gguf_w_str(w, "tokenizer.ggml.pre", pre ? pre : "default");
 	gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (size_t)n);
 	gguf_w_arr_i32(w, "tokenizer.ggml.token_type", type, (size_t)n);
 	if (bytelevel)
 		gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)ms, nm);
 	else
 		gguf_w_arr_f32(w, "tokenizer.ggml.scores", score, (size_t)n);
-	if (c->bos_id >= 0)
-		gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_id);
-	if (c->n_eos)
-		gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_ids[0]);
+	if (bos >= 0)
+		gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+	if (eos >= 0)
+		gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
 	if (!bytelevel) {
 		for (int32_t id = 0; id < n; id++)
 			if (type[id] == 2)
 				gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)id);
 		gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", true);
 	}
-	snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-	json_t *tc = json_load_file(path, 0, NULL);
+	json_t *tc = tokenizer_config ? json_load_file(tokenizer_config, 0, NULL) : NULL;
 	json_t *ab = json_object_get(tc, "add_bos_token"), *ct = json_object_get(tc, "chat_template");
-	gguf_w_bool(w, "tokenizer.ggml.add_bos_token", ab ? json_is_true(ab) : !bytelevel);
+	/* no add_bos_token: a post-processor that starts with a special token adds BOS */
+	json_t *pp = json_object_get(root, "post_processor"), *sub;
+	json_array_foreach(json_object_get(pp, "processors"), i, sub) /* a Sequence */
+		if (json_object_get(sub, "single"))
+			pp = sub;
+	json_t *first = json_object_get(json_array_get(json_object_get(pp, "single"), 0), "SpecialToken");
+	bool add_bos = ab ? json_is_true(ab) : first != NULL;
+	if (first && bos < 0) {
+		const char *name = json_string_value(json_object_get(first, "id"));
+		json_t *ids = json_object_get(json_object_get(json_object_get(pp, "special_tokens"), name), "ids");
+		bos = (int32_t)json_integer_value(json_array_get(ids, 0));
+		gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+	}
+	gguf_w_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
 	if (json_is_string(ct))
 		gguf_w_str(w, "tokenizer.chat_template", json_string_value(ct));
 	json_decref(tc);
@@ -556,8 +573,6 @@ static int write_tokenizer(struct gguf_w *w, const char *dir, const struct allm_
 	free(type);
 	free(score);
 	json_decref(root);
-	(void)err;
-	(void)errlen;
 	return 0;
 }
 
@@ -589,7 +604,11 @@ int gguf_convert_dir(const char *dir, const char *out, const struct gguf_convert
 		gguf_w_u32(w, "llama.attention.key_length", (uint32_t)c.head_dim);
 	gguf_w_u32(w, "llama.vocab_size", (uint32_t)c.vocab_size);
 	gguf_w_u32(w, "general.file_type", o->type == ALLM_GGML_F32 ? 0 : 1);
-	int r = write_tokenizer(w, dir, &c, o, err, errlen);
+	char tj[4096], tc[4096];
+	snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
+	snprintf(tc, sizeof(tc), "%s/tokenizer_config.json", dir);
+	int r = gguf_w_tokenizer(w, tj, tc, c.vocab_size, c.bos_id, c.n_eos ? c.eos_ids[0] : -1, o->pre,
+				 err, errlen);
 	if (!r)
 		r = write_tensors(w, dir, &c, o, err, errlen);
 	if (!r && gguf_w_save(w, out))

@@ -52,6 +52,13 @@ int gguf_w_save(const struct gguf_w *w, const char *path);
 size_t gguf_quantize(uint32_t type, const float *x, int64_t n, uint8_t *out);
 void gguf_dequantize_ref(uint32_t type, const uint8_t *blocks, int64_t n, float *out);
 
+/* tokenizer.ggml.* from a tokenizer.json (and its tokenizer_config.json, which may
+ * be NULL): n_vocab tokens (0: the largest id + 1), bos / eos ids (-1: none), pre the
+ * tokenizer.ggml.pre of a byte-level one (NULL: "default"). 0 or -1 with err. */
+int gguf_w_tokenizer(struct gguf_w *w, const char *tokenizer_json, const char *tokenizer_config,
+		     int32_t n_vocab, int32_t bos, int32_t eos, const char *pre, char *err,
+		     size_t errlen);
+
 struct gguf_convert_opts {
 	uint32_t type; /* of the matrices and the embedding table (F32 by default); a
 			* matrix whose rows are not whole blocks stays F32 */
