@@ -30,6 +30,10 @@ int allm_gguf_model_config_load(const char *path, struct allm_model_config *ret,
 int allm_gguf_model_load(allm_backend_t *be, const char *path,
 			 const struct allm_model_load_opts *o, struct allm_model **ret,
 			 struct allm_err *err);
+/* The same from an opened file (which may be closed once this returns). */
+int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
+			      const struct allm_model_load_opts *o, struct allm_model **ret,
+			      struct allm_err *err);
 
 /* The GGUF name of a Hugging Face tensor name as allm_model_weight_specs() writes
  * them ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"), into

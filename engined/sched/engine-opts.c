@@ -32,7 +32,8 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 const char *allm_engine_opts_help(void)
 {
 	return "model and memory:\n"
-	       "  --model DIR                 Hugging Face model directory (Llama or OPT)\n"
+	       "  --model DIR|FILE.gguf       Hugging Face model directory (Llama or OPT), or a\n"
+	       "                              GGUF file (Llama; F32 F16 BF16 Q8_0 Q4_0 Q4_1 tensors)\n"
 	       "  --dummy PRESET              random weights of real shapes (tiny, small, medium,\n"
 	       "                              llama-7b, llama-13b, llama-33b, opt-tiny, opt-13b, opt-30b...)\n"
 	       "                              with neither: the embedded default model (stories260K)\n"

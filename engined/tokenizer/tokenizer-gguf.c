@@ -368,7 +368,8 @@ static int set_special(struct allm_tokenizer *tok, const struct allm_gguf *g, bo
 	return 0;
 }
 
-static int load_gguf(const struct allm_gguf *g, struct allm_tokenizer **ret, struct allm_err *err)
+int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **ret,
+			     struct allm_err *err)
 {
 	const char *model;
 	size_t len;
@@ -414,7 +415,7 @@ int allm_tokenizer_load_gguf(const char *path, struct allm_tokenizer **ret,
 	struct allm_gguf *g = NULL;
 	int r = allm_gguf_open(path, &g, err);
 	if (!r)
-		r = load_gguf(g, ret, err);
+		r = allm_tokenizer_from_gguf(g, ret, err);
 	allm_gguf_close(g);
 	return r;
 }

@@ -483,7 +483,7 @@ static int parse_pretok(struct allm_tokenizer *tok, json_t *pt, const char *fiel
 	if (!strcmp(type, "Digits")) {
 		/* runs before the split pattern (see encode_segment): only in that place */
 		if (tok->split != ALLM_TOK_SPLIT_NONE || tok->byte_level || tok->metaspace)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s: Digits after another pre-tokenizer is not supported", field);
+			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: Digits after another pre-tokenizer is not supported", field);
 		tok->digits = json_bool_or(pt, "individual_digits", false) ? ALLM_TOK_DIGITS_INDIVIDUAL
 									  : ALLM_TOK_DIGITS_GROUPED;
 		return 0;

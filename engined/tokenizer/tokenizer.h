@@ -55,6 +55,10 @@ int allm_tokenizer_load_from(const struct allm_vdir *dir, struct allm_tokenizer 
  * -ENOTSUP or -EINVAL naming the key. */
 int allm_tokenizer_load_gguf(const char *path, struct allm_tokenizer **ret,
 			     struct allm_err *err);
+/* The same from an opened file (gguf.h; it may be closed once this returns). */
+struct allm_gguf;
+int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **ret,
+			     struct allm_err *err);
 /* Same from one tokenizer.json path; no companion files are read. */
 int allm_tokenizer_load_file(const char *tokenizer_json_path, struct allm_tokenizer **ret,
 			     struct allm_err *err);
