@@ -163,6 +163,9 @@ static void greedy(struct allm_model *m, json_t *cases)
 			n_pos++;
 			n_agree += ours == want[k];
 			n_tie += ours != want[k] && d < TIE;
+			if (ours != want[k] && d < TIE)
+				printf("  greedy %zu step %zu (teacher-forced): ours %d, llama.cpp %d by %.3f\n", i, k,
+				       ours, want[k], d);
 			CHECK(ours == want[k] || d < TIE,
 			      "greedy %zu step %zu: ours %d, llama.cpp %d, which scored ours %.3f lower", i, k, ours,
 			      want[k], d);
