@@ -68,8 +68,15 @@ void allm_gguf_dequant_rows(const struct allm_gguf_tensor *t, int64_t row0, int6
 	size_t n = (size_t)(n_rows * cols);
 	switch (t->type) {
 	case ALLM_GGML_F32: memcpy(dst, src, n * sizeof(float)); break;
-	case ALLM_GGML_F16: allm_to_f32(dst, src, ALLM_DTYPE_F16, n); break;
-	case ALLM_GGML_BF16: allm_to_f32(dst, src, ALLM_DTYPE_BF16, n); break;
+	/* byte by byte: general.alignment may be 1, the data need not be 2-aligned */
+	case ALLM_GGML_F16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = allm_f16_to_f32(rd16(src + 2 * i));
+		break;
+	case ALLM_GGML_BF16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = allm_bf16_to_f32(rd16(src + 2 * i));
+		break;
 	case ALLM_GGML_Q8_0: deq_q8_0(dst, src, nb); break;
 	case ALLM_GGML_Q4_0: deq_q4_0(dst, src, nb); break;
 	case ALLM_GGML_Q4_1: deq_q4_1(dst, src, nb); break;
