@@ -28,7 +28,7 @@ for what in "$@"; do
 	speed)
 		[ -x "${LLAMA_CPP_PY:-}" ] || { echo "speed: set LLAMA_CPP_PY to a python with llama-cpp-python" >&2; exit 1; }
 		{
-			echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD), $THREADS threads, $REPS rounds; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+			echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD), $THREADS threads, $REPS rounds, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 			for r in $(seq "$REPS"); do
 				for kind in f32 int8 llama.cpp; do
 					case $kind in
