@@ -176,6 +176,36 @@ int allm_file_replace(int dirfd, const char *name, mode_t mode, const void *data
 	return 0;
 }
 
+int allm_file_unnamed(int dirfd, int flags, bool no_tmpfile, bool *ret_named)
+{
+	struct stat st;
+	char tmp[64];
+	int fd = no_tmpfile ? -1 : openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC | flags, 0600);
+	*ret_named = false;
+	if (fd >= 0)
+		return fd;
+	if (!no_tmpfile && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return -errno;
+	if (fstat(dirfd, &st))
+		return -errno;
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+		return -EPERM;
+	for (int i = 0; i < SAFE_NAME_TRIES; i++) {
+		int r = random_name("allm-kv", tmp, sizeof(tmp));
+		if (r)
+			return r;
+		fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
+		if (fd >= 0) {
+			unlinkat(dirfd, tmp, 0);
+			*ret_named = true;
+			return fd;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
 int allm_file_open_read(int dirfd, const char *name, int *ret_fd, struct allm_err *err)
 {
 	struct stat st;

@@ -41,6 +41,14 @@ int allm_path_split(const char *path, char *dir, size_t dir_len, const char **re
 int allm_file_replace(int dirfd, const char *name, mode_t mode, const void *data, size_t len,
 		      struct allm_err *err);
 
+/* A file with no name in dirfd, for scratch data (the disk KV tier): O_TMPFILE,
+ * or where the filesystem lacks it (or no_tmpfile asks) a random name made with
+ * O_EXCL|O_NOFOLLOW and unlinked at once — in a directory others can write
+ * without the sticky bit that name could be swapped before it is unlinked, so
+ * there the named way is refused (-EPERM). flags: added to O_RDWR (O_DIRECT).
+ * The fd, *ret_named saying which way; or -errno. */
+int allm_file_unnamed(int dirfd, int flags, bool no_tmpfile, bool *ret_named);
+
 /* Opens name in dirfd for reading: O_NOFOLLOW, and a regular file. 0 with
  * *ret_fd, or -errno with err (-ENOENT quietly: err says "no such file"). */
 int allm_file_open_read(int dirfd, const char *name, int *ret_fd, struct allm_err *err);

@@ -1,9 +1,10 @@
-/* Description: common/safe-file (issue 37 item 3): a file is replaced whole through a name no one can guess (no leftover, no temp name of the pid), a symlink planted at its name is replaced and its target untouched, a planted temp-style symlink is never followed, directories writable by others or symlinked are refused, a FIFO or symlink is never opened for reading. */
+/* Description: common/safe-file (issue 37 item 3): a file is replaced whole through a name no one can guess (no leftover, no temp name of the pid), a symlink planted at its name is replaced and its target untouched, a planted temp-style symlink is never followed, directories writable by others or symlinked are refused, a FIFO or symlink is never opened for reading; a scratch file (the disk KV tier) has no name left, and its named fallback is refused where others could swap the name (o+w, no sticky bit). */
 #include "safe-file.h"
 #include "test-check.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,31 @@ static void test_dirs(void)
 	CHECK(allm_path_split("a/", dir, sizeof(dir), &name) == -EINVAL, "split, no name");
 }
 
+static void test_unnamed(void)
+{
+	char d[128];
+	bool named;
+	path_of(d, sizeof(d), "scratch");
+	mkdir(d, 0700);
+	int dfd = open(d, O_RDONLY | O_DIRECTORY);
+	int fd = allm_file_unnamed(dfd, 0, false, &named);
+	CHECK(fd >= 0 && count_entries(d) == 0, "O_TMPFILE (or its fallback): %d, %d entries", fd, count_entries(d));
+	if (fd >= 0)
+		close(fd);
+	fd = allm_file_unnamed(dfd, 0, true, &named);
+	CHECK(fd >= 0 && named && count_entries(d) == 0, "named then unlinked: %d, %d entries", fd, count_entries(d));
+	if (fd >= 0)
+		close(fd);
+	chmod(d, 0777);
+	CHECK(allm_file_unnamed(dfd, 0, true, &named) == -EPERM, "a name others could swap (o+w, no sticky bit)");
+	chmod(d, 01777);
+	fd = allm_file_unnamed(dfd, 0, true, &named);
+	CHECK(fd >= 0 && named, "sticky: a name only we can remove: %d", fd);
+	if (fd >= 0)
+		close(fd);
+	close(dfd);
+}
+
 int main(void)
 {
 	snprintf(root, sizeof(root), "/tmp/test-safe-file-XXXXXX");
@@ -147,6 +173,7 @@ int main(void)
 	}
 	test_replace();
 	test_dirs();
+	test_unnamed();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	if (system(cmd) != 0)
