@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: fairness between HTTP users inside the gateway (issue 37 item 2): one user's flood of 40 requests x n 16 (640 choices: the engine's whole per-client cap here) leaves three other users served at once, none 429, while the flood still waits — users told apart by their address (127.0.0.1-4) and, with several --api-key, by their key; the flood's own requests past --max-queued-per-user get a 429 naming it; when the flood hangs up, nothing of it is left in the engine or the gateway. Before, the gateway was one client with one queue: the flood filled the engine's per-client cap and the others got 429.
+# Description: fairness between HTTP users inside the gateway (issue 37 item 2): one user's flood of 40 requests x n 16 (640 choices: the engine's whole per-client cap here) leaves three other users served at once, none 429, while the flood still waits — users told apart by their address (127.0.0.1-4) and, with several --api-key, by their key; the flood's own requests past --max-queued-per-user get a 429 naming it; when the flood hangs up, nothing of it is left in the engine or the gateway; an engine whose per-client cap is below what the gateway keeps there refuses, and the gateway waits instead of answering 429. Before, the gateway was one client with one queue: the flood filled the engine's per-client cap and the others got 429.
 . "$(dirname "$0")/gateway-common.sh"
 ulimit -n 4096 2>/dev/null
 
@@ -113,4 +113,35 @@ grep -q "^flood-429 20$" "$tmp/keys.out" && ok "by key: 20 flood requests past -
 left_in_engine "by key"
 gw_stop "$GW_PID" "gateway, users by key"
 daemon_stop "engine under the flood"
+
+# --- an engine cap below what the gateway keeps there: its refusals wait, not 429 ----------
+ctl_start gwcap --model "$M" --profile "$tmp/profile.json" --max-queued-per-client 4
+gw_start gwcap --max-inflight 64
+gw_up "$GW_URL" || exit 1
+python3 - "$GW_PORT" <<'PY' >"$tmp/cap.out" 2>&1
+import http.client, json, sys, threading
+port, res = int(sys.argv[1]), []
+def one(i):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", json.dumps({"prompt": "Once upon a time", "n": 4, "max_tokens": 16,
+                                                     "seed": i}), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    res.append((r.status, r.read()))
+ths = [threading.Thread(target=one, args=(i,)) for i in range(10)]
+for t in ths:
+    t.start()
+for t in ths:
+    t.join()
+st = sorted(r[0] for r in res)
+print(("ok: 10 requests x n 4 through an engine that holds 4 at a time: all 200" if st == [200] * 10 else
+       "FAIL: statuses %s: %s") % ((st, [r[1][:160] for r in res if r[0] != 200][:2]) if st != [200] * 10 else ()))
+PY
+cat "$tmp/cap.out"
+grep -q "^ok:" "$tmp/cap.out" || fail "the engine's own cap: refusals became 429s"
+"$CTL" --name gwcap status --json >"$tmp/st.json"
+rej=$(python3 -c 'import json,sys; print(sum(c["rejected"] for c in json.load(open(sys.argv[1]))["client_list"]))' "$tmp/st.json")
+[ "$rej" -gt 0 ] && ok "... the engine did refuse $rej submissions (its cap was reached)" ||
+	fail "the engine never refused: the test tests nothing"
+gw_stop "$GW_PID" "gateway over an engine with a small cap"
+daemon_stop "engine with a small cap"
 finish
