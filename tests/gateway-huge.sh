@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Description: one HTTP user's huge answers cannot fail another's request (issue 37 item 1): four concurrent non-streamed /v1/completions of n 128, logprobs 10, max_tokens 480 (17 MB of JSON each) all complete whole (128 choices x 480 tokens, 10 alternatives each), while another user's 400-token request is served (before: the gateway's engine reader waited while an answer was built, the engine failed the gateway for not draining its completion queue, and everyone got 503); the gateway never holds a whole answer (peak RSS bounded); a request whose n x max_tokens x (1 + logprobs) passes the limit gets a 400 naming it.
+# Description: one HTTP user's huge answers cannot fail another's request (issue 37 item 1): four concurrent non-streamed /v1/completions of n 128, logprobs 10, max_tokens 480 (17 MB of JSON each; 120 tokens under a sanitizer) all complete whole (128 choices x 480 tokens, 10 alternatives each), while another user's 400-token request is served (before: the gateway's engine reader waited while an answer was built, the engine failed the gateway for not draining its completion queue, and everyone got 503); the gateway never holds a whole answer (peak RSS bounded); a request whose n x max_tokens x (1 + logprobs) passes the limit gets a 400 naming it.
 . "$(dirname "$0")/gateway-common.sh"
+# under a sanitizer the same paths run on a quarter of the tokens (ASan alone took
+# 400 s for the whole load), and the gateway's RSS says nothing (shadow memory, the
+# quarantine of freed blocks)
+TOKENS=480
+SANITIZED=
+if ldd "$GATEWAY" 2>/dev/null | grep -q -E "lib(a|t)san"; then
+	TOKENS=120
+	SANITIZED=1
+fi
 
 daemon_start gwh
 gw_start gwh
 gw_up "$GW_URL" || exit 1
 
-python3 - "$GW_PORT" "$tmp" <<'PY' >"$tmp/huge.out" 2>&1
+python3 - "$GW_PORT" "$TOKENS" <<'PY' >"$tmp/huge.out" 2>&1
 import http.client, json, sys, threading, time
-port, tmp = int(sys.argv[1]), sys.argv[2]
+port, tokens = int(sys.argv[1]), int(sys.argv[2])
 
 def post(body, addr="127.0.0.1"):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600, source_address=(addr, 0))
@@ -16,7 +25,7 @@ def post(body, addr="127.0.0.1"):
     r = c.getresponse()
     return r.status, r.read()
 
-HUGE = {"prompt": "Once upon a time", "n": 128, "logprobs": 10, "max_tokens": 480, "ignore_eos": True,
+HUGE = {"prompt": "Once upon a time", "n": 128, "logprobs": 10, "max_tokens": tokens, "ignore_eos": True,
         "temperature": 1, "seed": 1}
 res = [None] * 4
 def huge(i):
@@ -39,12 +48,12 @@ for i, (st, body) in enumerate(res):
     j = json.loads(body)
     ch = j["choices"]
     good = len(ch) == 128 and sorted(c["index"] for c in ch) == list(range(128)) and all(
-        len(c["logprobs"]["tokens"]) == 480 and len(c["logprobs"]["token_logprobs"]) == 480 and
-        len(c["logprobs"]["text_offset"]) == 480 and
+        len(c["logprobs"]["tokens"]) == tokens and len(c["logprobs"]["token_logprobs"]) == tokens and
+        len(c["logprobs"]["text_offset"]) == tokens and
         all(10 <= len(t) <= 11 for t in c["logprobs"]["top_logprobs"]) for c in ch) and \
-        j["usage"]["completion_tokens"] == 128 * 480
-    print(("ok: huge answer %d whole: %d bytes, 128 choices x 480 tokens" if good else
-           "FAIL: huge answer %d is not whole (%d bytes)") % (i, len(body)))
+        j["usage"]["completion_tokens"] == 128 * tokens
+    print(("ok: huge answer %d whole: %d bytes, 128 choices x %d tokens" if good else
+           "FAIL: huge answer %d is not whole (%d bytes, %d tokens asked)") % (i, len(body), tokens))
 
 # past the limit on what one answer may hold: a 400 that names it
 st, body = post({"prompt": "Hi", "n": 128, "logprobs": 10, "max_tokens": 4000})
@@ -61,8 +70,13 @@ grep -q "stopped draining" "$DLOG" && fail "the engine failed the gateway: $(gre
 # the answers were written as they were read: the gateway held tokens, not documents
 # (4 x 61440 tokens x 11 log-probabilities x 8 bytes: 22 MB; the JSON was 4 x 17 MB)
 hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$GW_PID/status")
-[ "$hwm" -lt $((96 * 1024)) ] && ok "gateway peak RSS $((hwm / 1024)) MiB (< 96 MiB)" ||
+if [ -n "$SANITIZED" ]; then
+	echo "skip: the gateway's peak RSS under a sanitizer ($((hwm / 1024)) MiB) is not its own"
+elif [ "$hwm" -lt $((96 * 1024)) ]; then
+	ok "gateway peak RSS $((hwm / 1024)) MiB (< 96 MiB)"
+else
 	fail "gateway peak RSS $((hwm / 1024)) MiB: it held whole answers"
+fi
 gw_stop "$GW_PID" "gateway after huge answers"
 daemon_stop "engine after huge answers"
 finish
