@@ -268,6 +268,7 @@ int main(int argc, char **argv)
 	gw.quiesced_fd = -1;
 	pthread_mutex_init(&gw.lock, NULL);
 	pthread_mutex_init(&gw.ctl_lock, NULL);
+	pthread_cond_init(&gw.ctl_cond, NULL); /* before the pump, which kicks it (gw_ctl_kick) */
 	pthread_mutex_init(&gw.conns_lock, NULL);
 	/* signals go to this thread only (sigwait below); the others inherit the mask */
 	signal(SIGPIPE, SIG_IGN);
@@ -297,7 +298,7 @@ int main(int argc, char **argv)
 	gw_log(&gw, 2, "%s: no new requests; finishing those in flight (at most %.0f s)",
 	       strsignal(sig), GW_SHUTDOWN_S);
 	pthread_mutex_lock(&gw.lock);
-	gw.stopping = true;
+	atomic_store(&gw.stopping, true);
 	pthread_mutex_unlock(&gw.lock);
 	gw_http_quiesce(&gw);
 	wait_idle(&gw, &sigs, allm_now() + GW_SHUTDOWN_S);

@@ -189,7 +189,7 @@ struct gw {
 	uint32_t n_slots, *gens;  /* slot capacity; generation per slot */
 	uint32_t *free_slots, n_free;
 	int64_t live;             /* requests not yet freed */
-	bool stopping;            /* shutdown: refuse new requests */
+	atomic_bool stopping;     /* shutdown: refuse new requests (read by the HTTP threads without the lock) */
 	bool aborting;            /* shutdown's deadline passed: end what still runs */
 	bool quit;                /* the pump exits */
 	/* pump: */

@@ -196,10 +196,6 @@ int gw_ctl_start(struct gw *gw)
 	}
 	if (!(gw->scrapes = calloc(GW_SCRAPES_MAX, sizeof(*gw->scrapes))))
 		return -ENOMEM;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_cond_init(&gw->ctl_cond, &ca);
-	pthread_condattr_destroy(&ca);
 	if ((r = pthread_create(&gw->ctl_thread, NULL, ctl_main, gw)))
 		return -r;
 	gw->ctl_started = true;
@@ -214,7 +210,6 @@ void gw_ctl_stop(struct gw *gw)
 		pthread_cond_signal(&gw->ctl_cond);
 		pthread_mutex_unlock(&gw->ctl_lock);
 		pthread_join(gw->ctl_thread, NULL);
-		pthread_cond_destroy(&gw->ctl_cond);
 		gw->ctl_started = false;
 	}
 	free(gw->scrapes);

@@ -94,7 +94,7 @@ static enum MHD_Result no_engine(struct gw *gw, struct MHD_Connection *c, struct
 {
 	struct gw_api_err e;
 	gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
-		    gw->stopping ? "allm-gateway is shutting down"
+		    atomic_load(&gw->stopping) ? "allm-gateway is shutting down"
 				 : "no engine '%s' is running (the gateway reconnects when it starts)",
 		    gw->o.engine);
 	return respond_err(c, x, &e);
@@ -108,7 +108,7 @@ static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struc
 {
 	bool up;
 	gw_model_unref(gw_engine_model(gw, &up));
-	if (!up || gw->stopping)
+	if (!up || atomic_load(&gw->stopping))
 		return no_engine(gw, c, x);
 	double silent = gw_engine_silence(gw);
 	if (silent > gw->o.engine_timeout_s) {
@@ -176,7 +176,7 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
 			    "the request body is larger than --max-body-bytes");
 	struct gw_model *m = gw_engine_model(gw, &up);
-	if (!m || !up || gw->stopping) {
+	if (!m || !up || atomic_load(&gw->stopping)) {
 		gw_model_unref(m);
 		return no_engine(gw, c, x);
 	}
