@@ -49,11 +49,20 @@ static int32_t *table(int32_t **ids, int32_t n)
 	return p;
 }
 
+/* Whether the disk tier failed lately (full, broken): then it is not chosen
+ * until the failures fade (predictor.h), and victims recompute instead of
+ * paying for a write that fails again. */
+static bool disk_failing(const struct allm_engine *e, double now)
+{
+	return allm_predict_disk_failure(e->pred, now) >= ALLM_DISK_FAIL_SKIP;
+}
+
 /* Alg. 1's choice for a victim of n blocks, and why (DESIGN §6's tables). */
-static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t n)
+static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t n, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
-	bool host = e->kv->cpu.n_free >= n && n > 0, disk = dp && dp->n_free >= n && n > 0;
+	bool failing = dp && disk_failing(e, now);
+	bool host = e->kv->cpu.n_free >= n && n > 0, disk = dp && !failing && dp->n_free >= n && n > 0;
 	switch (e->cfg.preempt) {
 	case ALLM_PREEMPT_RECOMPUTE:
 		d->choice = ALLM_CHOICE_RECOMPUTE;
@@ -62,6 +71,7 @@ static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t
 	case ALLM_PREEMPT_SWAP:
 		d->choice = host ? ALLM_CHOICE_SWAP : disk ? ALLM_CHOICE_DISK : ALLM_CHOICE_RECOMPUTE;
 		d->reason = host ? "policy swap" : disk ? "policy swap, CPU pool full: disk"
+			    : failing ? "policy swap, CPU pool full, disk failing"
 			    : dp ? "policy swap, CPU and disk pools full" : "policy swap, CPU pool full";
 		return;
 	default:
@@ -88,9 +98,9 @@ static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t
 		d->reason = host_best ? "swap cheapest, CPU pool full: disk" : "disk cheapest";
 	} else {
 		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = d->pred_recompute_s <= ALLM_MIN(d->pred_swap_s, d->pred_disk_s)
-				    ? "recompute cheapest"
-				    : "swap cheaper, CPU and disk pools full";
+		d->reason = d->pred_recompute_s <= ALLM_MIN(d->pred_swap_s, d->pred_disk_s) ? "recompute cheapest"
+			    : failing ? "swap cheaper, CPU pool full, disk failing"
+				      : "swap cheaper, CPU and disk pools full";
 	}
 }
 
@@ -100,7 +110,7 @@ static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t
 static bool demote_for(struct allm_engine *e, int32_t n, double priority, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
-	while (e->kv->cpu.n_free < n) {
+	while (e->kv->cpu.n_free < n && !disk_failing(e, now)) {
 		struct allm_request *low = NULL;
 		for (int32_t i = 0; i < e->swapped.n; i++) {
 			struct allm_request *r = e->swapped.v[i];
@@ -116,8 +126,10 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 				   &err)) {
 			note(e, "request %lld: demotion to disk failed (%s): it stays in the host pool",
 			     (long long)low->id, err.msg);
+			allm_predictor_observe_disk_outcome(e->pred, true, now);
 			return false;
 		}
+		allm_predictor_observe_disk_outcome(e->pred, false, now);
 		low->n_disk_blocks = low->n_cpu_blocks;
 		low->n_cpu_blocks = 0;
 		low->pending_swap_out_s += res.seconds;
@@ -132,7 +144,7 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 			d->reason = "swapped, then demoted to disk";
 		}
 	}
-	return true;
+	return e->kv->cpu.n_free >= n;
 }
 
 static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_request *v,
@@ -181,7 +193,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	d->pred_recompute_s = e->cfg.chunked_prefill
 				      ? allm_predict_recompute_marginal(e->pred, v->seq.n_tokens)
 				      : allm_predict_recompute(e->pred, v->seq.n_tokens);
-	choose(e, d, n);
+	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */
 	if (d->choice == ALLM_CHOICE_DISK && kv->cpu.n_free < n && kv->cpu.n_total >= n &&
@@ -221,6 +233,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
+			allm_predictor_observe_disk_outcome(e->pred, false, now);
 			v->n_preempt_swap++;
 			v->state = ALLM_REQ_SWAPPED;
 			return pushed(e, &e->swapped, v, d);
@@ -229,6 +242,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		note(e, "request %lld: disk write failed (%s): recomputing instead", (long long)v->id,
 		     err.msg[0] ? err.msg : "out of memory");
 		e->st.disk_fallbacks++;
+		allm_predictor_observe_disk_outcome(e->pred, true, now); /* the next victims recompute */
 		d->choice = ALLM_CHOICE_RECOMPUTE;
 		d->reason = "disk write failed";
 	}
@@ -254,6 +268,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		note(e, "request %lld: disk read failed (%s): recomputing instead", (long long)r->id,
 		     err->msg);
 		e->st.disk_fallbacks++;
+		allm_predictor_observe_disk_outcome(e->pred, true, now);
 		allm_engine_drop_blocks(e, r);
 		r->seq.n_cached = 0;
 		r->state = ALLM_REQ_WAITING;
@@ -276,6 +291,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 	}
 	r->seq.n_blocks = n;
 	if (disk) {
+		allm_predictor_observe_disk_outcome(e->pred, false, now);
 		r->n_disk_blocks = 0;
 		/* the disk model learns from what came from the file, its I/O alone
 		 * (not a read ahead that shared the disk with other I/O: it has no
