@@ -169,6 +169,29 @@ void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_
 			      (size_t)(n_rows * cols));
 }
 
+int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_weight_spec *s,
+				 void *dst, int64_t row0, enum allm_dtype file_dt, const void *src,
+				 int64_t n_rows)
+{
+	int64_t cols = spec_cols(s);
+	size_t rb = allm_qb_row_bytes(file_dt, cols);
+	if (!allm_dtype_is_qblock(file_dt))
+		return -EINVAL;
+	if (allm_model_spec_dtype(m, s) == file_dt) {
+		memcpy((char *)dst + (size_t)row0 * rb, src, (size_t)n_rows * rb);
+		return 0;
+	}
+	float *row = allm_malloc((size_t)cols * sizeof(float));
+	if (!row)
+		return -ENOMEM;
+	for (int64_t i = 0; i < n_rows; i++) {
+		allm_qb_dequantize_row(file_dt, row, src, cols, i);
+		allm_model_spec_store(m, s, dst, row0 + i, row, 1);
+	}
+	allm_free(row);
+	return 0;
+}
+
 int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
 			    enum allm_dtype wdtype, struct allm_model **ret, struct allm_err *err)
 {
