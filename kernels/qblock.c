@@ -87,6 +87,12 @@ void allm_qb_quantize_rows(enum allm_dtype dt, void *dst, int64_t k, int64_t row
 void allm_qb_dequantize_row(enum allm_dtype dt, float *dst, const void *w, int64_t k,
 			    int64_t i)
 {
-	for (int64_t p = 0; p < k; p++)
-		dst[p] = allm_qb_get(w, dt, k, i, p);
+	for (int64_t b = 0; b * ALLM_QB_BLOCK < k; b++) { /* allm_qb_get's values, a block at a time */
+		const uint8_t *blk = allm_qb_block(w, dt, k, i, b);
+		float d = allm_qb_d(blk), m = dt == ALLM_DTYPE_Q4_1 ? allm_qb_m(blk) : 0.0f;
+		for (int j = 0; j < ALLM_QB_BLOCK && b * ALLM_QB_BLOCK + j < k; j++) {
+			float v = (float)allm_qb_quant(dt, blk, j) * d;
+			dst[b * ALLM_QB_BLOCK + j] = dt == ALLM_DTYPE_Q4_1 ? v + m : v;
+		}
+	}
 }

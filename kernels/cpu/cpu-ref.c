@@ -31,9 +31,14 @@ static inline float mload(const void *w, enum allm_dtype dt, int64_t cols, int64
 void cpu_ref_embedding(float *y, const void *table, enum allm_dtype dt, const int32_t *ids,
 		       int64_t n, int64_t dim)
 {
-	for (int64_t i = 0; i < n; i++) /* ids were range-checked by the caller */
+	for (int64_t i = 0; i < n; i++) { /* ids were range-checked by the caller */
+		if (allm_dtype_is_qblock(dt)) { /* mload's values, a block's scale read once */
+			allm_qb_dequantize_row(dt, y + i * dim, table, dim, ids[i]);
+			continue;
+		}
 		for (int64_t j = 0; j < dim; j++)
 			y[i * dim + j] = mload(table, dt, dim, ids[i], j);
+	}
 }
 
 void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt,
