@@ -1,7 +1,9 @@
 /* The portable GEMM level: plain C, the reference's arithmetic (one sequential
  * mul-then-add chain per output element, ISO C: no contraction into FMA), so it is
  * bit-identical to cpu_ref_gemm on any machine. Used where no SIMD level exists,
- * or when asked for (--cpu-isa portable). */
+ * or when asked for (--cpu-isa portable). GGUF block weights are the exception: they
+ * take the one order every level shares (cpu-gemm-qblock.c), int8 activations
+ * included, so the reference (f32 activations) is their bound, not their bits. */
 #include "cpu-gemm.h"
 #include "cpu-gemm-qblock.h"
 
