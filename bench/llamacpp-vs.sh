@@ -86,4 +86,4 @@ for t in dict.fromkeys(k[0] for k in rows):
 print()
 print("tok/s, median [lowest-highest] of the runs; ratio: per alternating pair")
 PY
-cp "$TMP/results" "${OUT:-/dev/null}" 2>/dev/null || true
+if [ -n "${OUT:-}" ]; then cp "$TMP/results" "$OUT"; fi
