@@ -118,6 +118,14 @@ static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
 	struct qb_run *r = arg;
 	const struct qb_job *j = r->j;
 	int mi = 0;
+	while (j->first[mi + 1] <= begin)
+		mi++;
+	/* the first item's rows: the items prefetch only the rows of the item after
+	 * them (as cpu-gemm.c's tiles do) */
+	const uint8_t *w0 = j->mat[mi].w + (size_t)((begin - j->first[mi]) * QB_OUT) * j->rb;
+	size_t len = (size_t)ALLM_MIN((int64_t)QB_OUT, j->mat[mi].m - (begin - j->first[mi]) * QB_OUT) * j->rb;
+	for (size_t o = 0; o < len; o += 64)
+		__builtin_prefetch(w0 + o, 0, 2);
 	for (int64_t it = begin; it < end; it++) {
 		while (j->first[mi + 1] <= it)
 			mi++;
