@@ -98,6 +98,9 @@ for b in "${builds[@]}"; do
     run "batchq-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
       --temperature 0 --json --quant int8
   done
+  echo "cpu-roofline: $b: batched 32 x (128 + 128), q4_0 weights" >&2
+  run "batchq4-32" "$b" --workload "$TMP/batch.jsonl" -n 32 --max-output 128 --ignore-eos \
+    --temperature 0 --json --quant q4_0
 done
 
 python3 - "$TMP" "$B" "$BEFORE" "$THREADS" "$DECODE" <<'PY'
@@ -185,7 +188,7 @@ for dt in DTS:
     out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(cell("prefill-" + dt, b, lim) for b in builds)
                + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
 for key, n, dt in [("batch", 1, "f32"), ("batch", 8, "f32"), ("batch", 32, "f32"),
-                   ("batchq", 8, "int8"), ("batchq", 32, "int8")]:
+                   ("batchq", 8, "int8"), ("batchq", 32, "int8"), ("batchq4", 32, "q4_0")]:
     cells = [cell(f"{key}-{n}", b) for b in builds]
     a, z = runs.get((f"{key}-{n}", before)), runs.get((f"{key}-{n}", after))
     if before and a and z:
