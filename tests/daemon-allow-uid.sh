@@ -6,12 +6,13 @@ command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) missing"; ex
 NOBODY=65534
 as() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups -- "$@"; }
 chmod 711 "$tmp" # the runtime directory lies in here
+other_uid_tree clientlib/allm # the clone itself may be closed to uid $NOBODY
 
 expected_ids 16 0 "1,403,407,261,378" >"$tmp/expect" || exit 1
 want=$(cut -f3 "$tmp/expect")
 # gen UID NAME: generated ids of a request by UID (stderr in $tmp/gen.err)
 gen() {
-	as "$1" env ALLM_ENGINE_UID=0 ALLM_RUNTIME_DIR="$ALLM_RUNTIME_DIR" "$ALLM" --name "$2" generate \
+	as "$1" env ALLM_ENGINE_UID=0 ALLM_RUNTIME_DIR="$ALLM_RUNTIME_DIR" "$OTHER_BUILD/clientlib/allm" --name "$2" generate \
 		--prompt-ids 1,403,407,261,378 --max-tokens 16 --temperature 0 --ids 2>"$tmp/gen.err" |
 		sed -n 's/^generated: //p'
 }

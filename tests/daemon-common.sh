@@ -123,6 +123,27 @@ daemon_stop() {
 	DPID_LAST=$pid
 }
 
+# other_uid_tree PATH...: copies these build outputs (paths under BUILD_DIR, e.g.
+# clientlib/allm), libadaptivellm and the model into $tmp/other-uid (mode 755, the
+# build tree's layout so each binary's RUNPATH still finds the library), for tests that
+# run programs as another uid: the clone may lie in a directory only its owner can
+# enter (any mktemp -d, root's home), where that uid can neither run the build's
+# binaries nor read the model. Sets OTHER_BUILD and OTHER_M. The caller makes $tmp
+# reachable (chmod 711).
+other_uid_tree() {
+	local p
+	OTHER_BUILD=$tmp/other-uid/build
+	OTHER_M=$tmp/other-uid/model
+	mkdir -p "$OTHER_BUILD/clientlib" "$OTHER_M"
+	cp -L "$BUILD_DIR"/clientlib/libadaptivellm.so.1 "$OTHER_BUILD/clientlib/"
+	for p in "$@"; do
+		mkdir -p "$OTHER_BUILD/$(dirname "$p")"
+		cp "$BUILD_DIR/$p" "$OTHER_BUILD/$p"
+	done
+	cp "$M"/* "$OTHER_M/"
+	chmod -R a+rX "$tmp/other-uid"
+}
+
 # expected_ids MAX_TOKENS IGNORE_EOS(0/1) PROMPT... -> lines "KIND<TAB>PROMPT<TAB>IDS" on
 # stdout (KIND T: text, I: comma-separated ids), greedy, from allm-run; the format
 # daemon-client-load --expect reads.

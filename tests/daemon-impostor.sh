@@ -2,7 +2,6 @@
 # Description: clients verify the engine before they send a prompt (issue 13 item 7): with a real allm-engined of another uid (nobody) serving from a directory it owns, `allm generate` and `allmctl status` refuse that directory and nothing reaches the impostor; a symlinked or world-writable directory and a socket whose listener runs as another uid (SO_PEERCRED) are refused too; ALLM_ENGINE_UID opts in to another uid's engine; allm-engined refuses a symlinked or foreign runtime directory. Needs root (to be two users): skipped otherwise.
 . "$(dirname "$0")/daemon-common.sh"
 CTL=$BUILD_DIR/ctl/allmctl
-FAKE=$BUILD_DIR/tests/test-clientlib
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to run a second uid"; exit 77; }
 command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) missing"; exit 77; }
 NOBODY=65534
@@ -10,6 +9,8 @@ NOBODY=65534
 # (a function would run in a subshell the cleanup's kill would not reach through)
 AS_NOBODY=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups --)
 chmod 711 "$tmp" # the other uid reaches its directories in here, lists nothing
+# what nobody runs and reads is copied out of the clone, which may be closed to it
+other_uid_tree engined/allm-engined tests/test-clientlib
 
 # wait_sock PATH: until the socket exists (10 s)
 wait_sock() {
@@ -31,7 +32,7 @@ refused() {
 # (it serves our uid: that is what an impostor wants)
 evil=$tmp/evil
 mkdir -m 700 "$evil" && chown $NOBODY:$NOBODY "$evil"
-"${AS_NOBODY[@]}" "$ENGINED" --name x --model "$M" --device cpu --runtime-dir "$evil" --allow-uid 0 \
+"${AS_NOBODY[@]}" "$OTHER_BUILD/engined/allm-engined" --name x --model "$OTHER_M" --device cpu --runtime-dir "$evil" --allow-uid 0 \
 	--profile "$evil/profile.json" --log-level debug >"$tmp/evil.log" 2>&1 &
 evil_pid=$!
 BG_PIDS+=($evil_pid)
@@ -53,9 +54,9 @@ ln -s "$evil" "$tmp/link"
 refused "allm, symlinked directory" "refusing the runtime directory $tmp/link: it is a symlink" \
 	"$ALLM" --runtime-dir "$tmp/link" --name x generate --prompt "my secret prompt"
 mkdir -m 777 "$tmp/open" "$tmp/peer"
-"${AS_NOBODY[@]}" "$FAKE" --serve "$tmp/open" y >/dev/null 2>&1 &
+"${AS_NOBODY[@]}" "$OTHER_BUILD/tests/test-clientlib" --serve "$tmp/open" y >/dev/null 2>&1 &
 BG_PIDS+=($!)
-"${AS_NOBODY[@]}" "$FAKE" --serve "$tmp/peer" z >/dev/null 2>&1 &
+"${AS_NOBODY[@]}" "$OTHER_BUILD/tests/test-clientlib" --serve "$tmp/peer" z >/dev/null 2>&1 &
 BG_PIDS+=($!)
 wait_sock "$tmp/open/y.sock" && wait_sock "$tmp/peer/z.sock" || fail "the fake engines did not start"
 chmod 777 "$tmp/open" # mkdir -m is subject to no umask, but be sure

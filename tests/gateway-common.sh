@@ -1,4 +1,4 @@
-# Description: helpers the gateway integration tests source (not a test): ctl-common.sh (daemon-common.sh, allmctl) plus allm-gateway's path, gw_start (a gateway on a free port, waited for), gw_up (its engine connected), gw_stop, and gw_npm (the openai npm client and a Prometheus text parser, installed once under build/).
+# Description: helpers the gateway integration tests source (not a test): ctl-common.sh (daemon-common.sh, allmctl) plus allm-gateway's path, gw_start (a gateway on a free port, waited for), gw_up (its engine connected), gw_stop, and gw_py (the openai Python SDK and prometheus-client's parser, installed once into build/venv).
 # shellcheck shell=bash
 . "$(dirname "$0")/ctl-common.sh"
 GATEWAY=$BUILD_DIR/engined/allm-gateway
@@ -6,34 +6,13 @@ GATEWAY=$BUILD_DIR/engined/allm-gateway
 TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 command -v curl >/dev/null || { echo "FAIL: curl is not installed (tools/install-deps.sh)"; exit 1; }
 
-# gw_npm: the test clients no one here wrote — the openai SDK and
-# parse-prometheus-text-format — installed with npm into build/gateway-npm once
-# (a lock keeps parallel tests from installing twice). Sets GW_NPM. Exits 77 only
-# when npm cannot install them.
-GW_NPM_PKGS="openai@6.49.0 parse-prometheus-text-format@1.1.1"
-gw_npm() {
-	GW_NPM=$BUILD_DIR/gateway-npm
-	export GW_NPM
-	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-		echo "SKIP: node and npm are needed for the openai client"
-		exit 77
-	fi
-	mkdir -p "$GW_NPM"
-	local stamp="$GW_NPM/installed: $GW_NPM_PKGS"
-	(
-		flock 9
-		[ -f "$stamp" ] && exit 0
-		echo '{"private": true}' >"$GW_NPM/package.json"
-		# shellcheck disable=SC2086
-		npm install --prefix "$GW_NPM" --no-audit --no-fund --loglevel=error $GW_NPM_PKGS \
-			>"$GW_NPM/npm-install.log" 2>&1 || exit 77
-		touch "$stamp"
-	) 9>"$GW_NPM/lock"
-	if [ $? -ne 0 ]; then
-		echo "SKIP: npm cannot install $GW_NPM_PKGS:"
-		tail -n 5 "$GW_NPM/npm-install.log"
-		exit 77
-	fi
+# gw_py: the test clients no one here wrote, from PyPI — the openai SDK and
+# prometheus-client's text parser — installed once into build/venv (tools/venv.sh,
+# pinned in tools/venv-pins.txt). Sets PY, the venv's python. Exits 77 only when
+# PyPI cannot be reached.
+. "$(dirname "${BASH_SOURCE[0]}")/venv-common.sh"
+gw_py() {
+	venv_need openai prometheus-client
 }
 
 # gw_start ENGINE [allm-gateway flags...]: a gateway on a free port; sets GW_PID,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Description: every error status of allm-gateway, in OpenAI's JSON shape, as the openai npm SDK and curl see them: 400 (malformed JSON, bad fields), 401 (--api-key), 404 (unknown model, route), 405, 413 (prompt over the context, the engine's KV limit, bodies over the cap with and without Content-Length), 429 (the engine's per-client queue full), 503 (no engine yet, drained, engine restarted under the gateway and killed mid-stream) — and the gateway reconnects each time the engine comes back.
+# Description: every error status of allm-gateway, in OpenAI's JSON shape, as the openai Python SDK and curl see them: 400 (malformed JSON, bad fields), 401 (--api-key), 404 (unknown model, route), 405, 413 (prompt over the context, the engine's KV limit, bodies over the cap with and without Content-Length), 429 (the engine's per-client queue full), 503 (no engine yet, drained, engine restarted under the gateway and killed mid-stream) — and the gateway reconnects each time the engine comes back.
 . "$(dirname "$0")/gateway-common.sh"
-gw_npm
+gw_py
 ulimit -n 12000 2>/dev/null
 
 code() { # code URL [curl args...]: the HTTP status; the body is in $tmp/body, headers in $tmp/head
@@ -40,7 +40,7 @@ daemon_start gwe --gpu-blocks 8
 gw_up "$E_URL" && ok "the gateway connected when the engine started"
 
 # --- the openai SDK's view: 401, 404, 400, 413 ---------------------------------------
-GW_URL=$E_URL node "$TESTS_DIR/gateway-errors.mjs" sdk >"$tmp/sdk.out" 2>&1
+GW_URL=$E_URL "$PY" "$TESTS_DIR/gateway-errors.py" sdk >"$tmp/sdk.out" 2>&1
 rc=$?
 cat "$tmp/sdk.out"
 [ $rc -eq 0 ] || fail "openai SDK error checks (exit $rc)"
@@ -122,7 +122,7 @@ gw_up "$F_URL" && ok "reconnected after kill -9 and restart"
 
 # 4200 requests: the engine holds at most 4096 per client (ALLM_D_MAX_INFLIGHT) and
 # answers the rest -EAGAIN, which the gateway turns into 429
-GW_URL=$F_URL GW_FLOOD=4200 node "$TESTS_DIR/gateway-errors.mjs" flood >"$tmp/flood.out" 2>&1
+GW_URL=$F_URL GW_FLOOD=4200 "$PY" "$TESTS_DIR/gateway-errors.py" flood >"$tmp/flood.out" 2>&1
 rc=$?
 cat "$tmp/flood.out"
 [ $rc -eq 0 ] || fail "queue-cap checks (exit $rc)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Description: allm-gateway under load and abuse, on loopback and bounded: 64 concurrent streams through the openai npm SDK, each complete and equal to allm-run's greedy text; 100 slowloris and 800 idle connections do not stop a normal client and are closed within --timeout; at --max-connections a new connection is refused rather than queued, and served once slots free up.
+# Description: allm-gateway under load and abuse, on loopback and bounded: 64 concurrent streams through the openai Python SDK, each complete and equal to allm-run's greedy text; 100 slowloris and 800 idle connections do not stop a normal client and are closed within --timeout; at --max-connections a new connection is refused rather than queued, and served once slots free up.
 . "$(dirname "$0")/gateway-common.sh"
-gw_npm
+gw_py
 ulimit -n 12000 2>/dev/null
 
 daemon_start gwl
@@ -21,17 +21,17 @@ gw_up "$L_URL" || exit 1
 	echo '}'
 } >"$tmp/ref.json"
 
-run_node() { # run_node MODE [VAR=value...]: one part of gateway-load.mjs
+run_py() { # run_py MODE [VAR=value...]: one part of gateway-load.py
 	local mode=$1
 	shift
 	env GW_URL="$L_URL" GW_MODEL="$M" GW_REF="$tmp/ref.json" GW_TIMEOUT=2 "$@" \
-		node "$TESTS_DIR/gateway-load.mjs" "$mode" >"$tmp/$mode.out" 2>&1
+		"$PY" "$TESTS_DIR/gateway-load.py" "$mode" >"$tmp/$mode.out" 2>&1
 	local rc=$?
 	cat "$tmp/$mode.out"
-	[ $rc -eq 0 ] || fail "gateway-load.mjs $mode (exit $rc)"
+	[ $rc -eq 0 ] || fail "gateway-load.py $mode (exit $rc)"
 }
-run_node streams
-run_node abuse
+run_py streams
+run_py abuse
 "$CTL" --name gwl status --json >"$tmp/st.json"
 [ "$(ctl_json "$tmp/st.json" queues.running)$(ctl_json "$tmp/st.json" queues.waiting)" = 00 ] &&
 	ok "nothing left in the engine" || fail "engine queues not empty: $(cat "$tmp/st.json" | head -c 200)"
@@ -40,7 +40,7 @@ gw_stop "$L_PID" "gateway under load"
 gw_start gwl --max-connections 50
 L_URL=$GW_URL L_PID=$GW_PID
 gw_up "$L_URL" || exit 1
-run_node cap GW_CAP=50
+run_py cap GW_CAP=50
 gw_stop "$L_PID" "gateway at its connection cap"
 daemon_stop "engine under load"
 finish

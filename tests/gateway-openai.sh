@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai npm SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, with n > 1 (whole, streamed, seeded, aborted), a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through a Prometheus parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai Python SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, with n > 1 (whole, streamed, seeded, aborted), a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through prometheus-client's parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
-gw_npm
+gw_py
 
 daemon_start gwo
 # one gateway follows the engine (its model directory); one per chat template reads a
@@ -34,9 +34,9 @@ printf '{"completion": %s, "penalized": %s, "logprobs": %s}\n' "$(reference_text
 	"$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["logprobs"]))' "$tmp/lp.json")" \
 	>"$tmp/ref.json"
 GW_URL=$MAIN_URL GW_MODEL=$M GW_REF=$tmp/ref.json GW_CHAT=$CHAT GW_OUT=$tmp/chat.json \
-	node "$TESTS_DIR/gateway-openai.mjs" >"$tmp/node.out" 2>&1
+	"$PY" "$TESTS_DIR/gateway-openai.py" >"$tmp/py.out" 2>&1
 rc=$?
-cat "$tmp/node.out"
+cat "$tmp/py.out"
 [ $rc -eq 0 ] || fail "openai client checks (exit $rc)"
 
 # the prompt each chat gateway rendered (its debug log) is the one Jinja renders
