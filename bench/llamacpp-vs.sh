@@ -11,7 +11,8 @@
 #                python3 -m venv /work/scratch-llamacpp/venv; CMAKE_ARGS=-DGGML_NATIVE=ON
 #                /work/scratch-llamacpp/venv/bin/pip install --no-binary llama-cpp-python
 #                llama-cpp-python==0.3.36)
-#   GGUF_PY      a python with gguf and numpy (tools/venv-pins.txt)
+#   GGUF_PY      a python with gguf and numpy, pinned in tools/venv-pins.txt (`. tests/venv-common.sh;
+#                venv_need gguf` installs them into build/venv and sets $PY)
 #   TYPES (F32 F16 Q8_0 Q4_0), REPS (3), DECODE (64), THREADS (2), GGUF_DIR (a cache
 #   of the converted files, default a temporary directory)
 set -euo pipefail
