@@ -7,10 +7,10 @@
 # both are ggml's reference quantizers) with an f16 KV cache, as llama.cpp keeps it.
 #
 # usage: bench/llamacpp-vs.sh [BUILD_DIR]
-#   LLAMACPP_PY  a python with llama-cpp-python (built once, outside the repo:
-#                python3 -m venv /work/scratch-llamacpp/venv; CMAKE_ARGS=-DGGML_NATIVE=ON
-#                /work/scratch-llamacpp/venv/bin/pip install --no-binary llama-cpp-python
-#                llama-cpp-python==0.3.36)
+#   LLAMACPP_PY  a python with llama-cpp-python, built once from source outside the repo
+#                (bench/README.md, "GGUF block weights": 0.3.36, its llama.cpp with
+#                AVX-512, VNNI, BF16 and the repacked Q4_0/Q8_0 kernels; without AMX,
+#                whose matmul crashed on this machine's Xeon with GGML_NATIVE=ON)
 #   GGUF_PY      a python with gguf and numpy, pinned in tools/venv-pins.txt (`. tests/venv-common.sh;
 #                venv_need gguf` installs them into build/venv and sets $PY)
 #   TYPES (F32 F16 Q8_0 Q4_0), REPS (3), DECODE (64), THREADS (2), GGUF_DIR (a cache
