@@ -32,9 +32,9 @@ import re, sys
 fmt, syms, bench = sys.argv[1], sys.argv[2], sys.argv[3]
 groups = [  # first match wins
     ("load (left out)", r"quantize|allm_model_dummy|splitmix|fill_spec|from_f32|f32_to_|page_fault|clear_page|memset|file_read"),
-    ("GEMV/GEMM kernels", r"qb_item|item_|amx_|unpack_item|tile_|vnni|gemm_op|w16|fma_step|q8_decode|dpbf16|run_group|scale_block"),
-    ("activation quantization", r"x_prep|prep_worker|q8x_prep|bf16x_prep"),
     ("attention", r"atten|score_block|pv_block|softmax"),
+    ("GEMV/GEMM kernels", r"qb_item|item_|amx_|unpack_item|tile_|vnni|gemm_op|gemm_worker|op_tile|op_pack|w16|fma_step|q8_decode|dpbf16|run_group|scale_block"),
+    ("activation quantization", r"x_prep|prep_worker|q8x_prep|bf16x_prep"),
     ("K/V write", r"kv_write"),
     ("norms", r"rmsnorm|layernorm"),
     ("RoPE", r"rope"),
@@ -54,7 +54,7 @@ rest = sum(v for k, v in acc.items() if not k.startswith("_top_"))
 b = open(bench).read().strip()
 m = re.search(r"decode (\d+) tokens in ([\d.]+) ms = ([\d.]+) tok/s", b)
 print(f"{fmt}: decode {m.group(3) if m else '?'} tok/s; samples without loading ({100 - load:.0f} % of all):")
-for n, _ in groups[1:] + [("other", "")]:
+for n, _ in [g for g in groups if g[0] != "load (left out)"] + [("other", "")]:
     if n in acc:
         top = ", ".join(f"{s} {p:.1f}" for p, s in sorted(acc['_top_' + n], reverse=True)[:3])
         print(f"  {n:28s} {100 * acc[n] / rest:5.1f} %   (top symbols, % of all samples: {top})")
