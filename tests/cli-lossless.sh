@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; --min-tokens holds EOS back; a corrupted profile is ignored with a warning and rewritten.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; --min-tokens holds EOS back; a corrupted profile is ignored with a warning and rewritten. QUANT=FORMAT runs all of it on quantized weights.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -7,6 +7,8 @@ M=${DATA_DIR:?}/models/stories260K
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 W=(--model "$M" --device cpu --workload chatbot -n 64 --max-output 48 --seed 1 --temperature 0 --json --profile "$tmp/profile.json")
+# QUANT=q8_0|q4_0|q4_1|int8: the same runs on weights quantized at load (tests/meson.build)
+[ -n "${QUANT:-}" ] && W+=(--quant "$QUANT") && echo "weights: --quant $QUANT"
 
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval('d'+sys.argv[2]))" "$@"; }
 

@@ -20,8 +20,8 @@
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
 {
-	if (o->quant_int8) { /* matrices int8, norms and biases f32 */
-		*ret = ALLM_DTYPE_Q8;
+	if (o->quant != ALLM_DTYPE_F32) { /* quantized matrices, norms and biases f32 */
+		*ret = o->quant;
 		return 0;
 	}
 	if (strcmp(o->dtype, "auto"))
