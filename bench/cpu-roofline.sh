@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CPU backend against this machine's limits, on --dummy medium (12 layers, 768
 # wide, 32k vocab: a 134M-parameter Llama shape) with 2 threads:
-#   limits   read bandwidth (STREAM-like, all threads, 1 GiB) and peak f32 FMA rate
-#            (build/tests/bench-cpu-probe)
-#   decode   batch-1 tok/s for f32, f16, bf16 and int8 weights, as a fraction of
+#   limits   read bandwidth (the fastest of several read patterns and thread
+#            placements over 1 GiB) and peak f32 FMA rate (build/tests/bench-cpu-probe)
+#   decode   batch-1 tok/s for f32, f16, bf16, int8 and GGUF q8_0/q4_0/q4_1 weights
+#            (--quant), as a fraction of
 #            bandwidth / bytes read per token (all weights but the embedding table,
 #            plus the f32 KV cache at the mean context)
 #   prefill  128-token prefill tok/s, as a fraction of the peak FMA rate (the FLOPs
@@ -30,6 +31,7 @@ THREADS=${THREADS:-2}
 REPS=${REPS:-3}
 DECODE=${DECODE:-64}
 MODEL="--dummy medium"
+QB=${QB:-q8_0 q4_0 q4_1} # GGUF block formats (a build without them shows "-")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -72,10 +74,12 @@ for rep in $(seq "$REPS"); do
     for dt in f32 f16 bf16; do
       run "bench-$dt" "$b" --dtype "$dt" --bench --max-tokens "$DECODE"
     done
-    run "bench-int8" "$b" --quant int8 --bench --max-tokens "$DECODE"
+    for q in int8 $QB; do
+      run "bench-$q" "$b" --quant "$q" --bench --max-tokens "$DECODE"
+    done
     # the step's GEMVs alone against a plain read of the same bytes, step by step
     if [ -x "$b/tests/bench-decode-gemv" ]; then
-      for dt in f32 f16 bf16 int8; do
+      for dt in f32 f16 bf16 int8 $QB; do
         echo "gemv-$dt build=$b $("$b/tests/bench-decode-gemv" -t "$THREADS" -d "$dt" -s 2 2>/dev/null |
           tr ' \n' '= ')" >>"$TMP/results"
       done
@@ -94,6 +98,9 @@ for b in "${builds[@]}"; do
     run "batchq-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
       --temperature 0 --json --quant int8
   done
+  echo "cpu-roofline: $b: batched 32 x (128 + 128), q4_0 weights" >&2
+  run "batchq4-32" "$b" --workload "$TMP/batch.jsonl" -n 32 --max-output 128 --ignore-eos \
+    --temperature 0 --json --quant q4_0
 done
 
 python3 - "$TMP" "$B" "$BEFORE" "$THREADS" "$DECODE" <<'PY'
@@ -112,10 +119,13 @@ layer_rows = [(D, D)] * 4 + [(F, D)] * 2 + [(D, F)]     # q k v o gate up down: 
 def q8_row(k):                                          # kernels/quant.h
     k32 = (k + 31) // 32 * 32
     return (k32 + k32 // 16 + 63) // 64 * 64
+QB_BLOCK = {"q8_0": 34, "q4_0": 18, "q4_1": 20}         # kernels/qblock.h
 def wbytes(dt):
     mats = L * layer_rows + [(V, D)]                    # + lm_head, read every token
     if dt == "int8":
         return sum(r * q8_row(k) for r, k in mats)
+    if dt in QB_BLOCK:
+        return sum(r * (k + 31) // 32 * QB_BLOCK[dt] for r, k in mats)
     return sum(r * k for r, k in mats) * {"f32": 4, "f16": 2, "bf16": 2}[dt]
 kv_per_ctx = L * 2 * D * 4                              # f32 K and V, all layers
 mean_ctx = P + decode / 2
@@ -147,7 +157,10 @@ for line in open(tmp + "/results"):
         runs.setdefault((tag, b), []).append(json.loads(line.split(" ", 2)[2])["throughput_tok_s"])
 
 builds = [x for x in (before, after) if x]
-out = [f"limits (best of {len(bws)}): read {bw:.1f} GB/s (seen {min(bws):.1f}-{max(bws):.1f}), "
+best_pat = probes.get("read_best", ["?"])[bws.index(bw)] if "read_best" in probes else "?"
+pats = sorted(k[9:] for k in probes if k.startswith("read_gbs_"))
+out = [f"limits (best of {len(bws)}): read {bw:.1f} GB/s (seen {min(bws):.1f}-{max(bws):.1f}; fastest pattern {best_pat}; "
+       + ", ".join(f"{p} {max(float(x) for x in probes['read_gbs_' + p]):.1f}" for p in pats) + "), "
        f"peak FMA {peak:.0f} GFLOP/s (seen {min(peaks):.0f}-{max(peaks):.0f}), {probes['vector'][0]}, {threads} threads"]
 for b in builds:
     out.append(f"{'before' if before and b == before else 'after'}: {b}: {devs.get(b, '?')}")
@@ -164,17 +177,18 @@ def cell(key, b, lim=None):
     if len(v) > 1:
         s += f" [{min(v):.0f}-{max(v):.0f}]"
     return s
-for dt in ("f32", "f16", "bf16", "int8"):
+DTS = ("f32", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1")
+for dt in DTS:
     per_tok = wbytes(dt) + kv_per_ctx * mean_ctx
     lim = bw * 1e9 / per_tok
     out.append(f"| decode {dt}, batch 1, tok/s | " + " | ".join(cell("decode-" + dt, b, lim) for b in builds)
                + f" | {lim:.1f} ({per_tok / 1e6:.0f} MB/token) |")
-for dt in ("f32", "f16", "bf16", "int8"):
+for dt in DTS:
     lim = peak * 1e9 / flops * P
     out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(cell("prefill-" + dt, b, lim) for b in builds)
                + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
 for key, n, dt in [("batch", 1, "f32"), ("batch", 8, "f32"), ("batch", 32, "f32"),
-                   ("batchq", 8, "int8"), ("batchq", 32, "int8")]:
+                   ("batchq", 8, "int8"), ("batchq", 32, "int8"), ("batchq4", 32, "q4_0")]:
     cells = [cell(f"{key}-{n}", b) for b in builds]
     a, z = runs.get((f"{key}-{n}", before)), runs.get((f"{key}-{n}", after))
     if before and a and z:
@@ -185,7 +199,7 @@ out.append("best of the runs (fraction of the limit) [lowest-highest run]")
 out.append("")
 out.append("decode GEMVs alone (bench-decode-gemv), each step against a plain read of the same")
 out.append("bytes: median per-step ratio, lowest-highest of the runs (chain GB/s / read GB/s, medians)")
-for dt in ("f32", "f16", "bf16", "int8"):
+for dt in DTS:
     cells = []
     for b in builds:
         v = runs.get(("gemv-" + dt, b))

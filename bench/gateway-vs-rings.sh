@@ -8,6 +8,7 @@
 # (engine, gateway, client; from /proc and bash's `time`): on a shared machine the
 # wall-clock figures swing with other load, CPU per token much less.
 # Usage: bench/gateway-vs-rings.sh [BUILD_DIR]     N=512 C=64 T=128 REPS=3
+#        (MODEL_DIR: another model, a directory or FILE.gguf; OUT: another JSON file)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:-$HERE/../build}" && pwd)
@@ -65,7 +66,7 @@ run() {
 		printf "{\"engine\": %.3f, \"gateway\": %.3f, \"client\": %.3f}\n", e - e0, g - g0, t[1] + t[2] }' \
 		>"$tmp/$kind-$r.cpu"
 }
-echo "gateway-vs-rings: $N requests x $T tokens, $C in flight, $REPS runs each (stories260K, CPU)" >&2
+echo "gateway-vs-rings: $N requests x $T tokens, $C in flight, $REPS runs each ($(basename "$M"), CPU)" >&2
 uptime >&2
 for r in $(seq "$REPS"); do
 	run rings "$r" "$B/tools/allm-bench" --name gwbench --workload "$tmp/w.jsonl" -n "$N" --max-output "$T" \
@@ -75,8 +76,9 @@ for r in $(seq "$REPS"); do
 		"http $(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["gen_throughput_tok_s"]))' "$tmp/http-$r.json") tok/s" >&2
 done
 
-mkdir -p "$HERE/results/cpu"
-python3 - "$tmp" "$REPS" "$N" "$C" "$T" "$HERE/results/cpu/gateway-vs-rings.json" <<'PY'
+OUT=${OUT:-$HERE/results/cpu/gateway-vs-rings.json}
+mkdir -p "$(dirname "$OUT")"
+python3 - "$tmp" "$REPS" "$N" "$C" "$T" "$OUT" <<'PY'
 import json, statistics, sys
 tmp, reps, n, c, t, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 runs = {k: [json.load(open(f"{tmp}/{k}-{r}.json")) for r in range(1, reps + 1)] for k in ("rings", "http")}

@@ -13,7 +13,7 @@
  * `paired_ratio` (the median of chain rate / read rate over neighbouring pairs)
  * stays put where the two medians alone do not.
  *
- * usage: bench-decode-gemv [-t threads] [-d f32|f16|bf16|int8] [-i ISA] [-s seconds]
+ * usage: bench-decode-gemv [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] [-s seconds]
  *                          [-L layers] [-D hidden] [-F mlp] [-V vocab] [-n rows]
  * Defaults: --dummy medium's shape (12 x 768, MLP 2048, vocab 32000), n = 1, 3 s,
  * the backend's thread count (all cores). */
@@ -42,7 +42,7 @@ static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, size_t *bytes)
 {
 	size_t n = (size_t)(m * k);
 	float *f = malloc(n * sizeof(float));
-	*bytes = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(m, k) : n * allm_dtype_size(dt);
+	*bytes = bench_w_bytes(dt, m, k);
 	void *w = aligned_alloc(64, (*bytes + 63) & ~(size_t)63);
 	if (!f || !w) {
 		free(f);
@@ -51,10 +51,7 @@ static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, size_t *bytes)
 	}
 	for (size_t i = 0; i < n; i++)
 		f[i] = frand();
-	if (dt == ALLM_DTYPE_Q8)
-		allm_q8_quantize_rows(w, k, 0, f, m);
-	else
-		allm_from_f32(w, f, dt, n);
+	bench_w_store(dt, w, f, m, k);
 	free(f);
 	return w;
 }
@@ -131,7 +128,7 @@ int main(int argc, char **argv)
 		case 'n': n = atol(optarg); break;
 		default:
 		usage:
-			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] "
 					"[-s seconds] [-L layers] [-D hidden] [-F mlp] [-V vocab] "
 					"[-n rows]\n", argv[0]);
 			return 2;
@@ -242,7 +239,7 @@ int main(int argc, char **argv)
 	qsort(tr, n_t, sizeof(double), cmp_double);
 	qsort(ratio, n_t, sizeof(double), cmp_double);
 	printf("backend %s\n", be->iface->describe(be));
-	printf("weights %s\n", dt == ALLM_DTYPE_Q8 ? "int8" : allm_dtype_name(dt));
+	printf("weights %s\n", allm_dtype_name(dt));
 	printf("rows %lld\n", (long long)n);
 	printf("bytes_per_step %zu\n", total);
 	printf("steps %zu\n", n_t);

@@ -2,7 +2,7 @@
  * OpenBLAS sgemm (for comparison only; it is not batch-invariant) and, with -r, the
  * reference loops, in GFLOP/s; and the fast path's weight read rate in GB/s.
  *
- * usage: bench-gemm [-t threads] [-d f32|f16|bf16|int8] [-i ISA] [-s seconds] [-r]
+ * usage: bench-gemm [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] [-s seconds] [-r]
  *                   [n,k,m ...]
  * Default shapes: 1,4096,4096 16,4096,4096 128,4096,11008 1,64,512 5,64,172.
  * Each number is the fastest call seen in -s seconds (default 1); the reference is
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 		switch (c < 0 ? '?' : opt) {
 		case 'r': with_ref = true; break;
 		default:
-			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8] [-i ISA] "
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] "
 					"[-s seconds] [-r] [n,k,m ...]\n", argv[0]);
 			return 2;
 		}
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 		struct shape s = shapes[i];
 		size_t nx = (size_t)(s.n * s.k), nw = (size_t)(s.m * s.k), ny = (size_t)(s.n * s.m);
 		float *x = malloc(nx * 4), *wf = malloc(nw * 4), *y = malloc(ny * 4);
-		size_t wbytes = dt == ALLM_DTYPE_Q8 ? allm_q8_bytes(s.m, s.k) : nw * allm_dtype_size(dt);
+		size_t wbytes = bench_w_bytes(dt, s.m, s.k);
 		void *w = malloc(wbytes);
 		if (!x || !wf || !y || !w) {
 			fprintf(stderr, "out of memory\n");
@@ -123,10 +123,7 @@ int main(int argc, char **argv)
 			x[j] = frand();
 		for (size_t j = 0; j < nw; j++)
 			wf[j] = frand() * 0.05f;
-		if (dt == ALLM_DTYPE_Q8)
-			allm_q8_quantize_rows(w, s.k, 0, wf, s.m);
-		else
-			allm_from_f32(w, wf, dt, nw);
+		bench_w_store(dt, w, wf, s.m, s.k);
 		double flop = 2.0 * (double)s.n * (double)s.k * (double)s.m;
 		double t_ref = with_ref ? time_backend(ref, y, x, w, NULL, dt, s, 0.0) : NAN;
 		double t_fast = time_backend(fast, y, x, w, NULL, dt, s, min_s);

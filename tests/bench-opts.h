@@ -3,18 +3,47 @@
 #define ALLM_BENCH_OPTS_H
 
 #include "backend.h"
+#include "qblock.h"
+#include "quant.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* -d: a weight dtype name, or "int8" for the q8 weights of --quant int8. */
+/* -d: a weight dtype name, "int8" for the q8 weights of --quant int8, or a GGUF
+ * block format (q8_0, q4_0, q4_1). */
 static inline int bench_dtype_parse(const char *s, enum allm_dtype *ret)
 {
-	if (!strcmp(s, "int8")) {
-		*ret = ALLM_DTYPE_Q8;
-		return 0;
-	}
+	static const struct { const char *name; enum allm_dtype dt; } q[] = {
+		{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
+		{"q4_1", ALLM_DTYPE_Q4_1},
+	};
+	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+		if (!strcmp(s, q[i].name)) {
+			*ret = q[i].dt;
+			return 0;
+		}
 	return allm_dtype_parse(s, ret);
+}
+
+/* Bytes of an m x k weight matrix of dt. */
+static inline size_t bench_w_bytes(enum allm_dtype dt, int64_t m, int64_t k)
+{
+	if (dt == ALLM_DTYPE_Q8)
+		return allm_q8_bytes(m, k);
+	if (allm_dtype_is_qblock(dt))
+		return allm_qb_bytes(dt, m, k);
+	return (size_t)(m * k) * allm_dtype_size(dt);
+}
+
+/* f[m * k] into w in dt. */
+static inline void bench_w_store(enum allm_dtype dt, void *w, const float *f, int64_t m, int64_t k)
+{
+	if (dt == ALLM_DTYPE_Q8)
+		allm_q8_quantize_rows(w, k, 0, f, m);
+	else if (allm_dtype_is_qblock(dt))
+		allm_qb_quantize_rows(dt, w, k, 0, f, m);
+	else
+		allm_from_f32(w, f, dt, (size_t)(m * k));
 }
 
 /* The options both take: -t threads, -s seconds, -i ISA, -d dtype. Returns 1 when

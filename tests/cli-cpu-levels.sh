@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: --cpu-isa and --quant int8 through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and the AMX levels) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end).
+# Description: --cpu-isa and --quant through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; GGUF q8_0/q4_0/q4_1 blocks; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and the AMX levels) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end); the block formats give the same outputs on every x86 level (their GEMM's bits are the same everywhere; the portable level's attention differs).
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -31,8 +31,8 @@ for isa in $levels; do
       || { echo "FAIL: --cpu-isa $isa failed without saying why"; cat "$tmp/probe.err"; fail=1; continue; }
   fi
   grep -q "gemm: $isa)" "$tmp/probe.err" || { echo "FAIL: --cpu-isa $isa: device string"; cat "$tmp/probe.err"; fail=1; }
-  qs=int8 # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
-  [ "$isa" = portable ] || [ "$isa" = "$best" ] && qs="none int8"
+  qs="int8 q8_0 q4_0 q4_1" # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
+  [ "$isa" = portable ] || [ "$isa" = "$best" ] && qs="none $qs"
   # bf16 weights where the level has its own bf16 kernel (bf16 activations)
   case $isa in avx512-bf16|amx-bf16|amx-int8) qs="$qs bf16" ;; esac
   for q in $qs; do
@@ -43,7 +43,11 @@ for isa in $levels; do
     ref=$(field "$base.json" "['outputs_sha256']")
     [ "$q" = int8 ] && ! grep -q "int8 weights" "$base.err" && { echo "FAIL: $isa: --quant int8 not reported"; fail=1; }
     # the paper's engine (no admission headroom), so that the tight pools do preempt
-    for v in "--gpu-blocks 10 --cpu-blocks 6 --preempt recompute --admit-lookahead 0" "--gpu-blocks 10 --cpu-blocks 6 --preempt swap --admit-lookahead 0" "--threads 1 --max-num-seqs 3"; do
+    vs=("--gpu-blocks 10 --cpu-blocks 6 --preempt recompute --admit-lookahead 0" "--gpu-blocks 10 --cpu-blocks 6 --preempt swap --admit-lookahead 0" "--threads 1 --max-num-seqs 3")
+    # the block formats' GEMM is one family per few levels (cpu-gemm-qblock.h):
+    # preemption on the best and the portable level, one thread everywhere
+    case $q in q8_0|q4_0|q4_1) [ "$isa" = portable ] || [ "$isa" = "$best" ] || vs=("${vs[2]}") ;; esac
+    for v in "${vs[@]}"; do
       "$RUN" "${W[@]}" --cpu-isa "$isa" "${wq[@]}" $v >"$base.v.json" 2>/dev/null \
         || { echo "FAIL: $isa $q $v run"; fail=1; continue; }
       h=$(field "$base.v.json" "['outputs_sha256']")
@@ -54,6 +58,13 @@ for isa in $levels; do
       esac
     done
     echo "$isa --quant $q: outputs_sha256 ${ref:0:16}... equal under recompute, swap, 1 thread"
+    case $q in q8_0|q4_0|q4_1) # one result on every x86 level
+      [ "$isa" = portable ] && continue
+      first=$tmp/first-$q
+      [ -f "$first" ] || echo "$isa $ref" >"$first"
+      read -r first_isa first_ref <"$first"
+      [ "$ref" = "$first_ref" ] || { echo "FAIL: --quant $q: $isa's outputs differ from $first_isa's"; fail=1; } ;;
+    esac
   done
   tested=$((tested + 1))
 done

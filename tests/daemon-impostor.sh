@@ -31,7 +31,9 @@ refused() {
 # --- a real engine of another user, in a directory it owns ----------------------
 # (it serves our uid: that is what an impostor wants)
 evil=$tmp/evil
-mkdir -m 700 "$evil" && chown $NOBODY:$NOBODY "$evil"
+# 0711: its users reach the socket (the engine never changes the mode of a directory
+# it did not create)
+mkdir -m 711 "$evil" && chown $NOBODY:$NOBODY "$evil"
 "${AS_NOBODY[@]}" "$OTHER_BUILD/engined/allm-engined" --name x --model "$OTHER_M" --device cpu --runtime-dir "$evil" --allow-uid 0 \
 	--profile "$evil/profile.json" --log-level debug >"$tmp/evil.log" 2>&1 &
 evil_pid=$!

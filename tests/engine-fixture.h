@@ -491,6 +491,23 @@ static int fx_global_init(void)
 	struct allm_model_config cfg;
 	struct allm_backend_opts bo = {.n_threads = 1};
 	struct allm_model_load_opts lo = {.wdtype = ALLM_DTYPE_F32};
+	/* ALLM_FX_QUANT=int8|q8_0|q4_0|q4_1: the same tests on quantized weights
+	 * (tests/meson.build registers such runs) */
+	const char *q = getenv("ALLM_FX_QUANT");
+	if (q && *q) {
+		static const struct { const char *name; enum allm_dtype dt; } qs[] = {
+			{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
+			{"q4_1", ALLM_DTYPE_Q4_1},
+		};
+		size_t i = 0;
+		while (i < ALLM_ARRAY_SIZE(qs) && strcmp(q, qs[i].name))
+			i++;
+		if (i == ALLM_ARRAY_SIZE(qs)) {
+			fprintf(stderr, "setup: bad ALLM_FX_QUANT '%s'\n", q);
+			return -1;
+		}
+		lo.wdtype = qs[i].dt;
+	}
 	if (allm_model_config_preset("tiny", &cfg, &err) || allm_backend_cpu_create(&bo, &fx_be, &err) ||
 	    allm_model_dummy(fx_be, &cfg, 1234, &lo, &fx_model, &err)) {
 		fprintf(stderr, "setup: %s\n", err.msg);

@@ -27,7 +27,7 @@ static const struct allm_predictor_key key = {
 	.threads = 0,
 };
 
-static char path[64];
+static char path[96];
 
 static bool sane(double s)
 {
@@ -48,6 +48,14 @@ static void check_predictions(const struct allm_predictor *p)
 	}
 }
 
+/* The private directory the inputs are written to, removed at exit. */
+static char fuzz_dir[48];
+
+static void remove_dir(void)
+{
+	rmdir(fuzz_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -63,9 +71,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	if (!path[0]) {
-		/* tmpfs when there is one: the file is rewritten for every input */
-		const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-		snprintf(path, sizeof(path), "%s/allm-fuzz-profile-%d.json", dir, (int)getpid());
+		/* tmpfs when there is one: the file is rewritten for every input; in a
+		 * directory of our own (profiles are read only from private ones) */
+		snprintf(fuzz_dir, sizeof(fuzz_dir), "%s/allm-fuzz-profile-XXXXXX",
+			 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+		if (!mkdtemp(fuzz_dir))
+			abort();
+		atexit(remove_dir);
+		snprintf(path, sizeof(path), "%s/profile.json", fuzz_dir);
 	}
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || write(fd, data + 1, size - 1) != (ssize_t)(size - 1))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway and the prefix cache, driven by the official openai Python SDK: a prompt sent twice reports usage.prompt_tokens_details.cached_tokens 0 then 32 (completions, chat, and the streamed usage chunk) with the same text; requests with different cache_salt values, or different API keys, never hit each other's cache while the same salt and key do; a bad cache_salt is a 400; POST /reset_prefix_cache drops the cached blocks (the next request hits nothing).
+# Description: allm-gateway and the prefix cache, driven by the official openai Python SDK: a prompt sent twice reports usage.prompt_tokens_details.cached_tokens 0 then 32 (completions, chat, and the streamed usage chunk) with the same text; requests with different cache_salt values, or different API keys, never hit each other's cache while the same salt and key do; a bad cache_salt is a 400; allmctl cache reset drops the cached blocks (the next request hits nothing).
 . "$(dirname "$0")/gateway-common.sh"
 . "$(dirname "$0")/venv-common.sh"
 venv_need openai
@@ -18,8 +18,8 @@ PY
 gw_start gwpc --model "$d" --served-model-name pc
 gw_up "$GW_URL" || finish
 
-"$PY" - "$GW_URL" <<'PY' >"$tmp/py.out" 2>&1 && ok "$(tail -n 1 "$tmp/py.out")" || fail "openai SDK: $(cat "$tmp/py.out")"
-import json, sys, urllib.request
+"$PY" - "$GW_URL" "$BUILD_DIR/ctl/allmctl" <<'PY' >"$tmp/py.out" 2>&1 && ok "$(tail -n 1 "$tmp/py.out")" || fail "openai SDK: $(cat "$tmp/py.out")"
+import json, sys
 import openai
 
 url = sys.argv[1]
@@ -84,15 +84,12 @@ for bad in ("", 7, ["x"]):
         if "cache_salt" not in str(e):
             raise SystemExit(f"cache_salt {bad!r}: {e}")
 
-# the admin route: every cached block dropped, the next request hits nothing
-req = urllib.request.Request(url + "/reset_prefix_cache", method="POST", data=b"",
-                             headers={"Authorization": "Bearer key-1"})
-dropped = json.load(urllib.request.urlopen(req))["dropped_blocks"]
-if dropped < 4:
-    raise SystemExit(f"reset_prefix_cache dropped {dropped} blocks")
-check("after /reset_prefix_cache", complete(A)[0], 0)
+# allmctl cache reset: every cached block dropped, the next request hits nothing
+import subprocess
+subprocess.run([sys.argv[2], "--name", "gwpc", "cache", "reset"], check=True, stdout=subprocess.DEVNULL)
+check("after allmctl cache reset", complete(A)[0], 0)
 print(f"cached_tokens 0 then 32 (completions, stream, chat {n} tokens); salts and keys isolate; "
-      f"bad salts refused; /reset_prefix_cache dropped {dropped} blocks")
+      f"bad salts refused; a cache reset empties it")
 PY
 "$BUILD_DIR/ctl/allmctl" --name gwpc status --json | python3 -c "
 import json, sys

@@ -1,9 +1,10 @@
-/* Description: the CPU GEMM at every SIMD level this machine supports, f32/f16/bf16
- * and int8 weights: bit for bit against a scalar emulation of the level's documented
+/* Description: the CPU GEMM at every SIMD level this machine supports, f32/f16/bf16,
+ * int8 and GGUF block (Q8_0, Q4_0, Q4_1) weights: bit for bit against a scalar emulation of the level's documented
  * reduction order (kernels/cpu/cpu-gemm.h), within a stated bound of the exact
  * (double) result, and batch-invariant: a row's bits never depend on the rows
  * around it, the number of rows or the thread count. */
 #include "backend.h"
+#include "qblock.h"
 #include "quant.h"
 #include "test-check.h"
 
@@ -21,8 +22,14 @@ static float frand(void) /* uniform in [-1, 1) */
 	return (float)((rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
 }
 
-static const enum allm_dtype dts[] = {ALLM_DTYPE_F32, ALLM_DTYPE_F16, ALLM_DTYPE_BF16,
-				      ALLM_DTYPE_Q8};
+static const enum allm_dtype dts[] = {ALLM_DTYPE_F32,  ALLM_DTYPE_F16,  ALLM_DTYPE_BF16, ALLM_DTYPE_Q8,
+				      ALLM_DTYPE_Q8_0, ALLM_DTYPE_Q4_0, ALLM_DTYPE_Q4_1};
+
+/* Weights whose bias is f32 (the quantized formats). */
+static bool f32_bias(enum allm_dtype dt)
+{
+	return dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt);
+}
 
 /* W [m, k] of dtype dt from random values; *ret_f = the values as stored (f32). */
 static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, float **ret_f)
@@ -38,6 +45,11 @@ static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, float **ret_f)
 		allm_q8_quantize_rows(w, k, 0, f, m);
 		for (int64_t i = 0; i < m; i++)
 			allm_q8_dequantize_row(f + i * k, w, k, i);
+	} else if (allm_dtype_is_qblock(dt)) {
+		w = malloc(allm_qb_bytes(dt, m, k));
+		allm_qb_quantize_rows(dt, w, k, 0, f, m);
+		for (int64_t i = 0; i < m; i++)
+			allm_qb_dequantize_row(dt, f + i * k, w, k, i);
 	} else {
 		w = malloc((size_t)(m * k) * allm_dtype_size(dt) + 4);
 		allm_from_f32(w, f, dt, (size_t)(m * k));
@@ -122,6 +134,40 @@ static float emu_amx_q8(const float *x, const void *wq, int64_t k, int64_t row)
 	return acc;
 }
 
+/* GGUF blocks (every level): x quantized as for VNNI; per block the exact integer
+ * sum of xq times the block's integers (read here from the bytes as GGUF documents
+ * them: Q8_0 d q[32]; Q4_0 d qs[16], element i < 16 the low nibble of qs[i] minus
+ * 8, i + 16 its high nibble minus 8; Q4_1 d m qs[16], the nibbles as they are);
+ * acc = fma(I, d * dx, acc), and for Q4_1 acc = fma(m, dx * sum(xq), acc). */
+static float emu_qb(enum allm_dtype dt, const float *x, const void *w, int64_t k, int64_t row)
+{
+	size_t bb = dt == ALLM_DTYPE_Q8_0 ? 34 : dt == ALLM_DTYPE_Q4_0 ? 18 : 20;
+	int64_t nb = (k + 31) / 32;
+	const uint8_t *r = (const uint8_t *)w + (size_t)row * nb * bb;
+	float acc = 0.0f;
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *blk = r + b * bb;
+		int32_t xq[32], sum = 0, sx = 0;
+		float dx = quant_block(x, k, b, xq);
+		for (int i = 0; i < 32; i++) {
+			int q;
+			if (dt == ALLM_DTYPE_Q8_0)
+				q = (int8_t)blk[2 + i];
+			else {
+				const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_1 ? 4 : 2);
+				q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+				q -= dt == ALLM_DTYPE_Q4_0 ? 8 : 0;
+			}
+			sum += xq[i] * q;
+			sx += xq[i];
+		}
+		acc = fmaf((float)sum, allm_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * dx, acc);
+		if (dt == ALLM_DTYPE_Q4_1)
+			acc = fmaf(allm_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)), dx * (float)sx, acc);
+	}
+	return acc;
+}
+
 /* --- per level ------------------------------------------------------------------ */
 
 struct shape {
@@ -152,9 +198,10 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 			for (int64_t i = 0; i < m; i++)
 				bias[i] = 0.5f * frand();
 			void *w = make_w(dt, m, k, &wf);
-			/* bias: f32 for int8, else in dt (values exactly representable: from wf) */
-			void *b = dt == ALLM_DTYPE_Q8 ? (void *)bias : malloc((size_t)m * 4);
-			if (dt != ALLM_DTYPE_Q8) {
+			/* bias: f32 for int8 and blocks, else in dt (values exactly
+			 * representable: from wf) */
+			void *b = f32_bias(dt) ? (void *)bias : malloc((size_t)m * 4);
+			if (!f32_bias(dt)) {
 				allm_from_f32(b, bias, dt, (size_t)m);
 				allm_to_f32(bias, b, dt, (size_t)m);
 			}
@@ -177,12 +224,15 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 						exact += (double)xr[p] * wr[p];
 						mag += fabs((double)xr[p] * wr[p]);
 					}
+					bool qb = allm_dtype_is_qblock(dt);
 					bool vnni = dt == ALLM_DTYPE_Q8 && (isa == ALLM_CPU_ISA_AVX2_VNNI ||
 									    isa >= ALLM_CPU_ISA_AVX512_VNNI);
 					bool dpbf16 = dt == ALLM_DTYPE_BF16 && isa >= ALLM_CPU_ISA_AVX512_BF16;
 					bool amx_q8 = vnni && isa == ALLM_CPU_ISA_AMX_INT8;
 					int lanes = isa >= ALLM_CPU_ISA_AVX512 ? 16 : 8;
-					if (isa == ALLM_CPU_ISA_PORTABLE)
+					if (qb) /* every level, portable included */
+						want = emu_qb(dt, xr, w, k, o) + bias[o];
+					else if (isa == ALLM_CPU_ISA_PORTABLE)
 						want = yr[i * m + o]; /* the reference, bit for bit */
 					else if (amx_q8)
 						want = emu_amx_q8(xr, w, k, o) + bias[o];
@@ -202,7 +252,7 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 					double ulp = 0x1p-24, lim = (double)(k + 8) * 2 * ulp * mag;
 					if (dpbf16)
 						lim += 0x1p-8 * mag;
-					for (int64_t p = 0; vnni && p < k; p += 32) {
+					for (int64_t p = 0; (vnni || qb) && p < k; p += 32) {
 						double amax = 0, sw = 0; /* half an int8 step per value */
 						for (int64_t q = p; q < p + 32 && q < k; q++) {
 							amax = fmax(amax, fabs(xr[q]));
@@ -297,7 +347,7 @@ static void test_level_multi(allm_backend_t *be, enum allm_cpu_isa isa)
 				bs[i] = NULL;
 				if (i == 1) { /* one matrix with a bias, stored as the level takes it */
 					bs[i] = malloc(700 * 4);
-					if (dt == ALLM_DTYPE_Q8)
+					if (f32_bias(dt))
 						memcpy(bs[i], bias, 700 * 4);
 					else
 						allm_from_f32(bs[i], bias, dt, 700);

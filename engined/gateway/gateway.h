@@ -24,6 +24,8 @@
 
 struct MHD_Connection;
 struct MHD_Daemon;
+struct pollfd;
+struct gw_scrape;
 struct allm_ctl_client;
 
 struct gw_opts {
@@ -31,7 +33,15 @@ struct gw_opts {
 	const char *runtime_dir;  /* NULL: the default rule (client.h) */
 	const char *host;         /* --host, "127.0.0.1" */
 	int port;                 /* --port, 8000; 0 = any free port */
-	const char *api_key;      /* --api-key or $ALLM_API_KEY; NULL = no auth */
+	const char **api_keys;    /* --api-key (repeatable), --api-key-file, $ALLM_API_KEY;
+				   * each key is one user (gw-users.c); none: no auth */
+	int n_api_keys;
+	const char *metrics_api_key; /* --metrics-api-key: GET /metrics needs it; NULL: open */
+	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
+	int max_inflight;         /* --max-inflight: choices of all users on the engine at
+				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
+	int max_inflight_per_user; /* --max-inflight-per-user: ... of one user; 0: 7/8 of that */
+	double engine_timeout_s;  /* --engine-timeout: /health says 503 past this silence */
 	int max_connections;      /* --max-connections */
 	int timeout_s;            /* --timeout: idle connection limit, seconds */
 	size_t max_body;          /* --max-body-bytes: request body cap */
@@ -65,6 +75,33 @@ enum gw_phase {
 
 /* Choices per HTTP request at most: prompts of a batch x n. */
 #define GW_MAX_CHOICES 128
+/* Log-probabilities one request may make the gateway hold: choices x max_tokens x
+ * (1 + alternatives), 8 bytes each (struct gw_lps), so 8 MiB a response at most;
+ * more is refused with a 400 that names this limit (gw_api_parse). */
+#define GW_MAX_LOGPROB_ENTRIES (1 << 20)
+
+/* A choice's log-probabilities, compact: per token `stride` entries, the token
+ * sampled then its alternatives best first (n_top[i] of them used). The pump
+ * appends (gw_lps_push, under lock); once the choice is DONE nobody writes. */
+struct gw_lps {
+	struct allm_logprob *v; /* n x stride */
+	uint8_t *n_top;         /* per token: alternatives used (<= stride - 1) */
+	size_t n, cap;          /* tokens kept, and room */
+	uint32_t stride;        /* 1 + k (params.logprobs) */
+};
+
+/* Token i's sampled entry; its alternatives follow it (n_top[i] of them). */
+static inline const struct allm_logprob *gw_lps_at(const struct gw_lps *l, size_t i)
+{
+	return l->v + i * l->stride;
+}
+/* Appends a token's (0, -ENOMEM); copies tokens [from, from + n) of src into an
+ * empty dst (0, -ENOMEM); frees (accepts an empty one). gw-slots.c. */
+int gw_lps_push(struct gw_lps *l, const struct allm_cqe_logprobs *lp);
+int gw_lps_copy(struct gw_lps *dst, const struct gw_lps *src, size_t from, size_t n);
+void gw_lps_free(struct gw_lps *l);
+
+struct gw_user;
 
 /* One generation request: one choice of an HTTP request (its `n`, for each of its
  * prompts). The HTTP side
@@ -109,8 +146,7 @@ struct gw_req {
 	bool hung_up;            /* the HTTP client went away: cancel in the engine */
 	bool cancel_sent;
 	struct gw_text out;      /* generated text, with stop strings applied */
-	struct allm_cqe_logprobs *lps; /* params.logprobs > 0: each token's, in order */
-	size_t n_lps, lps_cap;
+	struct gw_lps lps;       /* params.logprobs > 0: each token's, in order */
 	uint32_t n_tokens;       /* tokens received */
 	int finish;              /* enum allm_finish_reason, once DONE */
 	uint32_t n_prompt, n_generated; /* from the engine's FINAL */
@@ -118,8 +154,13 @@ struct gw_req {
 	int http_status;         /* 0, or the error's status once DONE */
 	char err_type[40], err[256];
 	int refs;                /* HTTP side + pump side */
-	struct gw_req *next;     /* in a pump queue */
+	struct gw_req *next;     /* on gw->cancels */
 	bool queued_cancel;      /* on gw->cancels */
+	struct gw_user *user;    /* whose it is (the lead's user; a reference each choice) */
+	struct gw_req *uprev, *unext; /* in its user's queue while QUEUED (gw-users.c) */
+	uint64_t useq;           /* admission order: the user's queue is sorted by it */
+	bool on_engine;          /* SUBMITTED or ACCEPTED: counts in its user's inflight */
+	uint32_t watch_turn;     /* the lead's: its socket is in this turn's poll set */
 };
 
 struct gw {
@@ -132,20 +173,32 @@ struct gw {
 	/* lock: */
 	struct gw_model *model;   /* current (reference held); NULL before the first engine */
 	bool engine_up;           /* the ring client is connected */
-	struct gw_req *submits, **submits_tail; /* HTTP -> pump */
+	struct gw_user **users;   /* by key hash (gw-users.c): users with choices not DONE */
+	uint32_t n_users;
+	struct gw_user *rr;       /* users with choices waiting, in turn (a ring) */
+	uint64_t next_useq;
+	int64_t engine_inflight;  /* choices on the engine (SUBMITTED or ACCEPTED) */
+	bool engine_full;         /* the engine refused for its caps: wait for a FINAL */
+	bool sq_full;             /* the SQ had no room this turn */
+	double engine_heard;      /* allm_now() the engine last said something (ring or ctl) */
+	int engine_max_seqs;      /* the engine's max_num_seqs (its status), 0: not known yet */
+	bool want_limits;         /* connected anew: gw-ctl.c reads the engine's limits */
+	double connected_at;      /* allm_now() of the connection */
 	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
 	bool cancels_blocked;     /* the SQ refused a cancel this turn */
 	struct gw_req **slots;    /* in-flight requests by tag slot */
 	uint32_t n_slots, *gens;  /* slot capacity; generation per slot */
 	uint32_t *free_slots, n_free;
 	int64_t live;             /* requests not yet freed */
-	bool stopping;            /* shutdown: refuse new requests */
+	atomic_bool stopping;     /* shutdown: refuse new requests (read by the HTTP threads without the lock) */
 	bool aborting;            /* shutdown's deadline passed: end what still runs */
 	bool quit;                /* the pump exits */
 	/* pump: */
 	pthread_t pump;
 	int wake_fd;              /* eventfd: HTTP side -> pump */
 	atomic_bool pump_sleeping;
+	struct pollfd *watch_fds;   /* the pump's poll set (gw-engine.c) ... */
+	struct gw_req **watch_reqs; /* ... and the request of each socket in it */
 	allm_client_t *client;
 	char *piece;              /* one decoded piece (gw_req.detok) ... */
 	size_t piece_cap;         /* ... of at most this many bytes */
@@ -156,9 +209,14 @@ struct gw {
 	struct gw_conn *conns;     /* every open connection */
 	pthread_t reaper;
 	atomic_bool reaper_stop;
-	/* /metrics: */
+	/* the control plane (gw-ctl.c): /metrics and the engine's liveness */
 	pthread_mutex_t ctl_lock;
+	pthread_cond_t ctl_cond;
 	struct allm_ctl_client *ctl;
+	pthread_t ctl_thread;
+	bool ctl_started, ctl_stop;  /* ctl_lock */
+	struct gw_scrape **scrapes;  /* ctl_lock: GET /metrics waiting for the next call */
+	uint32_t n_scrapes;
 	uint64_t seed_state;      /* for requests without a seed */
 };
 
@@ -193,8 +251,6 @@ void gw_engine_abort(struct gw *gw);
 int64_t gw_engine_live(struct gw *gw);
 /* Stops the pump and disconnects. */
 void gw_engine_stop(struct gw *gw);
-/* Hands r to the pump (r->conn must be suspended, r->suspended set, under lock). */
-void gw_engine_submit_locked(struct gw *gw, struct gw_req *r);
 /* The HTTP side is done with the lead's request: cancels every choice that still runs. */
 void gw_engine_release(struct gw *gw, struct gw_req *lead);
 /* Wakes the pump if it sleeps (after changing what it should look at). */

@@ -4,6 +4,8 @@
  * applies stop strings, cancels requests whose HTTP client hung up, and resumes
  * the suspended connections that have something to send. */
 #include "gateway.h"
+#include "gw-ctl.h"
+#include "gw-users.h"
 
 #include "common.h"
 
@@ -26,6 +28,8 @@
 #define GW_SQ_ENTRIES 1024
 #define GW_CQ_ENTRIES 16384
 #define GW_ARENA (8u << 20)
+/* The pump's poll set starts this large (3 fds of its own + sockets) and grows. */
+#define GW_WATCH_MIN 64
 
 /* Connections to resume once the lock is dropped (MHD_resume_connection takes
  * libmicrohttpd's own lock; never call it under ours). */
@@ -96,11 +100,21 @@ static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, in
 	snprintf(r->err_type, sizeof(r->err_type), "%s", type);
 	r->http_status = http;
 	r->finish = ALLM_FINISH_ERROR;
+	gw_users_done(gw, r);
 	r->phase = GW_DONE;
 	gw_text_finish(&r->out);
 	gw_slot_put(gw, r);
 	wake_req(rl, r);
 	gw_req_unref_locked(gw, r);
+}
+
+/* A choice waiting in the gateway whose client went away: it never reaches the
+ * engine (under lock). */
+static void drop_waiting(struct gw *gw, struct gw_req *r)
+{
+	gw_users_done(gw, r);
+	r->phase = GW_DONE;
+	gw_req_unref_locked(gw, r); /* the pump's */
 }
 
 /* --- events ---------------------------------------------------------------------- */
@@ -109,6 +123,10 @@ static void fail_req(struct gw *gw, struct resume_list *rl, struct gw_req *r, in
  * every turn until the engine has made room. */
 static void send_cancel(struct gw *gw, struct gw_req *r)
 {
+	if (r->phase == GW_QUEUED && r->hung_up) {
+		drop_waiting(gw, r);
+		return;
+	}
 	if (r->cancel_sent || r->phase != GW_ACCEPTED || !gw->client)
 		return;
 	int e = allm_client_cancel(gw->client, r->request_id);
@@ -123,23 +141,9 @@ static void send_cancel(struct gw *gw, struct gw_req *r)
 	}
 }
 
-/* Keeps a token's log-probabilities for the response (under lock). 0 or -ENOMEM. */
-static int keep_logprobs(struct gw_req *r, const struct allm_cqe_logprobs *lp)
-{
-	if (r->n_lps == r->lps_cap) {
-		size_t cap = r->lps_cap ? r->lps_cap * 2 : 64;
-		struct allm_cqe_logprobs *v = realloc(r->lps, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		r->lps = v;
-		r->lps_cap = cap;
-	}
-	r->lps[r->n_lps++] = *lp;
-	return 0;
-}
-
 static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_event *ev)
 {
+	gw->engine_heard = allm_now();
 	struct gw_req *r = gw_slot_find(gw, ev->user_tag);
 	if (!r)
 		return;
@@ -170,7 +174,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		}
 		if (ev->token_id >= 0)
 			r->n_tokens++;
-		if (ev->logprobs && ev->token_id >= 0 && keep_logprobs(r, ev->logprobs)) {
+		if (ev->logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->logprobs)) {
 			send_cancel(gw, r); /* out of memory: end it here, as a stop would */
 			r->out.stopped = true;
 			break;
@@ -192,6 +196,17 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		break;
 	}
 	case ALLM_EVENT_FINAL:
+		if (!r->accepted && ev->status == -EAGAIN && gw->engine_inflight > 1) {
+			/* the engine's caps (its queue is shared by every user of this
+			 * gateway): r waits here again, in its place, until a request of
+			 * ours ends and makes room, rather than failing with 429 */
+			gw_slot_put(gw, r);
+			gw_users_requeue(gw, r);
+			gw->engine_full = true;
+			return;
+		}
+		if (r->accepted)
+			gw->engine_full = false; /* one left the engine: room for another */
 		if (r->detok && !r->out.stopped) {
 			/* what our decoder held back (an unfinished UTF-8 sequence) */
 			int n = allm_detok_flush(r->detok, gw->piece, gw->piece_cap);
@@ -211,6 +226,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 			return;
 		}
 		gw_text_finish(&r->out);
+		gw_users_done(gw, r);
 		r->phase = GW_DONE;
 		gw_slot_put(gw, r);
 		wake_req(rl, r);
@@ -222,17 +238,15 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 /* --- connection ------------------------------------------------------------------ */
 
 /* Fails everything the engine had or was about to get (under lock). */
-static void engine_lost(struct gw *gw, struct resume_list *rl, struct gw_req **pending,
-			const char *why)
+static void engine_lost(struct gw *gw, struct resume_list *rl, const char *why)
 {
+	struct gw_req *r;
 	for (uint32_t s = 0; s < gw->n_slots; s++)
 		if (gw->slots[s])
 			fail_req(gw, rl, gw->slots[s], 503, "service_unavailable", "%s", why);
-	while (*pending) {
-		struct gw_req *r = *pending;
-		*pending = r->next;
+	while ((r = gw_users_waiting(gw, NULL)))
 		fail_req(gw, rl, r, 503, "service_unavailable", "%s", why);
-	}
+	gw->engine_full = false;
 	if (gw->client) {
 		allm_client_disconnect(gw->client);
 		gw->client = NULL;
@@ -278,11 +292,15 @@ static void try_connect(struct gw *gw)
 	}
 	gw->client = c;
 	gw->engine_up = true;
+	gw->engine_heard = allm_now();
+	gw->want_limits = true; /* another engine, maybe another batch (gw-ctl.c) */
+	gw->connected_at = gw->engine_heard;
 	gw->said_down = false;
 	gw_log(gw, 2, "connected to engine '%s' (client %u), model %s; tokenizer: %s; chat: %s",
 	       gw->o.engine, allm_client_id(c), gw->model->id, gw->model->source,
 	       gw->model->tmpl ? allm_chat_template_name(gw->model->tmpl) : gw->model->why_no_chat);
 	pthread_mutex_unlock(&gw->lock);
+	gw_ctl_kick(gw); /* it reads the new engine's batch now */
 }
 
 /* The pump's buffer for one decoded piece, as large as tok needs. */
@@ -299,27 +317,27 @@ static int piece_fit(struct gw *gw, const struct allm_tokenizer *tok)
 	return 0;
 }
 
-/* Puts pending requests on the ring, in order, until the ring or arena is full
- * (under lock). Returns -EPIPE when the engine is gone. */
-static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req **pending)
+/* Puts waiting choices on the ring, users in turn (gw-users.c), until the ring or
+ * arena is full or no user may submit more (under lock). Returns how many went,
+ * or -EPIPE when the engine is gone. */
+static int submit_waiting(struct gw *gw, struct resume_list *rl)
 {
-	while (*pending) {
-		struct gw_req *r = *pending;
+	struct gw_req *r;
+	int n = 0;
+	gw->sq_full = false;
+	while (!gw->engine_full && (r = gw_users_next(gw))) {
 		if (r->hung_up) {
-			*pending = r->next;
-			r->phase = GW_DONE;
-			gw_req_unref_locked(gw, r);
+			drop_waiting(gw, r);
 			continue;
 		}
 		if (!gw->client) {
-			*pending = r->next;
 			fail_req(gw, rl, r, 503, "service_unavailable",
 				 "no engine '%s' is running (the gateway reconnects when it starts)",
 				 gw->o.engine);
 			continue;
 		}
 		if ((r->detok && piece_fit(gw, r->model->tok)) || gw_slot_take(gw, r))
-			return 0; /* out of memory: try again next turn */
+			return n; /* out of memory: try again next turn */
 		r->params.user_tag = r->tag;
 		r->params.prompt = r->text;
 		r->params.prompt_len = r->text_len;
@@ -328,13 +346,13 @@ static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req *
 		int e = allm_client_submit(gw->client, &r->params);
 		if (e == -EAGAIN) {
 			gw_slot_put(gw, r);
-			return 0;
+			gw->sq_full = true; /* the engine's answers wake us when it took some */
+			return n;
 		}
 		if (e == -EPIPE || e == -EPROTO) {
 			gw_slot_put(gw, r);
 			return -EPIPE;
 		}
-		*pending = r->next;
 		if (e) {
 			gw_slot_put(gw, r);
 			fail_req(gw, rl, r, e == -E2BIG ? 413 : e == -EINVAL ? 400 : 500,
@@ -342,9 +360,11 @@ static int submit_pending(struct gw *gw, struct resume_list *rl, struct gw_req *
 				 "the engine's client library refused the request: %s", strerror(-e));
 			continue;
 		}
+		gw_users_submitted(gw, r);
 		r->phase = GW_SUBMITTED;
+		n++;
 	}
-	return 0;
+	return n;
 }
 
 /* --- the loop -------------------------------------------------------------------- */
@@ -353,54 +373,51 @@ struct watch {
 	struct pollfd *fds;
 	struct gw_req **reqs; /* fds[i + 3] belongs to reqs[i] */
 	size_t n, cap;
+	uint32_t turn;        /* marks the leads already in this poll set */
 };
 
-/* The lowest-index choice of r's request that is still in a slot. */
-static struct gw_req *first_in_flight(struct gw *gw, struct gw_req *r)
+/* Adds the socket of r's request, once a turn, while it waits for us. */
+static void watch_add(struct watch *w, struct gw_req *r)
 {
-	for (uint32_t i = 0; i < r->lead->n_choices; i++) {
-		struct gw_req *c = gw_choice(r->lead, i);
-		if (c == r || gw_slot_find(gw, c->tag) == c)
-			return c;
+	struct gw_req *lead = r->lead;
+	if (!lead->suspended || r->hung_up || r->sock < 0 || lead->watch_turn == w->turn)
+		return;
+	if (3 + w->n == w->cap) {
+		size_t cap = w->cap * 2;
+		struct pollfd *f = realloc(w->fds, cap * sizeof(*f));
+		if (f)
+			w->fds = f;
+		struct gw_req **q = f ? realloc(w->reqs, cap * sizeof(*q)) : NULL;
+		if (!q)
+			return; /* watch what fits; hang-ups still show at the next write */
+		w->reqs = q;
+		w->cap = cap;
 	}
-	return r;
+	lead->watch_turn = w->turn;
+	w->fds[3 + w->n] = (struct pollfd){.fd = r->sock, .events = POLLRDHUP};
+	w->reqs[w->n++] = r;
 }
 
 /* The fds to sleep on (under lock): the wake eventfd, the CQ doorbell, the lease,
- * and the socket of every suspended request, for hang-ups only (POLLRDHUP: data a
- * client pipelines must not wake us). */
+ * and the socket of every suspended request, running or waiting here, for
+ * hang-ups only (POLLRDHUP: data a client pipelines must not wake us). */
 static void build_watch(struct gw *gw, struct watch *w)
 {
 	w->n = 0;
-	size_t need = 3 + gw->n_slots;
-	if (need > w->cap) {
-		struct pollfd *f = realloc(w->fds, need * sizeof(*f));
-		struct gw_req **q = f ? realloc(w->reqs, need * sizeof(*q)) : NULL;
-		if (f)
-			w->fds = f;
-		if (q) {
-			w->reqs = q;
-			w->cap = need;
-		}
-		if (!f || !q)
-			need = w->cap; /* watch what fits; hang-ups still show at the next write */
-	}
+	w->turn++;
 	w->fds[0] = (struct pollfd){.fd = gw->wake_fd, .events = POLLIN};
 	w->fds[1] = (struct pollfd){.fd = gw->client ? allm_client_fd(gw->client) : -1, .events = POLLIN};
 	w->fds[2] = (struct pollfd){.fd = gw->client ? allm_client_lease_fd(gw->client) : -1,
 				    .events = POLLIN};
-	for (uint32_t s = 0; s < gw->n_slots && 3 + w->n < w->cap; s++) {
-		struct gw_req *r = gw->slots[s];
-		/* the lead's socket, once for its request: for the first choice in flight */
-		if (!r || !r->lead->suspended || r->hung_up || r->sock < 0 || first_in_flight(gw, r) != r)
-			continue;
-		w->fds[3 + w->n] = (struct pollfd){.fd = r->sock, .events = POLLRDHUP};
-		w->reqs[w->n++] = r;
-	}
+	for (uint32_t s = 0; s < gw->n_slots; s++)
+		if (gw->slots[s])
+			watch_add(w, gw->slots[s]);
+	for (struct gw_req *r = gw_users_waiting(gw, NULL); r; r = gw_users_waiting(gw, r))
+		watch_add(w, r);
 }
 
 /* The HTTP client of r's request went away (under lock): every choice still
- * running is cancelled in the engine. */
+ * running is cancelled in the engine, and those waiting here are dropped. */
 static void hang_up(struct gw *gw, struct gw_req *r)
 {
 	/* released by the HTTP side meanwhile (poll runs unlocked): it cancelled
@@ -409,12 +426,16 @@ static void hang_up(struct gw *gw, struct gw_req *r)
 		return;
 	for (uint32_t i = 0; i < r->lead->n_choices; i++) {
 		struct gw_req *c = gw_choice(r->lead, i);
+		if (c->phase == GW_DONE)
+			continue;
 		c->hung_up = true;
 		send_cancel(gw, c);
 	}
 }
 
-/* After poll (under lock): a watched socket that hung up cancels its request. */
+/* After poll (under lock): a watched socket that hung up cancels its request.
+ * Every watched choice is alive: the pump's reference goes only at DONE, which
+ * only the pump makes. */
 static void check_hangups(struct gw *gw, struct watch *w, struct resume_list *rl)
 {
 	for (size_t i = 0; i < w->n; i++) {
@@ -427,34 +448,25 @@ static void check_hangups(struct gw *gw, struct watch *w, struct resume_list *rl
 		ssize_t k = recv(p->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (k > 0 || (k < 0 && (errno == EAGAIN || errno == EINTR)))
 			continue;
-		if (gw_slot_find(gw, r->tag) != r)
+		if (r->phase == GW_DONE)
 			continue; /* finished meanwhile */
-		hang_up(gw, r);
-		wake_req(rl, r); /* libmicrohttpd then sees the close and completes it */
+		struct gw_req *lead = r->lead;
+		hang_up(gw, r); /* r may be gone now (dropped); the lead is not */
+		wake_req(rl, lead); /* libmicrohttpd then sees the close and completes it */
 	}
 }
 
 static void *pump_main(void *arg)
 {
 	struct gw *gw = arg;
-	struct gw_req *pending = NULL; /* taken from gw->submits, not yet on the ring */
 	struct resume_list rl = {0};
-	struct watch w = {0};
+	struct watch w = {.fds = gw->watch_fds, .reqs = gw->watch_reqs, .cap = GW_WATCH_MIN};
 	bool aborted = false;
 	for (;;) {
 		if (!gw->client && !gw->aborting && allm_now() >= gw->next_connect)
 			try_connect(gw);
 		bool busy = false, lost = false;
 		pthread_mutex_lock(&gw->lock);
-		if (gw->submits) {
-			struct gw_req **t = &pending;
-			while (*t)
-				t = &(*t)->next;
-			*t = gw->submits;
-			gw->submits = NULL;
-			gw->submits_tail = &gw->submits;
-			busy = true;
-		}
 		struct gw_req *cancels = gw->cancels;
 		gw->cancels = NULL;
 		gw->cancels_blocked = false;
@@ -465,8 +477,10 @@ static void *pump_main(void *arg)
 			send_cancel(gw, r);
 			gw_req_unref_locked(gw, r); /* the cancel list's reference */
 		}
-		if (submit_pending(gw, &rl, &pending))
+		int sent = submit_waiting(gw, &rl);
+		if (sent < 0)
 			lost = true;
+		busy = sent > 0;
 		struct allm_event ev;
 		for (int i = 0; gw->client && !lost && i < GW_EVENT_BATCH; i++) {
 			int e = allm_client_poll(gw->client, &ev);
@@ -481,12 +495,12 @@ static void *pump_main(void *arg)
 		if (lost) {
 			gw_log(gw, 1, "engine '%s' went away: failing its %s requests with 503, reconnecting",
 			       gw->o.engine, "in-flight");
-			engine_lost(gw, &rl, &pending, "the engine went away (restarting?): try again");
+			engine_lost(gw, &rl, "the engine went away (restarting?): try again");
 			gw->next_connect = 0;
 		}
 		if (gw->aborting && !aborted) {
 			/* shutdown's deadline passed: everything still running ends now */
-			engine_lost(gw, &rl, &pending, "allm-gateway is shutting down");
+			engine_lost(gw, &rl, "allm-gateway is shutting down");
 			aborted = true;
 		}
 		bool quit = gw->quit;
@@ -502,7 +516,8 @@ static void *pump_main(void *arg)
 		atomic_store(&gw->pump_sleeping, true);
 		/* cancels the full SQ refused: a short nap, then again */
 		bool blocked = gw->cancels_blocked;
-		bool more = gw->submits || (gw->cancels && !blocked);
+		bool more = (gw->cancels && !blocked) ||
+			    (!gw->sq_full && !gw->engine_full && gw_users_next(gw));
 		pthread_mutex_unlock(&gw->lock);
 		if (!more) {
 			int timeout = blocked ? 2 : gw->client ? 1000 : (int)(GW_RECONNECT_S * 1000);
@@ -521,20 +536,12 @@ static void *pump_main(void *arg)
 		}
 	}
 	free(rl.c);
-	free(w.fds);
-	free(w.reqs);
+	gw->watch_fds = w.fds; /* freed by gw_engine_stop */
+	gw->watch_reqs = w.reqs;
 	return NULL;
 }
 
 /* --- the HTTP side's entry points ------------------------------------------------ */
-
-void gw_engine_submit_locked(struct gw *gw, struct gw_req *r)
-{
-	r->phase = GW_QUEUED;
-	r->next = NULL;
-	*gw->submits_tail = r;
-	gw->submits_tail = &r->next;
-}
 
 void gw_engine_release(struct gw *gw, struct gw_req *lead)
 {
@@ -573,8 +580,12 @@ struct gw_model *gw_engine_model(struct gw *gw, bool *up)
 
 int gw_engine_start(struct gw *gw)
 {
-	gw->submits_tail = &gw->submits;
 	atomic_init(&gw->pump_sleeping, false);
+	/* the poll set's first entries, so that the pump never lacks them */
+	gw->watch_fds = malloc(GW_WATCH_MIN * sizeof(*gw->watch_fds));
+	gw->watch_reqs = malloc(GW_WATCH_MIN * sizeof(*gw->watch_reqs));
+	if (!gw->watch_fds || !gw->watch_reqs)
+		return -ENOMEM;
 	gw->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (gw->wake_fd < 0)
 		return -errno;
@@ -619,6 +630,9 @@ void gw_engine_stop(struct gw *gw)
 	gw->client = NULL;
 	close(gw->wake_fd);
 	free(gw->piece);
+	free(gw->watch_fds);
+	free(gw->watch_reqs);
+	gw_users_free(gw);
 	free(gw->slots);
 	free(gw->gens);
 	free(gw->free_slots);

@@ -5,10 +5,12 @@
  * connection cap, an idle timeout (slow and idle clients cost a slot each, never a
  * thread), a per-connection memory pool that bounds headers; gw-conns.c adds a
  * deadline for a whole request, which silence-based timeouts cannot give. */
+#include "gw-body.h"
+#include "gw-ctl.h"
 #include "gw-openai.h"
 #include "gw-stream.h"
+#include "gw-users.h"
 
-#include "ctl-client.h"
 #include "ctl-prom.h"
 
 #include <errno.h>
@@ -16,14 +18,14 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
-/* Each connection's memory pool (headers, buffers); gw-stream.c's SSE blocks must fit in it. */
+/* Each connection's memory pool (headers, buffers); the blocks of gw-stream.c's
+ * SSE and gw-body.c's whole answers must fit in it. */
 #define GW_CONN_MEMORY (64 * 1024)
-/* How long GET /metrics waits for the engine's control server. */
-#define GW_METRICS_TIMEOUT_MS 2000
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT, R_RESET_CACHE };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT };
 
 /* One HTTP request (libmicrohttpd's per-request context). */
 struct gw_http {
@@ -32,7 +34,11 @@ struct gw_http {
 	size_t len, cap;
 	bool too_big;     /* the body passed --max-body-bytes: the rest is dropped */
 	bool responded;   /* a response is queued */
+	bool close;       /* the answer closes the connection (a request we cannot frame) */
+	int key_index;    /* which of the API keys it carries (-1: none) */
 	struct gw_req *req; /* a generation request handed to the pump */
+	bool scraping;    /* GET /metrics waits for the control-plane thread */
+	struct gw_scrape scrape;
 };
 
 /* --- responses ------------------------------------------------------------------- */
@@ -52,6 +58,9 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct gw_http *x, unsi
 		MHD_add_response_header(res, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (status == 429 || status == 503)
 		MHD_add_response_header(res, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	/* libmicrohttpd closes the connection after an answer that says so */
+	if (x && x->close)
+		MHD_add_response_header(res, MHD_HTTP_HEADER_CONNECTION, "close");
 	enum MHD_Result ok = MHD_queue_response(c, status, res);
 	MHD_destroy_response(res);
 	if (x)
@@ -85,7 +94,7 @@ static enum MHD_Result no_engine(struct gw *gw, struct MHD_Connection *c, struct
 {
 	struct gw_api_err e;
 	gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
-		    gw->stopping ? "allm-gateway is shutting down"
+		    atomic_load(&gw->stopping) ? "allm-gateway is shutting down"
 				 : "no engine '%s' is running (the gateway reconnects when it starts)",
 		    gw->o.engine);
 	return respond_err(c, x, &e);
@@ -93,12 +102,22 @@ static enum MHD_Result no_engine(struct gw *gw, struct MHD_Connection *c, struct
 
 /* --- GET endpoints --------------------------------------------------------------- */
 
+/* 200 while the engine is connected and has said something (ring or control
+ * plane) within --engine-timeout; a load balancer takes a frozen engine out. */
 static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
 	bool up;
 	gw_model_unref(gw_engine_model(gw, &up));
-	if (!up || gw->stopping)
+	if (!up || atomic_load(&gw->stopping))
 		return no_engine(gw, c, x);
+	double silent = gw_engine_silence(gw);
+	if (silent > gw->o.engine_timeout_s) {
+		struct gw_api_err e;
+		gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
+			    "the engine '%s' has not answered for %.0f s (--engine-timeout %g): stopped or stuck?",
+			    gw->o.engine, silent, gw->o.engine_timeout_s);
+		return respond_err(c, x, &e);
+	}
 	char *s = strdup("{\"status\":\"ok\"}");
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }
@@ -121,59 +140,29 @@ static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struc
 }
 
 /* The engine's `metrics` reply as Prometheus text: the bytes `allmctl metrics`
- * prints (one renderer, ctl-prom.c). */
+ * prints (one renderer, ctl-prom.c), fetched by the control-plane thread while
+ * the connection is suspended (a frozen engine must not hold an HTTP thread). */
 static enum MHD_Result get_metrics(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
 	bool up;
-	struct allm_ctl_msg *m = NULL;
-	char err[256] = "", *text = NULL;
-	size_t len = 0;
+	if (x->scraping) { /* resumed: the answer is in */
+		x->scraping = false;
+		if (!x->scrape.text)
+			return fail(c, x, 503, "service_unavailable", NULL, x->scrape.err);
+		char *text = x->scrape.text;
+		x->scrape.text = NULL;
+		return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, x->scrape.len);
+	}
 	gw_model_unref(gw_engine_model(gw, &up));
 	if (!up)
 		return no_engine(gw, c, x);
-	/* one ZeroMQ socket, one caller at a time */
-	pthread_mutex_lock(&gw->ctl_lock);
-	int r = allm_ctl_call(gw->ctl, "metrics", NULL, 0, GW_METRICS_TIMEOUT_MS, &m);
-	if (r)
-		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
-	pthread_mutex_unlock(&gw->ctl_lock);
-	if (!r)
-		r = allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err));
-	allm_ctl_msg_free(m);
-	if (r) {
-		gw_log(gw, 1, "GET /metrics: %s", err);
-		return fail(c, x, 503, "service_unavailable", NULL, err);
+	x->scrape.conn = c;
+	x->scraping = true;
+	if (gw_ctl_scrape(gw, &x->scrape)) {
+		x->scraping = false;
+		return fail(c, x, 503, "service_unavailable", NULL, "too many GET /metrics waiting for the engine");
 	}
-	return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, len);
-}
-
-/* POST /reset_prefix_cache (vLLM's admin route): the engine's `cache-reset`,
- * every cached KV block no request holds dropped. */
-static enum MHD_Result post_reset_cache(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
-{
-	bool up;
-	struct allm_ctl_msg *m = NULL;
-	char err[256] = "", body[64];
-	gw_model_unref(gw_engine_model(gw, &up));
-	if (!up)
-		return no_engine(gw, c, x);
-	pthread_mutex_lock(&gw->ctl_lock);
-	int r = allm_ctl_call(gw->ctl, "cache-reset", NULL, 0, GW_METRICS_TIMEOUT_MS, &m);
-	if (r)
-		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
-	pthread_mutex_unlock(&gw->ctl_lock);
-	int64_t n = 0;
-	if (!r && allm_ctl_get_int(m->result, "dropped_blocks", &n))
-		snprintf(err, sizeof(err), "the engine's cache-reset reply has no dropped_blocks"), r = -EPROTO;
-	allm_ctl_msg_free(m);
-	if (r) {
-		gw_log(gw, 1, "POST /reset_prefix_cache: %s", err);
-		return fail(c, x, 503, "service_unavailable", NULL, err);
-	}
-	gw_log(gw, 2, "POST /reset_prefix_cache: %lld cached blocks dropped", (long long)n);
-	int len = snprintf(body, sizeof(body), "{\"dropped_blocks\": %lld}", (long long)n);
-	char *s = strdup(body);
-	return respond_json(c, x, 200, s, s ? (size_t)len : 0);
+	return MHD_YES;
 }
 
 /* --- generation requests --------------------------------------------------------- */
@@ -187,7 +176,7 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
 			    "the request body is larger than --max-body-bytes");
 	struct gw_model *m = gw_engine_model(gw, &up);
-	if (!m || !up || gw->stopping) {
+	if (!m || !up || atomic_load(&gw->stopping)) {
 		gw_model_unref(m);
 		return no_engine(gw, c, x);
 	}
@@ -199,8 +188,18 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	for (uint32_t i = 0; i < r->n_choices; i++)
 		gw_req_scope_cache(gw_choice(r, i), auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
+	char user[64], why[400];
+	gw_users_key(gw, c, x->key_index, user, sizeof(user));
 	r->conn = c;
 	pthread_mutex_lock(&gw->lock);
+	/* its user's quota and queue (gw-users.c): the pump takes users in turn */
+	if ((rc = gw_users_admit(gw, user, r, why, sizeof(why)))) {
+		pthread_mutex_unlock(&gw->lock);
+		gw_api_discard(r);
+		gw_log(gw, 3, "429: %s", why);
+		return fail(c, x, rc == -EAGAIN ? 429 : 500, rc == -EAGAIN ? "rate_limit_exceeded" : "server_error",
+			    NULL, why);
+	}
 	r->suspended = true;
 	MHD_suspend_connection(c);
 	for (uint32_t i = 0; i < r->n_choices; i++) {
@@ -208,7 +207,6 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		q->sock = ci ? ci->connect_fd : -1;
 		q->refs = 2; /* this side (released at completion) and the pump (at the end) */
 		gw->live++;
-		gw_engine_submit_locked(gw, q);
 	}
 	r->refs += (int)r->n_choices - 1; /* one held by each other choice */
 	x->req = r;
@@ -222,8 +220,6 @@ static enum MHD_Result on_resumed(struct gw *gw, struct MHD_Connection *c, struc
 {
 	struct gw_req *r = x->req;
 	struct gw_api_err e = {0};
-	char *body = NULL;
-	size_t len = 0;
 	pthread_mutex_lock(&gw->lock);
 	if (r->hung_up) {
 		pthread_mutex_unlock(&gw->lock);
@@ -255,12 +251,13 @@ static enum MHD_Result on_resumed(struct gw *gw, struct MHD_Connection *c, struc
 	if (failed)
 		gw_api_fail(&e, failed->http_status, failed->err_type,
 			    failed->http_status == 413 ? "context_length_exceeded" : NULL, NULL, "%s", failed->err);
-	else
-		body = gw_api_response_json(r, &len);
 	pthread_mutex_unlock(&gw->lock);
 	if (e.status)
 		return respond_err(c, x, &e);
-	return respond_json(c, x, 200, body, len);
+	/* every choice is DONE: their data is final, read without the lock (the
+	 * pump must never wait while an answer is written) */
+	x->responded = true;
+	return gw_body_respond(gw, c, r);
 }
 
 /* --- routing --------------------------------------------------------------------- */
@@ -276,7 +273,6 @@ static enum route route_of(const char *url, const char **method)
 		{"/v1/models", "GET", R_MODELS},
 		{"/v1/completions", "POST", R_COMPLETIONS},
 		{"/v1/chat/completions", "POST", R_CHAT},
-		{"/reset_prefix_cache", "POST", R_RESET_CACHE},
 	};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (!strcmp(url, routes[i].url)) {
@@ -286,19 +282,95 @@ static enum route route_of(const char *url, const char **method)
 	return R_NONE;
 }
 
-/* Constant time in the key's length: the comparison does not leak a prefix. */
-static bool key_ok(const struct gw *gw, struct MHD_Connection *c)
+/* Whether the Bearer token h is k: constant time in the key's length, so the
+ * comparison does not leak a prefix. */
+static bool key_eq(const char *h, const char *k)
 {
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	const char *k = gw->o.api_key;
-	if (!h || strncmp(h, "Bearer ", 7))
-		return false;
-	h += 7;
 	size_t hl = strlen(h), kl = strlen(k);
 	unsigned char d = hl != kl;
 	for (size_t i = 0; i < kl; i++)
 		d |= (unsigned char)(k[i] ^ (i < hl ? h[i] : 0));
 	return d == 0;
+}
+
+/* The index of the API key among keys[0..n) the request carries, or -1. Every
+ * key is compared (which one matched does not show in the time taken). */
+static int key_index(struct MHD_Connection *c, const char *const *keys, int n)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	int found = -1;
+	if (!h || strncmp(h, "Bearer ", 7))
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (key_eq(h + 7, keys[i]) && found < 0)
+			found = i;
+	return found;
+}
+
+/* What the framing headers say (RFC 9112 §6): how many Content-Length values,
+ * whether they agree, whether there is a Transfer-Encoding and what it is. */
+struct framing {
+	int n_length;
+	bool length_bad;      /* not a number, or two that differ */
+	unsigned long long length;
+	int n_te;
+	bool te_chunked;      /* the (only) coding is chunked */
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct framing *f = cls;
+	(void)kind;
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+		/* "5, 5" is one length said twice; "5, 7" two */
+		for (const char *p = value ? value : "";;) {
+			char *end;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9') {
+				f->length_bad = true;
+				break;
+			}
+			unsigned long long v = strtoull(p, &end, 10);
+			if (f->n_length++ && v != f->length)
+				f->length_bad = true;
+			f->length = v;
+			for (p = end; *p == ' ' || *p == '\t'; p++)
+				;
+			if (*p != ',')
+				break;
+			p++;
+		}
+		if (!value || *value == 0)
+			f->length_bad = true;
+	} else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		f->te_chunked = f->n_te++ == 0 && value && !strcasecmp(value, "chunked");
+	}
+	return MHD_YES;
+}
+
+/* A request whose body length two headers tell differently is refused and its
+ * connection closed: behind a proxy that reads the other header, what follows
+ * would be another request (request smuggling). 0, or the answer queued. */
+static enum MHD_Result check_framing(struct MHD_Connection *c, struct gw_http *x, bool *refused)
+{
+	struct framing f = {0};
+	MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &f);
+	const char *why = NULL;
+	int status = 400;
+	if (f.n_te && f.n_length)
+		why = "a request with both Content-Length and Transfer-Encoding is refused (RFC 9112 section 6.3)";
+	else if (f.length_bad)
+		why = "Content-Length must be one decimal number (two that differ are refused, RFC 9112 section 6.3)";
+	else if (f.n_te && !f.te_chunked) {
+		why = "the only Transfer-Encoding this server takes is chunked";
+		status = 501;
+	}
+	*refused = why != NULL;
+	if (!why)
+		return MHD_YES;
+	x->close = true;
+	return fail(c, x, status, "invalid_request_error", "bad_framing", why);
 }
 
 /* The first call for a request: headers are in, the body is not. */
@@ -317,9 +389,14 @@ static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const
 		snprintf(msg, sizeof(msg), "%s takes %s", url, want);
 		return fail(c, x, 405, "invalid_request_error", "method_not_allowed", msg);
 	}
-	if (gw->o.api_key && (!strncmp(url, "/v1/", 4) || x->route == R_RESET_CACHE) && !key_ok(gw, c))
+	x->key_index = gw->o.n_api_keys ? key_index(c, gw->o.api_keys, gw->o.n_api_keys) : -1;
+	if (gw->o.n_api_keys && !strncmp(url, "/v1/", 4) && x->key_index < 0)
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
 			    "Incorrect API key provided (Authorization: Bearer KEY)");
+	if (x->route == R_METRICS && gw->o.metrics_api_key &&
+	    key_index(c, &gw->o.metrics_api_key, 1) < 0)
+		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
+			    "GET /metrics needs the metrics key (--metrics-api-key; Authorization: Bearer KEY)");
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > gw->o.max_body)
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
@@ -338,7 +415,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		*con_cls = x;
 		gw_log(gw, 3, "%s %s", method, url);
-		return on_headers(gw, c, url, method, x);
+		bool refused;
+		enum MHD_Result ok = check_framing(c, x, &refused);
+		return refused ? ok : on_headers(gw, c, url, method, x);
 	}
 	if (*upload_size) {
 		size_t n = *upload_size;
@@ -370,12 +449,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	if (x->req)
 		return on_resumed(gw, c, x);
+	if (x->scraping)
+		return get_metrics(gw, c, x);
 	gw_conns_working(gw, c, true); /* the whole request is in */
 	switch (x->route) {
 	case R_HEALTH: return get_health(gw, c, x);
 	case R_METRICS: return get_metrics(gw, c, x);
 	case R_MODELS: return get_models(gw, c, x);
-	case R_RESET_CACHE: return post_reset_cache(gw, c, x);
 	default: return post_generate(gw, c, x);
 	}
 }
@@ -390,6 +470,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	if (x->req)
 		gw_engine_release(gw, x->req); /* a hang-up cancels it in the engine */
+	free(x->scrape.text);
 	free(x->body);
 	free(x);
 	*con_cls = NULL;
@@ -411,18 +492,12 @@ int gw_http_start(struct gw *gw)
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
-	char port[16], err[256];
+	char port[16];
 	snprintf(port, sizeof(port), "%d", gw->o.port);
 	int r = getaddrinfo(gw->o.host, port, &hints, &ai);
 	if (r) {
 		gw_log(gw, 0, "--host %s: %s", gw->o.host, gai_strerror(r));
 		return -EINVAL;
-	}
-	struct allm_ctl_client_opts co = {.name = gw->o.engine, .runtime_dir = gw->o.runtime_dir};
-	if ((r = allm_ctl_client_open(&co, &gw->ctl, err, sizeof(err)))) {
-		gw_log(gw, 0, "control-plane client: %s", err);
-		freeaddrinfo(ai);
-		return r;
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
@@ -467,6 +542,4 @@ void gw_http_stop(struct gw *gw)
 	if (gw->quiesced_fd >= 0)
 		close(gw->quiesced_fd);
 	gw->quiesced_fd = -1;
-	allm_ctl_client_close(gw->ctl);
-	gw->ctl = NULL;
 }

@@ -2,10 +2,13 @@
  * directory: the tokenizer (to count and limit prompts, and to send chat prompts
  * as ids without a second BOS), the context length (config.json), and the chat
  * template (tokenizer_config.json or chat_template.jinja, or --chat-template).
+ * From a GGUF file the same three: tokenizer.ggml.*, <arch>.context_length and
+ * tokenizer.chat_template (gguf_configs below).
  * With no --model it follows the engine: the directory the engine names, the
  * embedded default for "default", nothing for a --dummy engine. */
 #include "gateway.h"
 
+#include "gguf.h"
 #include "vdir.h"
 
 #include <errno.h>
@@ -85,9 +88,45 @@ static char *template_text(const struct allm_vdir *d, json_t *cfg, size_t *len, 
 		return c;
 	}
 	snprintf(why, whylen, "the model has no chat template (no chat_template in "
-			      "tokenizer_config.json, no chat_template.jinja); use /v1/completions, "
-			      "or start allm-gateway with --chat-template FILE");
+			      "tokenizer_config.json, no chat_template.jinja, no tokenizer.chat_template "
+			      "in a GGUF file); use /v1/completions, or start allm-gateway with "
+			      "--chat-template FILE");
 	return NULL;
+}
+
+/* The parts of config.json and tokenizer_config.json the gateway reads, from a GGUF
+ * file's metadata: {"max_position_embeddings", "chat_template", "bos_token",
+ * "eos_token"} (each where the file has it); NULL when the file cannot be read (the
+ * tokenizer's load already said why). */
+static json_t *gguf_configs(const char *path)
+{
+	struct allm_gguf *g = NULL;
+	const char *s;
+	size_t len;
+	int64_t v;
+	char key[96];
+	if (allm_gguf_open(path, &g, NULL))
+		return NULL;
+	json_t *cfg = json_object();
+	if (!allm_gguf_get_str(g, "general.architecture", &s, &len, NULL) && len < 64) {
+		snprintf(key, sizeof(key), "%.*s.context_length", (int)len, s);
+		if (!allm_gguf_get_int(g, key, 1, INT32_MAX - 1, &v, NULL))
+			json_object_set_new(cfg, "max_position_embeddings", json_integer(v));
+	}
+	if (!allm_gguf_get_str(g, "tokenizer.chat_template", &s, &len, NULL))
+		json_object_set_new(cfg, "chat_template", json_stringn(s, len));
+	const struct allm_gguf_kv *toks;
+	static const char *const ids[][2] = {{"tokenizer.ggml.bos_token_id", "bos_token"},
+					      {"tokenizer.ggml.eos_token_id", "eos_token"}};
+	for (size_t i = 0; i < 2; i++)
+		if (!allm_gguf_get_arr(g, "tokenizer.ggml.tokens", ALLM_GGUF_STRING, &toks, NULL) &&
+		    !allm_gguf_get_int(g, ids[i][0], 0, (int64_t)toks->v.arr.n - 1, &v, NULL)) {
+			uint64_t l;
+			const char *t = allm_gguf_arr_str(toks, (uint64_t)v, &l);
+			json_object_set_new(cfg, ids[i][1], json_stringn(t, (size_t)l));
+		}
+	allm_gguf_close(g);
+	return cfg;
 }
 
 static void load_template(struct gw_model *m, const struct gw_opts *o, const struct allm_vdir *d,
@@ -153,12 +192,13 @@ int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_m
 		*ret = m;
 		return 0;
 	}
-	json_t *cfg = read_json(d, "config.json");
+	bool gguf = !allm_vdir_embedded(d) && allm_gguf_is_file(d->path); /* --model FILE.gguf */
+	json_t *cfg = gguf ? gguf_configs(d->path) : read_json(d, "config.json");
 	json_t *mpe = json_object_get(cfg, "max_position_embeddings");
 	if (json_is_integer(mpe) && json_integer_value(mpe) > 0 && json_integer_value(mpe) < INT32_MAX)
 		m->context = (int32_t)json_integer_value(mpe);
+	json_t *tcfg = gguf ? json_incref(cfg) : read_json(d, "tokenizer_config.json");
 	json_decref(cfg);
-	json_t *tcfg = read_json(d, "tokenizer_config.json");
 	load_template(m, o, d, tcfg);
 	json_decref(tcfg);
 	*ret = m;

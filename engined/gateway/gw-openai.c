@@ -246,6 +246,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 	p->frequency_penalty = (float)frequency;
 	p->repetition_penalty = (float)repetition;
 	p->logprobs = logprobs;
+	r->lps.stride = logprobs > 0 ? (uint32_t)logprobs : 1;
 	p->min_tokens = (int32_t)min_tokens;
 	p->ignore_eos = ignore_eos;
 	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
@@ -313,7 +314,7 @@ void gw_api_discard(struct gw_req *r)
 	free(r->choices);
 	allm_detok_free(r->detok);
 	free(r->ids);
-	free(r->lps);
+	gw_lps_free(&r->lps);
 	free(r->logit_bias);
 	free(r->echo);
 	free(r->text);
@@ -390,6 +391,17 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	r->n_choices = 1;
 	if (gw_prompt_choices(b, m, r, (uint32_t)n, e))
 		goto fail;
+	/* what the answer makes the gateway hold: refused up front, not run out of
+	 * memory at the end (a whole response keeps every token's until it is sent) */
+	uint64_t entries = (uint64_t)r->n_choices * (uint64_t)r->params.max_tokens * (uint64_t)r->params.logprobs;
+	if (entries > GW_MAX_LOGPROB_ENTRIES) {
+		gw_api_bad(e, chat ? "top_logprobs" : "logprobs",
+			   "choices x max_tokens x (1 + %s) = %u x %d x %d = %llu log-probabilities, above this "
+			   "server's limit of %d a request: lower n, max_tokens or %s",
+			   chat ? "top_logprobs" : "logprobs", r->n_choices, r->params.max_tokens, r->params.logprobs,
+			   (unsigned long long)entries, GW_MAX_LOGPROB_ENTRIES, chat ? "top_logprobs" : "logprobs");
+		goto fail;
+	}
 	json_decref(b);
 	*ret = r;
 	return 0;

@@ -48,16 +48,33 @@ void gw_api_discard(struct gw_req *r);
 
 /* {"error": {...}} as compact JSON (malloc'ed). */
 char *gw_api_error_json(const struct gw_api_err *e, size_t *len);
-/* The whole response of a finished, successful request, every choice of the lead
- * (under lock: reads them). */
-char *gw_api_response_json(const struct gw_req *lead, size_t *len);
 /* "stop", "length", "abort" for a finish reason. */
 const char *gw_api_finish_name(int finish);
+/* A JSON string of n bytes of text (U+FFFD if it is not UTF-8); {"prompt_tokens",
+ * "completion_tokens", "total_tokens"}. */
+json_t *gw_api_text_json(const char *p, size_t n);
+json_t *gw_api_usage_json(uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached);
 
-/* The "logprobs" object of n tokens' log-probabilities lps (the first follows
- * token prev, -1: unknown): chat's {"content": [...]}, completions' {"tokens",
- * "token_logprobs", "top_logprobs", "text_offset": offsets (NULL: zeros)}. */
-json_t *gw_api_logprobs_json(const struct gw_req *r, const struct allm_cqe_logprobs *lps, size_t n, int32_t prev,
+/* Token texts of log-probabilities: one decoder reused for every token (a whole
+ * response may hold a million). init: 0 or -ENOMEM; free accepts a failed init. */
+struct gw_toktext {
+	const struct gw_model *m;
+	struct allm_detok *d;    /* NULL without a tokenizer ("token_id:N") */
+	char *piece;
+	size_t cap;
+};
+int gw_toktext_init(struct gw_toktext *t, const struct gw_model *m);
+void gw_toktext_free(struct gw_toktext *t);
+/* Token i of l (the first follows token prev, -1: unknown), one element each:
+ * completions' tokens[i] and top_logprobs[i], chat's content[i]. NULL when out
+ * of memory. */
+json_t *gw_lp_token_json(struct gw_toktext *t, const struct gw_lps *l, size_t i, int32_t prev);
+json_t *gw_lp_top_json(struct gw_toktext *t, const struct gw_lps *l, size_t i, int32_t prev);
+json_t *gw_lp_chat_json(struct gw_toktext *t, const struct gw_lps *l, size_t i, int32_t prev);
+/* The "logprobs" object of tokens [from, from + n) of l (a stream's few; token 0
+ * follows prev): chat's {"content": [...]}, completions' {"tokens",
+ * "token_logprobs", "top_logprobs", "text_offset": offsets[0..n) (NULL: zeros)}. */
+json_t *gw_api_logprobs_json(const struct gw_req *r, const struct gw_lps *l, size_t from, size_t n, int32_t prev,
 			     const size_t *offsets);
 /* The prompt's last id, which the first generated token follows (-1: unknown). */
 int32_t gw_api_last_prompt_id(const struct gw_req *r);

@@ -6,13 +6,65 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+int gw_lps_push(struct gw_lps *l, const struct allm_cqe_logprobs *lp)
+{
+	uint32_t k = l->stride ? l->stride - 1 : 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct allm_logprob *v = realloc(l->v, cap * (k + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		uint8_t *t = realloc(l->n_top, cap);
+		if (!t)
+			return -ENOMEM;
+		l->n_top = t;
+		l->cap = cap;
+	}
+	if (!l->stride)
+		l->stride = 1;
+	struct allm_logprob *e = l->v + l->n * l->stride;
+	uint32_t n_top = lp->n_top < k ? lp->n_top : k;
+	e[0] = lp->sampled;
+	memcpy(e + 1, lp->top, n_top * sizeof(*e));
+	l->n_top[l->n++] = (uint8_t)n_top;
+	return 0;
+}
+
+int gw_lps_copy(struct gw_lps *dst, const struct gw_lps *src, size_t from, size_t n)
+{
+	*dst = (struct gw_lps){.stride = src->stride};
+	if (n == 0)
+		return 0;
+	dst->v = malloc(n * src->stride * sizeof(*dst->v));
+	dst->n_top = malloc(n);
+	if (!dst->v || !dst->n_top) {
+		gw_lps_free(dst);
+		return -ENOMEM;
+	}
+	memcpy(dst->v, gw_lps_at(src, from), n * src->stride * sizeof(*dst->v));
+	memcpy(dst->n_top, src->n_top + from, n);
+	dst->n = dst->cap = n;
+	return 0;
+}
+
+void gw_lps_free(struct gw_lps *l)
+{
+	free(l->v);
+	free(l->n_top);
+	l->v = NULL;
+	l->n_top = NULL;
+	l->n = l->cap = 0;
+}
 
 static void req_free(struct gw *gw, struct gw_req *r)
 {
 	struct gw_req *lead = r->lead;
 	free(r->choices);
 	free(r->ids);
-	free(r->lps);
+	gw_lps_free(&r->lps);
 	free(r->logit_bias);
 	free(r->echo);
 	free(r->text);

@@ -38,8 +38,8 @@ struct gw_stream {
 /* What one choice has for the stream, copied under the lock. */
 struct gw_pending {
 	char *text;
-	size_t n, *ends, n_pieces, n_lp;
-	struct allm_cqe_logprobs *lp; /* the pieces' tokens' */
+	size_t n, *ends, n_pieces;
+	struct gw_lps lp; /* the pieces' tokens' (fewer when the engine sent none) */
 	int32_t lp_prev;
 	bool done;
 	int finish;
@@ -67,12 +67,8 @@ static void take_pending(struct gw_req *r, const struct gw_stream_choice *st, st
 	gw_text_consume(&r->out);
 	/* piece k is token k's text (the decoder's flush, last, has none) */
 	size_t at = st->pieces_sent;
-	p->n_lp = at < r->n_lps ? ALLM_MIN(p->n_pieces, r->n_lps - at) : 0;
-	if (p->n_lp && (p->lp = malloc(p->n_lp * sizeof(*p->lp))))
-		memcpy(p->lp, r->lps + at, p->n_lp * sizeof(*p->lp));
-	else
-		p->n_lp = 0;
-	p->lp_prev = at > 0 && at - 1 < r->n_lps ? r->lps[at - 1].sampled.token_id : gw_api_last_prompt_id(r);
+	gw_lps_copy(&p->lp, &r->lps, at, at < r->lps.n ? ALLM_MIN(p->n_pieces, r->lps.n - at) : 0);
+	p->lp_prev = at > 0 && at - 1 < r->lps.n ? gw_lps_at(&r->lps, at - 1)->token_id : gw_api_last_prompt_id(r);
 }
 
 /* Formats choice r's pending pieces (and its finish, once done) into s->buf. */
@@ -93,9 +89,7 @@ static int put_choice(struct gw_stream *s, struct gw_req *r, struct gw_stream_ch
 	}
 	for (size_t i = 0; i < p->n_pieces; i++) {
 		size_t off = st->text_sent + at;
-		json_t *lj = i < p->n_lp ? gw_api_logprobs_json(r, p->lp + i, 1,
-								 i ? p->lp[i - 1].sampled.token_id : p->lp_prev, &off)
-					 : NULL;
+		json_t *lj = i < p->lp.n ? gw_api_logprobs_json(r, &p->lp, i, 1, p->lp_prev, &off) : NULL;
 		rc |= gw_api_sse_chunk(r, r->chat && !st->role_sent, p->text + at, p->ends[i] - at, lj, NULL,
 				       &s->buf, &s->len, &s->cap);
 		st->role_sent = true;
@@ -116,7 +110,7 @@ static void pending_free(struct gw_pending *p, uint32_t n)
 	for (uint32_t k = 0; k < n; k++) {
 		free(p[k].text);
 		free(p[k].ends);
-		free(p[k].lp);
+		gw_lps_free(&p[k].lp);
 	}
 	free(p);
 }

@@ -1,5 +1,7 @@
 #include "kv-disk-internal.h"
 
+#include "safe-file.h"
+
 #include <errno.h>
 #include <time.h>
 #include <fcntl.h>
@@ -92,33 +94,12 @@ void kvd_prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, c
 	io_uring_sqe_set_data64(sqe, idx | (f ? SHORT_BIT : 0));
 }
 
-/* An unnamed file in dir: O_TMPFILE, or (where the filesystem lacks it) a
- * random name unlinked at once. */
-static int open_file(const char *dir, int flags, bool no_tmpfile, bool *ret_named)
-{
-	int fd = no_tmpfile ? -1 : open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC | flags, 0600);
-	*ret_named = false;
-	if (fd >= 0)
-		return fd;
-	if (!no_tmpfile && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-		return -errno;
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/.allm-kv-XXXXXX", dir);
-	fd = mkostemp(path, O_CLOEXEC | flags);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	*ret_named = true;
-	return fd;
-}
-
 int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err)
 {
 	struct allm_kv_disk *d = allm_calloc(1, sizeof(*d));
 	bool no_tmpfile = false, no_direct = false, named = false, direct = false;
-	struct stat st;
-	int r;
+	int r, dfd = -1;
 	note[0] = 0;
 	if (!d)
 		return allm_err_set(err, -ENOMEM, "out of memory");
@@ -129,12 +110,13 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		r = allm_err_set(err, -EINVAL, "the disk KV pool needs at least one block");
 		goto fail;
 	}
-	if (stat(dir, &st)) {
-		r = allm_err_set(err, -errno, "disk swap directory %s: %s", dir, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		r = allm_err_set(err, -ENOTDIR, "disk swap directory %s: not a directory", dir);
+	/* the file is made relative to the directory opened here, never by a second
+	 * lookup of its path (safe-file.h); a symlink to a directory is followed, as
+	 * the user named it, since the file has no name there anyway */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		r = allm_err_set(err, errno == ENOTDIR ? -ENOTDIR : -errno, "disk swap directory %s: %s", dir,
+				 errno == ENOTDIR ? "not a directory" : strerror(errno));
 		goto fail;
 	}
 	const char *why = "";
@@ -143,18 +125,22 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 	else if (no_direct)
 		why = "disabled";
 	else {
-		d->fd = open_file(dir, O_DIRECT, no_tmpfile, &named);
+		d->fd = allm_file_unnamed(dfd, O_DIRECT, no_tmpfile, &named);
 		direct = d->fd >= 0;
 		if (!direct)
 			why = "the filesystem refuses it";
 	}
 	if (d->fd < 0)
-		d->fd = open_file(dir, 0, no_tmpfile, &named);
+		d->fd = allm_file_unnamed(dfd, 0, no_tmpfile, &named);
 	if (d->fd < 0) {
 		r = allm_err_set(err, d->fd, "cannot create the disk KV file in %s: %s", dir,
-				 strerror(-d->fd));
+				 d->fd == -EPERM ? "no O_TMPFILE there, and other users could swap a name in it "
+						   "(writable by all, no sticky bit)"
+						 : strerror(-d->fd));
 		goto fail;
 	}
+	close(dfd);
+	dfd = -1;
 	if (ftruncate(d->fd, (off_t)((uint64_t)n_blocks * block_bytes))) {
 		r = allm_err_set(err, -errno, "cannot size the disk KV file in %s to %d blocks: %s", dir,
 				 n_blocks, strerror(errno));
@@ -187,6 +173,8 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 	*ret = d;
 	return 0;
 fail:
+	if (dfd >= 0)
+		close(dfd);
 	allm_kv_disk_close(d);
 	return r;
 }

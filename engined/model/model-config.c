@@ -1,5 +1,6 @@
 /* config.json parsing, validation and the --dummy / allm-mkmodel presets. */
 #include "model-config.h"
+#include "gguf-model.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -294,6 +295,8 @@ int allm_model_config_load_from(const struct allm_vdir *dir, struct allm_model_c
 	json_t *root = NULL, *gen = NULL;
 	int r;
 
+	if (!allm_vdir_embedded(dir) && allm_gguf_is_file(dir->path))
+		return allm_gguf_model_config_load(dir->path, ret, err); /* --model FILE.gguf */
 	allm_vdir_join(dir, "config.json", path, sizeof(path));
 	allm_vdir_join(dir, "generation_config.json", gpath, sizeof(gpath));
 	root = load_json(dir, "config.json", path, true, &r, err);

@@ -1,6 +1,8 @@
 /* Model weights: the tensor list a config implies, loading it from safetensors
  * (validated against config.json before any byte is read), and freeing. */
 #include "model.h"
+#include "gguf-model.h"
+#include "qblock.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -149,6 +151,8 @@ size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weigh
 	enum allm_dtype dt = allm_model_spec_dtype(m, s);
 	if (dt == ALLM_DTYPE_Q8)
 		return allm_q8_bytes(spec_rows(s), spec_cols(s));
+	if (allm_dtype_is_qblock(dt))
+		return allm_qb_bytes(dt, spec_rows(s), spec_cols(s));
 	return spec_elems(s) * allm_dtype_size(dt);
 }
 
@@ -159,9 +163,34 @@ void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_
 	int64_t cols = spec_cols(s);
 	if (dt == ALLM_DTYPE_Q8)
 		allm_q8_quantize_rows(dst, cols, row0, src, n_rows);
+	else if (allm_dtype_is_qblock(dt))
+		allm_qb_quantize_rows(dt, dst, cols, row0, src, n_rows);
 	else
 		allm_from_f32((char *)dst + (size_t)(row0 * cols) * allm_dtype_size(dt), src, dt,
 			      (size_t)(n_rows * cols));
+}
+
+int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_weight_spec *s,
+				 void *dst, int64_t row0, enum allm_dtype file_dt, const void *src,
+				 int64_t n_rows)
+{
+	int64_t cols = spec_cols(s);
+	size_t rb = allm_qb_row_bytes(file_dt, cols);
+	if (!allm_dtype_is_qblock(file_dt))
+		return -EINVAL;
+	if (allm_model_spec_dtype(m, s) == file_dt) {
+		memcpy((char *)dst + (size_t)row0 * rb, src, (size_t)n_rows * rb);
+		return 0;
+	}
+	float *row = allm_malloc((size_t)cols * sizeof(float));
+	if (!row)
+		return -ENOMEM;
+	for (int64_t i = 0; i < n_rows; i++) {
+		allm_qb_dequantize_row(file_dt, row, src, cols, i);
+		allm_model_spec_store(m, s, dst, row0 + i, row, 1);
+	}
+	allm_free(row);
+	return 0;
 }
 
 int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
@@ -173,7 +202,7 @@ int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *
 	m->cfg = *cfg;
 	m->be = be;
 	m->wdtype = wdtype;
-	m->vdtype = wdtype == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : wdtype;
+	m->vdtype = wdtype == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(wdtype) ? ALLM_DTYPE_F32 : wdtype;
 	m->layers = allm_calloc((size_t)cfg->n_layers, sizeof(*m->layers));
 	if (!m->layers) {
 		allm_free(m);
@@ -188,9 +217,11 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 {
 	size_t total = 0;
 	size_t free_b = 0, total_b = 0;
-	if (m->wdtype == ALLM_DTYPE_Q8 && !allm_backend_supports(m->be, ALLM_OP_GEMM, ALLM_DTYPE_Q8))
-		return allm_err_set(err, -ENOTSUP, "int8 weights (--quant int8) are not supported by "
-				    "the %s backend; use --device cpu", m->be->iface->name(m->be));
+	bool quantized = m->wdtype == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(m->wdtype);
+	if (quantized && !allm_backend_supports(m->be, ALLM_OP_GEMM, m->wdtype))
+		return allm_err_set(err, -ENOTSUP, "%s weights (--quant %s) are not supported by "
+				    "the %s backend; use --device cpu", allm_dtype_name(m->wdtype),
+				    allm_dtype_name(m->wdtype), m->be->iface->name(m->be));
 	for (size_t i = 0; i < n; i++)
 		total += align64(allm_model_spec_bytes(m, &specs[i]));
 	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
@@ -391,6 +422,8 @@ int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
 	uint64_t total = 0, direct_bytes = 0;
 	int r;
 
+	if (!allm_vdir_embedded(vd) && allm_gguf_is_file(vd->path))
+		return allm_gguf_model_load(be, vd->path, o, ret, err); /* --model FILE.gguf */
 	if ((r = allm_model_config_load_from(vd, &cfg, err)))
 		goto fail;
 	if ((r = allm_st_open_from(vd, &idx, err)))

@@ -33,7 +33,8 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 const char *allm_engine_opts_help(void)
 {
 	return "model and memory:\n"
-	       "  --model DIR                 Hugging Face model directory (Llama or OPT)\n"
+	       "  --model DIR|FILE.gguf       Hugging Face model directory (Llama or OPT), or a\n"
+	       "                              GGUF file (Llama; F32 F16 BF16 Q8_0 Q4_0 Q4_1 tensors)\n"
 	       "  --dummy PRESET              random weights of real shapes (tiny, small, medium,\n"
 	       "                              llama-7b, llama-13b, llama-33b, opt-tiny, opt-13b, opt-30b...)\n"
 	       "                              with neither: the embedded default model (stories260K)\n"
@@ -50,8 +51,9 @@ const char *allm_engine_opts_help(void)
 	       "  --cpu-isa LEVEL             cpu SIMD level: auto (default: the best this CPU has),\n"
 	       "                              portable, avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16,\n"
 	       "                              amx-bf16, amx-int8\n"
-	       "  --quant none|int8           int8 weights with per-32 scales, quantized at load\n"
-	       "                              (cpu; norms and biases stay f32; default none)\n"
+	       "  --quant none|int8|q8_0|q4_0|q4_1  weights quantized at load (cpu; norms and\n"
+	       "                              biases stay f32; default none): int8 with bf16\n"
+	       "                              scales per 32, or GGUF's block formats\n"
 	       "  --block-size N              tokens per KV block (default 16)\n"
 	       "  --gpu-blocks N              device KV blocks (default: from memory)\n"
 	       "  --gpu-memory-utilization F  fraction of device memory to use (default 0.9)\n"
@@ -288,9 +290,16 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (allm_cpu_isa_parse(v, &o->cpu_isa))
 			return BAD();
 	} else if (!strcmp(f, "--quant")) {
-		if (strcmp(v, "none") && strcmp(v, "int8"))
+		static const struct { const char *name; enum allm_dtype dt; } q[] = {
+			{"none", ALLM_DTYPE_F32}, {"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0},
+			{"q4_0", ALLM_DTYPE_Q4_0}, {"q4_1", ALLM_DTYPE_Q4_1},
+		};
+		size_t qi = 0;
+		while (qi < ALLM_ARRAY_SIZE(q) && strcmp(v, q[qi].name))
+			qi++;
+		if (qi == ALLM_ARRAY_SIZE(q))
 			return BAD();
-		o->quant_int8 = !strcmp(v, "int8");
+		o->quant = q[qi].dt;
 	} else if (!strcmp(f, "--dummy-seed")) {
 		if (allm_parse_i64(v, 0, INT64_MAX, &n))
 			return BAD();

@@ -26,7 +26,8 @@ static void victim_swap(const struct allm_victim_room *room, struct allm_decisio
 		d->reason = ALLM_REASON_POLICY_SWAP_HOST_FULL_DISK;
 	} else {
 		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = room->has_disk ? ALLM_REASON_POLICY_SWAP_ALL_FULL : ALLM_REASON_POLICY_SWAP_HOST_FULL;
+		d->reason = room->disk_failing ? ALLM_REASON_POLICY_SWAP_DISK_FAILING
+			    : room->has_disk ? ALLM_REASON_POLICY_SWAP_ALL_FULL : ALLM_REASON_POLICY_SWAP_HOST_FULL;
 	}
 }
 
@@ -53,9 +54,9 @@ static void victim_adaptive(const struct allm_victim_room *room, struct allm_dec
 		d->reason = host_best ? ALLM_REASON_SWAP_CHEAPEST_HOST_FULL_DISK : ALLM_REASON_DISK_CHEAPEST;
 	} else {
 		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = d->pred_recompute_s <= ALLM_MIN(d->pred_swap_s, d->pred_disk_s)
-				    ? ALLM_REASON_RECOMPUTE_CHEAPEST
-				    : ALLM_REASON_SWAP_CHEAPER_ALL_FULL;
+		d->reason = d->pred_recompute_s <= ALLM_MIN(d->pred_swap_s, d->pred_disk_s) ? ALLM_REASON_RECOMPUTE_CHEAPEST
+			    : room->disk_failing ? ALLM_REASON_SWAP_CHEAPER_DISK_FAILING
+						 : ALLM_REASON_SWAP_CHEAPER_ALL_FULL;
 	}
 }
 
@@ -118,6 +119,8 @@ const char *allm_reason_text(enum allm_reason r)
 		[ALLM_REASON_POLICY_SWAP_HOST_FULL_DISK] = "policy swap, CPU pool full: disk",
 		[ALLM_REASON_POLICY_SWAP_ALL_FULL] = "policy swap, CPU and disk pools full",
 		[ALLM_REASON_POLICY_SWAP_HOST_FULL] = "policy swap, CPU pool full",
+		[ALLM_REASON_POLICY_SWAP_DISK_FAILING] = "policy swap, CPU pool full, disk failing",
+		[ALLM_REASON_SWAP_CHEAPER_DISK_FAILING] = "swap cheaper, CPU pool full, disk failing",
 		[ALLM_REASON_SWAP_CHEAPER] = "swap cheaper",
 		[ALLM_REASON_SWAP_CHEAPER_HOST_FULL] = "swap cheaper, CPU pool full",
 		[ALLM_REASON_RECOMPUTE_CHEAPER] = "recompute cheaper",

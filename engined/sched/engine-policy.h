@@ -10,6 +10,7 @@ struct allm_victim_room {
 	bool host; /* the host pool can take it */
 	bool disk; /* the disk pool can take it */
 	bool has_disk; /* there is a disk tier (Alg. 1's three-way table) */
+	bool disk_failing; /* it failed lately: not chosen until the failures fade */
 };
 
 struct allm_policy {

@@ -55,14 +55,24 @@ static int32_t *table(int32_t **ids, int32_t n)
 	return p;
 }
 
+/* Whether the disk tier failed lately (full, broken): then it is not chosen
+ * until the failures fade (predictor.h), and victims recompute instead of
+ * paying for a write that fails again. */
+static bool disk_failing(const struct allm_engine *e, double now)
+{
+	return allm_predict_disk_failure(e->pred, now) >= ALLM_DISK_FAIL_SKIP;
+}
+
 /* Alg. 1's choice for a victim of n blocks, and why: the policy's (engine-policy.c). */
-static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t n)
+static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t n, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
+	bool failing = dp && disk_failing(e, now);
 	struct allm_victim_room room = {
 		.host = allm_block_pool_avail(&e->kv->cpu) >= n && n > 0,
-		.disk = dp && allm_block_pool_avail(dp) >= n && n > 0,
+		.disk = dp && !failing && allm_block_pool_avail(dp) >= n && n > 0,
 		.has_disk = dp != NULL,
+		.disk_failing = failing,
 	};
 	allm_policy_of(e->cfg.preempt)->victim(&room, d);
 }
@@ -73,7 +83,7 @@ static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t
 static bool demote_for(struct allm_engine *e, int32_t n, double priority, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
-	while (allm_block_pool_avail(&e->kv->cpu) < n) {
+	while (allm_block_pool_avail(&e->kv->cpu) < n && !disk_failing(e, now)) {
 		struct allm_request *low = NULL;
 		for (int32_t i = 0; i < e->swapped.n; i++) {
 			struct allm_request *r = e->swapped.v[i];
@@ -90,8 +100,10 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 				   &err)) {
 			note(e, "request %lld: demotion to disk failed (%s): it stays in the host pool",
 			     (long long)low->id, err.msg);
+			allm_predictor_observe_disk_outcome(e->pred, true, now);
 			return false;
 		}
+		allm_predictor_observe_disk_outcome(e->pred, false, now);
 		low->n_disk_blocks = low->n_cpu_blocks;
 		low->n_cpu_blocks = 0;
 		low->pending_swap_out_s += res.seconds;
@@ -106,7 +118,7 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 			d->reason = ALLM_REASON_DEMOTED;
 		}
 	}
-	return true;
+	return allm_block_pool_avail(&e->kv->cpu) >= n;
 }
 
 static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_request *v,
@@ -158,7 +170,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
 	d->pred_recompute_s = allm_engine_predict_reprefill(e, allm_engine_prefix_kept(e, v), v->seq.n_tokens);
-	choose(e, d, n);
+	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */
 	if (d->choice == ALLM_CHOICE_DISK && allm_block_pool_avail(&kv->cpu) < n && kv->cpu.n_total >= n &&
@@ -197,6 +209,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
+			allm_predictor_observe_disk_outcome(e->pred, false, now);
 			v->n_preempt_swap++;
 			v->state = ALLM_REQ_SWAPPED;
 			return pushed(e, &e->swapped, v, d);
@@ -205,6 +218,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		note(e, "request %lld: disk write failed (%s): recomputing instead", (long long)v->id,
 		     err.msg[0] ? err.msg : "out of memory");
 		e->st.disk_fallbacks++;
+		allm_predictor_observe_disk_outcome(e->pred, true, now); /* the next victims recompute */
 		d->choice = ALLM_CHOICE_RECOMPUTE;
 		d->reason = ALLM_REASON_DISK_WRITE_FAILED;
 	}
@@ -230,6 +244,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		note(e, "request %lld: disk read failed (%s): recomputing instead", (long long)r->id,
 		     err->msg);
 		e->st.disk_fallbacks++;
+		allm_predictor_observe_disk_outcome(e->pred, true, now);
 		allm_engine_drop_blocks(e, r);
 		r->seq.n_cached = 0;
 		r->state = ALLM_REQ_WAITING;
@@ -252,6 +267,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 	}
 	r->seq.n_blocks = n;
 	if (disk) {
+		allm_predictor_observe_disk_outcome(e->pred, false, now);
 		r->n_disk_blocks = 0;
 		/* the disk model learns from what came from the file, its I/O alone
 		 * (not a read ahead that shared the disk with other I/O: it has no

@@ -52,6 +52,8 @@ enum allm_reason {
 	ALLM_REASON_POLICY_SWAP_HOST_FULL_DISK, /* "policy swap, CPU pool full: disk" */
 	ALLM_REASON_POLICY_SWAP_ALL_FULL, /* "policy swap, CPU and disk pools full" */
 	ALLM_REASON_POLICY_SWAP_HOST_FULL, /* "policy swap, CPU pool full" */
+	ALLM_REASON_POLICY_SWAP_DISK_FAILING, /* "policy swap, CPU pool full, disk failing" */
+	ALLM_REASON_SWAP_CHEAPER_DISK_FAILING, /* "swap cheaper, CPU pool full, disk failing" */
 	ALLM_REASON_SWAP_CHEAPER, /* "swap cheaper" */
 	ALLM_REASON_SWAP_CHEAPER_HOST_FULL, /* "swap cheaper, CPU pool full" */
 	ALLM_REASON_RECOMPUTE_CHEAPER, /* "recompute cheaper" */

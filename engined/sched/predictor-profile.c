@@ -14,6 +14,8 @@
  * edit, so every field is checked on load and the error names it. */
 #include "predictor.h"
 
+#include "safe-file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -95,45 +97,54 @@ static json_t *profile_json(const struct allm_predictor *p)
 			 "calibrated_at", p->calibrated_at);
 }
 
+/* err's message, after "path: " (returns r). */
+static int with_path(struct allm_err *err, int r, const char *path)
+{
+	char msg[sizeof(err->msg)];
+	if (!err)
+		return r;
+	snprintf(msg, sizeof(msg), "%s", err->msg);
+	return allm_err_set(err, r, "%s: %s", path, msg);
+}
+
+/* The profile's directory, opened and checked: a profile is read and written
+ * only where no other user can create or replace names (an engine run as root
+ * would otherwise write through a symlink someone planted, safe-file.h). */
+static int open_dir(const char *path, int *ret_fd, const char **ret_name, struct allm_err *err)
+{
+	char dir[PATH_MAX];
+	int r = allm_path_split(path, dir, sizeof(dir), ret_name);
+	if (r)
+		return allm_err_set(err, r, "%s: not a file path", path);
+	return allm_dir_open_private(dir, "the profile directory", ret_fd, err);
+}
+
 int allm_predictor_save(const struct allm_predictor *p, const char *path, struct allm_err *err)
 {
-	char tmp[PATH_MAX];
+	const char *name;
+	char *text = NULL;
 	json_t *root = NULL;
-	FILE *f = NULL;
-	int ret = 0;
+	int dfd = -1, ret;
 
 	if (!p->calibrated)
 		return allm_err_set(err, -EINVAL, "predictor is not calibrated: nothing to save");
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-		return allm_err_set(err, -ENAMETOOLONG, "%s: path too long", path);
+	if ((ret = open_dir(path, &dfd, &name, err)))
+		return ret;
 	root = profile_json(p);
-	if (!root)
-		return allm_err_set(err, -ENOMEM, "building the profile JSON failed");
-	f = fopen(tmp, "w");
-	if (!f) {
-		ret = allm_err_set(err, -errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
 	/* 17 digits: doubles round-trip exactly, so a reload predicts the same */
-	if (json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) < 0 || fputc('\n', f) == EOF ||
-	    fflush(f) != 0 || fsync(fileno(f)) < 0) {
-		ret = allm_err_set(err, errno ? -errno : -EIO, "%s: write failed", tmp);
+	text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+	if (!text) {
+		ret = allm_err_set(err, -ENOMEM, "building the profile JSON failed");
 		goto out;
 	}
-	if (fclose(f) != 0) {
-		f = NULL;
-		ret = allm_err_set(err, -errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	f = NULL;
-	if (rename(tmp, path) < 0)
-		ret = allm_err_set(err, -errno, "rename %s -> %s: %s", tmp, path, strerror(errno));
+	size_t len = strlen(text);
+	text[len] = '\n'; /* the NUL's place: one line more, as a text file ends */
+	if ((ret = allm_file_replace(dfd, name, 0600, text, len + 1, err)))
+		with_path(err, ret, path);
 out:
-	if (f)
-		fclose(f);
-	if (ret < 0)
-		unlink(tmp);
+	free(text);
 	json_decref(root);
+	close(dfd);
 	return ret;
 }
 
@@ -367,25 +378,39 @@ static void field_before(const char *buf, size_t pos, char *ret, size_t len)
 
 static int read_file(const char *path, char **ret, size_t *ret_len, struct allm_err *err)
 {
-	FILE *f = fopen(path, "rb");
+	const char *name;
 	char *buf = NULL;
-	size_t n;
+	size_t n = 0;
+	int dfd = -1, fd = -1, r;
 
-	if (!f)
-		return errno == ENOENT ? allm_err_set(err, -ENOENT, "%s: no profile", path)
-				       : allm_err_set(err, -errno, "%s: %s", path, strerror(errno));
+	if ((r = open_dir(path, &dfd, &name, err)))
+		return r == -ENOENT ? allm_err_set(err, -ENOENT, "%s: no profile", path) : r;
+	r = allm_file_open_read(dfd, name, &fd, err);
+	close(dfd);
+	if (r)
+		return r == -ENOENT ? allm_err_set(err, -ENOENT, "%s: no profile", path) : with_path(err, r, path);
 	buf = allm_malloc(PROFILE_MAX_BYTES + 1);
 	if (!buf) {
-		fclose(f);
+		close(fd);
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	}
-	n = fread(buf, 1, PROFILE_MAX_BYTES + 1, f);
-	int rerr = ferror(f);
-	fclose(f);
-	if (rerr || n > PROFILE_MAX_BYTES) {
+	while (n <= PROFILE_MAX_BYTES) {
+		ssize_t k = read(fd, buf + n, PROFILE_MAX_BYTES + 1 - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			close(fd);
+			allm_free(buf);
+			return allm_err_set(err, -EIO, "%s: read error", path);
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (n > PROFILE_MAX_BYTES) {
 		allm_free(buf);
-		return allm_err_set(err, rerr ? -EIO : -EINVAL, "%s: %s", path,
-				    rerr ? "read error" : "larger than any profile");
+		return allm_err_set(err, -EINVAL, "%s: larger than any profile", path);
 	}
 	buf[n] = 0;
 	*ret = buf;

@@ -249,6 +249,21 @@ void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t byt
 	p->n_disk_obs++;
 }
 
+double allm_predict_disk_failure(const struct allm_predictor *p, double now)
+{
+	if (p->disk_fail <= 0)
+		return 0;
+	double age = now > p->disk_fail_at ? now - p->disk_fail_at : 0;
+	return p->disk_fail * exp2(-age / ALLM_DISK_FAIL_HALF_LIFE_S);
+}
+
+void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, double now)
+{
+	double f = allm_predict_disk_failure(p, now);
+	p->disk_fail = f + ALLM_DISK_FAIL_WEIGHT * ((failed ? 1.0 : 0.0) - f);
+	p->disk_fail_at = now;
+}
+
 double allm_predictor_mape_disk(const struct allm_predictor *p)
 {
 	return ring_mean(&p->disk_err);

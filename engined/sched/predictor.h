@@ -93,6 +93,11 @@ struct allm_predictor {
 	struct allm_pred_ring disk_err;
 	int64_t n_disk_obs;
 	double calib_mape_disk;
+	/* how likely the next disk swap fails (ENOSPC on a full disk, EIO): an
+	 * average of outcomes, each weighing ALLM_DISK_FAIL_WEIGHT, that fades by
+	 * half every ALLM_DISK_FAIL_HALF_LIFE_S (the disk may have room again) */
+	double disk_fail;
+	double disk_fail_at; /* when it was last updated (the caller's clock) */
 	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
 	bool estimated; /* a first estimate (allm_predictor_estimate), being refined online */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
@@ -130,6 +135,15 @@ void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t byt
 				 double seconds);
 void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
 				 double seconds);
+
+/* A disk swap's outcome: the chance of failure learns it. */
+#define ALLM_DISK_FAIL_WEIGHT 0.5
+#define ALLM_DISK_FAIL_HALF_LIFE_S 30.0
+/* Past this chance the disk is not chosen: one failure stops it for a half-life. */
+#define ALLM_DISK_FAIL_SKIP 0.25
+void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, double now);
+/* The chance (0..1) that a disk swap now fails, from the outcomes seen. */
+double allm_predict_disk_failure(const struct allm_predictor *p, double now);
 
 /* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before any. */
 double allm_predictor_mape_recompute(const struct allm_predictor *p);

@@ -1,4 +1,5 @@
 #include "runtime.h"
+#include "gguf.h"
 
 #include "executor.h"
 
@@ -19,8 +20,8 @@
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
 		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
 {
-	if (o->quant_int8) { /* matrices int8, norms and biases f32 */
-		*ret = ALLM_DTYPE_Q8;
+	if (o->quant != ALLM_DTYPE_F32) { /* quantized matrices, norms and biases f32 */
+		*ret = o->quant;
 		return 0;
 	}
 	if (strcmp(o->dtype, "auto"))
@@ -239,7 +240,8 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		if ((r = allm_model_load_from(rt->be, dir, &lo, &rt->model, err)))
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir->path);
-		if (allm_vdir_access(dir, "tokenizer.json") == 0 &&
+		bool gguf = !allm_vdir_embedded(dir) && allm_gguf_is_file(dir->path); /* FILE.gguf */
+		if ((gguf || allm_vdir_access(dir, "tokenizer.json") == 0) &&
 		    (r = allm_tokenizer_load_from(dir, &rt->tok, err)))
 			goto fail;
 		if (rt->tok && allm_tokenizer_vocab_size(rt->tok) > rt->model->cfg.vocab_size) {

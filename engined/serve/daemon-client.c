@@ -214,7 +214,21 @@ void daemon_client_add(struct daemon *d, int s, const struct ucred *cr)
 	c->uid = cr->uid;
 	c->pid = cr->pid;
 	if (!uid_allowed(d, cr->uid) || !(c->acct = daemon_uid_account(d, cr->uid))) {
-		dlog(d, 1, "client %u refused: uid %d is not allowed (--allow-uid)", c->id, (int)cr->uid);
+		/* a line per ALLM_D_REFUSED_LOG_S at most: a refused user who connects in
+		 * a loop must not fill the log (the line says how many it stood for) */
+		double now = allm_now();
+		if (d->refused_logged == 0 || now - d->refused_logged >= ALLM_D_REFUSED_LOG_S) {
+			char more[96] = "";
+			if (d->refused_quiet)
+				snprintf(more, sizeof(more), " (and %llu more refused since the last such line)",
+					 (unsigned long long)d->refused_quiet);
+			dlog(d, 1, "client %u refused: uid %d is not allowed (--allow-uid)%s", c->id, (int)cr->uid,
+			     more);
+			d->refused_logged = now;
+			d->refused_quiet = 0;
+		} else {
+			d->refused_quiet++;
+		}
 		send_welcome(d, c, -EACCES, "permission denied: uid not allowed");
 		c->state = DC_DEAD;
 		return;

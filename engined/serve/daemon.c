@@ -154,12 +154,18 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 	return 0;
 }
 
-/* $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID;
- * created 0700 and refused if it is a symlink or someone else owns it. Checked on
- * the opened directory (O_NOFOLLOW, fstat, fchmod), never by a second path lookup
- * someone could redirect in between. With --allow-uid it is 0711: the allowed
- * users may reach the socket (which the engine opens to them, and checks their
- * uid at accept), not list or create anything. */
+/* $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID.
+ * Checked on the opened directory (O_NOFOLLOW, fstat), never by a second path
+ * lookup someone could redirect in between, and kept open: the socket is made
+ * and removed relative to it. A directory the engine creates gets exactly the
+ * mode it needs: 0700, or 0711 with --allow-uid (the allowed users may reach the
+ * socket, which the engine opens to them and checks their uid at accept, not
+ * list or create anything). A directory that was there already is never
+ * chmod'ed (it may be /tmp or /run, shared by the whole host): it must be ours
+ * and closed to other users' writes, else the engine refuses it. Refused rather
+ * than a private folder made inside it, because clients find the socket by the
+ * same rule (ALLM_RUNTIME_DIR, --runtime-dir) and check that very directory;
+ * a folder only the engine knew of would be one they cannot find. */
 static int prepare_runtime_dir(struct daemon *d)
 {
 	/* one rule for every engine socket, shared with the control-plane peers */
@@ -167,34 +173,53 @@ static int prepare_runtime_dir(struct daemon *d)
 		dlog(d, 0, "runtime directory path too long");
 		return -1;
 	}
-	if (mkdir(d->runtime_dir, 0700) && errno != EEXIST) {
+	bool made = mkdir(d->runtime_dir, 0700) == 0;
+	if (!made && errno != EEXIST) {
 		dlog(d, 0, "cannot create %s: %s", d->runtime_dir, strerror(errno));
 		return -1;
 	}
 	int fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+	if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
 		bool link = fd < 0 && !lstat(d->runtime_dir, &st) && S_ISLNK(st.st_mode);
-		dlog(d, 0, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)getuid(),
+		dlog(d, 0, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)geteuid(),
 		     link ? " (a symlink)" : "");
-		if (fd >= 0)
-			close(fd);
-		return -1;
+		goto fail;
 	}
-	mode_t mode = d->n_allow_uids ? 0711 : 0700;
-	if ((st.st_mode & 07777) != mode && fchmod(fd, mode)) {
-		dlog(d, 0, "cannot make %s mode %04o: %s", d->runtime_dir, (unsigned)mode, strerror(errno));
-		close(fd);
-		return -1;
+	mode_t mode = st.st_mode & 07777, want = d->n_allow_uids ? 0711 : 0700;
+	if (made) {
+		if (mode != want && fchmod(fd, want)) {
+			dlog(d, 0, "cannot make %s mode %04o: %s", d->runtime_dir, (unsigned)want, strerror(errno));
+			goto fail;
+		}
+	} else if (mode & 022) {
+		dlog(d, 0, "refusing the runtime directory %s: mode %04o lets other users create files in it "
+			   "(the engine never changes the mode of a directory it did not create); name a directory "
+			   "of your own with --runtime-dir or ALLM_RUNTIME_DIR, e.g. %s/adaptivellm-%u, which the "
+			   "engine creates 0700",
+		     d->runtime_dir, (unsigned)mode, d->runtime_dir, (unsigned)geteuid());
+		goto fail;
+	} else if (d->n_allow_uids && !(mode & S_IXOTH)) {
+		dlog(d, 0, "--allow-uid: the runtime directory %s (mode %04o, not made by this engine) does not let "
+			   "other users reach the socket; chmod 711 it, or name a directory the engine can create "
+			   "(it never changes the mode of one it did not create)",
+		     d->runtime_dir, (unsigned)mode);
+		goto fail;
 	}
-	close(fd);
-	snprintf(d->sock_path, sizeof(d->sock_path), "%s/%s.sock", d->runtime_dir, d->name);
+	d->runtime_fd = fd;
+	snprintf(d->sock_name, sizeof(d->sock_name), "%s.sock", d->name);
+	snprintf(d->sock_path, sizeof(d->sock_path), "%s/%s", d->runtime_dir, d->sock_name);
 	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 static int listen_socket(struct daemon *d)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct stat st;
 	if (strlen(d->sock_path) >= sizeof(a.sun_path)) {
 		dlog(d, 0, "socket path too long: %s", d->sock_path);
 		return -1;
@@ -208,18 +233,24 @@ static int listen_socket(struct daemon *d)
 	}
 	if (probe >= 0)
 		close(probe);
-	unlink(d->sock_path); /* stale socket of an engine that died */
+	unlinkat(d->runtime_fd, d->sock_name, 0); /* stale socket of an engine that died */
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 128)) {
-		dlog(d, 0, "cannot listen on %s: %s", d->sock_path, strerror(errno));
+	/* the socket's mode from the start, not a chmod by path after: ours alone, or
+	 * (--allow-uid) anyone's to connect to, since the accept checks each peer */
+	mode_t old = umask(d->n_allow_uids ? 0111 : 0177);
+	int e = fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ? errno : 0;
+	umask(old);
+	if (e || listen(fd, 128)) {
+		dlog(d, 0, "cannot listen on %s: %s", d->sock_path, strerror(e ? e : errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
-	/* the umask made it 0600; --allow-uid users need to connect too (the
-	 * accept checks each peer's uid) */
-	if (d->n_allow_uids && chmod(d->sock_path, 0666)) {
-		dlog(d, 0, "cannot open %s to --allow-uid users: %s", d->sock_path, strerror(errno));
+	/* bind() went by path: the socket must be in the directory we checked */
+	if (fstatat(d->runtime_fd, d->sock_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
+	    st.st_uid != geteuid()) {
+		dlog(d, 0, "%s is not where the engine's socket was made: the runtime directory %s was moved?",
+		     d->sock_path, d->runtime_dir);
 		close(fd);
 		return -1;
 	}
@@ -234,7 +265,7 @@ static void stop_listening(struct daemon *d)
 	daemon_listen_pause(d);
 	close(d->listen_fd);
 	d->listen_fd = -1;
-	unlink(d->sock_path);
+	unlinkat(d->runtime_fd, d->sock_name, 0);
 }
 
 static int g_signal_fd = -1;
@@ -512,7 +543,7 @@ static int serve(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = {.listen_fd = -1, .signal_fd = -1, .tick_fd = -1};
+	struct daemon d = {.listen_fd = -1, .signal_fd = -1, .tick_fd = -1, .runtime_fd = -1};
 	struct allm_engine_opts o;
 	struct allm_err err = {{0}};
 	char note[600] = "";
@@ -613,5 +644,7 @@ out:
 	allm_predictor_free(d.pred);
 	allm_runtime_close(d.rt);
 	allm_free(d.prompt_buf);
+	if (d.runtime_fd >= 0)
+		close(d.runtime_fd);
 	return rc;
 }

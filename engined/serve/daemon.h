@@ -32,6 +32,8 @@
 #define ALLM_D_MAX_QUEUED_CLIENT 4096 /* --max-queued-per-client */
 #define ALLM_D_MAX_PROMPT_BYTES (INT64_C(256) << 20) /* --max-prompt-bytes (4 B a token) */
 #define ALLM_D_MAX_PROMPT_BYTES_UID (INT64_C(128) << 20) /* --max-prompt-bytes-per-uid */
+/* A refused uid's connections are logged one line per this many seconds at most. */
+#define ALLM_D_REFUSED_LOG_S 10.0
 /* File descriptors a client costs (socket, two doorbells, segment) and those kept
  * free for everything else: the control plane's peers (libzmq aborts when an
  * accept of its own fails with EMFILE), weight files, calibration. */
@@ -107,12 +109,16 @@ struct daemon {
 	struct allm_loop *loop;
 	const char *name;
 	char runtime_dir[512];
+	int runtime_fd; /* the runtime directory, opened and checked: the socket is made in it */
+	char sock_name[80]; /* NAME.sock, in runtime_fd */
 	char sock_path[600];
 	int listen_fd;
 	bool listen_watched; /* false while paused: at --max-clients or out of fds */
 	bool listen_paused; /* paused by a limit (not by shutdown): say when it resumes */
 	double listen_retry; /* out of fds: when to try accepting again */
 	double limit_logged; /* when "at the client limit" was last said */
+	double refused_logged; /* when a refused uid was last said (0: never) */
+	uint64_t refused_quiet; /* refusals not logged since */
 	int signal_fd; /* eventfd the signal handler bumps */
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */

@@ -362,11 +362,29 @@ static int encode_segment(const struct allm_tokenizer *tok, const char *seg, siz
 		return r;
 	const uint8_t *s = (const uint8_t *)text;
 	for (size_t i = 0; i < tn;) {
-		size_t e = piece_end(tok, s, tn, i);
-		r = allm_tok_bpe_piece(tok, s + i, e - i, scr, out);
-		if (r < 0)
-			return r;
-		i = e;
+		size_t e = tn, l;
+		uint32_t cp;
+		if (tok->digits != ALLM_TOK_DIGITS_NONE) {
+			/* Digits: a digit (or a run of them) is a piece; the split pattern
+			 * runs on the text between digits, up to the next one */
+			if (cls_at(s, tn, i, &l, &cp) == ALLM_UCLS_N) {
+				e = tok->digits == ALLM_TOK_DIGITS_INDIVIDUAL ? i + l
+									      : run_of(s, tn, i, ALLM_UCLS_N);
+				if ((r = allm_tok_bpe_piece(tok, s + i, e - i, scr, out)) < 0)
+					return r;
+				i = e;
+				continue;
+			}
+			for (e = i; e < tn && cls_at(s, tn, e, &l, &cp) != ALLM_UCLS_N;)
+				e += l;
+		}
+		for (size_t end = e; i < end;) {
+			e = piece_end(tok, s, end, i);
+			r = allm_tok_bpe_piece(tok, s + i, e - i, scr, out);
+			if (r < 0)
+				return r;
+			i = e;
+		}
 	}
 	return 0;
 }

@@ -5,11 +5,13 @@
  *   tokenizer-bpe.c     hash tables and the BPE merge loop
  *   tokenizer-encode.c  added-token split, normalizer, pre-tokenizer, encode driver
  *   tokenizer-unicode.c \p{L} / \p{N} / \s classification
+ *   tokenizer-gguf.c    a GGUF file's tokenizer.ggml.* as the tokenizer.json it means
  *   detokenizer.c       whole-sequence and streaming decode */
 #ifndef ALLM_TOKENIZER_INTERNAL_H
 #define ALLM_TOKENIZER_INTERNAL_H
 
 #include "tokenizer.h"
+#include "gguf.h"
 
 #include <jansson.h>
 
@@ -59,6 +61,10 @@ enum allm_tok_split {
  * as the regex would; exposed so a test can hold it against a regex engine. */
 size_t allm_tok_regex_piece_end(enum allm_tok_split split, const uint8_t *s, size_t n, size_t i);
 
+/* The Digits pre-tokenizer: digit runs (or each digit) become pieces of their own
+ * before the split pattern runs on the rest. */
+enum allm_tok_digits { ALLM_TOK_DIGITS_NONE, ALLM_TOK_DIGITS_GROUPED, ALLM_TOK_DIGITS_INDIVIDUAL };
+
 enum allm_tok_prepend { ALLM_TOK_PREPEND_NEVER, ALLM_TOK_PREPEND_FIRST, ALLM_TOK_PREPEND_ALWAYS };
 
 struct allm_tok_added {
@@ -92,6 +98,7 @@ struct allm_tokenizer {
 	size_t n_norms;
 
 	/* pre-tokenizer */
+	enum allm_tok_digits digits; /* applied first, then split */
 	enum allm_tok_split split;
 	bool byte_level;          /* map bytes to the GPT-2 printable code points */
 	bool bl_add_prefix_space; /* ByteLevel add_prefix_space */
@@ -156,6 +163,10 @@ void allm_tok_bpe_scratch_fini(struct allm_tok_bpe_scratch *s);
 int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_t n,
 		       struct allm_tok_bpe_scratch *scr, struct allm_tok_ids *out);
 
+/* tokenizer.c: builds a tokenizer from a parsed tokenizer.json (root, borrowed), with
+ * the companion configs of dir when dir is not NULL. */
+int allm_tok_load_root(json_t *root, const struct allm_vdir *configs, struct allm_tokenizer **ret,
+		       struct allm_err *err);
 /* tokenizer.c: the string value of obj[key], or NULL when missing / not a string. */
 const char *allm_tok_json_str(json_t *obj, const char *key);
 /* Type name of a tokenizer.json component ("?" when missing). */

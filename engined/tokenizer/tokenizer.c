@@ -419,6 +419,8 @@ static int parse_metaspace(struct allm_tokenizer *tok, json_t *pt, const char *f
 	const char *repl = allm_tok_json_str(pt, "replacement");
 	const char *scheme = allm_tok_json_str(pt, "prepend_scheme");
 
+	if (tok->digits != ALLM_TOK_DIGITS_NONE) /* its prepend is per piece in HF */
+		return allm_err_set(err, -EINVAL, "tokenizer.json: %s: Metaspace after Digits is not supported", field);
 	if (!repl || !*repl || strlen(repl) >= sizeof(tok->ms_repl))
 		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.replacement: missing or not one character", field);
 	strcpy(tok->ms_repl, repl);
@@ -469,47 +471,40 @@ static int parse_pretok(struct allm_tokenizer *tok, json_t *pt, const char *fiel
 		/* HF defaults: add_prefix_space true, use_regex true (the hub layout
 		 * omits use_regex). */
 		tok->bl_add_prefix_space = json_bool_or(pt, "add_prefix_space", true);
+		/* HF adds the space to every piece Digits made: not what normalize() does */
+		if (tok->bl_add_prefix_space && tok->digits != ALLM_TOK_DIGITS_NONE)
+			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.add_prefix_space: true after Digits is not supported", field);
 		if (json_bool_or(pt, "use_regex", true))
 			return set_split(tok, ALLM_TOK_SPLIT_GPT2, field, err);
 		return 0;
 	}
 	if (!strcmp(type, "Split"))
 		return parse_split(tok, pt, field, err);
+	if (!strcmp(type, "Digits")) {
+		/* runs before the split pattern (see encode_segment): only in that place */
+		if (tok->split != ALLM_TOK_SPLIT_NONE || tok->byte_level || tok->metaspace)
+			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: Digits after another pre-tokenizer is not supported", field);
+		tok->digits = json_bool_or(pt, "individual_digits", false) ? ALLM_TOK_DIGITS_INDIVIDUAL
+									  : ALLM_TOK_DIGITS_GROUPED;
+		return 0;
+	}
 	if (!strcmp(type, "Metaspace"))
 		return parse_metaspace(tok, pt, field, err);
-	return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: unsupported pre-tokenizer '%s' (ByteLevel, Split, Metaspace and Sequence are implemented)",
+	return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: unsupported pre-tokenizer '%s' (ByteLevel, Split, Metaspace, Digits and Sequence are implemented)",
 			    field, type);
 }
 
 /* tokenizer.json this large is not one (real ones are a few MiB). */
 #define TOK_JSON_MAX (256u << 20)
 
-/* Loads name from dir, and the companion configs beside it when configs. */
-static int load_common(const struct allm_vdir *dir, const char *name, bool configs,
-		       struct allm_tokenizer **ret, struct allm_err *err)
+int allm_tok_load_root(json_t *root, const struct allm_vdir *configs, struct allm_tokenizer **ret,
+		       struct allm_err *err)
 {
-	struct allm_tokenizer *tok = NULL;
-	json_error_t jerr;
-	json_t *root;
-	char path[4096], *text = NULL;
-	size_t len = 0;
+	struct allm_tokenizer *tok = allm_calloc(1, sizeof(*tok));
 	int r;
 
-	allm_vdir_join(dir, name, path, sizeof(path));
-	r = allm_vdir_read(dir, name, TOK_JSON_MAX, &text, &len);
-	if (r)
-		return allm_err_set(err, r == -ENOENT ? -ENOENT : r == -EFBIG ? -EINVAL : -EIO,
-				    "tokenizer: cannot open %s%s", path, r == -EFBIG ? ": too large" : "");
-	root = json_loadb(text, len, 0, &jerr);
-	allm_free(text);
-	if (!root)
-		return allm_err_set(err, -EINVAL, "tokenizer: %s: line %d: %s", path, jerr.line, jerr.text);
-	r = -ENOMEM;
-	tok = allm_calloc(1, sizeof(*tok));
-	if (!tok) {
-		allm_err_set(err, r, "tokenizer: out of memory");
-		goto out;
-	}
+	if (!tok)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	tok->bos_id = tok->eos_id = tok->unk_id = -1;
 	tok->strip_char = ' ';
 	if (!json_is_object(root)) {
@@ -526,15 +521,38 @@ static int load_common(const struct allm_vdir *dir, const char *name, bool confi
 	if (r == 0)
 		r = allm_tok_parse_decoder(tok, json_object_get(root, "decoder"), err);
 	if (r == 0)
-		r = allm_tok_load_configs(tok, configs ? dir : NULL, err);
+		r = allm_tok_load_configs(tok, configs, err);
 out:
-	json_decref(root);
 	if (r < 0) {
 		allm_tokenizer_free(tok);
 		return r;
 	}
 	*ret = tok;
 	return 0;
+}
+
+/* Loads name from dir, and the companion configs beside it when configs. */
+static int load_common(const struct allm_vdir *dir, const char *name, bool configs,
+		       struct allm_tokenizer **ret, struct allm_err *err)
+{
+	json_error_t jerr;
+	json_t *root;
+	char path[4096], *text = NULL;
+	size_t len = 0;
+	int r;
+
+	allm_vdir_join(dir, name, path, sizeof(path));
+	r = allm_vdir_read(dir, name, TOK_JSON_MAX, &text, &len);
+	if (r)
+		return allm_err_set(err, r == -ENOENT ? -ENOENT : r == -EFBIG ? -EINVAL : -EIO,
+				    "tokenizer: cannot open %s%s", path, r == -EFBIG ? ": too large" : "");
+	root = json_loadb(text, len, 0, &jerr);
+	allm_free(text);
+	if (!root)
+		return allm_err_set(err, -EINVAL, "tokenizer: %s: line %d: %s", path, jerr.line, jerr.text);
+	r = allm_tok_load_root(root, configs ? dir : NULL, ret, err);
+	json_decref(root);
+	return r;
 }
 
 int allm_tokenizer_load_file(const char *tokenizer_json_path, struct allm_tokenizer **ret,
@@ -554,6 +572,8 @@ int allm_tokenizer_load(const char *model_dir, struct allm_tokenizer **ret,
 int allm_tokenizer_load_from(const struct allm_vdir *dir, struct allm_tokenizer **ret,
 			     struct allm_err *err)
 {
+	if (!allm_vdir_embedded(dir) && allm_gguf_is_file(dir->path))
+		return allm_tokenizer_load_gguf(dir->path, ret, err); /* --model FILE.gguf */
 	return load_common(dir, "tokenizer.json", true, ret, err);
 }
 

@@ -45,6 +45,20 @@ int allm_tokenizer_load(const char *model_dir, struct allm_tokenizer **ret,
 /* The same from a directory on disk or embedded (common/vdir.h). */
 int allm_tokenizer_load_from(const struct allm_vdir *dir, struct allm_tokenizer **ret,
 			     struct allm_err *err);
+/* The tokenizer of a GGUF file (what allm_tokenizer_load_from() does when dir->path
+ * is a regular file): tokenizer.ggml.model "gpt2" (byte-level BPE: tokens, merges,
+ * the pre-tokenizer tokenizer.ggml.pre names: default/gpt2, llama3/llama-bpe, qwen2,
+ * smollm/starcoder/refact) or "llama" (SentencePiece BPE: tokens and scores, the merges
+ * rebuilt from the scores as Hugging Face's converter does, byte fallback), control
+ * and user-defined tokens (token_type 3 / 4) as added tokens, the BOS / EOS / EOT ids
+ * and add_bos_token / add_eos_token / add_space_prefix. Anything else is refused with
+ * -ENOTSUP or -EINVAL naming the key. */
+int allm_tokenizer_load_gguf(const char *path, struct allm_tokenizer **ret,
+			     struct allm_err *err);
+/* The same from an opened file (gguf.h; it may be closed once this returns). */
+struct allm_gguf;
+int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **ret,
+			     struct allm_err *err);
 /* Same from one tokenizer.json path; no companion files are read. */
 int allm_tokenizer_load_file(const char *tokenizer_json_path, struct allm_tokenizer **ret,
 			     struct allm_err *err);

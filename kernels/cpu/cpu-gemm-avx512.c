@@ -6,6 +6,7 @@
  * for bit). */
 #include "cpu-gemm.h"
 #include "cpu-gemm-x86.h"
+#include "cpu-gemm-qblock.h"
 
 #ifdef GEMM_X86
 
@@ -364,28 +365,34 @@ static const struct gemm_kern k_bf16_dp = {
 	.x_prep = bf16x_prep, .x_row_bytes = bf16x_row_bytes,
 };
 
+/* GGUF block weights (cpu-gemm-qblock-x86.c): without VNNI the AVX2 family's
+ * kernels, with it the 16-row vpdpbusd items */
+#define QB_AVX2 &gemm_qb_avx2[0], &gemm_qb_avx2[1], &gemm_qb_avx2[2]
+#define QB_VNNI &gemm_qb_vnni[0], &gemm_qb_vnni[1], &gemm_qb_vnni[2]
 const struct gemm_level gemm_level_avx512 = {
-	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8,
+	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8, QB_AVX2,
 };
 const struct gemm_level gemm_level_avx512_vnni = {
-	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni,
+	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni, QB_VNNI,
 };
 const struct gemm_level gemm_level_avx512_bf16 = {
-	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni,
+	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni, QB_VNNI,
 };
 /* bf16 weights on AMX tiles (cpu-gemm-amx.c), the rest as avx512-vnni */
 static const struct gemm_kern k_bf16_amx = {
 	.whole_x_bytes = gemm_amx_x_bytes, .whole = gemm_amx_bf16,
 };
 const struct gemm_level gemm_level_amx_bf16 = {
-	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, &k_q8_vnni,
+	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, &k_q8_vnni, QB_VNNI,
 };
 /* and int8 weights on AMX tiles too (cpu-gemm-amx-int8.c) */
 static const struct gemm_kern k_q8_amx = {
 	.whole_x_bytes = gemm_amx_q8_x_bytes, .whole = gemm_amx_q8,
 };
+/* and GGUF block weights on tiles from a few tokens on (cpu-gemm-qblock-amx.c) */
 const struct gemm_level gemm_level_amx_int8 = {
 	ALLM_CPU_ISA_AMX_INT8, &k_f32, &k_f16, &k_bf16_amx, &k_q8_amx,
+	&gemm_qb_amx[0], &gemm_qb_amx[1], &gemm_qb_amx[2],
 };
 
 #endif /* GEMM_X86 */

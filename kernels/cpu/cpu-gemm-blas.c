@@ -9,6 +9,7 @@
  * every program (on 2 cores, beside model load and the calibration's timings),
  * for a GEMM the default path never calls. */
 #include "cpu-backend.h"
+#include "qblock.h"
 #include "quant.h"
 
 #include <cblas.h>
@@ -66,6 +67,9 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 			if (dt == ALLM_DTYPE_Q8)
 				for (int64_t i = 0; i < rows; i++)
 					allm_q8_dequantize_row(tile + i * k, w, k, o + i);
+			else if (allm_dtype_is_qblock(dt))
+				for (int64_t i = 0; i < rows; i++)
+					allm_qb_dequantize_row(dt, tile + i * k, w, k, o + i);
 			else
 				allm_to_f32(tile, (const char *)w + (size_t)o * k * esz, dt,
 					    (size_t)(rows * k));
@@ -79,8 +83,9 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		float *b = allm_malloc((size_t)m * sizeof(float));
 		if (!b)
 			return -ENOMEM;
-		/* an int8 GEMM's bias is f32 */
-		allm_to_f32(b, bias, dt == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : dt, (size_t)m);
+		/* a quantized GEMM's bias is f32 */
+		allm_to_f32(b, bias, dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt,
+			    (size_t)m);
 		for (int64_t i = 0; i < n; i++)
 			for (int64_t o = 0; o < m; o++)
 				y[i * m + o] += b[o];

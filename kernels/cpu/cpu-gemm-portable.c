@@ -1,8 +1,11 @@
 /* The portable GEMM level: plain C, the reference's arithmetic (one sequential
  * mul-then-add chain per output element, ISO C: no contraction into FMA), so it is
  * bit-identical to cpu_ref_gemm on any machine. Used where no SIMD level exists,
- * or when asked for (--cpu-isa portable). */
+ * or when asked for (--cpu-isa portable). GGUF block weights are the exception: they
+ * take the one order every level shares (cpu-gemm-qblock.c), int8 activations
+ * included, so the reference (f32 activations) is their bound, not their bits. */
 #include "cpu-gemm.h"
+#include "cpu-gemm-qblock.h"
 
 #define PORTABLE_ROWS 4
 #define PORTABLE_COLS 4
@@ -34,6 +37,12 @@ static void tile_q8(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_Q8)
 static const struct gemm_kern k_f32 = KERN(tile_f32), k_f16 = KERN(tile_f16),
 			       k_bf16 = KERN(tile_bf16), k_q8 = KERN(tile_q8);
 
+QB_KERN_FNS(qb_q8_0, qb_impl_portable, ALLM_DTYPE_Q8_0)
+QB_KERN_FNS(qb_q4_0, qb_impl_portable, ALLM_DTYPE_Q4_0)
+QB_KERN_FNS(qb_q4_1, qb_impl_portable, ALLM_DTYPE_Q4_1)
+static const struct gemm_kern k_q8_0 = QB_KERN(qb_q8_0), k_q4_0 = QB_KERN(qb_q4_0),
+			       k_q4_1 = QB_KERN(qb_q4_1);
+
 const struct gemm_level gemm_level_portable = {
-	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, &k_q8,
+	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, &k_q8, &k_q8_0, &k_q4_0, &k_q4_1,
 };

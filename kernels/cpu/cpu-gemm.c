@@ -268,8 +268,8 @@ static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
 	return *aligned;
 }
 
-/* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32 and int8
- * weights (int8's bias is f32), else converted into one buffer of ctx, a slice
+/* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32, int8 and
+ * block weights (their bias is f32), else converted into one buffer of ctx, a slice
  * each. */
 static int biases_f32(struct cpu_ctx *c, int n, const void *const *bias, enum allm_dtype dt,
 		      const int64_t *m, const float **ret)
@@ -277,7 +277,7 @@ static int biases_f32(struct cpu_ctx *c, int n, const void *const *bias, enum al
 	int64_t total = 0;
 	for (int i = 0; i < n; i++) {
 		ret[i] = bias[i];
-		if (bias[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8)
+		if (bias[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8 && !allm_dtype_is_qblock(dt))
 			total += m[i];
 	}
 	if (!total)
@@ -301,6 +301,9 @@ static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_d
 	case ALLM_DTYPE_F16: return lv->f16;
 	case ALLM_DTYPE_BF16: return lv->bf16;
 	case ALLM_DTYPE_Q8: return lv->q8;
+	case ALLM_DTYPE_Q8_0: return lv->q8_0;
+	case ALLM_DTYPE_Q4_0: return lv->q4_0;
+	case ALLM_DTYPE_Q4_1: return lv->q4_1;
 	default: return NULL;
 	}
 }

@@ -38,6 +38,17 @@
  *             exact integer sum of the block's 32 products; y = acc + bias
  *             (cpu-gemm-amx-int8.c).
  *
+ *   q8_0, q4_0, q4_1 (GGUF block weights, kernels/qblock.h; every level, portable
+ *             included, computes these bits, cpu-gemm-qblock.h): each row of x is
+ *             quantized per block of 32 as the VNNI levels quantize it (xq, dx; and
+ *             s_b, the block's sum of xq); per output element, from +0, for each
+ *             block b in increasing order: acc = fma((float)I_b, dw_b * dx_b, acc),
+ *             I_b the exact integer sum of the block's 32 products xq * q (q as in
+ *             qblock.h's formula: q8_0 -128..127, q4_0 -8..7, q4_1 0..15); q4_1
+ *             then acc = fma(m_b, dx_b * (float)s_b, acc); y = acc + bias. The
+ *             integers may be added in any order (AVX2 pairs, VNNI quads, AMX
+ *             tiles): they are exact.
+ *
  * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
  * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
  * a partial sum stored and reloaded between k chunks is exact. */
@@ -45,6 +56,7 @@
 #define ALLM_CPU_GEMM_H
 
 #include "cpu-backend.h"
+#include "qblock.h"
 #include "quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -128,7 +140,14 @@ struct gemm_kern {
 struct gemm_level {
 	enum allm_cpu_isa isa;
 	const struct gemm_kern *f32, *f16, *bf16, *q8;
+	const struct gemm_kern *q8_0, *q4_0, *q4_1; /* GGUF blocks (cpu-gemm-qblock.h) */
 };
+
+/* A whole_multi function named name. */
+#define GEMM_OP_MULTI(name) \
+	int name(struct cpu_pool *pool, bool inline_run, void *xbuf, int n_mats, float *const *ys, \
+		 const float *x, const void *const *ws, const float *const *biases, int64_t n, \
+		 int64_t k, const int64_t *ms)
 
 extern const struct gemm_level gemm_level_portable;
 #ifdef GEMM_X86
@@ -146,10 +165,6 @@ int gemm_op_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, c
 		 const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 int gemm_op_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 	       const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
-#define GEMM_OP_MULTI(name) \
-	int name(struct cpu_pool *pool, bool inline_run, void *xbuf, int n_mats, float *const *ys, \
-		 const float *x, const void *const *ws, const float *const *biases, int64_t n, \
-		 int64_t k, const int64_t *ms)
 GEMM_OP_MULTI(gemm_op_multi_f32);
 GEMM_OP_MULTI(gemm_op_multi_f16);
 GEMM_OP_MULTI(gemm_op_multi_bf16);
@@ -186,6 +201,9 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 	case ALLM_DTYPE_F16: return allm_f16_to_f32(((const uint16_t *)w)[i * k + p]);
 	case ALLM_DTYPE_BF16: return allm_bf16_to_f32(((const uint16_t *)w)[i * k + p]);
 	case ALLM_DTYPE_Q8: return allm_q8_get(w, k, i, p);
+	case ALLM_DTYPE_Q8_0:
+	case ALLM_DTYPE_Q4_0:
+	case ALLM_DTYPE_Q4_1: return allm_qb_get(w, dt, k, i, p);
 	default: return ((const float *)w)[i * k + p];
 	}
 }
@@ -193,7 +211,9 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 /* Bytes between rows of W stored as dt. */
 static inline size_t gemm_w_stride(enum allm_dtype dt, int64_t k)
 {
-	return dt == ALLM_DTYPE_Q8 ? allm_q8_row_bytes(k) : (size_t)k * allm_dtype_size(dt);
+	return dt == ALLM_DTYPE_Q8 ? allm_q8_row_bytes(k)
+	       : allm_dtype_is_qblock(dt) ? allm_qb_row_bytes(dt, k)
+					  : (size_t)k * allm_dtype_size(dt);
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* The CPU reference ops: plain loops, one thread, f32 math. Every other backend
  * and the fast path are tested against these, so clarity beats speed here. */
 #include "cpu-backend.h"
+#include "qblock.h"
 #include "quant.h"
 
 #include <math.h>
@@ -15,21 +16,29 @@ static inline float wload(const void *w, enum allm_dtype dt, size_t i)
 	}
 }
 
-/* Element (row, col) of a matrix with `cols` columns stored as dt (int8: q * d). */
+/* Element (row, col) of a matrix with `cols` columns stored as dt (int8: q * d; the
+ * GGUF block formats: q * d, or q * d + m). */
 static inline float mload(const void *w, enum allm_dtype dt, int64_t cols, int64_t row,
 			  int64_t col)
 {
 	if (dt == ALLM_DTYPE_Q8)
 		return allm_q8_get(w, cols, row, col);
+	if (allm_dtype_is_qblock(dt))
+		return allm_qb_get(w, dt, cols, row, col);
 	return wload(w, dt, (size_t)row * cols + col);
 }
 
 void cpu_ref_embedding(float *y, const void *table, enum allm_dtype dt, const int32_t *ids,
 		       int64_t n, int64_t dim)
 {
-	for (int64_t i = 0; i < n; i++) /* ids were range-checked by the caller */
+	for (int64_t i = 0; i < n; i++) { /* ids were range-checked by the caller */
+		if (allm_dtype_is_qblock(dt)) { /* mload's values, a block's scale read once */
+			allm_qb_dequantize_row(dt, y + i * dim, table, dim, ids[i]);
+			continue;
+		}
 		for (int64_t j = 0; j < dim; j++)
 			y[i * dim + j] = mload(table, dt, dim, ids[i], j);
+	}
 }
 
 void cpu_ref_rmsnorm(float *y, const float *x, const void *w, enum allm_dtype dt,
@@ -84,8 +93,8 @@ void cpu_ref_gemm(float *y, const float *x, const void *w, const void *bias,
 			float acc = 0.0f;
 			for (int64_t j = 0; j < k; j++)
 				acc += x[i * k + j] * mload(w, dt, k, o, j);
-			if (bias) /* an int8 GEMM's bias is f32 */
-				acc += wload(bias, dt == ALLM_DTYPE_Q8 ? ALLM_DTYPE_F32 : dt, o);
+			if (bias) /* a quantized GEMM's bias is f32 */
+				acc += wload(bias, dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt, o);
 			y[i * m + o] = acc;
 		}
 	}

@@ -10,6 +10,7 @@
  * weights may round activations to the weight dtype (cuBLAS needs A and B of
  * one type): NMSE <= 1e-6 for f16 (2^-11 rounding) and 1e-4 for bf16 (2^-8). */
 #include "ops-cases.h"
+#include "qblock.h"
 #include "quant.h"
 
 #include <stdio.h>
@@ -295,6 +296,52 @@ static void q8_cases(void)
 	}
 }
 
+/* GGUF block weights (Q8_0, Q4_0, Q4_1; --quant or a file's tensors): the reference
+ * dequantizes them as every kernel does and multiplies f32 activations; the fast
+ * path rounds activations to int8 per 32 (NMSE ~ 1e-5, as int8's VNNI levels). The
+ * bias is f32. Embedding rows dequantize exactly. */
+static void qb_cases(void)
+{
+	static const enum allm_dtype qdts[] = {ALLM_DTYPE_Q8_0, ALLM_DTYPE_Q4_0, ALLM_DTYPE_Q4_1};
+	static const int64_t shapes[][3] = {{1, 1, 1},  {1, 64, 17},   {3, 33, 65},   {17, 128, 129},
+					    {64, 256, 96}, {1, 1024, 300}, {9, 700, 40}, {2, 768, 2048}};
+	for (size_t di = 0; di < ALLM_ARRAY_SIZE(qdts); di++) {
+		enum allm_dtype dt = qdts[di];
+		for (size_t s = 0; s < ALLM_ARRAY_SIZE(shapes); s++)
+			for (int bias = 0; bias < 2; bias++) {
+				int64_t n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
+				struct op_case *c = add_case(ALLM_OP_GEMM, dt, "gemm %s n=%lld k=%lld m=%lld%s",
+							     allm_dtype_name(dt), (long long)n, (long long)k,
+							     (long long)m, bias ? " +bias" : "");
+				c->n = n, c->k = k, c->m = m, c->with_b = bias, c->call = call_gemm;
+				buf(c, NULL, F32B(n * m), OP_CMP_NMSE, 1e-4);
+				buf(c, rand_f32((size_t)(n * k) + 1, 1), F32B(n * k + 1), OP_CMP_NONE, 0);
+				float *f = rand_f32((size_t)(m * k), 1.0f / sqrtf((float)k));
+				void *q = malloc(allm_qb_bytes(dt, m, k) + 4);
+				allm_qb_quantize_rows(dt, q, k, 0, f, m);
+				free(f);
+				buf(c, q, allm_qb_bytes(dt, m, k), OP_CMP_NONE, 0);
+				buf(c, rand_f32((size_t)m, 0.1f), F32B(m), OP_CMP_NONE, 0);
+			}
+		static const int64_t eshapes[][2] = {{1, 1}, {5, 33}, {17, 1000}};
+		for (size_t s = 0; s < ALLM_ARRAY_SIZE(eshapes); s++) {
+			int64_t n = eshapes[s][0], dim = eshapes[s][1], V = 37;
+			struct op_case *c = add_case(ALLM_OP_EMBEDDING, dt, "embedding %s n=%lld dim=%lld",
+						     allm_dtype_name(dt), (long long)n, (long long)dim);
+			c->n = n, c->k = dim, c->call = call_embedding;
+			buf(c, NULL, F32B(n * dim), OP_CMP_BYTES, 0);
+			float *f = rand_f32((size_t)(V * dim), 1);
+			void *q = malloc(allm_qb_bytes(dt, V, dim) + 4);
+			allm_qb_quantize_rows(dt, q, dim, 0, f, V);
+			free(f);
+			buf(c, q, allm_qb_bytes(dt, V, dim), OP_CMP_NONE, 0);
+			int32_t *ids = rand_ids((size_t)n, (uint32_t)V);
+			ids[n - 1] = (int32_t)V - 1;
+			buf(c, ids, I32B(n), OP_CMP_NONE, 0);
+		}
+	}
+}
+
 static void elementwise_cases(void)
 {
 	static const int64_t sizes[] = {1, 31, 1000, 65537};
@@ -511,6 +558,7 @@ int ops_build_cases(struct op_case **ret)
 	rows_cases();
 	gemm_cases();
 	q8_cases();
+	qb_cases();
 	elementwise_cases();
 	attention_cases();
 	sampling_cases();

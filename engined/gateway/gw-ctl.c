@@ -1,0 +1,219 @@
+/* The gateway's control-plane thread: it alone talks to the engine's control
+ * server (liballm-ctl, one ZeroMQ socket, one caller at a time), for two jobs.
+ *
+ * GET /metrics: the connection is suspended and queued here; one `metrics` call
+ * answers every scrape queued when it starts. A call used to run on the HTTP
+ * thread itself, so with the engine stopped (SIGSTOP) eight scrapers held every
+ * HTTP thread for their 2 s timeouts and /health and 401s went unanswered (issue
+ * 37 item 5); now a frozen engine costs a suspended connection, not a thread.
+ *
+ * The engine's liveness: the pump notes each event from the engine; when it has
+ * said nothing for a while (idle, or frozen) this thread asks for its
+ * `status`. /health answers 503 once neither has been heard for --engine-timeout,
+ * and /metrics then fails at once instead of waiting for another timeout.
+ *
+ * The engine's batch: after each connection its `status` says its max_num_seqs,
+ * which sizes what the gateway keeps on the engine (gw-users.c) unless the
+ * flags say. */
+#include "gw-ctl.h"
+
+#include "common.h"
+#include "ctl-client.h"
+#include "ctl-prom.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* How long a `metrics` call waits for the engine's control server. */
+#define GW_METRICS_TIMEOUT_MS 2000
+/* After a quarter of --engine-timeout in silence, ask the engine for its status
+ * (so /health knows within the timeout), at most once a second when it answers,
+ * and wait at most a second for the answer. */
+#define GW_CTL_PROBE_PER_TIMEOUT 4
+#define GW_CTL_PROBE_MAX_S 1.0
+/* Scrapes waiting at most; more get 503 at once (each holds a connection). */
+#define GW_SCRAPES_MAX 64
+
+double gw_engine_silence(struct gw *gw)
+{
+	pthread_mutex_lock(&gw->lock);
+	double s = gw->engine_up ? allm_now() - gw->engine_heard : 0;
+	pthread_mutex_unlock(&gw->lock);
+	return s;
+}
+
+static void heard(struct gw *gw)
+{
+	pthread_mutex_lock(&gw->lock);
+	gw->engine_heard = allm_now();
+	pthread_mutex_unlock(&gw->lock);
+}
+
+/* One `metrics` call for the scrapes s[0..n): each gets the text or the error, and
+ * its connection back. */
+static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
+{
+	struct allm_ctl_msg *m = NULL;
+	char err[256] = "", *text = NULL;
+	size_t len = 0;
+	double silent = gw_engine_silence(gw);
+	int r;
+	if (silent > gw->o.engine_timeout_s) {
+		snprintf(err, sizeof(err), "the engine has not answered for %.0f s (stopped or stuck?)", silent);
+		r = -ETIMEDOUT;
+	} else if ((r = allm_ctl_call(gw->ctl, "metrics", NULL, 0, GW_METRICS_TIMEOUT_MS, &m))) {
+		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
+	} else {
+		heard(gw);
+		r = allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err));
+	}
+	allm_ctl_msg_free(m);
+	if (r)
+		gw_log(gw, 1, "GET /metrics: %s", err);
+	for (uint32_t i = 0; i < n; i++) {
+		s[i]->text = text && i + 1 < n ? malloc(len + 1) : text;
+		if (s[i]->text && s[i]->text != text)
+			memcpy(s[i]->text, text, len + 1);
+		s[i]->len = s[i]->text ? len : 0;
+		snprintf(s[i]->err, sizeof(s[i]->err), "%s", r ? err : "out of memory");
+		s[i]->done = true;
+		MHD_resume_connection(s[i]->conn);
+	}
+	if (!n)
+		free(text);
+}
+
+/* Asks the engine for its status: an answer is a sign of life. */
+static double probe_every(const struct gw *gw)
+{
+	return ALLM_MIN(gw->o.engine_timeout_s / GW_CTL_PROBE_PER_TIMEOUT, GW_CTL_PROBE_MAX_S);
+}
+
+static void probe(struct gw *gw)
+{
+	struct allm_ctl_msg *m = NULL;
+	int64_t seqs;
+	if (allm_ctl_call(gw->ctl, "status", NULL, 0, (int)(probe_every(gw) * 1000) + 1, &m) == 0) {
+		bool learnt = !allm_ctl_get_int(m->result, "limits.max_num_seqs", &seqs) && seqs > 0;
+		pthread_mutex_lock(&gw->lock);
+		gw->engine_heard = allm_now();
+		if (learnt) {
+			gw->engine_max_seqs = (int)ALLM_MIN(seqs, INT32_MAX);
+			gw->want_limits = false;
+		}
+		pthread_mutex_unlock(&gw->lock);
+		gw_engine_wake(gw); /* the caps may have grown: more may go */
+	}
+	allm_ctl_msg_free(m);
+}
+
+/* Whether the engine's limits are yet to be read (a new connection). */
+static bool limits_wanted(struct gw *gw)
+{
+	pthread_mutex_lock(&gw->lock);
+	bool w = gw->want_limits && gw->engine_up;
+	pthread_mutex_unlock(&gw->lock);
+	return w;
+}
+
+static void *ctl_main(void *arg)
+{
+	struct gw *gw = arg;
+	struct gw_scrape *batch[GW_SCRAPES_MAX];
+	for (;;) {
+		pthread_mutex_lock(&gw->ctl_lock);
+		while (!gw->ctl_stop && gw->n_scrapes == 0) {
+			double silent = gw_engine_silence(gw), every = probe_every(gw);
+			if (silent >= every || limits_wanted(gw))
+				break;
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			double wait = every - silent + 0.01;
+			ts.tv_sec += (time_t)wait;
+			ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&gw->ctl_cond, &gw->ctl_lock, &ts);
+		}
+		uint32_t n = gw->n_scrapes;
+		memcpy(batch, gw->scrapes, n * sizeof(*batch));
+		gw->n_scrapes = 0;
+		bool stop = gw->ctl_stop;
+		pthread_mutex_unlock(&gw->ctl_lock);
+		if (stop) {
+			for (uint32_t i = 0; i < n; i++) {
+				snprintf(batch[i]->err, sizeof(batch[i]->err), "allm-gateway is shutting down");
+				batch[i]->done = true;
+				MHD_resume_connection(batch[i]->conn);
+			}
+			break;
+		}
+		if (n)
+			scrape(gw, batch, n);
+		else
+			probe(gw);
+	}
+	return NULL;
+}
+
+void gw_ctl_kick(struct gw *gw)
+{
+	pthread_mutex_lock(&gw->ctl_lock);
+	pthread_cond_signal(&gw->ctl_cond);
+	pthread_mutex_unlock(&gw->ctl_lock);
+}
+
+int gw_ctl_scrape(struct gw *gw, struct gw_scrape *s)
+{
+	int r = 0;
+	pthread_mutex_lock(&gw->ctl_lock);
+	if (gw->ctl_stop || gw->n_scrapes == GW_SCRAPES_MAX) {
+		r = -EBUSY;
+	} else {
+		s->done = false;
+		MHD_suspend_connection(s->conn);
+		gw->scrapes[gw->n_scrapes++] = s;
+		pthread_cond_signal(&gw->ctl_cond);
+	}
+	pthread_mutex_unlock(&gw->ctl_lock);
+	return r;
+}
+
+int gw_ctl_start(struct gw *gw)
+{
+	char err[256];
+	struct allm_ctl_client_opts co = {.name = gw->o.engine, .runtime_dir = gw->o.runtime_dir};
+	int r = allm_ctl_client_open(&co, &gw->ctl, err, sizeof(err));
+	if (r) {
+		gw_log(gw, 0, "control-plane client: %s", err);
+		return r;
+	}
+	if (!(gw->scrapes = calloc(GW_SCRAPES_MAX, sizeof(*gw->scrapes))))
+		return -ENOMEM;
+	if ((r = pthread_create(&gw->ctl_thread, NULL, ctl_main, gw)))
+		return -r;
+	gw->ctl_started = true;
+	return 0;
+}
+
+void gw_ctl_stop(struct gw *gw)
+{
+	if (gw->ctl_started) {
+		pthread_mutex_lock(&gw->ctl_lock);
+		gw->ctl_stop = true;
+		pthread_cond_signal(&gw->ctl_cond);
+		pthread_mutex_unlock(&gw->ctl_lock);
+		pthread_join(gw->ctl_thread, NULL);
+		gw->ctl_started = false;
+	}
+	free(gw->scrapes);
+	gw->scrapes = NULL;
+	allm_ctl_client_close(gw->ctl);
+	gw->ctl = NULL;
+}

@@ -1,0 +1,35 @@
+/* The gateway's control-plane thread (gw-ctl.c): GET /metrics off the HTTP
+ * threads, and the engine's liveness for /health. */
+#ifndef ALLM_GW_CTL_H
+#define ALLM_GW_CTL_H
+
+#include "gateway.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A GET /metrics waiting for the thread's next `metrics` call. */
+struct gw_scrape {
+	struct MHD_Connection *conn;
+	bool done;   /* answered (the connection resumed): text, or err */
+	char *text;  /* the Prometheus text (malloc'ed; the caller frees), NULL: err */
+	size_t len;
+	char err[256];
+};
+
+/* Opens the control-plane client and starts the thread. 0 or -errno (logged). */
+int gw_ctl_start(struct gw *gw);
+/* Answers the scrapes still waiting with 503, stops the thread, closes the client
+ * (before libmicrohttpd stops: no connection may stay suspended). */
+void gw_ctl_stop(struct gw *gw);
+/* Suspends s->conn and queues s for the next call: 0; -EBUSY when too many wait
+ * or the thread stops (answer 503 now, the connection was not suspended). */
+int gw_ctl_scrape(struct gw *gw, struct gw_scrape *s);
+/* Wakes the thread to look again (a new engine: its limits are wanted). Not
+ * under gw->lock. */
+void gw_ctl_kick(struct gw *gw);
+/* Seconds since the engine last said anything (ring or control plane); 0 while
+ * no engine is connected. */
+double gw_engine_silence(struct gw *gw);
+
+#endif

@@ -1,0 +1,264 @@
+/* Loading a GGUF file's weights (see gguf-model.h): every tensor the config implies
+ * is found and checked before the arena is allocated, then each is dequantized row
+ * by row into its storage dtype. */
+#include "gguf-model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Hugging Face names (allm_model_weight_specs) and their GGUF counterparts. */
+static const struct {
+	const char *hf, *gguf;
+} top_names[] = {
+	{"model.embed_tokens.weight", "token_embd.weight"},
+	{"model.norm.weight", "output_norm.weight"},
+	{"lm_head.weight", "output.weight"},
+}, layer_names[] = {
+	{"input_layernorm.weight", "attn_norm.weight"},
+	{"self_attn.q_proj.weight", "attn_q.weight"},
+	{"self_attn.k_proj.weight", "attn_k.weight"},
+	{"self_attn.v_proj.weight", "attn_v.weight"},
+	{"self_attn.o_proj.weight", "attn_output.weight"},
+	{"self_attn.q_proj.bias", "attn_q.bias"},
+	{"self_attn.k_proj.bias", "attn_k.bias"},
+	{"self_attn.v_proj.bias", "attn_v.bias"},
+	{"self_attn.o_proj.bias", "attn_output.bias"},
+	{"post_attention_layernorm.weight", "ffn_norm.weight"},
+	{"mlp.gate_proj.weight", "ffn_gate.weight"},
+	{"mlp.up_proj.weight", "ffn_up.weight"},
+	{"mlp.down_proj.weight", "ffn_down.weight"},
+	{"mlp.gate_proj.bias", "ffn_gate.bias"},
+	{"mlp.up_proj.bias", "ffn_up.bias"},
+	{"mlp.down_proj.bias", "ffn_down.bias"},
+};
+
+/* Per-layer tensors some converters write that the graph does not read. */
+static const char *const ignored_layer_names[] = {"attn_rot_embd"};
+
+bool allm_gguf_tensor_name(const char *hf, char *buf, size_t len)
+{
+	int layer, n = 0;
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(top_names); i++)
+		if (!strcmp(hf, top_names[i].hf))
+			return (size_t)snprintf(buf, len, "%s", top_names[i].gguf) < len;
+	if (sscanf(hf, "model.layers.%d.%n", &layer, &n) != 1 || !n)
+		return false;
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(layer_names); i++)
+		if (!strcmp(hf + n, layer_names[i].hf))
+			return (size_t)snprintf(buf, len, "blk.%d.%s", layer, layer_names[i].gguf) < len;
+	return false;
+}
+
+/* Rows of the query / key projections GGUF interleaves, per head; 0 for others. */
+static int32_t permuted_heads(const struct allm_model *m, const struct allm_weight_spec *s)
+{
+	const struct allm_layer_weights *L = m->layers;
+	for (int i = 0; i < m->cfg.n_layers; i++) {
+		if (s->slot == &L[i].wq || s->slot == &L[i].bq)
+			return m->cfg.n_heads;
+		if (s->slot == &L[i].wk || s->slot == &L[i].bk)
+			return m->cfg.n_kv_heads;
+	}
+	return 0;
+}
+
+static int check_tensor(const struct allm_gguf *g, const struct allm_weight_spec *s,
+			const struct allm_gguf_tensor *t, const char *name, struct allm_err *err)
+{
+	if (!t)
+		return allm_err_set(err, -ENOENT, "%s: GGUF: tensor '%s' is missing (the metadata implies it)",
+				    g->path, name);
+	if (!allm_gguf_dequant_supported(t->type))
+		return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' has type %s, which this engine does "
+				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+				    g->path, name, allm_gguf_ttype_name(t->type));
+	/* GGUF lists dims innermost first: a (rows, cols) matrix is ne = [cols, rows] */
+	bool ok = (int)t->n_dims == s->n_dims &&
+		  (s->n_dims == 1 ? t->ne[0] == s->shape[0]
+				  : t->ne[0] == s->shape[1] && t->ne[1] == s->shape[0]);
+	if (!ok)
+		return allm_err_set(err, -EINVAL,
+				    "%s: GGUF: tensor '%s' has shape [%lld, %lld] (ggml order) but the "
+				    "metadata implies [%lld, %lld]",
+				    g->path, name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
+				    (long long)(s->n_dims == 2 ? s->shape[1] : s->shape[0]),
+				    (long long)(s->n_dims == 2 ? s->shape[0] : 1));
+	return 0;
+}
+
+/* Every tensor of the file must be one the graph reads: a tensor we would skip is a
+ * part of the model we do not run (another variant), better refused than ignored. */
+static int check_unused(const struct allm_gguf *g, const bool *used, struct allm_err *err)
+{
+	for (size_t i = 0; i < g->n_tensors; i++) {
+		int layer, n = 0;
+		const char *name = g->tensors[i].name;
+		if (used[i])
+			continue;
+		bool ignorable = false;
+		if (sscanf(name, "blk.%d.%n", &layer, &n) == 1 && n)
+			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ignored_layer_names); k++)
+				ignorable |= !strncmp(name + n, ignored_layer_names[k],
+						      strlen(ignored_layer_names[k]));
+		if (!ignorable)
+			return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' is not part of the Llama "
+					    "graph this engine runs", g->path, name);
+	}
+	return 0;
+}
+
+/* Rows dequantized per pass: about 1 MiB of f32, whole heads for Q/K. */
+#define PASS_BYTES ((size_t)1 << 20)
+
+static int64_t pass_rows(const struct allm_weight_spec *s, int64_t cols, int32_t heads)
+{
+	int64_t rows = s->n_dims == 2 ? s->shape[0] : 1;
+	int64_t step = ALLM_MAX((int64_t)(PASS_BYTES / sizeof(float)) / cols, 1);
+	if (heads && s->n_dims == 2) {
+		int64_t d = rows / heads; /* rows of one head */
+		step = ALLM_MAX(step / d, 1) * d;
+	}
+	return ALLM_MIN(step, rows);
+}
+
+/* Dequantizes t into the storage of spec s at dst (host memory). heads > 0: GGUF
+ * row h*d + 2i + j holds Hugging Face row h*d + j*d/2 + i (d = rows / heads; a bias
+ * is one row whose entries move the same way). */
+static void convert_tensor(const struct allm_model *m, const struct allm_weight_spec *s,
+			   const struct allm_gguf_tensor *t, int32_t heads, void *dst, float *buf,
+			   float *tmp)
+{
+	int64_t cols = t->ne[0];
+	if (s->n_dims == 1) {
+		if (!heads) {
+			allm_gguf_dequant_rows(t, 0, 1, buf);
+		} else {
+			int64_t d = cols / heads;
+			allm_gguf_dequant_rows(t, 0, 1, tmp);
+			for (int64_t h = 0; h < heads; h++)
+				for (int64_t r = 0; r < d; r++)
+					buf[h * d + (r % 2) * (d / 2) + r / 2] = tmp[h * d + r];
+		}
+		allm_model_spec_store(m, s, dst, 0, buf, 1);
+		return;
+	}
+	int64_t rows = s->shape[0], step = pass_rows(s, cols, heads), d = heads ? rows / heads : 1;
+	for (int64_t r0 = 0; r0 < rows; r0 += step) {
+		int64_t n = ALLM_MIN(step, rows - r0);
+		if (!heads) {
+			allm_gguf_dequant_rows(t, r0, n, buf);
+		} else {
+			allm_gguf_dequant_rows(t, r0, n, tmp);
+			for (int64_t r = 0; r < n; r++) {
+				int64_t h = r / d, k = r % d;
+				memcpy(buf + (h * d + (k % 2) * (d / 2) + k / 2) * cols, tmp + r * cols,
+				       (size_t)cols * sizeof(float));
+			}
+		}
+		allm_model_spec_store(m, s, dst, r0, buf, n);
+	}
+}
+
+static int load_weights(struct allm_model *m, const struct allm_gguf *g,
+			const struct allm_weight_spec *specs, const struct allm_gguf_tensor **src,
+			size_t n, const struct allm_model_load_opts *o, struct allm_err *err)
+{
+	allm_backend_t *be = m->be;
+	uint64_t total = 0, done = 0;
+	size_t most = 0, conv_most = 0;
+	for (size_t i = 0; i < n; i++) {
+		total += src[i]->nbytes;
+		int64_t cols = src[i]->ne[0];
+		most = ALLM_MAX(most, (size_t)(pass_rows(&specs[i], cols, permuted_heads(m, &specs[i])) * cols));
+		conv_most = ALLM_MAX(conv_most, allm_model_spec_bytes(m, &specs[i]));
+	}
+	float *buf = allm_malloc(most * sizeof(float)), *tmp = allm_malloc(most * sizeof(float));
+	void *conv = be->device_is_host ? NULL : allm_malloc(conv_most);
+	int r = 0;
+	if (!buf || !tmp || (!be->device_is_host && !conv)) {
+		r = allm_err_set(err, -ENOMEM, "out of memory converting %s", g->path);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		void *dst = be->device_is_host ? *specs[i].slot : conv;
+		convert_tensor(m, &specs[i], src[i], permuted_heads(m, &specs[i]), dst, buf, tmp);
+		if (!be->device_is_host &&
+		    (r = be->iface->upload(be, *specs[i].slot, conv, allm_model_spec_bytes(m, &specs[i])))) {
+			r = allm_err_set(err, r, "upload of %s: %s", src[i]->name, allm_backend_last_error(be));
+			goto out;
+		}
+		done += src[i]->nbytes;
+		if (o && o->progress)
+			o->progress(o->progress_user, done, total);
+	}
+out:
+	allm_free(buf);
+	allm_free(tmp);
+	allm_free(conv);
+	return r;
+}
+
+int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
+			      const struct allm_model_load_opts *o, struct allm_model **ret,
+			      struct allm_err *err)
+{
+	struct allm_model_config cfg;
+	struct allm_model *m = NULL;
+	struct allm_weight_spec *specs = NULL;
+	const struct allm_gguf_tensor **src = NULL;
+	bool *used = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = allm_gguf_model_config(g, &cfg, err)) ||
+	    (r = allm_model_create_shell(be, &cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
+		goto fail;
+	snprintf(m->source, sizeof(m->source), "%s", g->path);
+	if ((r = allm_model_weight_specs(m, &specs, &n))) {
+		allm_err_set(err, r, "out of memory");
+		goto fail;
+	}
+	src = allm_calloc(n, sizeof(*src));
+	used = allm_calloc(g->n_tensors + 1, sizeof(*used));
+	if (!src || !used) {
+		r = allm_err_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	/* validate everything before allocating or converting anything */
+	for (size_t i = 0; i < n; i++) {
+		char name[128];
+		if (!allm_gguf_tensor_name(specs[i].name, name, sizeof(name))) {
+			r = allm_err_set(err, -ENOTSUP, "%s: GGUF: no GGUF name for tensor '%s'", g->path,
+					 specs[i].name);
+			goto fail;
+		}
+		src[i] = allm_gguf_find_tensor(g, name);
+		if ((r = check_tensor(g, &specs[i], src[i], name, err)))
+			goto fail;
+		used[src[i] - g->tensors] = true;
+	}
+	if ((r = check_unused(g, used, err)) || (r = allm_model_alloc_arena(m, specs, n, err)) ||
+	    (r = load_weights(m, g, specs, src, n, o, err)) || (r = allm_model_finish(m, err)))
+		goto fail;
+	*ret = m;
+	goto out;
+fail:
+	allm_model_free(m);
+out:
+	allm_free(specs);
+	allm_free(src);
+	allm_free(used);
+	return r;
+}
+
+int allm_gguf_model_load(allm_backend_t *be, const char *path,
+			 const struct allm_model_load_opts *o, struct allm_model **ret,
+			 struct allm_err *err)
+{
+	struct allm_gguf *g = NULL;
+	int r = allm_gguf_open(path, &g, err);
+	if (!r)
+		r = allm_gguf_model_load_from(be, g, o, ret, err);
+	allm_gguf_close(g);
+	return r;
+}

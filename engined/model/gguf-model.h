@@ -1,0 +1,52 @@
+/* A Llama-family model from a GGUF file (--model FILE.gguf): hyper-parameters from the
+ * `llama.*` metadata, weights from the tensor table, dequantized at load into the
+ * engine's storage dtype (f32, f16, bf16, or int8 blocks with --quant int8).
+ *
+ * Tensor types read: F32, F16, BF16, Q8_0, Q4_0, Q4_1. GGUF stores the rows of the
+ * query and key projections of each head interleaved (ggml's RoPE rotates adjacent
+ * pairs (2i, 2i+1); llama.cpp's converter permutes Hugging Face's halves (i, i + d/2)
+ * into that order); the loader puts them back, so the engine's RoPE, written for
+ * Hugging Face's layout, rotates the right pairs.
+ *
+ * allm_model_config_load_from() and allm_model_load_from() come here when their
+ * directory is a regular file; these are the entry points behind them. */
+#ifndef ALLM_GGUF_MODEL_H
+#define ALLM_GGUF_MODEL_H
+
+#include "gguf.h"
+#include "model.h"
+
+/* The hyper-parameters, EOS ids and dtype of g's model. Every key it uses is checked
+ * (type, range, consistency with the tensors); a model this engine cannot run
+ * (another architecture, partial rotary, RoPE frequency factors, YaRN) is refused
+ * with -ENOTSUP naming the key. 0 or -errno with err set. */
+int allm_gguf_model_config(const struct allm_gguf *g, struct allm_model_config *ret,
+			   struct allm_err *err);
+/* The same, opening path. */
+int allm_gguf_model_config_load(const char *path, struct allm_model_config *ret,
+				struct allm_err *err);
+
+/* Loads the model of the GGUF file at path onto be (see allm_model_load). */
+int allm_gguf_model_load(allm_backend_t *be, const char *path,
+			 const struct allm_model_load_opts *o, struct allm_model **ret,
+			 struct allm_err *err);
+/* The same from an opened file (which may be closed once this returns). */
+int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
+			      const struct allm_model_load_opts *o, struct allm_model **ret,
+			      struct allm_err *err);
+
+/* The GGUF name of a Hugging Face tensor name as allm_model_weight_specs() writes
+ * them ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"), into
+ * buf; false when the name has no GGUF counterpart. */
+bool allm_gguf_tensor_name(const char *hf_name, char *buf, size_t len);
+
+/* --- gguf-dequant.c --- */
+
+/* Whether allm_gguf_dequant_rows() reads this tensor type. */
+bool allm_gguf_dequant_supported(enum allm_gguf_ttype type);
+/* Rows row0 .. row0 + n_rows of t (a row is ne[0] values) as f32 into dst. t's type
+ * must be supported and the rows inside it. */
+void allm_gguf_dequant_rows(const struct allm_gguf_tensor *t, int64_t row0, int64_t n_rows,
+			    float *dst);
+
+#endif

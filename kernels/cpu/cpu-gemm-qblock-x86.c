@@ -1,0 +1,372 @@
+/* GGUF block weights (Q8_0, Q4_0, Q4_1) on x86: the activation quantization (AVX2)
+ * and the item kernels of the AVX2 family (avx2, avx2-vnni and avx512 levels:
+ * vpmaddubsw pairs) and of the AVX512-VNNI family (avx512-vnni, avx512-bf16,
+ * amx-bf16 levels, and amx-int8's few-row path: vpdpbusd quads). Both compute the
+ * order of cpu-gemm.h, the portable family's bits (cpu-gemm-qblock.c).
+ *
+ * An item is 16 outputs (W rows) for some tokens. A block's exact integer dot
+ * product is wanted per (row, token), and one fma per block on it; so the integers
+ * of several rows are computed side by side in the lanes of a few registers and
+ * then transposed-added until one lane holds one row's whole block (a lane per row,
+ * in a fixed permutation of the rows: the block scales are gathered in that same
+ * permutation and y is written through it). The quants are read as the file lays
+ * them out: 4-bit blocks' 16 bytes of nibbles go into one 128-bit lane per row, the
+ * low nibbles meeting the block's first 16 activations and the high nibbles its
+ * last 16 (the byte order the format has, so nothing is shuffled); Q8_0's 32 bytes
+ * into a 256-bit half. The scales (an f16 at the block's start, and Q4_1's min
+ * after it) come in with one 32-bit gather per block for all 16 rows. */
+#include "cpu-gemm-qblock.h"
+#include "cpu-gemm-x86.h"
+
+#ifdef GEMM_X86
+
+#define T2 __attribute__((target("avx2,fma,f16c")))
+#define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Tokens an AVX512-VNNI item takes at once: their dot products share one unpacking
+ * of the block's quants. */
+#define QB_VNNI_TOK 4
+
+/* --- activations (every family's bytes: qb_x_prep_scalar's) ------------------------ */
+
+T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k)
+{
+	const int64_t nb = allm_qb_blocks(k);
+	int8_t *xq = dst;
+	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
+	int32_t *s = (int32_t *)(sx + nb);
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	for (int64_t b = 0; b < nb; b++) {
+		float tail[32];
+		const float *src = x + b * 32;
+		if (b * 32 + 32 > k) {
+			for (int i = 0; i < 32; i++)
+				tail[i] = b * 32 + i < k ? src[i] : 0.0f;
+			src = tail;
+		}
+		__m256 v[4], mx = _mm256_setzero_ps();
+		for (int i = 0; i < 4; i++) {
+			v[i] = _mm256_loadu_ps(src + 8 * i);
+			mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+		}
+		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+		float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+		__m256i q[4], sum = _mm256_setzero_si256();
+		for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
+			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+			sum = _mm256_add_epi32(sum, q[i]);
+		}
+		__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+		_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
+		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+		dx[b] = amax / 127.0f;
+		s[b] = _mm_cvtsi128_si32(s4);
+		sx[b] = dx[b] * (float)s[b];
+	}
+}
+
+/* The next item's W rows, a block's share of them per block, into L2. */
+INL void prefetch_next(const uint8_t *next, int64_t b, size_t bb)
+{
+	if (!next)
+		return;
+	const uint8_t *p = next + (size_t)b * QB_OUT * bb;
+	for (size_t o = 0; o < QB_OUT * bb; o += 64)
+		_mm_prefetch((const char *)p + o, _MM_HINT_T1);
+}
+
+/* y of one token from the 16 (AVX2: 8) sums in lane order: lane e is row perm[e]. */
+static inline void store_rows(const struct qb_mat *mt, int64_t t, int64_t o, int rows,
+			      const float *sums, const int8_t *perm, int lanes)
+{
+	float *y = mt->y + t * mt->m + o;
+	for (int e = 0; e < lanes; e++) {
+		int r = perm[e];
+		if (r < rows)
+			y[r] = mt->bias ? sums[e] + mt->bias[o + r] : sums[e];
+	}
+}
+
+/* --- AVX2: 8 rows a pass, vpmaddubsw ------------------------------------------------ */
+
+/* Lane orders of the transposing sums: 4-bit blocks put rows 2i and 2i + 1 in one
+ * register (a 128-bit lane each) and end with lane e = row 2 (e % 4) + e / 4; Q8_0
+ * puts a row in each and ends in order. */
+static const int8_t perm2_q4[8] = { 0, 2, 4, 6, 1, 3, 5, 7 };
+static const int8_t perm2_q8[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+
+/* Per 128-bit lane, a and b's lanes summed in pairs: [a0+a2, b0+b2, a1+a3, b1+b3]. */
+INL T2 __m256i pair32(__m256i a, __m256i b)
+{
+	return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+INL T2 __m256i pair64(__m256i a, __m256i b)
+{
+	return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+/* The 8 block scales (and Q4_1 mins) of block b: one 32-bit word per row. */
+INL T2 void scales8(const enum allm_dtype dt, const uint8_t *blk0, __m256i gidx, __m256 *d, __m256 *m)
+{
+	const __m256i g = _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
+	const __m256i lo16 = _mm256_set1_epi32(0xffff);
+	__m256i dd = _mm256_and_si256(g, lo16);
+	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
+	if (dt == ALLM_DTYPE_Q4_1) {
+		__m256i mm = _mm256_srli_epi32(g, 16);
+		*m = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
+	}
+}
+
+/* Rows w[0..8) (an item's half), one token: the 8 sums in lane order. */
+INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
+			__m256i gidx, struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
+	const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t b = 0; b < j->nb; b++) {
+		const size_t off = (size_t)b * bb;
+		prefetch_next(next, b, bb);
+		__m256 d, m = _mm256_setzero_ps();
+		scales8(dt, w[0] + off, gidx, &d, &m);
+		__m256i isum;
+		if (dt == ALLM_DTYPE_Q8_0) {
+			__m256i xv = _mm256_loadu_si256((const __m256i *)(x.xq + b * 32)), p[8];
+			UNROLL
+			for (int r = 0; r < 8; r++) { /* |q| * sign-moved x: pairs fit int16 */
+				__m256i q = _mm256_loadu_si256((const __m256i *)(w[r] + off + qo));
+				p[r] = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
+			}
+			__m256i u0 = pair64(pair32(p[0], p[1]), pair32(p[2], p[3]));
+			__m256i u1 = pair64(pair32(p[4], p[5]), pair32(p[6], p[7]));
+			isum = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+						_mm256_permute2x128_si256(u0, u1, 0x31));
+		} else {
+			__m128i xl = _mm_loadu_si128((const __m128i *)(x.xq + b * 32));
+			__m128i xh = _mm_loadu_si128((const __m128i *)(x.xq + b * 32 + 16));
+			__m256i xlo = _mm256_broadcastsi128_si256(xl), xhi = _mm256_broadcastsi128_si256(xh), p[4];
+			UNROLL
+			for (int i = 0; i < 4; i++) {
+				__m256i z = _mm256_inserti128_si256(
+					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[2 * i] + off + qo))),
+					_mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off + qo)), 1);
+				__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+				/* nibble x int8 pairs: |.| <= 2 * 15 * 127, twice that summed */
+				p[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
+									  _mm256_maddubs_epi16(hi, xhi)),
+							 ones);
+			}
+			isum = pair64(pair32(p[0], p[1]), pair32(p[2], p[3]));
+			if (dt == ALLM_DTYPE_Q4_0) /* (q - 8) x: take 8 sum(x) back out */
+				isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.s[b]));
+		}
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(x.dx[b])), acc);
+		if (dt == ALLM_DTYPE_Q4_1)
+			acc = _mm256_fmadd_ps(m, _mm256_set1_ps(x.sx[b]), acc);
+	}
+	return acc;
+}
+
+INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+			 int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const int8_t *perm = dt == ALLM_DTYPE_Q8_0 ? perm2_q8 : perm2_q4;
+	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	for (int h = 0; h < 2 && 8 * h < rows; h++) {
+		const uint8_t *w[8];
+		int32_t idx[8]; /* from row 8 h (< rows), the rows in lane order */
+		for (int e = 0; e < 8; e++) { /* rows past m read the last real one, unused */
+			w[e] = base + (size_t)ALLM_MIN(8 * h + e, rows - 1) * j->rb;
+			idx[e] = (int32_t)((size_t)(ALLM_MIN(8 * h + perm[e], rows - 1) - 8 * h) * j->rb);
+		}
+		__m256i gidx = _mm256_loadu_si256((const __m256i *)idx);
+		int8_t perm_h[8];
+		for (int e = 0; e < 8; e++)
+			perm_h[e] = (int8_t)(8 * h + perm[e]);
+		for (int64_t t = t0; t < t1; t++) {
+			float sums[8];
+			_mm256_storeu_ps(sums, half_avx2(dt, j, w, gidx, qb_xrow(j->xbuf, j->k, t),
+							 t == t0 && h == 1 ? next : NULL));
+			store_rows(mt, t, o, rows, sums, perm_h, 8);
+		}
+	}
+}
+
+static T2 void item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+			 int64_t t1, const uint8_t *next)
+{
+	switch (j->dt) {
+	case ALLM_DTYPE_Q8_0: item_avx2_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_0: item_avx2_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
+	default: item_avx2_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	}
+}
+
+/* --- AVX512-VNNI: 16 rows, vpdpbusd -------------------------------------------------- */
+
+/* Lane orders: 4-bit blocks put rows 4i..4i+3 in register i (a 128-bit lane each)
+ * and end with lane e = row 4 (e % 4) + e / 4; Q8_0 puts rows 2i, 2i + 1 in register
+ * i (a 256-bit half each) and ends with lane e = row 8 (L / 2) + L % 2 + 2 (e % 4),
+ * L = e / 4. */
+static const int8_t perm5_q4[16] = { 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15 };
+static const int8_t perm5_q8[16] = { 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15 };
+
+INL T5V __m512i pair32_5(__m512i a, __m512i b)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+
+INL T5V __m512i pair64_5(__m512i a, __m512i b)
+{
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+/* 16 rows' scales (and mins) of one block, gathered in lane order. */
+INL T5V void scales16(const enum allm_dtype dt, const uint8_t *blk0, __m512i gidx, __m512 *d, __m512 *m)
+{
+	__m512i g = _mm512_i32gather_epi32(gidx, blk0, 1);
+	*d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+	if (dt == ALLM_DTYPE_Q4_1)
+		*m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+}
+
+/* R tokens from t, 16 rows w[0..16): acc[i] += the tokens' blocks (cpu-gemm.h). */
+INL T5V void run_vnni(const int R, const enum allm_dtype dt, const struct qb_job *j,
+		      const uint8_t *const *w, __m512i gidx, int64_t t, const uint8_t *next,
+		      __m512 acc[QB_VNNI_TOK])
+{
+	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
+	const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
+	struct qb_xrow x[QB_VNNI_TOK];
+	UNROLL
+	for (int i = 0; i < R; i++) {
+		x[i] = qb_xrow(j->xbuf, j->k, t + i);
+		acc[i] = _mm512_setzero_ps();
+	}
+	for (int64_t b = 0; b < j->nb; b++) {
+		const size_t off = (size_t)b * bb;
+		prefetch_next(next, b, bb);
+		__m512 d, m = _mm512_setzero_ps();
+		scales16(dt, w[0] + off, gidx, &d, &m);
+		if (dt == ALLM_DTYPE_Q8_0) {
+			__m512i z[8];
+			UNROLL
+			for (int i = 0; i < 8; i++) /* as unsigned: q + 128 */
+				z[i] = _mm512_xor_si512(
+					_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(
+								   (const __m256i *)(w[2 * i] + off + qo))),
+							   _mm256_loadu_si256((const __m256i *)(w[2 * i + 1] + off + qo)), 1),
+					flip);
+			UNROLL
+			for (int tt = 0; tt < R; tt++) {
+				__m512i xb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[tt].xq + b * 32)));
+				__m512i v[8];
+				UNROLL
+				for (int i = 0; i < 8; i++)
+					v[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z[i], xb);
+				__m512i u0 = pair64_5(pair32_5(v[0], v[1]), pair32_5(v[2], v[3]));
+				__m512i u1 = pair64_5(pair32_5(v[4], v[5]), pair32_5(v[6], v[7]));
+				__m512i s = _mm512_add_epi32(_mm512_shuffle_i32x4(u0, u1, 0x88),
+							     _mm512_shuffle_i32x4(u0, u1, 0xdd));
+				s = _mm512_sub_epi32(s, _mm512_set1_epi32(128 * x[tt].s[b])); /* the + 128 */
+				acc[tt] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+							  _mm512_mul_ps(d, _mm512_set1_ps(x[tt].dx[b])), acc[tt]);
+			}
+		} else {
+			__m512i lo[4], hi[4];
+			UNROLL
+			for (int i = 0; i < 4; i++) {
+				__m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[4 * i] + off + qo)));
+				z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[4 * i + 1] + off + qo)), 1);
+				z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[4 * i + 2] + off + qo)), 2);
+				z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(w[4 * i + 3] + off + qo)), 3);
+				lo[i] = _mm512_and_si512(z, m4);
+				hi[i] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+			}
+			UNROLL
+			for (int tt = 0; tt < R; tt++) {
+				__m512i xlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x[tt].xq + b * 32)));
+				__m512i xhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(x[tt].xq + b * 32 + 16)));
+				__m512i v[4];
+				UNROLL
+				for (int i = 0; i < 4; i++)
+					v[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[i], xlo),
+								   hi[i], xhi);
+				__m512i s = pair64_5(pair32_5(v[0], v[1]), pair32_5(v[2], v[3]));
+				if (dt == ALLM_DTYPE_Q4_0) /* (q - 8) x: take 8 sum(x) back out */
+					s = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * x[tt].s[b]));
+				acc[tt] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+							  _mm512_mul_ps(d, _mm512_set1_ps(x[tt].dx[b])), acc[tt]);
+				if (dt == ALLM_DTYPE_Q4_1)
+					acc[tt] = _mm512_fmadd_ps(m, _mm512_set1_ps(x[tt].sx[b]), acc[tt]);
+			}
+		}
+	}
+}
+
+INL T5V void item_vnni_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+			  int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const int8_t *perm = dt == ALLM_DTYPE_Q8_0 ? perm5_q8 : perm5_q4;
+	const uint8_t *w[QB_OUT];
+	int32_t idx[QB_OUT];
+	for (int r = 0; r < QB_OUT; r++) { /* rows past m read the last real one, unused */
+		w[r] = mt->w + (size_t)(o + ALLM_MIN(r, rows - 1)) * j->rb;
+		idx[r] = (int32_t)((size_t)ALLM_MIN(perm[r], rows - 1) * j->rb);
+	}
+	const __m512i gidx = _mm512_loadu_si512(idx);
+	for (int64_t t = t0; t < t1; t += QB_VNNI_TOK) {
+		__m512 acc[QB_VNNI_TOK];
+		const uint8_t *pf = t == t0 ? next : NULL; /* later groups find W in cache */
+		switch (ALLM_MIN((int64_t)QB_VNNI_TOK, t1 - t)) {
+		case 1: run_vnni(1, dt, j, w, gidx, t, pf, acc); break;
+		case 2: run_vnni(2, dt, j, w, gidx, t, pf, acc); break;
+		case 3: run_vnni(3, dt, j, w, gidx, t, pf, acc); break;
+		default: run_vnni(4, dt, j, w, gidx, t, pf, acc); break;
+		}
+		for (int i = 0; i < QB_VNNI_TOK && t + i < t1; i++) {
+			float sums[QB_OUT];
+			_mm512_storeu_ps(sums, acc[i]);
+			store_rows(mt, t + i, o, rows, sums, perm, QB_OUT);
+		}
+	}
+}
+
+T5V void qb_item_vnni(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+		      int64_t t1, const uint8_t *next)
+{
+	switch (j->dt) {
+	case ALLM_DTYPE_Q8_0: item_vnni_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_0: item_vnni_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
+	default: item_vnni_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	}
+}
+
+const struct qb_impl qb_impl_avx2 = { .x_prep = qb_x_prep_avx2, .item = item_avx2 };
+const struct qb_impl qb_impl_avx512_vnni = { .x_prep = qb_x_prep_avx2, .item = qb_item_vnni };
+
+/* The gemm_kern entries the levels point at: [0] q8_0, [1] q4_0, [2] q4_1. */
+QB_KERN_FNS(avx2_q8_0, qb_impl_avx2, ALLM_DTYPE_Q8_0)
+QB_KERN_FNS(avx2_q4_0, qb_impl_avx2, ALLM_DTYPE_Q4_0)
+QB_KERN_FNS(avx2_q4_1, qb_impl_avx2, ALLM_DTYPE_Q4_1)
+QB_KERN_FNS(vnni_q8_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q8_0)
+QB_KERN_FNS(vnni_q4_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_0)
+QB_KERN_FNS(vnni_q4_1, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_1)
+QB_KERN_FNS(amx_q8_0, qb_impl_amx, ALLM_DTYPE_Q8_0)
+QB_KERN_FNS(amx_q4_0, qb_impl_amx, ALLM_DTYPE_Q4_0)
+QB_KERN_FNS(amx_q4_1, qb_impl_amx, ALLM_DTYPE_Q4_1)
+const struct gemm_kern gemm_qb_avx2[3] = { QB_KERN(avx2_q8_0), QB_KERN(avx2_q4_0), QB_KERN(avx2_q4_1) };
+const struct gemm_kern gemm_qb_vnni[3] = { QB_KERN(vnni_q8_0), QB_KERN(vnni_q4_0), QB_KERN(vnni_q4_1) };
+const struct gemm_kern gemm_qb_amx[3] = { QB_KERN(amx_q8_0), QB_KERN(amx_q4_0), QB_KERN(amx_q4_1) };
+
+#endif /* GEMM_X86 */

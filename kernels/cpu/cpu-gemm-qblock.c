@@ -1,0 +1,159 @@
+/* The driver of GEMMs of GGUF block weights (cpu-gemm-qblock.h), and the portable
+ * family's kernels: the order of cpu-gemm.h in plain C, which every other family
+ * reproduces bit for bit. */
+#include "cpu-gemm-qblock.h"
+#include "cpu-threads.h"
+
+#include <math.h>
+#include <stdatomic.h>
+
+/* Decode GEMVs (1-2 tokens) cut into this many chunks per thread, as cpu-gemm.c's. */
+#define QB_DECODE_CHUNKS 16
+/* Quantizing this many activations is worth the workers too (cpu-gemm.c's). */
+#define QB_PREP_PARALLEL (1 << 16)
+
+void qb_x_prep_scalar(void *dst, const float *x, int64_t k)
+{
+	const int64_t nb = allm_qb_blocks(k);
+	int8_t *xq = dst;
+	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
+	int32_t *s = (int32_t *)(sx + nb);
+	for (int64_t b = 0; b < nb; b++) {
+		float v[32] = {0}, amax = 0.0f;
+		for (int i = 0; i < 32 && b * 32 + i < k; i++)
+			v[i] = x[b * 32 + i];
+		for (int i = 0; i < 32; i++)
+			amax = fmaxf(amax, fabsf(v[i]));
+		float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+		int32_t sum = 0;
+		for (int i = 0; i < 32; i++) {
+			/* the product rounded to f32, then to the nearest integer, ties to
+			 * even: what cvtps2dq does to the SIMD families' product */
+			long q = lrintf(v[i] * id);
+			xq[b * 32 + i] = (int8_t)q;
+			sum += (int32_t)q;
+		}
+		dx[b] = amax / 127.0f;
+		s[b] = sum;
+		sx[b] = dx[b] * (float)sum;
+	}
+}
+
+/* The order of cpu-gemm.h for one output of one token. */
+static float dot_scalar(enum allm_dtype dt, const uint8_t *row, size_t bb, struct qb_xrow x,
+			int64_t nb)
+{
+	float acc = 0.0f;
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *blk = row + (size_t)b * bb;
+		int32_t dot = 0; /* exact: |dot| <= 32 * 128 * 127 */
+		for (int i = 0; i < 32; i++)
+			dot += allm_qb_quant(dt, blk, i) * x.xq[b * 32 + i];
+		float scale = allm_qb_d(blk) * x.dx[b];
+		acc = fmaf((float)dot, scale, acc);
+		if (dt == ALLM_DTYPE_Q4_1)
+			acc = fmaf(allm_qb_m(blk), x.sx[b], acc);
+	}
+	return acc;
+}
+
+static void item_scalar(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+			int64_t t1, const uint8_t *next)
+{
+	(void)next;
+	int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	for (int64_t t = t0; t < t1; t++) {
+		struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+		for (int r = 0; r < rows; r++) {
+			float acc = dot_scalar(j->dt, mt->w + (size_t)(o + r) * j->rb, j->bb, x, j->nb);
+			mt->y[t * mt->m + o + r] = mt->bias ? acc + mt->bias[o + r] : acc;
+		}
+	}
+}
+
+const struct qb_impl qb_impl_portable = { .x_prep = qb_x_prep_scalar, .item = item_scalar };
+
+/* --- the driver ------------------------------------------------------------------ */
+
+size_t gemm_qb_x_bytes(int64_t n, int64_t k)
+{
+	size_t b = (size_t)n * qb_x_row_bytes(k);
+#ifdef GEMM_X86
+	b += qb_amx_x_bytes(n, k);
+#endif
+	return b;
+}
+
+struct qb_run {
+	struct qb_job *j;
+	const struct qb_impl *impl;
+	const float *x;
+	char *xbuf;
+};
+
+static void prep_worker(void *arg, int tid, int64_t begin, int64_t end)
+{
+	(void)tid;
+	struct qb_run *r = arg;
+	for (int64_t t = begin; t < end; t++)
+		r->impl->x_prep(r->xbuf + (size_t)t * qb_x_row_bytes(r->j->k), r->x + t * r->j->k,
+				r->j->k);
+}
+
+/* The W rows after item `it` when this thread does that item next (prefetched). */
+static const uint8_t *next_rows(const struct qb_job *j, int mi, int64_t it, int64_t end)
+{
+	if (it + 1 >= end)
+		return NULL;
+	int ni = mi;
+	while (ni < j->n_mats && j->first[ni + 1] <= it + 1)
+		ni++;
+	const struct qb_mat *nm = &j->mat[ni];
+	return nm->w + (size_t)((it + 1 - j->first[ni]) * QB_OUT) * j->rb;
+}
+
+static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
+{
+	(void)tid;
+	struct qb_run *r = arg;
+	const struct qb_job *j = r->j;
+	int mi = 0;
+	while (j->first[mi + 1] <= begin)
+		mi++;
+	/* the first item's rows: the items prefetch only the rows of the item after
+	 * them (as cpu-gemm.c's tiles do) */
+	const uint8_t *w0 = j->mat[mi].w + (size_t)((begin - j->first[mi]) * QB_OUT) * j->rb;
+	size_t len = (size_t)ALLM_MIN((int64_t)QB_OUT, j->mat[mi].m - (begin - j->first[mi]) * QB_OUT) * j->rb;
+	for (size_t o = 0; o < len; o += 64)
+		__builtin_prefetch(w0 + o, 0, 2);
+	for (int64_t it = begin; it < end; it++) {
+		while (j->first[mi + 1] <= it)
+			mi++;
+		const struct qb_mat *mt = &j->mat[mi];
+		r->impl->item(j, mt, (it - j->first[mi]) * QB_OUT, 0, j->n, next_rows(j, mi, it, end));
+	}
+}
+
+int gemm_qb_run(const struct qb_impl *impl, enum allm_dtype dt, struct cpu_pool *pool,
+		bool inline_run, void *xbuf, int n_mats, float *const *ys, const float *x,
+		const void *const *ws, const float *const *biases, int64_t n, int64_t k,
+		const int64_t *ms)
+{
+	struct qb_job j = {
+		.dt = dt, .n_mats = n_mats, .xbuf = xbuf, .n = n, .k = k, .nb = allm_qb_blocks(k),
+		.rb = allm_qb_row_bytes(dt, k), .bb = allm_qb_block_bytes(dt), .pool = pool,
+	};
+	for (int i = 0; i < n_mats; i++) {
+		j.mat[i] = (struct qb_mat){ ys[i], ws[i], biases[i], ms[i] };
+		j.first[i + 1] = j.first[i] + (ms[i] + QB_OUT - 1) / QB_OUT;
+	}
+	struct qb_run r = { &j, impl, x, xbuf };
+	gemm_run_items(pool, inline_run || n * k < QB_PREP_PARALLEL, n, prep_worker, &r);
+	if (impl->whole && n >= impl->whole_min_rows)
+		return impl->whole(&j, inline_run, (char *)xbuf + (size_t)n * qb_x_row_bytes(k));
+	if (!inline_run && n <= 2)
+		cpu_pool_run_chunks(pool, j.first[n_mats], QB_DECODE_CHUNKS, item_worker, &r);
+	else
+		gemm_run_items(pool, inline_run, j.first[n_mats], item_worker, &r);
+	return atomic_load(&j.err);
+}
