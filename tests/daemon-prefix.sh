@@ -83,6 +83,8 @@ if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 fi
 NOBODY=65534
 chmod 711 "$tmp"
+# a runtime directory the engine makes itself (711 with --allow-uid)
+export ALLM_RUNTIME_DIR=$tmp/run-iso
 # the client as the other uid runs from copies: the clone may sit in a 0700 directory
 other_uid_tree clientlib/allm
 AS_NOBODY=(setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups -- env ALLM_ENGINE_UID=0
