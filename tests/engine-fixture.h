@@ -648,15 +648,16 @@ static int fx_submit_ids(struct fx *f, const int32_t *prompt, int32_t n_prompt, 
 	struct allm_submit s = {
 		.prompt = prompt,
 		.n_prompt = n_prompt,
-		.max_tokens = max_tokens,
-		.ignore_eos = true,
 		.tag = (uint64_t)tag,
 		.arrival = q->arrival,
 	};
-	allm_sampling_default(&s.sampling);
+	allm_params_init(&s.params); /* greedy */
+	s.params.temperature = 0;
+	s.params.max_tokens = max_tokens;
+	s.params.ignore_eos = 1;
 	if (f->min_tokens > 0) {
-		s.ignore_eos = false;
-		s.sampling.min_tokens = f->min_tokens;
+		s.params.ignore_eos = 0;
+		s.params.min_tokens = ALLM_MIN(f->min_tokens, max_tokens);
 	}
 	f->n_req++;
 	if (allm_engine_submit(f->e, &s, &q->id, &err)) {

@@ -511,10 +511,11 @@ static void test_bad_input(void)
 		int32_t saved = ids[5];
 		if (cases[k].bad_id)
 			ids[5] = cases[k].bad_id;
-		struct allm_submit s = {.prompt = ids, .n_prompt = cases[k].n_prompt,
-					.max_tokens = cases[k].max_tokens, .ignore_eos = true};
-		allm_sampling_default(&s.sampling);
-		s.sampling.temperature = cases[k].temperature;
+		struct allm_submit s = {.prompt = ids, .n_prompt = cases[k].n_prompt};
+		allm_params_init(&s.params);
+		s.params.max_tokens = cases[k].max_tokens;
+		s.params.ignore_eos = 1;
+		s.params.temperature = cases[k].temperature;
 		int64_t id = -7;
 		memset(&err, 0, sizeof(err));
 		int r = allm_engine_submit(f.e, &s, &id, &err);

@@ -156,7 +156,7 @@ static int build_workload(struct allm_runtime *rt, const struct run_args *a,
 		.name_or_file = a->workload,
 		.n = a->n_requests,
 		.max_output = a->max_output,
-		.seed = a->samp.seed,
+		.seed = a->params.seed,
 		.rate = a->rate,
 		.output_dist = a->output_dist,
 	};
@@ -236,15 +236,14 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 			struct allm_submit s = {
 				.prompt = q->prompt_ids,
 				.n_prompt = q->n_prompt,
-				.max_tokens = q->max_tokens,
-				.sampling = a->samp,
-				.ignore_eos = a->ignore_eos,
+				.params = a->params,
 				.tag = (uint64_t)q->index,
 				.arrival = t0 + q->arrival_s,
 			};
 			/* each request its own stream: seed + index, so outputs do not depend
 			 * on the order requests happen to be sampled in */
-			s.sampling.seed = a->samp.seed + (uint64_t)q->index;
+			s.params.seed = a->params.seed + (uint64_t)q->index;
+			s.params.max_tokens = q->max_tokens;
 			run.recs[q->index].index = q->index;
 			run.recs[q->index].send_s = s.arrival;
 			if (allm_engine_submit(e, &s, NULL, &err)) {

@@ -338,12 +338,17 @@ static int submit_waiting(struct gw *gw, struct resume_list *rl)
 		}
 		if ((r->detok && piece_fit(gw, r->model->tok)) || gw_slot_take(gw, r))
 			return n; /* out of memory: try again next turn */
-		r->params.user_tag = r->tag;
-		r->params.prompt = r->text;
-		r->params.prompt_len = r->text_len;
-		r->params.prompt_ids = r->ids;
-		r->params.n_prompt_ids = r->n_ids;
-		int e = allm_client_submit(gw->client, &r->params);
+		struct allm_request_params p;
+		allm_request_params_init(&p);
+		p.params = r->params;
+		p.user_tag = r->tag;
+		p.prompt = r->text;
+		p.prompt_len = r->text_len;
+		p.prompt_ids = r->ids;
+		p.n_prompt_ids = r->n_ids;
+		p.logit_bias = r->logit_bias;
+		p.n_logit_bias = r->n_logit_bias;
+		int e = allm_client_submit(gw->client, &p);
 		if (e == -EAGAIN) {
 			gw_slot_put(gw, r);
 			gw->sq_full = true; /* the engine's answers wake us when it took some */

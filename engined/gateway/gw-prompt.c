@@ -310,8 +310,6 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	}
 	if (src->detok && prime_detok(m, c, e))
 		return NULL;
-	c->params.logit_bias = c->logit_bias;
-	c->params.stop_ids = src->params.stop_ids ? c->stop_ids : NULL;
 	return c;
 }
 

@@ -30,8 +30,6 @@ enum allm_end {
 	ALLM_END_ERROR,
 };
 
-#define ALLM_MAX_STOP_IDS 8
-
 enum allm_choice {
 	ALLM_CHOICE_SWAP = 0, /* a victim's KV to the host pool */
 	ALLM_CHOICE_RECOMPUTE = 1, /* a victim's KV dropped; a cached prefix recomputed */
@@ -114,18 +112,19 @@ struct allm_decision {
 struct allm_submit {
 	const int32_t *prompt; /* ids, copied */
 	int32_t n_prompt;
-	int32_t max_tokens;
-	struct allm_sampling sampling;
-	bool ignore_eos;
-	int32_t n_stop;
-	int32_t stop_ids[ALLM_MAX_STOP_IDS]; /* extra stop ids besides the model's EOS */
+	/* its parameters, as on the wire (allm_params_init, then the caller's
+	 * values; checked by allm_engine_submit), copied: the length, sampling, stop
+	 * ids, EOS, cache salt */
+	struct allm_params params;
+	const struct allm_logit_bias *bias; /* [n_bias] its logit bias, copied */
+	int32_t n_bias;
 	uint64_t tag; /* the caller's handle (client tag, workload index) */
 	void *user; /* the caller's per-request state */
 	double arrival; /* engine-clock time it arrived; 0 = now */
 	/* who may share its cached prefix (DESIGN §5b): requests of the same uid
-	 * (the engine's --share-prefix-cache lifts that) and the same salt */
+	 * (the engine's --share-prefix-cache lifts that) and the same salt
+	 * (params.cache_salt) */
 	uint32_t cache_uid;
-	uint8_t cache_salt[ALLM_PC_SALT_BYTES]; /* zeros: none */
 };
 
 /* What the prefix cache offers a request being admitted, and what admission
@@ -155,12 +154,10 @@ struct allm_request {
 	int32_t n_cpu_blocks;
 	int32_t *disk_blocks; /* block table in the disk pool while swapped to disk */
 	int32_t n_disk_blocks;
-	struct allm_sampler sampler; /* per-request RNG: sampling survives preemption */
-	struct allm_token_logprobs lp; /* of the last token, with sampling.logprobs > 0 (for on_token) */
-	int32_t max_tokens;
-	bool ignore_eos;
-	int32_t n_stop;
-	int32_t stop_ids[ALLM_MAX_STOP_IDS];
+	/* its parameters (sampler.p: length, stop ids, EOS) and a per-request RNG:
+	 * sampling survives preemption */
+	struct allm_sampler sampler;
+	struct allm_token_logprobs lp; /* of the last token, with params.logprobs > 0 (for on_token) */
 	double arrival; /* engine clock */
 	double first_sched; /* first time it was scheduled (0 = never) */
 	double first_token;

@@ -131,8 +131,6 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 	} while (len > 0);
 }
 
-_Static_assert(ALLM_SAMPLER_LOGPROBS_MAX == ALLM_LOGPROBS_MAX, "a token's alternatives fit one entry");
-_Static_assert(ALLM_SAMPLER_BIAS_MAX == ALLM_LOGIT_BIAS_MAX, "the engine takes what the wire carries");
 
 /* The token's LOGPROBS entry, right before its TOKEN entries. */
 static void emit_logprobs(struct daemon *d, struct dclient *c, const struct allm_request *r, uint32_t index)
@@ -239,8 +237,8 @@ void daemon_on_finish(void *user, struct allm_request *r)
 	e->request_id = (uint64_t)r->id;
 	int32_t last = r->seq.n_tokens > r->seq.n_prompt ? r->seq.tokens[r->seq.n_tokens - 1] : -1;
 	bool by_stop_id = false;
-	for (int i = 0; i < r->n_stop; i++)
-		by_stop_id |= r->stop_ids[i] == last;
+	for (uint32_t i = 0; i < r->sampler.p.n_stop; i++)
+		by_stop_id |= r->sampler.p.stop_ids[i] == last;
 	switch (r->finish_kind) {
 	case ALLM_END_STOP: e->finish_reason = by_stop_id ? ALLM_FINISH_STOP : ALLM_FINISH_EOS; break;
 	case ALLM_END_LENGTH: e->finish_reason = ALLM_FINISH_LENGTH; break;
@@ -386,8 +384,12 @@ static int precheck_submit(struct daemon *d, struct dclient *c, const struct all
 	/* still not draining: no new work (its tokens would only be dropped) */
 	if (c->stalled)
 		return refuse(d, c, t, -ENOBUFS, "client not draining its completion queue");
-	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
-		return refuse(d, c, t, -EINVAL, "bad flags, n_stop or max_tokens");
+	if (q->flags)
+		return refuse(d, c, t, -EINVAL, "bad flags");
+	if (q->params_size < ALLM_PARAMS_SIZE_VER0 || q->params_size > ALLM_PARAMS_SIZE_MAX)
+		return refuse(d, c, t, q->params_size > ALLM_PARAMS_SIZE_MAX ? -E2BIG : -EINVAL,
+			      "params of %u bytes (want %d..%d)", q->params_size, ALLM_PARAMS_SIZE_VER0,
+			      ALLM_PARAMS_SIZE_MAX);
 	if (q->n_logit_bias > ALLM_LOGIT_BIAS_MAX)
 		return refuse(d, c, t, -EINVAL, "logit_bias takes at most %d tokens (got %u)", ALLM_LOGIT_BIAS_MAX,
 			      q->n_logit_bias);
@@ -413,14 +415,46 @@ static int precheck_submit(struct daemon *d, struct dclient *c, const struct all
 	return within_caps(d, c, t, est) ? 0 : -1;
 }
 
+/* The parameters of a SUBMIT, out of the arena into s (a copy in this build's
+ * layout, checked against the table) and its logit bias entries into bias[]: 0,
+ * or -1 with the refusal sent. */
+static int read_params(struct daemon *d, struct dclient *c, const struct allm_sqe *q, struct allm_submit *s,
+		       struct allm_logit_bias *bias)
+{
+	uint8_t raw[ALLM_PARAMS_SIZE_MAX];
+	char why[ALLM_CQE_ERROR_MAX];
+	int r;
+	uint64_t at = allm_sqe_params_off(q->prompt_off, q->prompt_len);
+	if (allm_shm_arena_copy_out(c->seg, at, q->params_size, raw, sizeof(raw)))
+		return refuse(d, c, q->user_tag, -EINVAL, "params outside the arena");
+	if ((r = allm_params_from_wire(&s->params, raw, q->params_size, why, sizeof(why))) ||
+	    (r = allm_params_check(&s->params, why, sizeof(why))))
+		return refuse(d, c, q->user_tag, r, "%s", why);
+	if (q->n_logit_bias) {
+		at = allm_logit_bias_off(q->prompt_off, q->prompt_len, q->params_size);
+		if (allm_shm_arena_copy_out(c->seg, at, (uint64_t)q->n_logit_bias * sizeof(*bias), bias,
+					    ALLM_LOGIT_BIAS_MAX * sizeof(*bias)))
+			return refuse(d, c, q->user_tag, -EINVAL, "logit_bias entries outside the arena");
+		s->bias = bias;
+		s->n_bias = q->n_logit_bias; /* the engine's submit checks them */
+	}
+	return 0;
+}
+
 static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	const struct allm_model_config *mc = &d->rt->model->cfg;
 	struct allm_err err = {{0}};
+	struct allm_logit_bias bias[ALLM_LOGIT_BIAS_MAX];
+	struct allm_submit s = {.tag = q->user_tag, .cache_uid = (uint32_t)c->acct->uid};
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (precheck_submit(d, c, q))
+	if (precheck_submit(d, c, q) || read_params(d, c, q, &s, bias))
 		return -1;
+	/* the engine bounds the length by the context itself; this keeps
+	 * n_prompt + max_tokens within int32_t for whoever adds them */
+	s.params.max_tokens = ALLM_MIN(s.params.max_tokens, mc->max_pos);
+	s.params.min_tokens = ALLM_MIN(s.params.min_tokens, s.params.max_tokens);
 	/* bounds-checked copy out of the arena into private memory, before any use */
 	if (allm_shm_arena_copy_out(c->seg, q->prompt_off, q->prompt_len, d->prompt_buf, d->prompt_buf_cap))
 		return refuse(d, c, q->user_tag, -EINVAL, "prompt outside the arena");
@@ -452,38 +486,9 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		allm_detok_free(dr->detok);
 		dr->detok = NULL;
 	}
-	struct allm_submit s = {
-		.prompt = ids,
-		.n_prompt = (int32_t)ALLM_MIN(n, (size_t)INT32_MAX),
-		.max_tokens = ALLM_MIN(q->max_tokens, mc->max_pos),
-		.sampling = {.temperature = q->temperature, .top_k = q->top_k > 0 ? q->top_k : 0,
-			     .top_p = q->top_p, .seed = q->seed, .repetition_penalty = q->repetition_penalty,
-			     .frequency_penalty = q->frequency_penalty, .presence_penalty = q->presence_penalty,
-			     .logprobs = q->logprobs, .min_tokens = (int32_t)ALLM_MIN(q->min_tokens, (uint32_t)INT32_MAX)},
-		.ignore_eos = q->ignore_eos != 0,
-		.n_stop = (int32_t)q->n_stop,
-		.tag = q->user_tag,
-		.user = dr,
-		.cache_uid = (uint32_t)c->acct->uid,
-	};
-	memcpy(s.cache_salt, q->cache_salt, sizeof(s.cache_salt));
-	memcpy(s.stop_ids, q->stop_ids, sizeof(q->stop_ids));
-	/* the logit bias entries follow the prompt in the arena; the engine's
-	 * submit checks their ids and values */
-	struct allm_token_bias bias[ALLM_LOGIT_BIAS_MAX];
-	if (q->n_logit_bias) {
-		struct allm_logit_bias wire[ALLM_LOGIT_BIAS_MAX];
-		if (allm_shm_arena_copy_out(c->seg, allm_logit_bias_off(q->prompt_off, q->prompt_len), (uint64_t)q->n_logit_bias * sizeof(wire[0]),
-					    wire, sizeof(wire))) {
-			allm_free(ids);
-			free_req(dr);
-			return refuse(d, c, q->user_tag, -EINVAL, "logit_bias entries outside the arena");
-		}
-		for (uint16_t i = 0; i < q->n_logit_bias; i++)
-			bias[i] = (struct allm_token_bias){wire[i].token_id, wire[i].bias};
-		s.sampling.bias = bias;
-		s.sampling.n_bias = q->n_logit_bias;
-	}
+	s.prompt = ids;
+	s.n_prompt = (int32_t)ALLM_MIN(n, (size_t)INT32_MAX);
+	s.user = dr;
 	int r = allm_engine_submit_req(d->eng, &s, &dr->r, &err);
 	allm_free(ids);
 	if (r) {
@@ -508,17 +513,18 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	/* reserved bytes are zero, so a later ABI version can give them a meaning */
-	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0) {
+	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0 ||
+	    (q->opcode != ALLM_SQE_OP_SUBMIT && (q->params_size || q->n_logit_bias))) {
 		refuse(d, c, q->user_tag, -EINVAL, "reserved SQE bytes must be zero");
 		return;
 	}
 	switch (q->opcode) {
-	case ALLM_OP_NOP:
+	case ALLM_SQE_OP_NOP:
 		return;
-	case ALLM_OP_SUBMIT:
+	case ALLM_SQE_OP_SUBMIT:
 		handle_submit(d, c, q);
 		return;
-	case ALLM_OP_CANCEL:
+	case ALLM_SQE_OP_CANCEL:
 		/* only the owner may cancel, so only its own list is searched; an
 		 * unknown id is a no-op */
 		for (struct dreq *dr = c->reqs; dr; dr = dr->next)
