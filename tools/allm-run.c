@@ -134,56 +134,33 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
-/* "1,2, 3" -> ids; every id checked against the vocabulary. */
+/* "1,2, 3" -> ids (params.h's list parser, as the allm CLI); every id checked
+ * against the vocabulary. *ret from allm_malloc, as the tokenizer's. */
 static int parse_ids(const char *s, int32_t vocab, int32_t **ret, int32_t *ret_n)
 {
-	size_t cap = 16, n = 0;
-	int32_t *ids = allm_malloc(cap * sizeof(int32_t));
-	const char *p = s;
-	if (!ids)
+	char why[160];
+	int32_t *ids;
+	size_t n;
+	int r = allm_parse_id_list("--prompt-ids", s, (size_t)INT32_MAX, &ids, &n, why, sizeof(why));
+	if (r) {
+		fprintf(stderr, "allm-run: %s\n", why);
+		return r;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] >= vocab) {
+			fprintf(stderr, "allm-run: --prompt-ids: id %d is outside the vocabulary (0..%d)\n", ids[i],
+				vocab - 1);
+			free(ids);
+			return -EINVAL;
+		}
+	if (!(*ret = allm_malloc(n * sizeof(*ids)))) {
+		free(ids);
 		return -ENOMEM;
-	while (*p) {
-		char *end;
-		while (*p == ' ')
-			p++;
-		errno = 0;
-		long long v = strtoll(p, &end, 10);
-		if (end == p || errno) {
-			fprintf(stderr, "allm-run: --prompt-ids: '%s' is not a list of integers\n", s);
-			goto bad;
-		}
-		if (v < 0 || v >= vocab) {
-			fprintf(stderr, "allm-run: --prompt-ids: id %lld is outside the vocabulary (0..%d)\n",
-				v, vocab - 1);
-			goto bad;
-		}
-		if (n == cap) {
-			int32_t *t = allm_realloc(ids, (cap *= 2) * sizeof(int32_t));
-			if (!t)
-				goto bad;
-			ids = t;
-		}
-		ids[n++] = (int32_t)v;
-		p = end;
-		while (*p == ' ')
-			p++;
-		if (*p == ',')
-			p++;
-		else if (*p) {
-			fprintf(stderr, "allm-run: --prompt-ids: unexpected '%c' in '%s'\n", *p, s);
-			goto bad;
-		}
 	}
-	if (n == 0) {
-		fprintf(stderr, "allm-run: --prompt-ids is empty\n");
-		goto bad;
-	}
-	*ret = ids;
+	memcpy(*ret, ids, n * sizeof(*ids));
+	free(ids);
 	*ret_n = (int32_t)n;
 	return 0;
-bad:
-	allm_free(ids);
-	return -EINVAL;
 }
 
 /* One prompt through the engine: what came back, and when. */
@@ -199,9 +176,10 @@ struct gen_result {
 	struct allm_token_logprobs *lp; /* [cap] with --logprobs */
 };
 
-static void on_token(void *user, struct allm_request *r, int32_t id)
+static void on_token(void *user, const struct allm_token_out *t)
 {
 	struct gen_result *g = user;
+	int32_t id = t->token;
 	char piece[1024];
 	if (!g->n_generated)
 		g->t_first = allm_now();
@@ -211,14 +189,14 @@ static void on_token(void *user, struct allm_request *r, int32_t id)
 		if (!v)
 			return;
 		g->ids = v;
-		struct allm_token_logprobs *l = r->sampler.p.logprobs > 0 ? allm_realloc(g->lp, (size_t)cap * sizeof(*l)) : NULL;
-		if (r->sampler.p.logprobs > 0 && !l)
+		struct allm_token_logprobs *l = t->lp ? allm_realloc(g->lp, (size_t)cap * sizeof(*l)) : NULL;
+		if (t->lp && !l)
 			return;
 		g->lp = l;
 		g->cap = cap;
 	}
-	if (g->lp)
-		g->lp[g->n_generated] = r->lp;
+	if (g->lp && t->lp)
+		g->lp[g->n_generated] = *t->lp;
 	g->ids[g->n_generated++] = id;
 	if (g->dt && allm_detok_push(g->dt, id, piece, sizeof(piece)) > 0) {
 		fputs(piece, g->stream);
@@ -226,15 +204,15 @@ static void on_token(void *user, struct allm_request *r, int32_t id)
 	}
 }
 
-static void on_finish(void *user, struct allm_request *r)
+static void on_finish(void *user, const struct allm_result *res)
 {
 	struct gen_result *g = user;
 	char piece[1024];
 	g->t_end = allm_now();
 	g->done = true;
-	g->finish = r->finish_kind == ALLM_END_STOP ? "stop" : "length";
-	if (r->finish_kind == ALLM_END_ERROR || r->finish_kind == ALLM_END_CANCELLED)
-		snprintf(g->error, sizeof(g->error), "%s", r->error[0] ? r->error : "cancelled");
+	g->finish = allm_end_name(res->end);
+	if (res->end == ALLM_END_ERROR || res->end == ALLM_END_CANCELLED)
+		snprintf(g->error, sizeof(g->error), "%s", res->error[0] ? res->error : "cancelled");
 	if (g->dt && allm_detok_flush(g->dt, piece, sizeof(piece)) > 0)
 		fputs(piece, g->stream);
 }
