@@ -18,19 +18,21 @@ static bool partial(const struct allm_request *r)
 	return r->chunk > 0 && r->seq.n_cached + r->chunk < r->seq.n_tokens;
 }
 
-static bool is_stop(const struct allm_engine *e, const struct allm_request *r, int32_t id)
+/* Whether id ends r: ALLM_END_STOP_ID (a stop id, even one that is an EOS too),
+ * ALLM_END_EOS, or ALLM_END_NONE. */
+static enum allm_end stop_of(const struct allm_engine *e, const struct allm_request *r, int32_t id)
 {
 	const struct allm_params *p = &r->sampler.p;
 	if (p->ignore_eos)
-		return false;
+		return ALLM_END_NONE;
+	for (uint32_t i = 0; i < p->n_stop; i++)
+		if (p->stop_ids[i] == id)
+			return ALLM_END_STOP_ID;
 	const struct allm_model_config *c = &e->model->cfg;
 	for (int i = 0; i < c->n_eos; i++)
 		if (c->eos_ids[i] == id)
-			return true;
-	for (uint32_t i = 0; i < p->n_stop; i++)
-		if (p->stop_ids[i] == id)
-			return true;
-	return false;
+			return ALLM_END_EOS;
+	return ALLM_END_NONE;
 }
 
 static int reserve_io(struct allm_engine *e, int32_t rows)
@@ -110,10 +112,20 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		if (!r->first_token)
 			r->first_token = now;
 		e->st.generated_tokens++;
-		if (e->ev.on_token)
-			e->ev.on_token(e->ev.user, r, id);
-		if (is_stop(e, r, id))
-			allm_engine_retire(e, r, ALLM_END_STOP, NULL);
+		if (e->ev.on_token) {
+			struct allm_token_out t = {
+				.id = r->id,
+				.tag = r->tag,
+				.user = r->user,
+				.token = id,
+				.index = allm_request_n_generated(r) - 1,
+				.lp = r->sampler.p.logprobs > 0 ? &r->lp : NULL,
+			};
+			e->ev.on_token(e->ev.user, &t);
+		}
+		enum allm_end stop = stop_of(e, r, id);
+		if (stop != ALLM_END_NONE)
+			allm_engine_retire(e, r, stop, NULL);
 		else if (allm_request_n_generated(r) >= r->sampler.p.max_tokens ||
 			 r->seq.n_tokens >= e->model->cfg.max_pos)
 			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);

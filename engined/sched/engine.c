@@ -22,6 +22,24 @@ double allm_engine_priority(const struct allm_request *r, double now)
 	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
 }
 
+void allm_engine_info(const struct allm_request *r, double now, struct allm_request_info *ret)
+{
+	*ret = (struct allm_request_info){
+		.id = r->id,
+		.tag = r->tag,
+		.user = r->user,
+		.state = r->state,
+		.n_prompt = r->seq.n_prompt,
+		.n_generated = allm_request_n_generated(r),
+		.length = r->seq.n_tokens,
+		.blocks_gpu = r->seq.n_blocks,
+		.blocks_cpu = r->n_cpu_blocks,
+		.n_preemptions = r->n_preempt_swap + r->n_preempt_recompute,
+		.age_s = now - r->arrival,
+		.priority = allm_engine_priority(r, now),
+	};
+}
+
 int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r)
 {
 	if (q->n == q->cap) {
@@ -125,6 +143,41 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r)
 	r->n_disk_blocks = 0;
 }
 
+const char *allm_end_name(enum allm_end end)
+{
+	switch (end) {
+	case ALLM_END_EOS:
+	case ALLM_END_STOP_ID: return "stop";
+	case ALLM_END_LENGTH: return "length";
+	case ALLM_END_CANCELLED: return "cancelled";
+	default: return "error";
+	}
+}
+
+/* What on_finish hands out; the one place "never scheduled" reads as the finish. */
+static void result_of(const struct allm_request *r, struct allm_result *res)
+{
+	*res = (struct allm_result){
+		.id = r->id,
+		.tag = r->tag,
+		.user = r->user,
+		.end = r->finish_kind,
+		.error = r->finish_kind == ALLM_END_ERROR ? r->error : "",
+		.n_prompt = r->seq.n_prompt,
+		.n_generated = allm_request_n_generated(r),
+		.generated = r->seq.tokens + r->seq.n_prompt,
+		.n_cached = r->cached_tokens,
+		.n_preempt_swap = r->n_preempt_swap,
+		.n_preempt_recompute = r->n_preempt_recompute,
+		.arrival = r->arrival,
+		.first_sched = r->first_sched > 0 ? r->first_sched : r->finish,
+		.first_token = r->first_token > 0 ? r->first_token : r->finish,
+		.finish = r->finish,
+		.scheduled = r->first_sched > 0,
+		.got_token = r->first_token > 0,
+	};
+}
+
 void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
 			const char *error)
 {
@@ -150,8 +203,11 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 		e->st.failed++;
 	else
 		e->st.finished++;
-	if (e->ev.on_finish)
-		e->ev.on_finish(e->ev.user, r);
+	if (e->ev.on_finish) {
+		struct allm_result res;
+		result_of(r, &res);
+		e->ev.on_finish(e->ev.user, &res);
+	}
 	free_request(r);
 }
 

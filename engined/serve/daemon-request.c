@@ -109,7 +109,7 @@ static int refuse(struct daemon *d, struct dclient *c, uint64_t tag, int32_t sta
 
 /* A text piece as TOKEN entries: pieces longer than one entry are split on the
  * byte level with ALLM_CQE_F_CONTINUED on all but the last part. */
-static void emit_text(struct daemon *d, struct dclient *c, const struct allm_request *r,
+static void emit_text(struct daemon *d, struct dclient *c, const struct dreq *dr, int64_t id,
 		      int32_t token, uint32_t index, const char *text, size_t len)
 {
 	struct allm_cqe e;
@@ -119,8 +119,8 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 		e.kind = ALLM_CQE_TOKEN;
 		e.flags = part < len ? ALLM_CQE_F_CONTINUED : 0;
 		e.text_len = (uint8_t)part;
-		e.user_tag = ((struct dreq *)r->user)->user_tag;
-		e.request_id = (uint64_t)r->id;
+		e.user_tag = dr->user_tag;
+		e.request_id = (uint64_t)id;
 		e.u.token.token_id = token;
 		e.u.token.index = index;
 		if (part)
@@ -133,37 +133,38 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 
 
 /* The token's LOGPROBS entry, right before its TOKEN entries. */
-static void emit_logprobs(struct daemon *d, struct dclient *c, const struct allm_request *r, uint32_t index)
+static void emit_logprobs(struct daemon *d, struct dclient *c, const struct dreq *dr,
+			  const struct allm_token_out *t, uint32_t index)
 {
 	struct allm_cqe e;
 	memset(&e, 0, sizeof(e));
 	e.kind = ALLM_CQE_LOGPROBS;
-	e.user_tag = ((struct dreq *)r->user)->user_tag;
-	e.request_id = (uint64_t)r->id;
+	e.user_tag = dr->user_tag;
+	e.request_id = (uint64_t)t->id;
 	e.u.logprobs.index = index;
-	e.u.logprobs.n_top = (uint32_t)r->lp.n_top;
-	e.u.logprobs.sampled = (struct allm_logprob){r->lp.id, r->lp.logprob};
-	for (int32_t i = 0; i < r->lp.n_top; i++)
-		e.u.logprobs.top[i] = (struct allm_logprob){r->lp.top_id[i], r->lp.top_logprob[i]};
+	e.u.logprobs.n_top = (uint32_t)t->lp->n_top;
+	e.u.logprobs.sampled = (struct allm_logprob){t->lp->id, t->lp->logprob};
+	for (int32_t i = 0; i < t->lp->n_top; i++)
+		e.u.logprobs.top[i] = (struct allm_logprob){t->lp->top_id[i], t->lp->top_logprob[i]};
 	emit(d, c, &e);
 }
 
-void daemon_on_token(void *user, struct allm_request *r, int32_t token)
+void daemon_on_token(void *user, const struct allm_token_out *t)
 {
 	struct daemon *d = user;
-	struct dreq *dr = r->user;
+	struct dreq *dr = t->user;
 	char piece[1024];
 	int n = 0;
 	if (!dr->c)
 		return;
-	if (r->sampler.p.logprobs > 0)
-		emit_logprobs(d, dr->c, r, dr->n_gen);
+	if (t->lp)
+		emit_logprobs(d, dr->c, dr, t, dr->n_gen);
 	if (dr->detok) {
-		n = allm_detok_push(dr->detok, token, piece, sizeof(piece));
+		n = allm_detok_push(dr->detok, t->token, piece, sizeof(piece));
 		if (n < 0)
 			n = 0;
 	}
-	emit_text(d, dr->c, r, token, dr->n_gen++, piece, (size_t)n);
+	emit_text(d, dr->c, dr, t->id, t->token, dr->n_gen++, piece, (size_t)n);
 }
 
 static uint64_t us(double a, double b)
@@ -215,10 +216,10 @@ static void free_req(struct dreq *dr)
 	allm_free(dr);
 }
 
-void daemon_on_finish(void *user, struct allm_request *r)
+void daemon_on_finish(void *user, const struct allm_result *res)
 {
 	struct daemon *d = user;
-	struct dreq *dr = r->user;
+	struct dreq *dr = res->user;
 	struct dclient *c = dr->c;
 	dr->r = NULL;
 	account(d, c, dr->acct, dr->prompt_bytes, -1);
@@ -229,39 +230,36 @@ void daemon_on_finish(void *user, struct allm_request *r)
 	char piece[1024];
 	int n = dr->detok ? allm_detok_flush(dr->detok, piece, sizeof(piece)) : 0;
 	if (n > 0)
-		emit_text(d, c, r, -1, dr->n_gen, piece, (size_t)n);
+		emit_text(d, c, dr, res->id, -1, dr->n_gen, piece, (size_t)n);
 	struct allm_cqe *e = &dr->final;
 	memset(e, 0, sizeof(*e));
 	e->kind = ALLM_CQE_FINAL;
 	e->user_tag = dr->user_tag;
-	e->request_id = (uint64_t)r->id;
-	int32_t last = r->seq.n_tokens > r->seq.n_prompt ? r->seq.tokens[r->seq.n_tokens - 1] : -1;
-	bool by_stop_id = false;
-	for (uint32_t i = 0; i < r->sampler.p.n_stop; i++)
-		by_stop_id |= r->sampler.p.stop_ids[i] == last;
-	switch (r->finish_kind) {
-	case ALLM_END_STOP: e->finish_reason = by_stop_id ? ALLM_FINISH_STOP : ALLM_FINISH_EOS; break;
+	e->request_id = (uint64_t)res->id;
+	switch (res->end) {
+	case ALLM_END_EOS: e->finish_reason = ALLM_FINISH_EOS; break;
+	case ALLM_END_STOP_ID: e->finish_reason = ALLM_FINISH_STOP; break;
 	case ALLM_END_LENGTH: e->finish_reason = ALLM_FINISH_LENGTH; break;
 	case ALLM_END_CANCELLED: e->finish_reason = ALLM_FINISH_CANCELLED; break;
 	default:
 		e->finish_reason = ALLM_FINISH_ERROR;
 		e->status = -EIO;
 		snprintf(e->u.final.error, sizeof(e->u.final.error), "%.63s",
-			 c->stalled ? "client not draining its completion queue" : r->error);
+			 c->stalled ? "client not draining its completion queue" : res->error);
 	}
-	if (c->stalled && r->finish_kind == ALLM_END_CANCELLED) {
+	if (c->stalled && res->end == ALLM_END_CANCELLED) {
 		e->finish_reason = ALLM_FINISH_ERROR;
 		e->status = -ENOBUFS;
 		snprintf(e->u.final.error, sizeof(e->u.final.error),
 			 "client not draining its completion queue");
 	}
-	e->u.final.queue_us = us(r->arrival, r->first_sched ? r->first_sched : r->finish);
-	e->u.final.ttft_us = us(r->arrival, r->first_token ? r->first_token : r->finish);
-	e->u.final.total_us = us(r->arrival, r->finish);
-	e->u.final.n_prompt = (uint32_t)r->seq.n_prompt;
-	e->u.final.n_generated = (uint32_t)allm_request_n_generated(r);
-	e->u.final.n_preemptions = (uint32_t)(r->n_preempt_swap + r->n_preempt_recompute);
-	e->u.final.n_cached = (uint32_t)r->cached_tokens;
+	e->u.final.queue_us = us(res->arrival, res->first_sched);
+	e->u.final.ttft_us = us(res->arrival, res->first_token);
+	e->u.final.total_us = us(res->arrival, res->finish);
+	e->u.final.n_prompt = (uint32_t)res->n_prompt;
+	e->u.final.n_generated = (uint32_t)res->n_generated;
+	e->u.final.n_preemptions = (uint32_t)(res->n_preempt_swap + res->n_preempt_recompute);
+	e->u.final.n_cached = (uint32_t)res->n_cached;
 	if (emit(d, c, e) == -ENOSPC) {
 		/* a request always ends: this FINAL waits here for room (daemon_flush) */
 		dr->owed = true;

@@ -211,7 +211,7 @@ void daemon_cancel_requests(struct daemon *d, struct dclient *c, bool forget);
 /* Moves owed FINALs of c into its CQ or backlog while there is room. */
 void daemon_push_owed(struct daemon *d, struct dclient *c);
 /* Engine events: tokens and finishes become CQEs. */
-void daemon_on_token(void *user, struct allm_request *r, int32_t token);
-void daemon_on_finish(void *user, struct allm_request *r);
+void daemon_on_token(void *user, const struct allm_token_out *t);
+void daemon_on_finish(void *user, const struct allm_result *res);
 
 #endif

@@ -79,18 +79,18 @@ struct gh_req {
 	bool done;
 };
 
-static inline void gh_on_token(void *user, struct allm_request *r, int32_t tok)
+static inline void gh_on_token(void *user, const struct allm_token_out *t)
 {
-	struct gh_req *q = (struct gh_req *)user + r->tag;
+	struct gh_req *q = (struct gh_req *)user + t->tag;
 	if (q->n_out < 256)
-		q->out[q->n_out++] = tok;
+		q->out[q->n_out++] = t->token;
 }
 
-static inline void gh_on_finish(void *user, struct allm_request *r)
+static inline void gh_on_finish(void *user, const struct allm_result *r)
 {
 	struct gh_req *q = (struct gh_req *)user + r->tag;
 	q->done = true;
-	q->finish = r->finish_kind;
+	q->finish = r->end;
 	snprintf(q->error, sizeof(q->error), "%s", r->error);
 }
 
