@@ -217,7 +217,7 @@ int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **re
 			goto fail;
 		}
 		if (v < 0 || v > INT32_MAX) {
-			say(why, len, r, "%s: id %lld is out of range (0..%d)", flag, v, INT32_MAX);
+			say(why, len, r, "%s: id %lld is out of range (no vocabulary has it: ids are 0..%d)", flag, v, INT32_MAX);
 			goto fail;
 		}
 		if (n == max) {

@@ -363,7 +363,6 @@ void gw_api_discard(struct gw_req *r)
 	for (uint32_t i = 1; i < r->n_choices; i++)
 		gw_api_discard(r->choices[i]);
 	free(r->choices);
-	allm_detok_free(r->detok);
 	free(r->ids);
 	gw_lps_free(&r->lps);
 	free(r->logit_bias);

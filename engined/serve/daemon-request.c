@@ -153,18 +153,18 @@ void daemon_on_token(void *user, const struct allm_token_out *t)
 {
 	struct daemon *d = user;
 	struct dreq *dr = t->user;
-	char piece[1024];
 	int n = 0;
 	if (!dr->c)
 		return;
 	if (t->lp)
 		emit_logprobs(d, dr->c, dr, t, dr->n_gen);
 	if (dr->detok) {
-		n = allm_detok_push(dr->detok, t->token, piece, sizeof(piece));
+		/* piece_cap fits any token: only an id outside the vocabulary fails */
+		n = allm_detok_push(dr->detok, t->token, d->piece, d->piece_cap);
 		if (n < 0)
 			n = 0;
 	}
-	emit_text(d, dr->c, dr, t->id, t->token, dr->n_gen++, piece, (size_t)n);
+	emit_text(d, dr->c, dr, t->id, t->token, dr->n_gen++, d->piece, (size_t)n);
 }
 
 static uint64_t us(double a, double b)
@@ -227,10 +227,9 @@ void daemon_on_finish(void *user, const struct allm_result *res)
 		free_req(dr);
 		return;
 	}
-	char piece[1024];
-	int n = dr->detok ? allm_detok_flush(dr->detok, piece, sizeof(piece)) : 0;
+	int n = dr->detok ? allm_detok_flush(dr->detok, d->piece, d->piece_cap) : 0;
 	if (n > 0)
-		emit_text(d, c, dr, res->id, -1, dr->n_gen, piece, (size_t)n);
+		emit_text(d, c, dr, res->id, -1, dr->n_gen, d->piece, (size_t)n);
 	struct allm_cqe *e = &dr->final;
 	memset(e, 0, sizeof(*e));
 	e->kind = ALLM_CQE_FINAL;
@@ -333,7 +332,9 @@ int daemon_prompt_limits(struct daemon *d)
 	}
 	d->prompt_buf_cap = ALLM_MAX(ids, d->max_text_bytes);
 	d->prompt_buf = allm_malloc(d->prompt_buf_cap);
-	return d->prompt_buf ? 0 : -ENOMEM;
+	d->piece_cap = d->rt->tok ? allm_detok_piece_cap(d->rt->tok) : 1;
+	d->piece = allm_malloc(d->piece_cap);
+	return d->prompt_buf && d->piece ? 0 : -ENOMEM;
 }
 
 static bool all_zero(const uint8_t *p, size_t n)

@@ -644,6 +644,7 @@ out:
 	allm_predictor_free(d.pred);
 	allm_runtime_close(d.rt);
 	allm_free(d.prompt_buf);
+	allm_free(d.piece);
 	if (d.runtime_fd >= 0)
 		close(d.runtime_fd);
 	return rc;
