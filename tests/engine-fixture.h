@@ -75,7 +75,7 @@ static double fx_time_prefill(void *user, int32_t n_seqs, int32_t len)
 
 /* The disk tier: dearer than the host link, cheaper than recomputing long
  * sequences (CROSSOVER: host < disk < recompute from ~45 tokens on). */
-static double fx_time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double fx_time_disk(void *user, enum allm_disk_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	const struct fx_calib *c = user;
 	double bytes = (double)n_blocks * (double)c->block_bytes;
@@ -87,7 +87,7 @@ static double fx_time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs
 	}
 }
 
-static double fx_time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double fx_time_swap(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	const struct fx_calib *c = user;
 	double bytes = (double)n_blocks * (double)c->block_bytes;

@@ -49,7 +49,7 @@ struct gw_opts {
 	const char *served_name;  /* --served-model-name: the model id clients use */
 	const char *chat_template; /* --chat-template FILE: instead of the model's */
 	int threads;              /* HTTP threads */
-	int log_level;            /* 0 error .. 3 debug */
+	enum allm_log_level log_level;
 };
 
 /* What the gateway knows of the model the engine serves: immutable once built,
@@ -228,7 +228,7 @@ static inline bool gw_prompt_first(const struct gw_req *r)
 }
 
 /* gateway.c */
-void gw_log(const struct gw *gw, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void gw_log(const struct gw *gw, enum allm_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* gw-model.c */
 /* Builds the model description from a directory (disk, or the embedded default when

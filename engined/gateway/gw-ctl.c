@@ -73,7 +73,7 @@ static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
 	}
 	allm_ctl_msg_free(m);
 	if (r)
-		gw_log(gw, 1, "GET /metrics: %s", err);
+		gw_log(gw, ALLM_LOG_WARN, "GET /metrics: %s", err);
 	for (uint32_t i = 0; i < n; i++) {
 		s[i]->text = text && i + 1 < n ? malloc(len + 1) : text;
 		if (s[i]->text && s[i]->text != text)
@@ -191,7 +191,7 @@ int gw_ctl_start(struct gw *gw)
 	struct allm_ctl_client_opts co = {.name = gw->o.engine, .runtime_dir = gw->o.runtime_dir};
 	int r = allm_ctl_client_open(&co, &gw->ctl, err, sizeof(err));
 	if (r) {
-		gw_log(gw, 0, "control-plane client: %s", err);
+		gw_log(gw, ALLM_LOG_ERROR, "control-plane client: %s", err);
 		return r;
 	}
 	if (!(gw->scrapes = calloc(GW_SCRAPES_MAX, sizeof(*gw->scrapes))))

@@ -196,7 +196,7 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	if ((rc = gw_users_admit(gw, user, r, why, sizeof(why)))) {
 		pthread_mutex_unlock(&gw->lock);
 		gw_api_discard(r);
-		gw_log(gw, 3, "429: %s", why);
+		gw_log(gw, ALLM_LOG_DEBUG, "429: %s", why);
 		return fail(c, x, rc == -EAGAIN ? 429 : 500, rc == -EAGAIN ? "rate_limit_exceeded" : "server_error",
 			    NULL, why);
 	}
@@ -414,7 +414,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!(x = calloc(1, sizeof(*x))))
 			return MHD_NO;
 		*con_cls = x;
-		gw_log(gw, 3, "%s %s", method, url);
+		gw_log(gw, ALLM_LOG_DEBUG, "%s %s", method, url);
 		bool refused;
 		enum MHD_Result ok = check_framing(c, x, &refused);
 		return refused ? ok : on_headers(gw, c, url, method, x);
@@ -484,7 +484,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = 0;
-	gw_log(gw, 2, "http: %s", line);
+	gw_log(gw, ALLM_LOG_INFO, "http: %s", line);
 }
 
 int gw_http_start(struct gw *gw)
@@ -496,7 +496,7 @@ int gw_http_start(struct gw *gw)
 	snprintf(port, sizeof(port), "%d", gw->o.port);
 	int r = getaddrinfo(gw->o.host, port, &hints, &ai);
 	if (r) {
-		gw_log(gw, 0, "--host %s: %s", gw->o.host, gai_strerror(r));
+		gw_log(gw, ALLM_LOG_ERROR, "--host %s: %s", gw->o.host, gai_strerror(r));
 		return -EINVAL;
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -515,7 +515,7 @@ int gw_http_start(struct gw *gw)
 		MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!gw->httpd) {
-		gw_log(gw, 0, "cannot listen on %s:%d (in use? not an address of this machine?)",
+		gw_log(gw, ALLM_LOG_ERROR, "cannot listen on %s:%d (in use? not an address of this machine?)",
 		       gw->o.host, gw->o.port);
 		return -EADDRINUSE;
 	}
