@@ -5,7 +5,6 @@
 # templates), GW_OUT (a file this writes the chat answers to).
 import json
 import os
-import sys
 import time
 import urllib.request
 
