@@ -511,11 +511,15 @@ static int on_empty(struct allm_client *c, struct allm_event *ev)
 }
 
 /* The caller's event is ev_size bytes (its build's struct allm_event): it gets
- * what fits of the whole one. */
+ * what fits of the whole one, and fields this library does not know (a newer
+ * program's) read as zero. */
 static int give_event(struct allm_event *ev, size_t ev_size, const struct allm_event *full, int r)
 {
-	if (r == 1)
-		memcpy(ev, full, ev_size < sizeof(*full) ? ev_size : sizeof(*full));
+	if (r != 1)
+		return r;
+	memcpy(ev, full, ev_size < sizeof(*full) ? ev_size : sizeof(*full));
+	if (ev_size > sizeof(*full))
+		memset((char *)ev + sizeof(*full), 0, ev_size - sizeof(*full));
 	return r;
 }
 
