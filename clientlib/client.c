@@ -202,8 +202,13 @@ static int check_prompt(const struct allm_request_params *p, uint64_t *ret_bytes
 	return 0;
 }
 
+/* allm_client_submit as programs built now bind to it (ADAPTIVELLM_1, the
+ * default); client-compat.c keeps the old struct's at ADAPTIVELLM_0. Both are
+ * the one name in client.h's sense: the version says which struct it takes. */
+__asm__(".symver allm_client_submit_v1,allm_client_submit@@ADAPTIVELLM_1");
+
 /* Returns 0 or -errno; see client.h. */
-int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
+int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
 {
 	struct allm_params params;
 	uint64_t bytes;
