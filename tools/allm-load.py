@@ -253,6 +253,7 @@ def main():
     duration = asyncio.run(load.main())
     out = summarize(load.recs, duration)
     out["workload"] = a.workload
+    out["t0"] = load.t0  # Unix time the records' start/end count from
     out["instances"] = {}
     for inst in sorted({r["instance"] or "-" for r in load.recs}):
         out["instances"][inst] = summarize([r for r in load.recs if (r["instance"] or "-") == inst], duration)
