@@ -119,12 +119,13 @@ class Load:
             stream = raw.parse()
             async for ch in stream:
                 now = time.perf_counter()
-                if ch.choices and ch.choices[0].text:
+                # a chunk with a choice is a token (a --dummy engine's text may be empty)
+                if ch.choices:
                     if first is None:
                         first = now
                     last = now
                     n_chunks += 1
-                    rec["text"] += ch.choices[0].text
+                    rec["text"] += ch.choices[0].text or ""
                 if ch.usage:
                     rec["prompt_tokens"] = ch.usage.prompt_tokens
                     rec["completion_tokens"] = ch.usage.completion_tokens
