@@ -5,18 +5,21 @@
 # tools/allm-load.py drives the same workload through each routing:
 #   uniform: P prefixes, requests spread evenly:  prefix affinity (body hash) vs round robin
 #   skewed:  half the requests on one hot prefix: prefix affinity (bounded load) vs leastconn
+#   uniform-affinity-nobound: affinity without the load bound (--balance-factor 0), to
+#            measure what the bound costs in hits where no prefix is hot
 # Runs alternate (affinity, baseline, affinity, ...) RUNS times under /work/.bench.lock.
 # Results: bench/results/fleet/*.json and table.md (bench/README.md "Several engines").
-# usage: bash bench/fleet.sh [RUNS]     (env: N requests per run, CONC clients)
+# usage: bash bench/fleet.sh [RUNS]     (env: N requests per run, CONC clients, R0 the first
+# run's number: R0=4 adds runs 4.. beside 1..3)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$ROOT/build
 OUT=$ROOT/bench/results/fleet
-RUNS=${1:-3} N=${N:-48} CONC=${CONC:-6}
+RUNS=${1:-3} N=${N:-144} CONC=${CONC:-6}
 P=8 L=256 S=32 OUTTOK=4
-# 8 prefixes of 256 tokens = 16 blocks each; a pool of 4 prefixes + what 6 running
-# requests hold of their own (3 blocks each) + slack
-GPU_BLOCKS=$((P / 2 * L / 16 + CONC * 3 + 4))
+# 8 prefixes of 256 tokens = 16 blocks each; each engine's pool: 4 prefixes + what its
+# share of the running requests (CONC/2) holds of its own (3 blocks each) + 2
+GPU_BLOCKS=$((P / 2 * L / 16 + CONC / 2 * 3 + 2))
 PY=$(bash "$ROOT/tools/venv.sh" openai)
 mkdir -p "$OUT"
 tmp=$(mktemp -d /tmp/allm-fleet.XXXXXX)
@@ -28,7 +31,7 @@ stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait
 trap 'stop_all; rm -rf "$tmp"' EXIT
 PORT0=$((20000 + $$ % 20000))
 
-start_fleet() { # routing
+start_fleet() { # routing balance-factor
 	stop_all
 	for i in 0 1; do
 		taskset -c $i "$B/engined/allm-engined" --name f$i --dummy medium --threads 1 --gpu-blocks $GPU_BLOCKS \
@@ -40,7 +43,7 @@ start_fleet() { # routing
 		"$B/engined/allm-gateway" --engine f$i --port $((PORT0 + 1 + i)) >"$tmp/gw-$i.log" 2>&1 &
 		pids+=($!)
 	done
-	bash "$ROOT/deploy/haproxy-gen.sh" --bind 127.0.0.1:$PORT0 --route "$1" \
+	bash "$ROOT/deploy/haproxy-gen.sh" --bind 127.0.0.1:$PORT0 --route "$1" --balance-factor "$2" \
 		127.0.0.1:$((PORT0 + 1)) 127.0.0.1:$((PORT0 + 2)) >"$tmp/haproxy.cfg"
 	haproxy -f "$tmp/haproxy.cfg" -db >"$tmp/haproxy.log" 2>&1 &
 	pids+=($!)
@@ -52,10 +55,10 @@ start_fleet() { # routing
 	sleep 1 # two health checks: both servers UP
 }
 
-run() { # name routing [load args]
-	local name=$1 route=$2
-	shift 2
-	start_fleet "$route"
+run() { # name routing balance-factor [load args]
+	local name=$1 route=$2 factor=$3
+	shift 3
+	start_fleet "$route" "$factor"
 	# warm both engines' predictors (first estimate) with one short request each
 	for i in 1 2; do
 		curl -s "http://127.0.0.1:$((PORT0 + i))/v1/completions" -d '{"model":"dummy:medium","prompt":[5,6,7],"max_tokens":2}' >/dev/null
@@ -63,6 +66,7 @@ run() { # name routing [load args]
 	"$PY" "$ROOT/tools/allm-load.py" --url "http://127.0.0.1:$PORT0" --workload shared-prefix -n "$N" \
 		--prefixes $P --prefix-tokens $L --suffix-tokens $S --max-output $OUTTOK --concurrency "$CONC" \
 		--metrics "http://127.0.0.1:$((PORT0 + 1)),http://127.0.0.1:$((PORT0 + 2))" "$@" --json \
+		--records "$OUT/$name.jsonl" \
 		>"$OUT/$name.json" 2>"$tmp/load.err" || { cat "$tmp/load.err"; exit 1; }
 	echo "$(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg): $name $(python3 -c "
 import json,sys; d=json.load(open(sys.argv[1]))
@@ -72,9 +76,10 @@ print(f\"{d['req_s']:.3f} req/s, hit {d['prefix_cache']['hit_fraction']:.3f}, TT
 }
 
 echo "# $(date -Is) $(nproc) cores; gpu_blocks $GPU_BLOCKS; N $N CONC $CONC P $P L $L S $S out $OUTTOK" >>"$OUT/runs.txt"
-for r in $(seq "$RUNS"); do
-	run "uniform-affinity-$r" body:256
-	run "uniform-roundrobin-$r" roundrobin
-	run "skewed-affinity-$r" body:256 --hot 0.5 --seed $((r + 10))
-	run "skewed-leastconn-$r" leastconn --hot 0.5 --seed $((r + 10))
+for r in $(seq "${R0:-1}" $((${R0:-1} + RUNS - 1))); do
+	run "uniform-affinity-$r" body:256 150
+	run "uniform-roundrobin-$r" roundrobin 0
+	run "uniform-affinity-nobound-$r" body:256 0
+	run "skewed-affinity-$r" body:256 150 --hot 0.5 --seed $((r + 10))
+	run "skewed-leastconn-$r" leastconn 0 --hot 0.5 --seed $((r + 10))
 done
