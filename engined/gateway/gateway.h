@@ -37,6 +37,7 @@ struct gw_opts {
 				   * each key is one user (gw-users.c); none: no auth */
 	int n_api_keys;
 	const char *metrics_api_key; /* --metrics-api-key: GET /metrics needs it; NULL: open */
+	const char *admin_api_key; /* --admin-api-key: POST /reset_prefix_cache needs it; NULL: no route */
 	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
 	int max_inflight;         /* --max-inflight: choices of all users on the engine at
 				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
