@@ -13,7 +13,7 @@
 # run's number: R0=4 adds runs 4.. beside 1..3)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-B=$ROOT/build
+B=${B:-$ROOT/build} # B=DIR: binaries from another build (DIR/engined/)
 OUT=$ROOT/bench/results/fleet
 RUNS=${1:-3} N=${N:-144} CONC=${CONC:-6}
 P=8 L=256 S=32 OUTTOK=4
