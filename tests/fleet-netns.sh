@@ -110,8 +110,15 @@ busy e1 || fail "no request reached e1"
 sleep 0.3
 t_kill=$(date +%s.%N)
 kill -9 "${EPID[1]}"
+# new requests after the kill, on the same prefixes (seed 2), some of them e1's: they go
+# to the others whatever the timing (the running load covers the first moments: its
+# requests that met e1's 503 "no engine" were retried elsewhere, or the kill check fails)
+in_ns lb "${LOAD[@]}" --workload shared-prefix -n 24 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
+	--max-output 4 --concurrency 4 --seed 2 --records "$tmp/after.jsonl" >"$tmp/after.json" 2>"$tmp/load2.err" ||
+	fail "load right after the kill: $(tail -n 3 "$tmp/load2.err")"
 wait "$LP" || fail "load during the kill: $(tail -n 3 "$tmp/load.err")"
 check kill "$tmp/kill.jsonl" "$(t0 "$tmp/kill.json")" "$t_kill" || fails=$((fails + 1))
+check elsewhere "$tmp/after.jsonl" "$tmp/kill.jsonl" e1 || fails=$((fails + 1))
 wait_servers "e1=DOWN e2=UP e3=UP" 5 && ok "HAProxy took e1 out: $(servers)" || fail "after the kill: $(servers)"
 start_engine 1
 wait_servers "e1=UP e2=UP e3=UP" 15 && ok "e1's engine restarted: its gateway reconnected and HAProxy has it UP" ||
@@ -131,8 +138,14 @@ busy e2 || fail "no request reached e2"
 sleep 0.1
 t_drain=$(date +%s.%N)
 in_ns h2 env ALLM_RUNTIME_DIR="$tmp/h2" "$CTL" --name e drain >/dev/null || fail "allmctl drain"
+# allmctl drain has returned: e2's streams are done; new requests on the same prefixes
+# (seed 4), some of them e2's, go to the others whatever the timing
+in_ns lb "${LOAD[@]}" --workload shared-prefix -n 24 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
+	--max-output 4 --concurrency 4 --seed 4 --records "$tmp/after2.jsonl" >"$tmp/after2.json" 2>"$tmp/load2.err" ||
+	fail "load right after the drain: $(tail -n 3 "$tmp/load2.err")"
 wait "$LP" || fail "load during the drain: $(tail -n 3 "$tmp/load.err")"
 check drain "$tmp/drain.jsonl" "$(t0 "$tmp/drain.json")" "$t_drain" || fails=$((fails + 1))
+check elsewhere "$tmp/after2.jsonl" "$tmp/drain.jsonl" e2 || fails=$((fails + 1))
 wait_servers "e1=UP e2=DOWN e3=UP" 5 && ok "HAProxy has the drained e2 DOWN" || fail "after the drain: $(servers)"
 in_ns h2 env ALLM_RUNTIME_DIR="$tmp/h2" "$CTL" --name e resume >/dev/null || fail "allmctl resume"
 wait_servers "e1=UP e2=UP e3=UP" 10 && ok "allmctl resume: e2 back in rotation" || fail "after resume: $(servers)"
