@@ -9,6 +9,7 @@
 # usage: python3 bench/fleet-table.py bench/results/fleet [PREFIX_TOKENS] > bench/results/fleet/table.md
 import collections
 import glob
+import random
 import json
 import os
 import sys
@@ -99,9 +100,38 @@ def ratio(a, b, fn):
     if not x or not y:
         return "-"
     pairs = [i / j for i, j in zip(x, y)]
-    return f"{sum(x) / len(x) / (sum(y) / len(y)):.2f}x (per run pair {min(pairs):.2f}-{max(pairs):.2f})"
+    med = sorted(pairs)[len(pairs) // 2] if len(pairs) % 2 else sum(sorted(pairs)[len(pairs) // 2 - 1:][:2]) / 2
+    return (f"{sum(x) / len(x) / (sum(y) / len(y)):.2f}x (per run pair {min(pairs):.2f}-{max(pairs):.2f}, "
+            f"median {med:.2f}; {', '.join(f'{v:.2f}' for v in pairs)})")
 
 
+
+
+def lru_model(route, split, n=144, P=8, S=32, pool=4, trials=200):
+    """hit fraction of bench/fleet.sh's uniform stream on two LRU pools of `pool` whole
+    prefixes, requests one at a time (no concurrency, no partial prefixes): round robin,
+    or affinity with `split` of the P prefixes homed on the first engine, no load bound"""
+    tot = 0
+    for t in range(trials):
+        rng, pools, hits = random.Random(t), [collections.OrderedDict(), collections.OrderedDict()], 0
+        for i in range(n):
+            p = rng.randrange(P)
+            c = pools[i % 2 if route == "rr" else int(p >= split)]
+            if p in c:
+                hits += 1
+                c.move_to_end(p)
+            else:
+                c[p] = True
+                if len(c) > pool:
+                    c.popitem(last=False)
+        tot += hits / n
+    return tot / trials * L / (L + S)
+
+
+print(f"LRU model of the uniform stream (pools of 4 prefixes, no concurrency, 200 seeds): round robin "
+      f"{lru_model('rr', 0):.3f}, affinity 4/4 {lru_model('aff', 4):.3f}, 5/3 {lru_model('aff', 5):.3f}, "
+      f"6/2 {lru_model('aff', 6):.3f} (no load bound)")
+print()
 hit, rps, p99 = metrics[1][1], metrics[0][1], metrics[4][1]
 print(f"* uniform, affinity / round robin: hit fraction {ratio('uniform-affinity', 'uniform-roundrobin', hit)}"
       f" (target >= 1.8x), req/s {ratio('uniform-affinity', 'uniform-roundrobin', rps)} (target >= 1.5x)")
