@@ -130,12 +130,13 @@ check rejoin "$tmp/rejoin.jsonl" || fails=$((fails + 1))
 
 phase drain
 # --- a drained engine: its streams finish, nothing fails, nothing new goes to it ---
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 120 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 100 --concurrency 6 --seed 4 --records "$tmp/drain.jsonl" >"$tmp/drain.json" 2>"$tmp/load.err" &
+# streams of 300 tokens (~0.6 s, more on a busy host): those HAProxy counts on e2 are
+# still running when allmctl drain lands a few ms later (100-token ones could end first)
+in_ns lb "${LOAD[@]}" --workload shared-prefix -n 60 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
+	--max-output 300 --concurrency 6 --seed 4 --records "$tmp/drain.jsonl" >"$tmp/drain.json" 2>"$tmp/load.err" &
 LP=$!
 BG_PIDS+=($LP)
 busy e2 || fail "no request reached e2"
-sleep 0.1
 t_drain=$(date +%s.%N)
 in_ns h2 env ALLM_RUNTIME_DIR="$tmp/h2" "$CTL" --name e drain >/dev/null || fail "allmctl drain"
 # allmctl drain has returned: e2's streams are done; new requests on the same prefixes
