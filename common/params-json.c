@@ -31,6 +31,19 @@ static void num(double v)
 		printf("%.17g", v);
 }
 
+/* ", \"key\": value" of a row */
+static void knum(const char *key, double v)
+{
+	printf(", \"%s\": ", key);
+	num(v);
+}
+
+static void kstr(const char *key, const char *v)
+{
+	printf(", \"%s\": ", key);
+	str(v);
+}
+
 int main(void)
 {
 	static const char *const types[] = {"", "i32", "u64", "f32", "bool"};
@@ -55,20 +68,13 @@ int main(void)
 		printf(", \"type\": \"%s\", \"offset\": %u, \"size\": %u, \"flags\": %u, \"lo\": ", types[d->type],
 		       d->offset, d->size, d->flags);
 		num(d->lo);
-		fputs(", \"hi\": ", stdout);
-		num(d->hi);
-		fputs(", \"off\": ", stdout);
-		num(d->off);
-		fputs(", \"default\": ", stdout);
-		num(d->dflt);
-		fputs(", \"flag\": ", stdout);
-		str(d->flag);
-		fputs(", \"meta\": ", stdout);
-		str(d->meta);
-		fputs(", \"json\": ", stdout);
-		str(d->json);
-		fputs(", \"help\": ", stdout);
-		str(d->help);
+		knum("hi", d->hi);
+		knum("off", d->off);
+		knum("default", d->dflt);
+		kstr("flag", d->flag);
+		kstr("meta", d->meta);
+		kstr("json", d->json);
+		kstr("help", d->help);
 		fputs("}", stdout);
 	}
 	printf("\n  ]\n}\n");
