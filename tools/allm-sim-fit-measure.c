@@ -89,7 +89,7 @@ static void add_stream(int op, double bytes, double t)
 	rec->ss[rec->nss++] = (struct ssample){op, bytes, t};
 }
 
-static void add_link(int dir, double bytes, double t)
+static void add_link(enum allm_copy_dir dir, double bytes, double t)
 {
 	if (!rec)
 		return;
@@ -417,7 +417,7 @@ void fit_copies(struct fit *f, struct allm_kv_cache *kv)
 	fit_disk(f, kv);
 }
 
-void add_link_to(struct fit *f, int dir, double bytes, double t)
+void add_link_to(struct fit *f, enum allm_copy_dir dir, double bytes, double t)
 {
 	struct fit *saved = rec;
 	rec = f;

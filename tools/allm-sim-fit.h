@@ -106,7 +106,7 @@ int fit_forward(struct allm_runtime *rt, const struct fit_shape *sh, int reps, d
  * tier writes and reads of as many when kv has a disk tier (wall time: I/O). */
 void fit_copies(struct fit *f, struct allm_kv_cache *kv);
 void add_stream_to(struct fit *f, int op, double bytes, double t);
-void add_link_to(struct fit *f, int dir, double bytes, double t);
+void add_link_to(struct fit *f, enum allm_copy_dir dir, double bytes, double t);
 /* Seconds of a 256-row GEMM of shape (k, m) with weights of dtype dt, alone. */
 double gemm_dtype_seconds(allm_backend_t *be, int64_t k, int64_t m, enum allm_dtype dt, int reps);
 /* Opens a model (kind "--model"/"--dummy", name NULL = the embedded default) on
