@@ -105,15 +105,27 @@ double allm_param_get(const struct allm_params *p, const struct allm_param_desc 
 static void set(struct allm_params *p, const struct allm_param_desc *d, double v)
 {
 	char *at = (char *)p + d->offset;
-	int32_t i = (int32_t)v;
-	uint32_t u = (uint32_t)v;
-	uint64_t q = (uint64_t)v;
-	float f = (float)v;
+	/* only the field's own conversion: another type's could overflow (UB) */
 	switch (d->type) {
-	case ALLM_PARAM_I32: memcpy(at, &i, 4); break;
-	case ALLM_PARAM_BOOL: memcpy(at, &u, 4); break;
-	case ALLM_PARAM_U64: memcpy(at, &q, 8); break;
-	default: memcpy(at, &f, 4);
+	case ALLM_PARAM_I32: {
+		int32_t i = (int32_t)v;
+		memcpy(at, &i, 4);
+		break;
+	}
+	case ALLM_PARAM_BOOL: {
+		uint32_t u = (uint32_t)v;
+		memcpy(at, &u, 4);
+		break;
+	}
+	case ALLM_PARAM_U64: {
+		uint64_t q = (uint64_t)v;
+		memcpy(at, &q, 8);
+		break;
+	}
+	default: {
+		float f = (float)v;
+		memcpy(at, &f, 4);
+	}
 	}
 }
 
