@@ -107,34 +107,36 @@ static void malformed_sqes(struct raw *r)
 	q = raw_submit_sqe(r, t++, 0, A + 1, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	q = raw_submit_sqe(r, t++, 0xFFFFFFF0u, 0x20, ALLM_PROMPT_TEXT), raw_push(r, &q);
 	q = raw_submit_sqe(r, t++, A - 4, 8, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	/* token prompts: length not a multiple of 4, empty, ids outside the vocabulary */
+	/* token prompts: length not a multiple of 4, empty, ids outside the vocabulary
+	 * (each prompt and the parameters after it apart from every other's: the
+	 * engine reads them while later ones are written) */
 	int32_t bad1[] = {1, 100000}, bad2[] = {1, -5}, bad3[] = {INT32_MAX};
 	memcpy(arena + 0, bad1, sizeof(bad1));
-	memcpy(arena + 64, bad2, sizeof(bad2));
-	memcpy(arena + 128, bad3, sizeof(bad3));
+	memcpy(arena + 256, bad2, sizeof(bad2));
+	memcpy(arena + 512, bad3, sizeof(bad3));
 	q = raw_submit_sqe(r, t++, 0, 6, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 0, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 1024, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	q = raw_submit_sqe(r, t++, 0, sizeof(bad1), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 64, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 128, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 256, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 512, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* a token prompt longer than the model's context */
 	int32_t *lng = (int32_t *)(arena + 4096);
 	for (int i = 0; i < 5000; i++)
 		lng[i] = 1 + i % 300;
 	q = raw_submit_sqe(r, t++, 4096, 5000 * 4, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* bad fields */
-	memcpy(arena + 192, "hello", 5);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
+	memcpy(arena + 2048, "hello", 5);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
 	/* the parameters' size: none, short of the first version's, past the most */
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = 0, raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_VER0 - 8,
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.params_size = 0, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_VER0 - 8,
 	raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_MAX + 8,
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_MAX + 8,
 	raw_push(r, &q);
-	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = 0xFFFFFFFFu, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 2048, 5, ALLM_PROMPT_TEXT), q.params_size = 0xFFFFFFFFu, raw_push(r, &q);
 	/* parameters past the arena's end */
 	q = raw_submit_sqe(r, t++, A - 16, 5, ALLM_PROMPT_TEXT), raw_push(r, &q);
 	/* bad parameters, each its own copy in the arena (a slot of 256 bytes from 32 KiB) */
