@@ -1,13 +1,13 @@
 /* Description: the error of GGUF files against a reference file of the same model
  * (not a test; bench/README.md, "Real model"): each file is loaded as allm-run's
  * --dtype auto loads it on the CPU (every tensor in its own type, blocks as stored)
- * or, with -q Q, re-quantized at load (--quant int8|q8_0|q4_0|q4_1); one prefill of
+ * or, with @QUANT, converted at load (--quant int8|q8_0|q4_0|q4_1, --dtype f32); one prefill of
  * a fixed id sequence gives every position's logits; printed per file: the largest
  * |logit - the reference's| over all of them, its mean, and teacher-forced greedy
  * agreement (positions whose argmax is the reference's).
- * Usage: bench-gguf-error [-t threads] REF.gguf IDS FILE.gguf[@QUANT]...
+ * Usage: bench-gguf-error [-t threads] REF.gguf[@QUANT] IDS FILE.gguf[@QUANT]...
  *   IDS: comma-separated token ids (e.g. tests/data/smollm2/reference.json's
- *   logits.ids); QUANT: int8, q8_0, q4_0 or q4_1. */
+ *   logits.ids); QUANT: int8, q8_0, q4_0, q4_1, or f32 (--dtype f32: dequantized). */
 #include "executor.h"
 #include "gguf-model.h"
 #include "sampler.h"
@@ -56,7 +56,8 @@ static float *logits_of(const char *spec, const int32_t *ids, int32_t n, int32_t
 	if (allm_model_load(be, path, &lo, &m, &err))
 		goto fail;
 	snprintf(desc, desc_len, "layers %s, embedding %s%s", allm_dtype_name(m->layers[0].wq_dt),
-		 allm_dtype_name(m->tok_emb_dt), at ? " (re-quantized at load)" : "");
+		 allm_dtype_name(m->tok_emb_dt),
+		 !at ? "" : lo.wdtype == ALLM_DTYPE_F32 ? " (dequantized at load)" : " (re-quantized at load)");
 	struct allm_kv_layout lay = {c.n_layers, c.n_kv_heads, c.head_dim, 16, ALLM_DTYPE_F32};
 	int32_t nb = (n + 15) / 16, bt[256];
 	for (int32_t i = 0; i < nb && i < 256; i++)
@@ -87,7 +88,7 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "t:")) != -1)
 		bo.n_threads = atoi(optarg);
 	if (argc - optind < 3) {
-		fprintf(stderr, "usage: bench-gguf-error [-t threads] REF.gguf IDS FILE.gguf[@QUANT]...\n");
+		fprintf(stderr, "usage: bench-gguf-error [-t threads] REF.gguf[@QUANT] IDS FILE.gguf[@QUANT]...\n");
 		return 2;
 	}
 	int32_t ids[4096], n = 0;
