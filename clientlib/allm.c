@@ -524,9 +524,9 @@ static void print_json(allm_client_t *c, const int32_t *prompt, size_t n_prompt,
 		fputc(']', o);
 	}
 	fprintf(o, ", \"n_prompt\": %u, \"n_generated\": %u, \"queue_ms\": %.3f, "
-		   "\"ttft_ms\": %.3f, \"total_ms\": %.3f, \"preemptions\": %u}\n",
+		   "\"ttft_ms\": %.3f, \"total_ms\": %.3f, \"preemptions\": %u, \"cached_tokens\": %u}\n",
 		f->n_prompt, f->n_generated, f->queue_us / 1e3, f->ttft_us / 1e3, f->total_us / 1e3,
-		f->n_preemptions);
+		f->n_preemptions, f->n_cached);
 }
 
 /* Prints the finished request as the flags ask; returns the exit status. */
@@ -556,6 +556,8 @@ static int report(const struct cli_args *a, allm_client_t *c, const int32_t *pro
 			f->n_prompt, f->n_generated, allm_finish_reason_name(f->finish_reason),
 			f->queue_us / 1e3, f->ttft_us / 1e3, f->total_us / 1e3,
 			f->n_generated > 1 && gen_s > 0 ? (f->n_generated - 1) / gen_s : 0.0);
+		if (f->n_cached)
+			fprintf(stderr, ", %u prompt tokens cached", f->n_cached);
 		if (f->n_preemptions)
 			fprintf(stderr, ", preempted %u time%s", f->n_preemptions, f->n_preemptions == 1 ? "" : "s");
 		fputc('\n', stderr);

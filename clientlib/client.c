@@ -268,6 +268,7 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		.presence_penalty = p->presence_penalty,
 		.logprobs = (uint8_t)p->logprobs,
 	};
+	memcpy(e.cache_salt, p->cache_salt, sizeof(e.cache_salt));
 	for (uint32_t i = 0; i < p->n_stop; i++)
 		e.stop_ids[i] = p->stop_ids[i];
 	if ((r = push_sqe(c, &e)))
@@ -364,7 +365,7 @@ static int validate_cqe(const struct allm_cqe *e)
 	case ALLM_CQE_FINAL:
 		if (e->flags || e->finish_reason == ALLM_FINISH_NONE ||
 		    e->finish_reason > ALLM_FINISH_ERROR || e->status > 0 || e->status < -4095 ||
-		    e->u.final.reserved)
+		    e->u.final.n_cached > e->u.final.n_prompt)
 			return -EPROTO;
 		return 0;
 	default:
@@ -459,6 +460,7 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 		ev->n_prompt = f->n_prompt;
 		ev->n_generated = f->n_generated;
 		ev->n_preemptions = f->n_preemptions;
+		ev->n_cached = f->n_cached;
 		return 1;
 	}
 	}

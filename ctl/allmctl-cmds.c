@@ -129,6 +129,18 @@ static void print_status(const msgpack_object *m)
 		       (long long)gi(m, "disk_bytes.read"), (long long)gi(m, "disk_bytes.demotions"),
 		       (long long)gi(m, "disk_bytes.fallbacks"),
 		       num(gd(m, "predictor_mape.disk"), a, sizeof(a)));
+	{
+		int64_t q = gi(m, "prefix_cache.queried_tokens"), h = gi(m, "prefix_cache.hit_tokens");
+		printf("%-12s %s: %lld of %lld prompt tokens hit (%.1f %%: device %lld, host %lld, disk %lld); cached "
+		       "blocks device %lld, host %lld, disk %lld; restored %lld tokens, recomputed %lld\n",
+		       "prefix cache", gb(m, "prefix_cache.enabled") ? "on" : "off", (long long)h, (long long)q,
+		       q > 0 ? 100.0 * (double)h / (double)q : 0.0, (long long)gi(m, "prefix_cache.hit_tokens_by_tier.device"),
+		       (long long)gi(m, "prefix_cache.hit_tokens_by_tier.host"),
+		       (long long)gi(m, "prefix_cache.hit_tokens_by_tier.disk"),
+		       (long long)gi(m, "prefix_cache.cached_blocks.device"), (long long)gi(m, "prefix_cache.cached_blocks.host"),
+		       (long long)gi(m, "prefix_cache.cached_blocks.disk"), (long long)gi(m, "prefix_cache.restored_tokens"),
+		       (long long)gi(m, "prefix_cache.recomputed_cached_tokens"));
+	}
 	printf("%-12s decode %lld, mixed %lld, prefill %lld (chunked prefill %s); wasted prefill %lld tokens\n",
 	       "steps", (long long)gi(m, "steps.decode"), (long long)gi(m, "steps.mixed"),
 	       (long long)gi(m, "steps.prefill"), gb(m, "policy.chunked_prefill") ? "on" : "off",
@@ -241,6 +253,24 @@ int allmctl_cmd_simple(struct allmctl_run *r, int argc, char **argv)
 	} else {
 		printf("ok\n");
 	}
+	allm_ctl_msg_free(m);
+	return 0;
+}
+
+/* --- cache reset ------------------------------------------------------------------ */
+
+int allmctl_cmd_cache(struct allmctl_run *r, int argc, char **argv)
+{
+	struct allm_ctl_msg *m = NULL;
+	if (argc != 2 || strcmp(argv[1], "reset"))
+		return usage_err("%s", "cache takes one word: reset");
+	int rc = call(r, "cache-reset", NULL, &m);
+	if (rc)
+		return rc;
+	if (r->json)
+		print_json(m->result);
+	else
+		printf("dropped %lld cached blocks (those in use stay)\n", (long long)gi(m->result, "dropped_blocks"));
 	allm_ctl_msg_free(m);
 	return 0;
 }

@@ -23,11 +23,12 @@ static void usage(FILE *f)
 		"                         cpu_blocks, max_num_seqs, max_num_batched_tokens,\n"
 		"                         preempt (adaptive|recompute|swap), sched (fair|fcfs),\n"
 		"                         chunked_prefill (on|off), max_wait_factor, disk_blocks,\n"
-		"                         admit_overcommit\n"
+		"                         admit_overcommit, prefix_caching (on|off)\n"
 		"  calibrate              re-run predictor calibration (the engine must be idle)\n"
 		"  requests [--limit N]   the requests in flight (default 100)\n"
 		"  cancel ID              cancel one request\n"
 		"  reset-stats            zero the counters and latency windows\n"
+		"  cache reset            drop every cached KV block no request holds (all tiers)\n"
 		"  drain [--no-wait]      refuse new requests; wait until those in flight finished\n"
 		"  resume                 accept new requests again after drain\n"
 		"  shutdown               drain, then the engine exits 0\n"
@@ -65,6 +66,7 @@ static const struct cmd cmds[] = {
 	{"requests", allmctl_cmd_requests},
 	{"cancel", allmctl_cmd_cancel},
 	{"reset-stats", allmctl_cmd_simple},
+	{"cache", allmctl_cmd_cache},
 	{"drain", allmctl_cmd_drain},
 	{"resume", allmctl_cmd_simple},
 	{"shutdown", allmctl_cmd_simple},

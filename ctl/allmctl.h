@@ -31,6 +31,7 @@ int allmctl_cmd_status(struct allmctl_run *r, int argc, char **argv);
 int allmctl_cmd_metrics(struct allmctl_run *r, int argc, char **argv); /* Prometheus text */
 int allmctl_cmd_set(struct allmctl_run *r, int argc, char **argv);
 int allmctl_cmd_simple(struct allmctl_run *r, int argc, char **argv); /* calibrate, reset-stats, resume, shutdown */
+int allmctl_cmd_cache(struct allmctl_run *r, int argc, char **argv); /* cache reset */
 int allmctl_cmd_requests(struct allmctl_run *r, int argc, char **argv);
 int allmctl_cmd_cancel(struct allmctl_run *r, int argc, char **argv);
 int allmctl_cmd_drain(struct allmctl_run *r, int argc, char **argv);

@@ -214,14 +214,14 @@ static void top_draw_help(struct top_grid *g)
 void top_draw(const struct top_state *s, const struct top_view *v, struct top_grid *g)
 {
 	static const struct top_slot left2[] = {
-		{ top_panel_queues, 4 }, { top_panel_blocks, 4 }, { top_panel_throughput, 3 },
+		{ top_panel_queues, 4 }, { top_panel_blocks, 5 }, { top_panel_throughput, 3 },
 		{ top_panel_latency, 4 }, { top_panel_clients, 0 },
 	};
 	static const struct top_slot right2[] = {
 		{ top_panel_preemptions, 4 }, { top_panel_predictor, 2 }, { top_panel_decisions, 0 },
 	};
 	static const struct top_slot one[] = {
-		{ top_panel_queues, 4 }, { top_panel_blocks, 4 }, { top_panel_throughput, 3 },
+		{ top_panel_queues, 4 }, { top_panel_blocks, 5 }, { top_panel_throughput, 3 },
 		{ top_panel_latency, 4 }, { top_panel_preemptions, 4 }, { top_panel_predictor, 2 },
 		{ top_panel_decisions, 0 }, { top_panel_clients, 0 },
 	};

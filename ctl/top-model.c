@@ -159,6 +159,18 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->cpu_total = top_i64(m, "blocks.cpu.total");
 	s->disk_used = top_i64(m, "blocks.disk.used");
 	s->disk_total = top_i64(m, "blocks.disk.total");
+	s->gpu_cached = top_i64(m, "blocks.gpu.cached");
+	s->cpu_cached = top_i64(m, "blocks.cpu.cached");
+	s->disk_cached = top_i64(m, "blocks.disk.cached");
+	s->pc_enabled = false;
+	allm_ctl_get_bool(m, "prefix_cache.enabled", &s->pc_enabled);
+	s->pc_queried = top_i64(m, "prefix_cache.queried_tokens");
+	s->pc_hit = top_i64(m, "prefix_cache.hit_tokens");
+	s->pc_restored = top_i64(m, "prefix_cache.restored_tokens");
+	s->pc_recomputed = top_i64(m, "prefix_cache.recomputed_cached_tokens");
+	s->pc_blocks[0] = top_i64(m, "prefix_cache.cached_blocks.device");
+	s->pc_blocks[1] = top_i64(m, "prefix_cache.cached_blocks.host");
+	s->pc_blocks[2] = top_i64(m, "prefix_cache.cached_blocks.disk");
 	s->pre_disk = top_i64(m, "preemptions.disk");
 	s->disk_write = top_i64(m, "disk_bytes.write");
 	s->disk_read = top_i64(m, "disk_bytes.read");
@@ -214,6 +226,10 @@ int top_model_apply_decision(struct top_state *s, const struct msgpack_object *m
 	d.pred_recompute_ms = top_dbl(m, "pred_recompute_ms");
 	top_str(m, "choice", d.choice, sizeof(d.choice));
 	top_str(m, "reason", d.reason, sizeof(d.reason));
+	char kind[16] = "";
+	top_str(m, "kind", kind, sizeof(kind));
+	d.restore = strcmp(kind, "restore") == 0; /* the wire's text, decoded once here */
+	allm_ctl_get_bool(m, "estimated", &d.estimated);
 	d.measured_ms = top_dbl(m, "measured_ms");
 	allm_ctl_get_bool(m, "measured", &measured);
 	d.measured = measured && !isnan(d.measured_ms);

@@ -77,6 +77,16 @@ void top_panel_blocks(const struct top_state *s, const struct top_view *v,
 	int i, end = r.x + r.w, tiers = s->disk_total > 0 ? 3 : 2; /* the disk row only with a disk tier */
 
 	top_title(g, r, "KV blocks", "used/total");
+	/* the prefix cache under the pools, when there is a row for it */
+	if (TOP_ROWS(r) > tiers) {
+		char hit[16] = "-";
+		if (s->pc_queried > 0)
+			snprintf(hit, sizeof(hit), "%.0f%%", 100.0 * (double)s->pc_hit / (double)s->pc_queried);
+		/* hits over prompt tokens looked up; cached blocks device/host/disk */
+		top_grid_putf(g, r.y + 1 + tiers, r.x, end, s->pc_enabled ? TOP_A_NORMAL : TOP_A_DIM,
+			      "cache %s hit %s  %lld/%lld/%lld blk", s->pc_enabled ? "on" : "off", hit,
+			      (long long)s->pc_blocks[0], (long long)s->pc_blocks[1], (long long)s->pc_blocks[2]);
+	}
 	for (i = 0; i < tiers && i < TOP_ROWS(r); i++) {
 		int y = r.y + 1 + i;
 		char num[48];
@@ -208,10 +218,13 @@ void top_panel_preemptions(const struct top_state *s, const struct top_view *v,
 	if (TOP_ROWS(r) < 3)
 		return;
 	/* steps by kind: what chunked prefill and fair's headroom change */
-	top_grid_putf(g, y + 2, r.x, end, TOP_A_DIM,
-		      "steps dec/mix/pre %lld/%lld/%lld  wasted %lld tok",
-		      (long long)s->steps_decode, (long long)s->steps_mixed,
-		      (long long)s->steps_prefill, (long long)s->wasted_prefill_tokens);
+	x = top_grid_putf(g, y + 2, r.x, end, TOP_A_DIM,
+			  "steps dec/mix/pre %lld/%lld/%lld  wasted %lld tok",
+			  (long long)s->steps_decode, (long long)s->steps_mixed,
+			  (long long)s->steps_prefill, (long long)s->wasted_prefill_tokens);
+	/* cached prefixes found in a lower tier: brought back, or computed again */
+	top_grid_putf(g, y + 2, x, end, TOP_A_DIM, "  cached: restored %lld rec %lld tok", (long long)s->pc_restored,
+		      (long long)s->pc_recomputed);
 }
 
 void top_panel_predictor(const struct top_state *s, const struct top_view *v,
@@ -248,6 +261,7 @@ static void top_decision_line(struct top_grid *g, int y, int x, int end,
 {
 	char ps[24], pr[24], me[24];
 	bool swap = strcmp(d->choice, "swap") == 0, disk = strcmp(d->choice, "disk") == 0;
+	bool restore = strcmp(d->choice, "restore") == 0, split = strcmp(d->choice, "split") == 0;
 
 	top_fmt_ms(ps, sizeof(ps), d->pred_swap_ms);
 	top_fmt_ms(pr, sizeof(pr), d->pred_recompute_ms);
@@ -263,11 +277,14 @@ static void top_decision_line(struct top_grid *g, int y, int x, int end,
 	else
 		x = top_grid_putf(g, y, x, end, TOP_A_NORMAL, "%5lld %6s %6s ",
 				  (long long)d->request, ps, pr);
-	x = top_grid_putf(g, y, x, end, swap || disk ? TOP_A_WARN : TOP_A_TITLE,
+	x = top_grid_putf(g, y, x, end, swap || disk || restore || split ? TOP_A_WARN : TOP_A_TITLE,
 			  l >= TOP_DEC_MID ? "%-9s" : "%-4s",
-			  l >= TOP_DEC_MID ? d->choice : (swap ? "swap" : disk ? "disk" : "rec"));
+			  l >= TOP_DEC_MID ? d->choice
+			  : swap ? "swap" : disk ? "disk" : restore ? "rest" : split ? "splt" : "rec");
 	x = top_grid_putf(g, y, x, end, d->measured ? TOP_A_BOLD : TOP_A_DIM, " %7s", me);
-	top_grid_putf(g, y, x, end, TOP_A_DIM, "  %s", d->reason);
+	/* a cached prefix's choice is marked as such; "~": on the first estimate */
+	top_grid_putf(g, y, x, end, TOP_A_DIM, "  %s%s%s", d->estimated ? "~" : "", d->restore ? "cached: " : "",
+		      d->reason);
 }
 
 void top_panel_decisions(const struct top_state *s, const struct top_view *v,
@@ -276,7 +293,7 @@ void top_panel_decisions(const struct top_state *s, const struct top_view *v,
 	int rows = TOP_ROWS(r) - 1, end = r.x + r.w, i, n, x = r.x;
 	enum top_dec_layout l = r.w >= 82 ? TOP_DEC_FULL : r.w >= 55 ? TOP_DEC_MID : TOP_DEC_COMPACT;
 
-	top_title(g, r, "Decisions", "swap vs recompute, predicted ms");
+	top_title(g, r, "Decisions", "swap/restore vs recompute, predicted ms");
 	if (TOP_ROWS(r) < 1)
 		return;
 	/* The same widths as top_decision_line's fields. */
@@ -289,7 +306,7 @@ void top_panel_decisions(const struct top_state *s, const struct top_view *v,
 		top_grid_putf(g, r.y + 1, x, end, TOP_A_DIM, "%5s %6s %6s %-4s %7s  %s", "req",
 			      "swapms", "recms", "pick", "meas ms", "reason");
 	if (!s->n_dec && rows > 0) {
-		top_grid_put(g, r.y + 2, r.x, end, TOP_A_DIM, "no preemption yet");
+		top_grid_put(g, r.y + 2, r.x, end, TOP_A_DIM, "no preemption or restore yet");
 		return;
 	}
 	/* Newest at the bottom, as in a log; older lines scroll off the top. */

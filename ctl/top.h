@@ -51,8 +51,10 @@ struct top_decision {
 	int64_t length;    /* tokens the request held */
 	int64_t blocks;    /* KV blocks it held */
 	double pred_swap_ms, pred_recompute_ms;
-	char choice[12];   /* "swap" / "disk" / "recompute" */
+	char choice[12];   /* "swap" / "disk" / "recompute" / "restore" / "split" */
 	char reason[48];
+	bool restore;      /* a cached prefix in a lower tier (kind "restore"), not a victim */
+	bool estimated;    /* taken before the predictors were calibrated */
 	double measured_ms; /* NAN until measured */
 	bool measured;
 };
@@ -75,6 +77,10 @@ struct top_state {
 	int n_top[TOP_Q_N];
 	int64_t gpu_used, gpu_total, cpu_used, cpu_total;
 	int64_t disk_used, disk_total; /* 0/0 without a disk tier */
+	int64_t gpu_cached, cpu_cached, disk_cached; /* held by the prefix cache alone */
+	bool pc_enabled;
+	int64_t pc_queried, pc_hit, pc_restored, pc_recomputed; /* tokens */
+	int64_t pc_blocks[3]; /* cached blocks: device, host, disk */
 	int64_t pre_swap, pre_recompute, pre_disk;
 	int64_t disk_write, disk_read, demotions; /* bytes, bytes, count */
 	int64_t swapped_out, swapped_in, recomputed_tokens; /* bytes, bytes, tokens */

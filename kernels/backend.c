@@ -213,6 +213,11 @@ double allm_backend_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes,
 	return be && be->simulated ? allm_sim_disk_seconds(be, write, bytes, runs) : 0;
 }
 
+const struct allm_sim_disk_i *allm_backend_sim_disk(allm_backend_t *be)
+{
+	return be && be->simulated ? allm_sim_disk() : NULL;
+}
+
 void allm_backend_clock_wait_until(allm_backend_t *be, double t)
 {
 	if (be && be->simulated) {

@@ -269,6 +269,27 @@ double allm_backend_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes,
  * clock forward (the device idles) on a simulated one. */
 void allm_backend_clock_wait_until(allm_backend_t *be, double t);
 
+/* A simulated device's disk (kernels/sim): one line of transfers beside its
+ * clock, in order, and the slots of the disk tier's stage of writes behind,
+ * each busy until its write lands. The disk tier (engined/kv) times a
+ * simulated disk through it; a real disk takes its own time. */
+struct allm_sim_disk_i {
+	/* queues a transfer (a write behind, a read ahead): when it starts
+	 * (*ret_start, may be NULL) and ends (returned) */
+	double (*queue)(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs, double *ret_start);
+	/* a transfer the caller waits for, after what was queued before it: the
+	 * seconds it waited in all, of them those for the queue in *ret_queued */
+	double (*wait)(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs, double *ret_queued);
+	/* the stage's slots (n_slots of them) whose writes have landed by now */
+	int32_t (*stage_free)(allm_backend_t *be, int32_t n_slots);
+	/* k free slots of it are busy until `until`; -ENOMEM */
+	int (*stage_take)(allm_backend_t *be, int32_t n_slots, int32_t k, double until);
+	/* when the line is next idle (its last queued transfer ends) */
+	double (*idle)(allm_backend_t *be);
+};
+/* The simulated device's disk, NULL on a real device. */
+const struct allm_sim_disk_i *allm_backend_sim_disk(allm_backend_t *be);
+
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
 			    struct allm_err *err);
 

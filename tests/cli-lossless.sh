@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; --min-tokens holds EOS back; a corrupted profile is ignored with a warning and rewritten. QUANT=FORMAT runs all of it on quantized weights.
+# Description: preemption, the disk tier and chunked prefill lose nothing: allm-run --workload gives the same outputs_sha256 with plentiful blocks and with --gpu-blocks 16 --cpu-blocks 8 under each of --preempt adaptive, recompute and swap, and the constrained runs report preemptions of the expected kinds (recompute under fcfs: there fair's headroom admits only what can run to its end, so it never preempts); fair and fcfs agree too, with --chunked-prefill on (prompts split into 24-token chunks, mixed steps reported) and off (no mixed step), and with the paper's fair (no headroom, no aging), and with a disk tier under each policy (disk swaps under swap and adaptive, none under recompute, nothing left in its directory; an unusable directory is a warning, not a failure); 16-bit K/V (--kv-cache-dtype f16, bf16) doubles the blocks and keeps its outputs under recompute and swap; repetition / frequency / presence penalties change the outputs and keep them under recompute and swap; --min-tokens holds EOS back; the prefix cache (prompts sharing system prompts) gives the same outputs off and on under every policy, chunked prefill on and off, with host and disk tiers under tight device blocks; a corrupted profile is ignored with a warning and rewritten. QUANT=FORMAT runs all of it on quantized weights.
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -127,9 +127,44 @@ read -r n0 f0 <<<"$(mt)"; read -r n1 f1 <<<"$(mt --min-tokens 300)"
 echo "min_tokens: $n0 tokens ($f0) without, $n1 ($f1) with 300"
 [ "$f0" = stop ] && [ "$n0" -lt 300 ] && [ "$f1" = stop ] && [ "$n1" -ge 300 ] ||
   { echo "FAIL: --min-tokens 300 did not hold EOS back"; fail=1; }
+# the prefix cache: 64 prompts of 4 "system prompts" (96 ids) + their own 24 ids;
+# caching off and on, under each policy, chunked prefill on and off, with tight
+# device blocks and a host and disk tier under it, give the plentiful run's outputs
+python3 - "$tmp/shared.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(64):
+        g = i % 4
+        sysp = [1 + (g * 131 + k * 17) % 500 for k in range(96)]
+        own = [1 + (i * 71 + k * 13) % 500 for k in range(24)]
+        f.write(json.dumps({"prompt_ids": sysp + own}) + "\n")
+PY
+S=(--model "$M" --device cpu --workload "$tmp/shared.jsonl" -n 64 --max-output 24 --temperature 0 --json --profile "$tmp/profile.json")
+"$RUN" "${S[@]}" --prefix-caching off >"$tmp/pc-ref.json" 2>/dev/null || { echo "FAIL: shared-prefix reference"; fail=1; }
+pcref=$(field "$tmp/pc-ref.json" "['outputs_sha256']")
+for c in on off; do
+  for p in adaptive recompute swap; do
+    for pc in off on; do
+      out=$tmp/pc-$c-$p-$pc.json
+      "$RUN" "${S[@]}" --prefix-caching $pc --chunked-prefill $c --preempt $p --gpu-blocks 24 --cpu-blocks 12 \
+        --disk-swap-space 0.01 --disk-swap-dir "$tmp/kv" --max-num-batched-tokens 64 >"$out" 2>"$tmp/pc.err" ||
+        { echo "FAIL: prefix caching $pc, chunked $c, --preempt $p"; cat "$tmp/pc.err"; fail=1; continue; }
+      h=$(field "$out" "['outputs_sha256']"); hit=$(field "$out" "['prefix_cache']['hit_tokens']")
+      q=$(field "$out" "['prefix_cache']['queried_tokens']"); tiers=$(field "$out" "['prefix_cache']['hit_tokens_by_tier']")
+      echo "prefix caching $pc, chunked $c, --preempt $p, 24 GPU + 12 host blocks + disk: sha $h, $hit of $q tokens hit $tiers"
+      [ "$h" = "$pcref" ] || { echo "FAIL: prefix caching $pc (chunked $c, $p) changed the outputs"; fail=1; }
+      # recompute never restores from a lower tier: its hits are the device's alone
+      if [ $pc = off ]; then [ "$hit" = 0 ] || { echo "FAIL: prefix caching off: $hit tokens hit"; fail=1; }
+      elif [ $p = recompute ]; then [ "$(field "$out" "['prefix_cache']['restored_tokens']")" = 0 ] ||
+        { echo "FAIL: --preempt recompute restored cached tokens"; fail=1; }
+      else [ "$hit" -gt $((q / 2)) ] || { echo "FAIL: prefix caching on: only $hit of $q tokens hit"; fail=1; }; fi
+    done
+  done
+done
+[ -z "$(ls -A "$tmp/kv")" ] || { echo "FAIL: files left in the disk swap directory: $(ls -A "$tmp/kv")"; fail=1; }
 # a corrupted profile is ignored with a warning and recalibrated; the run still succeeds
 echo '{"version": 1, "key": {' >"$tmp/bad-profile.json"
-if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" >"$tmp/bad.json" 2>"$tmp/bad.err"; then
+if "$RUN" "${W[@]}" -n 4 --profile "$tmp/bad-profile.json" --calibrate-at-start >"$tmp/bad.json" 2>"$tmp/bad.err"; then
   grep -q "ignored" "$tmp/bad.err" || { echo "FAIL: corrupted profile not reported"; cat "$tmp/bad.err"; fail=1; }
   python3 -c "import json; json.load(open('$tmp/bad-profile.json'))['recompute']" 2>/dev/null \
     || { echo "FAIL: profile not rewritten after recalibration"; fail=1; }

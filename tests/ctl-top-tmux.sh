@@ -67,8 +67,9 @@ for t in 'allmctl top  top' 'Queues' 'KV blocks' 'Throughput' 'Latency' 'Preempt
 	'Predictor error' 'Decisions' 'Clients'; do
 	cap | grep -q -- "$t" && ok "panel '$t'" || fail "panel '$t' missing"
 done
-# A decision line: request, length, both predictions, the choice, measured (or ...), reason.
-declre=' [0-9]+ +[0-9]+ +[0-9.-]+ +[0-9.-]+ (swap|recompute) +([0-9.]+|\.\.\.)  [a-z]'
+# A decision line: request, length, both predictions, the choice, measured (or ...), reason
+# ("~" before it: taken on the first estimate, before the predictors were calibrated).
+declre=' [0-9]+ +[0-9]+ +[0-9.-]+ +[0-9.-]+ (swap|recompute) +([0-9.]+|\.\.\.)  ~?[a-z]'
 wait_for "$declre" 150 && ok "decision log has swap/recompute lines" ||
 	fail "no decision line after 15 s: $(status_json | grep -A2 '"preemptions"' | tr -d '\n ')"
 c1=$(cap)

@@ -142,6 +142,7 @@ struct fx {
 	int n_measured;
 	int64_t n_swap_choice, n_rc_choice, n_disk_choice;
 	int64_t n_reason_full; /* "... CPU pool full" */
+	int64_t n_restore_dec, n_restore_rc, n_restore_restored; /* restore-or-recompute decisions */
 	int max_victims_per_step;
 	int32_t min_tokens; /* > 0: the next submits stop at EOS, not before this many */
 	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
@@ -242,17 +243,17 @@ static void fx_check_three_tiers(struct fx *f, const struct allm_decision *d)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(f->kv);
 	int32_t n = d->n_blocks;
-	bool host = n > 0 && f->kv->cpu.n_free + (d->choice == ALLM_CHOICE_SWAP ? n : 0) >= n;
-	bool disk = n > 0 && dp->n_free + (d->choice == ALLM_CHOICE_DISK ? n : 0) >= n;
+	bool host = n > 0 && allm_block_pool_avail(&f->kv->cpu) + (d->choice == ALLM_CHOICE_SWAP ? n : 0) >= n;
+	bool disk = n > 0 && allm_block_pool_avail(dp) + (d->choice == ALLM_CHOICE_DISK ? n : 0) >= n;
 	double ps = d->pred_swap_s, pd = d->pred_disk_s, pr = d->pred_recompute_s;
+	const char *reason = allm_reason_text(d->reason);
 	enum allm_choice want;
 	const char *why;
 	CHECK(isfinite(pd) && pd > 0, "decision %lld: disk prediction %g", (long long)d->seq_no, pd);
-	if (d->reason && (!strcmp(d->reason, "disk write failed") ||
-			  !strncmp(d->reason, "host pool made room", 19))) {
+	if (d->reason == ALLM_REASON_DISK_WRITE_FAILED || d->reason == ALLM_REASON_HOST_MADE_ROOM) {
 		/* a fault fell back, or a demotion made the host pool take it */
-		CHECK(d->choice == (d->reason[0] == 'd' ? ALLM_CHOICE_RECOMPUTE : ALLM_CHOICE_SWAP),
-		      "decision %lld: \"%s\" with choice %d", (long long)d->seq_no, d->reason, d->choice);
+		CHECK(d->choice == (d->reason == ALLM_REASON_DISK_WRITE_FAILED ? ALLM_CHOICE_RECOMPUTE : ALLM_CHOICE_SWAP),
+		      "decision %lld: \"%s\" with choice %d", (long long)d->seq_no, reason, d->choice);
 		goto count;
 	}
 	switch (f->preempt) {
@@ -277,11 +278,11 @@ static void fx_check_three_tiers(struct fx *f, const struct allm_decision *d)
 						     : "swap cheaper, CPU and disk pools full";
 	}
 	}
-	CHECK(d->choice == want && d->reason && !strcmp(d->reason, why),
+	CHECK(d->choice == want && !strcmp(reason, why),
 	      "decision %lld (%s, %d blocks, host %d disk %d, swap %g disk %g recompute %g): %s "
 	      "\"%s\", expected %s \"%s\"",
 	      (long long)d->seq_no, allm_preempt_name(f->preempt), n, host, disk, ps, pd, pr,
-	      allm_choice_name(d->choice), d->reason ? d->reason : "(null)", allm_choice_name(want), why);
+	      allm_choice_name(d->choice), reason, allm_choice_name(want), why);
 count:
 	if (d->choice == ALLM_CHOICE_RECOMPUTE)
 		f->n_rc_choice++;
@@ -289,6 +290,45 @@ count:
 		f->n_swap_choice++;
 	if (d->choice == ALLM_CHOICE_DISK)
 		f->n_disk_choice++;
+}
+
+/* A cached prefix found in a lower tier: the policy's choice from its
+ * predictions (adaptive: the cheaper; swap: restore; recompute: never). */
+static void fx_check_restore(struct fx *f, const struct allm_decision *d)
+{
+	f->n_restore_dec++;
+	CHECK(d->n_blocks > 0 && d->n_restored >= 0 && d->n_restored <= d->n_blocks &&
+		      d->tier > ALLM_KV_TIER_DEVICE && d->tier < ALLM_KV_TIER_COUNT,
+	      "restore decision %lld: %d of %d blocks, tier %d", (long long)d->seq_no, d->n_restored, d->n_blocks,
+	      d->tier);
+	CHECK(isfinite(d->pred_swap_s) && d->pred_swap_s > 0 && isfinite(d->pred_recompute_s) &&
+		      d->pred_recompute_s > 0 && isfinite(d->pred_disk_s),
+	      "restore decision %lld predictions restore %g recompute %g choice %g", (long long)d->seq_no,
+	      d->pred_swap_s, d->pred_recompute_s, d->pred_disk_s);
+	if (d->reason == ALLM_REASON_RESTORE_FAILED)
+		return;
+	enum allm_choice want = d->n_restored == d->n_blocks ? ALLM_CHOICE_RESTORE
+				: d->n_restored == 0 ? ALLM_CHOICE_RECOMPUTE : ALLM_CHOICE_SPLIT;
+	CHECK(d->choice == want, "restore decision %lld: %s with %d of %d restored", (long long)d->seq_no,
+	      allm_choice_name(d->choice), d->n_restored, d->n_blocks);
+	switch (f->preempt) {
+	case ALLM_PREEMPT_RECOMPUTE:
+		CHECK(d->choice == ALLM_CHOICE_RECOMPUTE, "policy recompute restored a cached prefix");
+		break;
+	case ALLM_PREEMPT_SWAP:
+		CHECK(d->choice == ALLM_CHOICE_RESTORE, "policy swap recomputed a cached prefix");
+		break;
+	default:
+		/* the choice costs no more than either end */
+		CHECK(d->pred_disk_s <= d->pred_swap_s * (1 + 1e-9) + 1e-12 &&
+			      d->pred_disk_s <= d->pred_recompute_s * (1 + 1e-9) + 1e-12,
+		      "adaptive restore decision %lld: chose %g, restore %g, recompute %g", (long long)d->seq_no,
+		      d->pred_disk_s, d->pred_swap_s, d->pred_recompute_s);
+	}
+	if (d->choice == ALLM_CHOICE_RECOMPUTE)
+		f->n_restore_rc++;
+	else
+		f->n_restore_restored++;
 }
 
 static void fx_on_decision(void *user, const struct allm_decision *d, bool measured)
@@ -329,6 +369,10 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	struct fx_req *q = &f->req[d->tag];
 	CHECK(q->id == d->req_id, "decision names id %lld, tag %llu is %lld", (long long)d->req_id,
 	      (unsigned long long)d->tag, (long long)q->id);
+	if (d->kind == ALLM_DECISION_RESTORE) {
+		fx_check_restore(f, d);
+		return;
+	}
 	const struct allm_request *victim = fx_live(f, (int)d->tag);
 	bool victim_aged = victim && victim->aged;
 	double want = fx_pri(d->time, q->arrival, d->n_tokens);
@@ -339,8 +383,14 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 		      d->pred_recompute_s > 0,
 	      "decision %lld predictions swap %g recompute %g", (long long)d->seq_no, d->pred_swap_s,
 	      d->pred_recompute_s);
-	CHECK(d->reason != NULL, "no reason");
-	if (f->freeze && !f->chunked) /* recompute = a prefill of the victim's current length */
+	CHECK(d->reason != ALLM_REASON_NONE, "no reason");
+	/* recompute = a prefill of the victim's current length; with the prefix
+	 * cache, of the part it does not keep: no more */
+	if (f->freeze && !f->chunked && allm_engine_get_config(f->e)->prefix_caching)
+		CHECK(d->pred_recompute_s <= allm_predict_recompute(&f->frozen, d->n_tokens),
+		      "decision %lld: recompute predicted %g, prefill of %d tokens %g", (long long)d->seq_no,
+		      d->pred_recompute_s, d->n_tokens, allm_predict_recompute(&f->frozen, d->n_tokens));
+	else if (f->freeze && !f->chunked)
 		CHECK(d->pred_recompute_s == allm_predict_recompute(&f->frozen, d->n_tokens),
 		      "decision %lld: recompute predicted %g, prefill of %d tokens %g", (long long)d->seq_no,
 		      d->pred_recompute_s, d->n_tokens, allm_predict_recompute(&f->frozen, d->n_tokens));
@@ -378,7 +428,7 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 	}
 	/* swap or recompute: DESIGN §6's policy table. CPU blocks free before the
 	 * choice = now + what a swap took. */
-	int32_t cpu_free = f->kv->cpu.n_free + (d->choice == ALLM_CHOICE_SWAP ? d->n_blocks : 0);
+	int32_t cpu_free = allm_block_pool_avail(&f->kv->cpu) + (d->choice == ALLM_CHOICE_SWAP ? d->n_blocks : 0);
 	bool fits = d->n_blocks > 0 && cpu_free >= d->n_blocks;
 	enum allm_choice want_c;
 	const char *want_r;
@@ -400,18 +450,18 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 			want_r = "recompute cheaper";
 		}
 	}
-	CHECK(d->choice == want_c && d->reason && !strcmp(d->reason, want_r),
+	CHECK(d->choice == want_c && !strcmp(allm_reason_text(d->reason), want_r),
 	      "decision %lld (%s, %d blocks, %d CPU free, swap %g s vs recompute %g s): %s \"%s\", "
 	      "expected %s \"%s\"",
 	      (long long)d->seq_no, allm_preempt_name(f->preempt), d->n_blocks, cpu_free,
 	      d->pred_swap_s, d->pred_recompute_s, d->choice == ALLM_CHOICE_SWAP ? "swap" : "recompute",
-	      d->reason ? d->reason : "(null)", want_c == ALLM_CHOICE_SWAP ? "swap" : "recompute",
+	      allm_reason_text(d->reason), want_c == ALLM_CHOICE_SWAP ? "swap" : "recompute",
 	      want_r);
 	if (d->choice == ALLM_CHOICE_SWAP)
 		f->n_swap_choice++;
 	else
 		f->n_rc_choice++;
-	if (d->reason && strstr(d->reason, "CPU pool full"))
+	if (strstr(allm_reason_text(d->reason), "CPU pool full"))
 		f->n_reason_full++;
 }
 
@@ -428,6 +478,7 @@ struct fx_opts {
 	double max_wait_factor; /* aging (fair) */
 	double overcommit; /* admission by commitment (fair) */
 	int32_t disk_blocks; /* > 0: a disk tier in a private temporary directory */
+	bool prefix_caching; /* automatic prefix caching (DESIGN §5b) */
 };
 
 /* The model and backend, shared by every engine of a test program. */
@@ -531,6 +582,7 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 		.admit_lookahead = o->lookahead,
 		.max_wait_factor = o->max_wait_factor,
 		.admit_overcommit = o->overcommit,
+		.prefix_caching = o->prefix_caching,
 		.clock = fx_clock,
 		.clock_user = f,
 	};
@@ -684,19 +736,26 @@ static void fx_check_pools(struct fx *f)
 	if (dp)
 		CHECK(allm_block_pool_check(dp) == 0, "disk pool invariants (step %lld)", (long long)f->step);
 	int64_t gpu = 0, cpu = 0, disk = 0;
+	/* device blocks: owned by one request, or cached and held by as many
+	 * requests as its refcount says */
+	int32_t *held = calloc((size_t)ALLM_MAX(kv->gpu.capacity, 1), sizeof(int32_t));
 	for (int s = 0; s < 3; s++) {
 		int n = allm_engine_list(f->e, (enum allm_req_state)s, v, 1024);
 		for (int i = 0; i < n; i++) {
 			const struct allm_request *r = v[i];
-			gpu += r->seq.n_blocks;
 			cpu += r->n_cpu_blocks;
 			disk += r->n_disk_blocks;
 			for (int32_t b = 0; b < r->n_disk_blocks; b++)
 				CHECK(dp && dp->owner[r->disk_blocks[b]] == r->id, "disk block %d of request %lld",
 				      r->disk_blocks[b], (long long)r->id);
-			for (int32_t b = 0; b < r->seq.n_blocks; b++)
-				CHECK(kv->gpu.owner[r->seq.blocks[b]] == r->id, "GPU block %d of request %lld",
-				      r->seq.blocks[b], (long long)r->id);
+			for (int32_t b = 0; b < r->seq.n_blocks; b++) {
+				int32_t id = r->seq.blocks[b];
+				CHECK(id >= 0 && id < kv->gpu.capacity &&
+					      (kv->gpu.owner[id] == r->id || kv->gpu.owner[id] == ALLM_BLOCK_CACHED),
+				      "GPU block %d of request %lld", id, (long long)r->id);
+				if (id >= 0 && id < kv->gpu.capacity && held[id]++ == 0)
+					gpu++;
+			}
 			for (int32_t b = 0; b < r->n_cpu_blocks; b++)
 				CHECK(kv->cpu.owner[r->cpu_blocks[b]] == r->id, "CPU block %d of request %lld",
 				      r->cpu_blocks[b], (long long)r->id);
@@ -718,6 +777,15 @@ static void fx_check_pools(struct fx *f)
 	}
 	CHECK(gpu == allm_block_pool_used(&kv->gpu), "GPU used %d, tables hold %lld",
 	      allm_block_pool_used(&kv->gpu), (long long)gpu);
+	for (int32_t id = 0; id < kv->gpu.capacity; id++)
+		if (kv->gpu.owner[id] == ALLM_BLOCK_CACHED)
+			CHECK(kv->gpu.refs[id] == held[id], "cached GPU block %d: %d refs, %d holders", id,
+			      kv->gpu.refs[id], held[id]);
+		else
+			CHECK(held[id] <= 1, "GPU block %d in %d tables", id, held[id]);
+	free(held);
+	if (kv->pc)
+		CHECK(allm_pc_check(kv->pc) == 0, "prefix cache invariants (step %lld)", (long long)f->step);
 	CHECK(cpu == allm_block_pool_used(&kv->cpu), "CPU used %d, tables hold %lld",
 	      allm_block_pool_used(&kv->cpu), (long long)cpu);
 	CHECK(!dp || disk == allm_block_pool_used(dp), "disk used %d, tables hold %lld",
@@ -760,11 +828,19 @@ static int fx_step(struct fx *f)
 	      (long long)f->step);
 	f->n_prefill_steps += prefill;
 	f->n_decode_steps += decode;
-	int n_vict = f->n_dec - n_dec0;
+	int n_vict = 0;
+	for (int i = n_dec0; i < f->n_dec; i++)
+		n_vict += f->dec[i].d.kind == ALLM_DECISION_PREEMPT;
 	f->max_victims_per_step = ALLM_MAX(f->max_victims_per_step, n_vict);
 	/* victims of one step: ascending priority (fair) / descending arrival (fcfs) */
-	for (int i = n_dec0 + 1; i < f->n_dec && f->paper; i++) {
-		const struct allm_decision *a = &f->dec[i - 1].d, *b = &f->dec[i].d;
+	for (int i = n_dec0 + 1, prev = n_dec0; i < f->n_dec && f->paper; i++) {
+		/* admission's restore-or-recompute decisions come after the victims */
+		if (f->dec[prev].d.kind != ALLM_DECISION_PREEMPT || f->dec[i].d.kind != ALLM_DECISION_PREEMPT) {
+			prev = i;
+			continue;
+		}
+		const struct allm_decision *a = &f->dec[prev].d, *b = &f->dec[i].d;
+		prev = i;
 		if (f->sched == ALLM_SCHED_FAIR)
 			CHECK(a->priority <= b->priority, "step %lld: victims %g then %g",
 			      (long long)f->step, a->priority, b->priority);
@@ -907,7 +983,7 @@ static void fx_check_end(struct fx *f, const char *what)
 				fprintf(stderr, "%s: decision %lld (request %lld, %s, \"%s\") never measured\n",
 					what, (long long)f->dec[i].d.seq_no, (long long)f->dec[i].d.req_id,
 					f->dec[i].d.choice == ALLM_CHOICE_SWAP ? "swap" : "recompute",
-					f->dec[i].d.reason ? f->dec[i].d.reason : "");
+					allm_reason_text(f->dec[i].d.reason));
 		}
 	CHECK(not_done == 0, "%s: %d requests never finished", what, not_done);
 	CHECK(bad == 0, "%s: %d requests finished with an error", what, bad);

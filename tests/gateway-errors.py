@@ -9,19 +9,7 @@ import sys
 import urllib.parse
 
 import openai
-
-fails = 0
-
-
-def ok(m):
-    print("ok: " + m)
-
-
-def fail(m):
-    global fails
-    print("FAIL: " + m)
-    fails += 1
-
+from checks import fail, finish, ok
 
 url = os.environ["GW_URL"]
 
@@ -165,6 +153,4 @@ if sys.argv[1:] == ["flood"]:
     asyncio.run(flood())
 else:
     sdk()
-if fails:
-    print("%d failures" % fails)
-    sys.exit(1)
+finish()

@@ -10,19 +10,7 @@ import time
 import urllib.parse
 
 import openai
-
-fails = 0
-
-
-def ok(m):
-    print("ok: " + m)
-
-
-def fail(m):
-    global fails
-    print("FAIL: " + m)
-    fails += 1
-
+from checks import fail, finish, ok
 
 url = os.environ["GW_URL"]
 model = os.environ["GW_MODEL"]
@@ -152,6 +140,4 @@ async def cap():
 
 mode = sys.argv[1]
 asyncio.run({"streams": streams, "abuse": abuse, "cap": cap}[mode]())
-if fails:
-    print("%d failures" % fails)
-    sys.exit(1)
+finish()

@@ -5,29 +5,12 @@
 # templates), GW_OUT (a file this writes the chat answers to).
 import json
 import os
-import sys
 import time
 import urllib.request
 
 import openai
+from checks import check, fail, finish, ok
 from prometheus_client.parser import text_string_to_metric_families
-
-fails = 0
-
-
-def ok(m):
-    print("ok: " + m)
-
-
-def fail(m):
-    global fails
-    print("FAIL: " + m)
-    fails += 1
-
-
-def check(c, m):
-    (ok if c else fail)(m)
-
 
 url = os.environ["GW_URL"]
 model = os.environ["GW_MODEL"]
@@ -210,7 +193,7 @@ check(b_parts == [ref["completion"], hello.choices[0].text] and b_usage and
       "a batch of two prompts, streamed: each by its index, usage over both (%s)" % (b_usage and b_usage.model_dump_json()))
 
 # --- the same, streamed ---
-text, chunks, finish, usage = "", 0, None, None
+text, chunks, fin_reason, usage = "", 0, None, None
 for ch in create(model=model, prompt=PROMPT, max_tokens=40, temperature=0, stream=True,
                  stream_options={"include_usage": True}):
     if ch.usage:
@@ -219,10 +202,10 @@ for ch in create(model=model, prompt=PROMPT, max_tokens=40, temperature=0, strea
         continue
     text += ch.choices[0].text
     chunks += 1
-    finish = ch.choices[0].finish_reason or finish
+    fin_reason = ch.choices[0].finish_reason or fin_reason
 check(text == ref["completion"], "streamed completion equals allm-run's text (%d chunks)" % chunks)
 check(chunks == 41, "one event per token, then the finish (%d chunks)" % chunks)
-check(finish == "length" and usage and usage.completion_tokens == 40 and usage.prompt_tokens == 5,
+check(fin_reason == "length" and usage and usage.completion_tokens == 40 and usage.prompt_tokens == 5,
       "stream ends with finish_reason length and usage (%s)" % (usage and usage.model_dump_json()))
 
 # --- stop strings, on the text: cut before the first one, finish_reason stop ---
@@ -339,6 +322,4 @@ check(len(buckets) == 22 and buckets[-1][0] == float("inf") and
 check(value(scr, "vllm:num_requests_running") == 0 and value(scr, "allm_blocks", pool="gpu", state="used") == 0,
       "idle now: nothing running, no GPU block in use")
 
-if fails:
-    print("%d failures" % fails)
-    sys.exit(1)
+finish()

@@ -1,4 +1,4 @@
-/* Description: preemption, chunked prefill and run-time pool resizing lose nothing: 24 greedy requests give bit-identical ids with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches, a disk tier (written behind, read ahead, faults, cancels while reading; also staged through host memory as on a GPU); cancels free every block; bad submits and sizes are rejected; min_tokens processes a row only until it is met. */
+/* Description: preemption, chunked prefill, run-time pool resizing and the prefix cache lose nothing: 24 greedy requests (three in four sharing a system prompt) give bit-identical ids with prefix caching off and on (hits on the device, blocks evicted to host and disk and restored or recomputed), with plentiful blocks, tight blocks under adaptive/recompute/swap, prompts chunked over steps (16 tokens a step, decodes riding along), fair with admission headroom and aging, GPU/CPU shrinks mid-run and policy switches, a disk tier (written behind, read ahead, faults, cancels while reading; also staged through host memory as on a GPU); cancels free every block; bad submits and sizes are rejected; min_tokens processes a row only until it is met. */
 #include "engine-fixture.h"
 
 enum { N_REQ = 24, MAX_TOKENS = 40, BS = 8 };
@@ -12,12 +12,23 @@ static int32_t prompt_len(int i)
 	return 3 + (i * 23) % 60;
 }
 
+/* Request i's prompt: three in four begin with one of three shared "system
+ * prompts" (1, 3 or 5 blocks), so that the prefix cache has something to share. */
+static int32_t make_prompt(const struct fx *f, int i, int32_t *ids)
+{
+	int32_t len = prompt_len(i), g = i % 4, shared = g == 3 ? 0 : ALLM_MIN(len - 1, BS * (1 + 2 * g));
+	fx_prompt(ids, shared, 1000 + (uint64_t)g, f->m->cfg.vocab_size);
+	fx_prompt(ids + shared, len - shared, (uint64_t)i + 77, f->m->cfg.vocab_size);
+	return len;
+}
+
 /* The same requests in every run: two submitted per step. */
 static void feed(struct fx *f)
 {
+	int32_t ids[128];
 	while (f->n_req < N_REQ && f->n_req < 2 * (f->step + 1)) {
 		int i = f->n_req;
-		fx_submit(f, prompt_len(i), MAX_TOKENS, 0, (uint64_t)i + 77);
+		fx_submit_ids(f, ids, make_prompt(f, i, ids), MAX_TOKENS, 0);
 	}
 }
 
@@ -36,6 +47,7 @@ struct run_cfg {
 	bool no_uring; /* pread/pwrite: disk reads wait (no read ahead) */
 	bool cancel_loading; /* a request is cancelled mid-step while its read runs ahead */
 	bool staged; /* ALLM_KV_STAGED=1: disk I/O through host memory, as on a GPU */
+	bool prefix; /* prefix caching on (every configuration runs with it off and on) */
 };
 
 static void compare(struct fx *f, const char *name, bool reference)
@@ -57,6 +69,9 @@ static void compare(struct fx *f, const char *name, bool reference)
 	}
 }
 
+/* Totals over the runs with prefix caching on. */
+static int64_t tot_hits, tot_tier_hits[ALLM_KV_TIER_COUNT], tot_written[ALLM_KV_TIER_COUNT], tot_restore_dec;
+
 static void run(const struct run_cfg *c, bool reference)
 {
 	struct fx f;
@@ -65,7 +80,7 @@ static void run(const struct run_cfg *c, bool reference)
 			    .preempt = c->mode, .sched = c->sched, .pred = c->pred,
 			    .chunked = c->chunked, .max_num_batched_tokens = c->chunked ? 16 : 0,
 			    .lookahead = c->lookahead, .max_wait_factor = c->max_wait_factor,
-			    .disk_blocks = c->disk};
+			    .disk_blocks = c->disk, .prefix_caching = c->prefix};
 	if (c->fault)
 		setenv("ALLM_KV_DISK_FAULT", c->fault, 1);
 	else
@@ -147,10 +162,13 @@ static void run(const struct run_cfg *c, bool reference)
 	compare(&f, c->name, reference);
 	struct allm_engine_stats st;
 	allm_engine_get_stats(f.e, &st);
-	if (reference)
+	/* with the cache, the faulted write may be a cached block's write behind,
+	 * which shows only if that block is read again */
+	bool write_fault_in_cache = c->prefix && c->fault && strstr(c->fault, "write");
+	if (c->gpu >= 256) /* plentiful */
 		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
 	else if (c->disk)
-		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks > 0) &&
+		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks + st.pc.write_errors + st.pc_restore_failures > 0 || write_fault_in_cache) &&
 			      (c->no_uring ? st.disk_reads_ahead == 0 : st.disk_reads_ahead > 0),
 		      "%s: %lld disk swaps, %lld fallbacks, %lld reads ahead", c->name,
 		      (long long)st.preempt_disk, (long long)st.disk_fallbacks,
@@ -167,18 +185,33 @@ static void run(const struct run_cfg *c, bool reference)
 	else
 		CHECK(st.preempt_swap > 0 && st.preempt_recompute > 0, "%s: %lld swap %lld recompute",
 		      c->name, (long long)st.preempt_swap, (long long)st.preempt_recompute);
+	if (c->prefix)
+		CHECK(st.pc_hit_tokens > 0 && st.pc_queried_tokens > 0, "%s: prefix cache: %lld of %lld tokens hit",
+		      c->name, (long long)st.pc_hit_tokens, (long long)st.pc_queried_tokens);
+	else
+		CHECK(st.pc_hit_tokens == 0 && st.pc_blocks[0] == 0, "%s: caching off, yet %lld tokens hit",
+		      c->name, (long long)st.pc_hit_tokens);
+	tot_hits += st.pc_hit_tokens;
+	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++) {
+		tot_tier_hits[t] += st.pc_hit_tokens_tier[t];
+		tot_written[t] += st.pc.written[t];
+	}
+	tot_restore_dec += f.n_restore_dec;
 	if (c->cancel_loading)
 		CHECK(f.cancelled_loading >= 0 && f.req[f.cancelled_loading].finish == ALLM_END_CANCELLED,
 		      "%s: no request cancelled while its read ran ahead", c->name);
 	if (c->resize == 1)
 		CHECK(converted >= 2, "%s: only %d swapped requests converted", c->name, converted);
-	printf("%-26s %3lld steps: %3lld swap, %3lld disk, %3lld recompute preemptions (%d by "
+	printf("%-26s%s %3lld steps: %3lld swap, %3lld disk, %3lld recompute preemptions (%d by "
 	       "shrinks, %lld disk fallbacks, %lld demotions, %lld reads ahead), %lld tokens recomputed, "
-	       "up to %d victims in a step: %s\n",
-	       c->name, (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_disk,
+	       "up to %d victims in a step, cached %lld/%lld tokens (host %lld disk %lld, %lld restore "
+	       "decisions): %s\n",
+	       c->name, c->prefix ? " +pc" : "", (long long)f.step, (long long)st.preempt_swap, (long long)st.preempt_disk,
 	       (long long)st.preempt_recompute, converted, (long long)st.disk_fallbacks,
 	       (long long)st.demotions, (long long)st.disk_reads_ahead, (long long)st.recompute_tokens, f.max_victims_per_step,
-	       reference ? "reference" : "ids identical");
+	       (long long)st.pc_hit_tokens, (long long)st.pc_queried_tokens,
+	       (long long)st.pc_hit_tokens_tier[ALLM_KV_TIER_HOST], (long long)st.pc_hit_tokens_tier[ALLM_KV_TIER_DISK],
+	       (long long)f.n_restore_dec, reference ? "reference" : "ids identical");
 	fx_fini(&f);
 }
 
@@ -237,21 +270,143 @@ static void test_runs(void)
 #undef R
 
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
-		run(&cfgs[i], i == 0);
+		for (int pc = 0; pc < 2; pc++) {
+			struct run_cfg c = cfgs[i];
+			c.prefix = pc;
+			run(&c, i == 0 && !pc);
+		}
+	/* the cache worked across tiers somewhere: blocks went down and came back */
+	CHECK(tot_hits > 0 && tot_written[ALLM_KV_TIER_HOST] > 0 && tot_tier_hits[ALLM_KV_TIER_HOST] > 0 &&
+		      tot_written[ALLM_KV_TIER_DISK] > 0 && tot_tier_hits[ALLM_KV_TIER_DISK] > 0 && tot_restore_dec > 0,
+	      "prefix cache over all runs: %lld hits; host %lld written, %lld hit; disk %lld written, %lld hit; "
+	      "%lld restore decisions",
+	      (long long)tot_hits, (long long)tot_written[ALLM_KV_TIER_HOST], (long long)tot_tier_hits[ALLM_KV_TIER_HOST],
+	      (long long)tot_written[ALLM_KV_TIER_DISK], (long long)tot_tier_hits[ALLM_KV_TIER_DISK],
+	      (long long)tot_restore_dec);
 	unsetenv("ALLM_KV_DISK_FAULT");
 	unsetenv("ALLM_NO_IO_URING");
 	unsetenv("ALLM_KV_STAGED");
 }
 
+/* Conversations: turn t + 1's prompt is turn t's prompt, its answer and 8 new
+ * tokens, sent when turn t ends; the others' turns push a conversation's
+ * blocks down the tiers meanwhile. */
+enum { MT_CONV = 6, MT_TURNS = 5, MT_OUT = 8, MT_FIRST = 20, MT_ADD = 8 };
+static int32_t mt_ref[MT_CONV][MT_TURNS][MT_OUT];
+
+struct mt_cfg {
+	const char *name;
+	int32_t gpu, cpu, disk;
+	enum allm_preempt_mode mode;
+	bool chunked;
+};
+
+static void run_multiturn(const struct mt_cfg *c, bool prefix, bool reference)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = c->gpu, .cpu_blocks = c->cpu, .disk_blocks = c->disk,
+			    .preempt = c->mode, .sched = ALLM_SCHED_FAIR, .pred = FX_PRED_CROSSOVER,
+			    .chunked = c->chunked, .max_num_batched_tokens = c->chunked ? 16 : 0,
+			    .max_num_seqs = 2, .prefix_caching = prefix};
+	unsetenv("ALLM_KV_DISK_FAULT");
+	unsetenv("ALLM_NO_IO_URING");
+	unsetenv("ALLM_KV_STAGED");
+	if (fx_init(&f, &o))
+		return;
+	int32_t conv[MT_CONV][128], len[MT_CONV], turn[MT_CONV], tag[MT_CONV];
+	for (int k = 0; k < MT_CONV; k++) {
+		fx_prompt(conv[k], MT_FIRST, 4242 + (uint64_t)k, f.m->cfg.vocab_size);
+		len[k] = MT_FIRST;
+		turn[k] = 0;
+		tag[k] = fx_submit_ids(&f, conv[k], len[k], MT_OUT, 0);
+	}
+	for (int s = 0; s < 20000 && !fx_idle(&f); s++) {
+		fx_step(&f);
+		for (int k = 0; k < MT_CONV; k++) {
+			struct fx_req *q = &f.req[tag[k]];
+			if (!q->done || turn[k] == MT_TURNS)
+				continue;
+			CHECK(q->n_gen == MT_OUT, "%s: conversation %d turn %d: %d tokens", c->name, k, turn[k], q->n_gen);
+			if (reference)
+				memcpy(mt_ref[k][turn[k]], q->gen, sizeof(mt_ref[k][turn[k]]));
+			else
+				CHECK(!memcmp(mt_ref[k][turn[k]], q->gen, sizeof(mt_ref[k][turn[k]])),
+				      "%s%s: conversation %d turn %d differs", c->name, prefix ? " +pc" : "", k, turn[k]);
+			if (++turn[k] == MT_TURNS)
+				continue;
+			memcpy(conv[k] + len[k], q->gen, MT_OUT * sizeof(int32_t));
+			len[k] += MT_OUT;
+			fx_prompt(conv[k] + len[k], MT_ADD, 777 + (uint64_t)(k * 31 + turn[k]), f.m->cfg.vocab_size);
+			len[k] += MT_ADD;
+			tag[k] = fx_submit_ids(&f, conv[k], len[k], MT_OUT, 0);
+		}
+	}
+	CHECK(fx_idle(&f), "%s: not drained", c->name);
+	fx_check_end(&f, c->name);
+	struct allm_engine_stats st;
+	allm_engine_get_stats(f.e, &st);
+	if (prefix) {
+		/* later turns find their conversation: on the device, or brought back
+		 * from the host and the disk tier */
+		CHECK(c->mode == ALLM_PREEMPT_RECOMPUTE ? st.pc_hit_tokens > 0 : st.pc_hit_tokens * 2 > st.pc_queried_tokens,
+		      "%s: %lld of %lld tokens hit", c->name, (long long)st.pc_hit_tokens, (long long)st.pc_queried_tokens);
+		if (c->mode != ALLM_PREEMPT_RECOMPUTE) {
+			CHECK(!c->cpu || st.pc.written[ALLM_KV_TIER_HOST] > 0, "%s: nothing written to the host", c->name);
+			CHECK(!c->disk || st.pc.written[ALLM_KV_TIER_DISK] > 0, "%s: nothing written to disk", c->name);
+			CHECK(!(c->cpu || c->disk) || f.n_restore_dec > 0, "%s: no restore-or-recompute decision", c->name);
+			CHECK(!c->cpu || st.pc_hit_tokens_tier[ALLM_KV_TIER_HOST] > 0, "%s: no hit in the host", c->name);
+			CHECK(!c->disk || st.pc_hit_tokens_tier[ALLM_KV_TIER_DISK] > 0, "%s: no hit on disk", c->name);
+		} else { /* nothing comes back from a lower tier: nothing goes there */
+			CHECK(st.pc_restored_tokens == 0 && st.pc.written[ALLM_KV_TIER_HOST] + st.pc.written[ALLM_KV_TIER_DISK] == 0,
+			      "%s: policy recompute restored %lld tokens, wrote %lld blocks down", c->name,
+			      (long long)st.pc_restored_tokens,
+			      (long long)(st.pc.written[ALLM_KV_TIER_HOST] + st.pc.written[ALLM_KV_TIER_DISK]));
+		}
+		/* nothing leaks: the cache lets go of everything */
+		int32_t n = allm_engine_cache_reset(f.e);
+		allm_engine_get_stats(f.e, &st);
+		CHECK(n > 0 && st.pc_blocks[0] + st.pc_blocks[1] + st.pc_blocks[2] == 0 && st.gpu_cached_free == 0 &&
+			      allm_block_pool_avail(&f.kv->gpu) == f.kv->gpu.n_total &&
+			      allm_block_pool_avail(&f.kv->cpu) == f.kv->cpu.n_total,
+		      "%s: after cache reset: %d dropped, %d/%d/%d cached", c->name, n, st.pc_blocks[0], st.pc_blocks[1],
+		      st.pc_blocks[2]);
+	}
+	printf("multi-turn %-22s%s %4lld steps: cached %lld/%lld tokens (device %lld host %lld disk %lld), "
+	       "restored %lld, recomputed %lld; %lld restore decisions (%lld recompute); written host %lld disk %lld, "
+	       "%lld preemptions: %s\n",
+	       c->name, prefix ? " +pc" : "", (long long)f.step, (long long)st.pc_hit_tokens,
+	       (long long)st.pc_queried_tokens, (long long)st.pc_hit_tokens_tier[0], (long long)st.pc_hit_tokens_tier[1],
+	       (long long)st.pc_hit_tokens_tier[2], (long long)st.pc_restored_tokens,
+	       (long long)st.pc_recomputed_cached_tokens, (long long)f.n_restore_dec, (long long)f.n_restore_rc,
+	       (long long)st.pc.written[1], (long long)st.pc.written[2],
+	       (long long)(st.preempt_swap + st.preempt_disk + st.preempt_recompute), reference ? "reference" : "ids identical");
+	fx_fini(&f);
+}
+
+static void test_multiturn(void)
+{
+	static const struct mt_cfg cfgs[] = {
+		{"plentiful", 256, 0, 0, ALLM_PREEMPT_ADAPTIVE, false},
+		{"tiers adaptive", 24, 12, 64, ALLM_PREEMPT_ADAPTIVE, false},
+		{"tiers adaptive chunked", 24, 12, 64, ALLM_PREEMPT_ADAPTIVE, true},
+		{"tiers swap", 24, 12, 64, ALLM_PREEMPT_SWAP, false},
+		{"tiers recompute chunked", 24, 12, 64, ALLM_PREEMPT_RECOMPUTE, true},
+		{"host only swap", 24, 48, 0, ALLM_PREEMPT_SWAP, true},
+	};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(cfgs); i++)
+		for (int pc = 0; pc < 2; pc++)
+			run_multiturn(&cfgs[i], pc, i == 0 && !pc);
+}
+
 /* Cancels a running, a swapped and a waiting request (one that was preempted by
  * recompute if there is one); the rest still finish with the reference ids and
  * both pools end empty. */
-static void test_cancel(void)
+static void test_cancel(bool prefix)
 {
 	struct fx f;
 	struct fx_opts o = {.block_size = BS, .gpu_blocks = 26, .cpu_blocks = 40,
 			    .preempt = ALLM_PREEMPT_SWAP, .sched = ALLM_SCHED_FAIR,
-			    .pred = FX_PRED_CROSSOVER};
+			    .pred = FX_PRED_CROSSOVER, .prefix_caching = prefix};
 	if (fx_init(&f, &o))
 		return;
 	int cancelled[3] = {-1, -1, -1};
@@ -301,8 +456,9 @@ static void test_cancel(void)
 
 	/* cancelling everything mid-run also leaves both pools empty */
 	int base = f.n_req;
+	int32_t ids[128];
 	for (int i = 0; i < 12; i++)
-		fx_submit(&f, prompt_len(i), MAX_TOKENS, 0, (uint64_t)i + 500);
+		fx_submit_ids(&f, ids, make_prompt(&f, i, ids), MAX_TOKENS, 0);
 	for (int s = 0; s < 40; s++)
 		fx_step(&f);
 	allm_engine_get_stats(f.e, &st);
@@ -314,8 +470,13 @@ static void test_cancel(void)
 	CHECK(allm_engine_idle(f.e) && st.gpu_used == 0 && st.cpu_used == 0,
 	      "cancel-all: used GPU %d CPU %d", st.gpu_used, st.cpu_used);
 	fx_check_end(&f, "cancel-all");
-	printf("cancel: a waiting, a running and a swapped request cancelled, the others unchanged; "
-	       "pools empty after cancelling everything\n");
+	/* what the cache keeps, it lets go of */
+	allm_engine_cache_reset(f.e);
+	CHECK(allm_block_pool_avail(&f.kv->gpu) == f.kv->gpu.n_total && allm_block_pool_avail(&f.kv->cpu) == f.kv->cpu.n_total,
+	      "cancel-all: after a cache reset %d/%d GPU and %d/%d CPU blocks can be taken", allm_block_pool_avail(&f.kv->gpu),
+	      f.kv->gpu.n_total, allm_block_pool_avail(&f.kv->cpu), f.kv->cpu.n_total);
+	printf("cancel%s: a waiting, a running and a swapped request cancelled, the others unchanged; "
+	       "pools empty after cancelling everything\n", prefix ? " +pc" : "");
 	fx_fini(&f);
 }
 
@@ -421,7 +582,9 @@ int main(void)
 	if (fx_global_init())
 		return 1;
 	test_runs();
-	test_cancel();
+	test_multiturn();
+	test_cancel(false);
+	test_cancel(true);
 	test_bad_input();
 	test_min_tokens_ends();
 	fx_global_fini();

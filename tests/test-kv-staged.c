@@ -195,8 +195,9 @@ static void test_sim(void)
 	CHECK(res.behind && paid > 0 && paid < w / 2 && fabs(res.seconds - paid) < 1e-12,
 	      "write behind: behind %d, the step paid %.4f s (reported %.4f) of a %.4f s write", res.behind, paid,
 	      res.seconds, w);
-	CHECK(kv->vdisk_idle >= t0 + w - 1e-9, "the disk idle at %.4f, before the write ends (%.4f)",
-	      kv->vdisk_idle - t0, w);
+	const struct allm_sim_disk_i *sd = allm_backend_sim_disk(be);
+	CHECK(sd && sd->idle(be) >= t0 + w - 1e-9, "the disk idle at %.4f, before the write ends (%.4f)",
+	      sd ? sd->idle(be) - t0 : NAN, w);
 	CHECK(allm_kv_disk_behind_room(kv, 32 - n) && !allm_kv_disk_behind_room(kv, 32 - n + 1),
 	      "the stage's %d slots in flight are not counted", n);
 
@@ -224,7 +225,7 @@ static void test_sim(void)
 	/* a write that waits (calibration's) queues behind what is on the line */
 	CHECK(allm_kv_disk_out(kv, OWNER, gpu, n, disk, &res, &err) == 0, "disk out: %s", err.msg);
 	allm_kv_disk_release(kv, OWNER, disk, n);
-	double idle = kv->vdisk_idle;
+	double idle = sd ? sd->idle(be) : NAN;
 	t0 = allm_backend_clock(be);
 	double sync = allm_kv_time_disk(kv, 0, n, 1);
 	CHECK(idle > t0 && sync >= idle - t0 + w - 1e-9, "a waited write took %.4f s behind %.4f s of a write behind",

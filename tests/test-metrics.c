@@ -27,11 +27,11 @@ static const int32_t out3[] = {100, 101, 102, 103, 104, 105, 106, 107};
 static void make_records(struct allm_req_record r[5])
 {
 	memset(r, 0, 5 * sizeof(*r));
-	r[0] = (struct allm_req_record){0, 0, 1, 2, 6, 10, 5, 1, 0, out0, "length"};
-	r[1] = (struct allm_req_record){1, 0, 0, 0.5, 2, 20, 4, 0, 2, out1, "length"};
-	r[2] = (struct allm_req_record){2, 1, 3, 4, 4, 5, 1, 0, 0, out2, "stop"};
-	r[3] = (struct allm_req_record){3, 2, 5, 5.5, 9, 7, 8, 1, 1, out3, "length"};
-	r[4] = (struct allm_req_record){4, 9, 9, NAN, 9, 3, 0, 0, 0, NULL, "cancelled"};
+	r[0] = (struct allm_req_record){0, 0, 1, 2, 6, 10, 5, 1, 0, out0, "length", 0};
+	r[1] = (struct allm_req_record){1, 0, 0, 0.5, 2, 20, 4, 0, 2, out1, "length", 0};
+	r[2] = (struct allm_req_record){2, 1, 3, 4, 4, 5, 1, 0, 0, out2, "stop", 0};
+	r[3] = (struct allm_req_record){3, 2, 5, 5.5, 9, 7, 8, 1, 1, out3, "length", 0};
+	r[4] = (struct allm_req_record){4, 9, 9, NAN, 9, 3, 0, 0, 0, NULL, "cancelled", 0};
 }
 
 /* python3: sha256(b''.join(struct.pack('<%di' % (len(o)+1), *o, -1) for o in outs)) */
@@ -123,7 +123,7 @@ static void test_errors_and_empty(void)
 	      "empty sha %s", s.outputs_sha256);
 
 	/* Weighted turnaround is at least 1 even if first_sched precedes send. */
-	struct allm_req_record one = {7, 1.0, 0.5, 2.0, 3.0, 4, 2, 0, 0, out0, "length"};
+	struct allm_req_record one = {7, 1.0, 0.5, 2.0, 3.0, 4, 2, 0, 0, out0, "length", 0};
 	CHECK(allm_metrics_summarize(&one, 1, 0, 3, &s) == 0, "one");
 	CHECK_NEAR(s.mean_weighted_turnaround, 1.0);
 	CHECK_NEAR(s.ttft_ms.p50, 1000.0);

@@ -13,6 +13,8 @@
 
 #define BLOCK_BYTES (64u * 1024u)
 
+static char tmpdir[64];
+
 /* ---- a fake device with known costs ---- */
 
 struct fake {
@@ -302,6 +304,49 @@ static void test_online_tracking(void)
 	allm_predictor_free(p);
 }
 
+/* Serving at once: a first estimate (off by 2x, as a rough one is) predicts
+ * from the start, is not calibrated, learns from real prefills and becomes
+ * calibrated (savable) after ALLM_PRED_LEARNED_OBS of them, once its error is low. */
+static void test_estimate_learned(void)
+{
+	struct allm_predictor_key k = test_key();
+	struct allm_predictor *p = NULL;
+	struct fake f = {.slow = 1, .rng = 5};
+	uint64_t rng = 77;
+	char path[600];
+	struct allm_err err = {{0}};
+	if (allm_predictor_create(&k, &p) < 0) {
+		CHECK(0, "create");
+		return;
+	}
+	double rc[4] = {4e-5, 6e-7, 8e-10, 0}, lat[2] = {1e-5, 1e-5}, bw[2] = {4e9, 3e9};
+	allm_predictor_estimate(p, rc, lat, bw);
+	struct allm_prefill_shape s = {1, 100, 1e4};
+	double pred = allm_predict_prefill(p, &s), want = rc[0] + rc[1] * 100 + rc[2] * 1e4;
+	CHECK(fabs(pred - want) < 1e-3 * want, "the estimate predicts from the start: %g, want %g", pred, want);
+	CHECK(!allm_predictor_calibrated(p) && p->estimated, "an estimate is not a calibration");
+	snprintf(path, sizeof(path), "%s/estimated.json", tmpdir);
+	CHECK(allm_predictor_save(p, path, &err) == -EINVAL, "an estimate is not saved");
+	int learned_at = -1;
+	for (int i = 0; i < 8 * ALLM_PRED_LEARNED_OBS && learned_at < 0; i++) {
+		int32_t n = 1 + (int32_t)(uniform(&rng) * 500);
+		struct allm_prefill_shape x = {1, n, (double)n * n};
+		allm_predictor_observe_prefill(p, &x, noisy(&f, true_prefill(&x)));
+		if (allm_predictor_learned(p))
+			learned_at = i + 1;
+	}
+	printf("estimate: learned from %d real prefills, rolling MAPE %.2f %%\n", learned_at,
+	       allm_predictor_mape_recompute(p));
+	CHECK(learned_at >= ALLM_PRED_LEARNED_OBS && learned_at < 8 * ALLM_PRED_LEARNED_OBS,
+	      "learned after %d prefills", learned_at);
+	CHECK(allm_predictor_calibrated(p) && !p->estimated && p->calibrated_at[0], "calibrated once learned");
+	CHECK(!allm_predictor_learned(p), "learned only once");
+	CHECK(allm_predictor_save(p, path, &err) == 0, "a learned predictor is saved: %s", err.msg);
+	/* the prior still pulls toward the 2x-off estimate in directions few samples excite */
+	CHECK(rc_max_err(p, 1) < 0.15, "within 15 %% of the truth everywhere: %g", rc_max_err(p, 1));
+	allm_predictor_free(p);
+}
+
 static void test_rolling_mape(void)
 {
 	struct allm_predictor_key k = test_key();
@@ -461,7 +506,6 @@ static void test_calibrate_errors(void)
 
 /* ---- profiles ---- */
 
-static char tmpdir[64];
 
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -703,6 +747,7 @@ int main(void)
 	}
 	test_calibrate_unseen();
 	test_online_tracking();
+	test_estimate_learned();
 	test_rolling_mape();
 	test_extremes();
 	test_calibrate_errors();

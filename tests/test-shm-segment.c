@@ -354,7 +354,7 @@ struct corruption {
 };
 
 static void c_magic(struct allm_shm_header *h) { h->magic ^= 1; }
-static void c_version(struct allm_shm_header *h) { h->abi_version = 2; }
+static void c_version(struct allm_shm_header *h) { h->abi_version = ALLM_SHM_ABI_VERSION + 1; }
 static void c_header_size(struct allm_shm_header *h) { h->header_size = 256; }
 static void c_total_small(struct allm_shm_header *h) { h->total_size -= 4096; }
 static void c_total_big(struct allm_shm_header *h) { h->total_size += 4096; }

@@ -24,7 +24,7 @@ static struct allm_ctl_msg *pack_stats(const struct stats_in *in)
 	int64_t i;
 
 	allm_ctl_enc_init(&e);
-	allm_ctl_enc_map(&e, 28);
+	allm_ctl_enc_map(&e, 29);
 	allm_ctl_enc_kstr(&e, "model", in->model ? in->model : "stories260K");
 	allm_ctl_enc_kstr(&e, "device", "cpu");
 	allm_ctl_enc_kstr(&e, "name", "test-engine");
@@ -65,6 +65,16 @@ static struct allm_ctl_msg *pack_stats(const struct stats_in *in)
 	allm_ctl_enc_kmap(&e, "cpu", 2);
 	allm_ctl_enc_kint(&e, "total", 8);
 	allm_ctl_enc_kint(&e, "used", 2);
+	allm_ctl_enc_kmap(&e, "prefix_cache", 6);
+	allm_ctl_enc_kbool(&e, "enabled", true);
+	allm_ctl_enc_kint(&e, "queried_tokens", 800);
+	allm_ctl_enc_kint(&e, "hit_tokens", 320);
+	allm_ctl_enc_kmap(&e, "cached_blocks", 3);
+	allm_ctl_enc_kint(&e, "device", 11);
+	allm_ctl_enc_kint(&e, "host", 22);
+	allm_ctl_enc_kint(&e, "disk", 33);
+	allm_ctl_enc_kint(&e, "restored_tokens", 64);
+	allm_ctl_enc_kint(&e, "recomputed_cached_tokens", 48);
 	allm_ctl_enc_kmap(&e, "preemptions", 2);
 	allm_ctl_enc_kint(&e, "swap", 3);
 	allm_ctl_enc_kint(&e, "recompute", 5);
@@ -125,9 +135,12 @@ static struct allm_ctl_msg *pack_decision(int64_t seq, int64_t req, const char *
 	struct allm_ctl_enc e;
 	struct allm_ctl_msg *m = NULL;
 	char err[128];
+	bool restore = !strcmp(choice, "restore");
 
 	allm_ctl_enc_init(&e);
-	allm_ctl_enc_map(&e, 13);
+	allm_ctl_enc_map(&e, 15);
+	allm_ctl_enc_kstr(&e, "kind", restore ? "restore" : "preempt");
+	allm_ctl_enc_kbool(&e, "estimated", restore);
 	allm_ctl_enc_kint(&e, "seq", seq);
 	allm_ctl_enc_kdouble(&e, "time_s", 60.5);
 	allm_ctl_enc_kint(&e, "request", req);
@@ -138,7 +151,7 @@ static struct allm_ctl_msg *pack_decision(int64_t seq, int64_t req, const char *
 	allm_ctl_enc_kdouble(&e, "pred_swap_ms", 1.25);
 	allm_ctl_enc_kdouble(&e, "pred_recompute_ms", 3.5);
 	allm_ctl_enc_kstr(&e, "choice", choice);
-	allm_ctl_enc_kstr(&e, "reason", "swap cheaper, CPU pool full");
+	allm_ctl_enc_kstr(&e, "reason", restore ? "restore cheaper" : "swap cheaper, CPU pool full");
 	allm_ctl_enc_kdouble(&e, "measured_ms", measured);
 	allm_ctl_enc_kbool(&e, "measured", !isnan(measured));
 	if (e.err || allm_ctl_decode(e.sb.data, e.sb.size, ALLM_CTL_MAX_REPLY, &m, err, sizeof(err)))
@@ -233,6 +246,8 @@ static void check_full(const struct top_state *s, int rows, int cols)
 	ON_ROW(&g, "GPU [", "75%");
 	ON_ROW(&g, "GPU [", "█");
 	ON_ROW(&g, "CPU [", "2/8");
+	ON_ROW(&g, "cache on", "hit 40%");
+	ON_ROW(&g, "cache on", "11/22/33 blk");
 	ON_ROW(&g, "now ", "1500.0 tok/s");
 	ON_ROW(&g, "TTFT", "12.3");
 	ON_ROW(&g, "TTFT", "45.6");
@@ -242,6 +257,8 @@ static void check_full(const struct top_state *s, int rows, int cols)
 	HAS(&g, "swap 3  recompute 5  total 8");
 	HAS(&g, "swapped out 3.0 MiB");
 	HAS(&g, "steps dec/mix/pre 4321/55/6  wasted 99 tok");
+	if (cols >= 120)
+		ON_ROW(&g, "steps dec/mix/pre", "cached: restored 64 rec 48 tok");
 	ON_ROW(&g, "swap 12.5 %", "recompute -");
 	ON_ROW(&g, "   4001 ", "3");
 	CHECK(find(&g, "waiting for engine") < 0, "connected view says waiting");
@@ -263,7 +280,7 @@ static void check_decisions(struct top_state *s)
 
 	top_grid_init(&g, 40, 120);
 	top_draw(s, &v, &g);
-	HAS(&g, "no preemption yet");
+	HAS(&g, "no preemption or restore yet");
 	apply_decision(s, 1, 501, "swap", NAN);
 	apply_decision(s, 2, 502, "recompute", NAN);
 	top_draw(s, &v, &g);
@@ -280,7 +297,12 @@ static void check_decisions(struct top_state *s)
 	ON_ROW(&g, "   502 ", "recompute");
 	ON_ROW(&g, "   502 ", "...");
 	CHECK(find(&g, "   501 ") < find(&g, "   502 "), "newest last");
-	CHECK(s->n_dec == 2, "n_dec %d", s->n_dec);
+	/* a cached prefix's choice, on the first estimate */
+	apply_decision(s, 3, 503, "restore", NAN);
+	top_draw(s, &v, &g);
+	ON_ROW(&g, "   503 ", "restore");
+	ON_ROW(&g, "   503 ", "~cached: restore cheaper");
+	CHECK(s->n_dec == 3, "n_dec %d", s->n_dec);
 	top_grid_free(&g);
 }
 

@@ -78,6 +78,7 @@ json_t *bench_summary_json(const struct bench_result *r)
 						status_get(st, "blocks.cpu.total"), "block_size",
 						status_get(st, "block_size"))) |
 		  json_object_set_new(j, "swapped_bytes", status_get(st, "swapped_bytes")) |
+		  json_object_set_new(j, "prefix_cache", status_get(st, "prefix_cache")) |
 		  json_object_set_new(j, "recomputed_tokens", status_get(st, "recomputed_tokens")) |
 		  json_object_set_new(j, "steps", status_get(st, "steps")) |
 		  json_object_set_new(j, "wasted_prefill_tokens", status_get(st, "wasted_prefill_tokens")) |

@@ -132,6 +132,7 @@ static void on_final(struct run_state *s, int64_t i, const struct allm_event *ev
 	double busy = ev->total_us >= ev->queue_us ? (double)(ev->total_us - ev->queue_us) / 1e6 : 0;
 	rec->first_sched_s = ALLM_MAX(rec->send_s, now - busy);
 	rec->n_prompt = (int32_t)ev->n_prompt;
+	rec->n_cached = (int32_t)ev->n_cached;
 	rec->generated = res->gen[i];
 	res->n_preempt[i] = ev->n_preemptions;
 	res->engine_us[3 * i] = ev->queue_us;

@@ -58,27 +58,40 @@ static void usage(FILE *f)
 		"  --ping N               N round trips: shm rings (spin, sleep) vs a Unix socket\n");
 }
 
-/* --compare keys: a snake_case name per engine flag. */
-static const char *const compare_keys[][2] = {
-	{"preempt", "--preempt"},
-	{"sched", "--sched"},
-	{"max_num_seqs", "--max-num-seqs"},
-	{"max_num_batched_tokens", "--max-num-batched-tokens"},
-	{"gpu_blocks", "--gpu-blocks"},
-	{"cpu_blocks", "--cpu-blocks"},
-	{"block_size", "--block-size"},
-	{"chunked_prefill", "--chunked-prefill"},
-	{"admit_lookahead", "--admit-lookahead"},
-	{"max_wait_factor", "--max-wait-factor"},
-	{"admit_overcommit", "--admit-overcommit"},
-	{"disk_swap_space", "--disk-swap-space"},
+/* --compare keys: a snake_case name per engine flag, and whether its values are
+ * words (reported as JSON strings) rather than numbers. */
+static const struct {
+	const char *key, *flag;
+	bool words;
+} compare_keys[] = {
+	{"preempt", "--preempt", true},
+	{"sched", "--sched", true},
+	{"max_num_seqs", "--max-num-seqs", false},
+	{"max_num_batched_tokens", "--max-num-batched-tokens", false},
+	{"gpu_blocks", "--gpu-blocks", false},
+	{"cpu_blocks", "--cpu-blocks", false},
+	{"block_size", "--block-size", false},
+	{"chunked_prefill", "--chunked-prefill", true},
+	{"admit_lookahead", "--admit-lookahead", false},
+	{"max_wait_factor", "--max-wait-factor", false},
+	{"admit_overcommit", "--admit-overcommit", false},
+	{"disk_swap_space", "--disk-swap-space", false},
+	{"prefix_caching", "--prefix-caching", true},
 };
+
+static bool compare_words(const char *key)
+{
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(compare_keys); k++)
+		if (!strcmp(key, compare_keys[k].key))
+			return compare_keys[k].words;
+	return false;
+}
 
 static const char *compare_flag(const char *key)
 {
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(compare_keys); k++)
-		if (!strcmp(key, compare_keys[k][0]))
-			return compare_keys[k][1];
+		if (!strcmp(key, compare_keys[k].key))
+			return compare_keys[k].flag;
 	return NULL;
 }
 
@@ -144,7 +157,7 @@ static bool is_engine_flag(const char *f)
 		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
 		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
 		"--max-wait-factor", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
-		"--cpu-isa", "--quant", "--kv-cache-dtype",
+		"--cpu-isa", "--quant", "--kv-cache-dtype", "--prefix-caching",
 	};
 	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
 		if (!strcmp(f, pass[k]))
@@ -271,11 +284,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			exit(0);
 		}
 		if (!strcmp(f, "--json") || !strcmp(f, "--ignore-eos") || !strcmp(f, "--no-progress") ||
-		    !strcmp(f, "--reference")) {
+		    !strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start")) {
 			o->json |= !strcmp(f, "--json");
 			o->ignore_eos |= !strcmp(f, "--ignore-eos");
 			o->quiet |= !strcmp(f, "--no-progress");
-			if (!strcmp(f, "--reference"))
+			if (!strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start"))
 				o->eng_args[o->n_eng_args++] = f;
 			i++;
 			continue;
@@ -360,8 +373,7 @@ static int compare(const struct bench_opts *o)
 {
 	const char *flag = compare_flag(o->compare_key);
 	/* settings that are numbers are reported as JSON numbers, the rest as strings */
-	bool numeric = strcmp(o->compare_key, "preempt") && strcmp(o->compare_key, "sched") &&
-		       strcmp(o->compare_key, "chunked_prefill");
+	bool numeric = !compare_words(o->compare_key);
 	json_t *runs = json_array();
 	int rc = 0;
 	for (int k = 0; k < o->n_compare && !rc; k++) {

@@ -36,6 +36,7 @@ static void on_finish(void *user, struct allm_request *r)
 	rec->n_prompt = r->seq.n_prompt;
 	rec->n_generated = n;
 	rec->n_preempt_swap = r->n_preempt_swap;
+	rec->n_cached = r->cached_tokens;
 	rec->n_preempt_recompute = r->n_preempt_recompute;
 	w->gen[r->tag] = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
 	if (w->gen[r->tag])
@@ -54,16 +55,22 @@ static void on_finish(void *user, struct allm_request *r)
 /* Writes a decision when its measured cost arrives (or at the end, unmeasured). */
 static void write_decision(FILE *f, const struct allm_decision *d)
 {
-	json_t *j = json_pack("{s:I, s:f, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:s, s:s}", "seq",
-			      (json_int_t)d->seq_no, "time", d->time, "request", (json_int_t)d->req_id,
+	json_t *j = json_pack("{s:I, s:s, s:f, s:I, s:I, s:i, s:i, s:f, s:f, s:f, s:s, s:s, s:b}", "seq",
+			      (json_int_t)d->seq_no, "kind", d->kind == ALLM_DECISION_RESTORE ? "restore" : "preempt",
+			      "time", d->time, "request", (json_int_t)d->req_id,
 			      "tag", (json_int_t)d->tag, "tokens", d->n_tokens, "blocks", d->n_blocks,
 			      "priority", d->priority, "pred_swap_s", d->pred_swap_s,
 			      "pred_recompute_s", d->pred_recompute_s, "choice",
-			      allm_choice_name(d->choice), "reason", d->reason);
+			      allm_choice_name(d->choice), "reason", allm_reason_text(d->reason), "estimated",
+			      (int)d->estimated);
 	if (!j)
 		return;
 	if (isfinite(d->pred_disk_s))
 		json_object_set_new(j, "pred_disk_s", json_real(d->pred_disk_s));
+	if (d->kind == ALLM_DECISION_RESTORE) {
+		json_object_set_new(j, "tier", json_string(allm_kv_tier_name(d->tier)));
+		json_object_set_new(j, "restored_blocks", json_integer(d->n_restored));
+	}
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
 	json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', f);
@@ -205,7 +212,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		goto out;
 	}
 	if (allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, &err) ||
-	    allm_engine_prepare_predictor(e, a->eng.profile, calib_progress, &cp, note, sizeof(note),
+	    allm_engine_prepare_predictor(e, a->eng.profile, a->eng.calibrate_at_start, calib_progress, &cp, note, sizeof(note),
 					  &err)) {
 		fprintf(stderr, "allm-run: %s\n", err.msg);
 		goto out;
@@ -273,6 +280,15 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	sum.has_disk = rt->kv->disk != NULL;
 	sum.preempt_disk = st.preempt_disk;
 	sum.mape_disk = st.mape_disk;
+	sum.prefix = (struct allm_prefix_summary){
+		.present = true, .enabled = allm_engine_get_config(e)->prefix_caching,
+		.queried_tokens = st.pc_queried_tokens, .hit_tokens = st.pc_hit_tokens,
+		.restored_tokens = st.pc_restored_tokens, .recomputed_cached_tokens = st.pc_recomputed_cached_tokens,
+	};
+	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++) {
+		sum.prefix.hit_tokens_by_tier[t] = st.pc_hit_tokens_tier[t];
+		sum.prefix.cached_blocks[t] = st.pc_blocks[t];
+	}
 	if (a->records) {
 		FILE *f = fopen(a->records, "w");
 		if (!f) {

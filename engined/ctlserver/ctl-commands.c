@@ -90,11 +90,11 @@ static int num_arg(const msgpack_object *v, const char *key, double *ret, char *
 
 /* --- set ------------------------------------------------------------------------- */
 
-enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_DISK, K_OVER, K_COUNT };
+enum { K_GPU, K_CPU, K_SEQS, K_TOKENS, K_PREEMPT, K_SCHED, K_CHUNKED, K_WAIT, K_DISK, K_OVER, K_PREFIX, K_COUNT };
 static const char *const set_keys[K_COUNT] = {"gpu_blocks", "cpu_blocks", "max_num_seqs",
 					       "max_num_batched_tokens", "preempt", "sched",
 					       "chunked_prefill", "max_wait_factor", "disk_blocks",
-					       "admit_overcommit"};
+					       "admit_overcommit", "prefix_caching"};
 
 struct set_plan {
 	bool has[K_COUNT];
@@ -103,6 +103,7 @@ struct set_plan {
 	enum allm_preempt_mode preempt;
 	enum allm_sched_mode sched;
 	bool chunked;
+	bool prefix;
 };
 
 /* Most blocks a pool may be given: the ceiling above and the machine's memory. */
@@ -132,7 +133,7 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 			return errf(err, errlen,
 				    "unknown key '%.*s' (gpu_blocks, cpu_blocks, max_num_seqs, "
 				    "max_num_batched_tokens, preempt, sched, chunked_prefill, "
-				    "max_wait_factor, disk_blocks, admit_overcommit)",
+				    "max_wait_factor, disk_blocks, admit_overcommit, prefix_caching)",
 				    (int)ALLM_MIN(k->via.str.size, 40u), k->via.str.ptr);
 		if (p->has[key])
 			return errf(err, errlen, "%s given twice", set_keys[key]);
@@ -160,9 +161,10 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 				return errf(err, errlen, "admit_overcommit must be 0 (off) or in 0.1..1e6");
 			break;
 		case K_CHUNKED:
+		case K_PREFIX:
 			if (!allm_ctl_str_eq(val, "on") && !allm_ctl_str_eq(val, "off"))
-				return errf(err, errlen, "chunked_prefill: expected on or off");
-			p->chunked = allm_ctl_str_eq(val, "on");
+				return errf(err, errlen, "%s: expected on or off", set_keys[key]);
+			*(key == K_CHUNKED ? &p->chunked : &p->prefix) = allm_ctl_str_eq(val, "on");
 			break;
 		default:
 			if (val->type != MSGPACK_OBJECT_STR || val->via.str.size >= sizeof(v))
@@ -242,6 +244,8 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 		allm_engine_set_sched(eng, p.sched);
 	if (p.has[K_CHUNKED])
 		allm_engine_set_chunked_prefill(eng, p.chunked);
+	if (p.has[K_PREFIX])
+		allm_engine_set_prefix_caching(eng, p.prefix);
 	if (p.has[K_WAIT] && allm_engine_set_max_wait_factor(eng, (double)p.num[K_WAIT], &e))
 		ctl_log(s, 1, "control: max_wait_factor: %s", e.msg); /* 0 or >= 1: checked above */
 	if (p.has[K_OVER] && allm_engine_set_admit_overcommit(eng, p.overcommit, &e))
@@ -264,6 +268,8 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 			enc_change_str(b, set_keys[k], allm_preempt_name(cfg.preempt), allm_preempt_name(p.preempt));
 		else if (k == K_CHUNKED)
 			enc_change_str(b, set_keys[k], cfg.chunked_prefill ? "on" : "off", p.chunked ? "on" : "off");
+		else if (k == K_PREFIX)
+			enc_change_str(b, set_keys[k], cfg.prefix_caching ? "on" : "off", p.prefix ? "on" : "off");
 		else if (k == K_WAIT)
 			enc_change_int(b, set_keys[k], (int64_t)cfg.max_wait_factor, p.num[k]);
 		else if (k == K_OVER)
@@ -469,6 +475,14 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		ctl_metrics_reset(&s->metrics, h->rt->model->cfg.max_pos);
 		ctl_log(s, 2, "control: statistics reset");
 		allm_ctl_enc_map(b, 0);
+	} else if (allm_ctl_str_eq(cmd, "cache-reset")) {
+		if ((r = no_args(args, "cache-reset", err, errlen)))
+			return r;
+		/* every cached block nobody holds, in every tier (DESIGN §5b) */
+		int32_t n = allm_engine_cache_reset(h->eng);
+		ctl_log(s, 2, "control: cache reset: %d cached blocks dropped", n);
+		allm_ctl_enc_map(b, 1);
+		allm_ctl_enc_kint(b, "dropped_blocks", n);
 	} else if (allm_ctl_str_eq(cmd, "drain") || allm_ctl_str_eq(cmd, "shutdown")) {
 		bool shut = allm_ctl_str_eq(cmd, "shutdown");
 		if ((r = no_args(args, shut ? "shutdown" : "drain", err, errlen)))
@@ -498,7 +512,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		const char *p = cmd->via.str.ptr;
 		return errf(err, errlen,
 			    "unknown command '%.*s' (status, metrics, set, calibrate, requests, cancel, "
-			    "reset-stats, drain, resume, shutdown)",
+			    "reset-stats, cache-reset, drain, resume, shutdown)",
 			    (int)ALLM_MIN(cmd->via.str.size, 40u), p);
 	}
 	return 0;

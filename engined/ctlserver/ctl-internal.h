@@ -50,4 +50,7 @@ const char *ctl_state_name(const struct ctl_server *s);
 /* Requests in all three queues. */
 int64_t ctl_in_flight(const struct ctl_server *s);
 
+/* ctl-prefix.c: the status map's prefix_cache and prefix_tiers entries (two). */
+void ctl_encode_prefix(struct allm_ctl_enc *e, const struct allm_engine_stats *st, bool enabled);
+
 #endif

@@ -90,7 +90,7 @@ void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_request *r)
 /* --- the reply ------------------------------------------------------------------- */
 
 /* Families in the reply; fam() calls below must add up to this. */
-#define CTL_METRIC_FAMILIES 23
+#define CTL_METRIC_FAMILIES 28
 
 static void fam(struct allm_ctl_enc *e, const char *name, const char *type, const char *help,
 		uint32_t n_samples)
@@ -203,7 +203,28 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	hist(e, mn, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", &m->prompt);
 	hist(e, mn, "vllm:request_generation_tokens", "Number of generation tokens processed.",
 	     &m->gen);
-	/* ours (8 families) */
+	/* the prefix cache, as vLLM V1 names it (tokens; first admissions only) */
+	single(e, mn, "vllm:prefix_cache_queries_total", "counter",
+	       "Prompt tokens looked up in the prefix cache.", (double)st.pc_queried_tokens);
+	single(e, mn, "vllm:prefix_cache_hits_total", "counter",
+	       "Prompt tokens found in the prefix cache (any tier) and used.", (double)st.pc_hit_tokens);
+	single(e, mn, "vllm:kv_cache_usage_perc", "gauge",
+	       "KV-cache usage: fraction of device blocks requests hold (cached blocks nobody holds are "
+	       "free to take; 1 means 100 percent).",
+	       frac(st.gpu_used, st.gpu_total));
+	/* ours (10 families) */
+	fam(e, "allm_prefix_cache_hits_total", "counter",
+	    "Prompt tokens found in the prefix cache, by the tier they were found in.", 3);
+	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++)
+		value(e, mn, "tier", allm_kv_tier_name((enum allm_kv_tier)t), NULL, NULL, (double)st.pc_hit_tokens_tier[t]);
+	fam(e, "allm_prefix_restores_total", "counter",
+	    "Cached prefixes found in a lower tier, by that tier and the choice: restore, recompute, "
+	    "or split (restore the head, recompute the rest).", 6);
+	static const enum allm_choice choices[] = {ALLM_CHOICE_RESTORE, ALLM_CHOICE_RECOMPUTE, ALLM_CHOICE_SPLIT};
+	for (int t = ALLM_KV_TIER_HOST; t < ALLM_KV_TIER_COUNT; t++)
+		for (size_t c = 0; c < ALLM_ARRAY_SIZE(choices); c++)
+			value(e, mn, "tier", allm_kv_tier_name((enum allm_kv_tier)t), "choice", allm_choice_name(choices[c]),
+			      (double)st.pc_restores[t][choices[c]]);
 	fam(e, "allm_preemptions_total", "counter", "Preemptions by kind (Alg. 1's choice).", 3);
 	value(e, mn, "kind", "swap", NULL, NULL, (double)st.preempt_swap);
 	value(e, mn, "kind", "recompute", NULL, NULL, (double)st.preempt_recompute);
@@ -213,13 +234,17 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	value(e, mn, "predictor", "swap", NULL, NULL, st.mape_swap);
 	value(e, mn, "predictor", "recompute", NULL, NULL, st.mape_recompute);
 	value(e, mn, "predictor", "disk", NULL, NULL, st.disk_total ? st.mape_disk : NAN);
-	fam(e, "allm_blocks", "gauge", "KV-cache blocks by pool and state.", 6);
+	fam(e, "allm_blocks", "gauge", "KV-cache blocks by pool and state (cached: held by the prefix cache "
+	    "alone, reclaimable).", 9);
 	value(e, mn, "pool", "gpu", "state", "used", st.gpu_used);
-	value(e, mn, "pool", "gpu", "state", "free", st.gpu_total - st.gpu_used);
+	value(e, mn, "pool", "gpu", "state", "cached", st.gpu_cached_free);
+	value(e, mn, "pool", "gpu", "state", "free", st.gpu_total - st.gpu_used - st.gpu_cached_free);
 	value(e, mn, "pool", "cpu", "state", "used", st.cpu_used);
-	value(e, mn, "pool", "cpu", "state", "free", st.cpu_total - st.cpu_used);
+	value(e, mn, "pool", "cpu", "state", "cached", st.cpu_cached);
+	value(e, mn, "pool", "cpu", "state", "free", st.cpu_total - st.cpu_used - st.cpu_cached);
 	value(e, mn, "pool", "disk", "state", "used", st.disk_used);
-	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used);
+	value(e, mn, "pool", "disk", "state", "cached", st.disk_cached);
+	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used - st.disk_cached);
 	fam(e, "allm_swap_bytes_total", "counter", "KV-cache bytes swapped, by direction and tier.", 4);
 	value(e, mn, "direction", "out", "tier", "cpu", (double)st.swap_out_bytes);
 	value(e, mn, "direction", "in", "tier", "cpu", (double)st.swap_in_bytes);

@@ -344,24 +344,35 @@ void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *de
 		return;
 	struct allm_ctl_enc *e = &s->out;
 	allm_ctl_enc_reset(e);
-	allm_ctl_enc_map(e, 15);
+	bool restore = dec->kind == ALLM_DECISION_RESTORE;
+	allm_ctl_enc_map(e, 18);
 	allm_ctl_enc_kint(e, "seq", dec->seq_no);
 	/* seconds on the engine's clock since this server started */
 	allm_ctl_enc_kdouble(e, "time_s", dec->time - s->clock0);
+	/* preempt: Alg. 1's choice for a victim; restore: a cached prefix found in
+	 * a lower tier, restored or recomputed */
+	allm_ctl_enc_kstr(e, "kind", restore ? "restore" : "preempt");
 	allm_ctl_enc_kint(e, "request", dec->req_id);
 	allm_ctl_enc_str(e, "tag");
 	allm_ctl_enc_uint(e, dec->tag);
 	allm_ctl_enc_kint(e, "length", dec->n_tokens);
 	allm_ctl_enc_kint(e, "blocks", dec->n_blocks);
 	allm_ctl_enc_kdouble(e, "priority", dec->priority);
+	/* restore: the swap prediction is the restore of every block, the disk one
+	 * what the choice costs */
 	allm_ctl_enc_kdouble(e, "pred_swap_ms", dec->pred_swap_s * 1e3);
 	allm_ctl_enc_kdouble(e, "pred_recompute_ms", dec->pred_recompute_s * 1e3);
 	allm_ctl_enc_kdouble(e, "pred_disk_ms", dec->pred_disk_s * 1e3); /* nil without a disk tier */
 	allm_ctl_enc_kstr(e, "choice", allm_choice_name(dec->choice));
-	/* where the KV went: the host pool, the disk, or nowhere (recompute) */
-	allm_ctl_enc_kstr(e, "tier", dec->choice == ALLM_CHOICE_SWAP ? "host"
+	/* preempt: where the KV went (the host pool, the disk, or nowhere: recompute);
+	 * restore: the lowest tier the prefix was found in */
+	allm_ctl_enc_kstr(e, "tier", restore ? allm_kv_tier_name(dec->tier)
+				     : dec->choice == ALLM_CHOICE_SWAP ? "host"
 				     : dec->choice == ALLM_CHOICE_DISK ? "disk" : "none");
-	allm_ctl_enc_kstr(e, "reason", dec->reason ? dec->reason : "");
+	allm_ctl_enc_kint(e, "restored_blocks", restore ? dec->n_restored : 0);
+	allm_ctl_enc_kstr(e, "reason", allm_reason_text(dec->reason));
+	/* taken on the first estimate, before the predictors were calibrated */
+	allm_ctl_enc_kbool(e, "estimated", dec->estimated);
 	allm_ctl_enc_kdouble(e, "measured_ms", measured ? dec->measured_s * 1e3 : NAN);
 	allm_ctl_enc_kbool(e, "measured", measured);
 	ctl_publish(s, "decision", e);

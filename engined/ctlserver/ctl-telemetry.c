@@ -101,7 +101,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 32);
+	allm_ctl_enc_map(e, 34);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -127,16 +127,22 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	enc_top(s, e, "waiting", ALLM_REQ_WAITING, eng_now);
 	enc_top(s, e, "running", ALLM_REQ_RUNNING, eng_now);
 	enc_top(s, e, "swapped", ALLM_REQ_SWAPPED, eng_now);
+	/* used: held by requests; cached: held by the prefix cache alone
+	 * (reclaimable); free + used + cached = total */
 	allm_ctl_enc_kmap(e, "blocks", 3);
-	allm_ctl_enc_kmap(e, "gpu", 2);
+	allm_ctl_enc_kmap(e, "gpu", 3);
 	allm_ctl_enc_kint(e, "total", st.gpu_total);
 	allm_ctl_enc_kint(e, "used", st.gpu_used);
-	allm_ctl_enc_kmap(e, "cpu", 2);
+	allm_ctl_enc_kint(e, "cached", st.gpu_cached_free);
+	allm_ctl_enc_kmap(e, "cpu", 3);
 	allm_ctl_enc_kint(e, "total", st.cpu_total);
 	allm_ctl_enc_kint(e, "used", st.cpu_used);
-	allm_ctl_enc_kmap(e, "disk", 2); /* 0/0 without a disk tier */
+	allm_ctl_enc_kint(e, "cached", st.cpu_cached);
+	allm_ctl_enc_kmap(e, "disk", 3); /* 0/0 without a disk tier */
 	allm_ctl_enc_kint(e, "total", st.disk_total);
 	allm_ctl_enc_kint(e, "used", st.disk_used);
+	allm_ctl_enc_kint(e, "cached", st.disk_cached);
+	ctl_encode_prefix(e, &st, cfg->prefix_caching);
 	allm_ctl_enc_kmap(e, "preemptions", 3);
 	allm_ctl_enc_kint(e, "swap", st.preempt_swap);
 	allm_ctl_enc_kint(e, "recompute", st.preempt_recompute);

@@ -150,6 +150,7 @@ struct gw_req {
 	uint32_t n_tokens;       /* tokens received */
 	int finish;              /* enum allm_finish_reason, once DONE */
 	uint32_t n_prompt, n_generated; /* from the engine's FINAL */
+	uint32_t n_cached;       /* prompt tokens the engine's prefix cache served (FINAL) */
 	int http_status;         /* 0, or the error's status once DONE */
 	char err_type[40], err[256];
 	int refs;                /* HTTP side + pump side */

@@ -177,14 +177,16 @@ static int lp_step(struct gw_body *b)
 /* ],"usage":{...}} : each prompt once, the completions of every choice */
 static int tail(struct gw_body *b)
 {
-	uint32_t n_gen = 0, n_prompt = 0;
+	uint32_t n_gen = 0, n_prompt = 0, n_cached = 0;
 	for (uint32_t i = 0; i < b->lead->n_choices; i++) {
 		const struct gw_req *r = gw_choice(b->lead, i);
 		n_gen += r->n_generated;
-		if (gw_prompt_first(r))
+		if (gw_prompt_first(r)) {
 			n_prompt += r->n_prompt;
+			n_cached += r->n_cached;
+		}
 	}
-	return puts_(b, "],\"usage\":") | put_json(b, gw_api_usage_json(n_prompt, n_gen)) | puts_(b, "}");
+	return puts_(b, "],\"usage\":") | put_json(b, gw_api_usage_json(n_prompt, n_gen, n_cached)) | puts_(b, "}");
 }
 
 /* Writes the next part of the document. 0, or -1 when out of memory. */

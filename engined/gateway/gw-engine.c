@@ -214,6 +214,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 				r->n_generated = r->n_tokens;
 		}
 		r->n_prompt = ev->n_prompt;
+		r->n_cached = ev->n_cached;
 		if (!r->out.stopped)
 			r->n_generated = ev->n_generated;
 		r->finish = r->out.stopped ? ALLM_FINISH_STOP : ev->finish_reason;

@@ -185,6 +185,9 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	if (rc)
 		return respond_err(c, x, &e);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		gw_req_scope_cache(gw_choice(r, i), auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	char user[64], why[400];
 	gw_users_key(gw, c, x->key_index, user, sizeof(user));
 	r->conn = c;

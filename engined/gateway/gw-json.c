@@ -43,10 +43,12 @@ char *gw_api_error_json(const struct gw_api_err *e, size_t *len)
 	return dump(err ? json_pack("{s:o}", "error", err) : NULL, len);
 }
 
-json_t *gw_api_usage_json(uint32_t p, uint32_t g)
+json_t *gw_api_usage_json(uint32_t p, uint32_t g, uint32_t cached)
 {
-	return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)p, "completion_tokens",
-			 (json_int_t)g, "total_tokens", (json_int_t)p + g);
+	/* prompt_tokens_details.cached_tokens: served from the prefix cache (OpenAI's, vLLM's) */
+	return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)p, "completion_tokens",
+			 (json_int_t)g, "total_tokens", (json_int_t)p + g, "prompt_tokens_details", "cached_tokens",
+			 (json_int_t)cached);
 }
 
 /* --- log-probabilities ---------------------------------------------------------------- */
@@ -263,12 +265,12 @@ int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_
 	return sse(choice ? chunk(r, json_pack("[o]", choice)) : NULL, buf, len, cap);
 }
 
-int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, char **buf,
+int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached, char **buf,
 		     size_t *len, size_t *cap)
 {
 	json_t *c = chunk(r, json_array());
 	if (c)
-		json_object_set_new(c, "usage", gw_api_usage_json(n_prompt, n_gen));
+		json_object_set_new(c, "usage", gw_api_usage_json(n_prompt, n_gen, n_cached));
 	return sse(c, buf, len, cap);
 }
 

@@ -5,6 +5,8 @@
  * with extensions it does not know. */
 #include "gw-openai.h"
 
+#include "sha256.h"
+
 #include "common.h"
 #include "tokenizer.h"
 
@@ -256,6 +258,43 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 	return 0;
 }
 
+/* cache_salt (vLLM's): a non-empty string; the request then shares cached KV
+ * only with requests of the same salt. Its digest goes into the params; the
+ * API key is mixed in when the request is sent (gw_req_scope_cache). */
+static int parse_cache_salt(json_t *b, struct gw_req *r, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, "cache_salt");
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_string(j) || json_string_length(j) == 0 || json_string_length(j) > 4096)
+		return gw_api_bad(e, "cache_salt", "'cache_salt' must be a non-empty string (at most 4096 bytes)");
+	uint8_t d[32];
+	struct allm_sha256 h;
+	allm_sha256_init(&h);
+	allm_sha256_update(&h, json_string_value(j), json_string_length(j));
+	allm_sha256_final(&h, d);
+	memcpy(r->params.cache_salt, d, sizeof(r->params.cache_salt));
+	return 0;
+}
+
+void gw_req_scope_cache(struct gw_req *r, const char *bearer)
+{
+	/* per API key (the bearer presented) and per cache_salt: requests share a
+	 * cached prefix only within both (DESIGN §5b) */
+	static const uint8_t none[ALLM_CACHE_SALT_BYTES];
+	bool salted = memcmp(r->params.cache_salt, none, sizeof(none)) != 0;
+	if (!salted && (!bearer || !*bearer))
+		return;
+	uint8_t d[32];
+	struct allm_sha256 h;
+	allm_sha256_init(&h);
+	allm_sha256_update(&h, "allm-gateway-cache-scope", 25);
+	allm_sha256_update(&h, bearer ? bearer : "", bearer ? strlen(bearer) + 1 : 1);
+	allm_sha256_update(&h, r->params.cache_salt, sizeof(r->params.cache_salt));
+	allm_sha256_final(&h, d);
+	memcpy(r->params.cache_salt, d, sizeof(r->params.cache_salt));
+}
+
 static void new_id(struct gw_req *r, const char *prefix)
 {
 	unsigned char b[12] = {0};
@@ -317,7 +356,8 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	r->sock = -1;
 	r->chat = chat;
 	r->model = gw_model_ref(m);
-	if (parse_sampling(b, chat, r, &n, e) || gw_api_get_bool(b, "stream", &r->stream, e))
+	if (parse_sampling(b, chat, r, &n, e) || gw_api_get_bool(b, "stream", &r->stream, e) ||
+	    parse_cache_salt(b, r, e))
 		goto fail;
 	json_t *so = json_object_get(b, "stream_options");
 	if (so && !json_is_null(so)) {

@@ -39,6 +39,8 @@ int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uin
 
 /* Parses one request body into a new gw_req (refs 0, phase unset, not enqueued)
  * holding a reference to m. 0 with *ret, or -1 with e. */
+/* Scopes the request's cache salt by the API key presented (may be NULL). */
+void gw_req_scope_cache(struct gw_req *r, const char *bearer);
 int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
 		 struct gw_req **ret, struct gw_api_err *e);
 /* Frees a request that was never handed to the pump. */
@@ -51,7 +53,7 @@ const char *gw_api_finish_name(int finish);
 /* A JSON string of n bytes of text (U+FFFD if it is not UTF-8); {"prompt_tokens",
  * "completion_tokens", "total_tokens"}. */
 json_t *gw_api_text_json(const char *p, size_t n);
-json_t *gw_api_usage_json(uint32_t n_prompt, uint32_t n_gen);
+json_t *gw_api_usage_json(uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached);
 
 /* Token texts of log-probabilities: one decoder reused for every token (a whole
  * response may hold a million). init: 0 or -ENOMEM; free accepts a failed init. */
@@ -82,7 +84,7 @@ int32_t gw_api_last_prompt_id(const struct gw_req *r);
 int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_t n, json_t *logprobs,
 		     const char *finish, char **buf, size_t *len, size_t *cap);
 /* The usage chunk (stream_options.include_usage), an error event, and the end. */
-int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, char **buf,
+int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached, char **buf,
 		     size_t *len, size_t *cap);
 int gw_api_sse_error(const struct gw_api_err *e, char **buf, size_t *len, size_t *cap);
 int gw_api_sse_done(char **buf, size_t *len, size_t *cap);

@@ -125,7 +125,7 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 	uint32_t n = lead->n_choices;
 	struct gw_pending *p = calloc(n, sizeof(*p));
 	struct gw_api_err e = {0};
-	uint32_t np = 0, ng = 0;
+	uint32_t np = 0, ng = 0, nc = 0;
 	bool any = false, all_done = true;
 	if (!p)
 		return -1;
@@ -141,7 +141,7 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		any |= p[k].n_pieces > 0 || (p[k].done && !s->cs[k].finish_sent);
 		all_done &= p[k].done;
 		if (gw_prompt_first(r))
-			np += r->n_prompt;
+			np += r->n_prompt, nc += r->n_cached;
 		ng += r->n_generated;
 		if (p[k].done && r->http_status && !e.status)
 			gw_api_fail(&e, r->http_status, r->err_type, NULL, NULL, "%s", r->err);
@@ -166,7 +166,7 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		if (e.status)
 			rc |= gw_api_sse_error(&e, &s->buf, &s->len, &s->cap);
 		else if (lead->include_usage)
-			rc |= gw_api_sse_usage(lead, np, ng, &s->buf, &s->len, &s->cap);
+			rc |= gw_api_sse_usage(lead, np, ng, nc, &s->buf, &s->len, &s->cap);
 		rc |= gw_api_sse_done(&s->buf, &s->len, &s->cap);
 		s->ended = true;
 	}

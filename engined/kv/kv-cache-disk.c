@@ -90,9 +90,7 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	 * the disk has no background I/O: reads wait) */
 	int32_t slots = allm_kv_disk_stage_blocks(kv->disk);
 	kv->ahead_free = allm_malloc((size_t)ALLM_MAX(slots, 1) * sizeof(int32_t));
-	if (kv->be->simulated)
-		kv->vslot_end = allm_calloc((size_t)ALLM_MAX(slots, 1), sizeof(double));
-	if (!kv->ahead_free || (kv->be->simulated && !kv->vslot_end)) {
+	if (!kv->ahead_free) {
 		allm_kv_disk_close(kv->disk);
 		kv->disk = NULL;
 		kvc_disk_fini(kv);
@@ -116,14 +114,11 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 	return allm_kv_disk_resize(kv->disk, n, err);
 }
 
-/* Slots of a simulated disk's stage whose writes have landed by now. */
+/* Slots of a simulated disk's stage whose writes have landed by now (the
+ * simulator keeps its disk: backend.h, struct allm_sim_disk_i). */
 static int32_t vslots_free(struct allm_kv_cache *kv)
 {
-	double now = allm_backend_clock(kv->be);
-	int32_t k = 0;
-	for (int32_t i = 0; kv->vslot_end && i < kv->n_ahead_slots; i++)
-		k += kv->vslot_end[i] <= now;
-	return k;
+	return allm_backend_sim_disk(kv->be)->stage_free(kv->be, kv->n_ahead_slots);
 }
 
 bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
@@ -131,6 +126,16 @@ bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
 	if (!kv->disk)
 		return false;
 	return kv->be->simulated ? vslots_free(kv) >= n : allm_kv_disk_behind_free(kv->disk) >= n;
+}
+
+int32_t allm_kv_disk_queued_blocks(struct allm_kv_cache *kv)
+{
+	if (!kv->disk)
+		return 0;
+	if (kv->be->simulated)
+		return kv->n_ahead_slots - vslots_free(kv);
+	int32_t stage = allm_kv_disk_stage_blocks(kv->disk), room = allm_kv_disk_behind_free(kv->disk);
+	return stage > room ? stage - room : 0;
 }
 
 static void give_back(struct allm_block_pool *p, int64_t owner, const int32_t *ids, int32_t n)
@@ -163,28 +168,16 @@ static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32
  * One line of transfers in order, beside the device's clock, as the real tier
  * behaves: a transfer the caller waits for starts once what was queued before
  * it (writes behind) is done; a write behind or a read ahead is queued and the
- * caller goes on. */
+ * caller goes on. The simulator keeps the line (struct allm_sim_disk_i). */
 
-/* A transfer the caller waits for: seconds it waited in all, of them those for
- * the transfers queued before it in *ret_queued. */
 static double vdisk_wait(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_queued)
 {
-	double t0 = allm_backend_clock(kv->be);
-	allm_backend_clock_wait_until(kv->be, kv->vdisk_idle);
-	*ret_queued = allm_backend_clock(kv->be) - t0;
-	allm_backend_charge_disk(kv->be, write, bytes, runs);
-	kv->vdisk_idle = allm_backend_clock(kv->be);
-	return kv->vdisk_idle - t0;
+	return allm_backend_sim_disk(kv->be)->wait(kv->be, write, bytes, runs, ret_queued);
 }
 
-/* A transfer queued: when it starts (*ret_start) and ends (returned). */
 static double vdisk_queue(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_start)
 {
-	double start = ALLM_MAX(allm_backend_clock(kv->be), kv->vdisk_idle);
-	kv->vdisk_idle = start + allm_backend_disk_seconds(kv->be, write, bytes, runs);
-	if (ret_start)
-		*ret_start = start;
-	return kv->vdisk_idle;
+	return allm_backend_sim_disk(kv->be)->queue(kv->be, write, bytes, runs, ret_start);
 }
 
 /* ---- staging through host memory ------------------------------------------------ */
@@ -227,12 +220,8 @@ static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int
 		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
 		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(disk + i, NULL, k), NULL);
-		double now = allm_backend_clock(kv->be);
-		for (int32_t j = 0, left = k; j < kv->n_ahead_slots && left > 0; j++)
-			if (kv->vslot_end[j] <= now) {
-				kv->vslot_end[j] = end;
-				left--;
-			}
+		if (allm_backend_sim_disk(kv->be)->stage_take(kv->be, kv->n_ahead_slots, k, end))
+			r = allm_err_set(err, -ENOMEM, "out of memory");
 	}
 	return r;
 }
@@ -300,7 +289,7 @@ out:
 /* Takes n blocks of pool p for owner into ids; -ENOSPC (nothing taken) if short. */
 static int take(struct allm_block_pool *p, int64_t owner, int32_t n, int32_t *ids)
 {
-	if (p->n_free < n)
+	if (allm_block_pool_avail(p) < n)
 		return -ENOSPC;
 	for (int32_t i = 0; i < n; i++) {
 		int r = allm_block_pool_alloc(p, owner, &ids[i]);
@@ -311,18 +300,14 @@ static int take(struct allm_block_pool *p, int64_t owner, int32_t n, int32_t *id
 
 static int gpu_short(const struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
 {
-	return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", kv->gpu.n_free, n);
+	return allm_err_set(err, -ENOSPC, "GPU pool has %d free blocks, %d needed", allm_block_pool_avail(&kv->gpu), n);
 }
 
 /* Fresh destination pages are faulted in outside the timed read (swap() does
  * the same), so the measured cost is the transfer's. */
 static void touch_fresh(struct allm_kv_cache *kv, const int32_t *dev, int32_t n)
 {
-	for (int32_t i = 0; kv->touched_dev && i < n; i++)
-		if (!kv->touched_dev[dev[i]]) {
-			memset((char *)kv->dev + (size_t)dev[i] * kv->block_bytes, 0, kv->block_bytes);
-			kv->touched_dev[dev[i]] = 1;
-		}
+	kvc_touch_ids(kv, true, dev, n);
 }
 
 int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu, int32_t n,
@@ -333,7 +318,7 @@ int allm_kv_disk_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
 	if (!dp)
 		return allm_err_set(err, -ENOTSUP, "no disk tier");
 	if (take(dp, owner, n, ret_disk))
-		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
+		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", allm_block_pool_avail(dp), n);
 	if ((r = disk_xfer(kv, true, true, gpu, ret_disk, n, res, err))) {
 		allm_kv_disk_drain(kv->disk, ret_disk, n);
 		give_back(dp, owner, ret_disk, n);
@@ -476,11 +461,9 @@ void kvc_disk_fini(struct allm_kv_cache *kv)
 	if (kv->ahead_raw)
 		kv->be->iface->host_free(kv->be, kv->ahead_raw);
 	allm_free(kv->ahead_free);
-	allm_free(kv->vslot_end);
 	kv->ahead = NULL;
 	kv->ahead_raw = kv->ahead_mem = NULL;
 	kv->ahead_free = NULL;
-	kv->vslot_end = NULL;
 	kv->n_ahead = kv->cap_ahead = kv->n_ahead_slots = kv->n_ahead_free = 0;
 }
 
@@ -518,28 +501,68 @@ int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t 
 	return 0;
 }
 
-int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
-		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err)
+/* Writes host blocks cpu[i] to disk blocks disk[i] and waits (a simulated
+ * device: the profile's time on the disk's line). */
+static int host_to_disk(struct allm_kv_cache *kv, const int32_t *cpu, const int32_t *disk, int32_t n,
+			struct allm_swap_result *res, struct allm_err *err)
 {
-	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
 	struct allm_kv_disk_io_stat st = {0};
-	int r;
-	if (!dp)
-		return allm_err_set(err, -ENOTSUP, "no disk tier");
-	if (take(dp, owner, n, ret_disk))
-		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", dp->n_free, n);
-	if ((r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, ret_disk, n, &st, err))) {
-		give_back(dp, owner, ret_disk, n);
+	int r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, disk, n, &st, err);
+	if (r)
 		return r;
-	}
 	if (kv->be->simulated) { /* the simulated write is all the profile's */
 		double queued, t = vdisk_wait(kv, true, (uint64_t)kv->block_bytes * (uint64_t)n, st.runs, &queued);
 		st = (struct allm_kv_disk_io_stat){.seconds = t, .runs = st.runs, .waited_seconds = queued,
 						   .io_seconds = t - queued};
 	}
-	give_back(&kv->cpu, owner, cpu, n);
 	if (res)
 		*res = disk_result(kv, n, st.seconds, &st, false);
+	return 0;
+}
+
+int allm_kv_tier_copy(struct allm_kv_cache *kv, enum allm_kv_tier from, const int32_t *src,
+		      enum allm_kv_tier to, const int32_t *dst, int32_t n, struct allm_swap_result *res,
+		      struct allm_err *err)
+{
+	struct allm_swap_result tmp;
+	if (!res)
+		res = &tmp;
+	if ((from == ALLM_KV_TIER_DISK || to == ALLM_KV_TIER_DISK) && !kv->disk)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (from == ALLM_KV_TIER_DEVICE && to == ALLM_KV_TIER_HOST) {
+		kvc_touch_ids(kv, false, dst, n);
+		return kvc_copy_blocks(kv, src, dst, n, true, res, err);
+	}
+	if (from == ALLM_KV_TIER_HOST && to == ALLM_KV_TIER_DEVICE) {
+		kvc_touch_ids(kv, true, dst, n);
+		return kvc_copy_blocks(kv, src, dst, n, false, res, err);
+	}
+	if (from == ALLM_KV_TIER_DEVICE && to == ALLM_KV_TIER_DISK)
+		return disk_xfer(kv, true, true, src, dst, n, res, err);
+	if (from == ALLM_KV_TIER_DISK && to == ALLM_KV_TIER_DEVICE) {
+		touch_fresh(kv, dst, n);
+		return disk_xfer(kv, false, false, dst, src, n, res, err);
+	}
+	if (from == ALLM_KV_TIER_HOST && to == ALLM_KV_TIER_DISK)
+		return host_to_disk(kv, src, dst, n, res, err);
+	return allm_err_set(err, -ENOTSUP, "no copy from the %s tier to the %s tier", allm_kv_tier_name(from),
+			    allm_kv_tier_name(to));
+}
+
+int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
+		   int32_t *ret_disk, struct allm_swap_result *res, struct allm_err *err)
+{
+	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
+	int r;
+	if (!dp)
+		return allm_err_set(err, -ENOTSUP, "no disk tier");
+	if (take(dp, owner, n, ret_disk))
+		return allm_err_set(err, -ENOSPC, "disk pool has %d free blocks, %d needed", allm_block_pool_avail(dp), n);
+	if ((r = host_to_disk(kv, cpu, ret_disk, n, res, err))) {
+		give_back(dp, owner, ret_disk, n);
+		return r;
+	}
+	give_back(&kv->cpu, owner, cpu, n);
 	return 0;
 }
 
@@ -550,7 +573,7 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	if (!dp || n <= 0 || n_runs <= 0 || n_runs > n || span > kv->gpu.capacity ||
 	    span > dp->capacity)
 		return -EINVAL;
-	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(dp))
+	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(dp) || kv->gpu.n_cached || dp->n_cached)
 		return -EBUSY;
 	/* runs separated by a one-block gap on the disk side, as in time_copy */
 	int32_t *disk, *mem, base = kvc_calib_ids(kv, dp->capacity, n, n_runs, &disk, &mem);

@@ -18,6 +18,13 @@ void kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32
  * checked n + n_runs fits both pools. */
 int32_t kvc_calib_ids(struct allm_kv_cache *kv, int32_t other_capacity, int32_t n, int32_t n_runs, int32_t **ret_gapped,
 		      int32_t **ret_plain);
+/* Queues the copies of device blocks src[i] -> host blocks dst[i] (out) or
+ * back (!out), one per coalesced run, and waits. */
+int kvc_copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32_t *dst, int32_t n, bool out,
+		    struct allm_swap_result *res, struct allm_err *err);
+/* Writes the not-yet-touched blocks among ids[0..n) of the device (or host)
+ * pool once, untimed (see touched_dev). */
+void kvc_touch_ids(struct allm_kv_cache *kv, bool device, const int32_t *ids, int32_t n);
 /* Frees the disk side's buffers, once the disk is closed (kv-cache-disk.c). */
 void kvc_disk_fini(struct allm_kv_cache *kv);
 

@@ -163,8 +163,24 @@ int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n)
 	return runs;
 }
 
+const char *allm_kv_tier_name(enum allm_kv_tier t)
+{
+	static const char *const names[ALLM_KV_TIER_COUNT] = {"device", "host", "disk"};
+	return (unsigned)t < ALLM_KV_TIER_COUNT ? names[t] : "?";
+}
+
+struct allm_block_pool *allm_kv_tier_pool(struct allm_kv_cache *kv, enum allm_kv_tier t)
+{
+	switch (t) {
+	case ALLM_KV_TIER_DEVICE: return &kv->gpu;
+	case ALLM_KV_TIER_HOST: return &kv->cpu;
+	case ALLM_KV_TIER_DISK: return allm_kv_disk_blocks(kv);
+	default: return NULL;
+	}
+}
+
 /* Queues the copies of src[i] -> dst[i], one per coalesced run, and waits. */
-static int copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32_t *dst,
+int kvc_copy_blocks(struct allm_kv_cache *kv, const int32_t *src, const int32_t *dst,
 		       int32_t n, bool out, struct allm_swap_result *res, struct allm_err *err)
 {
 	allm_backend_t *be = kv->be;
@@ -199,20 +215,15 @@ static int swap(struct allm_kv_cache *kv, bool out, int64_t owner, const int32_t
 {
 	struct allm_block_pool *from = out ? &kv->gpu : &kv->cpu, *to = out ? &kv->cpu : &kv->gpu;
 	int r;
-	if (to->n_free < n)
+	if (allm_block_pool_avail(to) < n)
 		return allm_err_set(err, -ENOSPC, "%s pool has %d free blocks, swap %s needs %d",
-				    out ? "CPU" : "GPU", to->n_free, out ? "out" : "in", n);
-	uint8_t *touched = out ? kv->touched_host : kv->touched_dev;
-	char *base = out ? kv->host : kv->dev;
+				    out ? "CPU" : "GPU", allm_block_pool_avail(to), out ? "out" : "in", n);
 	for (int32_t i = 0; i < n; i++) {
 		r = allm_block_pool_alloc(to, owner, &ret_dst[i]);
 		ALLM_ASSERT(r == 0);
-		if (touched && !touched[ret_dst[i]]) {
-			memset(base + (size_t)ret_dst[i] * kv->block_bytes, 0, kv->block_bytes);
-			touched[ret_dst[i]] = 1;
-		}
 	}
-	if ((r = copy_blocks(kv, src, ret_dst, n, out, res, err))) {
+	kvc_touch_ids(kv, !out, ret_dst, n);
+	if ((r = kvc_copy_blocks(kv, src, ret_dst, n, out, res, err))) {
 		for (int32_t i = 0; i < n; i++)
 			allm_block_pool_release(to, owner, ret_dst[i]);
 		return r;
@@ -234,6 +245,17 @@ int allm_kv_swap_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu,
 		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err)
 {
 	return swap(kv, false, owner, cpu, n, ret_gpu, res, err);
+}
+
+void kvc_touch_ids(struct allm_kv_cache *kv, bool device, const int32_t *ids, int32_t n)
+{
+	uint8_t *touched = device ? kv->touched_dev : kv->touched_host;
+	char *base = device ? kv->dev : kv->host;
+	for (int32_t i = 0; touched && i < n; i++)
+		if (!touched[ids[i]]) {
+			memset(base + (size_t)ids[i] * kv->block_bytes, 0, kv->block_bytes);
+			touched[ids[i]] = 1;
+		}
 }
 
 /* Writes every not-yet-touched block in [first, first + n) once (untimed). */
@@ -303,8 +325,8 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	if (n <= 0 || n_runs <= 0 || n_runs > n || span > kv->gpu.capacity ||
 	    span > kv->cpu.capacity)
 		return -EINVAL;
-	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(&kv->cpu))
-		return -EBUSY; /* scratch copies would clobber live K/V */
+	if (allm_block_pool_used(&kv->gpu) || allm_block_pool_used(&kv->cpu) || kv->gpu.n_cached || kv->cpu.n_cached)
+		return -EBUSY; /* scratch copies would clobber live or cached K/V */
 	int32_t *src, *dst, base = kvc_calib_ids(kv, kv->cpu.capacity, n, n_runs, &src, &dst);
 	if (base < 0)
 		return base;
@@ -313,7 +335,7 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	if (kv->be->device_is_host)
 		scrub_caches(kv);
 	struct allm_swap_result res;
-	int rc = copy_blocks(kv, src, dst, n, dir == 0, &res, NULL);
+	int rc = kvc_copy_blocks(kv, src, dst, n, dir == 0, &res, NULL);
 	allm_free(src);
 	allm_free(dst);
 	return rc ? rc : res.seconds;

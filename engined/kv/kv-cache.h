@@ -10,6 +10,19 @@
 #include "block-pool.h"
 #include "kv-disk.h"
 
+/* The tiers a KV block can live in (DESIGN §5, §5b). */
+enum allm_kv_tier {
+	ALLM_KV_TIER_DEVICE = 0, /* the pool the model attends over */
+	ALLM_KV_TIER_HOST = 1, /* the host ("CPU") pool */
+	ALLM_KV_TIER_DISK = 2, /* the disk tier, when there is one */
+	ALLM_KV_TIER_COUNT = 3,
+};
+
+/* "device", "host", "disk". */
+const char *allm_kv_tier_name(enum allm_kv_tier t);
+
+struct allm_prefix_cache;
+
 struct allm_kv_cache {
 	allm_backend_t *be; /* not owned */
 	struct allm_kv_layout lay;
@@ -44,11 +57,7 @@ struct allm_kv_cache {
 	char *ahead_raw, *ahead_mem;
 	int32_t *ahead_free;
 	int32_t n_ahead_slots, n_ahead_free;
-	/* A simulated device's disk beside it: when it is next idle, and when the
-	 * write behind in each of its stage's n_ahead_slots slots lands (free once
-	 * past; NULL on a real device). */
-	double vdisk_idle;
-	double *vslot_end;
+	struct allm_prefix_cache *pc; /* the prefix cache over these pools (not owned), or NULL */
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many
@@ -98,6 +107,18 @@ int allm_kv_swap_out(struct allm_kv_cache *kv, int64_t owner, const int32_t *gpu
 int allm_kv_swap_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, int32_t n,
 		    int32_t *ret_gpu, struct allm_swap_result *res, struct allm_err *err);
 
+/* The pool of a tier, NULL where there is none (no disk tier). */
+struct allm_block_pool *allm_kv_tier_pool(struct allm_kv_cache *kv, enum allm_kv_tier t);
+
+/* Copies n blocks src[i] of tier `from` to blocks dst[i] of tier `to` (taken by
+ * the caller; nothing is taken or released here) and waits for the copies:
+ * device <-> host, device <-> disk (a write may go behind), host -> disk. For the
+ * prefix cache's demotions and restores. res: what it took (may be NULL).
+ * -ENOTSUP for another pair, else 0 or -errno with err. */
+int allm_kv_tier_copy(struct allm_kv_cache *kv, enum allm_kv_tier from, const int32_t *src,
+		      enum allm_kv_tier to, const int32_t *dst, int32_t n, struct allm_swap_result *res,
+		      struct allm_err *err);
+
 /* --- the disk tier (kv-disk.h) ---------------------------------------------------- */
 
 /* Adds a disk pool of n_blocks in dir. note: one line on how it was opened. */
@@ -141,6 +162,8 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 /* Whether a swap-out of n blocks to disk would go behind now (a copy to the
  * stage) rather than wait for the disk. */
 bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n);
+/* Blocks whose writes to disk are in flight (a read queues behind them). */
+int32_t allm_kv_disk_queued_blocks(struct allm_kv_cache *kv);
 /* Releases every disk block of owner in ids[0..n). */
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n);
 /* Times a disk write (dir 0, waited for: what a swap-out costs when the stage is

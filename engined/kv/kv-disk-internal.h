@@ -37,6 +37,9 @@ struct allm_kv_disk {
 	int fault_errno;
 	bool fault_write, fault_short, fault_on; /* fault_on: every I/O from fault_at on ("N+") */
 	int64_t fault_at, n_io[2];
+	/* Test and benchmark hook (ALLM_KV_DISK_THROTTLE_MBPS, read at open): bytes
+	 * per second every transfer is held to (no background I/O then); 0 = off */
+	double throttle_bps;
 	/* Test hook: writes behind stay queued, not submitted, until something waits
 	 * for one (a drain), so a test sees them in flight however fast the disk. */
 	bool hold_writes;

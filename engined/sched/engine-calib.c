@@ -3,6 +3,7 @@
 #include "engine-internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 
 void allm_engine_predictor_key(const struct allm_model *m, const struct allm_kv_cache *kv,
@@ -90,9 +91,11 @@ static int calibrate_main(struct allm_engine *e, void (*prog)(void *user, int do
 	if (!allm_engine_idle(e))
 		return allm_err_set(err, -EBUSY, "calibration needs an idle engine (drain first)");
 	struct allm_kv_cache *kv = e->kv;
+	/* calibration copies over the pools' blocks as scratch: what they cache goes */
+	allm_engine_cache_reset(e);
 	/* the longest prefill the pools and limits allow, leaving the context's end */
 	int32_t max_tok = ALLM_MIN(mc->max_pos - 1, e->cfg.max_num_batched_tokens);
-	max_tok = ALLM_MIN(max_tok, kv->gpu.n_free * kv->lay.block_size);
+	max_tok = ALLM_MIN(max_tok, allm_block_pool_avail(&kv->gpu) * kv->lay.block_size);
 	struct allm_calib_ops ops = {
 		.user = &c,
 		.max_tokens = ALLM_MAX(max_tok, 1),
@@ -137,6 +140,7 @@ int allm_engine_calibrate_disk(struct allm_engine *e, void (*prog)(void *user, i
 		return 0;
 	if (!allm_engine_idle(e))
 		return allm_err_set(err, -EBUSY, "calibration needs an idle engine (drain first)");
+	allm_engine_cache_reset(e);
 	struct allm_calib_ops ops = {
 		.user = &c,
 		/* time_disk needs n + runs ids in the device and the disk pool */
@@ -150,7 +154,66 @@ int allm_engine_calibrate_disk(struct allm_engine *e, void (*prog)(void *user, i
 	return allm_predictor_calibrate_disk(e->pred, &ops, err);
 }
 
-int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_path,
+/* Model FLOPs per token of the weights and per unit of tokens_sq (twice the
+ * query-key pairs) of the attention: what a first estimate scales by. */
+static void shape_flops(const struct allm_model_config *c, double *ret_token, double *ret_pair)
+{
+	double d = c->hidden, q = (double)c->n_heads * c->head_dim, k = (double)c->n_kv_heads * c->head_dim;
+	double mlp = (c->arch == ALLM_ARCH_OPT ? 2.0 : 3.0) * d * c->intermediate;
+	*ret_token = 2.0 * c->n_layers * (d * q + 2 * d * k + q * d + mlp) + 2.0 * d * c->vocab_size;
+	/* scores and the weighted sum: 2 x 2 x q flops a pair, a pair is half a tokens_sq unit */
+	*ret_pair = 2.0 * c->n_layers * q;
+}
+
+/* Serving at once (DESIGN §7): a first estimate from a few timed runs and the
+ * model's shape, instead of a calibration grid: two prefills give the fixed
+ * cost and the cost of a token (hence the FLOP rate the weights run at), the
+ * attention's share follows from the shape at that rate; two copies each way
+ * give the link's latency and bandwidth. Online learning refines them. */
+static int estimate(struct allm_engine *e, char *note, size_t note_len, struct allm_err *err)
+{
+	struct calib_ctx c = {e, NULL, NULL};
+	const struct allm_model_config *mc = &e->model->cfg;
+	struct allm_kv_cache *kv = e->kv;
+	double t0 = allm_now();
+	allm_engine_cache_reset(e);
+	int32_t max_tok = ALLM_MIN(ALLM_MIN(mc->max_pos - 1, e->cfg.max_num_batched_tokens),
+				   allm_block_pool_avail(&kv->gpu) * kv->lay.block_size);
+	/* short prompts: a 110M model's 64-token prefill takes ~0.1 s here */
+	int32_t n1 = ALLM_MAX(1, ALLM_MIN(8, max_tok / 8)), n2 = ALLM_MAX(n1 + 1, ALLM_MIN(64, max_tok));
+	double ta = INFINITY, tb = INFINITY, tok_f, pair_f;
+	if (time_prefill(&c, 1, n1) < 0) /* warm-up: page the weights in */
+		return allm_err_set(err, -EIO, "a first prefill failed");
+	for (int i = 0; i < 2; i++) { /* the faster of two: noise only ever adds */
+		double a = time_prefill(&c, 1, n1), b = time_prefill(&c, 1, n2);
+		if (a < 0 || b < 0)
+			return allm_err_set(err, -EIO, "a timed prefill failed");
+		ta = fmin(ta, a);
+		tb = fmin(tb, b);
+	}
+	shape_flops(mc, &tok_f, &pair_f);
+	double per_tok = fmax((tb - ta) / (double)(n2 - n1), 1e-9);
+	double flops = tok_f / per_tok; /* the rate the weights ran at */
+	double rc[4] = {fmax(ta - per_tok * n1, 0), per_tok, pair_f / flops, 0};
+	double lat[2], bw[2];
+	bool copies = ALLM_MIN(kv->gpu.capacity, kv->cpu.capacity) >= 20;
+	for (int d = 0; d < 2 && copies; d++) {
+		double one = time_swap(&c, d, 1, 1), many = time_swap(&c, d, 16, 1);
+		if (one < 0 || many < 0) {
+			copies = false;
+			break;
+		}
+		bw[d] = many > one ? 15.0 * (double)kv->block_bytes / (many - one) : 0;
+		lat[d] = fmax(one - (bw[d] > 0 ? (double)kv->block_bytes / bw[d] : 0), 0);
+	}
+	allm_predictor_estimate(e->pred, rc, copies ? lat : NULL, copies ? bw : NULL);
+	snprintf(note, note_len, "predictors: a first estimate (%.0f ms of timing: %.1f GFLOP/s from %d- and "
+		 "%d-token prefills%s), refined from real steps; decisions before that say \"estimated\"",
+		 (allm_now() - t0) * 1e3, flops / 1e9, n1, n2, copies ? ", the host link timed" : "");
+	return 0;
+}
+
+int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_path, bool at_start,
 				  void (*prog)(void *user, int done, int total), void *user,
 				  char *note, size_t note_len, struct allm_err *err)
 {
@@ -167,6 +230,7 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 		if (allm_predictor_default_path(&key, path, sizeof(path)))
 			path[0] = 0;
 	}
+	snprintf(e->profile_path, sizeof(e->profile_path), "%s", path);
 	if (path[0]) {
 		r = allm_predictor_load(e->pred, path, &lerr);
 		if (r == 0) {
@@ -181,6 +245,14 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 			ignored = true;
 		}
 	}
+	/* a simulated device's calibration costs no device time: it runs at once */
+	if (!at_start && !e->model->be->simulated) {
+		size_t used = strlen(note);
+		if ((r = estimate(e, note + used, note_len - used, err)))
+			return r;
+		disk_or_guess(e, prog, user, note, note_len);
+		return 0;
+	}
 	if ((r = calibrate_main(e, prog, user, err)))
 		return r;
 	if (path[0] && allm_predictor_save(e->pred, path, &lerr))
@@ -189,4 +261,22 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
 		snprintf(note, note_len, "predictors calibrated%s%s", path[0] ? ", saved to " : "", path);
 	disk_or_guess(e, prog, user, note, note_len);
 	return 0;
+}
+
+void allm_engine_predictor_learned(struct allm_engine *e)
+{
+	struct allm_err err = {{0}};
+	char msg[4400];
+	if (!allm_predictor_learned(e->pred))
+		return;
+	if (!e->profile_path[0])
+		snprintf(msg, sizeof(msg), "predictors calibrated from %lld real prefills (recompute MAPE %.1f %%)",
+			 (long long)e->pred->n_prefill_obs, e->pred->calib_mape_rc);
+	else if (allm_predictor_save(e->pred, e->profile_path, &err))
+		snprintf(msg, sizeof(msg), "predictors calibrated from real steps; cannot save the profile: %s", err.msg);
+	else
+		snprintf(msg, sizeof(msg), "predictors calibrated from %lld real prefills (recompute MAPE %.1f %%), "
+			 "saved to %s", (long long)e->pred->n_prefill_obs, e->pred->calib_mape_rc, e->profile_path);
+	if (e->ev.on_note)
+		e->ev.on_note(e->ev.user, msg);
 }

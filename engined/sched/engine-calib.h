@@ -11,13 +11,19 @@ void allm_engine_predictor_key(const struct allm_model *m, const struct allm_kv_
 			       struct allm_predictor_key *ret);
 
 /* Loads profile_path (NULL: the default path for the key) when it exists and
- * matches; otherwise calibrates (progress to the callback) and saves it. *ret_note
- * says what happened ("profile loaded from X", "calibrated (...)", "profile X
- * ignored: ..."). The engine must be idle: calibration uses the KV pools as
- * scratch. 0 or -errno with err. */
-int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_path,
+ * matches; otherwise, with at_start (or on a simulated device), calibrates
+ * (progress to the callback) and saves it, else makes a first estimate in a
+ * fraction of a second and serves at once: the predictors learn from real
+ * steps and the profile is saved once they have (allm_engine_predictor_learned).
+ * *ret_note says what happened. The engine must be idle: timing uses the KV
+ * pools as scratch. 0 or -errno with err. */
+int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_path, bool at_start,
 				  void (*progress)(void *user, int done, int total), void *user,
 				  char *ret_note, size_t note_len, struct allm_err *err);
+
+/* After a real step was learned from: an estimated predictor that has learned
+ * enough becomes calibrated, its profile is saved, and on_note says so. */
+void allm_engine_predictor_learned(struct allm_engine *e);
 
 /* Runs calibration now (the control plane's `calibrate`), regardless of profile. */
 int allm_engine_calibrate(struct allm_engine *e, void (*progress)(void *user, int done, int total),

@@ -3,6 +3,7 @@
  * its prompt or decoded, retiring the requests that are done, and feeding the
  * recompute predictor what a step with prefill work cost. What goes into a
  * batch is decided in engine-step.c. */
+#include "engine-calib.h"
 #include "engine-internal.h"
 
 #include <errno.h>
@@ -89,10 +90,12 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		struct allm_request *r = sel->v[i];
 		if (partial(r)) {
 			r->seq.n_cached += r->chunk;
+			allm_engine_prefix_publish(e, r);
 			continue;
 		}
 		r->seq.n_cached = r->seq.n_tokens;
 		r->prefilling = false;
+		allm_engine_prefix_publish(e, r);
 		int32_t id = picked ? picked[i] : sample_row(e, r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
@@ -196,8 +199,17 @@ static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct a
 {
 	double pred_step = allm_predict_prefill(e->pred, step);
 	allm_predictor_observe_prefill(e->pred, step, secs);
+	if (e->pred->estimated)
+		allm_engine_predictor_learned(e);
 	for (int32_t i = 0; i < sel->n; i++) {
 		struct allm_request *q = sel->v[i];
+		if (q->chunk > 0 && q->rr_decision >= 0) {
+			/* a cached prefix recomputed: its share of the step, as a re-prefill's */
+			struct allm_prefill_shape c = {0};
+			add_row(&c, q->seq.n_cached, q->chunk);
+			double share = pred_step > 0 ? secs * ALLM_MIN(1.0, allm_predict_prefill_marginal(e->pred, &c) / pred_step) : 0;
+			allm_engine_prefix_learn(e, q, q->seq.n_cached, q->seq.n_cached + q->chunk, share);
+		}
 		if (q->chunk <= 0 || q->pending_decision < 0)
 			continue;
 		e->st.recompute_tokens += q->chunk;

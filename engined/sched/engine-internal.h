@@ -31,6 +31,8 @@ struct allm_engine {
 	int32_t logits_rows;
 	struct allm_batch_seq *batch;
 	int32_t batch_cap;
+	struct allm_prefix_cache *pc; /* the prefix cache over kv's pools (owned), or NULL */
+	char profile_path[4096]; /* where the predictor's profile goes once learned online ("": nowhere) */
 	struct allm_rq_vec sel; /* scratch: requests picked this step */
 	struct allm_rq_vec sel2;
 };
@@ -45,6 +47,10 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
 /* Takes r out of its queue, frees its blocks, reports and frees it. */
 void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
 			const char *error);
+/* A fresh decision record in the ring (seq_no set, measured_s NAN). */
+struct allm_decision *allm_engine_record_decision(struct allm_engine *e);
+/* Decision seq_no, if still in the ring. */
+struct allm_decision *allm_engine_decision_at(struct allm_engine *e, int64_t seq_no);
 /* The decision r is waiting on for its measured cost, if still in the ring. */
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);
 /* engine-preempt.c: Alg. 1's choice for victim v and its execution. */
@@ -69,6 +75,37 @@ void allm_engine_admitted(struct allm_engine *e, struct allm_request *r, double 
 int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct allm_err *err);
 /* Gives r's pending preemption decision its measured cost. */
 void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, double seconds);
+
+/* engine-prefix.c: the prefix cache's side of the engine. */
+/* Creates e->pc over e->kv (the predictor prices its evictions). */
+int allm_engine_prefix_create(struct allm_engine *e, struct allm_err *err);
+/* r's isolation domain and chain root, from its submission. */
+void allm_engine_prefix_init(struct allm_engine *e, struct allm_request *r, const struct allm_submit *s);
+/* What the cache offers r, admitted from waiting now (r->plan; nothing held). */
+void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r);
+/* Device blocks admitting r takes beyond what others hold already. */
+int32_t allm_engine_prefix_blocks(const struct allm_engine *e, const struct allm_request *r, int32_t blocks);
+/* Cached tokens r's plan of this step gives it (0 without one). */
+int32_t allm_engine_prefix_tokens(const struct allm_engine *e, const struct allm_request *r);
+/* Admission takes the plan: hold its device blocks (every admitted request's
+ * first: a restore may reclaim cached-free blocks), then restore the rest. */
+void allm_engine_prefix_hold(struct allm_engine *e, struct allm_request *r);
+void allm_engine_prefix_restore(struct allm_engine *e, struct allm_request *r, double now);
+/* r's newly full blocks become cached (after a forward). */
+void allm_engine_prefix_publish(struct allm_engine *e, struct allm_request *r);
+/* Leading blocks of r the cache would keep if r let go of them now. */
+int32_t allm_engine_prefix_kept(const struct allm_engine *e, const struct allm_request *r);
+/* Predicted cost of prefilling tokens [from, to) of a sequence (a chunked
+ * step: what it adds to the steps it rides in). */
+double allm_engine_predict_reprefill(const struct allm_engine *e, int32_t from, int32_t to);
+/* A step that prefilled chunk tokens of q cost q's share `seconds`: the
+ * measured cost of q's restore-or-recompute decision accrues. */
+void allm_engine_prefix_learn(struct allm_engine *e, struct allm_request *q, int32_t from, int32_t to,
+			      double seconds);
+
+/* r leaves the running batch (preempted, finished): its restore decision gets
+ * the cost measured so far. */
+void allm_engine_prefix_settle(struct allm_engine *e, struct allm_request *r);
 
 /* Most tokens a request can ever hold in the KV cache. */
 int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r);

@@ -25,6 +25,7 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 	o->chunked_prefill = true;
 	o->admit_lookahead = ALLM_DEFAULT_ADMIT_LOOKAHEAD;
 	o->max_wait_factor = ALLM_DEFAULT_MAX_WAIT_FACTOR;
+	o->prefix_caching = true; /* as vLLM V1: KV outlives its request */
 	o->log_level = "info";
 	o->dummy_seed = 0;
 }
@@ -75,6 +76,9 @@ const char *allm_engine_opts_help(void)
 	       "  --sched fair|fcfs           admission order (default fair)\n"
 	       "  --chunked-prefill on|off    steps mix decodes with prefill chunks (default on;\n"
 	       "                              off: the paper's prefill-only steps)\n"
+	       "  --prefix-caching on|off     full KV blocks outlive their request and serve later\n"
+	       "                              prompts that begin the same way, evicted down the\n"
+	       "                              tiers (host, disk) when that pays (default on)\n"
 	       "  --max-wait-factor F         fair: a request waiting over F x its own service time\n"
 	       "                              goes first (default " ALLM_STR(ALLM_DEFAULT_MAX_WAIT_FACTOR) "; 0 = off)\n"
 	       "  --admit-lookahead STEPS     fair: admission leaves room for this many steps of\n"
@@ -84,6 +88,10 @@ const char *allm_engine_opts_help(void)
 	       "                              (default 0 = off; 1: victims almost always have swap\n"
 	       "                              room, fewer requests run early)\n"
 	       "  --profile FILE              predictor profile (calibrated once, then reused)\n"
+	       "  --calibrate-at-start        with no profile: time the calibration grid before\n"
+	       "                              serving (default: serve at once on a first estimate\n"
+	       "                              and calibrate from real steps; a simulated device\n"
+	       "                              always calibrates at start)\n"
 	       "  --log-level error|warn|info|debug\n";
 }
 
@@ -156,13 +164,18 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		(*i)++;
 		return 1;
 	}
+	if (!strcmp(f, "--calibrate-at-start")) {
+		o->calibrate_at_start = true;
+		(*i)++;
+		return 1;
+	}
 	static const char *const with_value[] = {
 		"--model", "--dummy", "--device", "--dtype", "--block-size", "--gpu-blocks",
 		"--gpu-memory-utilization", "--kv-cache-memory", "--cpu-blocks", "--swap-space",
 		"--max-num-seqs", "--max-num-batched-tokens", "--preempt", "--sched", "--profile",
 		"--log-level", "--threads", "--dummy-seed", "--gemm", "--chunked-prefill",
 		"--max-wait-factor", "--admit-lookahead", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
-		"--cpu-isa", "--quant", "--kv-cache-dtype",
+		"--cpu-isa", "--quant", "--kv-cache-dtype", "--prefix-caching",
 	};
 	size_t k;
 	for (k = 0; k < ALLM_ARRAY_SIZE(with_value); k++)
@@ -245,6 +258,10 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 		if (strcmp(v, "on") && strcmp(v, "off"))
 			return BAD();
 		o->chunked_prefill = !strcmp(v, "on");
+	} else if (!strcmp(f, "--prefix-caching")) {
+		if (strcmp(v, "on") && strcmp(v, "off"))
+			return BAD();
+		o->prefix_caching = !strcmp(v, "on");
 	} else if (!strcmp(f, "--max-wait-factor")) {
 		if (allm_parse_f64(v, 0, 1e6, &d) || (d > 0 && d < 1))
 			return allm_err_set(err, -EINVAL, "bad value for %s: '%s' (0 = off, or 1..1e6)", f, v);
@@ -305,4 +322,5 @@ void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_
 	ret->admit_lookahead = o->admit_lookahead;
 	ret->max_wait_factor = o->max_wait_factor;
 	ret->admit_overcommit = o->admit_overcommit;
+	ret->prefix_caching = o->prefix_caching;
 }

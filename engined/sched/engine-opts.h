@@ -38,6 +38,8 @@ struct allm_engine_opts {
 	int32_t admit_lookahead; /* --admit-lookahead STEPS (fair) */
 	double max_wait_factor; /* --max-wait-factor F (fair; 0 = off) */
 	double admit_overcommit; /* --admit-overcommit F (fair; 0 = off) */
+	bool prefix_caching; /* --prefix-caching on|off */
+	bool calibrate_at_start; /* --calibrate-at-start: the grid before serving, not a first estimate */
 	const char *profile; /* --profile FILE */
 	const char *log_level;
 	int threads; /* --threads (cpu backend) */

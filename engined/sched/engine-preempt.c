@@ -5,12 +5,13 @@
  * back in. A failed copy or disk I/O costs time, never the request: it falls
  * back to recompute. Which request is the victim is engine-step.c's business. */
 #include "engine-internal.h"
+#include "engine-policy.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
-static struct allm_decision *record(struct allm_engine *e)
+struct allm_decision *allm_engine_record_decision(struct allm_engine *e)
 {
 	struct allm_decision *d = &e->dlog[e->n_decisions % ALLM_ENGINE_DECISIONS];
 	memset(d, 0, sizeof(*d));
@@ -19,12 +20,17 @@ static struct allm_decision *record(struct allm_engine *e)
 	return d;
 }
 
+struct allm_decision *allm_engine_decision_at(struct allm_engine *e, int64_t seq_no)
+{
+	if (seq_no < 0 || seq_no < e->n_decisions - ALLM_ENGINE_DECISIONS)
+		return NULL;
+	struct allm_decision *d = &e->dlog[seq_no % ALLM_ENGINE_DECISIONS];
+	return d->seq_no == seq_no ? d : NULL;
+}
+
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r)
 {
-	if (r->pending_decision < 0 || r->pending_decision < e->n_decisions - ALLM_ENGINE_DECISIONS)
-		return NULL;
-	struct allm_decision *d = &e->dlog[r->pending_decision % ALLM_ENGINE_DECISIONS];
-	return d->seq_no == r->pending_decision ? d : NULL;
+	return allm_engine_decision_at(e, r->pending_decision);
 }
 
 static void note(struct allm_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -57,51 +63,18 @@ static bool disk_failing(const struct allm_engine *e, double now)
 	return allm_predict_disk_failure(e->pred, now) >= ALLM_DISK_FAIL_SKIP;
 }
 
-/* Alg. 1's choice for a victim of n blocks, and why (DESIGN §6's tables). */
+/* Alg. 1's choice for a victim of n blocks, and why: the policy's (engine-policy.c). */
 static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t n, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
 	bool failing = dp && disk_failing(e, now);
-	bool host = e->kv->cpu.n_free >= n && n > 0, disk = dp && !failing && dp->n_free >= n && n > 0;
-	switch (e->cfg.preempt) {
-	case ALLM_PREEMPT_RECOMPUTE:
-		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = "policy recompute";
-		return;
-	case ALLM_PREEMPT_SWAP:
-		d->choice = host ? ALLM_CHOICE_SWAP : disk ? ALLM_CHOICE_DISK : ALLM_CHOICE_RECOMPUTE;
-		d->reason = host ? "policy swap" : disk ? "policy swap, CPU pool full: disk"
-			    : failing ? "policy swap, CPU pool full, disk failing"
-			    : dp ? "policy swap, CPU and disk pools full" : "policy swap, CPU pool full";
-		return;
-	default:
-		break;
-	}
-	if (!dp) {
-		/* the paper's two-way choice */
-		if (d->pred_swap_s < d->pred_recompute_s) {
-			d->choice = host ? ALLM_CHOICE_SWAP : ALLM_CHOICE_RECOMPUTE;
-			d->reason = host ? "swap cheaper" : "swap cheaper, CPU pool full";
-		} else {
-			d->choice = ALLM_CHOICE_RECOMPUTE;
-			d->reason = "recompute cheaper";
-		}
-		return;
-	}
-	/* three tiers: the cheapest that has room */
-	bool host_best = d->pred_swap_s <= d->pred_disk_s && d->pred_swap_s < d->pred_recompute_s;
-	if (host && host_best) {
-		d->choice = ALLM_CHOICE_SWAP;
-		d->reason = "swap cheapest";
-	} else if (disk && d->pred_disk_s < d->pred_recompute_s) {
-		d->choice = ALLM_CHOICE_DISK;
-		d->reason = host_best ? "swap cheapest, CPU pool full: disk" : "disk cheapest";
-	} else {
-		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = d->pred_recompute_s <= ALLM_MIN(d->pred_swap_s, d->pred_disk_s) ? "recompute cheapest"
-			    : failing ? "swap cheaper, CPU pool full, disk failing"
-				      : "swap cheaper, CPU and disk pools full";
-	}
+	struct allm_victim_room room = {
+		.host = allm_block_pool_avail(&e->kv->cpu) >= n && n > 0,
+		.disk = dp && !failing && allm_block_pool_avail(dp) >= n && n > 0,
+		.has_disk = dp != NULL,
+		.disk_failing = failing,
+	};
+	allm_policy_of(e->cfg.preempt)->victim(&room, d);
 }
 
 /* Makes room in the host pool for a victim of n blocks by moving swapped
@@ -110,7 +83,7 @@ static void choose(const struct allm_engine *e, struct allm_decision *d, int32_t
 static bool demote_for(struct allm_engine *e, int32_t n, double priority, double now)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
-	while (e->kv->cpu.n_free < n && !disk_failing(e, now)) {
+	while (allm_block_pool_avail(&e->kv->cpu) < n && !disk_failing(e, now)) {
 		struct allm_request *low = NULL;
 		for (int32_t i = 0; i < e->swapped.n; i++) {
 			struct allm_request *r = e->swapped.v[i];
@@ -118,7 +91,8 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 			    (!low || allm_engine_priority(r, now) < allm_engine_priority(low, now)))
 				low = r;
 		}
-		if (!low || !dp || dp->n_free < low->n_cpu_blocks || !table(&low->disk_blocks, low->n_cpu_blocks))
+		if (!low || !dp || allm_block_pool_avail(dp) < low->n_cpu_blocks ||
+		    !table(&low->disk_blocks, low->n_cpu_blocks))
 			return false;
 		struct allm_swap_result res;
 		struct allm_err err = {{0}};
@@ -141,10 +115,10 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 		struct allm_decision *d = allm_engine_pending_decision(e, low);
 		if (d) {
 			d->choice = ALLM_CHOICE_DISK;
-			d->reason = "swapped, then demoted to disk";
+			d->reason = ALLM_REASON_DEMOTED;
 		}
 	}
-	return e->kv->cpu.n_free >= n;
+	return allm_block_pool_avail(&e->kv->cpu) >= n;
 }
 
 static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_request *v,
@@ -160,21 +134,26 @@ static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_req
 void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now)
 {
 	struct allm_kv_cache *kv = e->kv;
+	allm_engine_prefix_settle(e, v);
 	/* a chunked re-prefill cut short: its earlier decision cost what it got */
 	if (v->pending_decision >= 0)
 		allm_engine_attach_measured(e, v, v->pending_rc_s);
 	int32_t n = v->seq.n_blocks;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
+	for (int32_t i = 0; i < n; i++) /* these stay: others hold them */
+		e->st.pc_victim_shared_blocks += kv->gpu.owner[v->seq.blocks[i]] == ALLM_BLOCK_CACHED &&
+						 kv->gpu.refs[v->seq.blocks[i]] > 1;
 	/* the coalesced copies a swap takes: runs of its block table (the other
 	 * side's blocks come off a stack, so they are mostly consecutive) */
 	int32_t runs = allm_kv_count_runs(v->seq.blocks, NULL, n);
-	struct allm_decision *d = record(e);
+	struct allm_decision *d = allm_engine_record_decision(e);
 	d->time = now;
 	d->req_id = v->id;
 	d->tag = v->tag;
 	d->n_tokens = v->seq.n_tokens;
 	d->n_blocks = n;
 	d->priority = allm_engine_priority(v, now);
+	d->estimated = !allm_predictor_calibrated(e->pred);
 	d->pred_swap_s = allm_predict_swap(e->pred, 0, bytes, runs) +
 			 allm_predict_swap(e->pred, 1, bytes, runs);
 	/* a disk swap is written from and read into device blocks (staged through
@@ -187,20 +166,17 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		d->pred_disk_s = (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
 								  : allm_predict_disk(e->pred, 0, bytes, runs)) +
 				 allm_predict_disk(e->pred, 1, bytes, runs);
-	/* recompute re-prefills everything it had: prompt + generated so far; with
-	 * chunked prefill that rides in steps that run anyway, so it costs what it
-	 * adds to them */
-	d->pred_recompute_s = e->cfg.chunked_prefill
-				      ? allm_predict_recompute_marginal(e->pred, v->seq.n_tokens)
-				      : allm_predict_recompute(e->pred, v->seq.n_tokens);
+	/* recompute re-prefills everything it had (prompt + generated so far) but
+	 * what the prefix cache keeps of it; with chunked prefill that rides in
+	 * steps that run anyway, so it costs what it adds to them */
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, allm_engine_prefix_kept(e, v), v->seq.n_tokens);
 	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */
-	if (d->choice == ALLM_CHOICE_DISK && kv->cpu.n_free < n && kv->cpu.n_total >= n &&
-	    (e->cfg.preempt == ALLM_PREEMPT_SWAP || !strncmp(d->reason, "swap cheapest", 13)) &&
-	    demote_for(e, n, d->priority, now)) {
+	if (d->choice == ALLM_CHOICE_DISK && allm_block_pool_avail(&kv->cpu) < n && kv->cpu.n_total >= n &&
+	    allm_policy_wanted_host(d->reason) && demote_for(e, n, d->priority, now)) {
 		d->choice = ALLM_CHOICE_SWAP;
-		d->reason = "host pool made room: a lower-priority swap went to disk";
+		d->reason = ALLM_REASON_HOST_MADE_ROOM;
 	}
 	v->pending_rc_s = 0;
 	struct allm_swap_result res;
@@ -220,7 +196,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		}
 		/* the copy failed: dropping the KV loses nothing but time */
 		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = "swap failed";
+		d->reason = ALLM_REASON_SWAP_FAILED;
 	} else if (d->choice == ALLM_CHOICE_DISK) {
 		if (table(&v->disk_blocks, n) &&
 		    allm_kv_disk_out(kv, v->id, v->seq.blocks, n, v->disk_blocks, &res, &err) == 0) {
@@ -244,7 +220,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		e->st.disk_fallbacks++;
 		allm_predictor_observe_disk_outcome(e->pred, true, now); /* the next victims recompute */
 		d->choice = ALLM_CHOICE_RECOMPUTE;
-		d->reason = "disk write failed";
+		d->reason = ALLM_REASON_DISK_WRITE_FAILED;
 	}
 	/* a prefill whose request gave at most its first token since it was
 	 * admitted bought nothing: the thrash fair must avoid */
@@ -279,7 +255,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		struct allm_decision *d = allm_engine_pending_decision(e, r);
 		if (d) {
 			d->choice = ALLM_CHOICE_RECOMPUTE;
-			d->reason = "disk read failed";
+			d->reason = ALLM_REASON_DISK_READ_FAILED;
 		}
 		if (allm_rq_push(&e->waiting, r))
 			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");

@@ -25,6 +25,7 @@
  *    while the KV that everyone admitted would hold at their longest exceeds
  *    admit_overcommit x the blocks of every tier (commitment_cap). */
 #include "engine-internal.h"
+#include "engine-policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,8 +105,8 @@ static bool host_pool_full(const struct allm_engine *e)
 	for (int32_t i = 0; i < e->running.n; i++)
 		biggest = ALLM_MAX(biggest, e->running.v[i]->seq.n_blocks);
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
-	return e->cfg.preempt == ALLM_PREEMPT_RECOMPUTE ||
-	       (e->kv->cpu.n_free < biggest && (!dp || dp->n_free < biggest));
+	return !allm_policy_of(e->cfg.preempt)->swaps ||
+	       (allm_block_pool_avail(&e->kv->cpu) < biggest && (!dp || allm_block_pool_avail(dp) < biggest));
 }
 
 /* Fair with headroom: swapped requests go back first while the host pool is
@@ -207,7 +208,7 @@ static int make_room(struct allm_engine *e, int32_t extra, bool with_lookahead, 
 	while (e->running.n > 0 &&
 	       (e->running.n > max_running ||
 		running_need(e) + (with_lookahead ? lookahead_need(e) : 0) + extra + e->kv->gpu.deficit >
-			e->kv->gpu.n_free)) {
+			allm_block_pool_avail(&e->kv->gpu))) {
 		int32_t i = next_victim(e, for_aged);
 		if (i < 0)
 			break;
@@ -280,11 +281,12 @@ static double mean_priority(const struct allm_rq_vec *q, double now)
 	return q->n ? s / q->n : 0;
 }
 
-/* GPU blocks admitting r takes now. */
+/* GPU blocks admitting r takes now (a prompt: less the cached blocks others
+ * hold already, by its plan). */
 static int32_t admit_blocks(const struct allm_engine *e, const struct allm_request *r, bool prefill)
 {
 	int32_t b = allm_kv_blocks_for(e->kv, r->seq.n_tokens);
-	return prefill ? b : ALLM_MAX(ALLM_MAX(r->n_cpu_blocks, r->n_disk_blocks), b);
+	return prefill ? allm_engine_prefix_blocks(e, r, b) : ALLM_MAX(ALLM_MAX(r->n_cpu_blocks, r->n_disk_blocks), b);
 }
 
 /* Blocks r holds at its longest (prompt + max output). */
@@ -312,7 +314,7 @@ static double commitment_cap(const struct allm_engine *e)
 		return 0;
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
 	int64_t tiers = e->kv->gpu.n_total;
-	if (e->cfg.preempt != ALLM_PREEMPT_RECOMPUTE)
+	if (allm_policy_of(e->cfg.preempt)->swaps)
 		tiers += e->kv->cpu.n_total + (dp ? dp->n_total : 0);
 	return e->cfg.admit_overcommit * (double)tiers;
 }
@@ -355,8 +357,10 @@ static void pick(struct allm_engine *e, const struct allm_rq_vec *q, bool prefil
 	out->n = 0;
 	for (int32_t i = 0; i < q->n && out->n < slots; i++) {
 		struct allm_request *r = q->v[i];
+		if (prefill) /* what the prefix cache has of it: fewer blocks and tokens */
+			allm_engine_prefix_plan(e, r);
 		int32_t b = admit_blocks_ahead(e, r, prefill, room);
-		int64_t want = r->seq.n_tokens - r->seq.n_cached;
+		int64_t want = r->seq.n_tokens - r->seq.n_cached - (prefill ? allm_engine_prefix_tokens(e, r) : 0);
 		if (b > budget)
 			break;
 		/* an aged request must not wait on the cap; nor may one alone */
@@ -416,9 +420,15 @@ static void room_for_aged(struct allm_engine *e, double now)
 		  true, now);
 }
 
-/* Admitted waiting requests leave the queue for the running batch. */
+/* Admitted waiting requests leave the queue for the running batch, with what
+ * the prefix cache holds of them: every one's device blocks held first, so
+ * that one's restore does not reclaim another's. */
 static int admit_prompts(struct allm_engine *e, struct allm_rq_vec *w, double now)
 {
+	for (int32_t i = 0; i < w->n; i++)
+		allm_engine_prefix_hold(e, w->v[i]);
+	for (int32_t i = 0; i < w->n; i++)
+		allm_engine_prefix_restore(e, w->v[i], now);
 	for (int32_t i = 0; i < w->n; i++) {
 		struct allm_request *r = w->v[i];
 		allm_rq_remove(&e->waiting, r);
@@ -490,7 +500,7 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	}
 
 	int64_t tokens = chunked ? continue_prefills(e) : e->cfg.max_num_batched_tokens;
-	int32_t budget = e->kv->gpu.n_free - e->kv->gpu.deficit - running_need(e) - lookahead_need(e);
+	int32_t budget = allm_block_pool_avail(&e->kv->gpu) - e->kv->gpu.deficit - running_need(e) - lookahead_need(e);
 	int32_t slots = e->cfg.max_num_seqs - e->running.n;
 	struct allm_rq_vec *s_sche = &e->sel, *w_sche = &e->sel2;
 	s_sche->n = w_sche->n = 0;

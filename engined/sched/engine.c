@@ -17,11 +17,6 @@ double allm_engine_now(const struct allm_engine *e)
 	return e->cfg.clock(e->cfg.clock_user);
 }
 
-const char *allm_choice_name(enum allm_choice c)
-{
-	return c == ALLM_CHOICE_SWAP ? "swap" : c == ALLM_CHOICE_DISK ? "disk" : "recompute";
-}
-
 double allm_engine_priority(const struct allm_request *r, double now)
 {
 	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
@@ -92,6 +87,12 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 	}
 	if ((r = allm_executor_create(model, kv, &e->ex, err)))
 		goto fail;
+	if (kv->pc) {
+		r = allm_err_set(err, -EBUSY, "the KV cache already has a prefix cache (another engine)");
+		goto fail;
+	}
+	if ((r = allm_engine_prefix_create(e, err)))
+		goto fail;
 	allm_engine_reset_stats(e);
 	*ret = e;
 	return 0;
@@ -102,6 +103,8 @@ fail:
 
 static void free_request(struct allm_request *r)
 {
+	allm_free(r->plan.ent);
+	allm_free(r->plan.gen);
 	allm_seq_fini(&r->seq, NULL);
 	allm_sampler_fini(&r->sampler);
 	allm_free(r->cpu_blocks);
@@ -136,6 +139,7 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 		break;
 	default: break;
 	}
+	allm_engine_prefix_settle(e, r);
 	allm_engine_drop_blocks(e, r);
 	r->state = ALLM_REQ_FINISHED;
 	r->finish_kind = how;
@@ -163,6 +167,7 @@ void allm_engine_free(struct allm_engine *e)
 		allm_free(qs[i]->v);
 	allm_free(e->sel.v);
 	allm_free(e->sel2.v);
+	allm_prefix_cache_free(e->pc);
 	allm_executor_free(e->ex);
 	allm_free(e->dlog);
 	allm_free(e->logits);
@@ -230,6 +235,7 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 		free_request(r);
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	}
+	allm_engine_prefix_init(e, r, s);
 	r->tag = s->tag;
 	r->user = s->user;
 	r->max_tokens = s->max_tokens;
@@ -307,7 +313,7 @@ int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err
 
 /* A swapped request whose copy a shrink took: its KV is dropped and it
  * recomputes (DESIGN §5); the decision ends as a recompute. */
-static void lose_copy(struct allm_engine *e, struct allm_request *v, const char *why)
+static void lose_copy(struct allm_engine *e, struct allm_request *v, enum allm_reason why)
 {
 	bool disk = v->n_disk_blocks > 0;
 	allm_engine_drop_blocks(e, v);
@@ -335,7 +341,7 @@ static void lose_copy(struct allm_engine *e, struct allm_request *v, const char 
 
 /* Requests whose copy sits in the shrunk pool lose it, newest swapped first,
  * until the pool's deficit is paid. */
-static void pay_deficit(struct allm_engine *e, struct allm_block_pool *p, bool disk, const char *why)
+static void pay_deficit(struct allm_engine *e, struct allm_block_pool *p, bool disk, enum allm_reason why)
 {
 	for (int32_t i = e->swapped.n - 1; i >= 0 && p->deficit > 0; i--) {
 		struct allm_request *v = e->swapped.v[i];
@@ -351,7 +357,7 @@ int allm_engine_set_cpu_blocks(struct allm_engine *e, int32_t n, struct allm_err
 	int r = allm_kv_resize_cpu(e->kv, n, err);
 	if (r)
 		return r;
-	pay_deficit(e, &e->kv->cpu, false, "swapped, then the CPU pool shrank");
+	pay_deficit(e, &e->kv->cpu, false, ALLM_REASON_HOST_SHRANK);
 	return 0;
 }
 
@@ -360,7 +366,7 @@ int allm_engine_set_disk_blocks(struct allm_engine *e, int32_t n, struct allm_er
 	int r = allm_kv_resize_disk(e->kv, n, err);
 	if (r)
 		return r;
-	pay_deficit(e, allm_kv_disk_blocks(e->kv), true, "swapped to disk, then the disk pool shrank");
+	pay_deficit(e, allm_kv_disk_blocks(e->kv), true, ALLM_REASON_DISK_SHRANK);
 	return 0;
 }
 
@@ -391,6 +397,23 @@ int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on)
 {
 	e->cfg.chunked_prefill = on;
+}
+
+void allm_engine_set_prefix_caching(struct allm_engine *e, bool on)
+{
+	if (!on && e->pc)
+		allm_pc_reset(e->pc);
+	e->cfg.prefix_caching = on;
+}
+
+int32_t allm_engine_cache_reset(struct allm_engine *e)
+{
+	return e->pc ? allm_pc_reset(e->pc) : 0;
+}
+
+struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e)
+{
+	return e->pc;
 }
 
 int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err)
@@ -427,7 +450,8 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 	ret->swapped = e->swapped.n;
 	ret->gpu_total = e->kv->gpu.n_total;
 	ret->gpu_used = allm_block_pool_used(&e->kv->gpu);
-	ret->gpu_free = e->kv->gpu.n_free;
+	ret->gpu_free = allm_block_pool_avail(&e->kv->gpu);
+	ret->gpu_cached_free = e->kv->gpu.n_cached;
 	ret->gpu_deficit = e->kv->gpu.deficit;
 	ret->cpu_total = e->kv->cpu.n_total;
 	ret->cpu_used = allm_block_pool_used(&e->kv->cpu);
@@ -436,12 +460,20 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
 	ret->disk_total = dp ? dp->n_total : 0;
 	ret->disk_used = dp ? allm_block_pool_used(dp) : 0;
+	if (e->pc) {
+		allm_pc_get_stats(e->pc, &ret->pc);
+		memcpy(ret->pc_blocks, ret->pc.blocks, sizeof(ret->pc_blocks));
+		ret->cpu_cached = ret->pc_blocks[ALLM_KV_TIER_HOST];
+		ret->disk_cached = ret->pc_blocks[ALLM_KV_TIER_DISK];
+	}
 	ret->mape_recompute = e->pred ? allm_predictor_mape_recompute(e->pred) : NAN;
 }
 
 void allm_engine_reset_stats(struct allm_engine *e)
 {
 	memset(&e->st, 0, sizeof(e->st));
+	if (e->pc)
+		allm_pc_reset_stats(e->pc);
 }
 
 int allm_engine_decisions(const struct allm_engine *e, int64_t since, struct allm_decision *ret,

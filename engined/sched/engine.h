@@ -32,6 +32,84 @@ enum allm_end {
 
 #define ALLM_MAX_STOP_IDS 8
 
+enum allm_choice {
+	ALLM_CHOICE_SWAP = 0, /* a victim's KV to the host pool */
+	ALLM_CHOICE_RECOMPUTE = 1, /* a victim's KV dropped; a cached prefix recomputed */
+	ALLM_CHOICE_DISK = 2, /* a victim's KV to the disk tier */
+	ALLM_CHOICE_RESTORE = 3, /* a cached prefix copied back from a lower tier */
+	ALLM_CHOICE_SPLIT = 4, /* its first part restored, the rest recomputed */
+};
+
+/* "swap" (to the host pool), "disk", "recompute", "restore", "split". */
+const char *allm_choice_name(enum allm_choice c);
+
+/* Why a decision came out as it did (DESIGN §6's tables). Values, logged as
+ * text at the edge (allm_reason_text), never compared as text. */
+enum allm_reason {
+	ALLM_REASON_NONE = 0,
+	ALLM_REASON_POLICY_RECOMPUTE, /* "policy recompute" */
+	ALLM_REASON_POLICY_SWAP, /* "policy swap" */
+	ALLM_REASON_POLICY_SWAP_HOST_FULL_DISK, /* "policy swap, CPU pool full: disk" */
+	ALLM_REASON_POLICY_SWAP_ALL_FULL, /* "policy swap, CPU and disk pools full" */
+	ALLM_REASON_POLICY_SWAP_HOST_FULL, /* "policy swap, CPU pool full" */
+	ALLM_REASON_POLICY_SWAP_DISK_FAILING, /* "policy swap, CPU pool full, disk failing" */
+	ALLM_REASON_SWAP_CHEAPER_DISK_FAILING, /* "swap cheaper, CPU pool full, disk failing" */
+	ALLM_REASON_SWAP_CHEAPER, /* "swap cheaper" */
+	ALLM_REASON_SWAP_CHEAPER_HOST_FULL, /* "swap cheaper, CPU pool full" */
+	ALLM_REASON_RECOMPUTE_CHEAPER, /* "recompute cheaper" */
+	ALLM_REASON_SWAP_CHEAPEST, /* "swap cheapest" */
+	ALLM_REASON_SWAP_CHEAPEST_HOST_FULL_DISK, /* "swap cheapest, CPU pool full: disk" */
+	ALLM_REASON_DISK_CHEAPEST, /* "disk cheapest" */
+	ALLM_REASON_RECOMPUTE_CHEAPEST, /* "recompute cheapest" */
+	ALLM_REASON_SWAP_CHEAPER_ALL_FULL, /* "swap cheaper, CPU and disk pools full" */
+	ALLM_REASON_HOST_MADE_ROOM, /* a lower-priority swap went to disk to make room */
+	ALLM_REASON_SWAP_FAILED,
+	ALLM_REASON_DISK_WRITE_FAILED,
+	ALLM_REASON_DISK_READ_FAILED,
+	ALLM_REASON_DEMOTED, /* swapped, then demoted to disk */
+	ALLM_REASON_HOST_SHRANK, /* swapped, then the CPU pool shrank */
+	ALLM_REASON_DISK_SHRANK, /* swapped to disk, then the disk pool shrank */
+	/* restore or recompute of a cached prefix */
+	ALLM_REASON_RESTORE_CHEAPER, /* "restore cheaper" */
+	ALLM_REASON_RECOMPUTE_CACHED_CHEAPER, /* "recompute cheaper than restore" */
+	ALLM_REASON_SPLIT_CHEAPEST, /* "restore the head, recompute the tail" */
+	ALLM_REASON_POLICY_RESTORE, /* swap: always restore */
+	ALLM_REASON_POLICY_RECOMPUTE_CACHED, /* recompute: never restore */
+	ALLM_REASON_RESTORE_FAILED, /* the copy failed: recomputed */
+	ALLM_REASON_COUNT,
+};
+
+/* The one line of text of a reason. */
+const char *allm_reason_text(enum allm_reason r);
+
+enum allm_decision_kind {
+	ALLM_DECISION_PREEMPT = 0, /* Alg. 1's choice for a victim */
+	ALLM_DECISION_RESTORE = 1, /* restore or recompute a cached prefix in a lower tier */
+};
+
+/* One decision, as Alg. 1 (or admission, for a cached prefix) took it. */
+struct allm_decision {
+	int64_t seq_no; /* increasing */
+	double time; /* engine clock */
+	enum allm_decision_kind kind;
+	int64_t req_id;
+	uint64_t tag;
+	int32_t n_tokens; /* PREEMPT: length when preempted; RESTORE: cached tokens in lower tiers */
+	int32_t n_blocks; /* blocks those tokens fill */
+	double priority;
+	double pred_swap_s; /* PREEMPT: predicted swap out + in; RESTORE: restore of them all */
+	double pred_recompute_s; /* predicted prefill of n_tokens (RESTORE: given the rest of the prompt) */
+	double pred_disk_s; /* PREEMPT: predicted disk write + read; NAN without a disk tier;
+			     * RESTORE: predicted cost of the choice */
+	enum allm_kv_tier tier; /* RESTORE: the lowest tier holding them */
+	int32_t n_restored; /* RESTORE: blocks restored (the rest recomputed) */
+	bool estimated; /* taken before the predictors were calibrated (a first estimate) */
+	enum allm_choice choice;
+	enum allm_reason reason;
+	double measured_s; /* NAN until the chosen action has run */
+};
+
+
 /* What a client asks for. */
 struct allm_submit {
 	const int32_t *prompt; /* ids, copied */
@@ -44,6 +122,27 @@ struct allm_submit {
 	uint64_t tag; /* the caller's handle (client tag, workload index) */
 	void *user; /* the caller's per-request state */
 	double arrival; /* engine-clock time it arrived; 0 = now */
+	/* who may share its cached prefix (DESIGN §5b): requests of the same uid
+	 * (the engine's --share-prefix-cache lifts that) and the same salt */
+	uint32_t cache_uid;
+	uint8_t cache_salt[ALLM_PC_SALT_BYTES]; /* zeros: none */
+};
+
+/* What the prefix cache offers a request being admitted, and what admission
+ * takes of it (engine-prefix.c). Valid in the step that planned it. */
+struct allm_prefix_plan {
+	int64_t step; /* the step it was made in; plans of other steps are stale */
+	int32_t n_match; /* leading full blocks found in some tier */
+	int32_t n_device; /* of them, the leading ones on the device */
+	int32_t n_held; /* of those, blocks others hold (they cost no free block) */
+	int32_t n_use; /* blocks admission takes from the cache: n_device + restored */
+	int32_t *ent; /* [n_match] their entries */
+	uint32_t *gen; /* [n_match] and the entries' gens (another admission of the
+			* step may restore, move or drop them before this one runs) */
+	int32_t cap_ent;
+	/* the restore-or-recompute choice for the lower-tier part (n_match >
+	 * n_device), recorded when admission executes it */
+	struct allm_decision d;
 };
 
 struct allm_request {
@@ -80,34 +179,21 @@ struct allm_request {
 	int32_t gen_at_admit; /* tokens it had generated when last admitted */
 	bool aged; /* waited past max_wait_factor x its service: goes first, stays */
 	int32_t load_ticket; /* its disk read running ahead this step, or -1 */
+	struct allm_pc_domain dom; /* who shares its cached prefix */
+	struct allm_prefix_plan plan;
+	int32_t cached_tokens; /* prompt tokens its first admission found cached (usage) */
+	bool admitted_once; /* later admissions are re-prefills: not counted as hits */
+	/* a restore-or-recompute decision waiting for its measured cost: its
+	 * recompute part's share of the steps until n_cached reaches rr_end */
+	int64_t rr_decision;
+	double rr_seconds;
+	int32_t rr_begin, rr_end;
 };
 
 static inline int32_t allm_request_n_generated(const struct allm_request *r)
 {
 	return r->seq.n_tokens - r->seq.n_prompt;
 }
-
-enum allm_choice { ALLM_CHOICE_SWAP = 0, ALLM_CHOICE_RECOMPUTE = 1, ALLM_CHOICE_DISK = 2 };
-
-/* "swap" (to the host pool), "disk", "recompute". */
-const char *allm_choice_name(enum allm_choice c);
-
-/* One preemption, as Alg. 1 decided it. */
-struct allm_decision {
-	int64_t seq_no; /* increasing */
-	double time; /* engine clock */
-	int64_t req_id;
-	uint64_t tag;
-	int32_t n_tokens; /* length when preempted */
-	int32_t n_blocks;
-	double priority;
-	double pred_swap_s; /* predicted swap out + in */
-	double pred_recompute_s; /* predicted prefill of n_tokens */
-	double pred_disk_s; /* predicted disk write + read; NAN without a disk tier */
-	enum allm_choice choice;
-	const char *reason; /* static text */
-	double measured_s; /* NAN until the chosen action has run */
-};
 
 struct allm_engine_events {
 	void *user;
@@ -143,6 +229,10 @@ struct allm_engine_config {
 	 * max output) stays within this x the blocks of every tier it can live in
 	 * (device, host, disk); an aged request and one alone are exempt; 0 = off */
 	double admit_overcommit;
+	/* automatic prefix caching (DESIGN §5b): full blocks outlive their request */
+	bool prefix_caching;
+	/* requests of different uids may share cached blocks (still not across salts) */
+	bool share_prefix_cache;
 	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
 	double (*clock)(void *user);
 	void *clock_user;
@@ -175,6 +265,23 @@ struct allm_engine_stats {
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
 	double mape_disk;
+	/* the prefix cache (DESIGN §9's prefix_cache): first admissions only */
+	int64_t pc_queried_tokens; /* prompt tokens looked up */
+	int64_t pc_hit_tokens; /* of them found cached (and used) */
+	int64_t pc_hit_tokens_tier[ALLM_KV_TIER_COUNT]; /* by the tier they were found in */
+	int64_t pc_readmit_hit_tokens; /* hits of re-prefills after a preemption (not above) */
+	int64_t pc_restored_tokens; /* cached tokens copied back from a lower tier */
+	int64_t pc_recomputed_cached_tokens; /* cached in a lower tier, recomputed instead */
+	int64_t pc_restore_failures; /* restores whose copy failed (recomputed) */
+	/* blocks victims held that other requests hold too: a preemption frees
+	 * only what its victim alone holds */
+	int64_t pc_victim_shared_blocks;
+	/* restore decisions by the lowest tier they read and the choice */
+	int64_t pc_restores[ALLM_KV_TIER_COUNT][ALLM_CHOICE_SPLIT + 1];
+	int32_t pc_blocks[ALLM_KV_TIER_COUNT]; /* cached blocks per tier now */
+	int32_t gpu_cached_free; /* of gpu_total: cached blocks nobody holds (reclaimable) */
+	int32_t cpu_cached, disk_cached; /* of cpu_/disk_total: cached blocks */
+	struct allm_pc_stats pc; /* the cache's own counters (writes down, drops) */
 };
 
 struct allm_engine;
@@ -225,6 +332,14 @@ void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
 int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 			   int32_t max_num_batched_tokens, struct allm_err *err);
 void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
+/* Off drops every cached block no request holds and stops lookups and
+ * publishing; on starts them again. */
+void allm_engine_set_prefix_caching(struct allm_engine *e, bool on);
+/* Drops every cached block no request holds, in every tier (`cache reset`).
+ * Returns how many went. */
+int32_t allm_engine_cache_reset(struct allm_engine *e);
+/* The engine's prefix cache (NULL only while it could not be created). */
+struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e);
 /* -EINVAL unless 0 (off) or in [1, 1e6]. */
 int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
 /* -EINVAL unless 0 (off) or in [0.1, 1e6]. */

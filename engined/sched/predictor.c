@@ -72,6 +72,43 @@ static double ring_mean(const struct allm_pred_ring *r)
 
 /* The guessed prior of an uncalibrated predictor: a pseudo-grid evaluated with
  * the guess, so unexcited directions stay at the guess (scaled by drift). */
+static void seed_guess(struct allm_pred_lsq *q, const double *guess, bool rc);
+
+void allm_predictor_estimate(struct allm_predictor *p, const double rc_coef[4], const double lat[2],
+			     const double bw[2])
+{
+	/* in the fitter's units: per 1e3 tokens, per 1e6 tokens^2; per run, per MB */
+	double rc[4] = {fmax(rc_coef[0], 0), fmax(rc_coef[1], 0) * 1e3, fmax(rc_coef[2], 0) * 1e6,
+			fmax(rc_coef[3], 0)};
+	seed_guess(&p->rc, rc, true);
+	for (int d = 0; d < 2 && lat && bw; d++) {
+		double sw[2] = {fmax(lat[d], 0), bw[d] > 0 ? 1e6 / bw[d] : p->swap[d].coef[1]};
+		seed_guess(&p->swap[d], sw, false);
+		p->swap_bw[d] = allm_pred_swap_bw(&p->swap[d]);
+	}
+	p->calibrated = false;
+	p->estimated = true;
+}
+
+bool allm_predictor_learned(struct allm_predictor *p)
+{
+	/* enough real prefills, predicted well enough, to stand for a calibration */
+	if (p->calibrated || !p->estimated || p->n_prefill_obs < ALLM_PRED_LEARNED_OBS)
+		return false;
+	double m = allm_predictor_mape_recompute(p);
+	if (!(m <= ALLM_PRED_LEARNED_MAPE) && p->n_prefill_obs < 8 * ALLM_PRED_LEARNED_OBS)
+		return false;
+	p->calibrated = true;
+	p->estimated = false;
+	p->calib_mape_rc = m;
+	p->calib_mape_swap = allm_predictor_mape_swap(p);
+	time_t now = time(NULL);
+	struct tm tm;
+	if (gmtime_r(&now, &tm))
+		strftime(p->calibrated_at, sizeof(p->calibrated_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return true;
+}
+
 static void seed_guess(struct allm_pred_lsq *q, const double *guess, bool rc)
 {
 	double A[4][4] = { { 0 } }, b[4] = { 0 }, x[4];

@@ -98,7 +98,8 @@ struct allm_predictor {
 	 * half every ALLM_DISK_FAIL_HALF_LIFE_S (the disk may have room again) */
 	double disk_fail;
 	double disk_fail_at; /* when it was last updated (the caller's clock) */
-	bool calibrated; /* by allm_predictor_calibrate or a loaded profile */
+	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
+	bool estimated; /* a first estimate (allm_predictor_estimate), being refined online */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
 };
 
@@ -151,6 +152,21 @@ double allm_predictor_mape_disk(const struct allm_predictor *p);
 /* Clears the rolling errors (for `reset-stats`); the models are kept. */
 void allm_predictor_reset_stats(struct allm_predictor *p);
 bool allm_predictor_calibrated(const struct allm_predictor *p);
+
+/* A first estimate instead of a calibration (serving at once, DESIGN §7):
+ * rc_coef as allm_predictor_info's (s, s/token, s/token^2, s/sequence), the
+ * swap latencies (s per run) and bandwidths (bytes/s) per direction (NULL:
+ * keep). The models are seeded with it and learn from every real step; the
+ * predictor is not calibrated until allm_predictor_learned says so. */
+void allm_predictor_estimate(struct allm_predictor *p, const double rc_coef[4], const double lat[2],
+			     const double bw[2]);
+/* Real prefills needed, and the rolling error (percent) they must reach, before
+ * an estimated predictor counts as calibrated (at 8x that many, regardless). */
+#define ALLM_PRED_LEARNED_OBS 32
+#define ALLM_PRED_LEARNED_MAPE 20.0
+/* Once: true when an estimated predictor has learned enough from real steps;
+ * it is then calibrated (its profile may be saved). */
+bool allm_predictor_learned(struct allm_predictor *p);
 
 /* The engine's side of calibration: timed real prefills and swaps on the backend. */
 struct allm_calib_ops {

@@ -21,6 +21,7 @@ void allm_seq_fini(struct allm_seq *s, struct allm_kv_cache *kv)
 		allm_seq_release(s, kv);
 	allm_free(s->tokens);
 	allm_free(s->blocks);
+	allm_free(s->keys);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -43,7 +44,7 @@ int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_tot
 	int32_t need = allm_kv_blocks_for(kv, n_total);
 	if (need <= s->n_blocks)
 		return 0;
-	if (need - s->n_blocks > kv->gpu.n_free)
+	if (need - s->n_blocks > allm_block_pool_avail(&kv->gpu))
 		return -ENOSPC;
 	if (need > s->cap_blocks) {
 		int32_t cap = ALLM_MAX(need, s->cap_blocks * 2);
@@ -63,12 +64,32 @@ int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_tot
 
 void allm_seq_release(struct allm_seq *s, struct allm_kv_cache *kv)
 {
-	for (int32_t i = 0; i < s->n_blocks; i++) {
+	for (int32_t i = s->n_blocks - 1; i >= 0; i--) {
 		int r = allm_block_pool_release(&kv->gpu, s->id, s->blocks[i]);
 		ALLM_ASSERT(r == 0);
 	}
 	s->n_blocks = 0;
 	s->n_cached = 0;
+	s->n_linked = 0;
+}
+
+int allm_seq_keys(struct allm_seq *s, const struct allm_prefix_cache *pc, int32_t n_tokens)
+{
+	int32_t bs = allm_pc_block_size(pc), want = ALLM_MIN(n_tokens, s->n_tokens) / bs;
+	if (want <= s->n_keys)
+		return 0;
+	if (want > s->cap_keys) {
+		int32_t cap = ALLM_MAX(want, ALLM_MAX(8, s->cap_keys * 2));
+		struct allm_pc_key *k = allm_realloc(s->keys, (size_t)cap * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		s->keys = k;
+		s->cap_keys = cap;
+	}
+	for (; s->n_keys < want; s->n_keys++)
+		allm_pc_next_key(pc, s->n_keys ? &s->keys[s->n_keys - 1] : &s->root,
+				 s->tokens + (size_t)s->n_keys * bs, &s->keys[s->n_keys]);
+	return 0;
 }
 
 void allm_seq_batch_entry(const struct allm_seq *s, struct allm_batch_seq *ret)

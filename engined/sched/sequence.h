@@ -6,6 +6,7 @@
 
 #include "executor.h"
 #include "kv-cache.h"
+#include "prefix-cache.h"
 
 struct allm_seq {
 	int64_t id; /* owner id in the block pool */
@@ -14,9 +15,19 @@ struct allm_seq {
 	int32_t cap_tokens;
 	int32_t n_prompt;
 	int32_t n_cached; /* leading tokens whose K/V are in the cache */
-	int32_t *blocks; /* block table: device block ids */
+	int32_t *blocks; /* block table: device block ids (owned, or cached and held) */
 	int32_t n_blocks;
 	int32_t cap_blocks;
+	/* the prefix cache's view (prefix-cache.h): keys[i] of full block i (the
+	 * chain from root), for i < n_keys */
+	struct allm_pc_key root;
+	struct allm_pc_key *keys;
+	int32_t n_keys, cap_keys;
+	/* leading blocks whose cache entries are known (found or published);
+	 * link_ent/link_gen: the entry of block n_linked - 1, parent of the next */
+	int32_t n_linked;
+	int32_t link_ent;
+	uint32_t link_gen;
 };
 
 int allm_seq_init(struct allm_seq *s, int64_t id, const int32_t *prompt, int32_t n);
@@ -25,8 +36,13 @@ int allm_seq_append(struct allm_seq *s, int32_t token);
 /* Makes the block table cover n_total tokens, all or nothing: -ENOSPC (and no
  * block taken) when the pool has too few free blocks. */
 int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_total);
-/* Returns every block to the pool and forgets the cached K/V (n_cached = 0). */
+/* Returns every block to the pool, the last first (cached ones go on the
+ * pool's LRU list tail first, so a chain's tail is reclaimed before its
+ * head), and forgets the cached K/V (n_cached = 0). */
 void allm_seq_release(struct allm_seq *s, struct allm_kv_cache *kv);
+/* Computes the keys of the full blocks among the first n_tokens tokens (up to
+ * n_tokens / block_size). 0 or -ENOMEM. */
+int allm_seq_keys(struct allm_seq *s, const struct allm_prefix_cache *pc, int32_t n_tokens);
 /* The batch entry that feeds every token not yet cached. */
 void allm_seq_batch_entry(const struct allm_seq *s, struct allm_batch_seq *ret);
 

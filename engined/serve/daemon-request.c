@@ -263,6 +263,7 @@ void daemon_on_finish(void *user, struct allm_request *r)
 	e->u.final.n_prompt = (uint32_t)r->seq.n_prompt;
 	e->u.final.n_generated = (uint32_t)allm_request_n_generated(r);
 	e->u.final.n_preemptions = (uint32_t)(r->n_preempt_swap + r->n_preempt_recompute);
+	e->u.final.n_cached = (uint32_t)r->cached_tokens;
 	if (emit(d, c, e) == -ENOSPC) {
 		/* a request always ends: this FINAL waits here for room (daemon_flush) */
 		dr->owed = true;
@@ -463,7 +464,9 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		.n_stop = (int32_t)q->n_stop,
 		.tag = q->user_tag,
 		.user = dr,
+		.cache_uid = (uint32_t)c->acct->uid,
 	};
+	memcpy(s.cache_salt, q->cache_salt, sizeof(s.cache_salt));
 	memcpy(s.stop_ids, q->stop_ids, sizeof(q->stop_ids));
 	/* the logit bias entries follow the prompt in the arena; the engine's
 	 * submit checks their ids and values */

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 		"                         /tmp/adaptivellm-$UID\n"
 		"  --allow-uid UID        also serve this user (repeatable; default: own uid only)\n"
 		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
+		"  --share-prefix-cache   requests of different users may share cached KV blocks\n"
+		"                         (default: each uid its own: a hit shows in the timing)\n"
 		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests and deliver\n"
 		"                         what clients have not read (default 30); a second signal: now\n"
 		"limits on what clients can make the engine hold (a refused request ends with status\n"
@@ -95,6 +97,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
 			usage(stdout);
 			exit(0);
+		}
+		if (!strcmp(f, "--share-prefix-cache")) {
+			d->share_prefix_cache = true;
+			i++;
+			continue;
 		}
 		if (!v) {
 			fprintf(stderr, "allm-engined: unknown flag or missing value: %s (see --help)\n", f);
@@ -348,6 +355,20 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 {
 	struct daemon *d = user;
 	ctl_server_on_decision(d->ctl, dec, measured);
+	/* the log's line of it (debug): what was compared, what came of it */
+	if (d->log_level >= 3) {
+		char meas[48] = "";
+		if (measured)
+			snprintf(meas, sizeof(meas), "; measured %.3f ms", dec->measured_s * 1e3);
+		dlog(d, 3, "decision %lld, request %lld, %s of %d tokens: %s (%s)%s: predicted %s %.3f ms, recompute "
+			   "%.3f ms%s",
+		     (long long)dec->seq_no, (long long)dec->req_id,
+		     dec->kind == ALLM_DECISION_RESTORE ? "a cached prefix" : "a victim", dec->n_tokens,
+		     allm_choice_name(dec->choice), allm_reason_text(dec->reason),
+		     dec->estimated ? ", on the first estimate (not calibrated yet)" : "",
+		     dec->kind == ALLM_DECISION_RESTORE ? "restore" : "swap", dec->pred_swap_s * 1e3,
+		     dec->pred_recompute_s * 1e3, meas);
+	}
 }
 
 /* --- what the control server sees of the daemon (struct ctl_host) ---------------- */
@@ -551,12 +572,13 @@ int main(int argc, char **argv)
 	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&o, &ec);
+	ec.share_prefix_cache = d.share_prefix_cache;
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
 					.on_finish = on_finish, .on_decision = on_decision,
 					.on_note = on_note};
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
-	    allm_engine_prepare_predictor(d.eng, o.profile, calib_progress, &d, note, sizeof(note), &err)) {
+	    allm_engine_prepare_predictor(d.eng, o.profile, o.calibrate_at_start, calib_progress, &d, note, sizeof(note), &err)) {
 		dlog(&d, 0, "%s", err.msg[0] ? err.msg : "out of memory");
 		goto out;
 	}

@@ -122,6 +122,7 @@ struct daemon {
 	int signal_fd; /* eventfd the signal handler bumps */
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
+	bool share_prefix_cache; /* --share-prefix-cache: cached blocks shared across uids */
 	uid_t allow_uids[16];
 	int n_allow_uids;
 	struct duid uids[17]; /* accounts: our uid and each --allow-uid, made on first use */

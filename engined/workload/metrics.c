@@ -238,6 +238,20 @@ json_t *allm_metrics_summary_json(const struct allm_run_summary *s)
 					   json_integer(s->preempt_disk));
 		bad |= json_object_set_new(json_object_get(o, "predictor_mape"), "disk", num(s->mape_disk));
 	}
+	if (s->prefix.present) {
+		const struct allm_prefix_summary *p = &s->prefix;
+		bad |= json_object_set_new(o, "prefix_cache",
+					   json_pack("{s:b, s:I, s:I, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:I, s:I}",
+						     "enabled", p->enabled, "queried_tokens", (json_int_t)p->queried_tokens,
+						     "hit_tokens", (json_int_t)p->hit_tokens, "hit_tokens_by_tier",
+						     "device", (json_int_t)p->hit_tokens_by_tier[0], "host",
+						     (json_int_t)p->hit_tokens_by_tier[1], "disk",
+						     (json_int_t)p->hit_tokens_by_tier[2], "cached_blocks", "device",
+						     (json_int_t)p->cached_blocks[0], "host", (json_int_t)p->cached_blocks[1],
+						     "disk", (json_int_t)p->cached_blocks[2], "restored_tokens",
+						     (json_int_t)p->restored_tokens, "recomputed_cached_tokens",
+						     (json_int_t)p->recomputed_cached_tokens));
+	}
 	bad |= json_object_set_new(o, "outputs_sha256", json_string(s->outputs_sha256));
 	bad |= json_object_set_new(o, "prompt_tokens", json_integer(s->prompt_tokens));
 	bad |= json_object_set_new(o, "generated_tokens", json_integer(s->generated_tokens));
@@ -270,6 +284,7 @@ json_t *allm_metrics_record_json(const struct allm_req_record *r)
 	bad |= json_object_set_new(o, "weighted_turnaround", num(weighted_turnaround(r)));
 	bad |= json_object_set_new(o, "n_prompt", json_integer(r->n_prompt));
 	bad |= json_object_set_new(o, "n_generated", json_integer(r->n_generated));
+	bad |= json_object_set_new(o, "cached_tokens", json_integer(r->n_cached));
 	bad |= json_object_set_new(o, "preemptions",
 				   pair_json("swap", json_integer(r->n_preempt_swap), "recompute",
 					     json_integer(r->n_preempt_recompute)));

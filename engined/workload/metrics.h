@@ -49,10 +49,22 @@ struct allm_req_record {
 	int32_t n_preempt_swap, n_preempt_recompute; /* times this request was preempted, by kind */
 	const int32_t *generated; /* borrowed, n_generated ids; NULL only if n_generated is 0 */
 	char finish_reason[32];   /* "length", "stop", "cancelled", ... */
+	int32_t n_cached;         /* prompt tokens the prefix cache served */
 };
 
 struct allm_pctl {
 	double p50, p90, p99, mean; /* NAN when there is no value */
+};
+
+/* The prefix cache over a run (DESIGN §9's prefix_cache keys); tiers in the
+ * order device, host, disk. */
+struct allm_prefix_summary {
+	bool present; /* the summary has a prefix_cache object */
+	bool enabled;
+	int64_t queried_tokens, hit_tokens;
+	int64_t hit_tokens_by_tier[3];
+	int64_t cached_blocks[3];
+	int64_t restored_tokens, recomputed_cached_tokens;
 };
 
 struct allm_run_summary {
@@ -66,6 +78,7 @@ struct allm_run_summary {
 	double mape_disk;
 	char outputs_sha256[65];
 	int64_t prompt_tokens, generated_tokens;
+	struct allm_prefix_summary prefix; /* filled by the caller (not in records) */
 };
 
 /* p50/p90/p99 (interpolated between closest ranks, as numpy does) and the mean of
@@ -87,7 +100,7 @@ int allm_metrics_summarize(const struct allm_req_record *recs, int64_t n, double
 json_t *allm_metrics_summary_json(const struct allm_run_summary *s);
 
 /* One per-request JSONL record: index, the four times as given, queue_ms, ttft_ms,
- * tpot_ms, e2e_ms, weighted_turnaround, n_prompt, n_generated, preemptions
+ * tpot_ms, e2e_ms, weighted_turnaround, n_prompt, n_generated, cached_tokens, preemptions
  * {swap, recompute}, finish_reason, generated (ids). New reference; NULL on
  * allocation failure. */
 json_t *allm_metrics_record_json(const struct allm_req_record *r);

@@ -131,6 +131,10 @@ struct allm_request_params {
 	const struct allm_logit_bias *logit_bias; /* added to those tokens' logits ... */
 	uint32_t n_logit_bias;     /* ... this many (<= ALLM_LOGIT_BIAS_MAX; ids >= 0, biases
 				    * in [-100, 100]); they travel in the arena with the prompt */
+	uint8_t cache_salt[ALLM_CACHE_SALT_BYTES]; /* the request shares cached KV only with
+				    * requests of the same uid and the same salt (all zero: no
+				    * salt); a digest of whatever scopes it (the gateway's: the
+				    * API key and the request's cache_salt) */
 };
 
 /* Fills *p with the defaults of the `allm` CLI: no prompt, max_tokens 128,
@@ -200,6 +204,7 @@ struct allm_event {
 	uint32_t n_generated;   /* tokens generated */
 	uint32_t n_preemptions; /* times the engine swapped the request out or dropped
 	                         * its cache to recompute it later */
+	uint32_t n_cached;   /* prompt tokens served from the prefix cache (<= n_prompt) */
 };
 
 /* Takes the next event without blocking. Returns 1 (an event in *ev), 0 (none

@@ -43,7 +43,9 @@ extern "C" {
 
 /* "ALLMSHM1" read as a little-endian uint64_t. */
 #define ALLM_SHM_MAGIC UINT64_C(0x314D48534D4C4C41)
-#define ALLM_SHM_ABI_VERSION 1u
+/* 2: allm_sqe.cache_salt and allm_cqe_final.n_cached (were reserved zeros, which
+ * a version-1 client checks), so a version-1 peer is refused at the hello. */
+#define ALLM_SHM_ABI_VERSION 2u
 
 /* Cache line all shared control words are padded to. */
 #define ALLM_SHM_CACHELINE 64u
@@ -112,6 +114,9 @@ enum allm_prompt_kind {
 	ALLM_PROMPT_TOKENS = 1, /* prompt_len / 4 int32_t token ids (prompt_len % 4 == 0) */
 };
 
+/* Bytes of a request's cache salt (allm_sqe.cache_salt). */
+#define ALLM_CACHE_SALT_BYTES 16
+
 /* Most stop token ids one request can carry inline. */
 #define ALLM_SQE_MAX_STOP 4
 
@@ -144,7 +149,11 @@ struct allm_sqe {
 	 * a multiple of 8 */
 	uint16_t n_logit_bias;
 	uint32_t min_tokens;      /* no EOS or stop id before this many tokens (<= max_tokens) */
-	uint8_t reserved[128 - 92]; /* zero */
+	/* the request shares cached KV (the prefix cache) only with requests of the
+	 * same uid and the same salt; zeros: no salt. The gateway derives one per
+	 * API key and from a request's `cache_salt` (a digest: any bytes will do) */
+	uint8_t cache_salt[ALLM_CACHE_SALT_BYTES];
+	uint8_t reserved[128 - 108]; /* zero */
 };
 
 /* A logit bias entry: bias (in [-100, 100]) added to the logit of token_id. */
@@ -201,7 +210,8 @@ struct allm_cqe_final {
 	uint32_t n_prompt;      /* prompt tokens */
 	uint32_t n_generated;   /* tokens generated */
 	uint32_t n_preemptions; /* times the request was swapped out or recomputed */
-	uint32_t reserved;      /* zero */
+	uint32_t n_cached;      /* prompt tokens served from the prefix cache (their
+				 * prefill skipped; 0 from an engine before this field) */
 	char error[ALLM_CQE_ERROR_MAX]; /* ALLM_FINISH_ERROR: message, NUL-padded */
 };
 
@@ -338,7 +348,8 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, logprobs) == 84, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 86, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, min_tokens) == 88, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 92, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, cache_salt) == 92, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 108, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_logit_bias) == 8, "logit bias entry");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
@@ -349,6 +360,7 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, u) == 24, "cqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_token, text) == 8, "cqe token");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_token) == 104, "cqe token");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_prompt) == 24, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_cached) == 36, "cqe final");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_final) == 104, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_logprobs) == 104, "cqe logprobs");

@@ -28,6 +28,7 @@ static void sim_destroy(allm_backend_t *be)
 		sim_mem_fini(&c->mem);
 		sim_fwd_fini(&c->fwd);
 		allm_sim_profile_free(c->prof);
+		allm_free(c->slot_end);
 		allm_free(c);
 	}
 	allm_free(be);
@@ -240,6 +241,78 @@ double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int3
 	if (t > 0)
 		SIM(be)->now += t;
 	return t;
+}
+
+/* ---- the disk beside the clock ------------------------------------------------- */
+
+static double disk_queue(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs, double *ret_start)
+{
+	struct sim_ctx *c = SIM(be);
+	double start = ALLM_MAX(c->now, c->disk_idle);
+	c->disk_idle = start + ALLM_MAX(0.0, allm_sim_disk_seconds(be, write, bytes, runs));
+	if (ret_start)
+		*ret_start = start;
+	return c->disk_idle;
+}
+
+static double disk_wait(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs, double *ret_queued)
+{
+	struct sim_ctx *c = SIM(be);
+	double t0 = c->now;
+	allm_sim_advance_to(be, c->disk_idle);
+	*ret_queued = c->now - t0;
+	allm_sim_charge_disk(be, write, bytes, runs);
+	c->disk_idle = c->now;
+	return c->now - t0;
+}
+
+/* The slot array covers n_slots (the disk tier's stage; it may be asked for
+ * another size by another pool: the array grows, free slots are zeros). */
+static int slots_fit(struct sim_ctx *c, int32_t n_slots)
+{
+	if (n_slots <= c->n_slot_end)
+		return 0;
+	double *v = allm_realloc(c->slot_end, (size_t)n_slots * sizeof(double));
+	if (!v)
+		return -ENOMEM;
+	for (int32_t i = c->n_slot_end; i < n_slots; i++)
+		v[i] = 0;
+	c->slot_end = v;
+	c->n_slot_end = n_slots;
+	return 0;
+}
+
+static int32_t stage_free(allm_backend_t *be, int32_t n_slots)
+{
+	struct sim_ctx *c = SIM(be);
+	int32_t k = 0;
+	for (int32_t i = 0; i < n_slots; i++)
+		k += i >= c->n_slot_end || c->slot_end[i] <= c->now;
+	return k;
+}
+
+static int stage_take(allm_backend_t *be, int32_t n_slots, int32_t k, double until)
+{
+	struct sim_ctx *c = SIM(be);
+	if (slots_fit(c, n_slots))
+		return -ENOMEM;
+	for (int32_t j = 0; j < n_slots && k > 0; j++)
+		if (c->slot_end[j] <= c->now) {
+			c->slot_end[j] = until;
+			k--;
+		}
+	return 0;
+}
+
+static double disk_idle(allm_backend_t *be)
+{
+	return SIM(be)->disk_idle;
+}
+
+const struct allm_sim_disk_i *allm_sim_disk(void)
+{
+	static const struct allm_sim_disk_i disk = {disk_queue, disk_wait, stage_free, stage_take, disk_idle};
+	return &disk;
 }
 
 void allm_sim_advance_to(allm_backend_t *be, double t)

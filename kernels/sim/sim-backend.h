@@ -30,6 +30,8 @@ void allm_sim_host_step(allm_backend_t *be);
 double allm_sim_charge_disk(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
 /* The same transfer's seconds, the clock left as it is. */
 double allm_sim_disk_seconds(allm_backend_t *be, bool write, uint64_t bytes, int32_t runs);
+/* The simulated disk's line and stage (backend.h, struct allm_sim_disk_i). */
+const struct allm_sim_disk_i *allm_sim_disk(void);
 /* Moves the virtual clock forward to t (the device idles); earlier t is ignored. */
 void allm_sim_advance_to(allm_backend_t *be, double t);
 /* The profile the device was made from (owned by the backend). */

@@ -63,6 +63,11 @@ struct sim_ctx {
 	struct sim_mem mem;
 	char desc[320];
 	double now; /* the virtual clock, seconds */
+	/* its disk: when the line of transfers is next idle, and when the write
+	 * behind in each of the disk tier's stage slots lands (free once past) */
+	double disk_idle;
+	double *slot_end;
+	int32_t n_slot_end;
 	double timer_t0;
 	double copy_pending; /* seconds of async copies since the last copy_wait */
 	double wall; /* wall seconds spent inside this backend's calls */

@@ -1,6 +1,6 @@
-/* SHA-256 (FIPS 180-4) for hashing generated token ids: equal outputs_sha256 values
- * mean two runs produced identical outputs. Small and dependency-free on purpose;
- * speed is irrelevant at a few MB of ids per run. */
+/* SHA-256 (FIPS 180-4): the outputs hash (equal outputs_sha256 values mean two
+ * runs produced identical outputs) and the prefix cache's block keys (kv/). Small
+ * and dependency-free on purpose: a block key hashes ~100 bytes. */
 #ifndef ALLM_SHA256_H
 #define ALLM_SHA256_H
 
