@@ -56,6 +56,9 @@ static void usage(FILE *f)
 		"                           $ALLM_API_KEY); repeatable: each key is one user\n"
 		"  --api-key-file FILE      more keys, one a line (# comments and blank lines skipped)\n"
 		"  --metrics-api-key KEY    GET /metrics needs \"Authorization: Bearer KEY\" (default: open)\n"
+		"  --admin-api-key KEY      POST /reset_prefix_cache (drop every cached KV block no\n"
+		"                           request holds) with \"Authorization: Bearer KEY\" (default: no\n"
+		"                           such route: one user must not empty everyone's cache)\n"
 		"  --max-queued-per-user N  choices (prompts x n) one user may have waiting or running;\n"
 		"                           more get 429 (default %d). A user is an API key when there\n"
 		"                           are several, else the client's address\n"
@@ -183,6 +186,8 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 			keys_given = true;
 		} else if (!strcmp(f, "--metrics-api-key") && *v) {
 			o->metrics_api_key = v;
+		} else if (!strcmp(f, "--admin-api-key") && *v) {
+			o->admin_api_key = v;
 		} else if (!strcmp(f, "--max-queued-per-user") && !parse_int(v, 1, 1 << 24, &n)) {
 			o->max_queued_per_user = (int)n;
 		} else if (!strcmp(f, "--max-inflight") && !parse_int(v, 1, 1 << 24, &n)) {

@@ -37,6 +37,7 @@ struct gw_opts {
 				   * each key is one user (gw-users.c); none: no auth */
 	int n_api_keys;
 	const char *metrics_api_key; /* --metrics-api-key: GET /metrics needs it; NULL: open */
+	const char *admin_api_key; /* --admin-api-key: POST /reset_prefix_cache needs it; NULL: no route */
 	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
 	int max_inflight;         /* --max-inflight: choices of all users on the engine at
 				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
@@ -183,6 +184,8 @@ struct gw {
 	double engine_heard;      /* allm_now() the engine last said something (ring or ctl) */
 	int engine_max_seqs;      /* the engine's max_num_seqs (its status), 0: not known yet */
 	bool want_limits;         /* connected anew: gw-ctl.c reads the engine's limits */
+	bool engine_paused;       /* its status says draining, drained or shutting down:
+				   * /health says 503, so a load balancer sends no more */
 	double connected_at;      /* allm_now() of the connection */
 	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
 	bool cancels_blocked;     /* the SQ refused a cancel this turn */

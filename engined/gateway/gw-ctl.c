@@ -7,10 +7,18 @@
  * HTTP thread for their 2 s timeouts and /health and 401s went unanswered (issue
  * 37 item 5); now a frozen engine costs a suspended connection, not a thread.
  *
+ * POST /reset_prefix_cache (with --admin-api-key): queued the same way, one
+ * `cache-reset` call for the resets queued when it starts.
+ *
  * The engine's liveness: the pump notes each event from the engine; when it has
  * said nothing for a while (idle, or frozen) this thread asks for its
  * `status`. /health answers 503 once neither has been heard for --engine-timeout,
  * and /metrics then fails at once instead of waiting for another timeout.
+ *
+ * The engine's state: the same `status`, asked at least once per probe period
+ * even while the engine talks, says whether it is drained (`allmctl drain`):
+ * /health then answers 503, so a load balancer stops sending new requests while
+ * those in flight finish (DESIGN §14).
  *
  * The engine's batch: after each connection its `status` says its max_num_seqs,
  * which sizes what the gateway keeps on the engine (gw-users.c) unless the
@@ -28,8 +36,8 @@
 #include <string.h>
 #include <time.h>
 
-/* How long a `metrics` call waits for the engine's control server. */
-#define GW_METRICS_TIMEOUT_MS 2000
+/* How long a call waits for the engine's control server. */
+#define GW_CTL_CALL_TIMEOUT_MS 2000
 /* After a quarter of --engine-timeout in silence, ask the engine for its status
  * (so /health knows within the timeout), at most once a second when it answers,
  * and wait at most a second for the answer. */
@@ -53,10 +61,31 @@ static void heard(struct gw *gw)
 	pthread_mutex_unlock(&gw->lock);
 }
 
-/* One `metrics` call for the scrapes s[0..n): each gets the text or the error, and
- * its connection back. */
-static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
+/* The body of a `cache-reset` answer: {"dropped_blocks": N}. */
+static int reset_render(const msgpack_object *result, char **text, size_t *len, char *err, size_t errlen)
 {
+	int64_t n;
+	if (allm_ctl_get_int(result, "dropped_blocks", &n)) {
+		snprintf(err, errlen, "the engine's cache-reset answer has no dropped_blocks");
+		return -EPROTO;
+	}
+	if (!(*text = malloc(64)))
+		return -ENOMEM;
+	*len = (size_t)snprintf(*text, 64, "{\"dropped_blocks\":%lld}", (long long)n);
+	return 0;
+}
+
+/* One call of job for the connections s[0..n) that asked it: each gets the
+ * answer or the error, and its connection back. */
+static void call_job(struct gw *gw, enum gw_ctl_job job, struct gw_scrape **s, uint32_t n)
+{
+	static const struct {
+		const char *cmd, *what;
+		int (*render)(const msgpack_object *, char **, size_t *, char *, size_t);
+	} jobs[] = {
+		[GW_CTL_METRICS] = {"metrics", "GET /metrics", allm_ctl_prom_render},
+		[GW_CTL_CACHE_RESET] = {"cache-reset", "POST /reset_prefix_cache", reset_render},
+	};
 	struct allm_ctl_msg *m = NULL;
 	char err[256] = "", *text = NULL;
 	size_t len = 0;
@@ -65,15 +94,17 @@ static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
 	if (silent > gw->o.engine_timeout_s) {
 		snprintf(err, sizeof(err), "the engine has not answered for %.0f s (stopped or stuck?)", silent);
 		r = -ETIMEDOUT;
-	} else if ((r = allm_ctl_call(gw->ctl, "metrics", NULL, 0, GW_METRICS_TIMEOUT_MS, &m))) {
+	} else if ((r = allm_ctl_call(gw->ctl, jobs[job].cmd, NULL, 0, GW_CTL_CALL_TIMEOUT_MS, &m))) {
 		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
 	} else {
 		heard(gw);
-		r = allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err));
+		r = jobs[job].render(m->result, &text, &len, err, sizeof(err));
 	}
 	allm_ctl_msg_free(m);
 	if (r)
-		gw_log(gw, 1, "GET /metrics: %s", err);
+		gw_log(gw, 1, "%s: %s", jobs[job].what, err);
+	else if (job == GW_CTL_CACHE_RESET)
+		gw_log(gw, 2, "%s: %.*s", jobs[job].what, (int)len, text);
 	for (uint32_t i = 0; i < n; i++) {
 		s[i]->text = text && i + 1 < n ? malloc(len + 1) : text;
 		if (s[i]->text && s[i]->text != text)
@@ -85,6 +116,23 @@ static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
 	}
 	if (!n)
 		free(text);
+}
+
+/* The queued connections, one call per job (in the order of the first to ask). */
+static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
+{
+	struct gw_scrape *same[GW_SCRAPES_MAX];
+	while (n) {
+		enum gw_ctl_job job = s[0]->job;
+		uint32_t k = 0, left = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (s[i]->job == job)
+				same[k++] = s[i];
+			else
+				s[left++] = s[i];
+		call_job(gw, job, same, k);
+		n = left;
+	}
 }
 
 /* Asks the engine for its status: an answer is a sign of life. */
@@ -99,8 +147,12 @@ static void probe(struct gw *gw)
 	int64_t seqs;
 	if (allm_ctl_call(gw->ctl, "status", NULL, 0, (int)(probe_every(gw) * 1000) + 1, &m) == 0) {
 		bool learnt = !allm_ctl_get_int(m->result, "limits.max_num_seqs", &seqs) && seqs > 0;
+		const msgpack_object *st = allm_ctl_get(m->result, "state");
+		bool paused = st && (allm_ctl_str_eq(st, "draining") || allm_ctl_str_eq(st, "drained") ||
+				     allm_ctl_str_eq(st, "shutting_down"));
 		pthread_mutex_lock(&gw->lock);
 		gw->engine_heard = allm_now();
+		gw->engine_paused = paused;
 		if (learnt) {
 			gw->engine_max_seqs = (int)ALLM_MIN(seqs, INT32_MAX);
 			gw->want_limits = false;
@@ -124,10 +176,13 @@ static void *ctl_main(void *arg)
 {
 	struct gw *gw = arg;
 	struct gw_scrape *batch[GW_SCRAPES_MAX];
+	double probed = 0; /* when the last probe was */
 	for (;;) {
 		pthread_mutex_lock(&gw->ctl_lock);
 		while (!gw->ctl_stop && gw->n_scrapes == 0) {
 			double silent = gw_engine_silence(gw), every = probe_every(gw);
+			/* a busy engine is probed too: its state (drained?) is news */
+			silent = ALLM_MAX(silent, allm_now() - probed);
 			if (silent >= every || limits_wanted(gw))
 				break;
 			struct timespec ts;
@@ -154,10 +209,12 @@ static void *ctl_main(void *arg)
 			}
 			break;
 		}
-		if (n)
+		if (n) {
 			scrape(gw, batch, n);
-		else
+		} else {
 			probe(gw);
+			probed = allm_now();
+		}
 	}
 	return NULL;
 }

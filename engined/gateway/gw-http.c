@@ -25,7 +25,7 @@
  * SSE and gw-body.c's whole answers must fit in it. */
 #define GW_CONN_MEMORY (64 * 1024)
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_RESET_CACHE, R_MODELS, R_COMPLETIONS, R_CHAT };
 
 /* One HTTP request (libmicrohttpd's per-request context). */
 struct gw_http {
@@ -37,7 +37,8 @@ struct gw_http {
 	bool close;       /* the answer closes the connection (a request we cannot frame) */
 	int key_index;    /* which of the API keys it carries (-1: none) */
 	struct gw_req *req; /* a generation request handed to the pump */
-	bool scraping;    /* GET /metrics waits for the control-plane thread */
+	bool scraping;    /* GET /metrics or POST /reset_prefix_cache waits for the
+			   * control-plane thread */
 	struct gw_scrape scrape;
 };
 
@@ -118,6 +119,16 @@ static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struc
 			    gw->o.engine, silent, gw->o.engine_timeout_s);
 		return respond_err(c, x, &e);
 	}
+	pthread_mutex_lock(&gw->lock);
+	bool paused = gw->engine_paused;
+	pthread_mutex_unlock(&gw->lock);
+	if (paused) {
+		struct gw_api_err e;
+		gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
+			    "the engine '%s' is draining (allmctl drain): it finishes what it has, takes nothing new",
+			    gw->o.engine);
+		return respond_err(c, x, &e);
+	}
 	char *s = strdup("{\"status\":\"ok\"}");
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }
@@ -139,28 +150,34 @@ static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struc
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }
 
-/* The engine's `metrics` reply as Prometheus text: the bytes `allmctl metrics`
- * prints (one renderer, ctl-prom.c), fetched by the control-plane thread while
- * the connection is suspended (a frozen engine must not hold an HTTP thread). */
-static enum MHD_Result get_metrics(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+/* An answer of the engine's control server, fetched by the control-plane
+ * thread while the connection is suspended (a frozen engine must not hold an
+ * HTTP thread): GET /metrics, the engine's `metrics` as Prometheus text (the
+ * bytes `allmctl metrics` prints: one renderer, ctl-prom.c); POST
+ * /reset_prefix_cache, its `cache-reset` (`allmctl cache reset`) as JSON. */
+static enum MHD_Result ctl_answer(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
-	bool up;
+	bool metrics = x->route == R_METRICS, up;
 	if (x->scraping) { /* resumed: the answer is in */
 		x->scraping = false;
 		if (!x->scrape.text)
 			return fail(c, x, 503, "service_unavailable", NULL, x->scrape.err);
 		char *text = x->scrape.text;
 		x->scrape.text = NULL;
-		return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, x->scrape.len);
+		return respond(c, x, 200, metrics ? ALLM_CTL_PROM_CONTENT_TYPE : "application/json", text,
+			       x->scrape.len);
 	}
 	gw_model_unref(gw_engine_model(gw, &up));
 	if (!up)
 		return no_engine(gw, c, x);
 	x->scrape.conn = c;
+	x->scrape.job = metrics ? GW_CTL_METRICS : GW_CTL_CACHE_RESET;
 	x->scraping = true;
 	if (gw_ctl_scrape(gw, &x->scrape)) {
 		x->scraping = false;
-		return fail(c, x, 503, "service_unavailable", NULL, "too many GET /metrics waiting for the engine");
+		return fail(c, x, 503, "service_unavailable", NULL,
+			    metrics ? "too many GET /metrics waiting for the engine"
+				    : "too many control requests waiting for the engine");
 	}
 	return MHD_YES;
 }
@@ -270,6 +287,7 @@ static enum route route_of(const char *url, const char **method)
 	} routes[] = {
 		{"/health", "GET", R_HEALTH},
 		{"/metrics", "GET", R_METRICS},
+		{"/reset_prefix_cache", "POST", R_RESET_CACHE},
 		{"/v1/models", "GET", R_MODELS},
 		{"/v1/completions", "POST", R_COMPLETIONS},
 		{"/v1/chat/completions", "POST", R_CHAT},
@@ -397,6 +415,14 @@ static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const
 	    key_index(c, &gw->o.metrics_api_key, 1) < 0)
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
 			    "GET /metrics needs the metrics key (--metrics-api-key; Authorization: Bearer KEY)");
+	/* vLLM's name; off unless an operator key guards it: one user must not
+	 * empty every user's cache */
+	if (x->route == R_RESET_CACHE && !gw->o.admin_api_key)
+		return fail(c, x, 404, "invalid_request_error", "not_found",
+			    "POST /reset_prefix_cache is off (allm-gateway --admin-api-key KEY turns it on)");
+	if (x->route == R_RESET_CACHE && key_index(c, &gw->o.admin_api_key, 1) < 0)
+		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
+			    "POST /reset_prefix_cache needs the admin key (--admin-api-key; Authorization: Bearer KEY)");
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > gw->o.max_body)
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
@@ -450,11 +476,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (x->req)
 		return on_resumed(gw, c, x);
 	if (x->scraping)
-		return get_metrics(gw, c, x);
+		return ctl_answer(gw, c, x);
 	gw_conns_working(gw, c, true); /* the whole request is in */
 	switch (x->route) {
 	case R_HEALTH: return get_health(gw, c, x);
-	case R_METRICS: return get_metrics(gw, c, x);
+	case R_METRICS:
+	case R_RESET_CACHE: return ctl_answer(gw, c, x);
 	case R_MODELS: return get_models(gw, c, x);
 	default: return post_generate(gw, c, x);
 	}

@@ -163,6 +163,48 @@ static int32_t choose_restore(struct allm_engine *e, struct allm_request *r, str
 	return k;
 }
 
+/* Room in p for the entries of n blocks; 0 or -ENOMEM. */
+static int plan_room(struct allm_prefix_plan *p, int32_t n)
+{
+	if (n <= p->cap_ent)
+		return 0;
+	int32_t *v = allm_realloc(p->ent, (size_t)n * sizeof(int32_t));
+	if (v)
+		p->ent = v;
+	uint32_t *g = allm_realloc(p->gen, (size_t)n * sizeof(uint32_t));
+	if (g)
+		p->gen = g;
+	if (!v || !g)
+		return -ENOMEM;
+	p->cap_ent = n;
+	return 0;
+}
+
+/* Steps between two looks at a waiting request's cached prefix: a look walks
+ * its prompt's chain, and ordering a long queue must not do that for every
+ * request every step; a hint some steps old only orders the queue (what a
+ * request takes from the cache is its plan's, looked up when admitted). */
+#define HINT_EVERY_STEPS 8
+
+void allm_engine_prefix_hint(struct allm_engine *e, struct allm_request *r)
+{
+	if (r->hint_step > 0 && e->step_no - r->hint_step < HINT_EVERY_STEPS)
+		return;
+	r->hint_step = e->step_no;
+	r->cached_hint = 0;
+	int32_t bs = bsize(e);
+	/* new work only: a recompute victim's own blocks are what it left in the
+	 * cache, and counting them would re-admit it in the step that evicted it
+	 * (allm_engine_priority ignores the hint of one admitted before) */
+	if (!e->cfg.prefix_caching || !e->pc || r->admitted_once || r->seq.n_blocks > 0 || r->n_cpu_blocks ||
+	    r->n_disk_blocks)
+		return;
+	int32_t max = (r->seq.n_tokens - 1) / bs;
+	if (max <= 0 || allm_seq_keys(&r->seq, e->pc, max * bs) || plan_room(&r->plan, max))
+		return;
+	r->cached_hint = allm_pc_match(e->pc, &r->dom, r->seq.keys, r->seq.tokens, max, r->plan.ent) * bs;
+}
+
 void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r)
 {
 	struct allm_prefix_plan *p = &r->plan;
@@ -175,17 +217,8 @@ void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r)
 	int32_t max = (r->seq.n_tokens - 1) / bs;
 	if (max <= 0 || allm_seq_keys(&r->seq, e->pc, max * bs))
 		return;
-	if (max > p->cap_ent) {
-		int32_t *v = allm_realloc(p->ent, (size_t)max * sizeof(int32_t));
-		if (v)
-			p->ent = v;
-		uint32_t *g = allm_realloc(p->gen, (size_t)max * sizeof(uint32_t));
-		if (g)
-			p->gen = g;
-		if (!v || !g)
-			return;
-		p->cap_ent = max;
-	}
+	if (plan_room(p, max))
+		return;
 	p->n_match = allm_pc_match(e->pc, &r->dom, r->seq.keys, r->seq.tokens, max, p->ent);
 	for (int32_t i = 0; i < p->n_match; i++)
 		p->gen[i] = allm_pc_entry(e->pc, p->ent[i])->gen;
