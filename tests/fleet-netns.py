@@ -4,20 +4,10 @@ import collections
 import json
 import sys
 
+from checks import fail, finish, ok
+
 check, path = sys.argv[1], sys.argv[2]
 recs = [json.loads(line) for line in open(path)]
-fails = 0
-
-
-def ok(m):
-    print("ok: " + m)
-
-
-def fail(m):
-    global fails
-    print("FAIL: " + m)
-    fails += 1
-
 
 good = [r for r in recs if r["status"] == "ok"]
 bad = [r for r in recs if r["status"] != "ok"]
@@ -108,4 +98,4 @@ elif check == "drain":
     rest = [r for r in good if r["start"] > t_drain + 2.0]
     if late:
         fail(f"drain: {len(late)} of the {len(rest)} requests started 2 s after the drain went to e2")
-sys.exit(1 if fails else 0)
+finish()

@@ -207,9 +207,92 @@ static float get_f16(const uint8_t *p)
 	return allm_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
+/* Q4_K and Q6_K, 256 values a block, by a plain rule (not ggml's iterative search,
+ * whose bytes nothing here compares against): a 32-value sub-block of Q4_K spans
+ * [min(0, lo), hi] in 15 steps, its step and -min as 6-bit multiples of two f16
+ * super-scales; a 16-value sub-block of Q6_K is its largest |x| / 31 per step, as an
+ * 8-bit multiple of one f16 super-scale. Layouts as engined/model/gguf-dequant.c
+ * documents them (checked against gguf-py by test-gguf-blocks). */
+static int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static size_t quantize_k(uint32_t type, const float *x, int64_t n, uint8_t *o)
+{
+	uint8_t *start = o;
+	for (int64_t b = 0; b < n / 256; b++, x += 256) {
+		if (type == ALLM_GGML_Q4_K) {
+			float step[8], neg[8], smax = 0, nmax = 0;
+			for (int j = 0; j < 8; j++) {
+				float lo = 0, hi = x[32 * j];
+				for (int l = 0; l < 32; l++) {
+					lo = fminf(lo, x[32 * j + l]);
+					hi = fmaxf(hi, x[32 * j + l]);
+				}
+				step[j] = (hi - lo) / 15;
+				neg[j] = -lo;
+				smax = fmaxf(smax, step[j]);
+				nmax = fmaxf(nmax, neg[j]);
+			}
+			put_f16(o, smax / 63);
+			put_f16(o + 2, nmax / 63);
+			float d = get_f16(o), dmin = get_f16(o + 2);
+			uint8_t *sc = o + 4, *qs = o + 16;
+			memset(sc, 0, 12);
+			for (int j = 0; j < 8; j++) {
+				int a = d ? clampi((int)lroundf(step[j] / d), 0, 63) : 0;
+				int m = dmin ? clampi((int)lroundf(neg[j] / dmin), 0, 63) : 0;
+				if (j < 4) {
+					sc[j] |= (uint8_t)a;
+					sc[j + 4] |= (uint8_t)m;
+				} else {
+					sc[j + 4] = (uint8_t)((a & 15) | (m & 15) << 4);
+					sc[j - 4] |= (uint8_t)((a >> 4) << 6);
+					sc[j] |= (uint8_t)((m >> 4) << 6);
+				}
+				float dj = d * (float)a, mj = dmin * (float)m;
+				for (int l = 0; l < 32; l++) {
+					int q = dj ? clampi((int)lroundf((x[32 * j + l] + mj) / dj), 0, 15) : 0;
+					uint8_t *p = &qs[32 * (j / 2) + l];
+					*p = (uint8_t)(j % 2 ? (*p & 15) | q << 4 : q);
+				}
+			}
+			o += 144;
+		} else {
+			float scale[16], smax = 0;
+			for (int j = 0; j < 16; j++) {
+				float amax = 0;
+				for (int l = 0; l < 16; l++)
+					amax = fmaxf(amax, fabsf(x[16 * j + l]));
+				scale[j] = amax / 31;
+				smax = fmaxf(smax, scale[j]);
+			}
+			put_f16(o + 208, smax / 127);
+			float d = get_f16(o + 208);
+			uint8_t *ql = o, *qh = o + 128;
+			memset(o, 0, 192);
+			for (int j = 0; j < 16; j++) {
+				int a = d ? clampi((int)lroundf(scale[j] / d), 0, 127) : 0;
+				o[192 + j] = (uint8_t)(int8_t)a;
+				for (int l = 0; l < 16; l++) {
+					int i = 16 * j + l, h = i / 128, k = i % 128 / 32, c = i % 32;
+					int q = a ? clampi((int)lroundf(x[i] / (d * (float)a)), -32, 31) + 32 : 32;
+					ql[64 * h + c + 32 * (k % 2)] |= (uint8_t)(k < 2 ? q & 15 : (q & 15) << 4);
+					qh[32 * h + c] |= (uint8_t)((q >> 4) << (2 * k));
+				}
+			}
+			o += 210;
+		}
+	}
+	return (size_t)(o - start);
+}
+
 size_t gguf_quantize(uint32_t type, const float *x, int64_t n, uint8_t *out)
 {
 	uint8_t *o = out;
+	if (type == ALLM_GGML_Q4_K || type == ALLM_GGML_Q6_K)
+		return quantize_k(type, x, n, out);
 	for (int64_t b = 0; b < n / 32; b++, x += 32) {
 		if (type == ALLM_GGML_Q8_0) {
 			float amax = 0;
@@ -234,6 +317,26 @@ size_t gguf_quantize(uint32_t type, const float *x, int64_t n, uint8_t *out)
 				o[2 + j] = (uint8_t)((x0 < 15 ? x0 : 15) | (x1 < 15 ? x1 : 15) << 4);
 			}
 			o += 18;
+		} else if (type == ALLM_GGML_Q5_0) {
+			float amax = 0, max = 0;
+			for (int j = 0; j < 32; j++)
+				if (fabsf(x[j]) > amax) {
+					amax = fabsf(x[j]);
+					max = x[j];
+				}
+			float d = max / -16, id = d ? 1 / d : 0;
+			uint32_t qh = 0;
+			put_f16(o, d);
+			for (int j = 0; j < 16; j++) {
+				int x0 = (int)(int8_t)(x[j] * id + 16.5f), x1 = (int)(int8_t)(x[16 + j] * id + 16.5f);
+				x0 = x0 < 31 ? x0 : 31;
+				x1 = x1 < 31 ? x1 : 31;
+				o[6 + j] = (uint8_t)((x0 & 15) | (x1 & 15) << 4);
+				qh |= (uint32_t)((x0 & 16) >> 4) << j | (uint32_t)((x1 & 16) >> 4) << (j + 16);
+			}
+			for (int j = 0; j < 4; j++)
+				o[2 + j] = (uint8_t)(qh >> (8 * j));
+			o += 22;
 		} else { /* Q4_1 */
 			float min = x[0], max = x[0];
 			for (int j = 1; j < 32; j++) {
@@ -438,6 +541,9 @@ static int write_tensors(struct gguf_w *w, const char *dir, const struct allm_mo
 				permute_rows(v, t->n_dims == 2 ? t->shape[0] : t->shape[0],
 					     t->n_dims == 2 ? t->shape[1] : 1, q ? c->n_heads : c->n_kv_heads);
 			uint32_t type = t->n_dims == 2 ? o->type : ALLM_GGML_F32;
+			for (size_t oi = ALLM_ARRAY_SIZE(o->over); t->n_dims == 2 && oi-- > 0;)
+				if (o->over[oi].part && strstr(name, o->over[oi].part))
+					type = o->over[oi].type;
 			uint32_t block = 1, bytes = 4;
 			allm_gguf_ttype_info(type, &block, &bytes);
 			if (ne[0] % block) /* llama.cpp falls back too */

@@ -48,7 +48,9 @@ void gguf_w_tensor_f32(struct gguf_w *w, const char *name, uint32_t type, uint32
 uint8_t *gguf_w_bytes(const struct gguf_w *w, size_t *ret_size);
 int gguf_w_save(const struct gguf_w *w, const char *path);
 
-/* ggml's reference quantizers: n (a multiple of 32) values into blocks; and back. */
+/* ggml's reference quantizers: n (a multiple of 32) values into blocks; and back.
+ * Q4_K and Q6_K (n a multiple of 256) by a plain rule of their own (gguf-write.c),
+ * not back. */
 size_t gguf_quantize(uint32_t type, const float *x, int64_t n, uint8_t *out);
 void gguf_dequantize_ref(uint32_t type, const uint8_t *blocks, int64_t n, float *out);
 
@@ -62,6 +64,12 @@ int gguf_w_tokenizer(struct gguf_w *w, const char *tokenizer_json, const char *t
 struct gguf_convert_opts {
 	uint32_t type; /* of the matrices and the embedding table (F32 by default); a
 			* matrix whose rows are not whole blocks stays F32 */
+	/* tensors whose GGUF name contains over[i].part ("token_embd.", "attn_v.") in
+	 * type over[i].type instead (llama.cpp's quantizer mixes types); the first match */
+	struct gguf_convert_over {
+		const char *part;
+		uint32_t type;
+	} over[4];
 	bool no_permute; /* leave Q/K rows in Hugging Face's order (a broken file) */
 	const char *pre; /* tokenizer.ggml.pre for a byte-level tokenizer ("default") */
 };

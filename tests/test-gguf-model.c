@@ -3,6 +3,7 @@
 #include "gguf-model.h"
 #include "gguf-write.h"
 #include "model-writer.h"
+#include "sampler.h"
 #include "test-check.h"
 
 #include <math.h>
@@ -152,10 +153,196 @@ out:
 	allm_model_free(b);
 }
 
+/* --- a file's own types (--dtype auto on the CPU) -------------------------------- */
+
+/* Loads path as allm-run's --dtype auto does on the CPU: each tensor in its own type. */
+static struct allm_model *load_auto(const char *path)
+{
+	struct allm_err err = {{0}};
+	struct allm_model_config c;
+	struct allm_model *m = NULL;
+	if (allm_model_config_load(path, &c, &err)) {
+		CHECK(0, "config %s: %s", path, err.msg);
+		return NULL;
+	}
+	struct allm_model_load_opts lo = {.wdtype = c.file_dtype, .file_types = true};
+	if (allm_model_load(be, path, &lo, &m, &err)) {
+		CHECK(0, "load %s (file types): %s", path, err.msg);
+		return NULL;
+	}
+	return m;
+}
+
+static bool layer_dts(const struct allm_model *m, enum allm_dtype mats, enum allm_dtype down)
+{
+	for (int i = 0; i < m->cfg.n_layers; i++) {
+		const struct allm_layer_weights *L = &m->layers[i];
+		if (L->wq_dt != mats || L->wk_dt != mats || L->wv_dt != mats || L->wo_dt != mats ||
+		    L->w_gate_dt != mats || L->w_up_dt != mats || L->w_down_dt != down)
+			return false;
+	}
+	return true;
+}
+
+/* Largest |a - b| and the share of positions whose argmax agrees. */
+static double compare(struct allm_model *a, struct allm_model *b, double *ret_agree)
+{
+	int32_t V = a->cfg.vocab_size;
+	float *la = logits_of(a, ids, N_IDS), *lb = logits_of(b, ids, N_IDS);
+	double d = -1;
+	int agree = 0;
+	if (la && lb) {
+		d = max_diff(la, lb, (size_t)N_IDS * (size_t)V);
+		for (int32_t t = 0; t < N_IDS; t++)
+			agree += allm_argmax(la + (size_t)t * V, V) == allm_argmax(lb + (size_t)t * V, V);
+	}
+	free(la);
+	free(lb);
+	*ret_agree = (double)agree / N_IDS;
+	return d;
+}
+
+/* A file in one block format (every matrix and the embedding whole blocks), its bytes
+ * as stored, is what --quant makes of the directory (ggml's quantizers both): the
+ * same weights bit for bit, so the same logits. */
+static void native_uniform(const char *dir, uint32_t type, enum allm_dtype dt, const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/native-%s.gguf", tmp, name);
+	convert(dir, path, type, false);
+	struct allm_model *a = load(dir, dt), *b = load_auto(path);
+	if (a && b) {
+		CHECK(b->wdtype == dt && layer_dts(b, dt, dt) && b->tok_emb_dt == dt && b->lm_head_dt == dt &&
+		      b->vdtype == ALLM_DTYPE_F32, "%s: loaded as %s, not its own type", name,
+		      allm_dtype_name(b->wdtype));
+		CHECK(a->arena_bytes == b->arena_bytes && !memcmp(a->arena, b->arena, a->arena_bytes),
+		      "%s: the file's blocks are not what --quant %s writes", name, allm_dtype_name(dt));
+		double agree, d = compare(a, b, &agree);
+		CHECK(d == 0, "%s: logits differ from --quant %s's by %g", name, allm_dtype_name(dt), d);
+	}
+	allm_model_free(a);
+	allm_model_free(b);
+}
+
+/* F16 layers and an F32 embedding table: each kept in its type, norms f32 (a mix),
+ * and as the CPU reduces f16 weights exactly as the f32 values they hold (kernels/
+ * cpu/cpu-gemm.h), the logits are the bits of the same file dequantized into f32. A
+ * matrix with a bias is widened to f32 in a mix (its bias is f32 with the norms). */
+static void native_mixed_float(const char *dir, const char *name)
+{
+	char path[512], err[512];
+	snprintf(path, sizeof(path), "%s/native-f16-f32-%s.gguf", tmp, name);
+	struct gguf_convert_opts o = {.type = ALLM_GGML_F16, .over = {{"token_embd.", ALLM_GGML_F32}}};
+	CHECK(!gguf_convert_dir(dir, path, &o, err, sizeof(err)), "convert: %s", err);
+	struct allm_model *a = load(path, ALLM_DTYPE_F32), *b = load_auto(path);
+	if (a && b) {
+		enum allm_dtype attn = b->cfg.attn_bias ? ALLM_DTYPE_F32 : ALLM_DTYPE_F16;
+		enum allm_dtype mlp = b->cfg.mlp_bias ? ALLM_DTYPE_F32 : ALLM_DTYPE_F16;
+		const struct allm_layer_weights *L = &b->layers[b->cfg.n_layers - 1];
+		CHECK(b->wdtype == ALLM_DTYPE_F16 && b->vdtype == ALLM_DTYPE_F32 && L->wq_dt == attn &&
+		      L->wo_dt == attn && L->w_gate_dt == mlp && L->w_down_dt == mlp &&
+		      b->tok_emb_dt == ALLM_DTYPE_F32 &&
+		      b->lm_head_dt == (b->cfg.tie_embeddings ? ALLM_DTYPE_F32 : ALLM_DTYPE_F16),
+		      "%s: f16 + f32: not the file's types", name);
+		double agree, d = compare(a, b, &agree);
+		CHECK(d == 0, "%s: f16 layers + f32 embedding: logits %g from the f32 load's", name, d);
+	}
+	allm_model_free(a);
+	allm_model_free(b);
+}
+
+/* Every matrix of b against the same tensor of a, byte for byte, where b stores dt. */
+static int same_tensors(struct allm_model *a, struct allm_model *b, enum allm_dtype dt)
+{
+	struct allm_weight_spec *sa = NULL, *sb = NULL;
+	size_t na = 0, nb = 0;
+	int n = 0;
+	if (allm_model_weight_specs(a, &sa, &na) || allm_model_weight_specs(b, &sb, &nb) || na != nb)
+		n = -1;
+	for (size_t i = 0; n >= 0 && i < na; i++) {
+		if (!sb[i].dt || *sb[i].dt != dt)
+			continue;
+		size_t bytes = allm_model_spec_bytes(b, &sb[i]);
+		if (bytes != allm_model_spec_bytes(a, &sa[i]) || memcmp(*sa[i].slot, *sb[i].slot, bytes)) {
+			fprintf(stderr, "%s: not the file's %s bytes\n", sb[i].name, allm_dtype_name(dt));
+			n = -1;
+		} else {
+			n++;
+		}
+	}
+	allm_free(sa);
+	allm_free(sb);
+	return n;
+}
+
+/* SmolLM2's layout: Q4_1 matrices, a Q8_0 embedding table that is the head too. Each
+ * runs as stored: the layers are --quant q4_1's bytes, the table --quant q8_0's; the
+ * logits stay near the same file dequantized into f32 (8-bit activations, kernels/
+ * README.md) and far from it when the table is read as Q4_1. */
+static void native_mixed_blocks(const char *dir)
+{
+	char path[512], err[512];
+	snprintf(path, sizeof(path), "%s/native-q4_1-q8_0.gguf", tmp);
+	struct gguf_convert_opts o = {.type = ALLM_GGML_Q4_1, .over = {{"token_embd.", ALLM_GGML_Q8_0}}};
+	CHECK(!gguf_convert_dir(dir, path, &o, err, sizeof(err)), "convert: %s", err);
+	struct allm_model *n = load_auto(path), *f = load(path, ALLM_DTYPE_F32);
+	struct allm_model *q41 = load(dir, ALLM_DTYPE_Q4_1), *q80 = load(dir, ALLM_DTYPE_Q8_0);
+	if (n && f && q41 && q80) {
+		CHECK(n->wdtype == ALLM_DTYPE_Q4_1 && layer_dts(n, ALLM_DTYPE_Q4_1, ALLM_DTYPE_Q4_1) &&
+		      n->tok_emb_dt == ALLM_DTYPE_Q8_0 && n->lm_head_dt == ALLM_DTYPE_Q8_0 &&
+		      n->lm_head == n->tok_emb, "q4_1 + q8_0: not the file's types");
+		int n41 = same_tensors(q41, n, ALLM_DTYPE_Q4_1), n80 = same_tensors(q80, n, ALLM_DTYPE_Q8_0);
+		CHECK(n41 == 7 * n->cfg.n_layers && n80 == 1, "q4_1 + q8_0: %d q4_1 and %d q8_0 tensors as stored",
+		      n41, n80);
+		double agree, d = compare(f, n, &agree);
+		printf("q4_1 layers + q8_0 embedding, native: max |logit - f32 load's| = %.4f, argmax agrees at "
+		       "%.0f %%\n", d, 100 * agree);
+		CHECK(d > 0 && d < 1.0 && agree >= 0.75, "q4_1 + q8_0: logits %g from f32, %.2f agree", d, agree);
+	}
+	allm_model_free(n);
+	allm_model_free(f);
+	allm_model_free(q41);
+	allm_model_free(q80);
+}
+
+/* The K formats as llama.cpp's Q4_K_M lays them out: Q4_K matrices, Q6_K ffn_down,
+ * token_embd (the head) and some attn_v, Q5_0 where a row is not whole 256-blocks
+ * (here one ffn_up). With file types the Q4_K tensors run as Q4_1 blocks
+ * (test-gguf-blocks: the same quants, scales rounded to f16) and the Q6_K and Q5_0
+ * ones as Q8_0 (layer 1's q, k, v and layer 0's gate, up in two formats: one GEMM
+ * each); --dtype f32 holds their exact values. Both stay near the directory's f32. */
+static void native_kquants(const char *dir)
+{
+	char path[512], err[512];
+	snprintf(path, sizeof(path), "%s/q4_k_m.gguf", tmp);
+	struct gguf_convert_opts o = {.type = ALLM_GGML_Q4_K,
+				      .over = {{"token_embd.", ALLM_GGML_Q6_K}, {"ffn_down.", ALLM_GGML_Q6_K},
+					       {"blk.1.attn_v.", ALLM_GGML_Q6_K}, {"blk.0.ffn_up.", ALLM_GGML_Q5_0}}};
+	CHECK(!gguf_convert_dir(dir, path, &o, err, sizeof(err)), "convert: %s", err);
+	struct allm_model *n = load_auto(path), *f = load(path, ALLM_DTYPE_F32), *d32 = load(dir, ALLM_DTYPE_F32);
+	if (n && f && d32) {
+		const struct allm_layer_weights *L0 = &n->layers[0], *L1 = &n->layers[1];
+		CHECK(n->wdtype == ALLM_DTYPE_Q4_1 && L0->wv_dt == ALLM_DTYPE_Q4_1 && L1->wq_dt == ALLM_DTYPE_Q4_1 &&
+		      L1->wv_dt == ALLM_DTYPE_Q8_0 && L0->w_gate_dt == ALLM_DTYPE_Q4_1 &&
+		      L0->w_up_dt == ALLM_DTYPE_Q8_0 && L1->w_up_dt == ALLM_DTYPE_Q4_1 &&
+		      L0->w_down_dt == ALLM_DTYPE_Q8_0 && L1->w_down_dt == ALLM_DTYPE_Q8_0 &&
+		      n->tok_emb_dt == ALLM_DTYPE_Q8_0 && n->lm_head_dt == ALLM_DTYPE_Q8_0,
+		      "q4_k_m: stored as %s", allm_dtype_name(n->wdtype));
+		double agree, dn = compare(f, n, &agree), agree_f, df = compare(d32, f, &agree_f);
+		printf("Q4_K + Q6_K: f32 load %.4f from the directory's f32 (argmax %.0f %%); as Q4_1 + Q8_0 "
+		       "blocks %.4f from the f32 load (argmax %.0f %%)\n", df, 100 * agree_f, dn, 100 * agree);
+		CHECK(df > 0 && df < 2.0 && dn > 0 && dn < 1.0 && agree >= 0.75,
+		      "q4_k_m: %g from f32, %g native from its f32 load", df, dn);
+	}
+	allm_model_free(n);
+	allm_model_free(f);
+	allm_model_free(d32);
+}
+
 /* --- errors: a minimal valid model, then one thing broken at a time ------------ */
 
 enum breakage {
-	OK, ARCH, NO_BLOCKS, BLOCKS_STR, NO_TENSOR, SHAPE, TYPE_Q4K, EXTRA, ROPE_FREQS, PARTIAL, VOCAB, YARN,
+	OK, ARCH, NO_BLOCKS, BLOCKS_STR, NO_TENSOR, SHAPE, TYPE_Q5K, EXTRA, ROPE_FREQS, PARTIAL, VOCAB, YARN,
 };
 
 static void write_min(const char *path, enum breakage b)
@@ -193,9 +380,9 @@ static void write_min(const char *path, enum breakage b)
 	}
 	gguf_w_tensor_f32(w, "blk.0.ffn_gate.weight", ALLM_GGML_F32, 2, (int64_t[]){D, F}, v);
 	gguf_w_tensor_f32(w, "blk.0.ffn_up.weight", ALLM_GGML_F32, 2, (int64_t[]){D, F}, v);
-	if (b == TYPE_Q4K) { /* 256-value blocks of 144 bytes: readable, not loadable */
-		uint8_t zero[144 * 8] = {0};
-		gguf_w_tensor(w, "blk.0.ffn_down.weight", ALLM_GGML_Q4_K, 2, (int64_t[]){256, 8}, zero, sizeof(zero));
+	if (b == TYPE_Q5K) { /* 256-value blocks of 176 bytes: readable, not loadable */
+		uint8_t zero[176 * 8] = {0};
+		gguf_w_tensor(w, "blk.0.ffn_down.weight", ALLM_GGML_Q5_K, 2, (int64_t[]){256, 8}, zero, sizeof(zero));
 	} else {
 		gguf_w_tensor_f32(w, "blk.0.ffn_down.weight", ALLM_GGML_F32, 2, (int64_t[]){F, D}, v);
 	}
@@ -219,7 +406,7 @@ static void errors(void)
 		{BLOCKS_STR, -EINVAL, "key 'llama.block_count' is a string, expected an integer"},
 		{NO_TENSOR, -ENOENT, "tensor 'blk.0.attn_v.weight' is missing"},
 		{SHAPE, -EINVAL, "tensor 'blk.0.attn_k.weight' has shape [32, 64] (ggml order) but the metadata implies [32, 32]"},
-		{TYPE_Q4K, -ENOTSUP, "has type Q4_K, which this engine does not load"},
+		{TYPE_Q5K, -ENOTSUP, "has type Q5_K, which this engine does not load"},
 		{EXTRA, -ENOTSUP, "tensor 'blk.0.ffn_gate_exps.weight' is not part of the Llama graph"},
 		{ROPE_FREQS, -ENOTSUP, "rope_freqs.weight"},
 		{PARTIAL, -ENOTSUP, "partial rotary"},
@@ -313,6 +500,33 @@ int main(void)
 	quantized(stories, ALLM_GGML_Q8_0, "q8_0");
 	quantized(stories, ALLM_GGML_Q4_0, "q4_0");
 	quantized(stories, ALLM_GGML_Q4_1, "q4_1");
+
+	/* a file's own types: a model whose every matrix is whole blocks of 256 */
+	struct allm_model_config kc = bc;
+	kc.attn_bias = kc.mlp_bias = false;
+	kc.tie_embeddings = true;
+	kc.hidden = 256;
+	kc.intermediate = 512;
+	kc.n_layers = 2;
+	kc.n_heads = 8;
+	kc.n_kv_heads = 4;
+	kc.head_dim = 32;
+	char wide[512];
+	snprintf(wide, sizeof(wide), "%s/wide", tmp);
+	CHECK(!allm_model_write_dir(&kc, &wo, wide, &err), "write: %s", err.msg);
+	native_uniform(wide, ALLM_GGML_Q8_0, ALLM_DTYPE_Q8_0, "q8_0");
+	native_uniform(wide, ALLM_GGML_Q4_0, ALLM_DTYPE_Q4_0, "q4_0");
+	native_uniform(wide, ALLM_GGML_Q4_1, ALLM_DTYPE_Q4_1, "q4_1");
+	native_mixed_float(wide, "tied");
+	native_mixed_float(biased, "biases, untied");
+	native_mixed_blocks(wide);
+	native_kquants(wide);
+	/* stories260K's ffn_down (172 columns) is no whole blocks: a Q4_0 file keeps it F32 */
+	snprintf(path, sizeof(path), "%s/q4_0.gguf", tmp);
+	struct allm_model *sn = load_auto(path);
+	CHECK(sn && sn->wdtype == ALLM_DTYPE_Q4_0 && layer_dts(sn, ALLM_DTYPE_Q4_0, ALLM_DTYPE_F32) &&
+	      sn->tok_emb_dt == ALLM_DTYPE_Q4_0, "stories260K q4_0: not its own types");
+	allm_model_free(sn);
 	errors();
 
 	char cmd[600];

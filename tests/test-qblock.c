@@ -130,6 +130,7 @@ static void test_store_blocks(void)
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(stores); i++) {
 		struct allm_model *m = NULL;
 		CHECK(allm_model_create_shell(be, &cfg, stores[i], &m, &err) == 0, "shell: %s", err.msg);
+		s.dt = &m->layers[0].wq_dt; /* a matrix of the shell: of its wdtype */
 		size_t bytes = allm_model_spec_bytes(m, &s);
 		uint8_t *dst = calloc(1, bytes);
 		/* two runs of rows, the second first (a loader that reorders rows) */

@@ -1,4 +1,4 @@
-/* Description: the engine on a real trained chat model, SmolLM2-135M-Instruct in GGUF Q4_1 (tools/models.sh), against llama.cpp's answers on the same file (tests/data/smollm2/reference.json, made once by make-reference.py beside it): the tokenizer gives llama.cpp's ids on 100+ strings (accents, CJK, emoji, whitespace runs, digits, code, ChatML tokens); greedy generation picks llama.cpp's ids at every step of its five sequences except where llama.cpp's own top two were within half a logit (teacher-forced and free-running); and on a fixed text the logits stay close to llama.cpp's (max |delta| over llama.cpp's top logits at every position) with a perplexity within a few percent of its. Prints the figures. Usage: test-real-model FILE.gguf reference.json (tests/real-model.sh runs it; REAL_MODEL_DUMP=FILE also writes every logit of the fixed text as raw f32). */
+/* Description: the engine on a real trained chat model, SmolLM2-135M-Instruct in GGUF Q4_1 (tools/models.sh), against llama.cpp's answers on the same file (tests/data/smollm2/reference.json, made once by make-reference.py beside it): the tokenizer gives llama.cpp's ids on 100+ strings (accents, CJK, emoji, whitespace runs, digits, code, ChatML tokens); greedy generation picks llama.cpp's ids at every step of its five sequences except where llama.cpp's own top two were within half a logit (teacher-forced and free-running); and on a fixed text the logits stay close to llama.cpp's (max |delta| over llama.cpp's top logits at every position) with a perplexity within a few percent of its. Prints the figures. Usage: test-real-model FILE.gguf reference.json (tests/real-model.sh runs it; REAL_MODEL_DUMP=FILE also writes every logit of the fixed text as raw f32 into FILE.native and FILE.f32). */
 #include "executor.h"
 #include "model.h"
 #include "sampler.h"
@@ -19,6 +19,11 @@ static allm_backend_t *be;
  * logit on a range of ~30 (bench/README.md). */
 #define MAX_DLOGIT 1.5
 #define MAX_PPL_RATIO 1.05
+/* The file's blocks run natively against their f32 dequantization, over every logit:
+ * the 8-bit activations of 30 layers move them by about what llama.cpp's do (1.4
+ * here; 1.6 with an f16 K/V cache); a head or layer read in the wrong format moves
+ * them by tens. */
+#define MAX_NATIVE_DLOGIT 3.0
 
 static int32_t *ids_of(json_t *a, size_t *n)
 {
@@ -222,7 +227,9 @@ static void greedy(struct allm_model *m, json_t *cases)
 	      "greedy: %zu of %zu steps differ, %zu at ties", n_pos - n_agree, n_pos, n_tie);
 }
 
-static void logits(struct allm_model *m, json_t *ref)
+/* Every logit of the fixed text (n x V, malloc'ed into *ret_out, NULL on failure)
+ * against llama.cpp's. */
+static void logits(struct allm_model *m, json_t *ref, float **ret_out, size_t *ret_n)
 {
 	struct allm_err err = {{0}};
 	size_t n;
@@ -231,6 +238,7 @@ static void logits(struct allm_model *m, json_t *ref)
 	int32_t V = m->cfg.vocab_size;
 	float *out = malloc(n * (size_t)V * sizeof(float));
 	struct runner r;
+	*ret_out = NULL;
 	if (runner_open(&r, m, (int32_t)n)) {
 		CHECK(0, "logits: no runner");
 		goto out;
@@ -242,12 +250,6 @@ static void logits(struct allm_model *m, json_t *ref)
 		goto out;
 	}
 	runner_close(&r);
-	const char *dump = getenv("REAL_MODEL_DUMP");
-	if (dump) {
-		FILE *f = fopen(dump, "wb");
-		if (!f || fwrite(out, sizeof(float), n * (size_t)V, f) != n * (size_t)V || fclose(f))
-			fprintf(stderr, "cannot write %s\n", dump);
-	}
 	double max_d = 0, sum_d = 0, nll_ours = 0, nll_ref = 0;
 	size_t n_d = 0, top1 = 0;
 	for (size_t i = 0; i + 1 < n && i < json_array_size(pos); i++) {
@@ -279,6 +281,9 @@ static void logits(struct allm_model *m, json_t *ref)
 	CHECK(ppl < ppl_ref * MAX_PPL_RATIO && ppl > ppl_ref / MAX_PPL_RATIO, "perplexity %g vs llama.cpp's %g", ppl, ppl_ref);
 	CHECK(fabs(ppl_ref - json_real_value(json_object_get(ref, "perplexity"))) < 1e-3 * ppl_ref,
 	      "the reference's own perplexity does not add up");
+	*ret_out = out;
+	*ret_n = n;
+	out = NULL;
 out:
 	free(out);
 	free(ids);
@@ -298,16 +303,65 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	struct allm_backend_opts bo = {.n_threads = 2};
-	struct allm_model_load_opts lo = {.wdtype = ALLM_DTYPE_F32};
-	struct allm_model *m = NULL;
-	if (allm_backend_cpu_create(&bo, &be, &err) || allm_model_load(be, argv[1], &lo, &m, &err)) {
-		fprintf(stderr, "load %s: %s\n", argv[1], err.msg);
+	if (allm_backend_cpu_create(&bo, &be, &err)) {
+		fprintf(stderr, "backend: %s\n", err.msg);
 		return 1;
 	}
 	tokenizer(argv[1], json_object_get(ref, "tokenizer"));
-	greedy(m, json_object_get(ref, "greedy"));
-	logits(m, json_object_get(ref, "logits"));
-	allm_model_free(m);
+	/* as users run the file (--dtype auto: its Q4_1 layers and Q8_0 embedding as
+	 * stored), and dequantized into f32 (--dtype f32) */
+	static const struct {
+		const char *what;
+		struct allm_model_load_opts lo;
+	} loads[] = {
+		{"native (the file's Q4_1 and Q8_0 blocks)", {.wdtype = ALLM_DTYPE_Q4_1, .file_types = true}},
+		{"f32 (dequantized at load)", {.wdtype = ALLM_DTYPE_F32}},
+	};
+	float *out[2] = {NULL, NULL};
+	size_t n = 0;
+	int32_t V = 0;
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(loads); i++) {
+		struct allm_model *m = NULL;
+		if (allm_model_load(be, argv[1], &loads[i].lo, &m, &err)) {
+			CHECK(0, "load %s as %s: %s", argv[1], loads[i].what, err.msg);
+			continue;
+		}
+		printf("--- %s: layers %s, embedding %s\n", loads[i].what, allm_dtype_name(m->layers[0].wq_dt),
+		       allm_dtype_name(m->tok_emb_dt));
+		if (loads[i].lo.file_types)
+			CHECK(m->layers[0].wq_dt == ALLM_DTYPE_Q4_1 && m->tok_emb_dt == ALLM_DTYPE_Q8_0 &&
+			      m->lm_head_dt == ALLM_DTYPE_Q8_0, "the file's own types are not what loaded");
+		greedy(m, json_object_get(ref, "greedy"));
+		logits(m, json_object_get(ref, "logits"), &out[i], &n);
+		V = m->cfg.vocab_size;
+		allm_model_free(m);
+	}
+	/* the native blocks against their f32 dequantization: the activations rounded to
+	 * 8 bits per block of 32 (kernels/README.md) are all that differs */
+	if (out[0] && out[1]) {
+		double max_d = 0, sum_d = 0;
+		size_t agree = 0;
+		for (size_t i = 0; i < n * (size_t)V; i++) {
+			max_d = fmax(max_d, fabs((double)out[0][i] - out[1][i]));
+			sum_d += fabs((double)out[0][i] - out[1][i]);
+		}
+		for (size_t i = 0; i < n; i++)
+			agree += allm_argmax(out[0] + i * (size_t)V, V) == allm_argmax(out[1] + i * (size_t)V, V);
+		printf("native against f32 on the fixed text: max |delta logit| %.4f (mean %.4f) over all %d logits "
+		       "of %zu positions, the same argmax at %zu\n", max_d, sum_d / (double)(n * (size_t)V), V, n, agree);
+		CHECK(max_d > 0 && max_d < MAX_NATIVE_DLOGIT && agree * 10 >= n * 9,
+		      "native vs f32: %g, %zu of %zu agree", max_d, agree, n);
+	}
+	const char *dump = getenv("REAL_MODEL_DUMP");
+	for (size_t i = 0; dump && i < 2; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.%s", dump, i ? "f32" : "native");
+		FILE *f = fopen(path, "wb");
+		if (!out[i] || !f || fwrite(out[i], sizeof(float), n * (size_t)V, f) != n * (size_t)V || fclose(f))
+			fprintf(stderr, "cannot write %s\n", path);
+	}
+	free(out[0]);
+	free(out[1]);
 	allm_backend_destroy(be);
 	json_decref(ref);
 	if (n_fail)

@@ -349,9 +349,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "allm-run: %s%s\n", rt->disk_failed ? "warning: " : "", rt->disk_note);
 	if (rt->default_model)
 		fprintf(stderr, "allm-run: %s\n", ALLM_DEFAULT_MODEL_NOTE);
-	fprintf(stderr, "allm-run: %s %s, %d layers, %s weights, on %s (loaded in %.2f s)\n",
+	/* a GGUF file's own types may give the embedding another format (SmolLM2: Q4_1
+	 * layers, a Q8_0 token_embd) */
+	char emb[48] = "";
+	if (rt->model->tok_emb_dt != rt->model->wdtype)
+		snprintf(emb, sizeof(emb), " (embedding %s)", allm_dtype_name(rt->model->tok_emb_dt));
+	fprintf(stderr, "allm-run: %s %s, %d layers, %s weights%s, on %s (loaded in %.2f s)\n",
 		rt->model_desc, allm_arch_name(c->arch), c->n_layers, allm_dtype_name(rt->model->wdtype),
-		rt->be->iface->describe(rt->be), rt->load_seconds);
+		emb, rt->be->iface->describe(rt->be), rt->load_seconds);
 
 	if (a.workload) {
 		rc = allm_run_workload(rt, &a);

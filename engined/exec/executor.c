@@ -183,15 +183,19 @@ static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 	} while (0)
 
 /* GEMMs of the same x (q, k, v; gate, up): one call where the backend can prepare x
- * once for all of them, one each otherwise (the bits are gemm's either way). */
+ * once for all of them (they share a storage dtype), one each otherwise (the bits
+ * are gemm's either way). */
 static int gemm_shared_x(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
-			 const void *const *ws, const void *const *bs, enum allm_dtype dt,
+			 const void *const *ws, const void *const *bs, const enum allm_dtype *dts,
 			 int64_t T, int64_t k, const int64_t *ms)
 {
-	if (be->iface->version >= 3 && be->iface->gemm_multi)
-		return be->iface->gemm_multi(be, n_mats, ys, x, ws, bs, dt, T, k, ms);
+	bool same = true;
+	for (int i = 1; i < n_mats; i++)
+		same &= dts[i] == dts[0];
+	if (same && be->iface->version >= 3 && be->iface->gemm_multi)
+		return be->iface->gemm_multi(be, n_mats, ys, x, ws, bs, dts[0], T, k, ms);
 	for (int i = 0; i < n_mats; i++) {
-		int r = be->iface->gemm(be, ys[i], x, ws[i], bs[i], dt, T, k, ms[i]);
+		int r = be->iface->gemm(be, ys[i], x, ws[i], bs[i], dts[i], T, k, ms[i]);
 		if (r)
 			return r;
 	}
@@ -200,13 +204,13 @@ static int gemm_shared_x(allm_backend_t *be, int n_mats, float *const *ys, const
 
 /* q, k and v of one layer from x. */
 static int qkv(allm_backend_t *be, struct acts *a, const float *x,
-	       const struct allm_layer_weights *L, enum allm_dtype dt, int64_t T, int64_t D,
-	       int64_t Q, int64_t K)
+	       const struct allm_layer_weights *L, int64_t T, int64_t D, int64_t Q, int64_t K)
 {
 	float *const ys[3] = { a->q, a->k, a->v };
 	const void *const ws[3] = { L->wq, L->wk, L->wv }, *const bs[3] = { L->bq, L->bk, L->bv };
+	const enum allm_dtype dts[3] = { L->wq_dt, L->wk_dt, L->wv_dt };
 	const int64_t ms[3] = { Q, K, K };
-	return gemm_shared_x(be, 3, ys, x, ws, bs, dt, T, D, ms);
+	return gemm_shared_x(be, 3, ys, x, ws, bs, dts, T, D, ms);
 }
 
 static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
@@ -216,27 +220,27 @@ static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int6
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
 	const struct allm_layer_weights *L = &m->layers[l];
-	enum allm_dtype dt = m->wdtype;
 	int64_t D = c->hidden, F = c->intermediate;
 	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
 	int r;
 
 	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, m->vdtype, T, D, c->norm_eps));
-	CHECK(qkv(be, a, a->h, L, dt, T, D, Q, K));
+	CHECK(qkv(be, a, a->h, L, T, D, Q, K));
 	CHECK(BE->rope(be, a->q, a->k, meta->tok_pos, m->inv_freq, T, c->n_heads, c->n_kv_heads,
 		       c->head_dim));
 	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
 	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
 			    1.0f / sqrtf((float)c->head_dim), meta));
-	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
+	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, L->wo_dt, T, Q, D));
 	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
 	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, m->vdtype, T, D, c->norm_eps));
 	float *const gu[2] = { a->g, a->u };
 	const void *const gu_w[2] = { L->w_gate, L->w_up }, *const gu_b[2] = { L->b_gate, L->b_up };
+	const enum allm_dtype gu_dt[2] = { L->w_gate_dt, L->w_up_dt };
 	const int64_t gu_m[2] = { F, F };
-	CHECK(gemm_shared_x(be, 2, gu, a->h, gu_w, gu_b, dt, T, D, gu_m));
+	CHECK(gemm_shared_x(be, 2, gu, a->h, gu_w, gu_b, gu_dt, T, D, gu_m));
 	CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
-	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, dt, T, F, D));
+	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, L->w_down_dt, T, F, D));
 	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
 fail:
 	return r;
@@ -251,15 +255,14 @@ static int opt_attn(struct allm_executor *ex, int l, struct acts *a, const float
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
 	const struct allm_layer_weights *L = &m->layers[l];
-	enum allm_dtype dt = m->wdtype;
 	int64_t D = c->hidden, Q = (int64_t)c->n_heads * c->head_dim;
 	int64_t K = (int64_t)c->n_kv_heads * c->head_dim;
 	int r;
-	CHECK(qkv(be, a, in, L, dt, T, D, Q, K));
+	CHECK(qkv(be, a, in, L, T, D, Q, K));
 	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
 	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
 			    1.0f / sqrtf((float)c->head_dim), meta));
-	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, dt, T, Q, D));
+	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, L->wo_dt, T, Q, D));
 fail:
 	return r;
 }
@@ -269,12 +272,11 @@ static int opt_mlp(struct allm_executor *ex, int l, struct acts *a, const float 
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_layer_weights *L = &m->layers[l];
-	enum allm_dtype dt = m->wdtype;
 	int64_t D = m->cfg.hidden, F = m->cfg.intermediate;
 	int r;
-	CHECK(BE->gemm(be, a->g, in, L->w_up, L->b_up, dt, T, D, F));
+	CHECK(BE->gemm(be, a->g, in, L->w_up, L->b_up, L->w_up_dt, T, D, F));
 	CHECK(BE->relu(be, a->g, a->g, T * F));
-	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, dt, T, F, D));
+	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, L->w_down_dt, T, F, D));
 fail:
 	return r;
 }
@@ -315,18 +317,18 @@ static int embed(struct allm_executor *ex, struct acts *a, int64_t T, const int3
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
-	enum allm_dtype dt = m->wdtype;
 	int r;
 	if (c->arch == ALLM_ARCH_LLAMA)
-		return BE->embedding(be, a->x, m->tok_emb, dt, ids_dev, T, c->hidden);
+		return BE->embedding(be, a->x, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->hidden);
 	if (m->proj_in) {
-		CHECK(BE->embedding(be, a->e, m->tok_emb, dt, ids_dev, T, c->embed_proj_dim));
-		CHECK(BE->gemm(be, a->x, a->e, m->proj_in, NULL, dt, T, c->embed_proj_dim, c->hidden));
+		CHECK(BE->embedding(be, a->e, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->embed_proj_dim));
+		CHECK(BE->gemm(be, a->x, a->e, m->proj_in, NULL, m->proj_in_dt, T, c->embed_proj_dim,
+			       c->hidden));
 	} else {
-		CHECK(BE->embedding(be, a->x, m->tok_emb, dt, ids_dev, T, c->hidden));
+		CHECK(BE->embedding(be, a->x, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->hidden));
 	}
 	/* learned positions: row p + 2 (OPT's offset) */
-	CHECK(BE->embedding(be, a->e, m->pos_emb, dt, pos2_dev, T, c->hidden));
+	CHECK(BE->embedding(be, a->e, m->pos_emb, m->pos_emb_dt, pos2_dev, T, c->hidden));
 	CHECK(BE->add(be, a->x, a->x, a->e, T * c->hidden));
 fail:
 	return r;
@@ -338,7 +340,6 @@ static int head(struct allm_executor *ex, struct acts *a, int64_t S)
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
-	enum allm_dtype dt = m->wdtype;
 	int64_t D = c->hidden, P = c->arch == ALLM_ARCH_OPT ? c->embed_proj_dim : D;
 	float *in = a->h;
 	int r = 0;
@@ -352,11 +353,11 @@ static int head(struct allm_executor *ex, struct acts *a, int64_t S)
 			in = a->e;
 		}
 		if (m->proj_out) {
-			CHECK(BE->gemm(be, a->o, in, m->proj_out, NULL, dt, S, D, P));
+			CHECK(BE->gemm(be, a->o, in, m->proj_out, NULL, m->proj_out_dt, S, D, P));
 			in = a->o;
 		}
 	}
-	CHECK(BE->gemm(be, a->logits, in, m->lm_head, NULL, dt, S, P, c->vocab_size));
+	CHECK(BE->gemm(be, a->logits, in, m->lm_head, NULL, m->lm_head_dt, S, P, c->vocab_size));
 fail:
 	return r;
 }

@@ -122,16 +122,14 @@ static int rope_scaling(const struct allm_gguf *g, const char *arch, struct allm
 	return 0;
 }
 
-/* --dtype auto keeps the checkpoint's: the matrices' element type, f32 for blocks
- * (dequantized values are not exact in 16 bits). */
+/* --dtype auto keeps the checkpoint's: the layers' matrices' type, the engine's
+ * format for it where that differs (a Q4_K file's is Q4_1; gguf-model.h), f32 for a
+ * type the loader will refuse. */
 static enum allm_dtype file_dtype(const struct allm_gguf *g)
 {
 	const struct allm_gguf_tensor *t = allm_gguf_find_tensor(g, "blk.0.attn_q.weight");
-	if (t && t->type == ALLM_GGML_F16)
-		return ALLM_DTYPE_F16;
-	if (t && t->type == ALLM_GGML_BF16)
-		return ALLM_DTYPE_BF16;
-	return ALLM_DTYPE_F32;
+	enum allm_dtype dt = t ? allm_gguf_native_dtype(t->type) : ALLM_DTYPE_COUNT;
+	return dt == ALLM_DTYPE_COUNT ? ALLM_DTYPE_F32 : dt;
 }
 
 int allm_gguf_model_config(const struct allm_gguf *g, struct allm_model_config *ret,

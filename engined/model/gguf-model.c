@@ -1,7 +1,8 @@
 /* Loading a GGUF file's weights (see gguf-model.h): every tensor the config implies
- * is found and checked before the arena is allocated, then each is dequantized row
- * by row into its storage dtype. */
+ * is found and checked and its storage dtype chosen before the arena is allocated,
+ * then each is copied or converted row by row into it. */
 #include "gguf-model.h"
+#include "qblock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,7 @@ static int check_tensor(const struct allm_gguf *g, const struct allm_weight_spec
 				    g->path, name);
 	if (!allm_gguf_dequant_supported(t->type))
 		return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' has type %s, which this engine does "
-				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)",
 				    g->path, name, allm_gguf_ttype_name(t->type));
 	/* GGUF lists dims innermost first: a (rows, cols) matrix is ne = [cols, rows] */
 	bool ok = (int)t->n_dims == s->n_dims &&
@@ -84,6 +85,50 @@ static int check_tensor(const struct allm_gguf *g, const struct allm_weight_spec
 				    (long long)(s->n_dims == 2 ? s->shape[1] : s->shape[0]),
 				    (long long)(s->n_dims == 2 ? s->shape[0] : 1));
 	return 0;
+}
+
+/* With file types: the storage dtype of tensor s of this type, its own (the native
+ * one, gguf-model.h) where the backend runs it for what s does, else wdtype. */
+static enum allm_dtype file_type(allm_backend_t *be, const struct allm_weight_spec *s,
+				 enum allm_gguf_ttype type, enum allm_dtype wdtype)
+{
+	enum allm_dtype dt = allm_gguf_native_dtype(type);
+	/* a tied embedding table is the head's matrix too */
+	bool ok = dt != ALLM_DTYPE_COUNT && allm_backend_supports(be, ALLM_OP_GEMM, dt) &&
+		  (s->kind != ALLM_WKIND_EMBED || allm_backend_supports(be, ALLM_OP_EMBEDDING, dt));
+	return ok ? dt : wdtype;
+}
+
+/* Whether spec s is a matrix the config gives a bias. */
+static bool has_bias(const struct allm_model *m, const struct allm_weight_spec *s)
+{
+	for (int i = 0; i < m->cfg.n_layers; i++) {
+		const struct allm_layer_weights *L = &m->layers[i];
+		if (s->slot == &L->wq || s->slot == &L->wk || s->slot == &L->wv || s->slot == &L->wo)
+			return m->cfg.attn_bias;
+		if (s->slot == &L->w_gate || s->slot == &L->w_up || s->slot == &L->w_down)
+			return m->cfg.mlp_bias;
+	}
+	return false;
+}
+
+/* With file types, the norms' and biases' dtype: a file whose matrices all share one
+ * float type keeps what --dtype of that type gives (vdtype = wdtype); any other mix
+ * has them f32 (exact for any file type), and a 16-bit matrix with a bias is
+ * widened to f32 too, since the GEMM reads the bias of 16-bit weights in their type
+ * (kernels/cpu/cpu-gemm.c, biases_f32). */
+static void mixed_norms(struct allm_model *m, const struct allm_weight_spec *specs, size_t n)
+{
+	bool uniform = true;
+	for (size_t i = 0; i < n; i++)
+		uniform &= !specs[i].dt || *specs[i].dt == m->wdtype;
+	if (uniform)
+		return;
+	m->vdtype = ALLM_DTYPE_F32;
+	for (size_t i = 0; i < n; i++)
+		if (specs[i].dt && (*specs[i].dt == ALLM_DTYPE_F16 || *specs[i].dt == ALLM_DTYPE_BF16) &&
+		    has_bias(m, &specs[i]))
+			*specs[i].dt = ALLM_DTYPE_F32;
 }
 
 /* Every tensor of the file must be one the graph reads: a tensor we would skip is a
@@ -121,42 +166,63 @@ static int64_t pass_rows(const struct allm_weight_spec *s, int64_t cols, int32_t
 	return ALLM_MIN(step, rows);
 }
 
-/* Dequantizes t into the storage of spec s at dst (host memory). heads > 0: GGUF
- * row h*d + 2i + j holds Hugging Face row h*d + j*d/2 + i (d = rows / heads; a bias
- * is one row whose entries move the same way). */
-static void convert_tensor(const struct allm_model *m, const struct allm_weight_spec *s,
-			   const struct allm_gguf_tensor *t, int32_t heads, void *dst, float *buf,
-			   float *tmp)
+/* The Hugging Face row of GGUF row r of a tensor with heads > 0 (d rows a head):
+ * GGUF row h*d + 2i + j holds Hugging Face row h*d + j*d/2 + i. */
+static int64_t hf_row(int64_t r, int64_t d)
+{
+	int64_t h = r / d, k = r % d;
+	return h * d + (k % 2) * (d / 2) + k / 2;
+}
+
+/* Copies or converts t into the storage of spec s at dst (host memory), heads > 0
+ * putting the rows of each head back in Hugging Face's order (a bias is one row
+ * whose entries move the same way). Rows the storage format can hold as blocks
+ * (allm_gguf_blocks_as) go as blocks, the rest through f32. buf and tmp hold a
+ * pass of f32 rows. Returns 0 or -ENOMEM. */
+static int convert_tensor(const struct allm_model *m, const struct allm_weight_spec *s,
+			  const struct allm_gguf_tensor *t, int32_t heads, void *dst, float *buf,
+			  float *tmp)
 {
 	int64_t cols = t->ne[0];
+	enum allm_dtype dt = allm_model_spec_dtype(m, s);
 	if (s->n_dims == 1) {
 		if (!heads) {
 			allm_gguf_dequant_rows(t, 0, 1, buf);
 		} else {
 			int64_t d = cols / heads;
 			allm_gguf_dequant_rows(t, 0, 1, tmp);
-			for (int64_t h = 0; h < heads; h++)
-				for (int64_t r = 0; r < d; r++)
-					buf[h * d + (r % 2) * (d / 2) + r / 2] = tmp[h * d + r];
+			for (int64_t r = 0; r < cols; r++)
+				buf[hf_row(r, d)] = tmp[r];
 		}
 		allm_model_spec_store(m, s, dst, 0, buf, 1);
-		return;
+		return 0;
 	}
 	int64_t rows = s->shape[0], step = pass_rows(s, cols, heads), d = heads ? rows / heads : 1;
+	bool blocks = allm_gguf_blocks_as(t->type, dt);
+	size_t rb = blocks ? allm_qb_row_bytes(dt, cols) : 0;
 	for (int64_t r0 = 0; r0 < rows; r0 += step) {
 		int64_t n = ALLM_MIN(step, rows - r0);
+		int r = 0;
+		if (blocks) { /* a block row is smaller than its f32 row: tmp holds them */
+			allm_gguf_rows_as_blocks(t, r0, n, dt, tmp);
+			for (int64_t i = 0; i < n && !r; i += heads ? 1 : n)
+				r = allm_model_spec_store_blocks(m, s, dst, heads ? hf_row(r0 + i, d) : r0, dt,
+								 (const char *)tmp + (size_t)i * rb, heads ? 1 : n);
+			if (r)
+				return r;
+			continue;
+		}
 		if (!heads) {
 			allm_gguf_dequant_rows(t, r0, n, buf);
 		} else {
 			allm_gguf_dequant_rows(t, r0, n, tmp);
-			for (int64_t r = 0; r < n; r++) {
-				int64_t h = r / d, k = r % d;
-				memcpy(buf + (h * d + (k % 2) * (d / 2) + k / 2) * cols, tmp + r * cols,
+			for (int64_t i = 0; i < n; i++)
+				memcpy(buf + (hf_row(r0 + i, d) - r0) * cols, tmp + i * cols,
 				       (size_t)cols * sizeof(float));
-			}
 		}
 		allm_model_spec_store(m, s, dst, r0, buf, n);
 	}
+	return 0;
 }
 
 static int load_weights(struct allm_model *m, const struct allm_gguf *g,
@@ -181,7 +247,10 @@ static int load_weights(struct allm_model *m, const struct allm_gguf *g,
 	}
 	for (size_t i = 0; i < n; i++) {
 		void *dst = be->device_is_host ? *specs[i].slot : conv;
-		convert_tensor(m, &specs[i], src[i], permuted_heads(m, &specs[i]), dst, buf, tmp);
+		if ((r = convert_tensor(m, &specs[i], src[i], permuted_heads(m, &specs[i]), dst, buf, tmp))) {
+			r = allm_err_set(err, r, "out of memory converting %s", g->path);
+			goto out;
+		}
 		if (!be->device_is_host &&
 		    (r = be->iface->upload(be, *specs[i].slot, conv, allm_model_spec_bytes(m, &specs[i])))) {
 			r = allm_err_set(err, r, "upload of %s: %s", src[i]->name, allm_backend_last_error(be));
@@ -236,7 +305,11 @@ int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
 		if ((r = check_tensor(g, &specs[i], src[i], name, err)))
 			goto fail;
 		used[src[i] - g->tensors] = true;
+		if (o && o->file_types && specs[i].dt)
+			*specs[i].dt = file_type(be, &specs[i], src[i]->type, m->wdtype);
 	}
+	if (o && o->file_types)
+		mixed_norms(m, specs, n);
 	if ((r = check_unused(g, used, err)) || (r = allm_model_alloc_arena(m, specs, n, err)) ||
 	    (r = load_weights(m, g, specs, src, n, o, err)) || (r = allm_model_finish(m, err)))
 		goto fail;

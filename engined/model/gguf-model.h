@@ -1,8 +1,18 @@
 /* A Llama-family model from a GGUF file (--model FILE.gguf): hyper-parameters from the
- * `llama.*` metadata, weights from the tensor table, dequantized at load into the
- * engine's storage dtype (f32, f16, bf16, or int8 blocks with --quant int8).
+ * `llama.*` metadata, weights from the tensor table.
  *
- * Tensor types read: F32, F16, BF16, Q8_0, Q4_0, Q4_1. GGUF stores the rows of the
+ * Tensor types read: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K. With
+ * file types (allm_model_load_opts.file_types, --dtype auto on the CPU) every matrix
+ * and embedding table keeps its own type, as llama.cpp runs the file: the bytes of
+ * F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 tensors as stored (so a Q4_1 file with a Q8_0
+ * token_embd runs both formats natively); the formats without kernels of their own go
+ * into the nearest that has them: a Q4_K tensor as Q4_1 blocks (each 32-value
+ * sub-block is one: the same quants, its scale and min rounded to f16; 5 bits a weight
+ * instead of 4.5), Q5_0 as Q8_0 blocks (the same values exactly; 8.5 bits instead of
+ * 5.5), Q5_1 and Q6_K re-quantized into Q8_0 (8.5 bits instead of 6 and 6.6).
+ * Otherwise (--dtype f32|f16|bf16, --quant) each tensor is dequantized into the
+ * asked storage dtype, or copied where its blocks are already that format. Norms
+ * are f32 beside block weights. GGUF stores the rows of the
  * query and key projections of each head interleaved (ggml's RoPE rotates adjacent
  * pairs (2i, 2i+1); llama.cpp's converter permutes Hugging Face's halves (i, i + d/2)
  * into that order); the loader puts them back, so the engine's RoPE, written for
@@ -44,6 +54,16 @@ bool allm_gguf_tensor_name(const char *hf_name, char *buf, size_t len);
 
 /* Whether allm_gguf_dequant_rows() reads this tensor type. */
 bool allm_gguf_dequant_supported(enum allm_gguf_ttype type);
+/* The storage dtype a tensor of this type keeps with file types (see above);
+ * ALLM_DTYPE_COUNT for a type this engine does not load. */
+enum allm_dtype allm_gguf_native_dtype(enum allm_gguf_ttype type);
+/* Whether rows of this type can be written as blocks of dt by
+ * allm_gguf_rows_as_blocks (the same format, Q4_K as Q4_1, Q5_0 as Q8_0). */
+bool allm_gguf_blocks_as(enum allm_gguf_ttype type, enum allm_dtype dt);
+/* Rows row0 .. row0 + n_rows of t as dt blocks (kernels/qblock.h layout) into dst;
+ * allm_gguf_blocks_as(t->type, dt) must hold. */
+void allm_gguf_rows_as_blocks(const struct allm_gguf_tensor *t, int64_t row0, int64_t n_rows,
+			      enum allm_dtype dt, void *dst);
 /* Rows row0 .. row0 + n_rows of t (a row is ne[0] values) as f32 into dst. t's type
  * must be supported and the rows inside it. */
 void allm_gguf_dequant_rows(const struct allm_gguf_tensor *t, int64_t row0, int64_t n_rows,

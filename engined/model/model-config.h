@@ -55,7 +55,8 @@ struct allm_model_config {
 	int32_t bos_id; /* -1 if unknown */
 	int32_t n_eos;
 	int32_t eos_ids[ALLM_MAX_EOS]; /* generation_config.json wins over config.json */
-	enum allm_dtype file_dtype; /* torch_dtype of config.json, f32 if absent */
+	enum allm_dtype file_dtype; /* torch_dtype of config.json, f32 if absent; a GGUF
+				     * file: its layers' matrices' storage dtype (gguf-config.c) */
 };
 
 /* Reads dir/config.json and, when present, dir/generation_config.json. Validates

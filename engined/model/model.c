@@ -8,12 +8,12 @@
 #include <errno.h>
 #include <stdio.h>
 
-static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, int kind,
-		     int64_t d0, int64_t d1, const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
+static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, enum allm_dtype *dt,
+		     int kind, int64_t d0, int64_t d1, const char *fmt, ...)
+	__attribute__((format(printf, 8, 9)));
 
-static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, int kind,
-		     int64_t d0, int64_t d1, const char *fmt, ...)
+static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, enum allm_dtype *dt,
+		     int kind, int64_t d0, int64_t d1, const char *fmt, ...)
 {
 	struct allm_weight_spec *e = &s[(*n)++];
 	va_list ap;
@@ -24,6 +24,7 @@ static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, int kin
 	e->shape[1] = d1;
 	e->n_dims = d1 ? 2 : 1;
 	e->slot = slot;
+	e->dt = dt;
 	e->kind = kind;
 }
 
@@ -38,74 +39,74 @@ int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret,
 		return -ENOMEM;
 
 	if (c->arch == ALLM_ARCH_LLAMA) {
-		add_spec(s, &n, &m->tok_emb, ALLM_WKIND_EMBED, V, D, "model.embed_tokens.weight");
+		add_spec(s, &n, &m->tok_emb, &m->tok_emb_dt, ALLM_WKIND_EMBED, V, D, "model.embed_tokens.weight");
 		for (int i = 0; i < c->n_layers; i++) {
 			struct allm_layer_weights *L = &m->layers[i];
 			const char *p = "model.layers";
-			add_spec(s, &n, &L->attn_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.input_layernorm.weight", p, i);
-			add_spec(s, &n, &L->wq, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
-			add_spec(s, &n, &L->wk, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
-			add_spec(s, &n, &L->wv, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
-			add_spec(s, &n, &L->wo, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.o_proj.weight", p, i);
+			add_spec(s, &n, &L->attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.input_layernorm.weight", p, i);
+			add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
+			add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
+			add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			add_spec(s, &n, &L->wo, &L->wo_dt, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.o_proj.weight", p, i);
 			if (c->attn_bias) {
-				add_spec(s, &n, &L->bq, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", p, i);
-				add_spec(s, &n, &L->bk, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", p, i);
-				add_spec(s, &n, &L->bv, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", p, i);
-				add_spec(s, &n, &L->bo, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
+				add_spec(s, &n, &L->bq, NULL, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", p, i);
+				add_spec(s, &n, &L->bk, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", p, i);
+				add_spec(s, &n, &L->bv, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", p, i);
+				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
 			}
-			add_spec(s, &n, &L->mlp_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
-			add_spec(s, &n, &L->w_gate, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
-			add_spec(s, &n, &L->w_up, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
-			add_spec(s, &n, &L->w_down, ALLM_WKIND_MATRIX, D, F, "%s.%d.mlp.down_proj.weight", p, i);
+			add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+			add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
+			add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			add_spec(s, &n, &L->w_down, &L->w_down_dt, ALLM_WKIND_MATRIX, D, F, "%s.%d.mlp.down_proj.weight", p, i);
 			if (c->mlp_bias) {
-				add_spec(s, &n, &L->b_gate, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.gate_proj.bias", p, i);
-				add_spec(s, &n, &L->b_up, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.up_proj.bias", p, i);
-				add_spec(s, &n, &L->b_down, ALLM_WKIND_BIAS, D, 0, "%s.%d.mlp.down_proj.bias", p, i);
+				add_spec(s, &n, &L->b_gate, NULL, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.gate_proj.bias", p, i);
+				add_spec(s, &n, &L->b_up, NULL, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.up_proj.bias", p, i);
+				add_spec(s, &n, &L->b_down, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.mlp.down_proj.bias", p, i);
 			}
 		}
-		add_spec(s, &n, &m->final_norm_w, ALLM_WKIND_NORM, D, 0, "model.norm.weight");
+		add_spec(s, &n, &m->final_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "model.norm.weight");
 		if (!c->tie_embeddings)
-			add_spec(s, &n, &m->lm_head, ALLM_WKIND_MATRIX, V, D, "lm_head.weight");
+			add_spec(s, &n, &m->lm_head, &m->lm_head_dt, ALLM_WKIND_MATRIX, V, D, "lm_head.weight");
 	} else {
 		int64_t P = c->embed_proj_dim;
 		const char *p = "model.decoder";
-		add_spec(s, &n, &m->tok_emb, ALLM_WKIND_EMBED, V, P, "%s.embed_tokens.weight", p);
-		add_spec(s, &n, &m->pos_emb, ALLM_WKIND_EMBED, (int64_t)c->max_pos + 2, D,
+		add_spec(s, &n, &m->tok_emb, &m->tok_emb_dt, ALLM_WKIND_EMBED, V, P, "%s.embed_tokens.weight", p);
+		add_spec(s, &n, &m->pos_emb, &m->pos_emb_dt, ALLM_WKIND_EMBED, (int64_t)c->max_pos + 2, D,
 			 "%s.embed_positions.weight", p);
 		if (P != D) {
-			add_spec(s, &n, &m->proj_in, ALLM_WKIND_MATRIX, D, P, "%s.project_in.weight", p);
-			add_spec(s, &n, &m->proj_out, ALLM_WKIND_MATRIX, P, D, "%s.project_out.weight", p);
+			add_spec(s, &n, &m->proj_in, &m->proj_in_dt, ALLM_WKIND_MATRIX, D, P, "%s.project_in.weight", p);
+			add_spec(s, &n, &m->proj_out, &m->proj_out_dt, ALLM_WKIND_MATRIX, P, D, "%s.project_out.weight", p);
 		}
 		if (c->final_ln && c->ln_affine) {
-			add_spec(s, &n, &m->final_norm_w, ALLM_WKIND_NORM, D, 0, "%s.final_layer_norm.weight", p);
-			add_spec(s, &n, &m->final_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.final_layer_norm.bias", p);
+			add_spec(s, &n, &m->final_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.final_layer_norm.weight", p);
+			add_spec(s, &n, &m->final_norm_b, NULL, ALLM_WKIND_BIAS, D, 0, "%s.final_layer_norm.bias", p);
 		}
 		for (int i = 0; i < c->n_layers; i++) {
 			struct allm_layer_weights *L = &m->layers[i];
 			const char *lp = "model.decoder.layers";
-			add_spec(s, &n, &L->wk, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", lp, i);
-			add_spec(s, &n, &L->wv, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", lp, i);
-			add_spec(s, &n, &L->wq, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", lp, i);
-			add_spec(s, &n, &L->wo, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.out_proj.weight", lp, i);
+			add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", lp, i);
+			add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", lp, i);
+			add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", lp, i);
+			add_spec(s, &n, &L->wo, &L->wo_dt, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.out_proj.weight", lp, i);
 			if (c->attn_bias) {
-				add_spec(s, &n, &L->bk, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", lp, i);
-				add_spec(s, &n, &L->bv, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", lp, i);
-				add_spec(s, &n, &L->bq, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", lp, i);
-				add_spec(s, &n, &L->bo, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.out_proj.bias", lp, i);
+				add_spec(s, &n, &L->bk, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", lp, i);
+				add_spec(s, &n, &L->bv, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", lp, i);
+				add_spec(s, &n, &L->bq, NULL, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", lp, i);
+				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.out_proj.bias", lp, i);
 			}
 			if (c->ln_affine) {
-				add_spec(s, &n, &L->attn_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.self_attn_layer_norm.weight", lp, i);
-				add_spec(s, &n, &L->attn_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn_layer_norm.bias", lp, i);
+				add_spec(s, &n, &L->attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.self_attn_layer_norm.weight", lp, i);
+				add_spec(s, &n, &L->attn_norm_b, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn_layer_norm.bias", lp, i);
 			}
-			add_spec(s, &n, &L->w_up, ALLM_WKIND_MATRIX, F, D, "%s.%d.fc1.weight", lp, i);
-			add_spec(s, &n, &L->w_down, ALLM_WKIND_MATRIX, D, F, "%s.%d.fc2.weight", lp, i);
+			add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.fc1.weight", lp, i);
+			add_spec(s, &n, &L->w_down, &L->w_down_dt, ALLM_WKIND_MATRIX, D, F, "%s.%d.fc2.weight", lp, i);
 			if (c->mlp_bias) {
-				add_spec(s, &n, &L->b_up, ALLM_WKIND_BIAS, F, 0, "%s.%d.fc1.bias", lp, i);
-				add_spec(s, &n, &L->b_down, ALLM_WKIND_BIAS, D, 0, "%s.%d.fc2.bias", lp, i);
+				add_spec(s, &n, &L->b_up, NULL, ALLM_WKIND_BIAS, F, 0, "%s.%d.fc1.bias", lp, i);
+				add_spec(s, &n, &L->b_down, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.fc2.bias", lp, i);
 			}
 			if (c->ln_affine) {
-				add_spec(s, &n, &L->mlp_norm_w, ALLM_WKIND_NORM, D, 0, "%s.%d.final_layer_norm.weight", lp, i);
-				add_spec(s, &n, &L->mlp_norm_b, ALLM_WKIND_BIAS, D, 0, "%s.%d.final_layer_norm.bias", lp, i);
+				add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.final_layer_norm.weight", lp, i);
+				add_spec(s, &n, &L->mlp_norm_b, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.final_layer_norm.bias", lp, i);
 			}
 		}
 	}
@@ -113,6 +114,12 @@ int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret,
 	*ret = s;
 	*ret_n = n;
 	return 0;
+}
+
+/* Whether dt is an integer storage format: int8 blocks (--quant int8) or GGUF's. */
+static bool quantized(enum allm_dtype dt)
+{
+	return dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt);
 }
 
 static size_t spec_elems(const struct allm_weight_spec *s)
@@ -132,7 +139,7 @@ uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_
 
 enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct allm_weight_spec *s)
 {
-	return s->kind == ALLM_WKIND_MATRIX || s->kind == ALLM_WKIND_EMBED ? m->wdtype : m->vdtype;
+	return s->dt ? *s->dt : m->vdtype;
 }
 
 /* Rows and columns of a tensor (a vector is one row). */
@@ -202,11 +209,17 @@ int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *
 	m->cfg = *cfg;
 	m->be = be;
 	m->wdtype = wdtype;
-	m->vdtype = wdtype == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(wdtype) ? ALLM_DTYPE_F32 : wdtype;
+	m->vdtype = quantized(wdtype) ? ALLM_DTYPE_F32 : wdtype;
 	m->layers = allm_calloc((size_t)cfg->n_layers, sizeof(*m->layers));
 	if (!m->layers) {
 		allm_free(m);
 		return allm_err_set(err, -ENOMEM, "out of memory");
+	}
+	m->tok_emb_dt = m->pos_emb_dt = m->proj_in_dt = m->proj_out_dt = m->lm_head_dt = wdtype;
+	for (int i = 0; i < cfg->n_layers; i++) {
+		struct allm_layer_weights *L = &m->layers[i];
+		L->wq_dt = L->wk_dt = L->wv_dt = L->wo_dt = wdtype;
+		L->w_gate_dt = L->w_up_dt = L->w_down_dt = wdtype;
 	}
 	*ret = m;
 	return 0;
@@ -217,13 +230,15 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 {
 	size_t total = 0;
 	size_t free_b = 0, total_b = 0;
-	bool quantized = m->wdtype == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(m->wdtype);
-	if (quantized && !allm_backend_supports(m->be, ALLM_OP_GEMM, m->wdtype))
-		return allm_err_set(err, -ENOTSUP, "%s weights (--quant %s) are not supported by "
-				    "the %s backend; use --device cpu", allm_dtype_name(m->wdtype),
-				    allm_dtype_name(m->wdtype), m->be->iface->name(m->be));
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		enum allm_dtype dt = allm_model_spec_dtype(m, &specs[i]);
+		enum allm_backend_op op = specs[i].kind == ALLM_WKIND_EMBED ? ALLM_OP_EMBEDDING : ALLM_OP_GEMM;
+		if (quantized(dt) && !allm_backend_supports(m->be, op, dt))
+			return allm_err_set(err, -ENOTSUP, "%s weights (--quant %s) are not supported by "
+					    "the %s backend; use --device cpu", allm_dtype_name(dt),
+					    allm_dtype_name(dt), m->be->iface->name(m->be));
 		total += align64(allm_model_spec_bytes(m, &specs[i]));
+	}
 	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
 
 	/* A clear refusal beats the OOM killer: check against what the device has. */
@@ -250,8 +265,10 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 int allm_model_finish(struct allm_model *m, struct allm_err *err)
 {
 	float inv[ALLM_MAX_HEAD_DIM / 2];
-	if (m->cfg.tie_embeddings || !m->lm_head)
+	if (m->cfg.tie_embeddings || !m->lm_head) {
 		m->lm_head = m->tok_emb;
+		m->lm_head_dt = m->tok_emb_dt;
+	}
 	if (m->cfg.arch != ALLM_ARCH_LLAMA)
 		return 0;
 	allm_model_config_inv_freq(&m->cfg, inv);

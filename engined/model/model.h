@@ -19,14 +19,19 @@ struct allm_layer_weights {
 	void *w_up; /* (F, D) llama up_proj / opt fc1 */
 	void *w_down; /* (D, F) llama down_proj / opt fc2 */
 	void *b_gate, *b_up, *b_down; /* (F), (F), (D) */
+	/* storage dtype of each matrix: the model's wdtype, but a GGUF file loaded in its
+	 * own formats keeps each tensor's (llama.cpp's quantizer picks them per tensor) */
+	enum allm_dtype wq_dt, wk_dt, wv_dt, wo_dt, w_gate_dt, w_up_dt, w_down_dt;
 };
 
 struct allm_model {
 	struct allm_model_config cfg;
 	allm_backend_t *be; /* not owned */
-	enum allm_dtype wdtype; /* storage dtype of matrices and embedding tables */
+	enum allm_dtype wdtype; /* storage dtype of matrices and embedding tables (of the
+				 * layers' matrices where a GGUF file's own types mix:
+				 * each tensor's is its *_dt field) */
 	enum allm_dtype vdtype; /* of norms and biases: wdtype, or f32 when wdtype is
-				 * int8 (ALLM_DTYPE_Q8, --quant int8: quantized at load) */
+				 * quantized (--quant, or a GGUF file's blocks) */
 	char source[512]; /* the directory, or "dummy:PRESET" */
 	void *arena; /* one device allocation for all weights */
 	size_t arena_bytes;
@@ -38,6 +43,9 @@ struct allm_model {
 	void *lm_head; /* (V, P); == tok_emb when tied */
 	float *inv_freq; /* llama: (head_dim / 2) RoPE inverse frequencies, device */
 	struct allm_layer_weights *layers; /* [n_layers] */
+	/* storage dtypes of the tensors above (see allm_layer_weights); lm_head_dt is
+	 * tok_emb_dt when the head is tied */
+	enum allm_dtype tok_emb_dt, pos_emb_dt, proj_in_dt, proj_out_dt, lm_head_dt;
 };
 
 /* One weight tensor of a model: its Hugging Face name, shape and where it lives. */
@@ -46,6 +54,8 @@ struct allm_weight_spec {
 	int32_t n_dims;
 	int64_t shape[2];
 	void **slot; /* &model->field */
+	enum allm_dtype *dt; /* &model->field_dt of a matrix or embedding table (its
+			      * storage dtype); NULL for norms and biases (vdtype) */
 	int kind; /* ALLM_WKIND_*: how --dummy initialises it */
 };
 
@@ -59,6 +69,11 @@ struct allm_model_load_opts {
 				 * matrices and embeddings, quantized from any file dtype) */
 	allm_progress_fn progress; /* may be NULL */
 	void *progress_user;
+	/* GGUF files: every matrix and embedding table stays in its own type, the
+	 * file's bytes used as stored (F32, F16, BF16, Q8_0, Q4_0, Q4_1; Q4_K becomes
+	 * Q4_1 and Q6_K Q8_0, gguf-model.h), where the backend runs that type; wdtype
+	 * only for the others. --dtype auto on the CPU. Other files ignore it. */
+	bool file_types;
 };
 
 /* Loads dir (config.json + safetensors) onto be. Every tensor the config implies
@@ -91,8 +106,9 @@ void allm_model_free(struct allm_model *m);
 /* Bytes of weights cfg needs in dtype dt. */
 uint64_t allm_model_weight_bytes(const struct allm_model_config *cfg, enum allm_dtype dt);
 
-/* The storage dtype of one tensor of m (matrices and embeddings: wdtype; norms and
- * biases: vdtype), and its bytes in that dtype. */
+/* The storage dtype of one tensor of m (matrices and embeddings: their own *_dt,
+ * wdtype unless a loader chose otherwise; norms and biases: vdtype), and its bytes
+ * in that dtype. */
 enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct allm_weight_spec *s);
 size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weight_spec *s);
 /* Stores n_rows rows of f32 values of tensor s (row0 onwards; a 1-D tensor is one
@@ -112,7 +128,8 @@ int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_w
 /* Allocates m's arena and points every slot into it (used by load and dummy). */
 int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *specs,
 			   size_t n, struct allm_err *err);
-/* Creates the shell of a model (config copied, layers allocated, no weights). */
+/* Creates the shell of a model (config copied, layers allocated, no weights; every
+ * matrix and embedding table of storage dtype wdtype). */
 int allm_model_create_shell(allm_backend_t *be, const struct allm_model_config *cfg,
 			    enum allm_dtype wdtype, struct allm_model **ret, struct allm_err *err);
 /* Uploads RoPE frequencies; called once the arena exists. */

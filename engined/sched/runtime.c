@@ -15,23 +15,27 @@
  * weights to f32 exactly and reduce them in the f32 order (kernels/cpu/cpu-gemm.h),
  * so the outputs are the same bits; where the level has its own bf16 kernel
  * (AMX tiles, or avx512-bf16 on AMD), bf16 weights meet bf16-rounded activations,
- * as in those engines. A GPU keeps 16-bit weights (f32 files become f16, as vLLM
- * does). */
+ * as in those engines. A GGUF file keeps each tensor's own type (*ret_file_types:
+ * its Q8_0 / Q4_0 / Q4_1 blocks as stored, as llama.cpp runs them; gguf-model.h). A
+ * GPU keeps 16-bit weights (f32 files and block formats become f16, as vLLM does). */
 static int pick_dtype(const struct allm_engine_opts *o, allm_backend_t *be,
-		      enum allm_dtype file_dt, enum allm_dtype *ret, struct allm_err *err)
+		      enum allm_dtype file_dt, enum allm_dtype *ret, bool *ret_file_types,
+		      struct allm_err *err)
 {
+	*ret_file_types = false;
 	if (o->quant != ALLM_DTYPE_F32) { /* quantized matrices, norms and biases f32 */
 		*ret = o->quant;
 		return 0;
 	}
 	if (strcmp(o->dtype, "auto"))
 		return allm_dtype_parse(o->dtype, ret) ? allm_err_set(err, -EINVAL, "bad --dtype") : 0;
+	*ret_file_types = be->device_is_host;
 	if (be->device_is_host)
 		*ret = file_dt;
 	else if (be->simulated)
 		*ret = be->sim_dtype; /* what the simulated hardware would store */
 	else
-		*ret = file_dt == ALLM_DTYPE_F32 ? ALLM_DTYPE_F16 : file_dt;
+		*ret = file_dt == ALLM_DTYPE_F32 || allm_dtype_is_qblock(file_dt) ? ALLM_DTYPE_F16 : file_dt;
 	return 0;
 }
 
@@ -219,10 +223,11 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 	if (o->dummy) {
 		struct allm_model_config cfg;
 		enum allm_dtype dt;
+		bool file_types;
 		if ((r = allm_model_config_preset(o->dummy, &cfg, err)) ||
-		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, err)))
+		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, &file_types, err)))
 			goto fail;
-		struct allm_model_load_opts lo = {dt, progress, user};
+		struct allm_model_load_opts lo = {dt, progress, user, file_types};
 		if ((r = allm_model_dummy(rt->be, &cfg, o->dummy_seed, &lo, &rt->model, err)))
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "dummy:%s", o->dummy);
@@ -233,10 +238,11 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		rt->default_model = !o->model_dir;
 		struct allm_model_config cfg;
 		enum allm_dtype dt;
+		bool file_types;
 		if ((r = allm_model_config_load_from(dir, &cfg, err)) ||
-		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, err)))
+		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, &file_types, err)))
 			goto fail;
-		struct allm_model_load_opts lo = {dt, progress, user};
+		struct allm_model_load_opts lo = {dt, progress, user, file_types};
 		if ((r = allm_model_load_from(rt->be, dir, &lo, &rt->model, err)))
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir->path);
