@@ -24,17 +24,15 @@
 
 struct cli_args {
 	const char *name, *runtime_dir;
-	const char *prompt, *prompt_ids, *stop_ids;
-	int32_t max_tokens;
-	double temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty;
-	int64_t min_tokens, logprobs; /* logprobs: -1 none, else the alternatives */
-	int64_t top_k;
-	uint64_t seed;
-	bool ignore_eos, ids, json, posix_shm;
+	const char *prompt, *prompt_ids;
+	struct allm_params params; /* the table's flags (params.h) */
+	bool ids, json, posix_shm;
 };
 
 static void usage(FILE *f)
 {
+	char params[4096];
+	allm_params_help(params, sizeof(params));
 	fprintf(f,
 		"usage: " PROG " [--name NAME] [--runtime-dir DIR] generate "
 		"(--prompt TEXT | --prompt-ids 1,2,3) [options]\n"
@@ -49,135 +47,25 @@ static void usage(FILE *f)
 		"generation:\n"
 		"  --prompt TEXT          text prompt (the engine tokenizes it)\n"
 		"  --prompt-ids LIST      comma-separated token ids, taken as given\n"
-		"  --max-tokens N         tokens to generate (default 128)\n"
-		"  --temperature T        0 = greedy (default 1.0)\n"
-		"  --top-k K              keep the K most likely tokens (default 0 = off)\n"
-		"  --top-p P              nucleus sampling mass (default 1.0 = off)\n"
-		"  --seed S               sampling seed (default 0)\n"
-		"  --repetition-penalty R prompt and output tokens: a positive logit / R, a negative\n"
-		"                         one x R (default 1 = off; (0, 10])\n"
-		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
-		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
-		"  --min-tokens N         no EOS or stop id before N tokens (default 0)\n"
-		"  --logprobs K           with --json: each token's log-probability and the K most\n"
-		"                         likely tokens' (0..10)\n"
-		"  --stop-ids LIST        up to %d extra stop token ids\n"
-		"  --ignore-eos           do not stop at EOS\n"
+		"%s"
 		"output:\n"
 		"  --ids                  print 'prompt: ...' (with --prompt-ids), 'generated: ...'\n"
 		"                         and 'text: ...' lines at the end\n"
-		"  --json                 print one JSON object at the end\n"
+		"  --json                 print one JSON object at the end (with --logprobs: each\n"
+		"                         token's)\n"
 		"exit status: 0 finished (eos/stop/length), 1 error, cancelled or no engine,\n"
 		"             2 bad flags, 130 interrupted\n",
-		ALLM_SQE_MAX_STOP);
-}
-
-/* Strict number parsing: the whole string, within [lo, hi]. 0 or -1. */
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (!*s || *end || errno || v < lo || v > hi)
-		return -1;
-	*ret = v;
-	return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *ret)
-{
-	char *end;
-	errno = 0;
-	if (!*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*end || errno)
-		return -1;
-	*ret = v;
-	return 0;
-}
-
-static int parse_f64(const char *s, double lo, double hi, double *ret)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
-		return -1;
-	*ret = v;
-	return 0;
-}
-
-/* "1,2, 3" -> ids (malloc'ed). Prints why on failure; returns 0 or -1. */
-static int parse_ids(const char *flag, const char *s, size_t max, int32_t **ret, size_t *ret_n)
-{
-	size_t cap = 16, n = 0;
-	int32_t *ids = malloc(cap * sizeof(*ids));
-	const char *p = s;
-	if (!ids) {
-		fprintf(stderr, PROG ": out of memory\n");
-		return -1;
-	}
-	while (*p) {
-		char *end;
-		while (*p == ' ')
-			p++;
-		errno = 0;
-		long long v = strtoll(p, &end, 10);
-		if (end == p || errno) {
-			fprintf(stderr, PROG ": %s: '%s' is not a list of integers\n", flag, s);
-			goto bad;
-		}
-		if (v < 0 || v > INT32_MAX) {
-			fprintf(stderr, PROG ": %s: id %lld is out of range (0..%d)\n", flag, v, INT32_MAX);
-			goto bad;
-		}
-		if (n == max) {
-			fprintf(stderr, PROG ": %s: at most %zu ids\n", flag, max);
-			goto bad;
-		}
-		if (n == cap) {
-			int32_t *t = realloc(ids, (cap *= 2) * sizeof(*ids));
-			if (!t) {
-				fprintf(stderr, PROG ": out of memory\n");
-				goto bad;
-			}
-			ids = t;
-		}
-		ids[n++] = (int32_t)v;
-		p = end;
-		while (*p == ' ')
-			p++;
-		if (*p == ',' && p[1])
-			p++;
-		else if (*p) {
-			fprintf(stderr, PROG ": %s: unexpected '%c' in '%s'\n", flag, *p, s);
-			goto bad;
-		}
-	}
-	if (n == 0) {
-		fprintf(stderr, PROG ": %s is empty\n", flag);
-		goto bad;
-	}
-	*ret = ids;
-	*ret_n = n;
-	return 0;
-bad:
-	free(ids);
-	return -1;
+		params);
 }
 
 static int parse_args(int argc, char **argv, struct cli_args *a)
 {
 	bool have_cmd = false;
+	char why[256];
 	memset(a, 0, sizeof(*a));
-	a->max_tokens = 128;
-	a->temperature = 1.0;
-	a->top_p = 1.0;
-	a->logprobs = -1;
+	allm_params_init(&a->params);
 	for (int i = 1; i < argc;) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int64_t n;
 		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
 			usage(stdout);
 			exit(0);
@@ -186,6 +74,13 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			printf(PROG " " ADAPTIVELLM_VERSION_STRING "\n");
 			exit(0);
 		}
+		int r = allm_params_parse_flag(&a->params, argc, argv, &i, why, sizeof(why));
+		if (r < 0) {
+			fprintf(stderr, PROG ": %s\n", why);
+			return -1;
+		}
+		if (r)
+			continue;
 		bool flag = true;
 		if (!strcmp(f, "generate")) {
 			if (have_cmd) {
@@ -193,9 +88,7 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 				return -1;
 			}
 			have_cmd = true;
-		} else if (!strcmp(f, "--ignore-eos"))
-			a->ignore_eos = true;
-		else if (!strcmp(f, "--ids"))
+		} else if (!strcmp(f, "--ids"))
 			a->ids = true;
 		else if (!strcmp(f, "--json"))
 			a->json = true;
@@ -216,7 +109,6 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			fprintf(stderr, PROG ": unknown flag or missing value: %s (see --help)\n", f);
 			return -1;
 		}
-		const char *want = NULL;
 		if (!strcmp(f, "--name"))
 			a->name = v;
 		else if (!strcmp(f, "--runtime-dir"))
@@ -225,35 +117,8 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			a->prompt = v;
 		else if (!strcmp(f, "--prompt-ids"))
 			a->prompt_ids = v;
-		else if (!strcmp(f, "--stop-ids"))
-			a->stop_ids = v;
-		else if (!strcmp(f, "--max-tokens"))
-			want = parse_i64(v, 1, 1 << 24, &n) ? "an integer in 1..16777216"
-			                                   : (a->max_tokens = (int32_t)n, NULL);
-		else if (!strcmp(f, "--temperature"))
-			want = parse_f64(v, 0, 1e6, &a->temperature) ? "a number >= 0" : NULL;
-		else if (!strcmp(f, "--top-k"))
-			want = parse_i64(v, 0, INT32_MAX, &a->top_k) ? "an integer >= 0" : NULL;
-		else if (!strcmp(f, "--top-p"))
-			want = parse_f64(v, 1e-9, 1.0, &a->top_p) ? "a number in (0, 1]" : NULL;
-		else if (!strcmp(f, "--seed"))
-			want = parse_u64(v, &a->seed) ? "an integer >= 0" : NULL;
-		else if (!strcmp(f, "--repetition-penalty"))
-			want = parse_f64(v, 1e-6, 10, &a->repetition_penalty) ? "a number in (0, 10]" : NULL;
-		else if (!strcmp(f, "--frequency-penalty"))
-			want = parse_f64(v, -2, 2, &a->frequency_penalty) ? "a number in [-2, 2]" : NULL;
-		else if (!strcmp(f, "--presence-penalty"))
-			want = parse_f64(v, -2, 2, &a->presence_penalty) ? "a number in [-2, 2]" : NULL;
-		else if (!strcmp(f, "--min-tokens"))
-			want = parse_i64(v, 0, 1 << 24, &a->min_tokens) ? "an integer >= 0" : NULL;
-		else if (!strcmp(f, "--logprobs"))
-			want = parse_i64(v, 0, ALLM_LOGPROBS_MAX, &a->logprobs) ? "an integer in 0..10" : NULL;
 		else {
 			fprintf(stderr, PROG ": unknown flag %s (see --help)\n", f);
-			return -1;
-		}
-		if (want) {
-			fprintf(stderr, PROG ": bad value for %s: '%s' (want %s)\n", f, v, want);
 			return -1;
 		}
 		i += 2;
@@ -277,6 +142,10 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 	if (a->name && (!a->name[0] || strchr(a->name, '/'))) {
 		fprintf(stderr, PROG ": bad value for --name: '%s' (want a plain name without '/')\n",
 			a->name);
+		return -1;
+	}
+	if (allm_params_check(&a->params, why, sizeof(why))) {
+		fprintf(stderr, PROG ": %s\n", why);
 		return -1;
 	}
 	return 0;
@@ -572,18 +441,17 @@ int main(int argc, char **argv)
 {
 	struct cli_args a;
 	struct result res = { 0 };
-	int32_t *prompt = NULL, *stop = NULL;
-	size_t n_prompt = 0, n_stop = 0;
+	int32_t *prompt = NULL;
+	size_t n_prompt = 0;
 	allm_client_t *c = NULL;
 	char err[512];
 	int rc = 1, r;
 
 	if (parse_args(argc, argv, &a))
 		return 2;
-	if (a.prompt_ids && parse_ids("--prompt-ids", a.prompt_ids, SIZE_MAX / 8, &prompt, &n_prompt))
-		return 2;
-	if (a.stop_ids && parse_ids("--stop-ids", a.stop_ids, ALLM_SQE_MAX_STOP, &stop, &n_stop)) {
-		free(prompt);
+	if (a.prompt_ids && allm_parse_id_list("--prompt-ids", a.prompt_ids, SIZE_MAX / 8, &prompt, &n_prompt, err,
+					       sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
 		return 2;
 	}
 
@@ -608,19 +476,7 @@ int main(int argc, char **argv)
 		p.prompt_ids = prompt;
 		p.n_prompt_ids = n_prompt;
 	}
-	p.max_tokens = a.max_tokens;
-	p.temperature = (float)a.temperature;
-	p.top_p = (float)a.top_p;
-	p.top_k = (int32_t)a.top_k;
-	p.seed = a.seed;
-	p.repetition_penalty = (float)a.repetition_penalty;
-	p.frequency_penalty = (float)a.frequency_penalty;
-	p.presence_penalty = (float)a.presence_penalty;
-	p.min_tokens = (int32_t)a.min_tokens;
-	p.logprobs = a.logprobs >= 0 ? 1 + (int32_t)a.logprobs : 0;
-	p.ignore_eos = a.ignore_eos;
-	p.stop_ids = stop;
-	p.n_stop = (uint32_t)n_stop;
+	p.params = a.params;
 
 	bool stream = !a.ids && !a.json;
 	if ((r = run_request(c, &p, stream, &res))) {
@@ -635,6 +491,5 @@ out:
 	free(res.ids.p);
 	free(res.lps.p);
 	free(prompt);
-	free(stop);
 	return rc;
 }

@@ -46,12 +46,16 @@ int allm_client_attach(struct allm_client *c)
 	return 0;
 }
 
-void allm_request_params_init(struct allm_request_params *p)
+_Static_assert(sizeof(struct allm_event) == ALLM_EVENT_SIZE_VER0, "a new event field needs a new size");
+
+/* Returns 0 or -EINVAL; see client.h. */
+int allm_request_params_init_sized(struct allm_request_params *p, size_t size)
 {
-	memset(p, 0, sizeof(*p));
-	p->max_tokens = 128;
-	p->temperature = 1.0f;
-	p->top_p = 1.0f;
+	size_t at = offsetof(struct allm_request_params, params);
+	if (size < at + ALLM_PARAMS_SIZE_VER0)
+		return -EINVAL;
+	memset(p, 0, at);
+	return allm_params_init_sized(&p->params, size - at);
 }
 
 /* --- the lease ------------------------------------------------------------ */
@@ -179,27 +183,14 @@ static int push_sqe(struct allm_client *c, const struct allm_sqe *e)
 	return 0;
 }
 
-static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes)
+/* The prompt of p: 0 with its bytes, or -EINVAL / -E2BIG. */
+static int check_prompt(const struct allm_request_params *p, uint64_t *ret_bytes)
 {
 	bool text = p->prompt != NULL, ids = p->prompt_ids != NULL;
 	if (text == ids)
 		return -EINVAL;
 	if (text ? p->prompt_len == 0 : p->n_prompt_ids == 0)
 		return -EINVAL;
-	if (p->max_tokens <= 0 || !isfinite(p->temperature) || p->temperature < 0 ||
-	    !(p->top_p >= 0 && p->top_p <= 1) || p->top_k < 0 || p->n_stop > ALLM_SQE_MAX_STOP ||
-	    (p->n_stop && !p->stop_ids))
-		return -EINVAL;
-	if (!(p->repetition_penalty >= 0 && p->repetition_penalty <= 10) ||
-	    !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
-	    !(p->presence_penalty >= -2 && p->presence_penalty <= 2) || p->logprobs < 0 ||
-	    p->logprobs > 1 + ALLM_LOGPROBS_MAX || p->n_logit_bias > ALLM_LOGIT_BIAS_MAX || p->min_tokens < 0 ||
-	    p->min_tokens > p->max_tokens ||
-	    (p->n_logit_bias && !p->logit_bias))
-		return -EINVAL;
-	for (uint32_t i = 0; i < p->n_logit_bias; i++)
-		if (p->logit_bias[i].token_id < 0 || !(p->logit_bias[i].bias >= -100 && p->logit_bias[i].bias <= 100))
-			return -EINVAL;
 	if (ids) {
 		if (p->n_prompt_ids > UINT32_MAX / sizeof(int32_t))
 			return -E2BIG;
@@ -214,6 +205,7 @@ static int check_params(const struct allm_request_params *p, uint64_t *ret_bytes
 /* Returns 0 or -errno; see client.h. */
 int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 {
+	struct allm_params params;
 	uint64_t bytes;
 	uint32_t off;
 	int r;
@@ -222,12 +214,20 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 		return -EINVAL;
 	if (c->dead)
 		return c->dead;
-	if ((r = check_params(p, &bytes)))
+	/* the caller's params as this library's layout (what it did not know is
+	 * off), then the table's checks: the engine checks again, but a bad value
+	 * is the caller's error to hear now */
+	if ((r = check_prompt(p, &bytes)) ||
+	    (r = allm_params_from_wire(&params, &p->params, p->params.size, NULL, 0)) ||
+	    (r = allm_params_check(&params, NULL, 0)))
 		return r;
-	/* the logit bias entries follow the prompt (protocol.h) */
-	uint64_t prompt_bytes = bytes, bias_at = allm_logit_bias_off(0, bytes);
-	if (p->n_logit_bias)
-		bytes = bias_at + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
+	if ((p->n_logit_bias && !p->logit_bias) ||
+	    allm_logit_bias_check(p->logit_bias, p->n_logit_bias, NULL, 0))
+		return -EINVAL;
+	/* prompt, params, logit bias: one span (protocol.h) */
+	uint64_t prompt_bytes = bytes, params_at = allm_sqe_params_off(0, bytes);
+	uint64_t bias_at = allm_logit_bias_off(0, bytes, sizeof(params));
+	bytes = bias_at + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
 	if (bytes > c->arena_size)
 		return -E2BIG;
 	if ((r = check_lease(c)))
@@ -244,33 +244,20 @@ int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
 	 * is little-endian), so a plain copy is the wire format. */
 	const void *src = p->prompt ? (const void *)p->prompt : (const void *)p->prompt_ids;
 	allm_shm_arena_copy_in(c->seg, off, src, prompt_bytes); /* in range: allocated above */
+	allm_shm_arena_copy_in(c->seg, off + params_at, &params, sizeof(params));
 	if (p->n_logit_bias)
 		allm_shm_arena_copy_in(c->seg, off + bias_at, p->logit_bias,
 				       (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias));
 
 	struct allm_sqe e = {
-		.opcode = ALLM_OP_SUBMIT,
+		.opcode = ALLM_SQE_OP_SUBMIT,
 		.prompt_kind = p->prompt ? ALLM_PROMPT_TEXT : ALLM_PROMPT_TOKENS,
-		.ignore_eos = p->ignore_eos ? 1 : 0,
-		.max_tokens = p->max_tokens,
+		.params_size = (uint32_t)sizeof(params),
 		.user_tag = p->user_tag,
 		.prompt_off = off,
 		.prompt_len = (uint32_t)prompt_bytes,
 		.n_logit_bias = (uint16_t)p->n_logit_bias,
-		.min_tokens = (uint32_t)p->min_tokens,
-		.temperature = p->temperature,
-		.top_p = p->top_p == 0 ? 1.0f : p->top_p,
-		.top_k = p->top_k,
-		.n_stop = p->n_stop,
-		.seed = p->seed,
-		.repetition_penalty = p->repetition_penalty,
-		.frequency_penalty = p->frequency_penalty,
-		.presence_penalty = p->presence_penalty,
-		.logprobs = (uint8_t)p->logprobs,
 	};
-	memcpy(e.cache_salt, p->cache_salt, sizeof(e.cache_salt));
-	for (uint32_t i = 0; i < p->n_stop; i++)
-		e.stop_ids[i] = p->stop_ids[i];
 	if ((r = push_sqe(c, &e)))
 		arena_unalloc_last(c); /* -EAGAIN cannot happen (space checked); -EPROTO */
 	return r;
@@ -283,7 +270,7 @@ int allm_client_cancel(allm_client_t *c, uint64_t request_id)
 		return -EINVAL;
 	if (c->dead)
 		return c->dead;
-	struct allm_sqe e = { .opcode = ALLM_OP_CANCEL, .request_id = request_id };
+	struct allm_sqe e = { .opcode = ALLM_SQE_OP_CANCEL, .request_id = request_id };
 	return push_sqe(c, &e);
 }
 
@@ -523,12 +510,18 @@ static int on_empty(struct allm_client *c, struct allm_event *ev)
 	return 0;
 }
 
-/* Returns 1, 0 or -errno; see client.h. */
-int allm_client_poll(allm_client_t *c, struct allm_event *ev)
+/* The caller's event is ev_size bytes (its build's struct allm_event): it gets
+ * what fits of the whole one. */
+static int give_event(struct allm_event *ev, size_t ev_size, const struct allm_event *full, int r)
+{
+	if (r == 1)
+		memcpy(ev, full, ev_size < sizeof(*full) ? ev_size : sizeof(*full));
+	return r;
+}
+
+static int poll_event(allm_client_t *c, struct allm_event *ev)
 {
 	int r;
-	if (!c || !ev)
-		return -EINVAL;
 	if (c->dead)
 		return c->dead;
 	if ((r = next_event(c, ev)) != 0) {
@@ -539,11 +532,17 @@ int allm_client_poll(allm_client_t *c, struct allm_event *ev)
 	return on_empty(c, ev);
 }
 
-/* Returns 1, 0, -EINTR or -errno; see client.h. */
-int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms)
+/* Returns 1, 0 or -errno; see client.h. */
+int allm_client_poll_sized(allm_client_t *c, struct allm_event *ev, size_t ev_size)
 {
-	if (!c || !ev)
+	struct allm_event full;
+	if (!c || !ev || ev_size < ALLM_EVENT_SIZE_VER0)
 		return -EINVAL;
+	return give_event(ev, ev_size, &full, poll_event(c, &full));
+}
+
+static int wait_event(allm_client_t *c, struct allm_event *ev, int timeout_ms)
+{
 	if (c->dead)
 		return c->dead;
 	uint64_t start = now_us();
@@ -588,6 +587,15 @@ int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms)
 		}
 		/* Whatever woke us (doorbell, hang-up, timeout), on_empty sorts it out. */
 	}
+}
+
+/* Returns 1, 0, -EINTR or -errno; see client.h. */
+int allm_client_wait_sized(allm_client_t *c, struct allm_event *ev, size_t ev_size, int timeout_ms)
+{
+	struct allm_event full;
+	if (!c || !ev || ev_size < ALLM_EVENT_SIZE_VER0)
+		return -EINVAL;
+	return give_event(ev, ev_size, &full, wait_event(c, &full, timeout_ms));
 }
 
 const char *allm_finish_reason_name(int finish_reason)

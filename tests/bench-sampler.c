@@ -65,11 +65,11 @@ int main(int argc, char **argv)
 	printf("bench-sampler: vocab %d, %d draws a setting\n", V, n);
 	int rc = 0;
 	for (size_t c = 0; c < sizeof(set) / sizeof(set[0]); c++) {
-		struct allm_sampling p;
+		struct allm_params p;
 		struct allm_sampler s;
-		allm_sampling_default(&p);
+		allm_params_init(&p);
 		p.temperature = set[c].t, p.top_p = set[c].top_p, p.top_k = set[c].top_k, p.seed = 7;
-		if (allm_sampler_init(&s, &p, V)) {
+		if (allm_sampler_init(&s, &p, NULL, 0, V)) {
 			fprintf(stderr, "bench-sampler: out of memory\n");
 			rc = 1;
 			break;

@@ -192,9 +192,9 @@ static int run_load(const struct opts *o, struct expect *ex, int n_ex)
 			struct allm_request_params p;
 			allm_request_params_init(&p);
 			set_prompt(&p, rq[next].e);
-			p.max_tokens = o->max_tokens;
-			p.temperature = 0;
-			p.ignore_eos = o->ignore_eos;
+			p.params.max_tokens = o->max_tokens;
+			p.params.temperature = 0;
+			p.params.ignore_eos = o->ignore_eos;
 			p.user_tag = (uint64_t)next + 1000;
 			int r = allm_client_submit(c, &p);
 			if (r == -EAGAIN)
@@ -296,9 +296,9 @@ static int submit_wave(const struct opts *o, allm_client_t *c, int first, int n,
 		struct allm_request_params p;
 		allm_request_params_init(&p);
 		set_prompt(&p, e);
-		p.max_tokens = o->max_tokens;
-		p.temperature = 0;
-		p.ignore_eos = true;
+		p.params.max_tokens = o->max_tokens;
+		p.params.temperature = 0;
+		p.params.ignore_eos = true;
 		p.user_tag = (uint64_t)i;
 		int r;
 		double deadline = now_s() + 30;
@@ -377,8 +377,8 @@ static int serve_again(allm_client_t *c, const struct expect *e)
 	struct allm_request_params p;
 	allm_request_params_init(&p);
 	set_prompt(&p, e);
-	p.max_tokens = 24;
-	p.temperature = 0;
+	p.params.max_tokens = 24;
+	p.params.temperature = 0;
 	p.user_tag = 7777;
 	int r = allm_client_submit(c, &p);
 	struct req q = {.e = e};

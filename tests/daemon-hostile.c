@@ -44,8 +44,8 @@ static void check_normal(const char *after)
 	allm_request_params_init(&p);
 	p.prompt_ids = g_prompt;
 	p.n_prompt_ids = g_nprompt;
-	p.max_tokens = (int32_t)g_nwant;
-	p.temperature = 0;
+	p.params.max_tokens = (int32_t)g_nwant;
+	p.params.temperature = 0;
 	p.user_tag = 42;
 	int r = allm_client_submit(g_normal, &p);
 	CHECK(r == 0, "after %s: normal submit: %s", after, strerror(-r));
@@ -101,39 +101,72 @@ static void malformed_sqes(struct raw *r)
 	struct allm_sqe q;
 
 	/* prompt ranges outside the arena */
-	q = raw_submit_sqe(t++, A + 100, 16, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = raw_submit_sqe(t++, A, 1, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 0, 0xFFFFFFFFu, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 0, A + 1, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 0xFFFFFFF0u, 0x20, ALLM_PROMPT_TEXT), raw_push(r, &q);
-	q = raw_submit_sqe(t++, A - 4, 8, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, A + 100, 16, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, A, 1, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0, 0xFFFFFFFFu, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0, A + 1, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0xFFFFFFF0u, 0x20, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, A - 4, 8, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* token prompts: length not a multiple of 4, empty, ids outside the vocabulary */
 	int32_t bad1[] = {1, 100000}, bad2[] = {1, -5}, bad3[] = {INT32_MAX};
 	memcpy(arena + 0, bad1, sizeof(bad1));
 	memcpy(arena + 64, bad2, sizeof(bad2));
 	memcpy(arena + 128, bad3, sizeof(bad3));
-	q = raw_submit_sqe(t++, 0, 6, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 0, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 0, sizeof(bad1), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 64, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
-	q = raw_submit_sqe(t++, 128, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0, 6, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0, 0, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 0, sizeof(bad1), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 64, sizeof(bad2), ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 128, sizeof(bad3), ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* a token prompt longer than the model's context */
 	int32_t *lng = (int32_t *)(arena + 4096);
 	for (int i = 0; i < 5000; i++)
 		lng[i] = 1 + i % 300;
-	q = raw_submit_sqe(t++, 4096, 5000 * 4, ALLM_PROMPT_TOKENS), raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 4096, 5000 * 4, ALLM_PROMPT_TOKENS), raw_push(r, &q);
 	/* bad fields */
 	memcpy(arena + 192, "hello", 5);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 5, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 0xFFFFFFFFu, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = 0, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MIN, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 77, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.opcode = 255, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.flags = 0x80, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.prompt_kind = 9, raw_push(r, &q);
+	/* the parameters' size: none, short of the first version's, past the most */
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = 0, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_VER0 - 8,
+	raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = ALLM_PARAMS_SIZE_MAX + 8,
+	raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, 192, 5, ALLM_PROMPT_TEXT), q.params_size = 0xFFFFFFFFu, raw_push(r, &q);
+	/* parameters past the arena's end */
+	q = raw_submit_sqe(r, t++, A - 16, 5, ALLM_PROMPT_TEXT), raw_push(r, &q);
+	/* bad parameters, each its own copy in the arena (a slot of 256 bytes from 32 KiB) */
+	static const struct {
+		int field; /* 0 n_stop, 1 max_tokens, 2 size field differs from the SQE's */
+		int64_t v;
+	} bad[] = {{0, 5}, {0, 0xFFFFFFFF}, {1, 0}, {1, INT32_MIN}, {2, ALLM_PARAMS_SIZE_VER0 + 8}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint32_t at = 32768 + 256 * (uint32_t)i;
+		memcpy(arena + at, "hello", 5);
+		q = raw_submit_sqe(r, t++, at, 5, ALLM_PROMPT_TEXT);
+		struct allm_params *p = raw_params(r, &q);
+		if (bad[i].field == 0)
+			p->n_stop = (uint32_t)bad[i].v;
+		else if (bad[i].field == 1)
+			p->max_tokens = (int32_t)bad[i].v;
+		else
+			p->size = (uint32_t)bad[i].v;
+		raw_push(r, &q);
+	}
 	expect_errors(r, 100, t, "malformed SQEs");
 	check_normal("malformed SQEs");
+}
+
+/* A SUBMIT of "hello" with its own copy of the parameters in the arena (a slot
+ * of 256 bytes from 32 KiB per tag from 300), to change before it is pushed. */
+static struct allm_params *odd(struct raw *r, uint64_t t, struct allm_sqe *q)
+{
+	uint32_t at = 32768 + 256 * (uint32_t)(t - 300);
+	memcpy(allm_shm_segment_arena(r->seg) + at, "hello", 5);
+	*q = raw_submit_sqe(r, t, at, 5, ALLM_PROMPT_TEXT);
+	return raw_params(r, q);
 }
 
 /* Tags 300..: odd but not necessarily invalid values: any FINAL will do, no crash. */
@@ -142,50 +175,52 @@ static void odd_values(struct raw *r)
 	uint8_t *arena = allm_shm_segment_arena(r->seg);
 	uint64_t t = 300;
 	struct allm_sqe q;
+	struct allm_params *p;
 
 	float temps[] = {NAN, -1.0f, INFINITY, -INFINITY, 1e30f, 1e-30f};
 	for (size_t i = 0; i < sizeof(temps) / sizeof(temps[0]); i++)
-		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = temps[i], raw_push(r, &q);
+		p = odd(r, t++, &q), p->temperature = temps[i], raw_push(r, &q);
 	float tps[] = {NAN, 0.0f, -1.0f, 7.0f, 1e-30f};
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++)
-		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_p = tps[i],
-		raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MIN, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.temperature = 1, q.top_k = INT32_MAX, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = INT32_MAX, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_stop = 4,
-	q.stop_ids[0] = -1, q.stop_ids[1] = INT32_MAX, q.stop_ids[2] = INT32_MIN, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.ignore_eos = 0xFF, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), memset(q.reserved, 0xAB, sizeof(q.reserved)),
-	raw_push(r, &q);
+		p = odd(r, t++, &q), p->temperature = 1, p->top_p = tps[i], raw_push(r, &q);
+	p = odd(r, t++, &q), p->temperature = 1, p->top_k = INT32_MIN, raw_push(r, &q);
+	p = odd(r, t++, &q), p->temperature = 1, p->top_k = INT32_MAX, raw_push(r, &q);
+	p = odd(r, t++, &q), p->max_tokens = INT32_MAX, raw_push(r, &q);
+	p = odd(r, t++, &q), p->n_stop = 4, p->stop_ids[0] = -1, p->stop_ids[1] = INT32_MAX,
+	p->stop_ids[2] = INT32_MIN, raw_push(r, &q);
+	p = odd(r, t++, &q), p->ignore_eos = 0xFF, raw_push(r, &q);
+	p = odd(r, t++, &q), memset(q.reserved, 0xAB, sizeof(q.reserved)), raw_push(r, &q);
 	/* penalties out of range or not numbers: each an error FINAL */
 	uint64_t pen0 = t;
 	static const float bad_pen[][3] = {{NAN, 0, 0}, {-1, 0, 0}, {11, 0, 0}, {1, INFINITY, 0}, {1, -2.5f, 0},
-					   {1, 0, NAN}, {1, 0, 1e30f}};
+					   {1, 0, NAN}, {1, 0, 1e30f}, {0, 0, 0}};
 	for (size_t i = 0; i < sizeof(bad_pen) / sizeof(bad_pen[0]); i++)
-		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.repetition_penalty = bad_pen[i][0],
-		q.frequency_penalty = bad_pen[i][1], q.presence_penalty = bad_pen[i][2], raw_push(r, &q);
+		p = odd(r, t++, &q), p->repetition_penalty = bad_pen[i][0], p->frequency_penalty = bad_pen[i][1],
+		p->presence_penalty = bad_pen[i][2], raw_push(r, &q);
 	for (int i = 0; i < 2; i++) /* logprobs past the most alternatives */
-		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.logprobs = i ? 255 : 2 + ALLM_LOGPROBS_MAX,
-		raw_push(r, &q);
-	/* logit bias entries: too many, past the arena, out of range (they follow the
-	 * 5-byte prompt at 192, from 200) */
+		p = odd(r, t++, &q), p->logprobs = i ? 255 : 2 + ALLM_LOGPROBS_MAX, raw_push(r, &q);
+	/* logit bias entries: too many, past the arena, out of range (they follow
+	 * the parameters) */
 	struct allm_logit_bias lb[3] = {{5, NAN}, {-7, 1}, {1 << 30, 1}};
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = ALLM_LOGIT_BIAS_MAX + 1, raw_push(r, &q);
-	q = raw_submit_sqe(t++, r->arena_size - 8, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = 2, raw_push(r, &q);
+	p = odd(r, t++, &q), q.n_logit_bias = ALLM_LOGIT_BIAS_MAX + 1, raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, r->arena_size - 8 - sizeof(struct allm_params), 5, ALLM_PROMPT_TEXT);
+	q.n_logit_bias = 2, raw_push(r, &q);
 	for (int i = 0; i < 3; i++) {
-		memcpy(arena + 200 + 8 * i, &lb[i], sizeof(lb[i]));
-		q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.n_logit_bias = 1, raw_push(r, &q);
-		raw_wait_finals(r, t - 1, t); /* the next entry overwrites: one at a time */
+		p = odd(r, t++, &q);
+		memcpy(arena + allm_logit_bias_off(q.prompt_off, q.prompt_len, q.params_size), &lb[i], sizeof(lb[i]));
+		q.n_logit_bias = 1, raw_push(r, &q);
 	}
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.max_tokens = 4, q.min_tokens = 5, raw_push(r, &q);
-	q = raw_submit_sqe(t++, 192, 5, ALLM_PROMPT_TEXT), q.min_tokens = UINT32_MAX, raw_push(r, &q);
+	p = odd(r, t++, &q), p->max_tokens = 4, p->min_tokens = 5, raw_push(r, &q);
+	p = odd(r, t++, &q), p->min_tokens = -1, raw_push(r, &q);
+	/* a parameter this engine does not know (a newer client's): refused, not dropped */
+	p = odd(r, t++, &q), q.params_size = p->size = sizeof(*p) + 8, memset((char *)p + sizeof(*p), 0, 8),
+	((char *)p)[sizeof(*p) + 3] = 1, raw_push(r, &q);
 	uint64_t pen1 = t;
-	q = raw_submit_sqe(t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
+	q = raw_submit_sqe(r, t++, 192, 0, ALLM_PROMPT_TEXT), raw_push(r, &q); /* empty text */
 	memcpy(arena + 256, "\xff\xfe\xc0\x80\xed\xa0\x80 \xf4\x90\x80\x80", 12);
-	q = raw_submit_sqe(t++, 256, 12, ALLM_PROMPT_TEXT), raw_push(r, &q); /* invalid UTF-8 */
+	q = raw_submit_sqe(r, t++, 256, 12, ALLM_PROMPT_TEXT), raw_push(r, &q); /* invalid UTF-8 */
 	memset(arena + 65536, 'a', 20000);
-	q = raw_submit_sqe(t++, 65536, 20000, ALLM_PROMPT_TEXT), raw_push(r, &q); /* long text */
+	q = raw_submit_sqe(r, t++, 65536, 20000, ALLM_PROMPT_TEXT), raw_push(r, &q); /* long text */
 	CHECK(raw_wait_finals(r, 300, t), "odd values: not every request got a FINAL");
 	int errs = 0;
 	for (uint64_t i = 300; i < t; i++) {
@@ -198,8 +233,8 @@ static void odd_values(struct raw *r)
 		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
 		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR &&
 			      (strstr(msg, "penalty") || strstr(msg, "logprobs") || strstr(msg, "logit_bias") ||
-			       strstr(msg, "min_tokens")),
-		      "a bad penalty or logprobs (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
+			       strstr(msg, "min_tokens") || strstr(msg, "does not know")),
+		      "a bad penalty, logprobs or parameter (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";
 	for (uint64_t i = 300; i < t && i - 300 < sizeof(which) - 1; i++)
@@ -221,16 +256,18 @@ static void garbage_sqes(struct raw *r)
 			w[k] = raw_rnd();
 		memcpy(&q, w, sizeof(q));
 		q.user_tag = i;
-		if (q.opcode == ALLM_OP_SUBMIT)
+		if (q.opcode == ALLM_SQE_OP_SUBMIT)
 			q.flags |= 1;
-		bool answered = q.opcode != ALLM_OP_NOP && q.opcode != ALLM_OP_CANCEL;
+		bool answered = q.opcode != ALLM_SQE_OP_NOP && q.opcode != ALLM_SQE_OP_CANCEL;
 		if (i % 7 == 0)
-			q.opcode = ALLM_OP_NOP, answered = false;
+			q.opcode = ALLM_SQE_OP_NOP, answered = false;
 		if (i % 11 == 0)
-			q.opcode = ALLM_OP_CANCEL, answered = false;
+			q.opcode = ALLM_SQE_OP_CANCEL, answered = false;
 		if (!answered) { /* reserved bytes set would be answered (reserved_fields) */
 			memset(q.reserved, 0, sizeof(q.reserved));
 			q.reserved0 = 0;
+			q.params_size = 0;
+			q.n_logit_bias = 0;
 		}
 		expect_final += answered;
 		raw_push(r, &q);
@@ -264,19 +301,19 @@ static void garbage_sqes(struct raw *r)
 static void reserved_fields(struct raw *r)
 {
 	memcpy(allm_shm_segment_arena(r->seg), g_prompt, g_nprompt * 4);
-	struct allm_sqe q = raw_submit_sqe(1500, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+	struct allm_sqe q = raw_submit_sqe(r, 1500, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
 	q.reserved[sizeof(q.reserved) - 1] = 1;
 	raw_push(r, &q);
 	memset(&q, 0, sizeof(q));
-	q.opcode = ALLM_OP_NOP;
+	q.opcode = ALLM_SQE_OP_NOP;
 	q.user_tag = 1501;
 	q.reserved[0] = 0x80;
 	raw_push(r, &q);
-	q.opcode = ALLM_OP_CANCEL;
+	q.opcode = ALLM_SQE_OP_CANCEL;
 	q.user_tag = 1502;
 	q.request_id = 12345;
 	raw_push(r, &q);
-	q.reserved[0] = 0; /* the byte between logprobs and n_logit_bias is reserved too */
+	q.reserved[0] = 0; /* the byte after prompt_kind is reserved too */
 	q.reserved0 = 1;
 	q.user_tag = 1503;
 	raw_push(r, &q);
@@ -297,9 +334,9 @@ static void foreign_cancel(struct raw *r)
 	allm_request_params_init(&p);
 	p.prompt_ids = g_prompt;
 	p.n_prompt_ids = g_nprompt;
-	p.max_tokens = 100;
-	p.ignore_eos = true;
-	p.temperature = 0;
+	p.params.max_tokens = 100;
+	p.params.ignore_eos = true;
+	p.params.temperature = 0;
 	p.user_tag = 9;
 	CHECK(allm_client_submit(g_normal, &p) == 0, "normal submit");
 	struct allm_event ev;
@@ -313,7 +350,7 @@ static void foreign_cancel(struct raw *r)
 			continue;
 		if (ev.kind == ALLM_EVENT_ACCEPTED && !sent) {
 			memset(&q, 0, sizeof(q));
-			q.opcode = ALLM_OP_CANCEL;
+			q.opcode = ALLM_SQE_OP_CANCEL;
 			q.request_id = ev.request_id;
 			q.user_tag = 1;
 			raw_push(r, &q);
@@ -347,9 +384,8 @@ static void scribbled_header(struct raw *r)
 	h->cq_ctl.ring_entries = 3;
 	memset(h->reserved, 0xFF, sizeof(h->reserved));
 	memcpy(arena, g_prompt, g_nprompt * 4);
-	q = raw_submit_sqe(0, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
-	q.max_tokens = (int32_t)g_nwant;
-	q.top_p = 1;
+	q = raw_submit_sqe(r, 0, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+	raw_params(r, &q)->max_tokens = (int32_t)g_nwant;
 	raw_push(r, &q);
 	CHECK(raw_wait_finals(r, 0, 1), "scribbled header: no FINAL");
 	CHECK(r->nids[0] == g_nwant && !memcmp(r->ids[0], g_want, g_nwant * 4) &&
@@ -412,9 +448,9 @@ static void corrupt_rings(void)
 	h = allm_shm_segment_header(r->seg);
 	memcpy(allm_shm_segment_arena(r->seg), g_prompt, g_nprompt * 4);
 	for (int i = 0; i < 8; i++) {
-		q = raw_submit_sqe((uint64_t)i, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
-		q.max_tokens = 300;
-		q.ignore_eos = 1;
+		q = raw_submit_sqe(r, (uint64_t)i, 0, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+		raw_params(r, &q)->max_tokens = 300;
+		raw_params(r, &q)->ignore_eos = 1;
 		raw_push(r, &q);
 	}
 	raw_sleep_ms(5);

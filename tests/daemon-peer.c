@@ -53,9 +53,9 @@ static int do_truncate(void)
 	bool posix = r->shm_name[0] != '\0';
 	say("mode %s", posix ? "posix" : "memfd");
 	memcpy(allm_shm_segment_arena(r->seg), g_prompt, sizeof(g_prompt));
-	struct allm_sqe q = raw_submit_sqe(0, 0, sizeof(g_prompt), ALLM_PROMPT_TOKENS);
-	q.max_tokens = 200;
-	q.ignore_eos = 1;
+	struct allm_sqe q = raw_submit_sqe(r, 0, 0, sizeof(g_prompt), ALLM_PROMPT_TOKENS);
+	raw_params(r, &q)->max_tokens = 200;
+	raw_params(r, &q)->ignore_eos = 1;
 	if (!posix) {
 		int t = ftruncate(r->seg->fd, 0);
 		say("%s", t < 0 && errno == EPERM ? "sealed" : "NOT sealed");
@@ -149,11 +149,11 @@ static int do_bigprompt(int rounds)
 	say("filled"); /* a benchmark beside us starts now: our own memset is over */
 	int n = 3 * rounds;
 	for (int k = 0; k < rounds; k++) {
-		struct allm_sqe q = raw_submit_sqe((uint64_t)3 * k, 0, A, ALLM_PROMPT_TEXT);
+		struct allm_sqe q = raw_submit_sqe(r, (uint64_t)3 * k, 0, A, ALLM_PROMPT_TEXT);
 		raw_push(r, &q);
-		q = raw_submit_sqe((uint64_t)3 * k + 1, 0, half, ALLM_PROMPT_TEXT);
+		q = raw_submit_sqe(r, (uint64_t)3 * k + 1, 0, half, ALLM_PROMPT_TEXT);
 		raw_push(r, &q);
-		q = raw_submit_sqe((uint64_t)3 * k + 2, 0, A, ALLM_PROMPT_TOKENS);
+		q = raw_submit_sqe(r, (uint64_t)3 * k + 2, 0, A, ALLM_PROMPT_TOKENS);
 		raw_push(r, &q);
 	}
 	/* 120 s: what the engine of issue 13 needed for a few of them */
@@ -192,9 +192,9 @@ static int caps_client(const struct allm_client_opts *co, int n, allm_client_t *
 		allm_request_params_init(&p);
 		p.prompt_ids = g_prompt;
 		p.n_prompt_ids = 5;
-		p.max_tokens = 400;
-		p.ignore_eos = true;
-		p.temperature = 0;
+		p.params.max_tokens = 400;
+		p.params.ignore_eos = true;
+		p.params.temperature = 0;
 		p.user_tag = (uint64_t)i;
 		int r = allm_client_submit(c, &p);
 		if (r) {

@@ -145,6 +145,7 @@ struct fx {
 	int64_t n_restore_dec, n_restore_rc, n_restore_restored; /* restore-or-recompute decisions */
 	int max_victims_per_step;
 	int32_t min_tokens; /* > 0: the next submits stop at EOS, not before this many */
+	int32_t stop_id; /* != 0: the next submits stop at EOS, and (> 0) at this token */
 	int64_t n_prefill_steps, n_decode_steps, n_swapin_steps;
 	int64_t n_steps_both_queues; /* steps that began with swapped and waiting requests */
 	bool paper; /* no chunking, headroom or aging: the paper's step structure */
@@ -168,10 +169,10 @@ static double fx_pri(double now, double arrival, int32_t len)
 	return (now - arrival) / (double)ALLM_MAX(len, 1);
 }
 
-static struct fx_req *fx_req_of(struct fx *f, const struct allm_request *r)
+static struct fx_req *fx_req_of(struct fx *f, uint64_t tag)
 {
-	ALLM_ASSERT(r->tag < (uint64_t)f->n_req);
-	return &f->req[r->tag];
+	ALLM_ASSERT(tag < (uint64_t)f->n_req);
+	return &f->req[tag];
 }
 
 static void fx_drop_pending(struct fx *f, int64_t req_id);
@@ -192,10 +193,11 @@ static void fx_cancel_loading(struct fx *f)
 		}
 }
 
-static void fx_on_token(void *user, struct allm_request *r, int32_t tok)
+static void fx_on_token(void *user, const struct allm_token_out *t)
 {
 	struct fx *f = user;
-	struct fx_req *q = fx_req_of(f, r);
+	struct fx_req *q = fx_req_of(f, t->tag);
+	int32_t tok = t->token;
 	if (f->cancel_loading && f->cancelled_loading < 0)
 		fx_cancel_loading(f);
 	if (q->n_gen == q->cap_gen) {
@@ -205,22 +207,24 @@ static void fx_on_token(void *user, struct allm_request *r, int32_t tok)
 	q->gen[q->n_gen++] = tok;
 	if (q->first_token_step < 0)
 		q->first_token_step = f->step;
-	CHECK(r->seq.n_tokens == q->n_prompt + q->n_gen, "request %d: %d tokens, expected %d",
-	      (int)r->tag, r->seq.n_tokens, q->n_prompt + q->n_gen);
+	CHECK(t->index == q->n_gen - 1, "request %d: token %d, expected %d", (int)t->tag, t->index, q->n_gen - 1);
 }
 
-static void fx_on_finish(void *user, struct allm_request *r)
+static void fx_on_finish(void *user, const struct allm_result *r)
 {
 	struct fx *f = user;
-	struct fx_req *q = fx_req_of(f, r);
+	struct fx_req *q = fx_req_of(f, r->tag);
 	CHECK(!q->done, "request %d finished twice", (int)r->tag);
+	CHECK(r->n_generated == q->n_gen && r->n_prompt == q->n_prompt &&
+		      (!q->n_gen || !memcmp(r->generated, q->gen, (size_t)q->n_gen * sizeof(int32_t))),
+	      "request %d: the result's %d tokens are not the %d it streamed", (int)r->tag, r->n_generated, q->n_gen);
 	q->done = true;
-	q->finish = r->finish_kind;
+	q->finish = r->end;
 	q->finish_step = f->step;
 	q->n_swap = r->n_preempt_swap;
 	q->n_recompute = r->n_preempt_recompute;
 	q->post_state = ALLM_REQ_FINISHED;
-	if (r->finish_kind == ALLM_END_ERROR && f->verbose)
+	if (r->end == ALLM_END_ERROR && f->verbose)
 		fprintf(stderr, "request %d failed: %s\n", (int)r->tag, r->error);
 }
 
@@ -648,15 +652,22 @@ static int fx_submit_ids(struct fx *f, const int32_t *prompt, int32_t n_prompt, 
 	struct allm_submit s = {
 		.prompt = prompt,
 		.n_prompt = n_prompt,
-		.max_tokens = max_tokens,
-		.ignore_eos = true,
 		.tag = (uint64_t)tag,
 		.arrival = q->arrival,
 	};
-	allm_sampling_default(&s.sampling);
+	allm_params_init(&s.params); /* greedy */
+	s.params.temperature = 0;
+	s.params.max_tokens = max_tokens;
+	s.params.ignore_eos = 1;
 	if (f->min_tokens > 0) {
-		s.ignore_eos = false;
-		s.sampling.min_tokens = f->min_tokens;
+		s.params.ignore_eos = 0;
+		s.params.min_tokens = ALLM_MIN(f->min_tokens, max_tokens);
+	}
+	if (f->stop_id != 0)
+		s.params.ignore_eos = 0;
+	if (f->stop_id > 0) {
+		s.params.n_stop = 1;
+		s.params.stop_ids[0] = f->stop_id;
 	}
 	f->n_req++;
 	if (allm_engine_submit(f->e, &s, &q->id, &err)) {

@@ -205,17 +205,31 @@ bool raw_hung_up(int fd, int ms)
 	}
 }
 
-struct allm_sqe raw_submit_sqe(uint64_t tag, uint32_t off, uint32_t len, uint8_t kind)
+struct allm_sqe raw_submit_sqe(struct raw *r, uint64_t tag, uint32_t off, uint32_t len, uint8_t kind)
 {
 	struct allm_sqe q;
+	struct allm_params p;
 	memset(&q, 0, sizeof(q));
-	q.opcode = ALLM_OP_SUBMIT;
+	q.opcode = ALLM_SQE_OP_SUBMIT;
 	q.prompt_kind = kind;
-	q.max_tokens = 4;
 	q.user_tag = tag;
 	q.prompt_off = off;
 	q.prompt_len = len;
-	q.top_p = 1;
+	q.params_size = sizeof(p);
+	allm_params_init(&p);
+	p.max_tokens = 4;
+	p.temperature = 0;
+	uint64_t at = allm_sqe_params_off(off, len);
+	if (at + sizeof(p) <= r->arena_size) /* a prompt past the arena: its params too */
+		memcpy(allm_shm_segment_arena(r->seg) + at, &p, sizeof(p));
 	return q;
+}
+
+struct allm_params *raw_params(struct raw *r, const struct allm_sqe *q)
+{
+	uint64_t at = allm_sqe_params_off(q->prompt_off, q->prompt_len);
+	return at + sizeof(struct allm_params) <= r->arena_size && at % 8 == 0
+		       ? (struct allm_params *)(allm_shm_segment_arena(r->seg) + at)
+		       : NULL;
 }
 

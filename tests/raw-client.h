@@ -63,7 +63,11 @@ void raw_pump(struct raw *r);
 bool raw_wait_finals(struct raw *r, uint64_t lo, uint64_t hi);
 /* Whether the engine closed the socket within ms. */
 bool raw_hung_up(int fd, int ms);
-/* A SUBMIT of the prompt at arena [off, off + len), 4 tokens, greedy. */
-struct allm_sqe raw_submit_sqe(uint64_t tag, uint32_t off, uint32_t len, uint8_t kind);
+/* A SUBMIT of the prompt at arena [off, off + len), 4 tokens, greedy: its
+ * parameters written into the arena after the prompt (when they fit there). */
+struct allm_sqe raw_submit_sqe(struct raw *r, uint64_t tag, uint32_t off, uint32_t len, uint8_t kind);
+/* q's parameters in the arena (raw_submit_sqe wrote them), to change before
+ * raw_push; NULL when they lie outside it. */
+struct allm_params *raw_params(struct raw *r, const struct allm_sqe *q);
 
 #endif

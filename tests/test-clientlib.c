@@ -200,9 +200,16 @@ static int eng_submit(struct eng *e, const struct allm_sqe *s)
 {
 	static uint8_t prompt[1 << 16];
 	uint64_t tag = s->user_tag;
+	struct allm_params params;
 	atomic_fetch_add(&e->f->n_submits, 1);
 	if (allm_shm_arena_copy_out(e->seg, s->prompt_off, s->prompt_len, prompt, sizeof(prompt)) ||
 	    !prompt_ok(s, prompt))
+		atomic_fetch_add(&e->f->n_bad_prompts, 1);
+	/* the parameters follow the prompt, as the library's own layout */
+	if (s->params_size != sizeof(params) ||
+	    allm_shm_arena_copy_out(e->seg, allm_sqe_params_off(s->prompt_off, s->prompt_len), sizeof(params),
+				    &params, sizeof(params)) ||
+	    params.size != sizeof(params) || allm_params_check(&params, NULL, 0))
 		atomic_fetch_add(&e->f->n_bad_prompts, 1);
 	uint32_t n_prompt = s->prompt_kind == ALLM_PROMPT_TOKENS ? s->prompt_len / 4 : s->prompt_len;
 	/* The CLI test cannot set tags: it picks a behaviour by prompt text instead. */
@@ -247,9 +254,9 @@ static int eng_submit(struct eng *e, const struct allm_sqe *s)
 	char piece[LONG_PIECE];
 	long_piece(piece);
 	/* logprobs: before the first two tokens only (the second's text spans entries) */
-	if ((s->logprobs && push_logprobs(e, tag, id, 0, 100, s->logprobs - 1)) ||
+	if ((params.logprobs && push_logprobs(e, tag, id, 0, 100, params.logprobs - 1)) ||
 	    push_token(e, tag, id, 100, "Hello", 5) ||
-	    (s->logprobs && push_logprobs(e, tag, id, 1, 101, s->logprobs - 1)) ||
+	    (params.logprobs && push_logprobs(e, tag, id, 1, 101, params.logprobs - 1)) ||
 	    push_token(e, tag, id, 101, piece, LONG_PIECE) || push_token(e, tag, id, 102, ", world", 7))
 		return -EPIPE;
 	return push_final(e, tag, id, ALLM_FINISH_LENGTH, 0, n_prompt, 3, NULL);
@@ -344,9 +351,9 @@ static void eng_serve(struct fake *f, int cfd)
 		struct allm_sqe s;
 		int r = allm_ring_pop(&e.sq, &s);
 		if (r == 0) {
-			if (s.opcode == ALLM_OP_SUBMIT)
+			if (s.opcode == ALLM_SQE_OP_SUBMIT)
 				r = eng_submit(&e, &s);
-			else if (s.opcode == ALLM_OP_CANCEL)
+			else if (s.opcode == ALLM_SQE_OP_CANCEL)
 				r = eng_cancel(&e, &s);
 			else
 				atomic_fetch_add(&f->n_bad_sqes, 1);
@@ -547,9 +554,11 @@ static void test_params(void)
 	struct allm_client_opts o = { .arena_size = 4096 };
 	allm_client_t *c = must_connect(&o);
 	struct allm_request_params p;
-	int32_t ids[2] = { 1, 2 }, neg[2] = { 1, -3 }, stop[5] = { 0 };
+	int32_t ids[2] = { 1, 2 }, neg[2] = { 1, -3 };
 	allm_request_params_init(&p);
-	CHECK(p.max_tokens == 128 && p.temperature == 1.0f && p.top_p == 1.0f, "defaults");
+	CHECK(p.params.max_tokens == 128 && p.params.temperature == 1.0f && p.params.top_p == 1.0f &&
+		      p.params.size == sizeof(p.params),
+	      "defaults");
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "no prompt");
 	p.prompt = "x";
 	p.prompt_len = 1;
@@ -563,19 +572,39 @@ static void test_params(void)
 	p.n_prompt_ids = 0;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "empty ids");
 	p.n_prompt_ids = 2;
-	p.max_tokens = 0;
+	p.params.max_tokens = 0;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "max_tokens 0");
-	p.max_tokens = 4;
-	p.temperature = -1;
+	p.params.max_tokens = 4;
+	p.params.temperature = -1;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "temperature < 0");
-	p.temperature = 0;
-	p.top_p = 1.5f;
+	p.params.temperature = 0;
+	p.params.top_p = 1.5f;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "top_p > 1");
-	p.top_p = 1;
-	p.stop_ids = stop;
-	p.n_stop = 5;
+	p.params.top_p = 1;
+	p.params.n_stop = 5;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "5 stop ids");
-	p.n_stop = 0;
+	p.params.n_stop = 2;
+	p.params.stop_ids[1] = -2;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "a negative stop id");
+	p.params.n_stop = 0;
+	p.params.size = 4;
+	CHECK(allm_client_submit(c, &p) == -EINVAL, "params not initialised");
+	p.params.size = sizeof(p.params);
+	/* a newer program's struct: longer; a knob this library lacks set is refused,
+	 * left off (zero) it is not there */
+	struct {
+		struct allm_request_params p;
+		uint8_t more[8];
+	} newer;
+	memcpy(&newer.p, &p, sizeof(p));
+	memset(newer.more, 0, sizeof(newer.more));
+	newer.p.params.size = sizeof(p.params) + 8;
+	newer.more[3] = 1;
+	CHECK(allm_client_submit(c, &newer.p) == -E2BIG, "params of a newer program, a new knob set");
+	newer.more[3] = 0;
+	newer.p.user_tag = 1; /* prompt_ok: ids 1, 2 */
+	CHECK(allm_client_submit(c, &newer.p) == 0, "params of a newer program, its new knobs off");
+	expect_normal(c, 1, 2);
 	struct allm_logit_bias lb[ALLM_LOGIT_BIAS_MAX + 1] = { { 1, 1.0f } };
 	p.logit_bias = lb;
 	p.n_logit_bias = ALLM_LOGIT_BIAS_MAX + 1;
@@ -589,11 +618,13 @@ static void test_params(void)
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "biases without their array");
 	p.n_logit_bias = 0;
 	CHECK(allm_client_cancel(c, 0) == -EINVAL, "cancel 0");
-	CHECK(submit_text(c, 3, 4097) == -E2BIG, "prompt larger than the arena");
+	/* the arena holds the prompt and its parameters */
+	const size_t fits = 4096 - sizeof(struct allm_params);
+	CHECK(submit_text(c, 3, fits + 1) == -E2BIG, "prompt larger than the arena");
 	CHECK(submit_ids(c, 3, 1025) == -E2BIG, "ids larger than the arena");
-	CHECK(submit_text(c, 3, 4096) == 0, "prompt exactly the arena");
-	expect_normal(c, 3, 4096);
-	CHECK(atomic_load(&f.n_submits) == 1, "bad params reached the engine: %d submits",
+	CHECK(submit_text(c, 3, fits) == 0, "prompt exactly the arena");
+	expect_normal(c, 3, (uint32_t)fits);
+	CHECK(atomic_load(&f.n_submits) == 2, "bad params reached the engine: %d submits",
 	      atomic_load(&f.n_submits));
 	allm_client_disconnect(c);
 	fake_stop(&f, true);
@@ -644,7 +675,8 @@ out:
 	fake_stop(&f, true);
 }
 
-/* With the engine paused: the arena fills (-EAGAIN), then frees on ACCEPTED; the
+/* With the engine paused: the arena fills (-EAGAIN: 4 prompts of 900 bytes and
+ * their parameters fit 4096, not 5), then frees on ACCEPTED; the
  * SQ fills (-EAGAIN) for submit and cancel. */
 static void test_eagain(void)
 {
@@ -656,13 +688,13 @@ static void test_eagain(void)
 	allm_client_t *c = must_connect(&o);
 	struct allm_event ev;
 	for (uint64_t t = 0; t < 4; t++)
-		CHECK(submit_text(c, t, 1000) == 0, "submit %llu", (unsigned long long)t);
-	CHECK(submit_text(c, 4, 1000) == -EAGAIN, "arena full");
+		CHECK(submit_text(c, t, 900) == 0, "submit %llu", (unsigned long long)t);
+	CHECK(submit_text(c, 4, 900) == -EAGAIN, "arena full");
 	CHECK(allm_client_poll(c, &ev) == 0, "no events while paused");
 	atomic_store(&f.paused, 0);
 	int r = allm_client_wait(c, &ev, 5000);
 	CHECK(r == 1 && ev.kind == ALLM_EVENT_ACCEPTED && ev.user_tag == 0, "first accepted");
-	CHECK(submit_text(c, 4, 1000) == 0, "the accepted prompt's span is free again");
+	CHECK(submit_text(c, 4, 900) == 0, "the accepted prompt's span is free again");
 	int finals = 0;
 	while (finals < 5 && allm_client_wait(c, &ev, 5000) == 1)
 		finals += ev.kind == ALLM_EVENT_FINAL;
@@ -814,11 +846,11 @@ static void test_logprobs(void)
 	p.prompt = "ffff";
 	p.prompt_len = 4;
 	p.user_tag = 5;
-	p.logprobs = 1 + ALLM_LOGPROBS_MAX + 1;
+	p.params.logprobs = 1 + ALLM_LOGPROBS_MAX + 1;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "logprobs past the most alternatives");
-	p.logprobs = -1;
+	p.params.logprobs = -1;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "negative logprobs");
-	p.logprobs = 1 + 3;
+	p.params.logprobs = 1 + 3;
 	CHECK(allm_client_submit(c, &p) == 0, "submit with logprobs");
 	int r = allm_client_wait(c, &ev, 5000);
 	CHECK(r == 1 && ev.kind == ALLM_EVENT_ACCEPTED && !ev.logprobs, "accepted");

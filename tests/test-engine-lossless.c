@@ -511,10 +511,11 @@ static void test_bad_input(void)
 		int32_t saved = ids[5];
 		if (cases[k].bad_id)
 			ids[5] = cases[k].bad_id;
-		struct allm_submit s = {.prompt = ids, .n_prompt = cases[k].n_prompt,
-					.max_tokens = cases[k].max_tokens, .ignore_eos = true};
-		allm_sampling_default(&s.sampling);
-		s.sampling.temperature = cases[k].temperature;
+		struct allm_submit s = {.prompt = ids, .n_prompt = cases[k].n_prompt};
+		allm_params_init(&s.params);
+		s.params.max_tokens = cases[k].max_tokens;
+		s.params.ignore_eos = 1;
+		s.params.temperature = cases[k].temperature;
 		int64_t id = -7;
 		memset(&err, 0, sizeof(err));
 		int r = allm_engine_submit(f.e, &s, &id, &err);
@@ -577,6 +578,52 @@ static void test_min_tokens_ends(void)
 	fx_fini(&f);
 }
 
+/* The end says which stop it was: one of the request's stop ids (even one that
+ * is an EOS too), or the model's EOS, each right after the token that ended it. */
+static void test_stop_ends(void)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = 64, .cpu_blocks = 16, .preempt = ALLM_PREEMPT_ADAPTIVE,
+			    .sched = ALLM_SCHED_FAIR, .pred = FX_PRED_SWAP_CHEAP};
+	if (fx_init(&f, &o))
+		return;
+	struct allm_model_config *c = &f.m->cfg;
+	const struct allm_model_config saved = *c;
+	int ref = fx_submit(&f, 6, 8, 0, 7); /* ignore_eos: all 8 */
+	CHECK(fx_drain(&f, 100) && f.req[ref].n_gen == 8, "the reference: %d tokens", f.req[ref].n_gen);
+	/* its third token ends the others; where it first stands */
+	int32_t stop = f.req[ref].gen[2], at = 0;
+	while (f.req[ref].gen[at] != stop)
+		at++;
+	c->n_eos = 1;
+	c->eos_ids[0] = stop == 1 ? 2 : 1; /* an EOS it never makes before `at`... */
+	for (int32_t i = 0; i <= at; i++)
+		CHECK(f.req[ref].gen[i] != c->eos_ids[0], "pick another EOS for this test");
+	struct {
+		const char *what;
+		int32_t stop_id, eos;
+		enum allm_end want;
+	} cases[] = {
+		{"a stop id", stop, c->eos_ids[0], ALLM_END_STOP_ID},
+		{"the EOS", -1, stop, ALLM_END_EOS},
+		{"a stop id that is the EOS too", stop, stop, ALLM_END_STOP_ID},
+	};
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(cases); k++) {
+		f.stop_id = cases[k].stop_id;
+		c->eos_ids[0] = cases[k].eos;
+		int tag = fx_submit(&f, 6, 8, 0, 7);
+		CHECK(fx_drain(&f, 100), "%s: not drained", cases[k].what);
+		CHECK(f.req[tag].finish == cases[k].want && f.req[tag].n_gen == at + 1,
+		      "%s: end %d after %d tokens, want %d after %d", cases[k].what, f.req[tag].finish,
+		      f.req[tag].n_gen, cases[k].want, at + 1);
+	}
+	CHECK(!strcmp(allm_end_name(ALLM_END_EOS), "stop") && !strcmp(allm_end_name(ALLM_END_STOP_ID), "stop"),
+	      "OpenAI names both ends stop");
+	f.stop_id = 0;
+	*c = saved;
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	if (fx_global_init())
@@ -587,6 +634,7 @@ int main(void)
 	test_cancel(true);
 	test_bad_input();
 	test_min_tokens_ends();
+	test_stop_ends();
 	fx_global_fini();
 	if (fx_failures) {
 		fprintf(stderr, "%d check(s) failed\n", fx_failures);

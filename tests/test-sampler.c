@@ -18,9 +18,22 @@ static float rand_logit(void)
 	return (float)((lcg_state >> 40) & 0xffff) / 65536.0f * 8.0f - 4.0f;
 }
 
-static void sampling(struct allm_sampling *p, float t, int32_t k, float top_p, uint64_t seed)
+/* The sampler's tests start from greedy (the table's default temperature is 1). */
+static void greedy(struct allm_params *p)
 {
-	allm_sampling_default(p);
+	allm_params_init(p);
+	p->temperature = 0.0f;
+}
+
+/* The engine's check of a request's parameters (params.h's table). */
+static int check(const struct allm_params *p, struct allm_err *err)
+{
+	return allm_params_check(p, err->msg, sizeof(err->msg));
+}
+
+static void sampling(struct allm_params *p, float t, int32_t k, float top_p, uint64_t seed)
+{
+	greedy(p);
 	p->temperature = t;
 	p->top_k = k;
 	p->top_p = top_p;
@@ -30,7 +43,7 @@ static void sampling(struct allm_sampling *p, float t, int32_t k, float top_p, u
 static void test_greedy_ties(void)
 {
 	float l[10] = {0, 1, 2, 5, -1, 4, 0, 5, 3, 2};
-	struct allm_sampling p;
+	struct allm_params p;
 	struct allm_sampler s;
 
 	CHECK(allm_argmax(l, 10) == 3, "argmax of a tie at 3 and 7 is %d, want 3", allm_argmax(l, 10));
@@ -41,10 +54,10 @@ static void test_greedy_ties(void)
 	float last[5] = {0, 0, 0, 0, 1};
 	CHECK(allm_argmax(last, 5) == 4, "argmax of a maximum at the end is %d", allm_argmax(last, 5));
 
-	allm_sampling_default(&p);
+	greedy(&p);
 	CHECK(p.temperature == 0.0f && p.top_k == 0 && p.top_p == 1.0f && p.seed == 0,
 	      "defaults are not greedy/no-topk/no-topp/seed 0");
-	CHECK(allm_sampler_init(&s, &p, 10) == 0, "init");
+	CHECK(allm_sampler_init(&s, &p, NULL, 0, 10) == 0, "init");
 	for (int i = 0; i < 5; i++)
 		CHECK(allm_sampler_sample(&s, l) == 3, "greedy sampler tie gives not 3");
 	allm_sampler_fini(&s);
@@ -142,24 +155,24 @@ static void test_temperature_zero_is_greedy(void)
 {
 	enum { V = 300 };
 	float l[V];
-	struct allm_sampling p;
+	struct allm_params p;
 	struct allm_sampler s;
 	for (int round = 0; round < 20; round++) {
 		for (int i = 0; i < V; i++)
 			l[i] = rand_logit();
 		/* top-k/top-p settings must not matter when greedy */
 		sampling(&p, 0.0f, round % 3 ? 7 : 0, round % 2 ? 0.5f : 1.0f, (uint64_t)round);
-		CHECK(allm_sampler_init(&s, &p, V) == 0, "init");
+		CHECK(allm_sampler_init(&s, &p, NULL, 0, V) == 0, "init");
 		int32_t want = allm_argmax(l, V), got = allm_sampler_sample(&s, l);
 		CHECK(got == want, "temperature 0 gave %d, argmax is %d", got, want);
 		allm_sampler_fini(&s);
 	}
 }
 
-static void draw(const float *l, int32_t V, const struct allm_sampling *p, int n, int32_t *out)
+static void draw(const float *l, int32_t V, const struct allm_params *p, int n, int32_t *out)
 {
 	struct allm_sampler s;
-	if (allm_sampler_init(&s, p, V)) {
+	if (allm_sampler_init(&s, p, NULL, 0, V)) {
 		CHECK(0, "sampler init failed");
 		return;
 	}
@@ -173,7 +186,7 @@ static void test_seeds(void)
 	enum { V = 64, N = 200 };
 	float l[V];
 	int32_t a[N], b[N], c[N];
-	struct allm_sampling p;
+	struct allm_params p;
 	for (int i = 0; i < V; i++)
 		l[i] = rand_logit() * 0.3f; /* flat enough that many ids are likely */
 	sampling(&p, 1.0f, 0, 1.0f, 42);
@@ -204,7 +217,7 @@ static void test_top_k_one_and_tiny_top_p(void)
 	enum { V = 200, N = 1000 };
 	float l[V];
 	int32_t out[N];
-	struct allm_sampling p;
+	struct allm_params p;
 	for (int i = 0; i < V; i++)
 		l[i] = rand_logit() * 0.2f; /* flat: a real sample would rarely be the argmax */
 	int32_t want = allm_argmax(l, V);
@@ -236,7 +249,7 @@ static void test_top_k(void)
 	float l[V], sorted[V];
 	int32_t *out = malloc(N * sizeof(int32_t));
 	int count[V] = {0};
-	struct allm_sampling p;
+	struct allm_params p;
 	for (int i = 0; i < V; i++)
 		l[i] = rand_logit() * 0.25f; /* the top 5 hold a small share: truncation matters */
 	memcpy(sorted, l, sizeof(l));
@@ -288,7 +301,7 @@ static void test_full_row_order(void)
 		if (l[i] == -0.125f && n_class1++ < left)
 			last_kept = i;
 	CHECK(n_class1 > left, "class 1 holds only %d ids", n_class1);
-	struct allm_sampling p;
+	struct allm_params p;
 	sampling(&p, 1.0f, K, 1.0f, 21);
 	draw(l, V, &p, N, out);
 	int outside = 0, boundary = 0;
@@ -319,7 +332,7 @@ static void test_top_p(void)
 	const double prob[V] = {0.05, 0.30, 0.02, 0.50, 0.03, 0.04, 0.01, 0.05};
 	float l[V];
 	int32_t *out = malloc(N * sizeof(int32_t));
-	struct allm_sampling p;
+	struct allm_params p;
 	for (int i = 0; i < V; i++)
 		l[i] = (float)log(prob[i]);
 
@@ -361,7 +374,7 @@ static void check_freqs(const float *l, int32_t V, float T, uint64_t seed)
 	int32_t *out = malloc(N * sizeof(int32_t));
 	int *count = calloc((size_t)V, sizeof(int));
 	double *want = calloc((size_t)V, sizeof(double)), z = 0, mx = -INFINITY;
-	struct allm_sampling p;
+	struct allm_params p;
 	sampling(&p, T, 0, 1.0f, seed);
 	draw(l, V, &p, N, out);
 	for (int i = 0; i < N; i++)
@@ -392,14 +405,14 @@ static void test_temperature_freqs(void)
 
 static void test_validate(void)
 {
-	struct allm_sampling p;
+	struct allm_params p;
 	struct allm_err err = {{0}};
-	allm_sampling_default(&p);
-	CHECK(allm_sampling_validate(&p, &err) == 0, "defaults rejected: %s", err.msg);
+	greedy(&p);
+	CHECK(check(&p, &err) == 0, "defaults rejected: %s", err.msg);
 	sampling(&p, 0.7f, 40, 1.0f, 3);
-	CHECK(allm_sampling_validate(&p, &err) == 0, "T=0.7 k=40 p=1 rejected: %s", err.msg);
+	CHECK(check(&p, &err) == 0, "T=0.7 k=40 p=1 rejected: %s", err.msg);
 	sampling(&p, 0.7f, 0, 0.01f, 3);
-	CHECK(allm_sampling_validate(&p, &err) == 0, "top_p=0.01 rejected: %s", err.msg);
+	CHECK(check(&p, &err) == 0, "top_p=0.01 rejected: %s", err.msg);
 
 	struct {
 		float t;
@@ -418,23 +431,24 @@ static void test_validate(void)
 		const char *word;
 	} badp[] = {
 		{-0.1f, 0, 0, "repetition_penalty"}, {10.5f, 0, 0, "repetition_penalty"},
+		{0, 0, 0, "repetition_penalty"}, /* 1 is its one off */
 		{NAN, 0, 0, "repetition_penalty"},   {1, 2.5f, 0, "frequency_penalty"},
 		{1, -2.01f, 0, "frequency_penalty"}, {1, NAN, 0, "frequency_penalty"},
 		{1, 0, 3, "presence_penalty"},       {1, 0, INFINITY, "presence_penalty"},
 	};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(badp); i++) {
-		allm_sampling_default(&p);
+		greedy(&p);
 		p.repetition_penalty = badp[i].rp;
 		p.frequency_penalty = badp[i].fp;
 		p.presence_penalty = badp[i].pp;
 		memset(&err, 0, sizeof(err));
-		CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, badp[i].word),
+		CHECK(check(&p, &err) == -EINVAL && strstr(err.msg, badp[i].word),
 		      "penalty case %zu: '%s'", i, err.msg);
 	}
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++) {
 		memset(&err, 0, sizeof(err));
 		sampling(&p, bad[i].t, bad[i].k, bad[i].top_p, 0);
-		int r = allm_sampling_validate(&p, &err);
+		int r = check(&p, &err);
 		CHECK(r == -EINVAL, "case %zu (T=%g k=%d p=%g) returned %d, want -EINVAL", i, bad[i].t,
 		      bad[i].k, bad[i].top_p, r);
 		CHECK(strstr(err.msg, bad[i].word), "case %zu: message '%s' does not name %s", i, err.msg,
@@ -455,18 +469,18 @@ static void test_penalties(void)
 	const int32_t n_prompt = 4, n = (int32_t)ALLM_ARRAY_SIZE(tok);
 	struct {
 		float rp, fp, pp;
-	} cases[] = {{1.5f, 0, 0}, {0, 0.5f, 0}, {0, 0, 0.7f}, {1.2f, 0.4f, -0.3f}, {0.8f, -0.5f, 0.2f}};
+	} cases[] = {{1.5f, 0, 0}, {1, 0.5f, 0}, {1, 0, 0.7f}, {1.2f, 0.4f, -0.3f}, {0.8f, -0.5f, 0.2f}};
 	for (size_t c = 0; c < ALLM_ARRAY_SIZE(cases); c++) {
-		struct allm_sampling p;
+		struct allm_params p;
 		struct allm_sampler sm;
 		struct allm_err err = {{0}};
 		sampling(&p, 0.0f, 0, 1.0f, 0);
 		p.repetition_penalty = cases[c].rp;
 		p.frequency_penalty = cases[c].fp;
 		p.presence_penalty = cases[c].pp;
-		CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_penalized(&p), "case %zu: %s", c,
+		CHECK(check(&p, &err) == 0 && allm_params_penalized(&p), "case %zu: %s", c,
 		      err.msg);
-		CHECK(allm_sampler_init(&sm, &p, V) == 0, "init");
+		CHECK(allm_sampler_init(&sm, &p, NULL, 0, V) == 0, "init");
 		CHECK(allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "case %zu: a penalized row is not needed whole", c);
 		for (int round = 0; round < 2; round++) { /* the second: the counts were put back */
 			float l[V], want[V];
@@ -479,7 +493,7 @@ static void test_penalties(void)
 					seen |= tok[i] == t;
 					out += i >= n_prompt && tok[i] == t;
 				}
-				if (seen && cases[c].rp != 0.0f)
+				if (seen)
 					want[t] = want[t] > 0 ? want[t] / cases[c].rp : want[t] * cases[c].rp;
 				if (out)
 					want[t] -= cases[c].fp * (float)out + cases[c].pp;
@@ -496,25 +510,23 @@ static void test_penalties(void)
 		allm_sampler_fini(&sm);
 	}
 	/* a strong repetition penalty moves greedy off the repeated token 7 */
-	struct allm_sampling p;
+	struct allm_params p;
 	struct allm_sampler sm;
 	sampling(&p, 0.0f, 0, 1.0f, 0);
 	float l[V];
 	memcpy(l, base, sizeof(l));
 	CHECK(allm_argmax(l, V) == 7, "the base row's argmax");
 	p.repetition_penalty = 2.0f;
-	allm_sampler_init(&sm, &p, V);
+	allm_sampler_init(&sm, &p, NULL, 0, V);
 	allm_sampler_penalize(&sm, l, tok, n_prompt, n);
 	int32_t got = allm_sampler_sample(&sm, l);
 	CHECK(got == 0, "repetition 2: greedy picked %d, want 0 (2.0, unseen, ties 7's 4.0 / 2: the lower id)",
 	      got);
 	allm_sampler_fini(&sm);
-	/* off: 0 and 1 for repetition, 0 for the others; no scratch then */
-	allm_sampling_default(&p);
-	CHECK(!allm_sampling_penalized(&p), "the defaults penalize");
-	p.repetition_penalty = 0.0f;
-	CHECK(!allm_sampling_penalized(&p), "repetition 0 penalizes");
-	allm_sampler_init(&sm, &p, V);
+	/* off: 1 for repetition, 0 for the others; no scratch then */
+	greedy(&p);
+	CHECK(!allm_params_penalized(&p) && p.repetition_penalty == 1.0f, "the defaults penalize");
+	allm_sampler_init(&sm, &p, NULL, 0, V);
 	CHECK(!sm.count && allm_sampler_need(&sm) == ALLM_SAMPLE_ARGMAX, "an unpenalized sampler keeps counts");
 	allm_sampler_fini(&sm);
 }
@@ -530,12 +542,12 @@ static void test_logprobs(void)
 	for (int i = 0; i < V; i++)
 		lse += exp((double)row[i]);
 	lse = log(lse);
-	struct allm_sampling p;
+	struct allm_params p;
 	struct allm_sampler sm;
 	struct allm_token_logprobs lp;
 	sampling(&p, 0.0f, 0, 1.0f, 0);
 	p.logprobs = 1 + 4;
-	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	CHECK(allm_sampler_init(&sm, &p, NULL, 0, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
 	allm_sampler_logprobs(&sm, row, 4, &lp);
 	CHECK(lp.id == 4 && fabs(lp.logprob - (0.5 - lse)) < 1e-6, "sampled: %g, want %g", lp.logprob, 0.5 - lse);
 	const int32_t want[4] = {1, 3, 5, 7}; /* 3, 3, 2, 2: ties by id */
@@ -546,20 +558,20 @@ static void test_logprobs(void)
 	allm_sampler_fini(&sm);
 	/* logprobs 1: the sampled token's only; more asked than the vocabulary has */
 	p.logprobs = 1;
-	allm_sampler_init(&sm, &p, V);
+	allm_sampler_init(&sm, &p, NULL, 0, V);
 	allm_sampler_logprobs(&sm, row, 1, &lp);
 	CHECK(lp.n_top == 0 && fabs(lp.logprob - (3.0 - lse)) < 1e-6, "logprobs 1");
 	allm_sampler_fini(&sm);
 	p.logprobs = 1 + ALLM_SAMPLER_LOGPROBS_MAX;
-	allm_sampler_init(&sm, &p, V);
+	allm_sampler_init(&sm, &p, NULL, 0, V);
 	allm_sampler_logprobs(&sm, row, 1, &lp);
 	CHECK(lp.n_top == V && lp.top_id[V - 1] == 2, "all %d of the vocabulary: %d", V, lp.n_top);
 	allm_sampler_fini(&sm);
 	struct allm_err err = {{0}};
 	p.logprobs = 2 + ALLM_SAMPLER_LOGPROBS_MAX;
-	CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "logprobs"), "too many: %s", err.msg);
+	CHECK(check(&p, &err) == -EINVAL && strstr(err.msg, "logprobs"), "too many: %s", err.msg);
 	p.logprobs = -1;
-	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "negative logprobs");
+	CHECK(check(&p, &err) == -EINVAL, "negative logprobs");
 }
 
 /* A logit bias: added after the penalties, copied at init (the caller's array
@@ -568,16 +580,14 @@ static void test_logit_bias(void)
 {
 	enum { V = 6 };
 	const float base[V] = {1.0f, 4.0f, 2.0f, -1.0f, 3.0f, 0.0f};
-	struct allm_token_bias b[2] = {{1, -3.5f}, {5, 3.25f}};
-	struct allm_sampling p;
+	struct allm_logit_bias b[2] = {{1, -3.5f}, {5, 3.25f}};
+	struct allm_params p;
 	struct allm_sampler sm;
 	struct allm_err err = {{0}};
 	sampling(&p, 0.0f, 0, 1.0f, 0);
-	p.bias = b;
-	p.n_bias = 2;
-	CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_processed(&p) && !allm_sampling_penalized(&p),
-	      "bias: %s", err.msg);
-	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	CHECK(allm_logit_bias_check(b, 2, err.msg, sizeof(err.msg)) == 0, "bias: %s", err.msg);
+	CHECK(allm_sampler_init(&sm, &p, b, 2, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	CHECK(allm_sampler_processed(&sm) && !allm_params_penalized(&p), "a bias is no processing");
 	b[0].bias = 50; /* the sampler has its own copy */
 	float l[V];
 	memcpy(l, base, sizeof(l));
@@ -585,23 +595,22 @@ static void test_logit_bias(void)
 	CHECK(l[1] == 0.5f && l[5] == 3.25f && l[4] == 3.0f, "biased: %g %g %g", l[1], l[5], l[4]);
 	CHECK(allm_sampler_sample(&sm, l) == 5, "greedy after the bias: %d", allm_sampler_sample(&sm, l));
 	allm_sampler_fini(&sm);
-	struct allm_token_bias bad[] = {{-1, 1}, {0, 100.5f}, {0, NAN}, {0, -INFINITY}};
-	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++) {
-		p.bias = &bad[i];
-		p.n_bias = 1;
-		CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "logit_bias"), "bad bias %zu", i);
-	}
-	p.bias = b;
-	p.n_bias = ALLM_SAMPLER_BIAS_MAX + 1;
-	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "too many biases");
-	p.bias = NULL;
-	p.n_bias = 1;
-	CHECK(allm_sampling_validate(&p, &err) == -EINVAL, "biases without their array");
+	struct allm_logit_bias bad[] = {{-1, 1}, {0, 100.5f}, {0, NAN}, {0, -INFINITY}};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(bad); i++)
+		CHECK(allm_logit_bias_check(&bad[i], 1, err.msg, sizeof(err.msg)) == -EINVAL &&
+			      strstr(err.msg, "logit_bias"),
+		      "bad bias %zu", i);
+	struct allm_logit_bias many[ALLM_LOGIT_BIAS_MAX + 1] = {{0, 0}};
+	CHECK(allm_logit_bias_check(many, ALLM_LOGIT_BIAS_MAX, err.msg, sizeof(err.msg)) == 0, "the most biases");
+	CHECK(allm_logit_bias_check(many, ALLM_LOGIT_BIAS_MAX + 1, err.msg, sizeof(err.msg)) == -EINVAL,
+	      "too many biases");
 	/* min_tokens: its mask makes the stop tokens impossible, a row needed whole */
 	sampling(&p, 0.0f, 0, 1.0f, 0);
 	p.min_tokens = 3;
-	CHECK(allm_sampling_validate(&p, &err) == 0 && allm_sampling_processed(&p), "min_tokens: %s", err.msg);
-	CHECK(allm_sampler_init(&sm, &p, V) == 0 && allm_sampler_need(&sm) == ALLM_SAMPLE_FULL, "init");
+	CHECK(check(&p, &err) == 0, "min_tokens: %s", err.msg);
+	CHECK(allm_sampler_init(&sm, &p, NULL, 0, V) == 0 && allm_sampler_processed(&sm) &&
+		      allm_sampler_need(&sm) == ALLM_SAMPLE_FULL,
+	      "init");
 	memcpy(l, base, sizeof(l));
 	const int32_t stops[] = {1, 4, 77};
 	allm_sampler_mask(&sm, l, stops, 3);
@@ -609,7 +618,9 @@ static void test_logit_bias(void)
 	      allm_sampler_sample(&sm, l));
 	allm_sampler_fini(&sm);
 	p.min_tokens = -1;
-	CHECK(allm_sampling_validate(&p, &err) == -EINVAL && strstr(err.msg, "min_tokens"), "negative min_tokens");
+	CHECK(check(&p, &err) == -EINVAL && strstr(err.msg, "min_tokens"), "negative min_tokens");
+	p.min_tokens = p.max_tokens + 1;
+	CHECK(check(&p, &err) == -EINVAL && strstr(err.msg, "min_tokens"), "min_tokens above max_tokens");
 }
 
 int main(void)

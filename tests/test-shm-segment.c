@@ -217,11 +217,18 @@ static int peer_main(int sock)
 		return 14;
 	if (allm_shm_arena_copy_in(seg, PEER_PROMPT_OFF, PEER_PROMPT, strlen(PEER_PROMPT)))
 		return 15;
-	struct allm_sqe sqe = {
-		.opcode = ALLM_OP_SUBMIT, .prompt_kind = ALLM_PROMPT_TEXT, .max_tokens = 16,
-		.user_tag = 0xC0FFEE, .prompt_off = PEER_PROMPT_OFF,
-		.prompt_len = (uint32_t)strlen(PEER_PROMPT), .temperature = 0.5f, .top_p = 0.9f,
+	/* the parameters follow the prompt in the arena (protocol.h) */
+	struct allm_params params = {
+		.size = sizeof(params), .max_tokens = 16, .temperature = 0.5f, .top_p = 0.9f,
 		.top_k = 40, .n_stop = 1, .seed = 1234, .stop_ids = { 2 },
+	};
+	if (allm_shm_arena_copy_in(seg, allm_sqe_params_off(PEER_PROMPT_OFF, strlen(PEER_PROMPT)), &params,
+				   sizeof(params)))
+		return 15;
+	struct allm_sqe sqe = {
+		.opcode = ALLM_SQE_OP_SUBMIT, .prompt_kind = ALLM_PROMPT_TEXT, .params_size = sizeof(params),
+		.user_tag = 0xC0FFEE, .prompt_off = PEER_PROMPT_OFF,
+		.prompt_len = (uint32_t)strlen(PEER_PROMPT),
 	};
 	if (allm_ring_push(&sq, &sqe))
 		return 16;
@@ -271,9 +278,14 @@ static void test_fork_peer(void)
 	int r = pop_or_sleep(&sq, &sq_db, &sqe);
 	CHECK(r == 0, "no SQE from the peer");
 	if (r == 0) {
-		CHECK(sqe.opcode == ALLM_OP_SUBMIT && sqe.user_tag == 0xC0FFEE && sqe.max_tokens == 16 &&
-		      sqe.top_k == 40 && sqe.seed == 1234 && sqe.n_stop == 1 && sqe.stop_ids[0] == 2 &&
-		      sqe.temperature == 0.5f, "SQE fields");
+		struct allm_params p = { 0 };
+		CHECK(sqe.params_size == sizeof(p) &&
+			      allm_shm_arena_copy_out(seg, allm_sqe_params_off(sqe.prompt_off, sqe.prompt_len),
+						      sqe.params_size, &p, sizeof(p)) == 0,
+		      "params in the arena");
+		CHECK(sqe.opcode == ALLM_SQE_OP_SUBMIT && sqe.user_tag == 0xC0FFEE && p.size == sizeof(p) &&
+		      p.max_tokens == 16 && p.top_k == 40 && p.seed == 1234 && p.n_stop == 1 &&
+		      p.stop_ids[0] == 2 && p.temperature == 0.5f, "SQE fields");
 		char prompt[64] = { 0 };
 		CHECK(allm_shm_arena_copy_out(seg, sqe.prompt_off, sqe.prompt_len, prompt,
 		                              sizeof(prompt) - 1) == 0 &&

@@ -80,9 +80,9 @@ static int submit(allm_client_t *c, const struct opts *o, struct req *r, uint64_
 	allm_request_params_init(&p);
 	p.prompt_ids = r->ids;
 	p.n_prompt_ids = r->n_ids;
-	p.max_tokens = o->max_tokens;
-	p.temperature = 0;
-	p.ignore_eos = true;
+	p.params.max_tokens = o->max_tokens;
+	p.params.temperature = 0;
+	p.params.ignore_eos = true;
 	p.user_tag = tag;
 	int rc = allm_client_submit(c, &p); /* -EAGAIN: the caller drains events and retries */
 	if (!rc)

@@ -65,7 +65,7 @@ static int build_workload(const struct bench_opts *o, const struct allm_model_co
 		.name_or_file = o->workload,
 		.n = o->n,
 		.max_output = o->max_output,
-		.seed = o->seed,
+		.seed = o->params.seed,
 		.rate = o->rate,
 		.output_dist = o->output_dist,
 	};
@@ -188,14 +188,11 @@ static int send_one(allm_client_t *c, const struct bench_opts *o, struct run_sta
 		p.prompt = q->prompt_text;
 		p.prompt_len = strlen(q->prompt_text);
 	}
-	p.max_tokens = q->max_tokens;
-	p.temperature = o->temperature;
-	p.top_p = o->top_p;
-	p.top_k = o->top_k;
+	p.params = o->params;
+	p.params.max_tokens = q->max_tokens;
 	/* request i samples with seed + i, as allm-run does: outputs do not depend on
 	 * the order requests happen to be scheduled in */
-	p.seed = o->seed + (uint64_t)q->index;
-	p.ignore_eos = o->ignore_eos;
+	p.params.seed = o->params.seed + (uint64_t)q->index;
 	p.user_tag = (uint64_t)q->index;
 	int r = allm_client_submit(c, &p);
 	if (r == 0) {

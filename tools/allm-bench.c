@@ -18,6 +18,8 @@
 
 static void usage(FILE *f)
 {
+	char params[4096];
+	allm_params_help(params, sizeof(params));
 	fprintf(f,
 		"usage: allm-bench (--name NAME | --model DIR | --dummy PRESET) [options]\n"
 		"       allm-bench --ping N [--json]\n"
@@ -42,10 +44,9 @@ static void usage(FILE *f)
 		"  --output-dist D        fixed (default) or uniform output lengths\n"
 		"  --rate R               Poisson arrivals per second (default 0: all at t = 0)\n"
 		"  --concurrency C        at most C requests in flight (default 0: no cap)\n"
-		"  --seed S               workload seed; request i samples with S + i (default 0)\n"
-		"  --temperature T        0 = greedy (default 0)\n"
-		"  --top-k K, --top-p P   sampling filters (default off)\n"
-		"  --ignore-eos           generate max-output tokens whatever the model says\n"
+		"requests (--seed also seeds the workload: request i samples with S + i;\n"
+		"temperature 0 unless given; --max-tokens is the workload's):\n"
+		"%s"
 		"output:\n"
 		"  --json                 stdout holds only the summary JSON (DESIGN §12)\n"
 		"  --records FILE         one JSON line per request (with --compare: one file per\n"
@@ -55,7 +56,8 @@ static void usage(FILE *f)
 		"                         preempt, sched, max_num_seqs, max_num_batched_tokens,\n"
 		"                         gpu_blocks, cpu_blocks or block_size;\n"
 		"                         --json prints {\"runs\": [{\"setting\": {KEY: V}, ...}]}\n"
-		"  --ping N               N round trips: shm rings (spin, sleep) vs a Unix socket\n");
+		"  --ping N               N round trips: shm rings (spin, sleep) vs a Unix socket\n",
+		params);
 }
 
 /* --compare keys: a snake_case name per engine flag, and whether its values are
@@ -205,22 +207,6 @@ static int parse_one(struct bench_opts *o, const char *f, const char *v)
 		if (allm_parse_i64(v, 0, 1 << 24, &n))
 			return bad_value(f, v, "an integer >= 0");
 		o->concurrency = n;
-	} else if (!strcmp(f, "--seed")) {
-		if (allm_parse_i64(v, 0, INT64_MAX, &n))
-			return bad_value(f, v, "an integer >= 0");
-		o->seed = (uint64_t)n;
-	} else if (!strcmp(f, "--temperature")) {
-		if (allm_parse_f64(v, 0, 1e6, &d))
-			return bad_value(f, v, "a number >= 0");
-		o->temperature = (float)d;
-	} else if (!strcmp(f, "--top-k")) {
-		if (allm_parse_i64(v, 0, INT32_MAX, &n))
-			return bad_value(f, v, "an integer >= 0");
-		o->top_k = (int32_t)n;
-	} else if (!strcmp(f, "--top-p")) {
-		if (allm_parse_f64(v, 1e-9, 1.0, &d))
-			return bad_value(f, v, "a number in (0, 1]");
-		o->top_p = (float)d;
 	} else if (!strcmp(f, "--records")) {
 		o->records = v;
 	} else if (!strcmp(f, "--compare")) {
@@ -275,18 +261,26 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	o->workload = "chatbot";
 	o->n = 100;
 	o->max_output = 128;
-	o->top_p = 1.0f;
+	allm_params_init(&o->params);
+	o->params.temperature = 0; /* a benchmark's outputs are comparable run to run */
 	o->start_timeout_s = 900;
 	for (int i = 1; i < argc;) {
 		const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char why[160];
 		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
 			usage(stdout);
 			exit(0);
 		}
-		if (!strcmp(f, "--json") || !strcmp(f, "--ignore-eos") || !strcmp(f, "--no-progress") ||
+		int r = allm_params_parse_flag(&o->params, argc, argv, &i, why, sizeof(why));
+		if (r < 0) {
+			fprintf(stderr, PROG ": %s\n", why);
+			return -1;
+		}
+		if (r)
+			continue;
+		if (!strcmp(f, "--json") || !strcmp(f, "--no-progress") ||
 		    !strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start")) {
 			o->json |= !strcmp(f, "--json");
-			o->ignore_eos |= !strcmp(f, "--ignore-eos");
 			o->quiet |= !strcmp(f, "--no-progress");
 			if (!strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start"))
 				o->eng_args[o->n_eng_args++] = f;

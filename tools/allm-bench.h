@@ -13,6 +13,7 @@
 #define ALLM_BENCH_H
 
 #include "metrics.h"
+#include <adaptivellm/params.h>
 #include "workload.h"
 
 #include <jansson.h>
@@ -41,10 +42,10 @@ struct bench_opts {
 	double rate;             /* --rate, 0 = all at t = 0 */
 	int64_t concurrency;     /* --concurrency, 0 = no cap */
 	const char *output_dist; /* --output-dist fixed|uniform */
-	uint64_t seed;           /* workload seed; request i samples with seed + i */
-	float temperature, top_p;
-	int32_t top_k;
-	bool ignore_eos;
+	/* the requests' parameters (the table's flags, params.h; temperature 0 by
+	 * default): params.seed also seeds the workload, request i samples with
+	 * seed + i, and the workload's lengths replace max_tokens */
+	struct allm_params params;
 
 	bool json;               /* stdout holds only the summary JSON */
 	bool quiet;              /* --no-progress: no progress bar */

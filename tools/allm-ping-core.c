@@ -160,7 +160,7 @@ static int ring_mode(bool sleep, uint64_t spin_ns, long n, struct allm_ping_resu
 		struct allm_sqe q;
 		struct allm_cqe e;
 		memset(&q, 0, sizeof(q));
-		q.opcode = ALLM_OP_NOP;
+		q.opcode = ALLM_SQE_OP_NOP;
 		q.user_tag = (uint64_t)i;
 		uint64_t t0 = now_ns();
 		if (push_wake(&sq, &rp.sq_db, &q, sleep) || pop_wait(&cq, &rp.cq_db, &e, sleep, spin_ns) ||

@@ -25,29 +25,25 @@ struct wl_run {
 	double last_draw;
 };
 
-static void on_finish(void *user, struct allm_request *r)
+static void on_finish(void *user, const struct allm_result *r)
 {
 	struct wl_run *w = user;
 	struct allm_req_record *rec = &w->recs[r->tag];
-	int32_t n = allm_request_n_generated(r);
-	rec->first_sched_s = r->first_sched ? r->first_sched : r->finish;
-	rec->first_token_s = r->first_token ? r->first_token : r->finish;
+	int32_t n = r->n_generated;
+	rec->first_sched_s = r->first_sched;
+	rec->first_token_s = r->first_token;
 	rec->finish_s = r->finish;
-	rec->n_prompt = r->seq.n_prompt;
+	rec->n_prompt = r->n_prompt;
 	rec->n_generated = n;
 	rec->n_preempt_swap = r->n_preempt_swap;
-	rec->n_cached = r->cached_tokens;
+	rec->n_cached = r->n_cached;
 	rec->n_preempt_recompute = r->n_preempt_recompute;
 	w->gen[r->tag] = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(int32_t));
 	if (w->gen[r->tag])
-		memcpy(w->gen[r->tag], r->seq.tokens + r->seq.n_prompt, (size_t)n * sizeof(int32_t));
+		memcpy(w->gen[r->tag], r->generated, (size_t)n * sizeof(int32_t));
 	rec->generated = w->gen[r->tag];
-	const char *why = r->finish_kind == ALLM_END_STOP	    ? "stop"
-			  : r->finish_kind == ALLM_END_LENGTH    ? "length"
-			  : r->finish_kind == ALLM_END_CANCELLED ? "cancelled"
-								    : "error";
-	snprintf(rec->finish_reason, sizeof(rec->finish_reason), "%s", why);
-	if (r->finish_kind == ALLM_END_ERROR)
+	snprintf(rec->finish_reason, sizeof(rec->finish_reason), "%s", allm_end_name(r->end));
+	if (r->end == ALLM_END_ERROR)
 		fprintf(stderr, "\nallm-run: request %lld failed: %s\n", (long long)r->tag, r->error);
 	w->done++;
 }
@@ -156,7 +152,7 @@ static int build_workload(struct allm_runtime *rt, const struct run_args *a,
 		.name_or_file = a->workload,
 		.n = a->n_requests,
 		.max_output = a->max_output,
-		.seed = a->samp.seed,
+		.seed = a->params.seed,
 		.rate = a->rate,
 		.output_dist = a->output_dist,
 	};
@@ -236,15 +232,14 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 			struct allm_submit s = {
 				.prompt = q->prompt_ids,
 				.n_prompt = q->n_prompt,
-				.max_tokens = q->max_tokens,
-				.sampling = a->samp,
-				.ignore_eos = a->ignore_eos,
+				.params = a->params,
 				.tag = (uint64_t)q->index,
 				.arrival = t0 + q->arrival_s,
 			};
 			/* each request its own stream: seed + index, so outputs do not depend
 			 * on the order requests happen to be sampled in */
-			s.sampling.seed = a->samp.seed + (uint64_t)q->index;
+			s.params.seed = a->params.seed + (uint64_t)q->index;
+			s.params.max_tokens = q->max_tokens;
 			run.recs[q->index].index = q->index;
 			run.recs[q->index].send_s = s.arrival;
 			if (allm_engine_submit(e, &s, NULL, &err)) {

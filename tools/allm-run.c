@@ -16,26 +16,16 @@
 
 static void usage(FILE *f)
 {
+	char params[4096];
+	allm_params_help(params, sizeof(params));
 	fprintf(f,
 		"usage: allm-run [model/memory flags] (--prompt TEXT | --prompt-ids 1,2,3) [options]\n"
 		"generation:\n"
 		"  --prompt TEXT          text prompt (tokenized with the model's tokenizer.json)\n"
 		"  --prompt-ids LIST      comma-separated token ids, taken as given (no BOS added)\n"
-		"  --max-tokens N         tokens to generate (default 128)\n"
-		"  --temperature T        0 = greedy (default 1.0)\n"
-		"  --top-k K              keep the K most likely tokens (default 0 = off)\n"
-		"  --top-p P              nucleus sampling mass (default 1.0 = off)\n"
-		"  --seed S               sampling seed (default 0)\n"
-		"  --repetition-penalty R prompt and output tokens: a positive logit / R, a negative\n"
-		"                         one x R (default 1 = off; (0, 10])\n"
-		"  --frequency-penalty F  output tokens: logit -= F x their count (default 0; [-2, 2])\n"
-		"  --presence-penalty P   output tokens: logit -= P once (default 0; [-2, 2])\n"
-		"  --logprobs K           with --json: each token's log-probability and the K most\n"
-		"                         likely tokens' (0..10)\n"
-		"  --min-tokens N         no EOS before N tokens (default 0)\n"
-		"  --ignore-eos           do not stop at EOS\n"
+		"%s"
 		"  --ids                  print 'prompt: ...' and 'generated: ...' id lines\n"
-		"  --json                 print one JSON object\n"
+		"  --json                 print one JSON object (with --logprobs: each token's)\n"
 		"  --bench                print prefill and decode tokens/s\n"
 		"offline batch mode (through the scheduler):\n"
 		"  --workload NAME|FILE   chatbot, alpaca, summary (seeded synthetic) or a JSONL file\n"
@@ -46,7 +36,7 @@ static void usage(FILE *f)
 		"  --records FILE         per-request records as JSONL\n"
 		"  --decisions FILE       every preemption decision (predicted and measured cost) as JSONL\n"
 		"%s",
-		allm_engine_opts_help());
+		params, allm_engine_opts_help());
 }
 
 static int parse_args(int argc, char **argv, struct run_args *a)
@@ -56,13 +46,13 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 	double d;
 	memset(a, 0, sizeof(*a));
 	allm_engine_opts_default(&a->eng);
-	allm_sampling_default(&a->samp);
-	a->samp.temperature = 1.0f;
-	a->max_tokens = 128;
+	allm_params_init(&a->params);
 	a->n_requests = 100;
 	a->max_output = 128;
 	for (int i = 1; i < argc;) {
 		int r = allm_engine_opts_parse(&a->eng, argc, argv, &i, &err);
+		if (r == 0)
+			r = allm_params_parse_flag(&a->params, argc, argv, &i, err.msg, sizeof(err.msg));
 		if (r < 0) {
 			fprintf(stderr, "allm-run: %s\n", err.msg);
 			return -1;
@@ -75,9 +65,7 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			exit(0);
 		}
 		bool flag = true;
-		if (!strcmp(f, "--ignore-eos"))
-			a->ignore_eos = true;
-		else if (!strcmp(f, "--ids"))
+		if (!strcmp(f, "--ids"))
 			a->ids = true;
 		else if (!strcmp(f, "--json"))
 			a->json = true;
@@ -111,36 +99,10 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->decisions = v;
 		else if (!strcmp(f, "--output-dist") && (!strcmp(v, "fixed") || !strcmp(v, "uniform")))
 			a->output_dist = v;
-		else if (!strcmp(f, "--max-tokens") && !allm_parse_i64(v, 1, 1 << 24, &n))
-			a->max_tokens = (int32_t)n;
-		else if (!strcmp(f, "--temperature") && !allm_parse_f64(v, 0, 1e6, &d))
-			a->samp.temperature = (float)d;
-		else if (!strcmp(f, "--top-k") && !allm_parse_i64(v, 0, INT32_MAX, &n))
-			a->samp.top_k = (int32_t)n;
-		else if (!strcmp(f, "--top-p") && !allm_parse_f64(v, 1e-9, 1.0, &d))
-			a->samp.top_p = (float)d;
-		else if (!strcmp(f, "--seed") && !allm_parse_i64(v, 0, INT64_MAX, &n))
-			a->samp.seed = (uint64_t)n;
-		else if (!strcmp(f, "--repetition-penalty") && !allm_parse_f64(v, 1e-6, 10, &d))
-			a->samp.repetition_penalty = (float)d;
-		else if (!strcmp(f, "--frequency-penalty") && !allm_parse_f64(v, -2, 2, &d))
-			a->samp.frequency_penalty = (float)d;
-		else if (!strcmp(f, "--presence-penalty") && !allm_parse_f64(v, -2, 2, &d))
-			a->samp.presence_penalty = (float)d;
-		else if (!strcmp(f, "--logprobs") && !allm_parse_i64(v, 0, ALLM_SAMPLER_LOGPROBS_MAX, &n))
-			a->samp.logprobs = 1 + (int32_t)n;
-		else if (!strcmp(f, "--min-tokens") && !allm_parse_i64(v, 0, 1 << 24, &n))
-			a->samp.min_tokens = (int32_t)n;
 		else {
 			static const struct { const char *flag, *want; } ranges[] = {
 				{"-n", "an integer >= 1"}, {"--max-output", "an integer >= 1"},
 				{"--rate", "a number >= 0"}, {"--output-dist", "fixed or uniform"},
-				{"--max-tokens", "an integer >= 1"}, {"--temperature", "a number >= 0"},
-				{"--top-k", "an integer >= 0"}, {"--top-p", "a number in (0, 1]"},
-				{"--seed", "an integer >= 0"}, {"--repetition-penalty", "a number in (0, 10]"},
-				{"--frequency-penalty", "a number in [-2, 2]"},
-				{"--presence-penalty", "a number in [-2, 2]"}, {"--logprobs", "an integer in 0..10"},
-				{"--min-tokens", "an integer >= 0"},
 			};
 			for (size_t k = 0; k < ALLM_ARRAY_SIZE(ranges); k++)
 				if (!strcmp(f, ranges[k].flag)) {
@@ -165,59 +127,40 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 		fprintf(stderr, "allm-run: --prompt and --prompt-ids are exclusive\n");
 		return -1;
 	}
+	if (!a->workload && allm_params_check(&a->params, err.msg, sizeof(err.msg))) {
+		fprintf(stderr, "allm-run: %s\n", err.msg);
+		return -1;
+	}
 	return 0;
 }
 
-/* "1,2, 3" -> ids; every id checked against the vocabulary. */
+/* "1,2, 3" -> ids (params.h's list parser, as the allm CLI); every id checked
+ * against the vocabulary. *ret from allm_malloc, as the tokenizer's. */
 static int parse_ids(const char *s, int32_t vocab, int32_t **ret, int32_t *ret_n)
 {
-	size_t cap = 16, n = 0;
-	int32_t *ids = allm_malloc(cap * sizeof(int32_t));
-	const char *p = s;
-	if (!ids)
+	char why[160];
+	int32_t *ids;
+	size_t n;
+	int r = allm_parse_id_list("--prompt-ids", s, (size_t)INT32_MAX, &ids, &n, why, sizeof(why));
+	if (r) {
+		fprintf(stderr, "allm-run: %s\n", why);
+		return r;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] >= vocab) {
+			fprintf(stderr, "allm-run: --prompt-ids: id %d is outside the vocabulary (0..%d)\n", ids[i],
+				vocab - 1);
+			free(ids);
+			return -EINVAL;
+		}
+	if (!(*ret = allm_malloc(n * sizeof(*ids)))) {
+		free(ids);
 		return -ENOMEM;
-	while (*p) {
-		char *end;
-		while (*p == ' ')
-			p++;
-		errno = 0;
-		long long v = strtoll(p, &end, 10);
-		if (end == p || errno) {
-			fprintf(stderr, "allm-run: --prompt-ids: '%s' is not a list of integers\n", s);
-			goto bad;
-		}
-		if (v < 0 || v >= vocab) {
-			fprintf(stderr, "allm-run: --prompt-ids: id %lld is outside the vocabulary (0..%d)\n",
-				v, vocab - 1);
-			goto bad;
-		}
-		if (n == cap) {
-			int32_t *t = allm_realloc(ids, (cap *= 2) * sizeof(int32_t));
-			if (!t)
-				goto bad;
-			ids = t;
-		}
-		ids[n++] = (int32_t)v;
-		p = end;
-		while (*p == ' ')
-			p++;
-		if (*p == ',')
-			p++;
-		else if (*p) {
-			fprintf(stderr, "allm-run: --prompt-ids: unexpected '%c' in '%s'\n", *p, s);
-			goto bad;
-		}
 	}
-	if (n == 0) {
-		fprintf(stderr, "allm-run: --prompt-ids is empty\n");
-		goto bad;
-	}
-	*ret = ids;
+	memcpy(*ret, ids, n * sizeof(*ids));
+	free(ids);
 	*ret_n = (int32_t)n;
 	return 0;
-bad:
-	allm_free(ids);
-	return -EINVAL;
 }
 
 /* One prompt through the engine: what came back, and when. */
@@ -233,9 +176,10 @@ struct gen_result {
 	struct allm_token_logprobs *lp; /* [cap] with --logprobs */
 };
 
-static void on_token(void *user, struct allm_request *r, int32_t id)
+static void on_token(void *user, const struct allm_token_out *t)
 {
 	struct gen_result *g = user;
+	int32_t id = t->token;
 	char piece[1024];
 	if (!g->n_generated)
 		g->t_first = allm_now();
@@ -245,14 +189,14 @@ static void on_token(void *user, struct allm_request *r, int32_t id)
 		if (!v)
 			return;
 		g->ids = v;
-		struct allm_token_logprobs *l = r->sampler.p.logprobs > 0 ? allm_realloc(g->lp, (size_t)cap * sizeof(*l)) : NULL;
-		if (r->sampler.p.logprobs > 0 && !l)
+		struct allm_token_logprobs *l = t->lp ? allm_realloc(g->lp, (size_t)cap * sizeof(*l)) : NULL;
+		if (t->lp && !l)
 			return;
 		g->lp = l;
 		g->cap = cap;
 	}
-	if (g->lp)
-		g->lp[g->n_generated] = r->lp;
+	if (g->lp && t->lp)
+		g->lp[g->n_generated] = *t->lp;
 	g->ids[g->n_generated++] = id;
 	if (g->dt && allm_detok_push(g->dt, id, piece, sizeof(piece)) > 0) {
 		fputs(piece, g->stream);
@@ -260,15 +204,15 @@ static void on_token(void *user, struct allm_request *r, int32_t id)
 	}
 }
 
-static void on_finish(void *user, struct allm_request *r)
+static void on_finish(void *user, const struct allm_result *res)
 {
 	struct gen_result *g = user;
 	char piece[1024];
 	g->t_end = allm_now();
 	g->done = true;
-	g->finish = r->finish_kind == ALLM_END_STOP ? "stop" : "length";
-	if (r->finish_kind == ALLM_END_ERROR || r->finish_kind == ALLM_END_CANCELLED)
-		snprintf(g->error, sizeof(g->error), "%s", r->error[0] ? r->error : "cancelled");
+	g->finish = allm_end_name(res->end);
+	if (res->end == ALLM_END_ERROR || res->end == ALLM_END_CANCELLED)
+		snprintf(g->error, sizeof(g->error), "%s", res->error[0] ? res->error : "cancelled");
 	if (g->dt && allm_detok_flush(g->dt, piece, sizeof(piece)) > 0)
 		fputs(piece, g->stream);
 }
@@ -299,8 +243,7 @@ static int generate(struct allm_runtime *rt, const int32_t *prompt, int32_t n_pr
 		.sched = a->eng.sched,
 	};
 	struct allm_engine_events ev = {.user = g, .on_token = on_token, .on_finish = on_finish};
-	struct allm_submit sub = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = a->max_tokens,
-				  .sampling = a->samp, .ignore_eos = a->ignore_eos};
+	struct allm_submit sub = {.prompt = prompt, .n_prompt = n_prompt, .params = a->params};
 	if ((r = allm_predictor_create(&key, &pred)) ? (allm_err_set(err, r, "out of memory"), 1) : 0)
 		goto out;
 	if ((r = allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, err)))
@@ -393,7 +336,7 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &a))
 		return 2;
 	if (a.bench && !a.prompt && !a.prompt_ids)
-		a.ignore_eos = true;
+		a.params.ignore_eos = true;
 	/* A single prompt never needs more blocks than its context. */
 	if ((r = allm_runtime_open(&a.eng, a.workload ? 0 : -1, allm_progress_cb, &prog, &rt, &err))) {
 		fprintf(stderr, "allm-run: %s\n", err.msg);
@@ -447,7 +390,8 @@ int main(int argc, char **argv)
 	if (a.bench) {
 		/* warm-up: first touches of scratch and weights are not the steady state */
 		struct run_args w = a;
-		w.max_tokens = 2;
+		w.params.max_tokens = 2;
+		w.params.min_tokens = 0;
 		generate(rt, prompt, n_prompt, &w, NULL, &g, &err);
 		allm_free(g.ids);
 		allm_free(g.lp);

@@ -16,9 +16,10 @@ struct run_args {
 	const char *records; /* --records FILE: per-request JSONL */
 	const char *decisions; /* --decisions FILE: every preemption decision, JSONL */
 	const char *output_dist; /* --output-dist fixed|uniform */
-	int32_t max_tokens;
-	struct allm_sampling samp;
-	bool ignore_eos, ids, json, bench;
+	/* the request's parameters: the table's flags (params.h); a workload's own
+	 * lengths replace max_tokens */
+	struct allm_params params;
+	bool ids, json, bench;
 };
 
 /* Runs the offline workload mode; returns the exit status. */

@@ -50,8 +50,8 @@ int main(int argc, char **argv)
 			allm_request_params_init(&p);
 			p.prompt = argv[first + submitted];
 			p.prompt_len = strlen(p.prompt);
-			p.max_tokens = 32;
-			p.temperature = 0; /* greedy */
+			p.params.max_tokens = 32;
+			p.params.temperature = 0; /* greedy */
 			p.user_tag = (uint64_t)submitted; /* tells us whose event it is */
 			int r = allm_client_submit(c, &p);
 			if (r == -EAGAIN)

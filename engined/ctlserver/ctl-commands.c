@@ -368,24 +368,26 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 
 /* --- requests, cancel ------------------------------------------------------------ */
 
-static void enc_request(struct ctl_server *s, const struct allm_request *r, double now)
+static void enc_request(struct ctl_server *s, const struct allm_request *req, double now)
 {
 	static const char *const st[] = {"waiting", "running", "swapped", "finished"};
 	struct allm_ctl_enc *b = &s->body;
+	struct allm_request_info r;
+	allm_engine_info(req, now, &r);
 	allm_ctl_enc_map(b, 12);
-	allm_ctl_enc_kint(b, "id", r->id);
-	allm_ctl_enc_kint(b, "client", s->h.ops->request_client(s->h.user, r));
+	allm_ctl_enc_kint(b, "id", r.id);
+	allm_ctl_enc_kint(b, "client", s->h.ops->request_client(s->h.user, r.user));
 	allm_ctl_enc_str(b, "tag");
-	allm_ctl_enc_uint(b, r->tag);
-	allm_ctl_enc_kstr(b, "state", st[r->state & 3]);
-	allm_ctl_enc_kint(b, "prompt_tokens", r->seq.n_prompt);
-	allm_ctl_enc_kint(b, "generated", allm_request_n_generated(r));
-	allm_ctl_enc_kint(b, "length", r->seq.n_tokens);
-	allm_ctl_enc_kdouble(b, "priority", allm_engine_priority(r, now));
-	allm_ctl_enc_kint(b, "blocks_gpu", r->seq.n_blocks);
-	allm_ctl_enc_kint(b, "blocks_cpu", r->n_cpu_blocks);
-	allm_ctl_enc_kint(b, "preemptions", r->n_preempt_swap + r->n_preempt_recompute);
-	allm_ctl_enc_kdouble(b, "age_s", now - r->arrival);
+	allm_ctl_enc_uint(b, r.tag);
+	allm_ctl_enc_kstr(b, "state", st[r.state & 3]);
+	allm_ctl_enc_kint(b, "prompt_tokens", r.n_prompt);
+	allm_ctl_enc_kint(b, "generated", r.n_generated);
+	allm_ctl_enc_kint(b, "length", r.length);
+	allm_ctl_enc_kdouble(b, "priority", r.priority);
+	allm_ctl_enc_kint(b, "blocks_gpu", r.blocks_gpu);
+	allm_ctl_enc_kint(b, "blocks_cpu", r.blocks_cpu);
+	allm_ctl_enc_kint(b, "preemptions", r.n_preemptions);
+	allm_ctl_enc_kdouble(b, "age_s", r.age_s);
 }
 
 static int cmd_requests(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen)

@@ -64,26 +64,27 @@ void ctl_metrics_reset(struct ctl_metrics *m, int32_t max_model_len)
 	hist_init_125(&m->gen, max_model_len > 0 ? max_model_len : 1);
 }
 
-void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_request *r)
+void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r)
 {
-	int32_t gen = allm_request_n_generated(r);
+	int32_t gen = r->n_generated;
 	enum ctl_finish f;
-	switch (r->finish_kind) {
-	case ALLM_END_STOP: f = CTL_FINISH_STOP; break;
+	switch (r->end) {
+	case ALLM_END_EOS:
+	case ALLM_END_STOP_ID: f = CTL_FINISH_STOP; break;
 	case ALLM_END_LENGTH: f = CTL_FINISH_LENGTH; break;
 	case ALLM_END_CANCELLED: f = CTL_FINISH_ABORT; break;
 	default: f = CTL_FINISH_ERROR;
 	}
 	m->finished[f]++;
-	if (r->first_token > 0 && gen >= 1)
+	if (r->got_token && gen >= 1)
 		hist_add(&m->ttft, r->first_token - r->arrival);
 	/* one observation per request, its mean gap (vLLM v1 does the same) */
-	if (r->first_token > 0 && gen >= 2)
+	if (r->got_token && gen >= 2)
 		hist_add(&m->tpot, (r->finish - r->first_token) / (gen - 1));
-	if (r->first_sched > 0)
+	if (r->scheduled)
 		hist_add(&m->queue, r->first_sched - r->arrival);
 	hist_add(&m->e2e, r->finish - r->arrival);
-	hist_add(&m->prompt, r->seq.n_prompt);
+	hist_add(&m->prompt, r->n_prompt);
 	hist_add(&m->gen, gen);
 }
 

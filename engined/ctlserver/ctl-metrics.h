@@ -38,7 +38,7 @@ struct ctl_metrics {
  * histograms' 1-2-5 buckets, as vLLM does. */
 void ctl_metrics_reset(struct ctl_metrics *m, int32_t max_model_len);
 /* One finished request (any reason). */
-void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_request *r);
+void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r);
 
 struct ctl_server;
 struct allm_ctl_enc;

@@ -297,26 +297,15 @@ void ctl_server_tick(struct ctl_server *s)
 	ctl_publish(s, "stats", &s->out);
 }
 
-static const char *finish_name(enum allm_end k)
-{
-	switch (k) {
-	case ALLM_END_STOP: return "stop";
-	case ALLM_END_LENGTH: return "length";
-	case ALLM_END_CANCELLED: return "cancelled";
-	default: return "error";
-	}
-}
-
-void ctl_server_on_finish(struct ctl_server *s, const struct allm_request *r, uint32_t client_id)
+void ctl_server_on_finish(struct ctl_server *s, const struct allm_result *r, uint32_t client_id)
 {
 	if (!s)
 		return;
-	int32_t gen = allm_request_n_generated(r);
+	int32_t gen = r->n_generated;
 	double ttft, tpot, e2e, wta;
-	ctl_stats_add(&s->stats, r->arrival, r->first_sched, r->first_token, r->finish, gen);
+	ctl_stats_add(&s->stats, r);
 	ctl_metrics_on_finish(&s->metrics, r);
-	ctl_stats_request(r->arrival, r->first_sched, r->first_token, r->finish, gen, &ttft, &tpot,
-			  &e2e, &wta);
+	ctl_stats_request(r, &ttft, &tpot, &e2e, &wta);
 	struct allm_ctl_enc *e = &s->out;
 	allm_ctl_enc_reset(e);
 	allm_ctl_enc_map(e, 13);
@@ -324,17 +313,16 @@ void ctl_server_on_finish(struct ctl_server *s, const struct allm_request *r, ui
 	allm_ctl_enc_kint(e, "client", client_id);
 	allm_ctl_enc_str(e, "tag");
 	allm_ctl_enc_uint(e, r->tag);
-	allm_ctl_enc_kint(e, "prompt_tokens", r->seq.n_prompt);
+	allm_ctl_enc_kint(e, "prompt_tokens", r->n_prompt);
 	allm_ctl_enc_kint(e, "generated", gen);
-	allm_ctl_enc_kstr(e, "finish", finish_name(r->finish_kind));
-	double q = r->first_sched > 0 ? r->first_sched : r->finish;
-	allm_ctl_enc_kdouble(e, "queue_ms", (q - r->arrival) * 1e3);
+	allm_ctl_enc_kstr(e, "finish", allm_end_name(r->end));
+	allm_ctl_enc_kdouble(e, "queue_ms", (r->first_sched - r->arrival) * 1e3);
 	allm_ctl_enc_kdouble(e, "ttft_ms", ttft);
 	allm_ctl_enc_kdouble(e, "tpot_ms", tpot);
 	allm_ctl_enc_kdouble(e, "e2e_ms", e2e);
 	allm_ctl_enc_kdouble(e, "weighted_turnaround", wta);
 	allm_ctl_enc_kint(e, "preemptions", r->n_preempt_swap + r->n_preempt_recompute);
-	allm_ctl_enc_kstr(e, "error", r->finish_kind == ALLM_END_ERROR ? r->error : NULL);
+	allm_ctl_enc_kstr(e, "error", r->end == ALLM_END_ERROR ? r->error : NULL);
 	ctl_publish(s, "request", e);
 }
 

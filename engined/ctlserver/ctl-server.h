@@ -45,8 +45,8 @@ struct ctl_host_ops {
 	void (*shutdown)(void *user, const char *why);
 	/* Ready clients: returns how many there are and fills up to max of them. */
 	uint32_t (*clients)(void *user, struct ctl_client_info *ret, uint32_t max);
-	/* The client that submitted r, 0 when none. */
-	uint32_t (*request_client)(void *user, const struct allm_request *r);
+	/* The client that submitted a request (its allm_submit.user), 0 when none. */
+	uint32_t (*request_client)(void *user, const void *req_user);
 };
 
 /* The host's engine and names, handed over at start; not owned, and they must
@@ -84,8 +84,7 @@ void ctl_server_tick(struct ctl_server *s);
 
 /* Engine events, forwarded by the host: `request` and `decision` telemetry and
  * the rolling latency window. */
-void ctl_server_on_finish(struct ctl_server *s, const struct allm_request *r,
-			  uint32_t client_id);
+void ctl_server_on_finish(struct ctl_server *s, const struct allm_result *res, uint32_t client_id);
 void ctl_server_on_decision(struct ctl_server *s, const struct allm_decision *dec, bool measured);
 
 #endif

@@ -1,5 +1,6 @@
 #include "ctl-stats.h"
 
+#include "engine.h"
 #include "metrics.h"
 
 #include <math.h>
@@ -12,25 +13,22 @@ void ctl_stats_reset(struct ctl_stats *s)
 	s->rate_n = s->rate_head = 0;
 }
 
-void ctl_stats_request(double send, double first_sched, double first_token, double finish,
-		       int32_t n_generated, double *ttft_ms, double *tpot_ms, double *e2e_ms,
+void ctl_stats_request(const struct allm_result *r, double *ttft_ms, double *tpot_ms, double *e2e_ms,
 		       double *wta)
 {
-	*ttft_ms = n_generated >= 1 && first_token > 0 ? (first_token - send) * 1e3 : NAN;
-	*tpot_ms = n_generated >= 2 && first_token > 0
-			   ? (finish - first_token) / (n_generated - 1) * 1e3
+	*ttft_ms = r->n_generated >= 1 && r->got_token ? (r->first_token - r->arrival) * 1e3 : NAN;
+	*tpot_ms = r->n_generated >= 2 && r->got_token
+			   ? (r->finish - r->first_token) / (r->n_generated - 1) * 1e3
 			   : NAN;
-	*e2e_ms = (finish - send) * 1e3;
+	*e2e_ms = (r->finish - r->arrival) * 1e3;
 	/* never scheduled (cancelled while waiting): 1, as metrics.h */
-	*wta = first_sched > 0 ? allm_metrics_weighted_turnaround(send, first_sched, finish) : 1;
+	*wta = r->scheduled ? allm_metrics_weighted_turnaround(r->arrival, r->first_sched, r->finish) : 1;
 }
 
-void ctl_stats_add(struct ctl_stats *s, double send, double first_sched, double first_token,
-		   double finish, int32_t n_generated)
+void ctl_stats_add(struct ctl_stats *s, const struct allm_result *r)
 {
 	int32_t i = s->head;
-	ctl_stats_request(send, first_sched, first_token, finish, n_generated, &s->ttft_ms[i],
-			  &s->tpot_ms[i], &s->e2e_ms[i], &s->wta[i]);
+	ctl_stats_request(r, &s->ttft_ms[i], &s->tpot_ms[i], &s->e2e_ms[i], &s->wta[i]);
 	s->head = (s->head + 1) % CTL_STATS_WINDOW;
 	if (s->n < CTL_STATS_WINDOW)
 		s->n++;

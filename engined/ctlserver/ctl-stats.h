@@ -35,13 +35,12 @@ struct ctl_stats_view {
 };
 
 void ctl_stats_reset(struct ctl_stats *s);
-/* One finished request, times in seconds on one clock. first_sched/first_token
- * of 0 mean "never". */
-void ctl_stats_add(struct ctl_stats *s, double send, double first_sched, double first_token,
-		   double finish, int32_t n_generated);
-/* The per-request figures ctl_stats_add records, for the `request` telemetry. */
-void ctl_stats_request(double send, double first_sched, double first_token, double finish,
-		       int32_t n_generated, double *ttft_ms, double *tpot_ms, double *e2e_ms,
+struct allm_result;
+/* One finished request (the engine's result, engine.h). */
+void ctl_stats_add(struct ctl_stats *s, const struct allm_result *r);
+/* The per-request figures ctl_stats_add records, for the `request` telemetry:
+ * NAN where they do not apply (no token, one token). */
+void ctl_stats_request(const struct allm_result *r, double *ttft_ms, double *tpot_ms, double *e2e_ms,
 		       double *wta);
 /* A sample of the engine's cumulative token counters at time t (10 Hz). A counter
  * going backwards (reset-stats) restarts the window. */

@@ -38,14 +38,16 @@ static void enc_pctl(struct allm_ctl_enc *e, const char *key, const struct allm_
 static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *key,
 		    enum allm_req_state q, double now)
 {
-	const struct allm_request *best[CTL_STATUS_TOP];
+	struct allm_request_info best[CTL_STATUS_TOP];
 	double pri[CTL_STATUS_TOP];
 	int n = 0;
 	const struct allm_request *page[256];
 	/* a queue may be long: keep the best few in one pass over a bounded page */
 	int got = allm_engine_list(s->h.eng, q, page, (int)ALLM_ARRAY_SIZE(page));
 	for (int i = 0; i < got; i++) {
-		double p = allm_engine_priority(page[i], now);
+		struct allm_request_info r;
+		allm_engine_info(page[i], now, &r);
+		double p = r.priority;
 		int at = n;
 		while (at > 0 && pri[at - 1] < p)
 			at--;
@@ -56,7 +58,7 @@ static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *ke
 			best[k] = best[k - 1];
 			pri[k] = pri[k - 1];
 		}
-		best[at] = page[i];
+		best[at] = r;
 		pri[at] = p;
 		if (n < CTL_STATUS_TOP)
 			n++;
@@ -64,9 +66,9 @@ static void enc_top(struct ctl_server *s, struct allm_ctl_enc *e, const char *ke
 	allm_ctl_enc_karray(e, key, (uint32_t)n);
 	for (int i = 0; i < n; i++) {
 		allm_ctl_enc_map(e, 3);
-		allm_ctl_enc_kint(e, "id", best[i]->id);
+		allm_ctl_enc_kint(e, "id", best[i].id);
 		allm_ctl_enc_kdouble(e, "priority", pri[i]);
-		allm_ctl_enc_kint(e, "length", best[i]->seq.n_tokens);
+		allm_ctl_enc_kint(e, "length", best[i].length);
 	}
 }
 

@@ -12,24 +12,9 @@
 
 #define SUM_CK 64 /* terms between the checkpoints of a draw's running sum */
 
-void allm_sampling_default(struct allm_sampling *p)
+bool allm_sampler_processed(const struct allm_sampler *s)
 {
-	p->temperature = 0.0f;
-	p->top_k = 0;
-	p->top_p = 1.0f;
-	p->seed = 0;
-	p->repetition_penalty = 1.0f;
-	p->frequency_penalty = 0.0f;
-	p->presence_penalty = 0.0f;
-	p->logprobs = 0;
-	p->bias = NULL;
-	p->n_bias = 0;
-	p->min_tokens = 0;
-}
-
-bool allm_sampling_processed(const struct allm_sampling *p)
-{
-	return allm_sampling_penalized(p) || p->n_bias > 0 || p->min_tokens > 0;
+	return allm_params_penalized(&s->p) || s->n_bias > 0 || s->mask_stops;
 }
 
 void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_t *ids, int32_t n)
@@ -41,54 +26,24 @@ void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_
 
 void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits)
 {
-	for (int32_t i = 0; i < s->p.n_bias; i++)
-		if (s->p.bias[i].id >= 0 && s->p.bias[i].id < s->vocab)
-			logits[s->p.bias[i].id] += s->p.bias[i].bias;
+	for (int32_t i = 0; i < s->n_bias; i++)
+		if (s->bias[i].token_id >= 0 && s->bias[i].token_id < s->vocab)
+			logits[s->bias[i].token_id] += s->bias[i].bias;
 }
 
-bool allm_sampling_penalized(const struct allm_sampling *p)
+bool allm_params_penalized(const struct allm_params *p)
 {
-	return (p->repetition_penalty != 0.0f && p->repetition_penalty != 1.0f) || p->frequency_penalty != 0.0f ||
-	       p->presence_penalty != 0.0f;
+	return p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
 }
 
-int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err)
-{
-	if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
-		return allm_err_set(err, -EINVAL, "temperature must be >= 0 (got %g)", p->temperature);
-	if (p->top_k < 0)
-		return allm_err_set(err, -EINVAL, "top_k must be >= 0 (got %d)", p->top_k);
-	if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-		return allm_err_set(err, -EINVAL, "top_p must be in (0, 1] (got %g)", p->top_p);
-	if (!(p->repetition_penalty >= 0.0f && p->repetition_penalty <= 10.0f))
-		return allm_err_set(err, -EINVAL, "repetition_penalty must be in (0, 10] (got %g; 0 or 1: off)",
-				    p->repetition_penalty);
-	if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
-		return allm_err_set(err, -EINVAL, "frequency_penalty must be in [-2, 2] (got %g)",
-				    p->frequency_penalty);
-	if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
-		return allm_err_set(err, -EINVAL, "presence_penalty must be in [-2, 2] (got %g)",
-				    p->presence_penalty);
-	if (p->logprobs < 0 || p->logprobs > 1 + ALLM_SAMPLER_LOGPROBS_MAX)
-		return allm_err_set(err, -EINVAL, "logprobs must ask for at most %d alternatives (got %d)",
-				    ALLM_SAMPLER_LOGPROBS_MAX, p->logprobs - 1);
-	if (p->min_tokens < 0)
-		return allm_err_set(err, -EINVAL, "min_tokens must be >= 0 (got %d)", p->min_tokens);
-	if (p->n_bias < 0 || p->n_bias > ALLM_SAMPLER_BIAS_MAX || (p->n_bias && !p->bias))
-		return allm_err_set(err, -EINVAL, "logit_bias takes at most %d tokens (got %d)", ALLM_SAMPLER_BIAS_MAX,
-				    p->n_bias);
-	for (int32_t i = 0; i < p->n_bias; i++)
-		if (p->bias[i].id < 0 || !(p->bias[i].bias >= -100.0f && p->bias[i].bias <= 100.0f))
-			return allm_err_set(err, -EINVAL, "logit_bias: token %d, bias %g (want an id >= 0 and a "
-					    "bias in [-100, 100])", p->bias[i].id, p->bias[i].bias);
-	return 0;
-}
-
-int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab)
+int allm_sampler_init(struct allm_sampler *s, const struct allm_params *p, const struct allm_logit_bias *bias,
+		      int32_t n_bias, int32_t vocab)
 {
 	memset(s, 0, sizeof(*s));
 	s->p = *p;
 	s->vocab = vocab;
+	s->mask_stops = p->min_tokens > 0;
+	s->n_bias = n_bias;
 	allm_rng_seed(&s->rng, p->seed);
 	if (p->temperature > 0.0f) {
 		s->probs = allm_malloc((size_t)vocab * sizeof(float));
@@ -99,19 +54,17 @@ int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int
 			return -ENOMEM;
 		}
 	}
-	if ((allm_sampling_penalized(p) && !(s->count = allm_calloc((size_t)vocab, sizeof(int32_t)))) ||
-	    (allm_sampling_processed(p) && p->logprobs > 0 && !(s->raw = allm_malloc((size_t)vocab * sizeof(float))))) {
+	if ((allm_params_penalized(p) && !(s->count = allm_calloc((size_t)vocab, sizeof(int32_t)))) ||
+	    (allm_sampler_processed(s) && p->logprobs > 0 && !(s->raw = allm_malloc((size_t)vocab * sizeof(float))))) {
 		allm_sampler_fini(s);
 		return -ENOMEM;
 	}
-	s->p.bias = NULL;
-	if (p->n_bias > 0) {
-		if (!(s->bias = allm_malloc((size_t)p->n_bias * sizeof(*s->bias)))) {
+	if (n_bias > 0) {
+		if (!(s->bias = allm_malloc((size_t)n_bias * sizeof(*s->bias)))) {
 			allm_sampler_fini(s);
 			return -ENOMEM;
 		}
-		memcpy(s->bias, p->bias, (size_t)p->n_bias * sizeof(*s->bias));
-		s->p.bias = s->bias;
+		memcpy(s->bias, bias, (size_t)n_bias * sizeof(*s->bias));
 	}
 	return 0;
 }
@@ -163,8 +116,7 @@ void allm_sampler_fini(struct allm_sampler *s)
 	allm_free(s->raw);
 	allm_free(s->bias);
 	s->bias = NULL;
-	s->p.bias = NULL;
-	s->p.n_bias = 0;
+	s->n_bias = 0;
 	s->probs = NULL;
 	s->idx = NULL;
 	s->sort_buf = NULL;
@@ -176,7 +128,7 @@ void allm_sampler_fini(struct allm_sampler *s)
 void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t *tokens, int32_t n_prompt,
 			   int32_t n_tokens)
 {
-	const struct allm_sampling *p = &s->p;
+	const struct allm_params *p = &s->p;
 	int32_t *cnt = s->count;
 	if (!cnt)
 		return;
@@ -185,7 +137,7 @@ void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t 
 	 * sequence's length, not the vocabulary's. Ids outside the vocabulary
 	 * (none get this far) would be skipped. */
 	float rp = p->repetition_penalty;
-	if (rp != 0.0f && rp != 1.0f) {
+	if (rp != 1.0f) {
 		for (int32_t i = 0; i < n_tokens; i++)
 			if (tokens[i] >= 0 && tokens[i] < s->vocab)
 				cnt[tokens[i]] = 1;
@@ -278,7 +230,7 @@ enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
 {
 	/* the penalties change the row before it is reduced, log-probabilities
 	 * need all of it: the device must give it whole */
-	return allm_sampling_processed(&s->p) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
+	return allm_sampler_processed(s) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
 }
 
 static const int32_t *sort_ids;

@@ -5,40 +5,19 @@
 
 #include "common.h"
 
-struct allm_sampling {
-	float temperature; /* 0 = greedy */
-	int32_t top_k; /* 0 = off */
-	float top_p; /* 1 = off */
-	uint64_t seed;
-	/* Penalties on tokens already there, applied to the logits before anything
-	 * else, as vLLM and the OpenAI API define them: repetition (0 or 1 = off)
-	 * divides a positive logit and multiplies a negative one of every token in
-	 * the prompt or the output; frequency subtracts its value times the token's
-	 * count in the output, presence its value once for a token in the output
-	 * (0 = off, each in [-2, 2]). */
-	float repetition_penalty, frequency_penalty, presence_penalty;
-	/* 0: none; 1 + k: the sampled token's log-probability and the k most
-	 * likely tokens' (k <= ALLM_SAMPLER_LOGPROBS_MAX), of the model's own
-	 * distribution (the raw row: before penalties and temperature, as vLLM) */
-	int32_t logprobs;
-	/* logit_bias: bias[i].bias added to the logit of bias[i].id (after the
-	 * penalties), each in [-100, 100], at most ALLM_SAMPLER_BIAS_MAX; copied
-	 * by allm_sampler_init */
-	const struct allm_token_bias *bias;
-	int32_t n_bias;
-	/* min_tokens: the stop tokens (EOS, stop ids) are masked out until this
-	 * many were generated (allm_sampler_mask; vLLM's min_tokens); the engine
-	 * sets it to 0 once they were */
-	int32_t min_tokens;
-};
+#include <adaptivellm/params.h>
 
-struct allm_token_bias {
-	int32_t id;
-	float bias;
-};
+/* A request's parameters are struct allm_params (include/adaptivellm/params.h):
+ * its table holds every range; the sampler applies them. Penalties on tokens
+ * already there come first, as vLLM and the OpenAI API define them: repetition
+ * divides a positive logit and multiplies a negative one of every token in the
+ * prompt or the output; frequency subtracts its value times the token's count in
+ * the output, presence its value once for a token in the output. Then the logit
+ * bias, then (while min_tokens is not reached) the stop tokens are masked out.
+ * logprobs (1 + k) reports the model's own distribution (the raw row: before
+ * penalties and temperature, as vLLM). */
 
-#define ALLM_SAMPLER_LOGPROBS_MAX 10
-#define ALLM_SAMPLER_BIAS_MAX 300
+#define ALLM_SAMPLER_LOGPROBS_MAX ALLM_LOGPROBS_MAX
 
 /* One token's log-probabilities (allm_sampler_logprobs). */
 struct allm_token_logprobs {
@@ -50,7 +29,11 @@ struct allm_token_logprobs {
 };
 
 struct allm_sampler {
-	struct allm_sampling p;
+	struct allm_params p; /* the request's (its own copy) */
+	/* the stop tokens are masked out (min_tokens not reached yet); the engine
+	 * clears it once they were generated */
+	bool mask_stops;
+	int32_t n_bias;
 	struct allm_rng rng; /* from seed */
 	int32_t vocab;
 	float *probs; /* [vocab] scratch */
@@ -59,21 +42,14 @@ struct allm_sampler {
 	double *ck; /* [vocab / 64 + 2] checkpoints of the running sum of a draw */
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
 	float *raw; /* [vocab] the row before penalties and bias, with logprobs and either */
-	struct allm_token_bias *bias; /* p.bias's own copy (p.bias points here) */
+	struct allm_logit_bias *bias; /* [n_bias] the request's logit bias, its own copy */
 };
 
-/* Defaults: greedy, no top-k/top-p, seed 0, no penalties. */
-void allm_sampling_default(struct allm_sampling *p);
-/* -EINVAL with err for temperature < 0, top_k < 0, top_p outside (0, 1], a
- * repetition penalty < 0 or > 10, a frequency or presence penalty outside
- * [-2, 2] (or any of them not finite), logprobs outside 0..1 + 10, more than
- * ALLM_SAMPLER_BIAS_MAX biases, a negative id or a bias outside [-100, 100]
- * (ids past the vocabulary: the caller's check), min_tokens < 0. */
-int allm_sampling_validate(const struct allm_sampling *p, struct allm_err *err);
 /* Whether p asks for any penalty. */
-bool allm_sampling_penalized(const struct allm_sampling *p);
-/* Whether p changes the row before sampling: penalties or a logit bias. */
-bool allm_sampling_processed(const struct allm_sampling *p);
+bool allm_params_penalized(const struct allm_params *p);
+/* Whether s changes the row before sampling: penalties, a logit bias, or stop
+ * tokens masked. */
+bool allm_sampler_processed(const struct allm_sampler *s);
 /* Adds the request's logit bias to its row (after allm_sampler_penalize). */
 void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits);
 /* Makes ids[0..n) (the stop tokens, while min_tokens is not reached) impossible. */
@@ -84,9 +60,12 @@ void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_
 void allm_sampler_logprobs(const struct allm_sampler *s, const float *row, int32_t id,
 			   struct allm_token_logprobs *out);
 
-int allm_sampler_init(struct allm_sampler *s, const struct allm_sampling *p, int32_t vocab);
+/* A sampler for one request: p (checked: allm_params_check) and its n_bias
+ * logit bias entries (checked, ids in the vocabulary) are copied. 0 or -ENOMEM. */
+int allm_sampler_init(struct allm_sampler *s, const struct allm_params *p, const struct allm_logit_bias *bias,
+		      int32_t n_bias, int32_t vocab);
 void allm_sampler_fini(struct allm_sampler *s);
-/* Applies the request's penalties (allm_sampling_penalized) to its row of
+/* Applies the request's penalties (allm_params_penalized) to its row of
  * logits[vocab] in place: tokens[0..n_tokens) is the sequence so far, the
  * prompt being its first n_prompt. Before allm_sampler_sample. */
 void allm_sampler_penalize(struct allm_sampler *s, float *logits, const int32_t *tokens, int32_t n_prompt,

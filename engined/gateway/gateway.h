@@ -126,15 +126,12 @@ struct gw_req {
 	size_t n_ids;
 	char *text;              /* ... a text prompt for the engine to tokenize (owned) */
 	size_t text_len;
-	struct allm_request_params params; /* prompt pointers filled by the pump */
+	struct allm_params params; /* its parameters (the table's, params.h); the pump
+				    * submits them with the prompt and logit bias */
 	struct gw_stops stops;   /* stop strings (owned) */
-	struct allm_detok *detok; /* the prompt pushed already: generated ids decode in its
-				   * context (a leading space survives, as in vLLM); NULL
-				   * without a tokenizer: the engine's text is used */
-	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* stop_token_ids; params.stop_ids points here */
 	char *echo;              /* completions' echo: the prompt's text, sent before the output (owned) */
 	size_t echo_len;
-	struct allm_logit_bias *logit_bias; /* owned; params.logit_bias points here */
+	struct allm_logit_bias *logit_bias; /* owned */
 	uint32_t n_logit_bias;
 
 	/* lock: */
@@ -200,8 +197,6 @@ struct gw {
 	struct pollfd *watch_fds;   /* the pump's poll set (gw-engine.c) ... */
 	struct gw_req **watch_reqs; /* ... and the request of each socket in it */
 	allm_client_t *client;
-	char *piece;              /* one decoded piece (gw_req.detok) ... */
-	size_t piece_cap;         /* ... of at most this many bytes */
 	double next_connect;      /* allm_now() of the next connection attempt */
 	bool said_down;           /* logged that the engine is unreachable */
 	/* connection deadlines (gw-conns.c): */

@@ -160,18 +160,11 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 	case ALLM_EVENT_TOKEN: {
 		if (r->out.stopped)
 			break;
+		/* the engine's text: it decodes in the prompt's context (a leading
+		 * space survives, as in vLLM), and sends what it held back (an
+		 * unfinished UTF-8 sequence) as token -1 before the FINAL */
 		const char *text = ev->text;
-		int n = (int)ev->text_len;
-		if (r->detok) {
-			/* our own decoding, in the prompt's context; the engine's flush
-			 * (token -1) is ours at the FINAL */
-			if (ev->token_id < 0)
-				break;
-			n = allm_detok_push(r->detok, ev->token_id, gw->piece, gw->piece_cap);
-			text = gw->piece;
-			if (n < 0)
-				n = 0; /* an id this tokenizer does not know: no text */
-		}
+		size_t n = ev->text_len;
 		if (ev->token_id >= 0)
 			r->n_tokens++;
 		if (ev->logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->logprobs)) {
@@ -182,7 +175,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		/* min_tokens: no stop string ends the text before it, as no stop token does */
 		static const struct gw_stops none;
 		int s = gw_text_append(&r->out, r->n_tokens <= (uint32_t)r->params.min_tokens ? &none : &r->stops, text,
-				       (size_t)n);
+				       n);
 		if (s < 0) {
 			send_cancel(gw, r);
 			r->out.stopped = true; /* keeps what it has; the FINAL ends it */
@@ -207,12 +200,6 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		}
 		if (r->accepted)
 			gw->engine_full = false; /* one left the engine: room for another */
-		if (r->detok && !r->out.stopped) {
-			/* what our decoder held back (an unfinished UTF-8 sequence) */
-			int n = allm_detok_flush(r->detok, gw->piece, gw->piece_cap);
-			if (n > 0 && gw_text_append(&r->out, &r->stops, gw->piece, (size_t)n) == 1)
-				r->n_generated = r->n_tokens;
-		}
 		r->n_prompt = ev->n_prompt;
 		r->n_cached = ev->n_cached;
 		if (!r->out.stopped)
@@ -303,20 +290,6 @@ static void try_connect(struct gw *gw)
 	gw_ctl_kick(gw); /* it reads the new engine's batch now */
 }
 
-/* The pump's buffer for one decoded piece, as large as tok needs. */
-static int piece_fit(struct gw *gw, const struct allm_tokenizer *tok)
-{
-	size_t cap = allm_detok_piece_cap(tok);
-	if (cap <= gw->piece_cap)
-		return 0;
-	char *p = realloc(gw->piece, cap);
-	if (!p)
-		return -ENOMEM;
-	gw->piece = p;
-	gw->piece_cap = cap;
-	return 0;
-}
-
 /* Puts waiting choices on the ring, users in turn (gw-users.c), until the ring or
  * arena is full or no user may submit more (under lock). Returns how many went,
  * or -EPIPE when the engine is gone. */
@@ -336,14 +309,19 @@ static int submit_waiting(struct gw *gw, struct resume_list *rl)
 				 gw->o.engine);
 			continue;
 		}
-		if ((r->detok && piece_fit(gw, r->model->tok)) || gw_slot_take(gw, r))
+		if (gw_slot_take(gw, r))
 			return n; /* out of memory: try again next turn */
-		r->params.user_tag = r->tag;
-		r->params.prompt = r->text;
-		r->params.prompt_len = r->text_len;
-		r->params.prompt_ids = r->ids;
-		r->params.n_prompt_ids = r->n_ids;
-		int e = allm_client_submit(gw->client, &r->params);
+		struct allm_request_params p;
+		allm_request_params_init(&p);
+		p.params = r->params;
+		p.user_tag = r->tag;
+		p.prompt = r->text;
+		p.prompt_len = r->text_len;
+		p.prompt_ids = r->ids;
+		p.n_prompt_ids = r->n_ids;
+		p.logit_bias = r->logit_bias;
+		p.n_logit_bias = r->n_logit_bias;
+		int e = allm_client_submit(gw->client, &p);
 		if (e == -EAGAIN) {
 			gw_slot_put(gw, r);
 			gw->sq_full = true; /* the engine's answers wake us when it took some */
@@ -629,7 +607,6 @@ void gw_engine_stop(struct gw *gw)
 		allm_client_disconnect(gw->client);
 	gw->client = NULL;
 	close(gw->wake_fd);
-	free(gw->piece);
 	free(gw->watch_fds);
 	free(gw->watch_reqs);
 	gw_users_free(gw);

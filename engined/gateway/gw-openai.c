@@ -66,20 +66,6 @@ int gw_api_bad(struct gw_api_err *e, const char *param, const char *fmt, ...)
 
 /* --- typed fields (absent or null: the default stays) ---------------------------- */
 
-static int get_num(json_t *b, const char *k, double lo, double hi, double *v, struct gw_api_err *e)
-{
-	json_t *j = json_object_get(b, k);
-	if (!j || json_is_null(j))
-		return 0;
-	if (!json_is_number(j))
-		return gw_api_bad(e, k, "'%s' must be a number", k);
-	double x = json_number_value(j);
-	if (!(x >= lo && x <= hi))
-		return gw_api_bad(e, k, "'%s' must be in [%g, %g] (got %g)", k, lo, hi, x);
-	*v = x;
-	return 0;
-}
-
 static int get_int(json_t *b, const char *k, int64_t lo, int64_t hi, int64_t *v,
 		   struct gw_api_err *e)
 {
@@ -94,6 +80,75 @@ static int get_int(json_t *b, const char *k, int64_t lo, int64_t hi, int64_t *v,
 			   (long long)hi, (long long)x);
 	*v = x;
 	return 0;
+}
+
+/* The JSON value j of key k into d's field of p, typed and in range as the table
+ * (params.h) says: numbers for F32, integers for I32 and U64 (any int64 is a
+ * seed), true/false for BOOL; vLLM's -1 for off where the row takes it; a
+ * PLUS_ONE row's users count from 0. */
+static int set_param(struct allm_params *p, const struct allm_param_desc *d, const char *k, json_t *j,
+		     struct gw_api_err *e)
+{
+	char range[48];
+	double v;
+	switch (d->type) {
+	case ALLM_PARAM_BOOL:
+		if (!json_is_boolean(j))
+			return gw_api_bad(e, k, "'%s' must be true or false", k);
+		v = json_is_true(j);
+		break;
+	case ALLM_PARAM_U64:
+		if (!json_is_integer(j))
+			return gw_api_bad(e, k, "'%s' must be an integer", k);
+		uint64_t q = (uint64_t)json_integer_value(j); /* two's complement: any int64 */
+		memcpy((char *)p + d->offset, &q, sizeof(q));
+		return 0;
+	case ALLM_PARAM_I32:
+		if (!json_is_integer(j))
+			return gw_api_bad(e, k, "'%s' must be an integer", k);
+		v = (double)json_integer_value(j);
+		break;
+	default:
+		if (!json_is_number(j))
+			return gw_api_bad(e, k, "'%s' must be a number", k);
+		v = json_number_value(j);
+	}
+	double user = v;
+	if ((d->flags & ALLM_PARAM_F_JSON_NEG1) && v == -1)
+		v = d->off;
+	else if (d->flags & ALLM_PARAM_F_PLUS_ONE)
+		v += 1;
+	if (((d->flags & ALLM_PARAM_F_PLUS_ONE) && v == d->off) || allm_param_set(p, d, v))
+		return gw_api_bad(e, k, "'%s' must be %s (got %g)", k, allm_param_range_text(d, range, sizeof(range)),
+				  user);
+	return 0;
+}
+
+/* Every row of the table with a plain JSON key (not JSON_CUSTOM) read into p;
+ * bit i of *seen set for row i present. */
+static int parse_rows(json_t *b, struct allm_params *p, uint64_t *seen, struct gw_api_err *e)
+{
+	const struct allm_param_desc *d;
+	*seen = 0;
+	for (size_t i = 0; (d = allm_param_desc(i)); i++) {
+		json_t *j = d->json && !(d->flags & ALLM_PARAM_F_JSON_CUSTOM) ? json_object_get(b, d->json) : NULL;
+		if (!j || json_is_null(j))
+			continue;
+		*seen |= UINT64_C(1) << i;
+		if (set_param(p, d, d->json, j, e))
+			return -1;
+	}
+	return 0;
+}
+
+/* Whether the row of field name was in the body (parse_rows' *seen). */
+static bool seen_row(uint64_t seen, const char *name)
+{
+	const struct allm_param_desc *d;
+	for (size_t i = 0; (d = allm_param_desc(i)); i++)
+		if (!strcmp(d->name, name))
+			return seen & (UINT64_C(1) << i);
+	return false;
 }
 
 int gw_api_get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e)
@@ -141,35 +196,34 @@ static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
 	return 0;
 }
 
-/* Completions: "logprobs": k (0..ALLM_LOGPROBS_MAX alternatives); chat:
- * "logprobs": true and "top_logprobs": k. *ret: 0 for none, else 1 + k (the
- * SQE's and the engine's encoding). */
-static int parse_logprobs(json_t *b, bool chat, int32_t *ret, struct gw_api_err *e)
+/* Completions: "logprobs": k alternatives; chat: "logprobs": true and
+ * "top_logprobs": k. Both into the table's logprobs row (1 + k; 0 for none). */
+static int parse_logprobs(json_t *b, bool chat, struct allm_params *p, struct gw_api_err *e)
 {
-	int64_t k = 0;
+	const struct allm_param_desc *d = allm_param_find("logprobs");
+	json_t *j = json_object_get(b, "logprobs"), *t = json_object_get(b, "top_logprobs");
 	bool on = false;
-	json_t *j = json_object_get(b, "logprobs");
-	if (!chat) {
-		if (get_int(b, "logprobs", 0, ALLM_LOGPROBS_MAX, &k, e))
-			return -1;
-		*ret = j && !json_is_null(j) ? 1 + (int32_t)k : 0;
-		return 0;
-	}
-	if (gw_api_get_bool(b, "logprobs", &on, e) || get_int(b, "top_logprobs", 0, ALLM_LOGPROBS_MAX, &k, e))
+	if (!chat)
+		return j && !json_is_null(j) ? set_param(p, d, "logprobs", j, e) : 0;
+	if (gw_api_get_bool(b, "logprobs", &on, e))
 		return -1;
-	json_t *t = json_object_get(b, "top_logprobs");
 	if (!on && t && !json_is_null(t))
 		return gw_api_bad(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
-	*ret = on ? 1 + (int32_t)k : 0;
+	if (!on)
+		return 0;
+	if (t && !json_is_null(t))
+		return set_param(p, d, "top_logprobs", t, e);
+	p->logprobs = 1; /* the sampled token's alone */
 	return 0;
 }
 
-/* "logit_bias": {"token id": bias in [-100, 100], ...}, at most
- * ALLM_LOGIT_BIAS_MAX; the engine checks the ids against its vocabulary. */
+/* "logit_bias": {"token id": bias, ...}, as the table's limits say (params.h);
+ * the engine checks the ids against its vocabulary. */
 static int parse_logit_bias(json_t *b, struct gw_req *r, struct gw_api_err *e)
 {
 	json_t *j = json_object_get(b, "logit_bias"), *v;
 	const char *k;
+	char why[160];
 	if (!j || json_is_null(j))
 		return 0;
 	if (!json_is_object(j) || json_object_size(j) > ALLM_LOGIT_BIAS_MAX)
@@ -185,76 +239,73 @@ static int parse_logit_bias(json_t *b, struct gw_req *r, struct gw_api_err *e)
 		long id = strtol(k, &end, 10);
 		if (!*k || *end || errno || id < 0 || id > INT32_MAX)
 			return gw_api_bad(e, "logit_bias", "'logit_bias' keys must be token ids (got '%.40s')", k);
-		if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
-			return gw_api_bad(e, "logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+		if (!json_is_number(v))
+			return gw_api_bad(e, "logit_bias", "'logit_bias' values must be numbers");
 		r->logit_bias[i++] = (struct allm_logit_bias){(int32_t)id, (float)json_number_value(v)};
 	}
 	r->n_logit_bias = (uint32_t)n;
+	if (allm_logit_bias_check(r->logit_bias, n, why, sizeof(why)))
+		return gw_api_bad(e, "logit_bias", "%s", why);
 	return 0;
 }
 
+/* "stop_token_ids": [id, ...], as many as the table's stop ids take. */
+static int parse_stop_ids(json_t *b, struct allm_params *p, struct gw_api_err *e)
+{
+	json_t *j = json_object_get(b, "stop_token_ids"), *v;
+	size_t i;
+	if (!j || json_is_null(j))
+		return 0;
+	if (!json_is_array(j) || json_array_size(j) > ALLM_PARAMS_MAX_STOP)
+		return gw_api_bad(e, "stop_token_ids", "'stop_token_ids' takes at most %d ids", ALLM_PARAMS_MAX_STOP);
+	json_array_foreach(j, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+			return gw_api_bad(e, "stop_token_ids", "'stop_token_ids' must be token ids");
+		p->stop_ids[i] = (int32_t)json_integer_value(v);
+	}
+	p->n_stop = (uint32_t)json_array_size(j);
+	return 0;
+}
+
+/* The request's parameters: the table's rows, then what the OpenAI API spells
+ * per endpoint (max_completion_tokens, logprobs), the choices (n, best_of), and
+ * fields refused by name. */
 static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n, struct gw_api_err *e)
 {
-	struct allm_request_params *p = &r->params;
-	double temp = 1.0, top_p = 1.0, presence = 0, frequency = 0, repetition = 1;
-	int32_t logprobs = 0;
-	int64_t min_tokens = 0;
-	int64_t top_k = 0, n = 1, seed = -1, max_tokens = -1, best_of = 1;
-	bool ignore_eos = false, seeded;
+	struct allm_params *p = &r->params;
+	int64_t n = 1, best_of = 1;
+	uint64_t seen;
 	json_t *j;
-	if (get_num(b, "temperature", 0, 100, &temp, e) || get_num(b, "top_p", 1e-9, 1, &top_p, e) ||
-	    get_int(b, "top_k", -1, INT32_MAX, &top_k, e) || get_int(b, "n", 1, GW_MAX_CHOICES, &n, e) ||
-	    get_int(b, "best_of", 1, GW_MAX_CHOICES, &best_of, e) ||
-	    get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, e) ||
-	    get_int(b, "max_tokens", 1, INT32_MAX, &max_tokens, e) ||
-	    (chat && get_int(b, "max_completion_tokens", 1, INT32_MAX, &max_tokens, e)) ||
-	    gw_api_get_bool(b, "ignore_eos", &ignore_eos, e) || parse_stop(b, r, e) ||
-	    get_num(b, "presence_penalty", -2, 2, &presence, e) ||
-	    get_num(b, "frequency_penalty", -2, 2, &frequency, e) ||
-	    get_num(b, "repetition_penalty", 1e-6, 10, &repetition, e) || parse_logprobs(b, chat, &logprobs, e))
+	allm_params_init(p);
+	if (parse_rows(b, p, &seen, e) || get_int(b, "n", 1, GW_MAX_CHOICES, &n, e) ||
+	    get_int(b, "best_of", 1, GW_MAX_CHOICES, &best_of, e) || parse_stop(b, r, e) ||
+	    parse_logprobs(b, chat, p, e) || parse_stop_ids(b, p, e))
 		return -1;
+	bool given = seen_row(seen, "max_tokens");
+	j = json_object_get(b, "max_completion_tokens");
+	if (chat && j && !json_is_null(j)) {
+		if (set_param(p, allm_param_find("max_tokens"), "max_completion_tokens", j, e))
+			return -1;
+		given = true;
+	}
+	/* OpenAI's defaults: 16 for completions; for chat whatever room the context
+	 * leaves (0 until the prompt is known) */
+	if (!given)
+		p->max_tokens = chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
 	/* best_of would rank the choices by their log-probability: none are ranked here */
 	if (best_of != 1 && best_of != n)
 		return gw_api_bad(e, "best_of", "'best_of' must be 1 or n: choices are not ranked");
 	*ret_n = n;
-	/* neutral values only: the engine has no such knob */
-	if (parse_logit_bias(b, r, e) || get_int(b, "min_tokens", 0, INT32_MAX, &min_tokens, e) ||
-	    gw_api_refuse_unless(b, "suffix", 0, e))
+	if (parse_logit_bias(b, r, e) || gw_api_refuse_unless(b, "suffix", 0, e))
 		return -1;
 	j = json_object_get(b, "priority");
 	if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0))
 		return gw_api_bad(e, "priority",
 			   "'priority' is not supported: the engine orders requests by its own fairness priority");
-	j = json_object_get(b, "stop_token_ids");
-	if (j && !json_is_null(j)) {
-		size_t i;
-		json_t *v;
-		if (!json_is_array(j) || json_array_size(j) > ALLM_SQE_MAX_STOP)
-			return gw_api_bad(e, "stop_token_ids", "'stop_token_ids' takes at most %d ids", ALLM_SQE_MAX_STOP);
-		json_array_foreach(j, i, v)
-			if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-				return gw_api_bad(e, "stop_token_ids", "'stop_token_ids' must be token ids");
-	}
-	seeded = json_is_integer(json_object_get(b, "seed"));
-	allm_request_params_init(p);
-	p->logit_bias = r->logit_bias;
-	p->n_logit_bias = r->n_logit_bias;
-	p->temperature = (float)temp;
-	p->top_p = (float)top_p;
-	p->top_k = top_k > 0 ? (int32_t)top_k : 0;
-	p->presence_penalty = (float)presence;
-	p->frequency_penalty = (float)frequency;
-	p->repetition_penalty = (float)repetition;
-	p->logprobs = logprobs;
-	r->lps.stride = logprobs > 0 ? (uint32_t)logprobs : 1;
-	p->min_tokens = (int32_t)min_tokens;
-	p->ignore_eos = ignore_eos;
-	p->max_tokens = max_tokens > 0 ? (int32_t)max_tokens : chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
-	if (seeded) {
-		p->seed = (uint64_t)seed;
-	} else if (getrandom(&p->seed, sizeof(p->seed), 0) != sizeof(p->seed)) {
+	r->lps.stride = p->logprobs > 0 ? (uint32_t)p->logprobs : 1;
+	/* no seed: a fresh one per request, as OpenAI's server samples */
+	if (!seen_row(seen, "seed") && getrandom(&p->seed, sizeof(p->seed), 0) != sizeof(p->seed))
 		p->seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)r;
-	}
 	return 0;
 }
 
@@ -312,7 +363,6 @@ void gw_api_discard(struct gw_req *r)
 	for (uint32_t i = 1; i < r->n_choices; i++)
 		gw_api_discard(r->choices[i]);
 	free(r->choices);
-	allm_detok_free(r->detok);
 	free(r->ids);
 	gw_lps_free(&r->lps);
 	free(r->logit_bias);
@@ -330,8 +380,6 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	json_error_t jerr;
 	json_t *b = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	struct gw_req *r = NULL;
-	int64_t stop_ids[ALLM_SQE_MAX_STOP];
-	size_t n_stop_ids = 0;
 	if (!b)
 		return gw_api_bad(e, NULL, "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
 			   jerr.line, jerr.column);
@@ -368,9 +416,6 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		if (gw_api_get_bool(so, "include_usage", &r->include_usage, e))
 			goto fail;
 	}
-	json_t *sti = json_object_get(b, "stop_token_ids");
-	for (size_t i = 0; json_is_array(sti) && i < json_array_size(sti); i++)
-		stop_ids[n_stop_ids++] = json_integer_value(json_array_get(sti, i));
 	if (chat ? gw_prompt_chat(gw, b, m, r, e) : gw_prompt_completion(b, m, r, e))
 		goto fail;
 	/* chat's default: whatever room the context leaves (the engine stops there) */
@@ -381,11 +426,6 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		    r->params.max_tokens);
 		goto fail;
 	}
-	/* the request's own copy: the params point into it */
-	for (size_t i = 0; i < n_stop_ids; i++)
-		r->stop_ids[i] = (int32_t)stop_ids[i];
-	r->params.stop_ids = n_stop_ids ? r->stop_ids : NULL;
-	r->params.n_stop = (uint32_t)n_stop_ids;
 	new_id(r, chat ? "chatcmpl-" : "cmpl-");
 	r->created = (long long)time(NULL);
 	r->n_choices = 1;

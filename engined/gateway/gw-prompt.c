@@ -242,20 +242,6 @@ out:
 	return rc;
 }
 
-/* A detokenizer that has seen the prompt, so the first generated token decodes as
- * it follows the prompt (SentencePiece strips the space of the text's first word
- * only: "Once" + "▁upon" must give " upon", not "upon"). */
-static int prime_detok(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
-{
-	/* the ids were checked against the vocabulary: only memory can fail here */
-	if (allm_detok_create(m->tok, true, &r->detok) || allm_detok_prime(r->detok, r->ids, r->n_ids)) {
-		allm_detok_free(r->detok);
-		r->detok = NULL;
-		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-	}
-	return 0;
-}
-
 static int copy_of(void *dst, const void *src, size_t n)
 {
 	void **d = dst;
@@ -293,7 +279,6 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	c->choices = NULL;
 	c->n_choices = 0;
 	c->index = index;
-	c->detok = NULL;
 	c->ids = NULL;
 	c->text = c->echo = NULL;
 	c->logit_bias = NULL;
@@ -308,21 +293,15 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		return NULL;
 	}
-	if (src->detok && prime_detok(m, c, e))
-		return NULL;
-	c->params.logit_bias = c->logit_bias;
-	c->params.stop_ids = src->params.stop_ids ? c->stop_ids : NULL;
 	return c;
 }
 
 /* The prompt of c: prompt p of a batch instead of the one it was copied with. */
 static int swap_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
 {
-	allm_detok_free(c->detok);
 	free(c->ids);
 	free(c->text);
 	free(c->echo);
-	c->detok = NULL;
 	c->ids = NULL;
 	c->text = c->echo = NULL;
 	c->n_ids = c->text_len = c->echo_len = 0;
@@ -361,8 +340,8 @@ int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uin
 }
 
 
-/* A prompt in r: the decoder primed with it, the context checked. */
+/* A prompt in r: the context checked. */
 static int ready(const struct gw_model *m, struct gw_req *r, struct gw_api_err *e)
 {
-	return (m->tok && r->ids && prime_detok(m, r, e)) || check_context(m, r, e) ? -1 : 0;
+	return check_context(m, r, e);
 }

@@ -69,7 +69,6 @@ static void req_free(struct gw *gw, struct gw_req *r)
 	free(r->echo);
 	free(r->text);
 	gw_stops_free(&r->stops);
-	allm_detok_free(r->detok);
 	gw_text_free(&r->out);
 	gw_model_unref(r->model);
 	free(r);

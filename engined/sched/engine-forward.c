@@ -18,18 +18,21 @@ static bool partial(const struct allm_request *r)
 	return r->chunk > 0 && r->seq.n_cached + r->chunk < r->seq.n_tokens;
 }
 
-static bool is_stop(const struct allm_engine *e, const struct allm_request *r, int32_t id)
+/* Whether id ends r: ALLM_END_STOP_ID (a stop id, even one that is an EOS too),
+ * ALLM_END_EOS, or ALLM_END_NONE. */
+static enum allm_end stop_of(const struct allm_engine *e, const struct allm_request *r, int32_t id)
 {
-	if (r->ignore_eos)
-		return false;
+	const struct allm_params *p = &r->sampler.p;
+	if (p->ignore_eos)
+		return ALLM_END_NONE;
+	for (uint32_t i = 0; i < p->n_stop; i++)
+		if (p->stop_ids[i] == id)
+			return ALLM_END_STOP_ID;
 	const struct allm_model_config *c = &e->model->cfg;
 	for (int i = 0; i < c->n_eos; i++)
 		if (c->eos_ids[i] == id)
-			return true;
-	for (int i = 0; i < r->n_stop; i++)
-		if (r->stop_ids[i] == id)
-			return true;
-	return false;
+			return ALLM_END_EOS;
+	return ALLM_END_NONE;
 }
 
 static int reserve_io(struct allm_engine *e, int32_t rows)
@@ -58,19 +61,19 @@ static int32_t sample_row(const struct allm_engine *e, struct allm_request *r, f
 {
 	struct allm_sampler *s = &r->sampler;
 	const float *raw = row;
-	if (allm_sampling_processed(&s->p)) {
+	if (allm_sampler_processed(s)) {
 		if (s->raw) {
 			memcpy(s->raw, row, (size_t)s->vocab * sizeof(float));
 			raw = s->raw;
 		}
-		if (allm_sampling_penalized(&s->p))
+		if (allm_params_penalized(&s->p))
 			allm_sampler_penalize(s, row, r->seq.tokens, r->seq.n_prompt, r->seq.n_tokens);
 		allm_sampler_apply_bias(s, row);
 		/* min_tokens: no stop token before it (ignore_eos: none stops anyway) */
-		if (!r->ignore_eos && allm_request_n_generated(r) < s->p.min_tokens) {
+		if (s->mask_stops) {
 			const struct allm_model_config *c = &e->model->cfg;
 			allm_sampler_mask(s, row, c->eos_ids, c->n_eos);
-			allm_sampler_mask(s, row, r->stop_ids, r->n_stop);
+			allm_sampler_mask(s, row, s->p.stop_ids, (int32_t)s->p.n_stop);
 		}
 	}
 	int32_t id = allm_sampler_sample(s, row);
@@ -103,17 +106,27 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		}
 		/* min_tokens met (or moot with ignore_eos): no more masking, so the
 		 * row needs no copy and no whole download for it from here on */
-		if (r->sampler.p.min_tokens &&
-		    (r->ignore_eos || allm_request_n_generated(r) >= r->sampler.p.min_tokens))
-			r->sampler.p.min_tokens = 0;
+		if (r->sampler.mask_stops &&
+		    (r->sampler.p.ignore_eos || allm_request_n_generated(r) >= r->sampler.p.min_tokens))
+			r->sampler.mask_stops = false;
 		if (!r->first_token)
 			r->first_token = now;
 		e->st.generated_tokens++;
-		if (e->ev.on_token)
-			e->ev.on_token(e->ev.user, r, id);
-		if (is_stop(e, r, id))
-			allm_engine_retire(e, r, ALLM_END_STOP, NULL);
-		else if (allm_request_n_generated(r) >= r->max_tokens ||
+		if (e->ev.on_token) {
+			struct allm_token_out t = {
+				.id = r->id,
+				.tag = r->tag,
+				.user = r->user,
+				.token = id,
+				.index = allm_request_n_generated(r) - 1,
+				.lp = r->sampler.p.logprobs > 0 ? &r->lp : NULL,
+			};
+			e->ev.on_token(e->ev.user, &t);
+		}
+		enum allm_end stop = stop_of(e, r, id);
+		if (stop != ALLM_END_NONE)
+			allm_engine_retire(e, r, stop, NULL);
+		else if (allm_request_n_generated(r) >= r->sampler.p.max_tokens ||
 			 r->seq.n_tokens >= e->model->cfg.max_pos)
 			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);
 	}

@@ -103,7 +103,8 @@ int allm_engine_prefix_create(struct allm_engine *e, struct allm_err *err)
 void allm_engine_prefix_init(struct allm_engine *e, struct allm_request *r, const struct allm_submit *s)
 {
 	r->dom.uid = e->cfg.share_prefix_cache ? ALLM_PC_UID_SHARED : s->cache_uid;
-	memcpy(r->dom.salt, s->cache_salt, sizeof(r->dom.salt));
+	_Static_assert(ALLM_PC_SALT_BYTES == ALLM_CACHE_SALT_BYTES, "the wire's salt is the cache's");
+	memcpy(r->dom.salt, s->params.cache_salt, sizeof(r->dom.salt));
 	r->rr_decision = -1;
 	r->plan.step = -1;
 	if (e->pc)

@@ -22,6 +22,24 @@ double allm_engine_priority(const struct allm_request *r, double now)
 	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
 }
 
+void allm_engine_info(const struct allm_request *r, double now, struct allm_request_info *ret)
+{
+	*ret = (struct allm_request_info){
+		.id = r->id,
+		.tag = r->tag,
+		.user = r->user,
+		.state = r->state,
+		.n_prompt = r->seq.n_prompt,
+		.n_generated = allm_request_n_generated(r),
+		.length = r->seq.n_tokens,
+		.blocks_gpu = r->seq.n_blocks,
+		.blocks_cpu = r->n_cpu_blocks,
+		.n_preemptions = r->n_preempt_swap + r->n_preempt_recompute,
+		.age_s = now - r->arrival,
+		.priority = allm_engine_priority(r, now),
+	};
+}
+
 int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r)
 {
 	if (q->n == q->cap) {
@@ -125,6 +143,41 @@ void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r)
 	r->n_disk_blocks = 0;
 }
 
+const char *allm_end_name(enum allm_end end)
+{
+	switch (end) {
+	case ALLM_END_EOS:
+	case ALLM_END_STOP_ID: return "stop";
+	case ALLM_END_LENGTH: return "length";
+	case ALLM_END_CANCELLED: return "cancelled";
+	default: return "error";
+	}
+}
+
+/* What on_finish hands out; the one place "never scheduled" reads as the finish. */
+static void result_of(const struct allm_request *r, struct allm_result *res)
+{
+	*res = (struct allm_result){
+		.id = r->id,
+		.tag = r->tag,
+		.user = r->user,
+		.end = r->finish_kind,
+		.error = r->finish_kind == ALLM_END_ERROR ? r->error : "",
+		.n_prompt = r->seq.n_prompt,
+		.n_generated = allm_request_n_generated(r),
+		.generated = r->seq.tokens + r->seq.n_prompt,
+		.n_cached = r->cached_tokens,
+		.n_preempt_swap = r->n_preempt_swap,
+		.n_preempt_recompute = r->n_preempt_recompute,
+		.arrival = r->arrival,
+		.first_sched = r->first_sched > 0 ? r->first_sched : r->finish,
+		.first_token = r->first_token > 0 ? r->first_token : r->finish,
+		.finish = r->finish,
+		.scheduled = r->first_sched > 0,
+		.got_token = r->first_token > 0,
+	};
+}
+
 void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
 			const char *error)
 {
@@ -150,8 +203,11 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 		e->st.failed++;
 	else
 		e->st.finished++;
-	if (e->ev.on_finish)
-		e->ev.on_finish(e->ev.user, r);
+	if (e->ev.on_finish) {
+		struct allm_result res;
+		result_of(r, &res);
+		e->ev.on_finish(e->ev.user, &res);
+	}
 	free_request(r);
 }
 
@@ -184,7 +240,7 @@ int64_t allm_engine_service_steps(const struct allm_engine *e, const struct allm
 
 int32_t allm_engine_max_len(const struct allm_engine *e, const struct allm_request *r)
 {
-	int64_t n = (int64_t)r->seq.n_prompt + r->max_tokens;
+	int64_t n = (int64_t)r->seq.n_prompt + r->sampler.p.max_tokens;
 	return (int32_t)ALLM_MIN(n, (int64_t)e->model->cfg.max_pos);
 }
 
@@ -193,6 +249,7 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 {
 	const struct allm_model_config *c = &e->model->cfg;
 	struct allm_request *r;
+	char why[200];
 	int rc;
 
 	if (s->n_prompt <= 0)
@@ -206,20 +263,19 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 			return allm_err_set(err, -EINVAL,
 					    "prompt token %d (at %d) is outside the vocabulary (0..%d)",
 					    s->prompt[i], i, c->vocab_size - 1);
-	if (s->max_tokens <= 0)
-		return allm_err_set(err, -EINVAL, "max_tokens must be >= 1 (got %d)", s->max_tokens);
-	if (s->n_stop < 0 || s->n_stop > ALLM_MAX_STOP_IDS)
-		return allm_err_set(err, -EINVAL, "at most %d stop ids", ALLM_MAX_STOP_IDS);
-	if ((rc = allm_sampling_validate(&s->sampling, err)))
-		return rc;
-	if (s->sampling.min_tokens > s->max_tokens)
-		return allm_err_set(err, -EINVAL, "min_tokens %d is above max_tokens %d", s->sampling.min_tokens,
-				    s->max_tokens);
-	for (int32_t i = 0; i < s->sampling.n_bias; i++)
-		if (s->sampling.bias[i].id >= c->vocab_size)
+	/* the table's ranges (params.h), then what only the model knows */
+	if (s->params.size != sizeof(s->params))
+		return allm_err_set(err, -EINVAL, "params.size %u: use allm_params_init", s->params.size);
+	if (s->n_bias < 0 || (s->n_bias && !s->bias))
+		return allm_err_set(err, -EINVAL, "no logit bias entries for n_bias %d", s->n_bias);
+	if ((rc = allm_params_check(&s->params, why, sizeof(why))) ||
+	    (rc = allm_logit_bias_check(s->bias, (size_t)s->n_bias, why, sizeof(why))))
+		return allm_err_set(err, rc, "%s", why);
+	for (int32_t i = 0; i < s->n_bias; i++)
+		if (s->bias[i].token_id >= c->vocab_size)
 			return allm_err_set(err, -EINVAL, "logit_bias: token %d is outside the vocabulary (0..%d)",
-					    s->sampling.bias[i].id, c->vocab_size - 1);
-	int64_t longest = ALLM_MIN((int64_t)s->n_prompt + s->max_tokens, (int64_t)c->max_pos);
+					    s->bias[i].token_id, c->vocab_size - 1);
+	int64_t longest = ALLM_MIN((int64_t)s->n_prompt + s->params.max_tokens, (int64_t)c->max_pos);
 	int32_t need = allm_kv_blocks_for(e->kv, longest);
 	if (need > e->kv->gpu.n_total)
 		return allm_err_set(err, -E2BIG,
@@ -231,17 +287,13 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	r->id = e->next_id++;
 	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt)) ||
-	    (rc = allm_sampler_init(&r->sampler, &s->sampling, c->vocab_size))) {
+	    (rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
 		free_request(r);
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	}
 	allm_engine_prefix_init(e, r, s);
 	r->tag = s->tag;
 	r->user = s->user;
-	r->max_tokens = s->max_tokens;
-	r->ignore_eos = s->ignore_eos;
-	r->n_stop = s->n_stop;
-	memcpy(r->stop_ids, s->stop_ids, sizeof(r->stop_ids));
 	r->arrival = s->arrival > 0 ? s->arrival : allm_engine_now(e);
 	r->arrival_step = e->step_no;
 	r->pending_decision = -1;

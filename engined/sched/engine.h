@@ -24,13 +24,16 @@ enum allm_req_state {
 
 enum allm_end {
 	ALLM_END_NONE = 0,
-	ALLM_END_STOP, /* EOS or a stop id */
+	ALLM_END_EOS, /* the model's end-of-sequence token */
+	ALLM_END_STOP_ID, /* one of the request's stop ids (also when it is an EOS too) */
 	ALLM_END_LENGTH, /* max_tokens or the context */
 	ALLM_END_CANCELLED,
 	ALLM_END_ERROR,
 };
 
-#define ALLM_MAX_STOP_IDS 8
+/* The end as OpenAI's finish_reason names it: "stop" (EOS or a stop id),
+ * "length", "cancelled", "error". */
+const char *allm_end_name(enum allm_end end);
 
 enum allm_choice {
 	ALLM_CHOICE_SWAP = 0, /* a victim's KV to the host pool */
@@ -114,18 +117,19 @@ struct allm_decision {
 struct allm_submit {
 	const int32_t *prompt; /* ids, copied */
 	int32_t n_prompt;
-	int32_t max_tokens;
-	struct allm_sampling sampling;
-	bool ignore_eos;
-	int32_t n_stop;
-	int32_t stop_ids[ALLM_MAX_STOP_IDS]; /* extra stop ids besides the model's EOS */
+	/* its parameters, as on the wire (allm_params_init, then the caller's
+	 * values; checked by allm_engine_submit), copied: the length, sampling, stop
+	 * ids, EOS, cache salt */
+	struct allm_params params;
+	const struct allm_logit_bias *bias; /* [n_bias] its logit bias, copied */
+	int32_t n_bias;
 	uint64_t tag; /* the caller's handle (client tag, workload index) */
 	void *user; /* the caller's per-request state */
 	double arrival; /* engine-clock time it arrived; 0 = now */
 	/* who may share its cached prefix (DESIGN §5b): requests of the same uid
-	 * (the engine's --share-prefix-cache lifts that) and the same salt */
+	 * (the engine's --share-prefix-cache lifts that) and the same salt
+	 * (params.cache_salt) */
 	uint32_t cache_uid;
-	uint8_t cache_salt[ALLM_PC_SALT_BYTES]; /* zeros: none */
 };
 
 /* What the prefix cache offers a request being admitted, and what admission
@@ -155,12 +159,10 @@ struct allm_request {
 	int32_t n_cpu_blocks;
 	int32_t *disk_blocks; /* block table in the disk pool while swapped to disk */
 	int32_t n_disk_blocks;
-	struct allm_sampler sampler; /* per-request RNG: sampling survives preemption */
-	struct allm_token_logprobs lp; /* of the last token, with sampling.logprobs > 0 (for on_token) */
-	int32_t max_tokens;
-	bool ignore_eos;
-	int32_t n_stop;
-	int32_t stop_ids[ALLM_MAX_STOP_IDS];
+	/* its parameters (sampler.p: length, stop ids, EOS) and a per-request RNG:
+	 * sampling survives preemption */
+	struct allm_sampler sampler;
+	struct allm_token_logprobs lp; /* of the last token, with params.logprobs > 0 (for on_token) */
 	double arrival; /* engine clock */
 	double first_sched; /* first time it was scheduled (0 = never) */
 	double first_token;
@@ -195,12 +197,45 @@ static inline int32_t allm_request_n_generated(const struct allm_request *r)
 	return r->seq.n_tokens - r->seq.n_prompt;
 }
 
+/* A new token, as the engine hands it out (on_token). Valid while on_token runs. */
+struct allm_token_out {
+	int64_t id; /* the request's */
+	uint64_t tag; /* its allm_submit.tag */
+	void *user; /* its allm_submit.user */
+	int32_t token;
+	int32_t index; /* among the generated tokens, from 0 */
+	/* its log-probabilities when the request asked (params.logprobs > 0), else NULL */
+	const struct allm_token_logprobs *lp;
+};
+
+/* A finished request, as the engine hands it out (on_finish): what callers
+ * report (timings, counts, the end) without reading struct allm_request. Valid
+ * while on_finish runs. */
+struct allm_result {
+	int64_t id;
+	uint64_t tag;
+	void *user;
+	enum allm_end end;
+	const char *error; /* ALLM_END_ERROR: why; "" otherwise */
+	int32_t n_prompt;
+	int32_t n_generated;
+	const int32_t *generated; /* [n_generated] */
+	int32_t n_cached; /* prompt tokens its first admission found cached */
+	int32_t n_preempt_swap; /* to the host or to disk */
+	int32_t n_preempt_recompute;
+	/* engine clock, seconds. A request that ended before it was scheduled
+	 * (before its first token) has first_sched (first_token) at its finish, so
+	 * its queue time (time to first token) is all of its time; scheduled and
+	 * got_token say whether they happened. */
+	double arrival, first_sched, first_token, finish;
+	bool scheduled, got_token;
+};
 struct allm_engine_events {
 	void *user;
-	/* each new token of r (already appended to r->seq) */
-	void (*on_token)(void *user, struct allm_request *r, int32_t token);
-	/* r finished (any reason); r is freed when this returns */
-	void (*on_finish)(void *user, struct allm_request *r);
+	/* each new token of a request */
+	void (*on_token)(void *user, const struct allm_token_out *t);
+	/* a request finished (any reason); it is freed when this returns */
+	void (*on_finish)(void *user, const struct allm_result *res);
 	/* a preemption was decided (measured_s NAN), or its cost became known */
 	void (*on_decision)(void *user, const struct allm_decision *d, bool measured);
 	/* optional: something the operator should hear of (a disk I/O failed and a
@@ -362,6 +397,23 @@ int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
 
 /* Fairness priority of DESIGN §6: (now - arrival) / current length. */
 double allm_engine_priority(const struct allm_request *r, double now);
+
+/* A live request as listings show it (allm_engine_info): the control plane's
+ * `requests` and `status` read this, not struct allm_request. */
+struct allm_request_info {
+	int64_t id;
+	uint64_t tag;
+	void *user;
+	enum allm_req_state state;
+	int32_t n_prompt, n_generated;
+	int32_t length; /* prompt and output tokens */
+	int32_t blocks_gpu, blocks_cpu;
+	int32_t n_preemptions; /* swapped out (host or disk) or dropped to recompute */
+	double age_s; /* since it arrived, at now */
+	double priority; /* allm_engine_priority at now */
+};
+/* r (from allm_engine_list) as of now (the engine's clock). */
+void allm_engine_info(const struct allm_request *r, double now, struct allm_request_info *ret);
 /* A request's own service time in steps: its prompt's prefill chunks plus one
  * step per output token (what it would take alone). */
 int64_t allm_engine_service_steps(const struct allm_engine *e, const struct allm_request *r);

@@ -109,7 +109,7 @@ static int refuse(struct daemon *d, struct dclient *c, uint64_t tag, int32_t sta
 
 /* A text piece as TOKEN entries: pieces longer than one entry are split on the
  * byte level with ALLM_CQE_F_CONTINUED on all but the last part. */
-static void emit_text(struct daemon *d, struct dclient *c, const struct allm_request *r,
+static void emit_text(struct daemon *d, struct dclient *c, const struct dreq *dr, int64_t id,
 		      int32_t token, uint32_t index, const char *text, size_t len)
 {
 	struct allm_cqe e;
@@ -119,8 +119,8 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 		e.kind = ALLM_CQE_TOKEN;
 		e.flags = part < len ? ALLM_CQE_F_CONTINUED : 0;
 		e.text_len = (uint8_t)part;
-		e.user_tag = ((struct dreq *)r->user)->user_tag;
-		e.request_id = (uint64_t)r->id;
+		e.user_tag = dr->user_tag;
+		e.request_id = (uint64_t)id;
 		e.u.token.token_id = token;
 		e.u.token.index = index;
 		if (part)
@@ -131,41 +131,40 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct allm_req
 	} while (len > 0);
 }
 
-_Static_assert(ALLM_SAMPLER_LOGPROBS_MAX == ALLM_LOGPROBS_MAX, "a token's alternatives fit one entry");
-_Static_assert(ALLM_SAMPLER_BIAS_MAX == ALLM_LOGIT_BIAS_MAX, "the engine takes what the wire carries");
 
 /* The token's LOGPROBS entry, right before its TOKEN entries. */
-static void emit_logprobs(struct daemon *d, struct dclient *c, const struct allm_request *r, uint32_t index)
+static void emit_logprobs(struct daemon *d, struct dclient *c, const struct dreq *dr,
+			  const struct allm_token_out *t, uint32_t index)
 {
 	struct allm_cqe e;
 	memset(&e, 0, sizeof(e));
 	e.kind = ALLM_CQE_LOGPROBS;
-	e.user_tag = ((struct dreq *)r->user)->user_tag;
-	e.request_id = (uint64_t)r->id;
+	e.user_tag = dr->user_tag;
+	e.request_id = (uint64_t)t->id;
 	e.u.logprobs.index = index;
-	e.u.logprobs.n_top = (uint32_t)r->lp.n_top;
-	e.u.logprobs.sampled = (struct allm_logprob){r->lp.id, r->lp.logprob};
-	for (int32_t i = 0; i < r->lp.n_top; i++)
-		e.u.logprobs.top[i] = (struct allm_logprob){r->lp.top_id[i], r->lp.top_logprob[i]};
+	e.u.logprobs.n_top = (uint32_t)t->lp->n_top;
+	e.u.logprobs.sampled = (struct allm_logprob){t->lp->id, t->lp->logprob};
+	for (int32_t i = 0; i < t->lp->n_top; i++)
+		e.u.logprobs.top[i] = (struct allm_logprob){t->lp->top_id[i], t->lp->top_logprob[i]};
 	emit(d, c, &e);
 }
 
-void daemon_on_token(void *user, struct allm_request *r, int32_t token)
+void daemon_on_token(void *user, const struct allm_token_out *t)
 {
 	struct daemon *d = user;
-	struct dreq *dr = r->user;
-	char piece[1024];
+	struct dreq *dr = t->user;
 	int n = 0;
 	if (!dr->c)
 		return;
-	if (r->sampler.p.logprobs > 0)
-		emit_logprobs(d, dr->c, r, dr->n_gen);
+	if (t->lp)
+		emit_logprobs(d, dr->c, dr, t, dr->n_gen);
 	if (dr->detok) {
-		n = allm_detok_push(dr->detok, token, piece, sizeof(piece));
+		/* piece_cap fits any token: only an id outside the vocabulary fails */
+		n = allm_detok_push(dr->detok, t->token, d->piece, d->piece_cap);
 		if (n < 0)
 			n = 0;
 	}
-	emit_text(d, dr->c, r, token, dr->n_gen++, piece, (size_t)n);
+	emit_text(d, dr->c, dr, t->id, t->token, dr->n_gen++, d->piece, (size_t)n);
 }
 
 static uint64_t us(double a, double b)
@@ -217,10 +216,10 @@ static void free_req(struct dreq *dr)
 	allm_free(dr);
 }
 
-void daemon_on_finish(void *user, struct allm_request *r)
+void daemon_on_finish(void *user, const struct allm_result *res)
 {
 	struct daemon *d = user;
-	struct dreq *dr = r->user;
+	struct dreq *dr = res->user;
 	struct dclient *c = dr->c;
 	dr->r = NULL;
 	account(d, c, dr->acct, dr->prompt_bytes, -1);
@@ -228,42 +227,38 @@ void daemon_on_finish(void *user, struct allm_request *r)
 		free_req(dr);
 		return;
 	}
-	char piece[1024];
-	int n = dr->detok ? allm_detok_flush(dr->detok, piece, sizeof(piece)) : 0;
+	int n = dr->detok ? allm_detok_flush(dr->detok, d->piece, d->piece_cap) : 0;
 	if (n > 0)
-		emit_text(d, c, r, -1, dr->n_gen, piece, (size_t)n);
+		emit_text(d, c, dr, res->id, -1, dr->n_gen, d->piece, (size_t)n);
 	struct allm_cqe *e = &dr->final;
 	memset(e, 0, sizeof(*e));
 	e->kind = ALLM_CQE_FINAL;
 	e->user_tag = dr->user_tag;
-	e->request_id = (uint64_t)r->id;
-	int32_t last = r->seq.n_tokens > r->seq.n_prompt ? r->seq.tokens[r->seq.n_tokens - 1] : -1;
-	bool by_stop_id = false;
-	for (int i = 0; i < r->n_stop; i++)
-		by_stop_id |= r->stop_ids[i] == last;
-	switch (r->finish_kind) {
-	case ALLM_END_STOP: e->finish_reason = by_stop_id ? ALLM_FINISH_STOP : ALLM_FINISH_EOS; break;
+	e->request_id = (uint64_t)res->id;
+	switch (res->end) {
+	case ALLM_END_EOS: e->finish_reason = ALLM_FINISH_EOS; break;
+	case ALLM_END_STOP_ID: e->finish_reason = ALLM_FINISH_STOP; break;
 	case ALLM_END_LENGTH: e->finish_reason = ALLM_FINISH_LENGTH; break;
 	case ALLM_END_CANCELLED: e->finish_reason = ALLM_FINISH_CANCELLED; break;
 	default:
 		e->finish_reason = ALLM_FINISH_ERROR;
 		e->status = -EIO;
 		snprintf(e->u.final.error, sizeof(e->u.final.error), "%.63s",
-			 c->stalled ? "client not draining its completion queue" : r->error);
+			 c->stalled ? "client not draining its completion queue" : res->error);
 	}
-	if (c->stalled && r->finish_kind == ALLM_END_CANCELLED) {
+	if (c->stalled && res->end == ALLM_END_CANCELLED) {
 		e->finish_reason = ALLM_FINISH_ERROR;
 		e->status = -ENOBUFS;
 		snprintf(e->u.final.error, sizeof(e->u.final.error),
 			 "client not draining its completion queue");
 	}
-	e->u.final.queue_us = us(r->arrival, r->first_sched ? r->first_sched : r->finish);
-	e->u.final.ttft_us = us(r->arrival, r->first_token ? r->first_token : r->finish);
-	e->u.final.total_us = us(r->arrival, r->finish);
-	e->u.final.n_prompt = (uint32_t)r->seq.n_prompt;
-	e->u.final.n_generated = (uint32_t)allm_request_n_generated(r);
-	e->u.final.n_preemptions = (uint32_t)(r->n_preempt_swap + r->n_preempt_recompute);
-	e->u.final.n_cached = (uint32_t)r->cached_tokens;
+	e->u.final.queue_us = us(res->arrival, res->first_sched);
+	e->u.final.ttft_us = us(res->arrival, res->first_token);
+	e->u.final.total_us = us(res->arrival, res->finish);
+	e->u.final.n_prompt = (uint32_t)res->n_prompt;
+	e->u.final.n_generated = (uint32_t)res->n_generated;
+	e->u.final.n_preemptions = (uint32_t)(res->n_preempt_swap + res->n_preempt_recompute);
+	e->u.final.n_cached = (uint32_t)res->n_cached;
 	if (emit(d, c, e) == -ENOSPC) {
 		/* a request always ends: this FINAL waits here for room (daemon_flush) */
 		dr->owed = true;
@@ -337,7 +332,9 @@ int daemon_prompt_limits(struct daemon *d)
 	}
 	d->prompt_buf_cap = ALLM_MAX(ids, d->max_text_bytes);
 	d->prompt_buf = allm_malloc(d->prompt_buf_cap);
-	return d->prompt_buf ? 0 : -ENOMEM;
+	d->piece_cap = d->rt->tok ? allm_detok_piece_cap(d->rt->tok) : 1;
+	d->piece = allm_malloc(d->piece_cap);
+	return d->prompt_buf && d->piece ? 0 : -ENOMEM;
 }
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -386,8 +383,12 @@ static int precheck_submit(struct daemon *d, struct dclient *c, const struct all
 	/* still not draining: no new work (its tokens would only be dropped) */
 	if (c->stalled)
 		return refuse(d, c, t, -ENOBUFS, "client not draining its completion queue");
-	if (q->flags || q->n_stop > ALLM_SQE_MAX_STOP || q->max_tokens <= 0)
-		return refuse(d, c, t, -EINVAL, "bad flags, n_stop or max_tokens");
+	if (q->flags)
+		return refuse(d, c, t, -EINVAL, "bad flags");
+	if (q->params_size < ALLM_PARAMS_SIZE_VER0 || q->params_size > ALLM_PARAMS_SIZE_MAX)
+		return refuse(d, c, t, q->params_size > ALLM_PARAMS_SIZE_MAX ? -E2BIG : -EINVAL,
+			      "params of %u bytes (want %d..%d)", q->params_size, ALLM_PARAMS_SIZE_VER0,
+			      ALLM_PARAMS_SIZE_MAX);
 	if (q->n_logit_bias > ALLM_LOGIT_BIAS_MAX)
 		return refuse(d, c, t, -EINVAL, "logit_bias takes at most %d tokens (got %u)", ALLM_LOGIT_BIAS_MAX,
 			      q->n_logit_bias);
@@ -413,14 +414,46 @@ static int precheck_submit(struct daemon *d, struct dclient *c, const struct all
 	return within_caps(d, c, t, est) ? 0 : -1;
 }
 
+/* The parameters of a SUBMIT, out of the arena into s (a copy in this build's
+ * layout, checked against the table) and its logit bias entries into bias[]: 0,
+ * or -1 with the refusal sent. */
+static int read_params(struct daemon *d, struct dclient *c, const struct allm_sqe *q, struct allm_submit *s,
+		       struct allm_logit_bias *bias)
+{
+	uint8_t raw[ALLM_PARAMS_SIZE_MAX];
+	char why[ALLM_CQE_ERROR_MAX];
+	int r;
+	uint64_t at = allm_sqe_params_off(q->prompt_off, q->prompt_len);
+	if (allm_shm_arena_copy_out(c->seg, at, q->params_size, raw, sizeof(raw)))
+		return refuse(d, c, q->user_tag, -EINVAL, "params outside the arena");
+	if ((r = allm_params_from_wire(&s->params, raw, q->params_size, why, sizeof(why))) ||
+	    (r = allm_params_check(&s->params, why, sizeof(why))))
+		return refuse(d, c, q->user_tag, r, "%s", why);
+	if (q->n_logit_bias) {
+		at = allm_logit_bias_off(q->prompt_off, q->prompt_len, q->params_size);
+		if (allm_shm_arena_copy_out(c->seg, at, (uint64_t)q->n_logit_bias * sizeof(*bias), bias,
+					    ALLM_LOGIT_BIAS_MAX * sizeof(*bias)))
+			return refuse(d, c, q->user_tag, -EINVAL, "logit_bias entries outside the arena");
+		s->bias = bias;
+		s->n_bias = q->n_logit_bias; /* the engine's submit checks them */
+	}
+	return 0;
+}
+
 static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	const struct allm_model_config *mc = &d->rt->model->cfg;
 	struct allm_err err = {{0}};
+	struct allm_logit_bias bias[ALLM_LOGIT_BIAS_MAX];
+	struct allm_submit s = {.tag = q->user_tag, .cache_uid = (uint32_t)c->acct->uid};
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (precheck_submit(d, c, q))
+	if (precheck_submit(d, c, q) || read_params(d, c, q, &s, bias))
 		return -1;
+	/* the engine bounds the length by the context itself; this keeps
+	 * n_prompt + max_tokens within int32_t for whoever adds them */
+	s.params.max_tokens = ALLM_MIN(s.params.max_tokens, mc->max_pos);
+	s.params.min_tokens = ALLM_MIN(s.params.min_tokens, s.params.max_tokens);
 	/* bounds-checked copy out of the arena into private memory, before any use */
 	if (allm_shm_arena_copy_out(c->seg, q->prompt_off, q->prompt_len, d->prompt_buf, d->prompt_buf_cap))
 		return refuse(d, c, q->user_tag, -EINVAL, "prompt outside the arena");
@@ -452,38 +485,9 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 		allm_detok_free(dr->detok);
 		dr->detok = NULL;
 	}
-	struct allm_submit s = {
-		.prompt = ids,
-		.n_prompt = (int32_t)ALLM_MIN(n, (size_t)INT32_MAX),
-		.max_tokens = ALLM_MIN(q->max_tokens, mc->max_pos),
-		.sampling = {.temperature = q->temperature, .top_k = q->top_k > 0 ? q->top_k : 0,
-			     .top_p = q->top_p, .seed = q->seed, .repetition_penalty = q->repetition_penalty,
-			     .frequency_penalty = q->frequency_penalty, .presence_penalty = q->presence_penalty,
-			     .logprobs = q->logprobs, .min_tokens = (int32_t)ALLM_MIN(q->min_tokens, (uint32_t)INT32_MAX)},
-		.ignore_eos = q->ignore_eos != 0,
-		.n_stop = (int32_t)q->n_stop,
-		.tag = q->user_tag,
-		.user = dr,
-		.cache_uid = (uint32_t)c->acct->uid,
-	};
-	memcpy(s.cache_salt, q->cache_salt, sizeof(s.cache_salt));
-	memcpy(s.stop_ids, q->stop_ids, sizeof(q->stop_ids));
-	/* the logit bias entries follow the prompt in the arena; the engine's
-	 * submit checks their ids and values */
-	struct allm_token_bias bias[ALLM_LOGIT_BIAS_MAX];
-	if (q->n_logit_bias) {
-		struct allm_logit_bias wire[ALLM_LOGIT_BIAS_MAX];
-		if (allm_shm_arena_copy_out(c->seg, allm_logit_bias_off(q->prompt_off, q->prompt_len), (uint64_t)q->n_logit_bias * sizeof(wire[0]),
-					    wire, sizeof(wire))) {
-			allm_free(ids);
-			free_req(dr);
-			return refuse(d, c, q->user_tag, -EINVAL, "logit_bias entries outside the arena");
-		}
-		for (uint16_t i = 0; i < q->n_logit_bias; i++)
-			bias[i] = (struct allm_token_bias){wire[i].token_id, wire[i].bias};
-		s.sampling.bias = bias;
-		s.sampling.n_bias = q->n_logit_bias;
-	}
+	s.prompt = ids;
+	s.n_prompt = (int32_t)ALLM_MIN(n, (size_t)INT32_MAX);
+	s.user = dr;
 	int r = allm_engine_submit_req(d->eng, &s, &dr->r, &err);
 	allm_free(ids);
 	if (r) {
@@ -508,17 +512,18 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	/* reserved bytes are zero, so a later ABI version can give them a meaning */
-	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0) {
+	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0 ||
+	    (q->opcode != ALLM_SQE_OP_SUBMIT && (q->params_size || q->n_logit_bias))) {
 		refuse(d, c, q->user_tag, -EINVAL, "reserved SQE bytes must be zero");
 		return;
 	}
 	switch (q->opcode) {
-	case ALLM_OP_NOP:
+	case ALLM_SQE_OP_NOP:
 		return;
-	case ALLM_OP_SUBMIT:
+	case ALLM_SQE_OP_SUBMIT:
 		handle_submit(d, c, q);
 		return;
-	case ALLM_OP_CANCEL:
+	case ALLM_SQE_OP_CANCEL:
 		/* only the owner may cancel, so only its own list is searched; an
 		 * unknown id is a no-op */
 		for (struct dreq *dr = c->reqs; dr; dr = dr->next)

@@ -338,12 +338,12 @@ static void calib_progress(void *user, int done, int total)
 /* Engine events: the control plane sees each finish (telemetry, latency windows)
  * before daemon-client.c answers the client and frees the request's state; the
  * split keeps daemon-client.c free of ZeroMQ (the fuzz target builds it alone). */
-static void on_finish(void *user, struct allm_request *r)
+static void on_finish(void *user, const struct allm_result *res)
 {
 	struct daemon *d = user;
-	const struct dreq *dr = r->user;
-	ctl_server_on_finish(d->ctl, r, dr && dr->c ? dr->c->id : 0);
-	daemon_on_finish(user, r);
+	const struct dreq *dr = res->user;
+	ctl_server_on_finish(d->ctl, res, dr && dr->c ? dr->c->id : 0);
+	daemon_on_finish(user, res);
 }
 
 static void on_note(void *user, const char *msg)
@@ -395,9 +395,9 @@ static void host_shutdown(void *user, const char *why)
 	daemon_begin_shutdown(user, why);
 }
 
-static uint32_t host_request_client(void *user, const struct allm_request *r)
+static uint32_t host_request_client(void *user, const void *req_user)
 {
-	const struct dreq *dr = r->user;
+	const struct dreq *dr = req_user;
 	return dr && dr->c ? dr->c->id : 0;
 }
 
@@ -644,6 +644,7 @@ out:
 	allm_predictor_free(d.pred);
 	allm_runtime_close(d.rt);
 	allm_free(d.prompt_buf);
+	allm_free(d.piece);
 	if (d.runtime_fd >= 0)
 		close(d.runtime_fd);
 	return rc;

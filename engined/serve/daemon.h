@@ -144,6 +144,9 @@ struct daemon {
 	size_t max_text_bytes;
 	uint8_t *prompt_buf;
 	size_t prompt_buf_cap;
+	/* one decoded piece of a request's text (allm_detok_piece_cap: any token's) */
+	char *piece;
+	size_t piece_cap;
 	bool draining; /* SIGTERM or `shutdown`: no new work, finish what is in flight, exit */
 	bool paused; /* `drain` (control plane): no new work, but the engine stays up */
 	struct ctl_server *ctl; /* the control plane; NULL if it could not start */
@@ -194,8 +197,8 @@ struct duid *daemon_uid_account(struct daemon *d, uid_t uid);
 /* daemon-request.c: requests */
 /* The limits' defaults (ALLM_D_*), before flags change them. */
 void daemon_limits_default(struct daemon *d);
-/* Sizes the prompt limits and the buffer prompts are copied to from the model
- * (context, tokenizer). 0 or -ENOMEM. */
+/* Sizes the prompt limits, the buffer prompts are copied to and the one text
+ * pieces are decoded to from the model (context, tokenizer). 0 or -ENOMEM. */
 int daemon_prompt_limits(struct daemon *d);
 /* Drains every client's SQ (bounded per client) into the engine. */
 void daemon_pump_sq(struct daemon *d);
@@ -211,7 +214,7 @@ void daemon_cancel_requests(struct daemon *d, struct dclient *c, bool forget);
 /* Moves owed FINALs of c into its CQ or backlog while there is room. */
 void daemon_push_owed(struct daemon *d, struct dclient *c);
 /* Engine events: tokens and finishes become CQEs. */
-void daemon_on_token(void *user, struct allm_request *r, int32_t token);
-void daemon_on_finish(void *user, struct allm_request *r);
+void daemon_on_token(void *user, const struct allm_token_out *t);
+void daemon_on_finish(void *user, const struct allm_result *res);
 
 #endif

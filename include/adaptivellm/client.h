@@ -14,6 +14,7 @@
  *	struct allm_request_params p;
  *	allm_request_params_init(&p);
  *	p.prompt = "Once upon a time"; p.prompt_len = strlen(p.prompt);
+ *	p.params.temperature = 0;                 // params.h: every parameter
  *	allm_client_submit(c, &p);
  *	struct allm_event ev;
  *	while (allm_client_wait(c, &ev, -1) == 1) {
@@ -37,11 +38,19 @@
  * -EPROTO (the engine wrote something the protocol forbids), the handle is dead:
  * every later call returns the same error. Disconnect it and connect again.
  *
+ * Growing: struct allm_request_params ends with struct allm_params (params.h),
+ * which carries its size, and struct allm_event is read by its size too (the
+ * inline wrappers below pass sizeof as this program was built): new parameters
+ * and new result fields need no new soname, and a program keeps working with a
+ * newer library and engine (and an older one, as long as it sets nothing they
+ * do not know).
+ *
  * Link with `pkg-config --cflags --libs adaptivellm`.
  */
 #ifndef ADAPTIVELLM_CLIENT_H
 #define ADAPTIVELLM_CLIENT_H
 
+#include <adaptivellm/params.h>
 #include <adaptivellm/protocol.h>
 #include <adaptivellm/version.h>
 
@@ -109,38 +118,27 @@ struct allm_request_params {
 	size_t prompt_len;         /* ... of this many bytes (no NUL needed) */
 	const int32_t *prompt_ids; /* or: token ids, taken as given (no BOS added) ... */
 	size_t n_prompt_ids;       /* ... this many; exactly one of text / ids is set */
-	int32_t max_tokens;        /* > 0: tokens to generate at most */
-	float temperature;         /* >= 0; 0 = greedy */
-	float top_p;               /* (0, 1]; 0 or 1 disables */
-	int32_t top_k;             /* >= 0; 0 disables */
-	uint64_t seed;             /* sampler seed */
-	bool ignore_eos;           /* do not stop at the model's end-of-sequence token */
-	const int32_t *stop_ids;   /* extra stop token ids ... */
-	uint32_t n_stop;           /* ... this many, <= ALLM_SQE_MAX_STOP */
 	uint64_t user_tag;         /* yours: echoed in every event of this request */
-	/* penalties on tokens already in the sequence, as vLLM and the OpenAI API
-	 * define them (0 = off; repetition also 1 = off) */
-	float repetition_penalty;  /* prompt and output tokens: a positive logit /, a
-				    * negative one x this; (0, 10] */
-	float frequency_penalty;   /* output tokens: logit -= this x their count; [-2, 2] */
-	float presence_penalty;    /* output tokens: logit -= this, once; [-2, 2] */
-	int32_t logprobs;          /* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): each TOKEN
-				    * event carries the token's log-probability and the
-				    * k most likely tokens' (allm_event.logprobs) */
-	int32_t min_tokens;        /* no EOS or stop id before this many tokens (0..max_tokens) */
 	const struct allm_logit_bias *logit_bias; /* added to those tokens' logits ... */
-	uint32_t n_logit_bias;     /* ... this many (<= ALLM_LOGIT_BIAS_MAX; ids >= 0, biases
-				    * in [-100, 100]); they travel in the arena with the prompt */
-	uint8_t cache_salt[ALLM_CACHE_SALT_BYTES]; /* the request shares cached KV only with
-				    * requests of the same uid and the same salt (all zero: no
-				    * salt); a digest of whatever scopes it (the gateway's: the
-				    * API key and the request's cache_salt) */
+	uint32_t n_logit_bias;     /* ... this many (params.h: ALLM_LOGIT_BIAS_MAX, ids >= 0,
+				    * biases in range); they travel in the arena */
+	/* Everything else: length, sampling, penalties, log-probabilities, stop ids,
+	 * cache salt. params.h's table gives each one's range, default and meaning.
+	 * Last, so it grows without moving the members above (which never change):
+	 * params.size, set by allm_request_params_init, says how much of it this
+	 * program knows. */
+	struct allm_params params;
 };
 
-/* Fills *p with the defaults of the `allm` CLI: no prompt, max_tokens 128,
- * temperature 1.0, top_p 1.0, top_k 0, seed 0, user_tag 0, no penalties.
- * Thread-safety: touches only *p. */
-void allm_request_params_init(struct allm_request_params *p);
+/* Fills *p (size bytes: allm_request_params_init passes sizeof(*p)) with no
+ * prompt and the table's defaults (max_tokens 128, temperature 1, every other
+ * knob off). Returns 0, or -EINVAL when size is too small to be one.
+ * Thread-safe (touches only *p). */
+int allm_request_params_init_sized(struct allm_request_params *p, size_t size);
+static inline void allm_request_params_init(struct allm_request_params *p)
+{
+	allm_request_params_init_sized(p, sizeof(*p));
+}
 
 /* Queues one request: copies the prompt into the shared arena and publishes an
  * SQE (ringing the engine's doorbell if it sleeps). Returns immediately; the
@@ -153,11 +151,10 @@ void allm_request_params_init(struct allm_request_params *p);
  *   -EAGAIN  the SQ ring or the prompt arena is full: consume events (arena space
  *            comes back when the engine accepts earlier requests), then retry;
  *   -EINVAL  bad parameters (no prompt or both kinds, empty prompt, negative id,
- *            max_tokens <= 0, temperature < 0 or not finite, top_p outside
- *            [0, 1], top_k < 0, n_stop > ALLM_SQE_MAX_STOP, a penalty out of
- *            its range or not finite, logprobs outside 0..1 + ALLM_LOGPROBS_MAX,
- *            a logit bias entry out of range or more than ALLM_LOGIT_BIAS_MAX,
- *            min_tokens outside 0..max_tokens);
+ *            a parameter outside its range (allm_params_check says which), a
+ *            logit bias entry out of range or more than ALLM_LOGIT_BIAS_MAX);
+ *   -E2BIG   (also) params set that this library does not know (a program
+ *            built against a newer params.h than the library it runs with);
  *   -E2BIG   the prompt is larger than the whole arena (ask for a bigger
  *            arena_size when connecting);
  *   -ENOMEM, -EPIPE (engine gone), -EPROTO (handle dead).
@@ -205,7 +202,10 @@ struct allm_event {
 	uint32_t n_preemptions; /* times the engine swapped the request out or dropped
 	                         * its cache to recompute it later */
 	uint32_t n_cached;   /* prompt tokens served from the prefix cache (<= n_prompt) */
+	/* new fields go here, at the end (read by size: allm_client_poll) */
 };
+/* The size struct allm_event had first: the least a caller may pass. */
+#define ALLM_EVENT_SIZE_VER0 112
 
 /* Takes the next event without blocking. Returns 1 (an event in *ev), 0 (none
  * ready), -EPIPE (the engine went away: the lease socket hung up; events the
@@ -215,16 +215,28 @@ struct allm_event {
  * entry, so a caller with its own event loop may now sleep until
  * allm_client_fd() is readable (and allm_client_lease_fd() for a hang-up), then
  * call allm_client_poll() again (which also empties the doorbell).
+ * ev_size: sizeof(struct allm_event) as the caller was built (the inline
+ * allm_client_poll passes it): the library fills that much (-EINVAL below
+ * ALLM_EVENT_SIZE_VER0).
  * Thread-safety: one thread per handle. */
-int allm_client_poll(allm_client_t *c, struct allm_event *ev);
+int allm_client_poll_sized(allm_client_t *c, struct allm_event *ev, size_t ev_size);
+static inline int allm_client_poll(allm_client_t *c, struct allm_event *ev)
+{
+	return allm_client_poll_sized(c, ev, sizeof(*ev));
+}
 
 /* Takes the next event, blocking for up to timeout_ms (-1: forever, 0: like
  * allm_client_poll): it busy-polls the ring for spin_us first (the lowest
  * latency while tokens are flowing), then sleeps on the CQ doorbell and the
  * lease socket. Returns 1 (event), 0 (timeout), -EINTR (a signal arrived while
- * sleeping; nothing is lost, call again), -EPIPE, -EPROTO.
+ * sleeping; nothing is lost, call again), -EPIPE, -EPROTO. ev_size as for
+ * allm_client_poll_sized.
  * Thread-safety: one thread per handle. */
-int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms);
+int allm_client_wait_sized(allm_client_t *c, struct allm_event *ev, size_t ev_size, int timeout_ms);
+static inline int allm_client_wait(allm_client_t *c, struct allm_event *ev, int timeout_ms)
+{
+	return allm_client_wait_sized(c, ev, sizeof(*ev), timeout_ms);
+}
 
 /* The CQ doorbell (an eventfd) for the caller's own poll/epoll loop: readable
  * after the engine published entries while the client slept (see

@@ -7,8 +7,9 @@
  *       engine consumes.
  *   CQ: engine -> client, struct allm_cqe (128 B each); the engine produces, the
  *       client consumes.
- *   arena: bytes the client manages itself; an SQE names a prompt by (offset,
- *       length) inside it.
+ *   arena: bytes the client manages itself; a SUBMIT's prompt, its parameters
+ *       (struct allm_params, params.h) and its logit bias entries lie there, one
+ *       after the other (allm_sqe_params_off, allm_logit_bias_off).
  *
  * Rules every field follows (see STYLE.md, "Shared memory"):
  *   - fixed-width fields only, offsets (from the segment start) never pointers;
@@ -23,6 +24,8 @@
  */
 #ifndef ADAPTIVELLM_PROTOCOL_H
 #define ADAPTIVELLM_PROTOCOL_H
+
+#include <adaptivellm/params.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,9 +46,11 @@ extern "C" {
 
 /* "ALLMSHM1" read as a little-endian uint64_t. */
 #define ALLM_SHM_MAGIC UINT64_C(0x314D48534D4C4C41)
-/* 2: allm_sqe.cache_salt and allm_cqe_final.n_cached (were reserved zeros, which
- * a version-1 client checks), so a version-1 peer is refused at the hello. */
-#define ALLM_SHM_ABI_VERSION 2u
+/* 2: allm_sqe.cache_salt and allm_cqe_final.n_cached (a version-1 peer is
+ * refused at the hello). 3: a SUBMIT's parameters are a struct allm_params in
+ * the arena, no longer SQE fields; it carries its size, so new parameters need
+ * no new version (a version-2 peer is refused at the hello). */
+#define ALLM_SHM_ABI_VERSION 3u
 
 /* Cache line all shared control words are padded to. */
 #define ALLM_SHM_CACHELINE 64u
@@ -103,10 +108,10 @@ struct allm_shm_header {
 
 /* --- submission queue entry (client -> engine) --------------------------- */
 
-enum allm_op {
-	ALLM_OP_NOP = 0,    /* ignored (lets a client test the ring) */
-	ALLM_OP_SUBMIT = 1, /* start a generation request */
-	ALLM_OP_CANCEL = 2, /* cancel request_id (from its ACCEPTED entry) */
+enum allm_sqe_op {
+	ALLM_SQE_OP_NOP = 0,    /* ignored (lets a client test the ring) */
+	ALLM_SQE_OP_SUBMIT = 1, /* start a generation request */
+	ALLM_SQE_OP_CANCEL = 2, /* cancel request_id (from its ACCEPTED entry) */
 };
 
 enum allm_prompt_kind {
@@ -114,59 +119,36 @@ enum allm_prompt_kind {
 	ALLM_PROMPT_TOKENS = 1, /* prompt_len / 4 int32_t token ids (prompt_len % 4 == 0) */
 };
 
-/* Bytes of a request's cache salt (allm_sqe.cache_salt). */
-#define ALLM_CACHE_SALT_BYTES 16
-
-/* Most stop token ids one request can carry inline. */
-#define ALLM_SQE_MAX_STOP 4
-
+/* A SUBMIT names three things in the arena, one after the other, each on a
+ * multiple of 8 from the one before:
+ *   prompt_len bytes of prompt at prompt_off,
+ *   params_size bytes of struct allm_params at allm_sqe_params_off(),
+ *   n_logit_bias struct allm_logit_bias at allm_logit_bias_off(). */
 struct allm_sqe {
-	uint8_t opcode;      /* enum allm_op */
-	uint8_t flags;       /* none defined yet: must be 0 */
-	uint8_t prompt_kind; /* enum allm_prompt_kind */
-	uint8_t ignore_eos;  /* 1: do not stop at the model's EOS token */
-	int32_t max_tokens;  /* > 0: tokens to generate at most */
-	uint64_t user_tag;   /* opaque to the engine, echoed in every CQE */
-	uint64_t request_id; /* CANCEL: the engine's id of the request to cancel */
-	uint32_t prompt_off; /* SUBMIT: prompt bytes at arena + prompt_off */
-	uint32_t prompt_len; /* SUBMIT: bytes (not tokens) */
-	float temperature;   /* 0: greedy */
-	float top_p;         /* (0, 1]; 1 disables */
-	int32_t top_k;       /* <= 0 disables */
-	uint32_t n_stop;     /* valid entries in stop_ids, <= ALLM_SQE_MAX_STOP */
-	uint64_t seed;       /* sampler seed */
-	int32_t stop_ids[ALLM_SQE_MAX_STOP]; /* extra stop token ids */
-	/* penalties on tokens already in the sequence (vLLM's / OpenAI's): */
-	float repetition_penalty; /* prompt and output tokens: 0 or 1 = off, else (0, 10] */
-	float frequency_penalty;  /* output tokens, x their count: 0 = off, [-2, 2] */
-	float presence_penalty;   /* output tokens, once: 0 = off, [-2, 2] */
-	/* 0: none; 1 + k (k <= ALLM_LOGPROBS_MAX): a LOGPROBS entry before each
-	 * token's TOKEN entries, with its log-probability and the k most likely */
-	uint8_t logprobs;
-	uint8_t reserved0;        /* zero */
-	/* logit_bias: this many struct allm_logit_bias (<= ALLM_LOGIT_BIAS_MAX) in
-	 * the arena right after the prompt, at prompt_off + prompt_len rounded up to
-	 * a multiple of 8 */
-	uint16_t n_logit_bias;
-	uint32_t min_tokens;      /* no EOS or stop id before this many tokens (<= max_tokens) */
-	/* the request shares cached KV (the prefix cache) only with requests of the
-	 * same uid and the same salt; zeros: no salt. The gateway derives one per
-	 * API key and from a request's `cache_salt` (a digest: any bytes will do) */
-	uint8_t cache_salt[ALLM_CACHE_SALT_BYTES];
-	uint8_t reserved[128 - 108]; /* zero */
+	uint8_t opcode;       /* enum allm_sqe_op */
+	uint8_t flags;        /* none defined yet: must be 0 */
+	uint8_t prompt_kind;  /* enum allm_prompt_kind */
+	uint8_t reserved0;    /* zero */
+	uint32_t params_size; /* SUBMIT: bytes of its struct allm_params (== its size
+			       * field: the client's layout, params.h says how a
+			       * shorter or longer one reads) */
+	uint64_t user_tag;    /* opaque to the engine, echoed in every CQE */
+	uint64_t request_id;  /* CANCEL: the engine's id of the request to cancel */
+	uint32_t prompt_off;  /* SUBMIT: prompt bytes at arena + prompt_off */
+	uint32_t prompt_len;  /* SUBMIT: bytes (not tokens) */
+	uint16_t n_logit_bias; /* SUBMIT: entries, <= ALLM_LOGIT_BIAS_MAX */
+	uint8_t reserved[128 - 34]; /* zero */
 };
 
-/* A logit bias entry: bias (in [-100, 100]) added to the logit of token_id. */
-struct allm_logit_bias {
-	int32_t token_id;
-	float bias;
-};
-#define ALLM_LOGIT_BIAS_MAX 300
-/* Where a request's logit bias entries start in the arena: after its prompt
- * (prompt_off, prompt_len bytes), at the next multiple of 8. */
-static inline uint64_t allm_logit_bias_off(uint64_t prompt_off, uint64_t prompt_len)
+/* Where a SUBMIT's parameters start in the arena: after its prompt. */
+static inline uint64_t allm_sqe_params_off(uint64_t prompt_off, uint64_t prompt_len)
 {
 	return prompt_off + ((prompt_len + 7) & ~(uint64_t)7);
+}
+/* Where its logit bias entries start: after its parameters. */
+static inline uint64_t allm_logit_bias_off(uint64_t prompt_off, uint64_t prompt_len, uint64_t params_size)
+{
+	return allm_sqe_params_off(prompt_off, prompt_len) + ((params_size + 7) & ~(uint64_t)7);
 }
 
 /* --- completion queue entry (engine -> client) --------------------------- */
@@ -214,9 +196,6 @@ struct allm_cqe_final {
 				 * prefill skipped; 0 from an engine before this field) */
 	char error[ALLM_CQE_ERROR_MAX]; /* ALLM_FINISH_ERROR: message, NUL-padded */
 };
-
-/* Most alternatives a LOGPROBS entry carries. */
-#define ALLM_LOGPROBS_MAX 10
 
 struct allm_logprob {
 	int32_t token_id;
@@ -335,22 +314,13 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_shm_header, cq_ctl) == 320, "cq ctl on its
 ALLM_WIRE_ASSERT(sizeof(struct allm_shm_header) == 512, "header size");
 ALLM_WIRE_ASSERT(sizeof(struct allm_shm_header) % ALLM_SHM_ALIGN == 0, "header alignment");
 
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, max_tokens) == 4, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, params_size) == 4, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, user_tag) == 8, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, request_id) == 16, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, prompt_off) == 24, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, temperature) == 32, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, top_k) == 40, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, seed) == 48, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, stop_ids) == 56, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, repetition_penalty) == 72, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, presence_penalty) == 80, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, logprobs) == 84, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 86, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, min_tokens) == 88, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, cache_salt) == 92, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 108, "sqe");
-ALLM_WIRE_ASSERT(sizeof(struct allm_logit_bias) == 8, "logit bias entry");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, prompt_len) == 28, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 32, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 34, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");

@@ -57,10 +57,20 @@ static inline allm_backend_t *gh_backend(const char *which)
 	return be;
 }
 
+/* Greedy parameters generating max_tokens. */
+static inline void gh_params(struct allm_params *p, int32_t max_tokens)
+{
+	allm_params_init(p);
+	p->temperature = 0;
+	p->max_tokens = max_tokens;
+}
+
 struct gh_req {
 	int32_t prompt[64];
-	int32_t n_prompt, max_tokens;
-	struct allm_sampling sp;
+	int32_t n_prompt;
+	struct allm_params sp; /* its parameters (gh_params: greedy), max_tokens among them */
+	const struct allm_logit_bias *bias;
+	int32_t n_bias;
 	/* results */
 	int32_t out[256];
 	int32_t n_out;
@@ -69,18 +79,18 @@ struct gh_req {
 	bool done;
 };
 
-static inline void gh_on_token(void *user, struct allm_request *r, int32_t tok)
+static inline void gh_on_token(void *user, const struct allm_token_out *t)
 {
-	struct gh_req *q = (struct gh_req *)user + r->tag;
+	struct gh_req *q = (struct gh_req *)user + t->tag;
 	if (q->n_out < 256)
-		q->out[q->n_out++] = tok;
+		q->out[q->n_out++] = t->token;
 }
 
-static inline void gh_on_finish(void *user, struct allm_request *r)
+static inline void gh_on_finish(void *user, const struct allm_result *r)
 {
 	struct gh_req *q = (struct gh_req *)user + r->tag;
 	q->done = true;
-	q->finish = r->finish_kind;
+	q->finish = r->end;
 	snprintf(q->error, sizeof(q->error), "%s", r->error);
 }
 
@@ -130,8 +140,9 @@ static inline int gh_run(struct gh_engine *g, struct gh_req *reqs, int first, in
 	struct allm_err err = {{0}};
 	for (int i = first; i < first + n; i++) {
 		struct allm_submit s = {.prompt = reqs[i].prompt, .n_prompt = reqs[i].n_prompt,
-					.max_tokens = reqs[i].max_tokens, .sampling = reqs[i].sp,
-					.ignore_eos = true, .tag = (uint64_t)i};
+					.params = reqs[i].sp, .bias = reqs[i].bias, .n_bias = reqs[i].n_bias,
+					.tag = (uint64_t)i};
+		s.params.ignore_eos = 1;
 		reqs[i].n_out = 0;
 		reqs[i].done = false;
 		int64_t id;

@@ -36,8 +36,7 @@ static void greedy_same(allm_backend_t *cpu, allm_backend_t *gpu, const char *di
 		memset(r, 0, sizeof(a));
 		for (int i = 0; i < N; i++) {
 			gh_prompt(&r[i], 1 + 7 * i, (uint64_t)i + 1, mc->cfg.vocab_size);
-			r[i].max_tokens = 32;
-			allm_sampling_default(&r[i].sp);
+			gh_params(&r[i].sp, 32);
 		}
 		if (gh_engine_open(&g, pass ? mg : mc, ALLM_DTYPE_F32, 64, r))
 			goto out;
@@ -217,8 +216,7 @@ static void injected_faults(allm_backend_t *gpu)
 	memset(r, 0, sizeof(r));
 	for (int i = 0; i < N; i++) {
 		gh_prompt(&r[i], 9, 5, cfg.vocab_size); /* the same prompt every time */
-		r[i].max_tokens = 12;
-		allm_sampling_default(&r[i].sp);
+		gh_params(&r[i].sp, 12);
 	}
 	if (gh_engine_open(&g, m, ALLM_DTYPE_F16, 32, r))
 		goto out;

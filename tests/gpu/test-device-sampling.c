@@ -8,28 +8,48 @@
 
 static void fill_requests(struct gh_req *r, int n, int32_t vocab)
 {
-	static const struct allm_token_bias tb[2] = {{3, 2.5f}, {17, -1.0f}};
-	static const struct allm_sampling sp[] = {
-		{.temperature = 0.0f, .top_p = 1.0f}, /* greedy */
-		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 7}, /* top-k */
+	static const struct allm_logit_bias tb[2] = {{3, 2.5f}, {17, -1.0f}};
+	/* each setting over greedy defaults (0 below: the default) */
+	static const struct {
+		float temperature, top_p;
+		int32_t top_k;
+		uint64_t seed;
+		float repetition_penalty, frequency_penalty, presence_penalty;
+		bool bias;
+		int32_t logprobs;
+	} sp[] = {
+		{.temperature = 0.0f}, /* greedy */
+		{.temperature = 0.8f, .top_k = 5, .seed = 7}, /* top-k */
 		{.temperature = 1.2f, .top_k = 40, .top_p = 0.9f, .seed = 3}, /* top-k + top-p */
-		{.temperature = 1.0f, .top_k = 256, .top_p = 1.0f, .seed = 11}, /* the largest device top-k */
+		{.temperature = 1.0f, .top_k = 256, .seed = 11}, /* the largest device top-k */
 		{.temperature = 0.7f, .top_p = 0.95f, .seed = 5}, /* top-p only: full row */
-		{.temperature = 1.0f, .top_k = 600, .top_p = 1.0f, .seed = 9}, /* top_k >= vocab: full row */
-		{.temperature = 0.9f, .top_k = 1, .top_p = 1.0f, .seed = 2}, /* top_k 1: greedy */
+		{.temperature = 1.0f, .top_k = 600, .seed = 9}, /* top_k >= vocab: full row */
+		{.temperature = 0.9f, .top_k = 1, .seed = 2}, /* top_k 1: greedy */
 		/* penalties: full rows, penalized on the host */
-		{.temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.3f},
-		{.temperature = 0.8f, .top_k = 5, .top_p = 1.0f, .seed = 4, .frequency_penalty = 0.5f,
-		 .presence_penalty = 0.3f},
+		{.temperature = 0.0f, .repetition_penalty = 1.3f},
+		{.temperature = 0.8f, .top_k = 5, .seed = 4, .frequency_penalty = 0.5f, .presence_penalty = 0.3f},
 		/* a logit bias, and logprobs: full rows too */
-		{.temperature = 0.0f, .top_p = 1.0f, .bias = tb, .n_bias = 2},
-		{.temperature = 0.9f, .top_k = 8, .top_p = 1.0f, .seed = 6, .logprobs = 4},
+		{.temperature = 0.0f, .bias = true},
+		{.temperature = 0.9f, .top_k = 8, .seed = 6, .logprobs = 4},
 	};
 	memset(r, 0, (size_t)n * sizeof(*r));
 	for (int i = 0; i < n; i++) {
 		gh_prompt(&r[i], 3 + 5 * i % 17, (uint64_t)i + 100, vocab);
-		r[i].max_tokens = 24;
-		r[i].sp = sp[i % (int)ALLM_ARRAY_SIZE(sp)];
+		struct allm_params *p = &r[i].sp;
+		size_t k = (size_t)i % ALLM_ARRAY_SIZE(sp);
+		gh_params(p, 24);
+		p->temperature = sp[k].temperature;
+		p->top_k = sp[k].top_k;
+		p->seed = sp[k].seed;
+		p->logprobs = sp[k].logprobs;
+		if (sp[k].top_p)
+			p->top_p = sp[k].top_p;
+		if (sp[k].repetition_penalty)
+			p->repetition_penalty = sp[k].repetition_penalty;
+		p->frequency_penalty = sp[k].frequency_penalty;
+		p->presence_penalty = sp[k].presence_penalty;
+		if (sp[k].bias)
+			r[i].bias = tb, r[i].n_bias = 2;
 	}
 }
 

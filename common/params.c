@@ -1,0 +1,391 @@
+/* The request parameters' table as data, and what every consumer does with it:
+ * defaults, range checks, a peer's struct of another size, logit bias entries
+ * (include/adaptivellm/params.h). Built into libadaptivellm (exported) and into
+ * the engine's programs (liballm-params); plain libc, never prints. */
+#include <adaptivellm/params.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_(name, type, offset, lo, hi, off, dflt, flags, flag, meta, json, help)                          \
+	{#name, ALLM_PARAM_##type, offsetof(struct allm_params, name), sizeof(((struct allm_params *)0)->name), \
+	 flags, lo, hi, off, dflt, flag, meta, json, help},
+static const struct allm_param_desc rows[] = {ALLM_PARAMS_TABLE(ROW_)};
+#undef ROW_
+#define N_ROWS (sizeof(rows) / sizeof(rows[0]))
+
+static int say(char *why, size_t len, int ret, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int say(char *why, size_t len, int ret, const char *fmt, ...)
+{
+	if (why && len) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, len, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
+
+const struct allm_param_desc *allm_param_desc(size_t i)
+{
+	return i < N_ROWS ? &rows[i] : NULL;
+}
+
+const struct allm_param_desc *allm_param_find(const char *name)
+{
+	for (size_t i = 0; i < N_ROWS; i++)
+		if (!strcmp(rows[i].name, name) || (rows[i].json && !strcmp(rows[i].json, name)))
+			return &rows[i];
+	return NULL;
+}
+
+/* The end of the last row this build knows: bytes past it are a newer writer's. */
+static size_t known_end(void)
+{
+	size_t end = offsetof(struct allm_params, cache_salt) + ALLM_CACHE_SALT_BYTES;
+	for (size_t i = 0; i < N_ROWS; i++)
+		if (rows[i].offset + rows[i].size > end)
+			end = rows[i].offset + rows[i].size;
+	return end;
+}
+
+bool allm_param_valid(const struct allm_param_desc *d, double v)
+{
+	if (d->type == ALLM_PARAM_U64)
+		return true; /* all of uint64_t */
+	if (!isnan(d->off) && v == d->off)
+		return true;
+	if (!isfinite(v) || v > d->hi)
+		return false;
+	return d->flags & ALLM_PARAM_F_LO_OPEN ? v > d->lo : v >= d->lo;
+}
+
+const char *allm_param_range_text(const struct allm_param_desc *d, char *buf, size_t len)
+{
+	/* as users write values: a PLUS_ONE row's users count from 0 */
+	double k = d->flags & ALLM_PARAM_F_PLUS_ONE ? 1 : 0;
+	switch (d->type) {
+	case ALLM_PARAM_U64: snprintf(buf, len, ">= 0"); break;
+	case ALLM_PARAM_BOOL: snprintf(buf, len, "true or false"); break;
+	case ALLM_PARAM_I32:
+		if (d->hi >= INT32_MAX)
+			snprintf(buf, len, ">= %.0f", d->lo - k);
+		else
+			snprintf(buf, len, "in %.0f..%.0f", d->lo - k, d->hi - k);
+		break;
+	default:
+		snprintf(buf, len, "in %c%g, %g]", d->flags & ALLM_PARAM_F_LO_OPEN ? '(' : '[', d->lo, d->hi);
+	}
+	return buf;
+}
+
+static const void *field(const struct allm_params *p, const struct allm_param_desc *d)
+{
+	return (const char *)p + d->offset;
+}
+
+double allm_param_get(const struct allm_params *p, const struct allm_param_desc *d)
+{
+	int32_t i;
+	uint32_t u;
+	uint64_t q;
+	float f;
+	switch (d->type) {
+	case ALLM_PARAM_I32: memcpy(&i, field(p, d), 4); return i;
+	case ALLM_PARAM_BOOL: memcpy(&u, field(p, d), 4); return u;
+	case ALLM_PARAM_U64: memcpy(&q, field(p, d), 8); return (double)q;
+	default: memcpy(&f, field(p, d), 4); return f;
+	}
+}
+
+/* Stores v (valid for d; for U64 use set_u64) in d's field of p. */
+static void set(struct allm_params *p, const struct allm_param_desc *d, double v)
+{
+	char *at = (char *)p + d->offset;
+	int32_t i = (int32_t)v;
+	uint32_t u = (uint32_t)v;
+	uint64_t q = (uint64_t)v;
+	float f = (float)v;
+	switch (d->type) {
+	case ALLM_PARAM_I32: memcpy(at, &i, 4); break;
+	case ALLM_PARAM_BOOL: memcpy(at, &u, 4); break;
+	case ALLM_PARAM_U64: memcpy(at, &q, 8); break;
+	default: memcpy(at, &f, 4);
+	}
+}
+
+int allm_param_set(struct allm_params *p, const struct allm_param_desc *d, double v)
+{
+	if (!allm_param_valid(d, v) || (d->type == ALLM_PARAM_U64 && !(v >= 0 && v < 18446744073709551616.0)))
+		return -EINVAL;
+	set(p, d, v);
+	return 0;
+}
+
+int allm_params_init_sized(struct allm_params *p, size_t size)
+{
+	if (size < ALLM_PARAMS_SIZE_VER0 || size > ALLM_PARAMS_SIZE_MAX)
+		return -EINVAL;
+	memset(p, 0, size);
+	p->size = (uint32_t)size;
+	for (size_t i = 0; i < N_ROWS; i++)
+		if (rows[i].offset + rows[i].size <= size)
+			set(p, &rows[i], rows[i].dflt);
+	return 0;
+}
+
+int allm_params_check(const struct allm_params *p, char *why, size_t len)
+{
+	char range[48];
+	if (p->size < ALLM_PARAMS_SIZE_VER0 || p->size > ALLM_PARAMS_SIZE_MAX)
+		return say(why, len, -EINVAL, "params.size %u is no struct allm_params (use allm_params_init)",
+			   p->size);
+	if (p->n_stop > ALLM_PARAMS_MAX_STOP)
+		return say(why, len, -EINVAL, "at most %d stop ids (got %u)", ALLM_PARAMS_MAX_STOP, p->n_stop);
+	for (uint32_t i = 0; i < p->n_stop; i++)
+		if (p->stop_ids[i] < 0)
+			return say(why, len, -EINVAL, "stop id %d is no token id", p->stop_ids[i]);
+	for (size_t i = 0; i < N_ROWS; i++) {
+		const struct allm_param_desc *d = &rows[i];
+		if (d->offset + d->size > p->size)
+			continue; /* the writer did not know it: off */
+		double v = allm_param_get(p, d);
+		if (!allm_param_valid(d, v))
+			return say(why, len, -EINVAL, "%s must be %s (got %g)", d->name,
+				   allm_param_range_text(d, range, sizeof(range)),
+				   d->flags & ALLM_PARAM_F_PLUS_ONE ? v - 1 : v);
+	}
+	if (p->min_tokens > p->max_tokens)
+		return say(why, len, -EINVAL, "min_tokens (%d) is above max_tokens (%d)", p->min_tokens,
+			   p->max_tokens);
+	return 0;
+}
+
+int allm_params_from_wire(struct allm_params *dst, const void *src, size_t size, char *why, size_t len)
+{
+	const uint8_t *s = src;
+	uint32_t stated;
+	if (size < ALLM_PARAMS_SIZE_VER0 || size > ALLM_PARAMS_SIZE_MAX)
+		return say(why, len, -EINVAL, "params of %zu bytes (want %d..%d)", size, ALLM_PARAMS_SIZE_VER0,
+			   ALLM_PARAMS_SIZE_MAX);
+	memcpy(&stated, s, sizeof(stated));
+	if (stated != size)
+		return say(why, len, -EINVAL, "params state %u bytes, %zu came", stated, size);
+	/* our own padding included: a newer writer's row may sit there */
+	for (size_t i = known_end(); i < size; i++)
+		if (s[i])
+			return say(why, len, -E2BIG, "params byte %zu set: a parameter this build does not know", i);
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, s, size < sizeof(*dst) ? size : sizeof(*dst));
+	dst->size = sizeof(*dst);
+	return 0;
+}
+
+int allm_logit_bias_check(const struct allm_logit_bias *b, size_t n, char *why, size_t len)
+{
+	if (n > ALLM_LOGIT_BIAS_MAX)
+		return say(why, len, -EINVAL, "logit_bias takes at most %d tokens (got %zu)", ALLM_LOGIT_BIAS_MAX, n);
+	for (size_t i = 0; i < n; i++)
+		if (b[i].token_id < 0 || !(b[i].bias >= ALLM_LOGIT_BIAS_LO && b[i].bias <= ALLM_LOGIT_BIAS_HI))
+			return say(why, len, -EINVAL, "logit_bias: token %d, bias %g (want an id >= 0 and a bias in [%g, %g])",
+				   b[i].token_id, b[i].bias, ALLM_LOGIT_BIAS_LO, ALLM_LOGIT_BIAS_HI);
+	return 0;
+}
+
+/* --- command-line tools ---------------------------------------------------------- */
+
+int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **ret, size_t *ret_n, char *why,
+		       size_t len)
+{
+	size_t cap = 16, n = 0;
+	int32_t *ids = malloc(cap * sizeof(*ids));
+	const char *p = s;
+	int r = -EINVAL;
+	if (!ids)
+		return say(why, len, -ENOMEM, "out of memory");
+	while (*p) {
+		char *end;
+		while (*p == ' ')
+			p++;
+		errno = 0;
+		long long v = strtoll(p, &end, 10);
+		if (end == p || errno) {
+			say(why, len, r, "%s: '%s' is not a list of integers", flag, s);
+			goto fail;
+		}
+		if (v < 0 || v > INT32_MAX) {
+			say(why, len, r, "%s: id %lld is out of range (no vocabulary has it: ids are 0..%d)", flag, v, INT32_MAX);
+			goto fail;
+		}
+		if (n == max) {
+			say(why, len, r, "%s: at most %zu ids", flag, max);
+			goto fail;
+		}
+		if (n == cap) {
+			int32_t *t = realloc(ids, (cap *= 2) * sizeof(*ids));
+			if (!t) {
+				r = say(why, len, -ENOMEM, "out of memory");
+				goto fail;
+			}
+			ids = t;
+		}
+		ids[n++] = (int32_t)v;
+		p = end;
+		while (*p == ' ')
+			p++;
+		if (*p == ',' && p[1]) {
+			p++;
+		} else if (*p) {
+			say(why, len, r, "%s: unexpected '%c' in '%s'", flag, *p, s);
+			goto fail;
+		}
+	}
+	if (n == 0) {
+		say(why, len, r, "%s is empty", flag);
+		goto fail;
+	}
+	*ret = ids;
+	*ret_n = n;
+	return 0;
+fail:
+	free(ids);
+	return r;
+}
+
+/* The whole of s as a number of d's type, stored as the field holds it (PLUS_ONE
+ * added). 0, or -EINVAL when it is not one or not valid. */
+static int parse_value(struct allm_params *p, const struct allm_param_desc *d, const char *s)
+{
+	char *end;
+	errno = 0;
+	if (!*s)
+		return -EINVAL;
+	if (d->type == ALLM_PARAM_U64) {
+		if (*s == '-')
+			return -EINVAL;
+		unsigned long long q = strtoull(s, &end, 10);
+		if (*end || errno)
+			return -EINVAL;
+		uint64_t v = q;
+		memcpy((char *)p + d->offset, &v, sizeof(v));
+		return 0;
+	}
+	double v;
+	if (d->type == ALLM_PARAM_F32) {
+		v = strtod(s, &end);
+	} else {
+		long long i = strtoll(s, &end, 10);
+		v = i < INT32_MIN || i > INT32_MAX ? NAN : (double)i;
+	}
+	if (*end || errno)
+		return -EINVAL;
+	if (d->flags & ALLM_PARAM_F_PLUS_ONE)
+		v += 1;
+	/* a user never writes "off" for a PLUS_ONE row: leaving the flag out is */
+	if ((d->flags & ALLM_PARAM_F_PLUS_ONE) && v == d->off)
+		return -EINVAL;
+	return allm_param_set(p, d, v);
+}
+
+int allm_params_parse_flag(struct allm_params *p, int argc, char *const *argv, int *i, char *why, size_t len)
+{
+	const char *f = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+	char range[48];
+	if (!strcmp(f, "--stop-ids")) {
+		int32_t *ids;
+		size_t n;
+		int r;
+		if (!v)
+			return say(why, len, -EINVAL, "--stop-ids needs a value (see --help)");
+		if ((r = allm_parse_id_list(f, v, ALLM_PARAMS_MAX_STOP, &ids, &n, why, len)))
+			return r;
+		memcpy(p->stop_ids, ids, n * sizeof(*ids));
+		p->n_stop = (uint32_t)n;
+		free(ids);
+		*i += 2;
+		return 1;
+	}
+	for (size_t k = 0; k < N_ROWS; k++) {
+		const struct allm_param_desc *d = &rows[k];
+		if (strcmp(f, d->flag))
+			continue;
+		if (d->type == ALLM_PARAM_BOOL) {
+			set(p, d, 1);
+			*i += 1;
+			return 1;
+		}
+		if (!v)
+			return say(why, len, -EINVAL, "%s needs a value (see --help)", f);
+		if (parse_value(p, d, v))
+			return say(why, len, -EINVAL, "bad value for %s: '%s' (want %s %s)", f, v,
+				   d->type == ALLM_PARAM_F32 ? "a number" : "an integer",
+				   allm_param_range_text(d, range, sizeof(range)));
+		*i += 2;
+		return 1;
+	}
+	return 0;
+}
+
+/* Appends "fmt" to buf at *at (keeping count past len, as snprintf). */
+static void add(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(*at < len ? buf + *at : NULL, *at < len ? len - *at : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*at += (size_t)n;
+}
+
+/* One flag's help: "  --flag META" in 25 columns, then text wrapped at 80. */
+static void help_line(char *buf, size_t len, size_t *at, const char *flag, const char *text)
+{
+	enum { COL = 25, WIDTH = 80 };
+	int w = snprintf(NULL, 0, "  %s", flag);
+	add(buf, len, at, "  %s%*s", flag, w < COL ? COL - w : 1, "");
+	size_t col = (size_t)(w < COL ? COL : w + 1);
+	for (const char *s = text; *s;) {
+		size_t word = strcspn(s, " ");
+		if (col > COL && col + word > WIDTH) {
+			add(buf, len, at, "\n%*s", COL, "");
+			col = COL;
+		}
+		add(buf, len, at, "%.*s", (int)word, s);
+		col += word;
+		s += word;
+		if (*s == ' ') {
+			s++;
+			if (col > COL)
+				add(buf, len, at, " "), col++;
+		}
+	}
+	add(buf, len, at, "\n");
+}
+
+size_t allm_params_help(char *buf, size_t len)
+{
+	size_t at = 0;
+	char flag[64], text[320], range[48];
+	if (len)
+		buf[0] = '\0';
+	for (size_t k = 0; k < N_ROWS; k++) {
+		const struct allm_param_desc *d = &rows[k];
+		snprintf(flag, sizeof(flag), "%s%s%s", d->flag, d->meta ? " " : "", d->meta ? d->meta : "");
+		if (d->type == ALLM_PARAM_BOOL)
+			snprintf(text, sizeof(text), "%s", d->help);
+		else if (d->flags & ALLM_PARAM_F_PLUS_ONE)
+			snprintf(text, sizeof(text), "%s (default none; %s)", d->help,
+				 allm_param_range_text(d, range, sizeof(range)));
+		else
+			snprintf(text, sizeof(text), "%s (default %g%s; %s)", d->help, d->dflt,
+				 d->dflt == d->off ? " = off" : "", allm_param_range_text(d, range, sizeof(range)));
+		help_line(buf, len, &at, flag, text);
+	}
+	snprintf(text, sizeof(text), "up to %d extra stop token ids", ALLM_PARAMS_MAX_STOP);
+	help_line(buf, len, &at, "--stop-ids LIST", text);
+	return at;
+}
