@@ -159,7 +159,7 @@ def test_stream_cancelled_halfway_frees_blocks(client, how):
                                                                               "--temperature", "0")
 
 
-def test_async_generate_cancelled_task_cancels_in_engine():
+def test_async_stream_closed_halfway_cancels_in_engine():
     async def run():
         async with AsyncClient(name=NAME) as ac:
             for _ in range(8):
@@ -346,6 +346,7 @@ BAD = [
     (dict(stop_ids=[-1]), ParameterError, "stop_ids"),
     (dict(cache_salt=b"x" * 100), ParameterError, "cache_salt"),
     (dict(logit_bias={5: float("inf")}), ParameterError, "logit_bias"),
+    (dict(logit_bias={5: 150.0}), ParameterError, "logit_bias"),
     (dict(no_such_knob=1), TypeError, "no_such_knob"),
 ]
 
@@ -385,3 +386,10 @@ def test_parameters_come_from_the_library_table():
     for n in names:
         assert text.count(n + ":") == 1
     assert adaptivellm.PARAMETERS["max_tokens"].default == 128  # the library's default
+    # the same rows the CLI's flags come from (params.h): each one's flag is in
+    # `allm generate --help`, and the row's help line with it
+    out = subprocess.run([ALLM, "generate", "--help"], capture_output=True, text=True, timeout=30)
+    helptext = out.stdout + out.stderr
+    for p in adaptivellm.PARAMETERS.values():
+        assert p.cli_flag and p.cli_flag in helptext, p.name
+        assert p.json_key

@@ -4,7 +4,7 @@ which libadaptivellm to load (see adaptivellm/_library.py for the order).
 Where things are looked for, first found:
   header   $ALLM_INCLUDE_DIR, ../../include (this clone), `pkg-config --cflags adaptivellm`
   library  $ALLM_LIBRARY, $ALLM_BUILD_DIR/clientlib, ../../build/clientlib (this clone);
-           none found: the system loader at run time (libadaptivellm.so.2)
+           none found: the system loader at run time (libadaptivellm.so.N)
 """
 import glob
 import os
@@ -52,7 +52,7 @@ def built_library():
         # the soname link: libadaptivellm.so.<ABI>, one number
         links = [p for p in glob.glob(os.path.join(d, "libadaptivellm.so.*")) if re.search(r"\.so\.\d+$", p)]
         if links:
-            p = sorted(links)[-1]
+            p = sorted(links, key=lambda p: int(p.rsplit(".", 1)[1]))[-1]  # the newest ABI
             return os.path.abspath(p), os.path.basename(p)
     return None, None
 

@@ -68,7 +68,9 @@ def from_oserror(e: OSError) -> AllmError:
     if code in (_errno.EPIPE, _errno.EPROTO):
         return EngineGoneError(code, msg)
     if code == _errno.EINVAL:
-        return ParameterError(None, message=msg + " (e.g. min_tokens > max_tokens); nothing was sent")
+        # the library's allm_params_check words name the parameter first
+        name = msg.split(" ", 1)[0].strip(":=") if msg else None
+        return ParameterError(name if name and name.isidentifier() else None, message=msg + "; nothing was sent")
     if code == _errno.E2BIG:
         return ParameterError("prompt", message=msg + " (connect with a larger arena_size); nothing was sent")
     return AllmError(msg)

@@ -7,7 +7,7 @@ first found of
   2. the build tree the package was installed from (recorded by setup.py in
      _build_info.LIBRARY), or ../../build/clientlib beside this source tree when the
      package runs from a clone;
-  3. the soname (libadaptivellm.so.2) through the system loader: LD_LIBRARY_PATH,
+  3. the soname (libadaptivellm.so.N) through the system loader: LD_LIBRARY_PATH,
      then ld.so.cache (what `meson install` and ldconfig set up).
 """
 from __future__ import annotations
@@ -21,9 +21,23 @@ try:  # written by setup.py at install time; absent in a bare source tree
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _build_info = None
 
-# The soname of the ABI the binding's header describes (clientlib/meson.build's
-# soversion), as setup.py read it from the build tree; a bare source tree assumes 2.
-SONAME: str = getattr(_build_info, "SONAME", None) or "libadaptivellm.so.2"
+import glob
+import re
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TREE = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "clientlib"))
+
+
+def _tree_soname() -> str:
+    """The soname link in a build tree beside this source (the highest one)."""
+    links = [p for p in glob.glob(os.path.join(_TREE, "libadaptivellm.so.*")) if re.search(r"\.so\.\d+$", p)]
+    return os.path.basename(sorted(links, key=lambda p: int(p.rsplit(".", 1)[1]))[-1]) if links else \
+        "libadaptivellm.so"
+
+
+# The soname of the library the package was built beside (clientlib/meson.build's
+# soversion), as setup.py found it; from a bare source tree, the build beside it.
+SONAME: str = getattr(_build_info, "SONAME", None) or _tree_soname()
 
 
 def _candidates() -> list[tuple[str, str]]:
@@ -36,9 +50,7 @@ def _candidates() -> list[tuple[str, str]]:
     built = getattr(_build_info, "LIBRARY", None)
     if built:
         out.append(("the build tree it was installed from", built))
-    here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.normpath(os.path.join(here, "..", "..", "..", "build", "clientlib", SONAME))
-    out.append(("the build tree beside this source", tree))
+    out.append(("the build tree beside this source", os.path.join(_TREE, SONAME)))
     out.append(("the system loader", SONAME))
     return out
 

@@ -9,8 +9,9 @@ whose limits are the header's constants: stop_ids, logit_bias, cache_salt.
 
 Values are checked here, before anything is sent, and raise ParameterError
 (a ValueError) or TypeError naming the parameter and what it accepts. Checks that
-relate two parameters (min_tokens <= max_tokens) are the library's: it refuses
-them in submit(), still before anything is sent.
+relate two parameters (min_tokens <= max_tokens) are the library's
+(allm_params_check, called by the binding before submitting): still before
+anything is sent, with the library's words.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ class Param:
     off: Optional[float]  # the stored value meaning "off"; None: never off
     stored_default: Any  # the library's default, stored
     help: str
+    cli_flag: Optional[str] = None  # the CLIs' flag (`allm generate --top-p`)
+    json_key: Optional[str] = None  # the gateway's JSON key
 
     @property
     def plus_one(self) -> bool:
@@ -124,7 +127,8 @@ class Param:
 def _load() -> dict[str, Param]:
     rows = _native.param_table()
     return {r["name"]: Param(name=r["name"], index=i, type=r["type"], flags=r["flags"], lo=r["lo"], hi=r["hi"],
-                             off=r["off"], stored_default=r["default"], help=r["help"])
+                             off=r["off"], stored_default=r["default"], help=r["help"], cli_flag=r["flag"],
+                             json_key=r["json"])
             for i, r in enumerate(rows)}
 
 
@@ -137,9 +141,8 @@ MAX_STOP: int = _native.MAX_STOP
 LOGIT_BIAS_MAX: int = _native.LOGIT_BIAS_MAX
 CACHE_SALT_BYTES: int = _native.CACHE_SALT_BYTES
 LIST_PARAMS = ("stop_ids", "logit_bias", "cache_salt")
-# a bias's range where the header states it (issue D's params.h); else the library
-# checks it in submit()
-_BIAS_RANGE = (_native.LOGIT_BIAS_LO, _native.LOGIT_BIAS_HI) if hasattr(_native, "LOGIT_BIAS_LO") else None
+# a bias's range: params.h's
+_BIAS_RANGE = (_native.LOGIT_BIAS_LO, _native.LOGIT_BIAS_HI)
 
 Prompt = Union[str, bytes]
 

@@ -38,17 +38,22 @@ static struct {
 	void *dl;
 	__typeof__(allm_client_connect) *connect;
 	__typeof__(allm_client_disconnect) *disconnect;
-	__typeof__(allm_request_params_init) *params_init;
+	__typeof__(allm_request_params_init_sized) *params_init;
 	__typeof__(allm_client_submit) *submit;
 	__typeof__(allm_client_cancel) *cancel;
-	__typeof__(allm_client_poll) *poll;
-	__typeof__(allm_client_wait) *wait;
+	__typeof__(allm_client_poll_sized) *poll;
+	__typeof__(allm_client_wait_sized) *wait;
 	__typeof__(allm_client_fd) *fd;
 	__typeof__(allm_client_lease_fd) *lease_fd;
 	__typeof__(allm_client_model) *model;
 	__typeof__(allm_client_id) *id;
 	__typeof__(allm_finish_reason_name) *finish_name;
+	__typeof__(allm_param_desc) *param_desc;
+	__typeof__(allm_params_check) *params_check;
+	__typeof__(allm_logit_bias_check) *bias_check;
 } api;
+
+static int load_rows(void); /* the parameter table: below */
 
 static PyObject *native_load(PyObject *mod, PyObject *arg)
 {
@@ -70,16 +75,19 @@ static PyObject *native_load(PyObject *mod, PyObject *arg)
 	} syms[] = {
 		{ "allm_client_connect", (void **)&api.connect },
 		{ "allm_client_disconnect", (void **)&api.disconnect },
-		{ "allm_request_params_init", (void **)&api.params_init },
+		{ "allm_request_params_init_sized", (void **)&api.params_init },
 		{ "allm_client_submit", (void **)&api.submit },
 		{ "allm_client_cancel", (void **)&api.cancel },
-		{ "allm_client_poll", (void **)&api.poll },
-		{ "allm_client_wait", (void **)&api.wait },
+		{ "allm_client_poll_sized", (void **)&api.poll },
+		{ "allm_client_wait_sized", (void **)&api.wait },
 		{ "allm_client_fd", (void **)&api.fd },
 		{ "allm_client_lease_fd", (void **)&api.lease_fd },
 		{ "allm_client_model", (void **)&api.model },
 		{ "allm_client_id", (void **)&api.id },
 		{ "allm_finish_reason_name", (void **)&api.finish_name },
+		{ "allm_param_desc", (void **)&api.param_desc },
+		{ "allm_params_check", (void **)&api.params_check },
+		{ "allm_logit_bias_check", (void **)&api.bias_check },
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
 		void *f = dlsym(dl, syms[i].name);
@@ -93,6 +101,10 @@ static PyObject *native_load(PyObject *mod, PyObject *arg)
 		*syms[i].slot = f;
 	}
 	api.dl = dl; /* never closed: Handles may outlive everything else */
+	if (load_rows() < 0) {
+		memset(&api, 0, sizeof(api));
+		return NULL;
+	}
 	Py_RETURN_TRUE;
 }
 
@@ -118,84 +130,75 @@ static PyObject *raise_errno(int neg, const char *msg)
 
 /* --- the request's parameters ---------------------------------------------------- */
 
-/* The table of request parameters, one row per scalar a request carries, in the
- * shape of issue D's struct allm_param_desc (include/adaptivellm/params.h there):
- * the Python side (adaptivellm/_params.py) takes every name, type, range, "off"
- * value and default from param_table(), and submit() stores the values by the
- * rows' offsets. So a row added to the table reaches Python with no Python change.
+/* The table of request parameters is the library's (params.h: allm_param_desc(i)),
+ * read once at load: the Python side (adaptivellm/_params.py) takes every name,
+ * type, range, "off" value, default, CLI flag, JSON key and help line from
+ * param_table(), and submit() stores the values at the rows' offsets in struct
+ * allm_params. So a row added to the table reaches Python with no change here or
+ * there.
  *
- * INTERIM, until issue D lands in client.h: the rows below restate what today's
- * libadaptivellm checks (clientlib/client.c, check_params) over today's struct
- * allm_request_params; types come from the header (_Generic), defaults from the
- * library (allm_request_params_init). With D this block becomes a loop over the
- * library's own allm_param_desc(i) (dlsym), and the offsets point into its
- * struct allm_params. Nothing else here or in Python changes. */
-enum param_type { PARAM_I32 = 1, PARAM_U64 = 2, PARAM_F32 = 3, PARAM_BOOL = 4 };
-#define PARAM_F_LO_OPEN (1u << 0)  /* lo itself is outside the range */
-#define PARAM_F_PLUS_ONE (1u << 1) /* stored as 1 + what users write; 0 = off */
+ * Rows past the struct this extension was compiled with (a newer library than
+ * the header it was built against) are left out: there is no room for their
+ * values in our struct allm_params, and the library treats them as off. */
+static const struct allm_param_desc **rows;
+static size_t n_rows;
 
-struct param_row {
-	const char *name;
-	enum param_type type;
-	size_t offset;   /* in struct allm_request_params */
-	unsigned flags;  /* PARAM_F_* */
-	double lo, hi;   /* the valid range of stored values */
-	double off;      /* the stored value meaning "off"; NAN: never off */
-	const char *help;
-};
-#define TYPE_OF(m)                                                                                  \
-	_Generic(((struct allm_request_params *)0)->m, int32_t: PARAM_I32, uint64_t: PARAM_U64,        \
-		 float: PARAM_F32, bool: PARAM_BOOL)
-#define ROW(m, flags, lo, hi, off, help) { #m, TYPE_OF(m), offsetof(struct allm_request_params, m), flags, lo, hi, off, help }
-static const struct param_row param_rows[] = {
-	ROW(seed, 0, 0, 18446744073709551615.0, NAN, "sampling seed"),
-	ROW(max_tokens, 0, 1, INT32_MAX, NAN, "tokens to generate at most"),
-	ROW(temperature, 0, 0, FLT_MAX, NAN, "0 = greedy"),
-	ROW(top_p, PARAM_F_LO_OPEN, 0, 1, 0, "nucleus sampling: the most likely tokens holding this much of the mass"),
-	ROW(top_k, 0, 0, INT32_MAX, 0, "keep the K most likely tokens"),
-	ROW(ignore_eos, 0, 0, 1, 0, "do not stop at the model's end-of-sequence token"),
-	ROW(repetition_penalty, 0, 0, 10, 0, "prompt and output tokens: a positive logit / R, a negative one x R"),
-	ROW(frequency_penalty, 0, -2, 2, 0, "output tokens: logit -= F x their count"),
-	ROW(presence_penalty, 0, -2, 2, 0, "output tokens: logit -= P once"),
-	ROW(logprobs, PARAM_F_PLUS_ONE, 1, 1 + ALLM_LOGPROBS_MAX, 0,
-	    "each token's log-probability and the K most likely tokens'"),
-	ROW(min_tokens, 0, 0, INT32_MAX, 0, "no EOS or stop id before N tokens (at most max_tokens)"),
-};
-#define N_PARAMS (sizeof(param_rows) / sizeof(param_rows[0]))
+static int load_rows(void)
+{
+	size_t n = 0;
+	while (api.param_desc(n))
+		n++;
+	rows = PyMem_Calloc(n ? n : 1, sizeof(*rows));
+	if (!rows) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	n_rows = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct allm_param_desc *d = api.param_desc(i);
+		if ((size_t)d->offset + d->size <= sizeof(struct allm_params))
+			rows[n_rows++] = d;
+	}
+	return 0;
+}
 
 /* Row i's field of *p as a Python number. */
-static PyObject *param_get(const struct allm_request_params *p, const struct param_row *r)
+static PyObject *param_get(const struct allm_params *p, const struct allm_param_desc *r)
 {
 	const char *at = (const char *)p + r->offset;
 	switch (r->type) {
-	case PARAM_I32: { int32_t v; memcpy(&v, at, sizeof(v)); return PyLong_FromLong(v); }
-	case PARAM_U64: { uint64_t v; memcpy(&v, at, sizeof(v)); return PyLong_FromUnsignedLongLong(v); }
-	case PARAM_F32: { float v; memcpy(&v, at, sizeof(v)); return PyFloat_FromDouble(v); }
-	case PARAM_BOOL: { bool v; memcpy(&v, at, sizeof(v)); return PyLong_FromLong(v); }
+	case ALLM_PARAM_I32: { int32_t v; memcpy(&v, at, sizeof(v)); return PyLong_FromLong(v); }
+	case ALLM_PARAM_U64: { uint64_t v; memcpy(&v, at, sizeof(v)); return PyLong_FromUnsignedLongLong(v); }
+	case ALLM_PARAM_F32: { float v; memcpy(&v, at, sizeof(v)); return PyFloat_FromDouble(v); }
+	case ALLM_PARAM_BOOL: { uint32_t v; memcpy(&v, at, sizeof(v)); return PyLong_FromLong(v != 0); }
 	}
 	return PyErr_Format(PyExc_RuntimeError, "row %s: unknown type", r->name);
 }
 
-/* param_table() -> ({name, type, flags, lo, hi, off, default, help}, ...): the
- * table's rows in order; default is the library's (allm_request_params_init),
- * off None where the parameter is never off. */
+/* param_table() -> ({name, type, flags, lo, hi, off, default, flag, json, help},
+ * ...): the table's rows in order; default is the stored value the library's
+ * allm_request_params_init_sized sets, off None where the parameter is never off. */
 static PyObject *native_param_table(PyObject *mod, PyObject *unused)
 {
 	(void)mod, (void)unused;
 	if (need_api())
 		return NULL;
 	struct allm_request_params p;
-	api.params_init(&p);
-	PyObject *t = PyTuple_New(N_PARAMS);
+	api.params_init(&p, sizeof(p));
+	PyObject *t = PyTuple_New((Py_ssize_t)n_rows);
 	if (!t)
 		return NULL;
-	for (size_t i = 0; i < N_PARAMS; i++) {
-		const struct param_row *r = &param_rows[i];
+	for (size_t i = 0; i < n_rows; i++) {
+		const struct allm_param_desc *r = rows[i];
 		PyObject *off = isnan(r->off) ? Py_NewRef(Py_None) : PyFloat_FromDouble(r->off);
-		PyObject *row = off ? Py_BuildValue("{s:s,s:i,s:I,s:d,s:d,s:N,s:N,s:s}", "name", r->name, "type",
-						    (int)r->type, "flags", r->flags, "lo", r->lo, "hi", r->hi,
-						    "off", off, "default", param_get(&p, r), "help", r->help)
-				    : NULL;
+		PyObject *dflt = off ? param_get(&p.params, r) : NULL;
+		PyObject *row = dflt ? Py_BuildValue("{s:s,s:i,s:I,s:d,s:d,s:N,s:N,s:z,s:z,s:z}", "name", r->name,
+						     "type", (int)r->type, "flags", r->flags, "lo", r->lo, "hi",
+						     r->hi, "off", off, "default", dflt, "flag", r->flag, "json",
+						     r->json, "help", r->help)
+				     : NULL;
+		if (!dflt)
+			Py_XDECREF(off);
 		if (!row) {
 			Py_DECREF(t);
 			return NULL;
@@ -207,11 +210,11 @@ static PyObject *native_param_table(PyObject *mod, PyObject *unused)
 
 /* Stores v (checked by _params.py against row r; a Python int or float) in r's
  * field of *p. Returns 0, or -1 with an exception. */
-static int param_set(struct allm_request_params *p, const struct param_row *r, PyObject *v)
+static int param_set(struct allm_params *p, const struct allm_param_desc *r, PyObject *v)
 {
 	char *at = (char *)p + r->offset;
 	switch (r->type) {
-	case PARAM_I32: {
+	case ALLM_PARAM_I32: {
 		long x = PyLong_AsLong(v);
 		if (x == -1 && PyErr_Occurred())
 			return -1;
@@ -223,7 +226,7 @@ static int param_set(struct allm_request_params *p, const struct param_row *r, P
 		memcpy(at, &y, sizeof(y));
 		return 0;
 	}
-	case PARAM_U64: {
+	case ALLM_PARAM_U64: {
 		unsigned long long x = PyLong_AsUnsignedLongLong(v);
 		if (x == (unsigned long long)-1 && PyErr_Occurred())
 			return -1;
@@ -231,7 +234,7 @@ static int param_set(struct allm_request_params *p, const struct param_row *r, P
 		memcpy(at, &y, sizeof(y));
 		return 0;
 	}
-	case PARAM_F32: {
+	case ALLM_PARAM_F32: {
 		double x = PyFloat_AsDouble(v);
 		if (x == -1.0 && PyErr_Occurred())
 			return -1;
@@ -239,11 +242,11 @@ static int param_set(struct allm_request_params *p, const struct param_row *r, P
 		memcpy(at, &y, sizeof(y));
 		return 0;
 	}
-	case PARAM_BOOL: {
+	case ALLM_PARAM_BOOL: {
 		int x = PyObject_IsTrue(v);
 		if (x < 0)
 			return -1;
-		bool y = x;
+		uint32_t y = x != 0;
 		memcpy(at, &y, sizeof(y));
 		return 0;
 	}
@@ -427,10 +430,11 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 	if (need_open(h))
 		return NULL;
 	struct allm_request_params p;
-	int32_t *idv = NULL, stopv[ALLM_SQE_MAX_STOP];
+	int32_t *idv = NULL;
 	struct allm_logit_bias *biasv = NULL;
 	PyObject *ret = NULL;
-	api.params_init(&p);
+	char why[256] = "";
+	api.params_init(&p, sizeof(p));
 	p.user_tag = tag;
 
 	if (prompt != Py_None) {
@@ -470,14 +474,14 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 		p.prompt_ids = idv;
 		p.n_prompt_ids = (size_t)n;
 	}
-	if (PyTuple_GET_SIZE(values) != (Py_ssize_t)N_PARAMS) {
-		PyErr_Format(PyExc_ValueError, "want %zu parameter values (param_table()), got %zd", N_PARAMS,
+	if (PyTuple_GET_SIZE(values) != (Py_ssize_t)n_rows) {
+		PyErr_Format(PyExc_ValueError, "want %zu parameter values (param_table()), got %zd", n_rows,
 			     PyTuple_GET_SIZE(values));
 		goto out;
 	}
-	for (size_t i = 0; i < N_PARAMS; i++) {
+	for (size_t i = 0; i < n_rows; i++) {
 		PyObject *v = PyTuple_GET_ITEM(values, (Py_ssize_t)i); /* borrowed; None: the default */
-		if (v != Py_None && param_set(&p, &param_rows[i], v))
+		if (v != Py_None && param_set(&p.params, rows[i], v))
 			goto out;
 	}
 	if (stops != Py_None) {
@@ -485,9 +489,9 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 		if (!seq)
 			goto out;
 		Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-		if (n > ALLM_SQE_MAX_STOP) {
+		if (n > ALLM_PARAMS_MAX_STOP) {
 			Py_DECREF(seq);
-			PyErr_Format(PyExc_ValueError, "at most %d stop_ids", ALLM_SQE_MAX_STOP);
+			PyErr_Format(PyExc_ValueError, "at most %d stop_ids", ALLM_PARAMS_MAX_STOP);
 			goto out;
 		}
 		for (Py_ssize_t i = 0; i < n; i++) {
@@ -498,11 +502,10 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 					PyErr_SetString(PyExc_OverflowError, "a stop id does not fit an int32");
 				goto out;
 			}
-			stopv[i] = (int32_t)v;
+			p.params.stop_ids[i] = (int32_t)v;
 		}
 		Py_DECREF(seq);
-		p.stop_ids = stopv;
-		p.n_stop = (uint32_t)n;
+		p.params.n_stop = (uint32_t)n;
 	}
 	if (bias != Py_None) {
 		PyObject *seq = PySequence_Fast(bias, "logit_bias must be a sequence of (id, bias)");
@@ -537,9 +540,18 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 			PyErr_Format(PyExc_ValueError, "cache_salt: at most %d bytes", ALLM_CACHE_SALT_BYTES);
 			goto out;
 		}
-		memcpy(p.cache_salt, s, (size_t)n);
+		memcpy(p.params.cache_salt, s, (size_t)n);
 	}
 
+	/* The library's own checks first, for their words: submit() says only
+	 * -EINVAL, these say which parameter and its range (min_tokens > max_tokens,
+	 * a bias out of range: what relates values or the Python side leaves to the
+	 * table's code). */
+	if (api.params_check(&p.params, why, sizeof(why)) ||
+	    api.bias_check(p.logit_bias, p.n_logit_bias, why, sizeof(why))) {
+		raise_errno(-EINVAL, why);
+		goto out;
+	}
 	int r = api.submit(h->c, &p); /* non-blocking: no GIL release */
 	if (r == 0)
 		ret = Py_NewRef(Py_True);
@@ -586,7 +598,7 @@ static int drain(Handle *h, PyObject *list, Py_ssize_t max)
 	struct allm_event ev;
 	int r = 1;
 	while (PyList_GET_SIZE(list) < max) {
-		r = api.poll(h->c, &ev);
+		r = api.poll(h->c, &ev, sizeof(ev));
 		if (r <= 0)
 			return r;
 		PyObject *t = event_tuple(&ev);
@@ -658,7 +670,7 @@ static PyObject *handle_wait(Handle *h, PyObject *args)
 	if (r == 0 && PyList_GET_SIZE(list) == 0 && timeout_ms != 0) {
 		struct allm_event ev;
 		Py_BEGIN_ALLOW_THREADS
-		r = api.wait(h->c, &ev, timeout_ms);
+		r = api.wait(h->c, &ev, sizeof(ev), timeout_ms);
 		Py_END_ALLOW_THREADS
 		if (r == 1) {
 			PyObject *t = event_tuple(&ev);
@@ -801,23 +813,21 @@ PyMODINIT_FUNC PyInit__native(void)
 	    PyModule_AddIntConstant(m, "FINISH_STOP", ALLM_FINISH_STOP) ||
 	    PyModule_AddIntConstant(m, "FINISH_CANCELLED", ALLM_FINISH_CANCELLED) ||
 	    PyModule_AddIntConstant(m, "FINISH_ERROR", ALLM_FINISH_ERROR) ||
-	    PyModule_AddIntConstant(m, "PARAM_I32", PARAM_I32) ||
-	    PyModule_AddIntConstant(m, "PARAM_U64", PARAM_U64) ||
-	    PyModule_AddIntConstant(m, "PARAM_F32", PARAM_F32) ||
-	    PyModule_AddIntConstant(m, "PARAM_BOOL", PARAM_BOOL) ||
-	    PyModule_AddIntConstant(m, "PARAM_F_LO_OPEN", PARAM_F_LO_OPEN) ||
-	    PyModule_AddIntConstant(m, "PARAM_F_PLUS_ONE", PARAM_F_PLUS_ONE) ||
-	    PyModule_AddIntConstant(m, "MAX_STOP", ALLM_SQE_MAX_STOP) ||
+	    PyModule_AddIntConstant(m, "PARAM_I32", ALLM_PARAM_I32) ||
+	    PyModule_AddIntConstant(m, "PARAM_U64", ALLM_PARAM_U64) ||
+	    PyModule_AddIntConstant(m, "PARAM_F32", ALLM_PARAM_F32) ||
+	    PyModule_AddIntConstant(m, "PARAM_BOOL", ALLM_PARAM_BOOL) ||
+	    PyModule_AddIntConstant(m, "PARAM_F_LO_OPEN", ALLM_PARAM_F_LO_OPEN) ||
+	    PyModule_AddIntConstant(m, "PARAM_F_PLUS_ONE", ALLM_PARAM_F_PLUS_ONE) ||
+	    PyModule_AddIntConstant(m, "MAX_STOP", ALLM_PARAMS_MAX_STOP) ||
 	    PyModule_AddIntConstant(m, "LOGPROBS_MAX", ALLM_LOGPROBS_MAX) ||
 	    PyModule_AddIntConstant(m, "LOGIT_BIAS_MAX", ALLM_LOGIT_BIAS_MAX) ||
 	    PyModule_AddIntConstant(m, "CACHE_SALT_BYTES", ALLM_CACHE_SALT_BYTES) ||
 	    PyModule_AddStringConstant(m, "HEADER_VERSION", ADAPTIVELLM_VERSION_STRING))
 		goto fail;
-#ifdef ALLM_LOGIT_BIAS_LO /* issue D's params.h states the range of a bias */
 	if (PyModule_AddObject(m, "LOGIT_BIAS_LO", PyFloat_FromDouble(ALLM_LOGIT_BIAS_LO)) ||
 	    PyModule_AddObject(m, "LOGIT_BIAS_HI", PyFloat_FromDouble(ALLM_LOGIT_BIAS_HI)))
 		goto fail;
-#endif
 	return m;
 fail:
 	Py_DECREF(m);
