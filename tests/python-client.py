@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -223,6 +224,45 @@ def test_32_concurrent_async_streams(client):
     wait_idle()
 
 
+def test_async_loop_runs_while_the_engine_is_silent():
+    # A stream waits for tokens an engine frozen by SIGSTOP does not send: other
+    # coroutines must run meanwhile (the doorbell is in the loop, nobody blocks in
+    # the library), and the stream goes on once the engine does.
+    p, name = _start_engine("pyc-frozen")
+
+    async def run():
+        async with AsyncClient(name=name) as ac:
+            want = (await ac.generate(PROMPT, max_tokens=300, temperature=0, ignore_eos=True)).ids
+            s = ac.stream(PROMPT, max_tokens=300, temperature=0, ignore_eos=True)
+            ids = [(await s.__anext__()).id]
+            p.send_signal(signal.SIGSTOP)
+
+            async def rest():
+                return [t.id async for t in s]
+
+            consumer = asyncio.ensure_future(rest())  # waits for tokens that do not come
+            cont = threading.Timer(1.0, p.send_signal, (signal.SIGCONT,))
+            ticks = 0
+            cont.start()
+            try:
+                while cont.is_alive():  # the second the engine is frozen
+                    ticks += 1
+                    await asyncio.sleep(0.01)
+            finally:
+                cont.join()
+            ids += await asyncio.wait_for(consumer, 60)
+            return want, ids, ticks
+
+    try:
+        want, ids, ticks = asyncio.run(run())
+    finally:
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait()
+    assert ids == want
+    assert ticks > 1, "the event loop was blocked while the engine sent nothing"
+
+
 # --- errors ------------------------------------------------------------------------------
 
 
@@ -247,13 +287,16 @@ def test_no_engine_raises_connect_error():
 
 
 def _start_engine(name):
+    """A second engine to kill, under a name no earlier run used (a killed
+    engine leaves its socket file behind)."""
+    name = f"{name}-{os.getpid()}-{time.monotonic_ns()}"
     log = open(os.path.join(TMP, name + ".log"), "w")
     p = subprocess.Popen([ENGINED, "--name", name, "--model", MODEL, "--device", "cpu", "--profile",
                           os.path.join(TMP, "profile.json")], stdout=log, stderr=subprocess.STDOUT)
     sock = os.path.join(RUNTIME_DIR, name + ".sock")
     for _ in range(400):
         if os.path.exists(sock):
-            return p
+            return p, name
         assert p.poll() is None, open(log.name).read()
         time.sleep(0.025)
     p.kill()
@@ -270,9 +313,9 @@ def _finished_or_gone(consume, result):
 
 
 def test_dead_engine_raises_engine_gone():
-    p = _start_engine("pyc-dead")
+    p, name = _start_engine("pyc-dead")
     try:
-        c = Client(name="pyc-dead")
+        c = Client(name=name)
         s = c.stream(PROMPT, max_tokens=400, temperature=0, ignore_eos=True)
         next(s)
     finally:
@@ -286,15 +329,15 @@ def test_dead_engine_raises_engine_gone():
     assert "engine went away" in str(e.value)
     c.close()
     with pytest.raises(ConnectError) as e:
-        Client(name="pyc-dead", timeout=1)
-    assert "pyc-dead" in str(e.value)
+        Client(name=name, timeout=1)
+    assert name in str(e.value)
 
 
 def test_dead_engine_raises_in_asyncio():
-    p = _start_engine("pyc-dead2")
+    p, name = _start_engine("pyc-dead2")
 
     async def run():
-        async with AsyncClient(name="pyc-dead2") as ac:
+        async with AsyncClient(name=name) as ac:
             s = ac.stream(PROMPT, max_tokens=400, temperature=0, ignore_eos=True)
             await s.__anext__()
             pending = asyncio.ensure_future(ac.generate(PROMPT, max_tokens=400, ignore_eos=True))
