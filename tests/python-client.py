@@ -181,6 +181,24 @@ def test_async_stream_closed_halfway_cancels_in_engine():
     assert asyncio.run(run())
 
 
+def test_async_generate_cancelled_task_cancels_in_engine():
+    async def run():
+        async with AsyncClient(name=NAME) as ac:
+            for _ in range(8):
+                aborts = metric("vllm:request_success_total", finished_reason="abort")
+                task = asyncio.ensure_future(ac.generate(PROMPT, max_tokens=400, temperature=0, ignore_eos=True))
+                await asyncio.sleep(0.005)  # under way (400 tokens take tens of ms)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                await asyncio.get_running_loop().run_in_executor(None, wait_idle)
+                if metric("vllm:request_success_total", finished_reason="abort") > aborts:
+                    return True
+            return False
+
+    assert asyncio.run(run()), "the engine never saw the cancel"
+
+
 # --- many streams from asyncio ------------------------------------------------------------
 
 
