@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <time.h>
@@ -190,6 +191,23 @@ uint64_t allm_rng_next(struct allm_rng *r)
 double allm_rng_unit(struct allm_rng *r)
 {
 	return (double)(allm_rng_next(r) >> 11) * 0x1p-53;
+}
+
+static const char *const log_names[] = {"error", "warn", "info", "debug"};
+
+const char *allm_log_level_name(enum allm_log_level l)
+{
+	return (unsigned)l < ALLM_ARRAY_SIZE(log_names) ? log_names[l] : "?";
+}
+
+int allm_log_level_parse(const char *s, enum allm_log_level *ret)
+{
+	for (size_t l = 0; l < ALLM_ARRAY_SIZE(log_names); l++)
+		if (!strcmp(s, log_names[l])) {
+			*ret = (enum allm_log_level)l;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)

@@ -82,6 +82,19 @@ struct allm_err {
 
 /* Formats msg into err (NULL allowed) and returns code, so that a failing path is
  * `return allm_err_set(err, -EINVAL, "bad %s", x);`. */
+/* A log line's severity: a program writes the lines up to its --log-level. */
+enum allm_log_level {
+	ALLM_LOG_OFF = -1, /* as a program's level: nothing written */
+	ALLM_LOG_ERROR = 0,
+	ALLM_LOG_WARN = 1,
+	ALLM_LOG_INFO = 2,
+	ALLM_LOG_DEBUG = 3,
+};
+/* "error", "warn", "info", "debug" ("?" for no level). */
+const char *allm_log_level_name(enum allm_log_level l);
+/* The level named s (allm_log_level_name's): 0 with *ret, or -EINVAL. */
+int allm_log_level_parse(const char *s, enum allm_log_level *ret);
+
 int allm_err_set(struct allm_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

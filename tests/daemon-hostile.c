@@ -402,6 +402,37 @@ static void scribbled_header(struct raw *r)
 	check_normal("doorbell spam");
 }
 
+/* A newer client's parameters (struct allm_params grown by 8 bytes it knows and
+ * this engine does not): served exactly as ever while those bytes are zero (the
+ * knob off), refused with -E2BIG, not run without it, when one is set. */
+static void newer_params(void)
+{
+	struct raw *r = raw_connect_f(0, true);
+	uint8_t *arena = allm_shm_segment_arena(r->seg);
+	for (uint64_t tag = 0; tag < 2; tag++) {
+		uint32_t at = 4096 * (uint32_t)tag;
+		memcpy(arena + at, g_prompt, g_nprompt * 4);
+		struct allm_sqe q = raw_submit_sqe(r, tag, at, (uint32_t)(g_nprompt * 4), ALLM_PROMPT_TOKENS);
+		struct allm_params *p = raw_params(r, &q);
+		p->max_tokens = (int32_t)g_nwant;
+		q.params_size = p->size = sizeof(*p) + 8;
+		memset((uint8_t *)p + sizeof(*p), 0, 8);
+		((uint8_t *)p)[sizeof(*p) + 5] = tag ? 7 : 0;
+		raw_push(r, &q);
+	}
+	CHECK(raw_wait_finals(r, 0, 2), "newer params: no FINALs");
+	CHECK(r->nids[0] == g_nwant && !memcmp(r->ids[0], g_want, g_nwant * 4) &&
+		      r->last_final[0].finish_reason == ALLM_FINISH_LENGTH,
+	      "newer params, new knob off: %zu ids, reason %d", r->nids[0], r->last_final[0].finish_reason);
+	CHECK(r->accepted[1] == 0 && r->nids[1] == 0 && r->last_final[1].finish_reason == ALLM_FINISH_ERROR &&
+		      r->last_final[1].status == -E2BIG,
+	      "newer params, new knob set: reason %d status %d", r->last_final[1].finish_reason,
+	      r->last_final[1].status);
+	printf("ok: a newer client's params: served with its new knob off, -E2BIG with it on\n");
+	raw_close(r);
+	check_normal("a newer client's params");
+}
+
 static void bad_sqes(void)
 {
 	struct raw *r = raw_connect_f(0, true);
@@ -604,6 +635,7 @@ int main(int argc, char **argv)
 	int held[16], n_held = 0;
 	bad_hellos(held, &n_held);
 	bad_sqes();
+	newer_params();
 	corrupt_rings();
 	check_normal("everything");
 

@@ -75,7 +75,7 @@ static double fx_time_prefill(void *user, int32_t n_seqs, int32_t len)
 
 /* The disk tier: dearer than the host link, cheaper than recomputing long
  * sequences (CROSSOVER: host < disk < recompute from ~45 tokens on). */
-static double fx_time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double fx_time_disk(void *user, enum allm_disk_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	const struct fx_calib *c = user;
 	double bytes = (double)n_blocks * (double)c->block_bytes;
@@ -87,7 +87,7 @@ static double fx_time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs
 	}
 }
 
-static double fx_time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double fx_time_swap(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	const struct fx_calib *c = user;
 	double bytes = (double)n_blocks * (double)c->block_bytes;
@@ -114,6 +114,8 @@ struct fx_req {
 	/* per-step snapshot */
 	int pre_state, post_state; /* enum allm_req_state; FINISHED when done */
 	int32_t pre_tokens, pre_gen;
+	int32_t hint; /* after a step: the cached tokens its order counted off (waiting) */
+	bool pre_readmit; /* before a step: admitted before (its hint does not count) */
 	bool pre_decoding; /* running with only its last token uncached */
 	bool pre_disk; /* swapped to disk */
 };
@@ -722,11 +724,14 @@ static void fx_snapshot(struct fx *f, bool pre)
 			if (pre) {
 				q->pre_state = s;
 				q->pre_tokens = v[i]->seq.n_tokens;
+				q->pre_readmit = v[i]->admitted_once;
 				q->pre_decoding = s == ALLM_REQ_RUNNING &&
 						  v[i]->seq.n_cached == v[i]->seq.n_tokens - 1;
 				q->pre_disk = s == ALLM_REQ_SWAPPED && v[i]->n_disk_blocks > 0;
-			} else
+			} else {
 				q->post_state = s;
+				q->hint = v[i]->cached_hint;
+			}
 		}
 	}
 	for (int i = 0; i < f->n_req; i++)
@@ -809,7 +814,11 @@ static bool fx_admit_before(struct fx *f, double now, int a, int b)
 	const struct fx_req *x = &f->req[a], *y = &f->req[b];
 	if (f->sched == ALLM_SCHED_FCFS)
 		return x->arrival < y->arrival || (x->arrival == y->arrival && x->id < y->id);
-	double px = fx_pri(now, x->arrival, x->pre_tokens), py = fx_pri(now, y->arrival, y->pre_tokens);
+	/* a waiting request's length less what the cache held of it at the step's
+	 * look (DESIGN §6: cached work first, within fairness) */
+	int32_t lx = x->pre_tokens - (x->pre_state == ALLM_REQ_WAITING && !x->pre_readmit ? x->hint : 0);
+	int32_t ly = y->pre_tokens - (y->pre_state == ALLM_REQ_WAITING && !y->pre_readmit ? y->hint : 0);
+	double px = fx_pri(now, x->arrival, lx), py = fx_pri(now, y->arrival, ly);
 	return px > py || (px == py && x->id < y->id);
 }
 

@@ -12,7 +12,7 @@ static struct daemon d;
 static bool ready;
 
 /* daemon.c is not linked: its logger, silenced. */
-void dlog(const struct daemon *dd, int level, const char *fmt, ...)
+void dlog(const struct daemon *dd, enum allm_log_level level, const char *fmt, ...)
 {
 }
 
@@ -42,7 +42,7 @@ struct daemon *fuzz_daemon(void)
 	o.gpu_blocks = 64;
 	o.cpu_blocks = 16;
 	d.name = "fuzz";
-	d.log_level = -1;
+	d.log_level = ALLM_LOG_OFF;
 	d.listen_fd = -1;
 	daemon_limits_default(&d);
 	if (allm_runtime_open(&o, 0, NULL, NULL, &d.rt, &err))

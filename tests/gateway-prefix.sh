@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway and the prefix cache, driven by the official openai Python SDK: a prompt sent twice reports usage.prompt_tokens_details.cached_tokens 0 then 32 (completions, chat, and the streamed usage chunk) with the same text; requests with different cache_salt values, or different API keys, never hit each other's cache while the same salt and key do; a bad cache_salt is a 400; allmctl cache reset drops the cached blocks (the next request hits nothing).
+# Description: allm-gateway and the prefix cache, driven by the official openai Python SDK: a prompt sent twice reports usage.prompt_tokens_details.cached_tokens 0 then 32 (completions, chat, and the streamed usage chunk) with the same text; requests with different cache_salt values, or different API keys, never hit each other's cache while the same salt and key do; a bad cache_salt is a 400; POST /reset_prefix_cache is refused (401) without the --admin-api-key key and with it drops the cached blocks, as allmctl cache reset does (the next request hits nothing).
 . "$(dirname "$0")/gateway-common.sh"
 . "$(dirname "$0")/venv-common.sh"
 venv_need openai
@@ -15,7 +15,7 @@ cfg = json.load(open(sys.argv[1]))
 cfg["chat_template"] = json.load(open(sys.argv[2]))["chat_template"]
 json.dump(cfg, open(sys.argv[3], "w"), ensure_ascii=False)
 PY
-gw_start gwpc --model "$d" --served-model-name pc
+gw_start gwpc --model "$d" --served-model-name pc --admin-api-key adm-key
 gw_up "$GW_URL" || finish
 
 "$PY" - "$GW_URL" "$BUILD_DIR/ctl/allmctl" <<'PY' >"$tmp/py.out" 2>&1 && ok "$(tail -n 1 "$tmp/py.out")" || fail "openai SDK: $(cat "$tmp/py.out")"
@@ -84,12 +84,35 @@ for bad in ("", 7, ["x"]):
         if "cache_salt" not in str(e):
             raise SystemExit(f"cache_salt {bad!r}: {e}")
 
+# POST /reset_prefix_cache (vLLM's route): the admin key only, then the cache is empty
+import urllib.request, urllib.error
+def reset(key):
+    req = urllib.request.Request(url + "/reset_prefix_cache", data=b"", method="POST",
+                                 headers={"Authorization": "Bearer " + key} if key else {})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+check("A cached before the reset", complete(A)[0], 32)
+for key in (None, "key-1", "adm-ke"):
+    st, body = reset(key)
+    check(f"reset with key {key!r}", (st, body["error"]["code"]), (401, "invalid_api_key"))
+check("A still cached after refused resets", complete(A)[0], 32)
+st, body = reset("adm-key")
+if st != 200 or body.get("dropped_blocks", 0) < 2:
+    raise SystemExit(f"reset with the admin key: {st} {body}")
+dropped = body["dropped_blocks"]
+check("after POST /reset_prefix_cache", complete(A)[0], 0)
+check("A cached again", complete(A)[0], 32)
+
 # allmctl cache reset: every cached block dropped, the next request hits nothing
 import subprocess
 subprocess.run([sys.argv[2], "--name", "gwpc", "cache", "reset"], check=True, stdout=subprocess.DEVNULL)
 check("after allmctl cache reset", complete(A)[0], 0)
 print(f"cached_tokens 0 then 32 (completions, stream, chat {n} tokens); salts and keys isolate; "
-      f"bad salts refused; a cache reset empties it")
+      f"bad salts refused; POST /reset_prefix_cache refused without the admin key, with it "
+      f"dropped {dropped} blocks; allmctl cache reset empties it")
 PY
 "$BUILD_DIR/ctl/allmctl" --name gwpc status --json | python3 -c "
 import json, sys

@@ -227,7 +227,7 @@ static void test_sim(void)
 	allm_kv_disk_release(kv, OWNER, disk, n);
 	double idle = sd ? sd->idle(be) : NAN;
 	t0 = allm_backend_clock(be);
-	double sync = allm_kv_time_disk(kv, 0, n, 1);
+	double sync = allm_kv_time_disk(kv, ALLM_DISK_WRITE, n, 1);
 	CHECK(idle > t0 && sync >= idle - t0 + w - 1e-9, "a waited write took %.4f s behind %.4f s of a write behind",
 	      sync, idle - t0);
 out:

@@ -58,7 +58,7 @@ static double fake_prefill(void *user, int32_t n_seqs, int32_t len)
 	return noisy(f, f->slow * true_prefill(&s));
 }
 
-static double fake_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double fake_swap(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	struct fake *f = user;
 	f->n_swap++;
@@ -369,8 +369,8 @@ static void test_rolling_mape(void)
 	CHECK(fabs(got - want) < 1e-4 * want, "3-sample MAPE %.6f, by hand %.6f", got, want);
 	CHECK(isnan(allm_predictor_mape_swap(p)), "swap ring untouched");
 
-	double sp = allm_predict_swap(p, 1, 1 << 20, 2);
-	allm_predictor_observe_swap(p, 1, 1 << 20, 2, 1e-3);
+	double sp = allm_predict_swap(p, ALLM_COPY_H2D, 1 << 20, 2);
+	allm_predictor_observe_swap(p, ALLM_COPY_H2D, 1 << 20, 2, 1e-3);
 	CHECK(fabs(allm_predictor_mape_swap(p) - fabs(sp - 1e-3) / 1e-3 * 100) < 1e-3, "swap MAPE of one sample");
 
 	/* bad measurements are ignored, not learnt */
@@ -378,7 +378,7 @@ static void test_rolling_mape(void)
 	allm_predictor_get_info(p, &a);
 	allm_predictor_observe_prefill(p, &s[0], NAN);
 	allm_predictor_observe_prefill(p, &s[0], -1);
-	allm_predictor_observe_swap(p, 0, 4096, 1, INFINITY);
+	allm_predictor_observe_swap(p, ALLM_COPY_D2H, 4096, 1, INFINITY);
 	allm_predictor_get_info(p, &b);
 	CHECK(a.n_prefill_obs == 3 && b.n_prefill_obs == 3 && b.n_swap_obs == 1, "bad samples ignored");
 	CHECK(!memcmp(a.rc_coef, b.rc_coef, sizeof(a.rc_coef)), "bad samples change nothing");
@@ -430,10 +430,10 @@ static void test_extremes(void)
 		/* learning from absurd inputs keeps predictions sane */
 		struct allm_prefill_shape big = { 1, 1000000, 1e12 };
 		allm_predictor_observe_prefill(p, &big, 1e-9);
-		allm_predictor_observe_swap(p, 0, 0, 0, 1e-9);
+		allm_predictor_observe_swap(p, ALLM_COPY_D2H, 0, 0, 1e-9);
 		double t = allm_predict_prefill(p, &shapes[2]);
 		CHECK(t > 0 && isfinite(t), "after absurd samples: %g", t);
-		t = allm_predict_swap(p, 0, 1 << 20, 1);
+		t = allm_predict_swap(p, ALLM_COPY_D2H, 1 << 20, 1);
 		CHECK(t > 0 && isfinite(t), "after absurd swap samples: %g", t);
 		allm_predictor_free(p);
 	}

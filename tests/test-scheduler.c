@@ -1,4 +1,4 @@
-/* Description: the engine scheduler on a fake clock: Alg. 1 victim order (fair: lowest priority first; fcfs: newest first), swap-vs-recompute per policy and predicted cost, Alg. 2 group choice (mean priority, ties to swapped), fcfs swapped-first, no starvation under fair. */
+/* Description: the engine scheduler on a fake clock: Alg. 1 victim order (fair: lowest priority first; fcfs: newest first), swap-vs-recompute per policy and predicted cost, Alg. 2 group choice (mean priority, ties to swapped), fcfs swapped-first, no starvation under fair, cached prompts first within the aging bound. */
 #include "engine-fixture.h"
 
 static const int32_t w_prompt[10] = {5, 9, 13, 17, 21, 25, 29, 33, 37, 40};
@@ -392,6 +392,92 @@ static void test_starvation(enum allm_sched_mode sched, enum allm_preempt_mode m
 	fx_fini(&f);
 }
 
+/* 6. Cached work first, within fairness (DESIGN §6): a waiting prompt ranks by
+ * the part of it the prefix cache does not hold, so one whose prefix is cached
+ * goes ahead of a cold one of the same length and age (without the cache, or
+ * with a cache that holds nothing of it, the older id goes first); and a
+ * stream of cached prompts, each outranking it, holds a cold prompt no longer
+ * than its aging bound (without aging the same stream holds it far longer). */
+static int run_pair(bool prefix, bool share, int32_t *ret_order)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = 64, .cpu_blocks = 16, .max_num_seqs = 1,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP, .prefix_caching = prefix};
+	if (fx_init(&f, &o))
+		return -1;
+	int32_t seen[40], cold[40], vocab = f.m->cfg.vocab_size;
+	fx_prompt(seen, 40, 11, vocab);
+	fx_prompt(cold, 40, 12, vocab);
+	fx_submit_ids(&f, seen, 40, 2, 0);
+	CHECK(fx_drain(&f, 200), "pair: the first request never finished");
+	/* the cold one first (older id), then one sharing 36 tokens with the one
+	 * that ran (or, share = false, none), both 10 s old */
+	int c = fx_submit_ids(&f, cold, 40, 2, f.now - 10);
+	if (!share)
+		seen[0] ^= 1;
+	seen[39] ^= 1;
+	int w = fx_submit_ids(&f, seen, 40, 2, f.now - 10);
+	CHECK(fx_drain(&f, 200), "pair: not drained");
+	fx_check_end(&f, "pair");
+	*ret_order = f.req[w].first_token_step < f.req[c].first_token_step ? 1 : 0;
+	fx_fini(&f);
+	return 0;
+}
+
+/* Steps from a cold 60-token prompt's arrival to its first token, under a
+ * stream of prompts that share a cached 36-token prefix, one every 3 steps
+ * (two slots serve them as they come: no one ages but the cold one). */
+static int64_t cold_wait(double max_wait_factor)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = 4, .gpu_blocks = 64, .cpu_blocks = 16, .max_num_seqs = 2,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP, .prefix_caching = true,
+			    .max_wait_factor = max_wait_factor};
+	if (fx_init(&f, &o))
+		return -1;
+	int32_t ids[40], vocab = f.m->cfg.vocab_size;
+	fx_prompt(ids, 40, 21, vocab);
+	fx_submit_ids(&f, ids, 40, 1, 0);
+	fx_drain(&f, 200);
+	int cold = -1;
+	for (int s = 0; s < 3000 && (f.step < 400 || !fx_idle(&f)); s++) {
+		if (f.step == 50) /* into a queue of cached prompts */
+			cold = fx_submit(&f, 60, 4, 0, 99);
+		if (f.step < 400 && f.step % 3 == 0) { /* the two slots keep up */
+			ids[39] = (int32_t)(f.step % vocab);
+			fx_submit_ids(&f, ids, 40, 8, 0);
+		}
+		fx_step(&f);
+	}
+	fx_check_end(&f, "cold under cached");
+	const struct fx_req *q = &f.req[cold];
+	int64_t wait = cold >= 0 && q->first_token_step >= 0 ? q->first_token_step - q->submit_step : INT64_MAX;
+	fx_fini(&f);
+	return wait;
+}
+
+static void test_prefix_admission(void)
+{
+	int32_t order[3] = {-1, -1, -1};
+	if (run_pair(true, true, &order[0]) || run_pair(false, true, &order[1]) ||
+	    run_pair(true, false, &order[2]))
+		return;
+	CHECK(order[0] == 1, "fair: a prompt with 36 of 40 tokens cached did not go before a cold one");
+	CHECK(order[1] == 0, "fair without a cache: the younger id went first");
+	CHECK(order[2] == 0, "fair: a prompt sharing nothing cached went before an older one");
+	/* aging: F x the cold one's service (one prefill + 4 decodes = 5 steps) */
+	const double factor = 8;
+	int64_t bound = (int64_t)(factor * 5) + 10, aged = cold_wait(factor), free_run = cold_wait(0);
+	CHECK(aged <= bound, "fair: a cold prompt waited %lld steps under cached ones (aging bound %lld)",
+	      (long long)aged, (long long)bound);
+	CHECK(free_run > 2 * bound, "fair without aging: the cached stream held the cold prompt only %lld "
+	      "steps (the workload no longer tests the bound)", (long long)free_run);
+	printf("cached first: cold prompt's wait %lld steps with aging (bound %lld), %lld without\n",
+	       (long long)aged, (long long)bound, (long long)free_run);
+}
+
 int main(void)
 {
 	if (fx_global_init())
@@ -407,6 +493,7 @@ int main(void)
 	test_starvation(ALLM_SCHED_FAIR, ALLM_PREEMPT_RECOMPUTE);
 	test_starvation(ALLM_SCHED_FAIR, ALLM_PREEMPT_SWAP);
 	test_starvation(ALLM_SCHED_FCFS, ALLM_PREEMPT_ADAPTIVE);
+	test_prefix_admission();
 	fx_global_fini();
 	if (fx_failures) {
 		fprintf(stderr, "%d check(s) failed\n", fx_failures);

@@ -393,7 +393,7 @@ static void fit_disk(struct fit *f, struct allm_kv_cache *kv)
 			double v[MAX_REPEAT];
 			int k = 0;
 			for (int r = 0; r < f->repeat; r++) {
-				double t = allm_kv_time_disk(kv, d, n, 1);
+				double t = allm_kv_time_disk(kv, d ? ALLM_DISK_READ : ALLM_DISK_WRITE, n, 1);
 				if (t >= 0)
 					v[k++] = t;
 			}
@@ -410,7 +410,7 @@ void fit_copies(struct fit *f, struct allm_kv_cache *kv)
 	for (int d = 0; d < 2; d++)
 		for (int32_t n = 1; n <= 64 && n + 1 <= ALLM_MIN(kv->gpu.capacity, kv->cpu.capacity); n *= 2)
 			for (int r = 0; r < f->repeat; r++) {
-				double t = allm_kv_time_copy(kv, d, n, 1);
+				double t = allm_kv_time_copy(kv, d ? ALLM_COPY_H2D : ALLM_COPY_D2H, n, 1);
 				if (t >= 0)
 					add_link_to(f, d == 0 ? ALLM_COPY_D2H : ALLM_COPY_H2D, (double)n * kv->block_bytes, t);
 			}

@@ -247,9 +247,9 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 	if (p.has[K_PREFIX])
 		allm_engine_set_prefix_caching(eng, p.prefix);
 	if (p.has[K_WAIT] && allm_engine_set_max_wait_factor(eng, (double)p.num[K_WAIT], &e))
-		ctl_log(s, 1, "control: max_wait_factor: %s", e.msg); /* 0 or >= 1: checked above */
+		ctl_log(s, ALLM_LOG_WARN, "control: max_wait_factor: %s", e.msg); /* 0 or >= 1: checked above */
 	if (p.has[K_OVER] && allm_engine_set_admit_overcommit(eng, p.overcommit, &e))
-		ctl_log(s, 1, "control: admit_overcommit: %s", e.msg); /* in range: checked above */
+		ctl_log(s, ALLM_LOG_WARN, "control: admit_overcommit: %s", e.msg); /* in range: checked above */
 
 	struct allm_ctl_enc *b = &s->body;
 	uint32_t n = 0;
@@ -281,7 +281,7 @@ static int cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, 
 		if (lo < sizeof(log))
 			lo += (size_t)snprintf(log + lo, sizeof(log) - lo, " %s", set_keys[k]);
 	}
-	ctl_log(s, 2, "control: set%s", log);
+	ctl_log(s, ALLM_LOG_INFO, "control: set%s", log);
 	return 0;
 }
 
@@ -325,7 +325,7 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	if (busy > 0)
 		return errf(err, errlen, "engine busy: %lld requests in flight (drain first)", (long long)busy);
 	struct calib_pub cp = {s, 0};
-	ctl_log(s, 2, "control: calibrating the predictors");
+	ctl_log(s, ALLM_LOG_INFO, "control: calibrating the predictors");
 	s->calibrating = true;
 	publish_calib(s, "start", 0, 0, false, NULL);
 	/* synchronous: the loop serves nothing meanwhile, which is why it needs an
@@ -340,7 +340,7 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	if (h->profile_path[0]) {
 		struct allm_err se = {{0}};
 		if (allm_predictor_save(h->pred, h->profile_path, &se))
-			ctl_log(s, 1, "control: cannot save the profile: %s", se.msg);
+			ctl_log(s, ALLM_LOG_WARN, "control: cannot save the profile: %s", se.msg);
 		else
 			snprintf(note, sizeof(note), "saved");
 	}
@@ -362,7 +362,7 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	allm_ctl_enc_kdouble(b, "s_per_seq", in.rc_coef[3]);
 	allm_ctl_enc_kdouble(b, "calib_mape", in.calib_mape_recompute);
 	allm_ctl_enc_kstr(b, "profile", h->profile_path[0] ? h->profile_path : NULL);
-	ctl_log(s, 2, "control: calibrated (profile %s)", note);
+	ctl_log(s, ALLM_LOG_INFO, "control: calibrated (profile %s)", note);
 	return 0;
 }
 
@@ -429,7 +429,7 @@ static int cmd_cancel(struct ctl_server *s, const msgpack_object *args, char *er
 		return r;
 	if (allm_engine_cancel(s->h.eng, id))
 		return errf(err, errlen, "no request %lld", (long long)id);
-	ctl_log(s, 2, "control: cancelled request %lld", (long long)id);
+	ctl_log(s, ALLM_LOG_INFO, "control: cancelled request %lld", (long long)id);
 	allm_ctl_enc_map(&s->body, 1);
 	allm_ctl_enc_kint(&s->body, "id", id);
 	return 0;
@@ -475,14 +475,14 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		allm_predictor_reset_stats(h->pred);
 		ctl_stats_reset(&s->stats);
 		ctl_metrics_reset(&s->metrics, h->rt->model->cfg.max_pos);
-		ctl_log(s, 2, "control: statistics reset");
+		ctl_log(s, ALLM_LOG_INFO, "control: statistics reset");
 		allm_ctl_enc_map(b, 0);
 	} else if (allm_ctl_str_eq(cmd, "cache-reset")) {
 		if ((r = no_args(args, "cache-reset", err, errlen)))
 			return r;
 		/* every cached block nobody holds, in every tier (DESIGN §5b) */
 		int32_t n = allm_engine_cache_reset(h->eng);
-		ctl_log(s, 2, "control: cache reset: %d cached blocks dropped", n);
+		ctl_log(s, ALLM_LOG_INFO, "control: cache reset: %d cached blocks dropped", n);
 		allm_ctl_enc_map(b, 1);
 		allm_ctl_enc_kint(b, "dropped_blocks", n);
 	} else if (allm_ctl_str_eq(cmd, "drain") || allm_ctl_str_eq(cmd, "shutdown")) {
@@ -494,7 +494,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 			h->ops->shutdown(h->user, "shutdown command");
 		else if (hs == CTL_HOST_SERVING) {
 			h->ops->set_paused(h->user, true);
-			ctl_log(s, 2, "control: draining: new requests are refused (%lld in flight)",
+			ctl_log(s, ALLM_LOG_INFO, "control: draining: new requests are refused (%lld in flight)",
 			     (long long)ctl_in_flight(s));
 		}
 		allm_ctl_enc_map(b, 1);
@@ -506,7 +506,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		if (hs == CTL_HOST_SHUTTING_DOWN)
 			return errf(err, errlen, "the engine is shutting down");
 		if (hs == CTL_HOST_PAUSED) {
-			ctl_log(s, 2, "control: resumed: accepting new requests");
+			ctl_log(s, ALLM_LOG_INFO, "control: resumed: accepting new requests");
 			h->ops->set_paused(h->user, false);
 		}
 		allm_ctl_enc_map(b, 0);

@@ -32,7 +32,7 @@ struct ctl_server {
 };
 
 /* A log line through the host. */
-void ctl_log(const struct ctl_server *s, int level, const char *fmt, ...)
+void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* ctl-commands.c: handles one decoded command. On success the result map is in

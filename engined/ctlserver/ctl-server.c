@@ -22,7 +22,7 @@
 /* Frames kept of one message: [identity][delimiter][body]; more is an error. */
 #define CTL_MAX_FRAMES 3
 
-void ctl_log(const struct ctl_server *s, int level, const char *fmt, ...)
+void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -43,7 +43,7 @@ static void *bind_socket(struct ctl_server *s, int type, const char *path)
 	if (zmq_setsockopt(z, ZMQ_LINGER, &zero, sizeof(zero)) ||
 	    zmq_setsockopt(z, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) || zmq_bind(z, ep)) {
 		int e = errno;
-		ctl_log(s, 0, "cannot bind %s: %s", ep, zmq_strerror(e));
+		ctl_log(s, ALLM_LOG_ERROR, "cannot bind %s: %s", ep, zmq_strerror(e));
 		zmq_close(z);
 		errno = e;
 		return NULL;
@@ -68,7 +68,7 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 	ctl_metrics_reset(&s->metrics, host->rt->model->cfg.max_pos);
 	if ((r = allm_ctl_path(host->runtime_dir, host->name, "ctl", s->ctl_path, sizeof(s->ctl_path))) ||
 	    (r = allm_ctl_path(host->runtime_dir, host->name, "pub", s->pub_path, sizeof(s->pub_path)))) {
-		ctl_log(s, 0, "control socket path too long in %s", host->runtime_dir);
+		ctl_log(s, ALLM_LOG_ERROR, "control socket path too long in %s", host->runtime_dir);
 		goto fail;
 	}
 	if (!(s->zctx = zmq_ctx_new()) || !(s->router = bind_socket(s, ZMQ_ROUTER, s->ctl_path)) ||
@@ -139,7 +139,7 @@ static void reply_error(struct ctl_server *s, zmq_msg_t *ident, bool delim, uint
 	allm_ctl_enc_kbool(&s->out, "ok", false);
 	allm_ctl_enc_kstr(&s->out, "error", msg);
 	s->n_errors++;
-	ctl_log(s, 3, "control: command %llu refused: %s", (unsigned long long)id, msg);
+	ctl_log(s, ALLM_LOG_DEBUG, "control: command %llu refused: %s", (unsigned long long)id, msg);
 	send_reply(s, ident, delim);
 }
 

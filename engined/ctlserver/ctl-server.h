@@ -37,7 +37,7 @@ struct ctl_client_info {
 /* What the host does for the control server; every member is required. */
 struct ctl_host_ops {
 	/* one log line at level 0 error .. 3 debug */
-	void (*log)(void *user, int level, const char *fmt, va_list ap);
+	void (*log)(void *user, enum allm_log_level level, const char *fmt, va_list ap);
 	enum ctl_host_state (*state)(void *user);
 	/* `drain` (true) and `resume` (false); never called while shutting down */
 	void (*set_paused)(void *user, bool paused);

@@ -56,6 +56,9 @@ static void usage(FILE *f)
 		"                           $ALLM_API_KEY); repeatable: each key is one user\n"
 		"  --api-key-file FILE      more keys, one a line (# comments and blank lines skipped)\n"
 		"  --metrics-api-key KEY    GET /metrics needs \"Authorization: Bearer KEY\" (default: open)\n"
+		"  --admin-api-key KEY      POST /reset_prefix_cache (drop every cached KV block no\n"
+		"                           request holds) with \"Authorization: Bearer KEY\" (default: no\n"
+		"                           such route: one user must not empty everyone's cache)\n"
 		"  --max-queued-per-user N  choices (prompts x n) one user may have waiting or running;\n"
 		"                           more get 429 (default %d). A user is an API key when there\n"
 		"                           are several, else the client's address\n"
@@ -151,7 +154,7 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 		.timeout_s = 60,
 		.max_body = 4u << 20,
 		.threads = cpus > 4 ? 4 : cpus > 0 ? (int)cpus : 1,
-		.log_level = 2,
+		.log_level = ALLM_LOG_INFO,
 	};
 	bool keys_given = false; /* flags replace $ALLM_API_KEY */
 	for (int i = 1; i < argc; i += 2) {
@@ -183,6 +186,8 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 			keys_given = true;
 		} else if (!strcmp(f, "--metrics-api-key") && *v) {
 			o->metrics_api_key = v;
+		} else if (!strcmp(f, "--admin-api-key") && *v) {
+			o->admin_api_key = v;
 		} else if (!strcmp(f, "--max-queued-per-user") && !parse_int(v, 1, 1 << 24, &n)) {
 			o->max_queued_per_user = (int)n;
 		} else if (!strcmp(f, "--max-inflight") && !parse_int(v, 1, 1 << 24, &n)) {
@@ -206,12 +211,7 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 		} else if (!strcmp(f, "--threads") && !parse_int(v, 1, 64, &n)) {
 			o->threads = (int)n;
 		} else if (!strcmp(f, "--log-level")) {
-			static const char *const lv[] = {"error", "warn", "info", "debug"};
-			o->log_level = -1;
-			for (int l = 0; l < 4; l++)
-				if (!strcmp(v, lv[l]))
-					o->log_level = l;
-			if (o->log_level < 0) {
+			if (allm_log_level_parse(v, &o->log_level)) {
 				fprintf(stderr, "allm-gateway: --log-level: error, warn, info or debug\n");
 				return -1;
 			}
@@ -240,7 +240,7 @@ static void fit_fd_limit(struct gw *gw)
 	}
 	if (rl.rlim_cur < want) {
 		int fit = rl.rlim_cur > GW_FD_HEADROOM + 1 ? (int)(rl.rlim_cur - GW_FD_HEADROOM) : 1;
-		gw_log(gw, 1, "--max-connections %d lowered to %d: only %llu descriptors allowed",
+		gw_log(gw, ALLM_LOG_WARN, "--max-connections %d lowered to %d: only %llu descriptors allowed",
 		       gw->o.max_connections, fit, (unsigned long long)rl.rlim_cur);
 		gw->o.max_connections = fit;
 	}
@@ -253,7 +253,7 @@ static void wait_idle(struct gw *gw, const sigset_t *sigs, double deadline)
 	while (gw_engine_live(gw) > 0 && allm_now() < deadline) {
 		struct timespec ts = {0, 50 * 1000 * 1000};
 		if (sigtimedwait(sigs, NULL, &ts) > 0) {
-			gw_log(gw, 1, "second signal: stopping now");
+			gw_log(gw, ALLM_LOG_WARN, "second signal: stopping now");
 			return;
 		}
 	}
@@ -283,20 +283,20 @@ int main(int argc, char **argv)
 		if (gw.o.model_dir && gw_model_load(&gw.o, NULL, &gw.model))
 			return 1;
 		if (gw.model)
-			gw_log(&gw, 2, "model %s: tokenizer %s; chat: %s", gw.model->id, gw.model->source,
+			gw_log(&gw, ALLM_LOG_INFO, "model %s: tokenizer %s; chat: %s", gw.model->id, gw.model->source,
 			       gw.model->tmpl ? allm_chat_template_name(gw.model->tmpl) : gw.model->why_no_chat);
 	}
 	if (gw_engine_start(&gw) || gw_conns_start(&gw) || gw_ctl_start(&gw) || gw_http_start(&gw)) {
-		gw_log(&gw, 0, "cannot start");
+		gw_log(&gw, ALLM_LOG_ERROR, "cannot start");
 		return 1;
 	}
-	gw_log(&gw, 2, "listening on http://%s:%d (engine '%s', %d threads, at most %d connections, "
+	gw_log(&gw, ALLM_LOG_INFO, "listening on http://%s:%d (engine '%s', %d threads, at most %d connections, "
 		       "idle timeout %d s%s%s)",
 	       gw.o.host, gw.port, gw.o.engine, gw.o.threads, gw.o.max_connections, gw.o.timeout_s,
 	       gw.o.n_api_keys ? ", API key required" : "", gw.o.metrics_api_key ? ", /metrics key required" : "");
 	while (sigwait(&sigs, &sig))
 		;
-	gw_log(&gw, 2, "%s: no new requests; finishing those in flight (at most %.0f s)",
+	gw_log(&gw, ALLM_LOG_INFO, "%s: no new requests; finishing those in flight (at most %.0f s)",
 	       strsignal(sig), GW_SHUTDOWN_S);
 	pthread_mutex_lock(&gw.lock);
 	atomic_store(&gw.stopping, true);
@@ -310,6 +310,6 @@ int main(int argc, char **argv)
 	gw_http_stop(&gw);
 	gw_conns_stop(&gw);
 	gw_model_unref(gw.model);
-	gw_log(&gw, 2, "stopped");
+	gw_log(&gw, ALLM_LOG_INFO, "stopped");
 	return 0;
 }

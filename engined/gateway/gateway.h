@@ -37,6 +37,7 @@ struct gw_opts {
 				   * each key is one user (gw-users.c); none: no auth */
 	int n_api_keys;
 	const char *metrics_api_key; /* --metrics-api-key: GET /metrics needs it; NULL: open */
+	const char *admin_api_key; /* --admin-api-key: POST /reset_prefix_cache needs it; NULL: no route */
 	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
 	int max_inflight;         /* --max-inflight: choices of all users on the engine at
 				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
@@ -49,7 +50,7 @@ struct gw_opts {
 	const char *served_name;  /* --served-model-name: the model id clients use */
 	const char *chat_template; /* --chat-template FILE: instead of the model's */
 	int threads;              /* HTTP threads */
-	int log_level;            /* 0 error .. 3 debug */
+	enum allm_log_level log_level;
 };
 
 /* What the gateway knows of the model the engine serves: immutable once built,
@@ -228,7 +229,7 @@ static inline bool gw_prompt_first(const struct gw_req *r)
 }
 
 /* gateway.c */
-void gw_log(const struct gw *gw, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void gw_log(const struct gw *gw, enum allm_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* gw-model.c */
 /* Builds the model description from a directory (disk, or the embedded default when

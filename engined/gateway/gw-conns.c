@@ -100,7 +100,7 @@ static void *reaper_main(void *arg)
 			}
 		pthread_mutex_unlock(&gw->conns_lock);
 		if (n)
-			gw_log(gw, 3, "closed %d connection%s that sent no whole request within %d s", n,
+			gw_log(gw, ALLM_LOG_DEBUG, "closed %d connection%s that sent no whole request within %d s", n,
 			       n == 1 ? "" : "s", gw->o.timeout_s);
 	}
 	return NULL;

@@ -7,6 +7,9 @@
  * HTTP thread for their 2 s timeouts and /health and 401s went unanswered (issue
  * 37 item 5); now a frozen engine costs a suspended connection, not a thread.
  *
+ * POST /reset_prefix_cache (with --admin-api-key): queued the same way, one
+ * `cache-reset` call for the resets queued when it starts.
+ *
  * The engine's liveness: the pump notes each event from the engine; when it has
  * said nothing for a while (idle, or frozen) this thread asks for its
  * `status`. /health answers 503 once neither has been heard for --engine-timeout,
@@ -28,8 +31,8 @@
 #include <string.h>
 #include <time.h>
 
-/* How long a `metrics` call waits for the engine's control server. */
-#define GW_METRICS_TIMEOUT_MS 2000
+/* How long a call waits for the engine's control server. */
+#define GW_CTL_CALL_TIMEOUT_MS 2000
 /* After a quarter of --engine-timeout in silence, ask the engine for its status
  * (so /health knows within the timeout), at most once a second when it answers,
  * and wait at most a second for the answer. */
@@ -53,10 +56,31 @@ static void heard(struct gw *gw)
 	pthread_mutex_unlock(&gw->lock);
 }
 
-/* One `metrics` call for the scrapes s[0..n): each gets the text or the error, and
- * its connection back. */
-static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
+/* The body of a `cache-reset` answer: {"dropped_blocks": N}. */
+static int reset_render(const msgpack_object *result, char **text, size_t *len, char *err, size_t errlen)
 {
+	int64_t n;
+	if (allm_ctl_get_int(result, "dropped_blocks", &n)) {
+		snprintf(err, errlen, "the engine's cache-reset answer has no dropped_blocks");
+		return -EPROTO;
+	}
+	if (!(*text = malloc(64)))
+		return -ENOMEM;
+	*len = (size_t)snprintf(*text, 64, "{\"dropped_blocks\":%lld}", (long long)n);
+	return 0;
+}
+
+/* One call of job for the connections s[0..n) that asked it: each gets the
+ * answer or the error, and its connection back. */
+static void call_job(struct gw *gw, enum gw_ctl_job job, struct gw_scrape **s, uint32_t n)
+{
+	static const struct {
+		const char *cmd, *what;
+		int (*render)(const msgpack_object *, char **, size_t *, char *, size_t);
+	} jobs[] = {
+		[GW_CTL_METRICS] = {"metrics", "GET /metrics", allm_ctl_prom_render},
+		[GW_CTL_CACHE_RESET] = {"cache-reset", "POST /reset_prefix_cache", reset_render},
+	};
 	struct allm_ctl_msg *m = NULL;
 	char err[256] = "", *text = NULL;
 	size_t len = 0;
@@ -65,15 +89,17 @@ static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
 	if (silent > gw->o.engine_timeout_s) {
 		snprintf(err, sizeof(err), "the engine has not answered for %.0f s (stopped or stuck?)", silent);
 		r = -ETIMEDOUT;
-	} else if ((r = allm_ctl_call(gw->ctl, "metrics", NULL, 0, GW_METRICS_TIMEOUT_MS, &m))) {
+	} else if ((r = allm_ctl_call(gw->ctl, jobs[job].cmd, NULL, 0, GW_CTL_CALL_TIMEOUT_MS, &m))) {
 		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
 	} else {
 		heard(gw);
-		r = allm_ctl_prom_render(m->result, &text, &len, err, sizeof(err));
+		r = jobs[job].render(m->result, &text, &len, err, sizeof(err));
 	}
 	allm_ctl_msg_free(m);
 	if (r)
-		gw_log(gw, 1, "GET /metrics: %s", err);
+		gw_log(gw, ALLM_LOG_WARN, "%s: %s", jobs[job].what, err);
+	else if (job == GW_CTL_CACHE_RESET)
+		gw_log(gw, ALLM_LOG_INFO, "%s: %.*s", jobs[job].what, (int)len, text);
 	for (uint32_t i = 0; i < n; i++) {
 		s[i]->text = text && i + 1 < n ? malloc(len + 1) : text;
 		if (s[i]->text && s[i]->text != text)
@@ -85,6 +111,23 @@ static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
 	}
 	if (!n)
 		free(text);
+}
+
+/* The queued connections, one call per job (in the order of the first to ask). */
+static void scrape(struct gw *gw, struct gw_scrape **s, uint32_t n)
+{
+	struct gw_scrape *same[GW_SCRAPES_MAX];
+	while (n) {
+		enum gw_ctl_job job = s[0]->job;
+		uint32_t k = 0, left = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (s[i]->job == job)
+				same[k++] = s[i];
+			else
+				s[left++] = s[i];
+		call_job(gw, job, same, k);
+		n = left;
+	}
 }
 
 /* Asks the engine for its status: an answer is a sign of life. */
@@ -191,7 +234,7 @@ int gw_ctl_start(struct gw *gw)
 	struct allm_ctl_client_opts co = {.name = gw->o.engine, .runtime_dir = gw->o.runtime_dir};
 	int r = allm_ctl_client_open(&co, &gw->ctl, err, sizeof(err));
 	if (r) {
-		gw_log(gw, 0, "control-plane client: %s", err);
+		gw_log(gw, ALLM_LOG_ERROR, "control-plane client: %s", err);
 		return r;
 	}
 	if (!(gw->scrapes = calloc(GW_SCRAPES_MAX, sizeof(*gw->scrapes))))

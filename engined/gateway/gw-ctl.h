@@ -8,11 +8,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A GET /metrics waiting for the thread's next `metrics` call. */
+/* What a queued connection asks the engine's control server. */
+enum gw_ctl_job {
+	GW_CTL_METRICS,     /* GET /metrics: `metrics`, rendered as Prometheus text */
+	GW_CTL_CACHE_RESET, /* POST /reset_prefix_cache: `cache-reset`, as JSON */
+};
+
+/* A connection waiting for the thread's next call of its job. */
 struct gw_scrape {
 	struct MHD_Connection *conn;
+	enum gw_ctl_job job;
 	bool done;   /* answered (the connection resumed): text, or err */
-	char *text;  /* the Prometheus text (malloc'ed; the caller frees), NULL: err */
+	char *text;  /* the answer's body (malloc'ed; the caller frees), NULL: err */
 	size_t len;
 	char err[256];
 };

@@ -257,7 +257,7 @@ static void try_connect(struct gw *gw)
 	gw->next_connect = allm_now() + GW_RECONNECT_S;
 	if (allm_client_connect(&o, &c, err, sizeof(err))) {
 		if (!gw->said_down)
-			gw_log(gw, 1, "no engine '%s' yet (%s): answering 503, retrying every %.2f s",
+			gw_log(gw, ALLM_LOG_WARN, "no engine '%s' yet (%s): answering 503, retrying every %.2f s",
 			       gw->o.engine, err, GW_RECONNECT_S);
 		gw->said_down = true;
 		return;
@@ -268,7 +268,7 @@ static void try_connect(struct gw *gw)
 	bool same = gw->model && (gw->o.model_dir || !strcmp(gw->model->engine, em));
 	pthread_mutex_unlock(&gw->lock);
 	if (!same && gw_model_load(&gw->o, em, &m)) {
-		gw_log(gw, 0, "out of memory loading the model description");
+		gw_log(gw, ALLM_LOG_ERROR, "out of memory loading the model description");
 		allm_client_disconnect(c);
 		return;
 	}
@@ -283,7 +283,7 @@ static void try_connect(struct gw *gw)
 	gw->want_limits = true; /* another engine, maybe another batch (gw-ctl.c) */
 	gw->connected_at = gw->engine_heard;
 	gw->said_down = false;
-	gw_log(gw, 2, "connected to engine '%s' (client %u), model %s; tokenizer: %s; chat: %s",
+	gw_log(gw, ALLM_LOG_INFO, "connected to engine '%s' (client %u), model %s; tokenizer: %s; chat: %s",
 	       gw->o.engine, allm_client_id(c), gw->model->id, gw->model->source,
 	       gw->model->tmpl ? allm_chat_template_name(gw->model->tmpl) : gw->model->why_no_chat);
 	pthread_mutex_unlock(&gw->lock);
@@ -471,7 +471,7 @@ static void *pump_main(void *arg)
 			}
 		}
 		if (lost) {
-			gw_log(gw, 1, "engine '%s' went away: failing its %s requests with 503, reconnecting",
+			gw_log(gw, ALLM_LOG_WARN, "engine '%s' went away: failing its %s requests with 503, reconnecting",
 			       gw->o.engine, "in-flight");
 			engine_lost(gw, &rl, "the engine went away (restarting?): try again");
 			gw->next_connect = 0;

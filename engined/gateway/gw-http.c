@@ -25,7 +25,7 @@
  * SSE and gw-body.c's whole answers must fit in it. */
 #define GW_CONN_MEMORY (64 * 1024)
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_HEALTH, R_METRICS, R_RESET_CACHE, R_MODELS, R_COMPLETIONS, R_CHAT };
 
 /* One HTTP request (libmicrohttpd's per-request context). */
 struct gw_http {
@@ -37,7 +37,8 @@ struct gw_http {
 	bool close;       /* the answer closes the connection (a request we cannot frame) */
 	int key_index;    /* which of the API keys it carries (-1: none) */
 	struct gw_req *req; /* a generation request handed to the pump */
-	bool scraping;    /* GET /metrics waits for the control-plane thread */
+	bool scraping;    /* GET /metrics or POST /reset_prefix_cache waits for the
+			   * control-plane thread */
 	struct gw_scrape scrape;
 };
 
@@ -139,28 +140,34 @@ static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struc
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }
 
-/* The engine's `metrics` reply as Prometheus text: the bytes `allmctl metrics`
- * prints (one renderer, ctl-prom.c), fetched by the control-plane thread while
- * the connection is suspended (a frozen engine must not hold an HTTP thread). */
-static enum MHD_Result get_metrics(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+/* An answer of the engine's control server, fetched by the control-plane
+ * thread while the connection is suspended (a frozen engine must not hold an
+ * HTTP thread): GET /metrics, the engine's `metrics` as Prometheus text (the
+ * bytes `allmctl metrics` prints: one renderer, ctl-prom.c); POST
+ * /reset_prefix_cache, its `cache-reset` (`allmctl cache reset`) as JSON. */
+static enum MHD_Result ctl_answer(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
-	bool up;
+	bool metrics = x->route == R_METRICS, up;
 	if (x->scraping) { /* resumed: the answer is in */
 		x->scraping = false;
 		if (!x->scrape.text)
 			return fail(c, x, 503, "service_unavailable", NULL, x->scrape.err);
 		char *text = x->scrape.text;
 		x->scrape.text = NULL;
-		return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, text, x->scrape.len);
+		return respond(c, x, 200, metrics ? ALLM_CTL_PROM_CONTENT_TYPE : "application/json", text,
+			       x->scrape.len);
 	}
 	gw_model_unref(gw_engine_model(gw, &up));
 	if (!up)
 		return no_engine(gw, c, x);
 	x->scrape.conn = c;
+	x->scrape.job = metrics ? GW_CTL_METRICS : GW_CTL_CACHE_RESET;
 	x->scraping = true;
 	if (gw_ctl_scrape(gw, &x->scrape)) {
 		x->scraping = false;
-		return fail(c, x, 503, "service_unavailable", NULL, "too many GET /metrics waiting for the engine");
+		return fail(c, x, 503, "service_unavailable", NULL,
+			    metrics ? "too many GET /metrics waiting for the engine"
+				    : "too many control requests waiting for the engine");
 	}
 	return MHD_YES;
 }
@@ -196,7 +203,7 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	if ((rc = gw_users_admit(gw, user, r, why, sizeof(why)))) {
 		pthread_mutex_unlock(&gw->lock);
 		gw_api_discard(r);
-		gw_log(gw, 3, "429: %s", why);
+		gw_log(gw, ALLM_LOG_DEBUG, "429: %s", why);
 		return fail(c, x, rc == -EAGAIN ? 429 : 500, rc == -EAGAIN ? "rate_limit_exceeded" : "server_error",
 			    NULL, why);
 	}
@@ -270,6 +277,7 @@ static enum route route_of(const char *url, const char **method)
 	} routes[] = {
 		{"/health", "GET", R_HEALTH},
 		{"/metrics", "GET", R_METRICS},
+		{"/reset_prefix_cache", "POST", R_RESET_CACHE},
 		{"/v1/models", "GET", R_MODELS},
 		{"/v1/completions", "POST", R_COMPLETIONS},
 		{"/v1/chat/completions", "POST", R_CHAT},
@@ -397,6 +405,14 @@ static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const
 	    key_index(c, &gw->o.metrics_api_key, 1) < 0)
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
 			    "GET /metrics needs the metrics key (--metrics-api-key; Authorization: Bearer KEY)");
+	/* vLLM's name; off unless an operator key guards it: one user must not
+	 * empty every user's cache */
+	if (x->route == R_RESET_CACHE && !gw->o.admin_api_key)
+		return fail(c, x, 404, "invalid_request_error", "not_found",
+			    "POST /reset_prefix_cache is off (allm-gateway --admin-api-key KEY turns it on)");
+	if (x->route == R_RESET_CACHE && key_index(c, &gw->o.admin_api_key, 1) < 0)
+		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
+			    "POST /reset_prefix_cache needs the admin key (--admin-api-key; Authorization: Bearer KEY)");
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > gw->o.max_body)
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
@@ -414,7 +430,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!(x = calloc(1, sizeof(*x))))
 			return MHD_NO;
 		*con_cls = x;
-		gw_log(gw, 3, "%s %s", method, url);
+		gw_log(gw, ALLM_LOG_DEBUG, "%s %s", method, url);
 		bool refused;
 		enum MHD_Result ok = check_framing(c, x, &refused);
 		return refused ? ok : on_headers(gw, c, url, method, x);
@@ -450,11 +466,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (x->req)
 		return on_resumed(gw, c, x);
 	if (x->scraping)
-		return get_metrics(gw, c, x);
+		return ctl_answer(gw, c, x);
 	gw_conns_working(gw, c, true); /* the whole request is in */
 	switch (x->route) {
 	case R_HEALTH: return get_health(gw, c, x);
-	case R_METRICS: return get_metrics(gw, c, x);
+	case R_METRICS:
+	case R_RESET_CACHE: return ctl_answer(gw, c, x);
 	case R_MODELS: return get_models(gw, c, x);
 	default: return post_generate(gw, c, x);
 	}
@@ -484,7 +501,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(line);
 	while (n && line[n - 1] == '\n')
 		line[--n] = 0;
-	gw_log(gw, 2, "http: %s", line);
+	gw_log(gw, ALLM_LOG_INFO, "http: %s", line);
 }
 
 int gw_http_start(struct gw *gw)
@@ -496,7 +513,7 @@ int gw_http_start(struct gw *gw)
 	snprintf(port, sizeof(port), "%d", gw->o.port);
 	int r = getaddrinfo(gw->o.host, port, &hints, &ai);
 	if (r) {
-		gw_log(gw, 0, "--host %s: %s", gw->o.host, gai_strerror(r));
+		gw_log(gw, ALLM_LOG_ERROR, "--host %s: %s", gw->o.host, gai_strerror(r));
 		return -EINVAL;
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -515,7 +532,7 @@ int gw_http_start(struct gw *gw)
 		MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!gw->httpd) {
-		gw_log(gw, 0, "cannot listen on %s:%d (in use? not an address of this machine?)",
+		gw_log(gw, ALLM_LOG_ERROR, "cannot listen on %s:%d (in use? not an address of this machine?)",
 		       gw->o.host, gw->o.port);
 		return -EADDRINUSE;
 	}

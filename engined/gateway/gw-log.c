@@ -7,11 +7,10 @@
 #include <stdio.h>
 #include <time.h>
 
-void gw_log(const struct gw *gw, int level, const char *fmt, ...)
+void gw_log(const struct gw *gw, enum allm_log_level level, const char *fmt, ...)
 {
 	if (level > gw->o.log_level)
 		return;
-	static const char *const tag[] = {"error", "warn", "info", "debug"};
 	struct timespec ts;
 	struct tm tm;
 	char line[2048];
@@ -19,7 +18,7 @@ void gw_log(const struct gw *gw, int level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	int k = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld allm-gateway[%s] %s: ", tm.tm_hour,
-			 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, gw->o.engine, tag[level]);
+			 tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, gw->o.engine, allm_log_level_name(level));
 	va_start(ap, fmt);
 	vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
 	va_end(ap);

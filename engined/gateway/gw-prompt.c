@@ -225,11 +225,11 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 		    allm_chat_template_name(m->tmpl), err);
 		goto out;
 	}
-	if (gw->o.log_level >= 3) {
+	if (gw->o.log_level >= ALLM_LOG_DEBUG) {
 		/* the exact prompt, JSON-escaped on one line (tests compare it) */
 		json_t *j = json_stringn(prompt, plen);
 		char *s = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-		gw_log(gw, 3, "chat prompt (%s): %s", allm_chat_template_name(m->tmpl), s ? s : "?");
+		gw_log(gw, ALLM_LOG_DEBUG, "chat prompt (%s): %s", allm_chat_template_name(m->tmpl), s ? s : "?");
 		free(s);
 		json_decref(j);
 	}

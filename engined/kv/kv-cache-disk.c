@@ -566,7 +566,7 @@ int allm_kv_demote(struct allm_kv_cache *kv, int64_t owner, const int32_t *cpu, 
 	return 0;
 }
 
-double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs)
+double allm_kv_time_disk(struct allm_kv_cache *kv, enum allm_disk_dir dir, int32_t n, int32_t n_runs)
 {
 	struct allm_block_pool *dp = allm_kv_disk_blocks(kv);
 	int32_t span = n + n_runs;
@@ -583,7 +583,7 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n
 	struct allm_swap_result res;
 	/* the disk's own cost, waited for: a write behind is priced as the copy it
 	 * is (the swap model), this one for when the stage is full */
-	int rc = disk_xfer(kv, dir == 0, false, mem, disk, n, &res, NULL);
+	int rc = disk_xfer(kv, dir == ALLM_DISK_WRITE, false, mem, disk, n, &res, NULL);
 	allm_free(mem);
 	allm_free(disk);
 	return rc ? rc : res.seconds;

@@ -317,7 +317,7 @@ int32_t kvc_calib_ids(struct allm_kv_cache *kv, int32_t other_capacity, int32_t 
 	return base;
 }
 
-double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs)
+double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32_t n, int32_t n_runs)
 {
 	/* scratch ids laid out so the copy takes exactly n_runs runs: runs separated
 	 * by a one-block gap on the source side */

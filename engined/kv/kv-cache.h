@@ -166,16 +166,16 @@ bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n);
 int32_t allm_kv_disk_queued_blocks(struct allm_kv_cache *kv);
 /* Releases every disk block of owner in ids[0..n). */
 void allm_kv_disk_release(struct allm_kv_cache *kv, int64_t owner, const int32_t *ids, int32_t n);
-/* Times a disk write (dir 0, waited for: what a swap-out costs when the stage is
- * full) or read (dir 1) of n blocks as n_runs runs, over scratch blocks, only
+/* Times a disk write (waited for: what a swap-out costs when the stage is full)
+ * or read of n blocks as n_runs runs, over scratch blocks, only
  * while the device and disk pools are unused (-EBUSY otherwise). For
  * calibration. Seconds or a negative errno. */
-double allm_kv_time_disk(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs);
+double allm_kv_time_disk(struct allm_kv_cache *kv, enum allm_disk_dir dir, int32_t n, int32_t n_runs);
 
-/* Times a copy of n blocks in direction dir (0 = out, 1 = in) as n_runs runs,
+/* Times a copy of n blocks in direction dir (ALLM_COPY_D2H or H2D) as n_runs runs,
  * over blocks of both pools as scratch: only while both pools are unused (-EBUSY
  * otherwise). For calibration.
  * Returns seconds, or a negative errno. */
-double allm_kv_time_copy(struct allm_kv_cache *kv, int dir, int32_t n, int32_t n_runs);
+double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32_t n, int32_t n_runs);
 
 #endif

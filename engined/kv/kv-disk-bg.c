@@ -324,20 +324,23 @@ int kvd_bg_init(struct allm_kv_disk *d)
 	d->bad = allm_calloc((size_t)d->file_blocks, 1);
 	if (!d->stage_raw || !d->free_slots || !d->slot_block || !d->staged || !d->bad)
 		return -ENOMEM;
-	if (io_uring_queue_init(WB_QD, &d->wb_ring, 0))
-		return -EIO;
+	/* liburing returns -errno: it passes through (-EPERM where io_uring is
+	 * disabled, -ENOMEM past the locked-memory limit) */
+	int r;
+	if ((r = io_uring_queue_init(WB_QD, &d->wb_ring, 0)) < 0)
+		return r;
 	d->have_wb = true; /* from here on kvd_bg_fini exits wb_ring */
-	if (io_uring_queue_init(RD_QD, &bg->ring, 0))
-		return -EIO;
+	if ((r = io_uring_queue_init(RD_QD, &bg->ring, 0)) < 0)
+		return r;
 	bg->have_ring = true;
 	if ((bg->efd = eventfd(0, EFD_CLOEXEC)) < 0)
 		return -errno;
-	if (io_uring_register_eventfd(&d->wb_ring, bg->efd) || io_uring_register_eventfd(&bg->ring, bg->efd))
-		return -EIO;
+	if ((r = io_uring_register_eventfd(&d->wb_ring, bg->efd)) < 0 ||
+	    (r = io_uring_register_eventfd(&bg->ring, bg->efd)) < 0)
+		return r;
 	pthread_mutex_init(&bg->mu, NULL);
 	pthread_cond_init(&bg->cv, NULL);
-	int r = pthread_create(&bg->reaper, NULL, reaper, d);
-	if (r)
+	if ((r = pthread_create(&bg->reaper, NULL, reaper, d)))
 		return -r;
 	bg->have_reaper = true;
 	d->stage = (char *)(((uintptr_t)d->stage_raw + DISK_ALIGN - 1) & ~(uintptr_t)(DISK_ALIGN - 1));

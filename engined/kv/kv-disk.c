@@ -151,7 +151,10 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		allm_err_set(err, r, "out of memory");
 		goto fail;
 	}
-	d->have_ring = !getenv("ALLM_NO_IO_URING") && io_uring_queue_init(DISK_QD, &d->ring, 0) == 0;
+	/* without io_uring (ALLM_NO_IO_URING, or the kernel's -errno: -EPERM
+	 * where it is disabled) I/O is pread/pwrite; the note says why */
+	int no_ring = getenv("ALLM_NO_IO_URING") ? 0 : io_uring_queue_init(DISK_QD, &d->ring, 0);
+	d->have_ring = !getenv("ALLM_NO_IO_URING") && no_ring == 0;
 	/* Test and benchmark hook: a disk of this many MB/s (bench/prefix-restore.sh
 	 * runs restores against 200, 50 and 10 MB/s disks). Every transfer waits
 	 * its bytes' time at that rate, so there is no I/O behind or ahead. */
@@ -159,17 +162,25 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 	d->throttle_bps = th ? strtod(th, NULL) * 1e6 : 0;
 	if (!(d->throttle_bps > 0))
 		d->throttle_bps = 0;
-	if (d->have_ring && (d->throttle_bps > 0 || kvd_bg_init(d)))
+	int no_bg = 0;
+	if (d->have_ring && (d->throttle_bps > 0 || (no_bg = kvd_bg_init(d))))
 		kvd_bg_fini(d); /* without its memory, rings or thread, I/O waits for the disk */
-	char how[160];
+	char how[160], io[120];
 	if (direct)
 		snprintf(how, sizeof(how), "O_DIRECT");
 	else
 		snprintf(how, sizeof(how), "buffered I/O (O_DIRECT: %s)", why);
-	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s%s", n_blocks,
+	if (d->have_wb)
+		snprintf(io, sizeof(io), "io_uring, write-behind, read-ahead");
+	else if (d->have_ring)
+		snprintf(io, sizeof(io), "io_uring%s%s%s", no_bg ? ", no write-behind (" : "",
+			 no_bg ? strerror(-no_bg) : "", no_bg ? ")" : "");
+	else
+		snprintf(io, sizeof(io), "pread/pwrite%s%s%s", no_ring ? " (io_uring: " : "",
+			 no_ring ? strerror(-no_ring) : "", no_ring ? ")" : "");
+	snprintf(note, note_len, "disk KV tier: %d blocks (%.2f GiB) in %s, %s, %s, %s", n_blocks,
 		 (double)n_blocks * block_bytes / 1073741824.0, dir, how,
-		 named ? "no O_TMPFILE here: a name unlinked at once" : "O_TMPFILE",
-		 d->have_ring ? "io_uring" : "pread/pwrite", d->have_wb ? ", write-behind, read-ahead" : "");
+		 named ? "no O_TMPFILE here: a name unlinked at once" : "O_TMPFILE", io);
 	*ret = d;
 	return 0;
 fail:

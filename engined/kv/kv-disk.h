@@ -20,6 +20,12 @@
 
 struct allm_kv_disk;
 
+/* A disk transfer's direction (calibration, the disk predictor's two rows). */
+enum allm_disk_dir {
+	ALLM_DISK_WRITE = 0, /* memory -> disk (a swap out) */
+	ALLM_DISK_READ = 1, /* disk -> memory (a swap in, a restore) */
+};
+
 /* Opens a pool of n_blocks blocks of block_bytes in directory dir. note gets one
  * line on how (O_DIRECT or buffered and why, O_TMPFILE or a name unlinked at
  * once). 0 or -errno with err naming the directory and the problem. */

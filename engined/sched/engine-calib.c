@@ -64,13 +64,13 @@ out:
 	return t;
 }
 
-static double time_swap(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double time_swap(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	struct calib_ctx *c = user;
 	return allm_kv_time_copy(c->e->kv, dir, n_blocks, n_runs);
 }
 
-static double time_disk(void *user, int dir, int32_t n_blocks, int32_t n_runs)
+static double time_disk(void *user, enum allm_disk_dir dir, int32_t n_blocks, int32_t n_runs)
 {
 	struct calib_ctx *c = user;
 	return allm_kv_time_disk(c->e->kv, dir, n_blocks, n_runs);

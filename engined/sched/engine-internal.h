@@ -81,6 +81,9 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 int allm_engine_prefix_create(struct allm_engine *e, struct allm_err *err);
 /* r's isolation domain and chain root, from its submission. */
 void allm_engine_prefix_init(struct allm_engine *e, struct allm_request *r, const struct allm_submit *s);
+/* Looks again, at most every few steps, how much of waiting r's prompt the
+ * cache holds (r->cached_hint), for fair admission's order. */
+void allm_engine_prefix_hint(struct allm_engine *e, struct allm_request *r);
 /* What the cache offers r, admitted from waiting now (r->plan; nothing held). */
 void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r);
 /* Device blocks admitting r takes beyond what others hold already. */

@@ -26,7 +26,7 @@ void allm_engine_opts_default(struct allm_engine_opts *o)
 	o->admit_lookahead = ALLM_DEFAULT_ADMIT_LOOKAHEAD;
 	o->max_wait_factor = ALLM_DEFAULT_MAX_WAIT_FACTOR;
 	o->prefix_caching = true; /* as vLLM V1: KV outlives its request */
-	o->log_level = "info";
+	o->log_level = ALLM_LOG_INFO;
 	o->dummy_seed = 0;
 }
 
@@ -275,9 +275,8 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 	} else if (!strcmp(f, "--profile")) {
 		o->profile = v;
 	} else if (!strcmp(f, "--log-level")) {
-		if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
+		if (allm_log_level_parse(v, &o->log_level))
 			return BAD();
-		o->log_level = v;
 	} else if (!strcmp(f, "--threads")) {
 		if (allm_parse_i64(v, 1, 1024, &n))
 			return BAD();

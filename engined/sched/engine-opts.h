@@ -41,7 +41,7 @@ struct allm_engine_opts {
 	bool prefix_caching; /* --prefix-caching on|off */
 	bool calibrate_at_start; /* --calibrate-at-start: the grid before serving, not a first estimate */
 	const char *profile; /* --profile FILE */
-	const char *log_level;
+	enum allm_log_level log_level;
 	int threads; /* --threads (cpu backend) */
 	bool reference; /* --reference: naive cpu loops */
 	bool blas; /* --gemm openblas */

@@ -107,7 +107,7 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 		low->n_disk_blocks = low->n_cpu_blocks;
 		low->n_cpu_blocks = 0;
 		low->pending_swap_out_s += res.seconds;
-		allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
+		allm_predictor_observe_disk(e->pred, ALLM_DISK_WRITE, res.bytes, res.n_runs, res.disk.io_seconds);
 		e->st.disk_write_bytes += (int64_t)res.bytes;
 		e->st.demotions++;
 		e->st.preempt_swap--;
@@ -154,8 +154,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	d->n_blocks = n;
 	d->priority = allm_engine_priority(v, now);
 	d->estimated = !allm_predictor_calibrated(e->pred);
-	d->pred_swap_s = allm_predict_swap(e->pred, 0, bytes, runs) +
-			 allm_predict_swap(e->pred, 1, bytes, runs);
+	d->pred_swap_s = allm_predict_swap(e->pred, ALLM_COPY_D2H, bytes, runs) +
+			 allm_predict_swap(e->pred, ALLM_COPY_H2D, bytes, runs);
 	/* a disk swap is written from and read into device blocks (staged through
 	 * host memory on a GPU; the disk model's timings include that); a write
 	 * that goes behind costs the step its copy to the stage, which is what the
@@ -163,9 +163,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * the disk tier's pinned stage, as a swap-out's into the host pool) */
 	d->pred_disk_s = NAN;
 	if (kv->disk)
-		d->pred_disk_s = (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, 0, bytes, runs)
-								  : allm_predict_disk(e->pred, 0, bytes, runs)) +
-				 allm_predict_disk(e->pred, 1, bytes, runs);
+		d->pred_disk_s = (allm_kv_disk_behind_room(kv, n) ? allm_predict_swap(e->pred, ALLM_COPY_D2H, bytes, runs)
+								  : allm_predict_disk(e->pred, ALLM_DISK_WRITE, bytes, runs)) +
+				 allm_predict_disk(e->pred, ALLM_DISK_READ, bytes, runs);
 	/* recompute re-prefills everything it had (prompt + generated so far) but
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
@@ -187,7 +187,7 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			v->n_cpu_blocks = n;
 			v->seq.n_blocks = 0; /* the GPU blocks went back to the pool */
 			v->pending_swap_out_s = res.seconds;
-			allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+			allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res.bytes, res.n_runs, res.seconds);
 			e->st.swap_out_bytes += (int64_t)res.bytes;
 			e->st.preempt_swap++;
 			v->n_preempt_swap++;
@@ -204,9 +204,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			v->seq.n_blocks = 0;
 			v->pending_swap_out_s = res.seconds;
 			if (res.behind) /* a copy to the stage, as a swap-out is */
-				allm_predictor_observe_swap(e->pred, 0, res.bytes, res.n_runs, res.seconds);
+				allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res.bytes, res.n_runs, res.seconds);
 			else
-				allm_predictor_observe_disk(e->pred, 0, res.bytes, res.n_runs, res.disk.io_seconds);
+				allm_predictor_observe_disk(e->pred, ALLM_DISK_WRITE, res.bytes, res.n_runs, res.disk.io_seconds);
 			e->st.disk_write_bytes += (int64_t)res.bytes;
 			e->st.preempt_disk++;
 			allm_predictor_observe_disk_outcome(e->pred, false, now);
@@ -276,14 +276,14 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		const struct allm_kv_disk_io_stat *st = &res->disk;
 		uint64_t staged = (uint64_t)st->staged * e->kv->block_bytes;
 		if (res->bytes > staged && !st->io_shared)
-			allm_predictor_observe_disk(e->pred, 1, res->bytes - staged, res->n_runs, st->io_seconds);
+			allm_predictor_observe_disk(e->pred, ALLM_DISK_READ, res->bytes - staged, res->n_runs, st->io_seconds);
 		if (staged)
-			allm_predictor_observe_swap(e->pred, 1, staged, st->staged, st->staged_seconds);
+			allm_predictor_observe_swap(e->pred, ALLM_COPY_H2D, staged, st->staged, st->staged_seconds);
 		e->st.disk_stage_hits += st->staged;
 		e->st.disk_read_bytes += (int64_t)res->bytes;
 	} else {
 		r->n_cpu_blocks = 0;
-		allm_predictor_observe_swap(e->pred, 1, res->bytes, res->n_runs, res->seconds);
+		allm_predictor_observe_swap(e->pred, ALLM_COPY_H2D, res->bytes, res->n_runs, res->seconds);
 		e->st.swap_in_bytes += (int64_t)res->bytes;
 	}
 	r->chunk = 0; /* a prefill swapped out mid-way finishes its prompt next step */

@@ -34,16 +34,16 @@ static double write_s(const struct allm_engine *e, enum allm_kv_tier t)
 {
 	uint64_t bb = e->kv->block_bytes;
 	if (t == ALLM_KV_TIER_HOST)
-		return allm_predict_swap(e->pred, 0, bb, 1);
+		return allm_predict_swap(e->pred, ALLM_COPY_D2H, bb, 1);
 	/* a write that goes behind costs the step its copy to the stage */
-	return allm_kv_disk_behind_room(e->kv, 1) ? allm_predict_swap(e->pred, 0, bb, 1)
-						  : allm_predict_disk(e->pred, 0, bb, 1);
+	return allm_kv_disk_behind_room(e->kv, 1) ? allm_predict_swap(e->pred, ALLM_COPY_D2H, bb, 1)
+						  : allm_predict_disk(e->pred, ALLM_DISK_WRITE, bb, 1);
 }
 
 static double read_s(const struct allm_engine *e, enum allm_kv_tier t)
 {
 	uint64_t bb = e->kv->block_bytes;
-	return t == ALLM_KV_TIER_HOST ? allm_predict_swap(e->pred, 1, bb, 1) : allm_predict_disk(e->pred, 1, bb, 1);
+	return t == ALLM_KV_TIER_HOST ? allm_predict_swap(e->pred, ALLM_COPY_H2D, bb, 1) : allm_predict_disk(e->pred, ALLM_DISK_READ, bb, 1);
 }
 
 /* A block leaving the tier above for tier t is written there when the
@@ -79,13 +79,13 @@ static void pc_moved(void *ctx, enum allm_kv_tier from, enum allm_kv_tier to, co
 	struct allm_engine *e = ctx;
 	(void)from;
 	if (to == ALLM_KV_TIER_HOST) {
-		allm_predictor_observe_swap(e->pred, 0, res->bytes, res->n_runs, res->seconds);
+		allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res->bytes, res->n_runs, res->seconds);
 		e->st.swap_out_bytes += (int64_t)res->bytes;
 	} else {
 		if (res->behind)
-			allm_predictor_observe_swap(e->pred, 0, res->bytes, res->n_runs, res->seconds);
+			allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res->bytes, res->n_runs, res->seconds);
 		else if (from == ALLM_KV_TIER_DEVICE)
-			allm_predictor_observe_disk(e->pred, 0, res->bytes, res->n_runs, res->disk.io_seconds);
+			allm_predictor_observe_disk(e->pred, ALLM_DISK_WRITE, res->bytes, res->n_runs, res->disk.io_seconds);
 		e->st.disk_write_bytes += (int64_t)res->bytes;
 	}
 }
@@ -117,7 +117,7 @@ void allm_engine_prefix_init(struct allm_engine *e, struct allm_request *r, cons
 static double disk_queue_s(const struct allm_engine *e)
 {
 	int32_t q = allm_kv_disk_queued_blocks(e->kv);
-	return q > 0 ? allm_predict_disk(e->pred, 0, (uint64_t)q * e->kv->block_bytes, 1) : 0;
+	return q > 0 ? allm_predict_disk(e->pred, ALLM_DISK_WRITE, (uint64_t)q * e->kv->block_bytes, 1) : 0;
 }
 
 /* The lower-tier part of r's plan (blocks n_device..n_match): how many of its
@@ -143,8 +143,8 @@ static int32_t choose_restore(struct allm_engine *e, struct allm_request *r, str
 		/* restoring the first k: each tier's blocks in one batch (coalesced as
 		 * far as their ids allow: priced as one run), the disk after what it
 		 * has queued; then the rest of the prompt is prefilled */
-		double restore = (per[ALLM_KV_TIER_HOST] ? allm_predict_swap(e->pred, 1, per[ALLM_KV_TIER_HOST] * bb, 1) : 0) +
-				 (per[ALLM_KV_TIER_DISK] ? disk_wait + allm_predict_disk(e->pred, 1, per[ALLM_KV_TIER_DISK] * bb, 1) : 0);
+		double restore = (per[ALLM_KV_TIER_HOST] ? allm_predict_swap(e->pred, ALLM_COPY_H2D, per[ALLM_KV_TIER_HOST] * bb, 1) : 0) +
+				 (per[ALLM_KV_TIER_DISK] ? disk_wait + allm_predict_disk(e->pred, ALLM_DISK_READ, per[ALLM_KV_TIER_DISK] * bb, 1) : 0);
 		total[k] = restore + allm_engine_predict_reprefill(e, (p->n_device + k) * bs, n_tok);
 		if (k == m)
 			d->pred_swap_s = restore;
@@ -164,6 +164,48 @@ static int32_t choose_restore(struct allm_engine *e, struct allm_request *r, str
 	return k;
 }
 
+/* Room in p for the entries of n blocks; 0 or -ENOMEM. */
+static int plan_room(struct allm_prefix_plan *p, int32_t n)
+{
+	if (n <= p->cap_ent)
+		return 0;
+	int32_t *v = allm_realloc(p->ent, (size_t)n * sizeof(int32_t));
+	if (v)
+		p->ent = v;
+	uint32_t *g = allm_realloc(p->gen, (size_t)n * sizeof(uint32_t));
+	if (g)
+		p->gen = g;
+	if (!v || !g)
+		return -ENOMEM;
+	p->cap_ent = n;
+	return 0;
+}
+
+/* Steps between two looks at a waiting request's cached prefix: a look walks
+ * its prompt's chain, and ordering a long queue must not do that for every
+ * request every step; a hint some steps old only orders the queue (what a
+ * request takes from the cache is its plan's, looked up when admitted). */
+#define HINT_EVERY_STEPS 8
+
+void allm_engine_prefix_hint(struct allm_engine *e, struct allm_request *r)
+{
+	if (r->hint_step > 0 && e->step_no - r->hint_step < HINT_EVERY_STEPS)
+		return;
+	r->hint_step = e->step_no;
+	r->cached_hint = 0;
+	int32_t bs = bsize(e);
+	/* new work only: a recompute victim's own blocks are what it left in the
+	 * cache, and counting them would re-admit it in the step that evicted it
+	 * (allm_engine_priority ignores the hint of one admitted before) */
+	if (!e->cfg.prefix_caching || !e->pc || r->admitted_once || r->seq.n_blocks > 0 || r->n_cpu_blocks ||
+	    r->n_disk_blocks)
+		return;
+	int32_t max = (r->seq.n_tokens - 1) / bs;
+	if (max <= 0 || allm_seq_keys(&r->seq, e->pc, max * bs) || plan_room(&r->plan, max))
+		return;
+	r->cached_hint = allm_pc_match(e->pc, &r->dom, r->seq.keys, r->seq.tokens, max, r->plan.ent) * bs;
+}
+
 void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r)
 {
 	struct allm_prefix_plan *p = &r->plan;
@@ -176,17 +218,8 @@ void allm_engine_prefix_plan(struct allm_engine *e, struct allm_request *r)
 	int32_t max = (r->seq.n_tokens - 1) / bs;
 	if (max <= 0 || allm_seq_keys(&r->seq, e->pc, max * bs))
 		return;
-	if (max > p->cap_ent) {
-		int32_t *v = allm_realloc(p->ent, (size_t)max * sizeof(int32_t));
-		if (v)
-			p->ent = v;
-		uint32_t *g = allm_realloc(p->gen, (size_t)max * sizeof(uint32_t));
-		if (g)
-			p->gen = g;
-		if (!v || !g)
-			return;
-		p->cap_ent = max;
-	}
+	if (plan_room(p, max))
+		return;
 	p->n_match = allm_pc_match(e->pc, &r->dom, r->seq.keys, r->seq.tokens, max, p->ent);
 	for (int32_t i = 0; i < p->n_match; i++)
 		p->gen[i] = allm_pc_entry(e->pc, p->ent[i])->gen;
@@ -343,12 +376,12 @@ static int restore_lower(struct allm_engine *e, struct allm_request *r, int32_t 
 	/* what the copies took teaches the link and disk models */
 	const struct allm_swap_result *h = &res[ALLM_KV_TIER_HOST], *dk = &res[ALLM_KV_TIER_DISK];
 	if (k > 0 && h->bytes) {
-		allm_predictor_observe_swap(e->pred, 1, h->bytes, h->n_runs, h->seconds);
+		allm_predictor_observe_swap(e->pred, ALLM_COPY_H2D, h->bytes, h->n_runs, h->seconds);
 		e->st.swap_in_bytes += (int64_t)h->bytes;
 	}
 	if (k > 0 && dk->bytes) {
 		if (!dk->disk.io_shared)
-			allm_predictor_observe_disk(e->pred, 1, dk->bytes, dk->n_runs, dk->disk.io_seconds);
+			allm_predictor_observe_disk(e->pred, ALLM_DISK_READ, dk->bytes, dk->n_runs, dk->disk.io_seconds);
 		e->st.disk_read_bytes += (int64_t)dk->bytes;
 	}
 	*ret_s = k > 0 ? h->seconds + dk->seconds : 0;

@@ -493,6 +493,8 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	bool preempted = mem_schedule(e, now);
 	age(e);
 	if (fair(e)) {
+		for (int32_t i = 0; i < e->waiting.n; i++)
+			allm_engine_prefix_hint(e, e->waiting.v[i]);
 		order(&e->swapped, urgent_fair, now);
 		order(&e->waiting, urgent_fair, now);
 		if (e->cfg.max_wait_factor > 0)

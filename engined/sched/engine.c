@@ -19,7 +19,10 @@ double allm_engine_now(const struct allm_engine *e)
 
 double allm_engine_priority(const struct allm_request *r, double now)
 {
-	return (now - r->arrival) / (double)ALLM_MAX(r->seq.n_tokens, 1);
+	/* new work only (a recompute victim is back for its own blocks) */
+	bool fresh = r->state == ALLM_REQ_WAITING && !r->admitted_once;
+	int32_t len = r->seq.n_tokens - (fresh ? r->cached_hint : 0);
+	return (now - r->arrival) / (double)ALLM_MAX(len, 1);
 }
 
 void allm_engine_info(const struct allm_request *r, double now, struct allm_request_info *ret)

@@ -183,6 +183,11 @@ struct allm_request {
 	int32_t load_ticket; /* its disk read running ahead this step, or -1 */
 	struct allm_pc_domain dom; /* who shares its cached prefix */
 	struct allm_prefix_plan plan;
+	/* waiting, never admitted: prompt tokens the prefix cache held at the last
+	 * look (any tier), which fair admission does not count as its work (DESIGN
+	 * §6) */
+	int32_t cached_hint;
+	int64_t hint_step; /* the step of that look (0: none yet) */
 	int32_t cached_tokens; /* prompt tokens its first admission found cached (usage) */
 	bool admitted_once; /* later admissions are re-prefills: not counted as hits */
 	/* a restore-or-recompute decision waiting for its measured cost: its
@@ -395,7 +400,9 @@ int allm_engine_decisions(const struct allm_engine *e, int64_t since, struct all
 int allm_engine_list(const struct allm_engine *e, enum allm_req_state q,
 		     const struct allm_request **ret, int max);
 
-/* Fairness priority of DESIGN §6: (now - arrival) / current length. */
+/* Fairness priority of DESIGN §6: (now - arrival) / current length; a waiting
+ * request's length less what the prefix cache holds of it (cached_hint), so
+ * cached work goes first within fairness: aging still bounds every wait. */
 double allm_engine_priority(const struct allm_request *r, double now);
 
 /* A live request as listings show it (allm_engine_info): the control plane's

@@ -196,18 +196,18 @@ double allm_predict_recompute_marginal(const struct allm_predictor *p, int64_t n
 	return allm_predict_prefill_marginal(p, &s);
 }
 
-double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs)
+double allm_predict_swap(const struct allm_predictor *p, enum allm_copy_dir dir, uint64_t bytes, int32_t n_runs)
 {
 	double x[4];
-	ALLM_ASSERT(dir == 0 || dir == 1);
+	ALLM_ASSERT((unsigned)dir <= 1);
 	swap_features(bytes, n_runs, x);
 	return allm_pred_clamp(x[0] * p->swap[dir].coef[0] + (double)bytes / p->swap_bw[dir], PRED_SWAP_FLOOR);
 }
 
-double allm_predict_disk(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs)
+double allm_predict_disk(const struct allm_predictor *p, enum allm_disk_dir dir, uint64_t bytes, int32_t n_runs)
 {
 	double x[4];
-	ALLM_ASSERT(dir == 0 || dir == 1);
+	ALLM_ASSERT((unsigned)dir <= 1);
 	swap_features(bytes, n_runs, x);
 	return allm_pred_clamp(x[0] * p->disk[dir].coef[0] + (double)bytes / p->disk_bw[dir], PRED_SWAP_FLOOR);
 }
@@ -223,10 +223,10 @@ void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_
 	p->n_prefill_obs++;
 }
 
-void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs, double seconds)
+void allm_predictor_observe_swap(struct allm_predictor *p, enum allm_copy_dir dir, uint64_t bytes, int32_t n_runs, double seconds)
 {
 	double x[4];
-	ALLM_ASSERT(dir == 0 || dir == 1);
+	ALLM_ASSERT((unsigned)dir <= 1);
 	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
 		return;
 	ring_push(&p->swap_err, allm_predict_swap(p, dir, bytes, n_runs), seconds);
@@ -236,10 +236,10 @@ void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t byt
 	p->n_swap_obs++;
 }
 
-void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs, double seconds)
+void allm_predictor_observe_disk(struct allm_predictor *p, enum allm_disk_dir dir, uint64_t bytes, int32_t n_runs, double seconds)
 {
 	double x[4];
-	ALLM_ASSERT(dir == 0 || dir == 1);
+	ALLM_ASSERT((unsigned)dir <= 1);
 	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
 		return;
 	ring_push(&p->disk_err, allm_predict_disk(p, dir, bytes, n_runs), seconds);
@@ -408,23 +408,30 @@ static void calib_plan(const struct allm_calib_ops *ops, struct calib_plan *pl)
 	pl->sw_reps = pl->n_sw * 2 * 5 <= CALIB_SWAP_RUNS ? 5 : 3;
 }
 
-/* Times the copies of the plan's grid in both directions with fn (swaps, or
- * disk I/O), medians into pts[dir][], counts in n[dir]. 0 or -EIO with err. */
-static int time_copies(const struct allm_calib_ops *ops,
-		       double (*fn)(void *user, int dir, int32_t n_blocks, int32_t n_runs),
+/* One timed copy: a swap (out: ALLM_COPY_D2H, in: H2D) or disk I/O (out:
+ * ALLM_DISK_WRITE, in: READ); out is row 0 of the predictor's, in row 1. */
+static double time_one(const struct allm_calib_ops *ops, bool disk, int in, int32_t n_blocks, int32_t n_runs)
+{
+	return disk ? ops->time_disk(ops->user, in ? ALLM_DISK_READ : ALLM_DISK_WRITE, n_blocks, n_runs)
+		    : ops->time_swap(ops->user, in ? ALLM_COPY_H2D : ALLM_COPY_D2H, n_blocks, n_runs);
+}
+
+/* Times the copies of the plan's grid in both directions (swaps, or disk I/O),
+ * medians into pts[dir][], counts in n[dir]. 0 or -EIO with err. */
+static int time_copies(const struct allm_calib_ops *ops, bool disk,
 		       const char *what, const struct calib_plan *pl, uint64_t block_bytes,
 		       struct calib_pt pts[2][CALIB_MAX_PTS], int n[2], int *done, int total,
 		       struct allm_err *err)
 {
 	double reps[8], t;
 	for (int dir = 0; dir < 2; dir++) {
-		t = fn(ops->user, dir, ALLM_MIN(pl->sw_blocks[pl->n_sw - 1], 8), 1);
+		t = time_one(ops, disk, dir, ALLM_MIN(pl->sw_blocks[pl->n_sw - 1], 8), 1);
 		if (!good_time(t))
 			return allm_err_set(err, -EIO, "calibration: warm-up %s (%s) failed", what,
 					    dir ? "in" : "out");
 		for (int i = 0; i < pl->n_sw; i++) {
 			for (int r = 0; r < pl->sw_reps; r++) {
-				reps[r] = fn(ops->user, dir, pl->sw_blocks[i], pl->sw_runs[i]);
+				reps[r] = time_one(ops, disk, dir, pl->sw_blocks[i], pl->sw_runs[i]);
 				if (!good_time(reps[r]))
 					return allm_err_set(err, -EIO,
 							    "calibration: %s %s of %d blocks in %d runs failed",
@@ -479,7 +486,7 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 		if (ops->progress)
 			ops->progress(ops->user, ++done, total);
 	}
-	if (pl.n_sw > 0 && (r = time_copies(ops, ops->time_swap, "swap", &pl, block_bytes, sw_pts, n_sw,
+	if (pl.n_sw > 0 && (r = time_copies(ops, false, "swap", &pl, block_bytes, sw_pts, n_sw,
 					    &done, total, err)))
 		return r;
 	/* fit into copies: the predictor changes only if everything fits */
@@ -508,6 +515,12 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 	return 0;
 }
 
+static double no_swap_timer(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)
+{
+	(void)user, (void)dir, (void)n_blocks, (void)n_runs;
+	return -ENOSYS;
+}
+
 int allm_predictor_calibrate_disk(struct allm_predictor *p, const struct allm_calib_ops *ops,
 				  struct allm_err *err)
 {
@@ -518,12 +531,14 @@ int allm_predictor_calibrate_disk(struct allm_predictor *p, const struct allm_ca
 	int loo_n = 0;
 	if (!ops || !ops->time_disk || ops->max_disk_blocks < 1)
 		return allm_err_set(err, -EINVAL, "disk calibration: no disk timing callback");
-	/* the swap grid, over the disk's blocks */
+	/* the swap grid, over the disk's blocks (calib_plan plans swaps only
+	 * with a swap timer: any will do, it is not called) */
 	struct allm_calib_ops o = *ops;
 	o.max_swap_blocks = ops->max_disk_blocks;
-	o.time_swap = ops->time_disk;
+	if (!o.time_swap)
+		o.time_swap = no_swap_timer;
 	calib_plan(&o, &pl);
-	if ((r = time_copies(&o, ops->time_disk, "disk", &pl,
+	if ((r = time_copies(&o, true, "disk", &pl,
 			     ops->block_bytes ? ops->block_bytes : p->key.block_bytes, pts, n, &done,
 			     2 * pl.n_sw, err)))
 		return r;

@@ -9,7 +9,9 @@
 #ifndef ALLM_PREDICTOR_H
 #define ALLM_PREDICTOR_H
 
+#include "backend.h" /* enum allm_copy_dir */
 #include "common.h"
+#include "kv-disk.h" /* enum allm_disk_dir */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -118,23 +120,23 @@ double allm_predict_prefill_marginal(const struct allm_predictor *p,
 				     const struct allm_prefill_shape *s);
 /* What re-prefilling n_tokens adds to the steps it rides in (chunked prefill). */
 double allm_predict_recompute_marginal(const struct allm_predictor *p, int64_t n_tokens);
-/* t = n_runs * latency + bytes / bandwidth in direction dir (0 = out/d2h,
- * 1 = in/h2d); n_runs = coalesced contiguous copies. */
-double allm_predict_swap(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);
+/* t = n_runs * latency + bytes / bandwidth in direction dir (ALLM_COPY_D2H:
+ * out, ALLM_COPY_H2D: in); n_runs = coalesced contiguous copies. */
+double allm_predict_swap(const struct allm_predictor *p, enum allm_copy_dir dir, uint64_t bytes, int32_t n_runs);
 
-/* A disk write (dir 0) or read (dir 1) of bytes in n_runs runs. On a GPU a disk
- * swap also pays the host link: the caller adds allm_predict_swap. */
-double allm_predict_disk(const struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs);
+/* A disk write or read of bytes in n_runs runs. On a GPU a disk swap also pays
+ * the host link: the caller adds allm_predict_swap. */
+double allm_predict_disk(const struct allm_predictor *p, enum allm_disk_dir dir, uint64_t bytes, int32_t n_runs);
 
 /* Online learning from a real prefill / swap that took `seconds`. The prediction
  * made before the sample is seen goes into the rolling error first, so that error
  * is held out by construction. Non-finite or non-positive times are ignored. */
 void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_prefill_shape *s,
 				    double seconds);
-void allm_predictor_observe_swap(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
-				 double seconds);
-void allm_predictor_observe_disk(struct allm_predictor *p, int dir, uint64_t bytes, int32_t n_runs,
-				 double seconds);
+void allm_predictor_observe_swap(struct allm_predictor *p, enum allm_copy_dir dir, uint64_t bytes,
+				 int32_t n_runs, double seconds);
+void allm_predictor_observe_disk(struct allm_predictor *p, enum allm_disk_dir dir, uint64_t bytes,
+				 int32_t n_runs, double seconds);
 
 /* A disk swap's outcome: the chance of failure learns it. */
 #define ALLM_DISK_FAIL_WEIGHT 0.5
@@ -177,9 +179,9 @@ struct allm_calib_ops {
 	/* runs and times a prefill of n_seqs sequences of len tokens each; seconds or < 0 */
 	double (*time_prefill)(void *user, int32_t n_seqs, int32_t len);
 	/* runs and times a copy of n_blocks blocks in direction dir as n_runs coalesced runs */
-	double (*time_swap)(void *user, int dir, int32_t n_blocks, int32_t n_runs);
+	double (*time_swap)(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs);
 	/* the same for the disk tier (dir 0 write, 1 read); NULL without one */
-	double (*time_disk)(void *user, int dir, int32_t n_blocks, int32_t n_runs);
+	double (*time_disk)(void *user, enum allm_disk_dir dir, int32_t n_blocks, int32_t n_runs);
 	int32_t max_disk_blocks;
 	void (*progress)(void *user, int done, int total); /* may be NULL */
 };

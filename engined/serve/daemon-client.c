@@ -190,7 +190,7 @@ void daemon_listen_resume(struct daemon *d)
 	if (!allm_loop_watch(d->loop, d->listen_fd, POLLIN, daemon_on_listen, d)) {
 		d->listen_watched = true;
 		if (d->listen_paused)
-			dlog(d, 2, "accepting clients again (%d connected)", d->n_clients);
+			dlog(d, ALLM_LOG_INFO, "accepting clients again (%d connected)", d->n_clients);
 		d->listen_paused = false;
 	}
 }
@@ -222,7 +222,7 @@ void daemon_client_add(struct daemon *d, int s, const struct ucred *cr)
 			if (d->refused_quiet)
 				snprintf(more, sizeof(more), " (and %llu more refused since the last such line)",
 					 (unsigned long long)d->refused_quiet);
-			dlog(d, 1, "client %u refused: uid %d is not allowed (--allow-uid)%s", c->id, (int)cr->uid,
+			dlog(d, ALLM_LOG_WARN, "client %u refused: uid %d is not allowed (--allow-uid)%s", c->id, (int)cr->uid,
 			     more);
 			d->refused_logged = now;
 			d->refused_quiet = 0;
@@ -238,7 +238,7 @@ void daemon_client_add(struct daemon *d, int s, const struct ucred *cr)
 		c->state = DC_DEAD;
 		return;
 	}
-	dlog(d, 3, "client %u connected (pid %d, uid %d)", c->id, (int)cr->pid, (int)cr->uid);
+	dlog(d, ALLM_LOG_DEBUG, "client %u connected (pid %d, uid %d)", c->id, (int)cr->pid, (int)cr->uid);
 }
 
 void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
@@ -252,7 +252,7 @@ void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 			d->listen_paused = true;
 			double now = allm_now();
 			if (now - d->limit_logged >= 10) { /* churn at the limit: a line per 10 s */
-				dlog(d, 1, "at the client limit (%d, --max-clients): new connections wait",
+				dlog(d, ALLM_LOG_WARN, "at the client limit (%d, --max-clients): new connections wait",
 				     d->max_clients);
 				d->limit_logged = now;
 			}
@@ -267,7 +267,7 @@ void daemon_on_listen(struct allm_loop *l, int fd, uint32_t revents, void *user)
 				daemon_listen_pause(d);
 				d->listen_paused = true;
 				d->listen_retry = allm_now() + 1.0;
-				dlog(d, 1, "cannot accept a client (%s, %d connected): not accepting for 1 s",
+				dlog(d, ALLM_LOG_WARN, "cannot accept a client (%s, %d connected): not accepting for 1 s",
 				     strerror(errno), d->n_clients);
 				return;
 			}
@@ -297,7 +297,7 @@ void daemon_client_tick(struct daemon *d, double now)
 			expired++;
 		}
 	if (expired)
-		dlog(d, 1, "closed %d connection%s that did not finish the handshake within %.1f s", expired,
+		dlog(d, ALLM_LOG_WARN, "closed %d connection%s that did not finish the handshake within %.1f s", expired,
 		     expired == 1 ? "" : "s", d->handshake_timeout);
 	if (!d->listen_watched && d->n_clients < d->max_clients && now >= d->listen_retry)
 		daemon_listen_resume(d);
@@ -319,7 +319,7 @@ static void reap(struct daemon *d, struct dclient *c)
 	allm_doorbell_close(&c->cq_db);
 	allm_shm_segment_destroy(c->seg);
 	allm_free(c->backlog);
-	dlog(d, 3, "client %u gone (%llu submitted, %llu rejected)", c->id,
+	dlog(d, ALLM_LOG_DEBUG, "client %u gone (%llu submitted, %llu rejected)", c->id,
 	     (unsigned long long)c->submitted, (unsigned long long)c->rejected);
 	allm_free(c);
 	d->n_clients--;
@@ -334,7 +334,7 @@ void daemon_flush(struct daemon *d)
 	for (struct dclient **pc = &d->clients; *pc;) {
 		struct dclient *c = *pc;
 		if (allm_shm_guard_faulted(c->seg)) { /* reaped just below: said once */
-			dlog(d, 1, "client %u truncated its shared-memory segment: disconnecting", c->id);
+			dlog(d, ALLM_LOG_WARN, "client %u truncated its shared-memory segment: disconnecting", c->id);
 			c->state = DC_DEAD;
 		}
 		if (c->stalled && !c->stall_handled) {
@@ -349,7 +349,7 @@ void daemon_flush(struct daemon *d)
 		while (c->state == DC_READY && c->bl_n > 0) {
 			int r = allm_ring_push(&c->cq, &c->backlog[c->bl_head]);
 			if (r == -EPROTO) {
-				dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+				dlog(d, ALLM_LOG_WARN, "client %u: corrupt completion ring: disconnecting", c->id);
 				c->state = DC_DEAD; /* reaped on the next turn */
 			}
 			if (r)
@@ -363,7 +363,7 @@ void daemon_flush(struct daemon *d)
 		if (c->stalled && c->stall_handled && c->bl_n == 0 && c->n_owed == 0) {
 			/* it drained everything: serve it again */
 			c->stalled = c->stall_handled = false;
-			dlog(d, 2, "client %u drains its completion queue again", c->id);
+			dlog(d, ALLM_LOG_INFO, "client %u drains its completion queue again", c->id);
 		}
 		if (c->cq_pushed && allm_ring_needs_wakeup(&c->cq))
 			allm_doorbell_ring(&c->cq_db);

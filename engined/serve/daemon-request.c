@@ -51,7 +51,7 @@ static int emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 	}
 	if (r == -EPROTO) {
 		if (!allm_shm_guard_faulted(c->seg)) /* else daemon_flush says why */
-			dlog(d, 1, "client %u: corrupt completion ring: disconnecting", c->id);
+			dlog(d, ALLM_LOG_WARN, "client %u: corrupt completion ring: disconnecting", c->id);
 		c->state = DC_DEAD;
 		return 0;
 	}
@@ -70,7 +70,7 @@ static int emit(struct daemon *d, struct dclient *c, const struct allm_cqe *e)
 		/* its requests are failed by daemon_flush(), outside the engine step
 		 * that may be calling us */
 		c->stalled = true;
-		dlog(d, 1, "client %u stopped draining its completion queue: failing its requests", c->id);
+		dlog(d, ALLM_LOG_WARN, "client %u stopped draining its completion queue: failing its requests", c->id);
 	}
 	return 0;
 }
@@ -102,7 +102,7 @@ static int refuse(struct daemon *d, struct dclient *c, uint64_t tag, int32_t sta
 	vsnprintf(e.u.final.error, sizeof(e.u.final.error), fmt, ap);
 	va_end(ap);
 	if (emit(d, c, &e))
-		dlog(d, 0, "client %u: no room for a refusal (tag %llu)", c->id, (unsigned long long)tag);
+		dlog(d, ALLM_LOG_ERROR, "client %u: no room for a refusal (tag %llu)", c->id, (unsigned long long)tag);
 	c->rejected++;
 	return -1;
 }
@@ -505,7 +505,7 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 	e.user_tag = q->user_tag;
 	e.request_id = (uint64_t)dr->id;
 	if (emit(d, c, &e))
-		dlog(d, 0, "client %u: no room for an ACCEPTED (request %lld)", c->id, (long long)dr->id);
+		dlog(d, ALLM_LOG_ERROR, "client %u: no room for an ACCEPTED (request %lld)", c->id, (long long)dr->id);
 	return 0;
 }
 
@@ -552,7 +552,7 @@ void daemon_pump_sq(struct daemon *d)
 			if (r == -EAGAIN)
 				break;
 			if (r) {
-				dlog(d, 1, "client %u: corrupt submission ring (%s): disconnecting", c->id,
+				dlog(d, ALLM_LOG_WARN, "client %u: corrupt submission ring (%s): disconnecting", c->id,
 				     strerror(-r));
 				c->state = DC_DEAD;
 				break;

@@ -25,22 +25,21 @@
 #include <time.h>
 #include <unistd.h>
 
-void vdlog(const struct daemon *d, int level, const char *fmt, va_list ap)
+void vdlog(const struct daemon *d, enum allm_log_level level, const char *fmt, va_list ap)
 {
 	if (level > d->log_level)
 		return;
-	static const char *const tag[] = {"error", "warn", "info", "debug"};
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	localtime_r(&ts.tv_sec, &tm);
 	fprintf(stderr, "%02d:%02d:%02d.%03ld allm-engined[%s] %s: ", tm.tm_hour, tm.tm_min,
-		tm.tm_sec, ts.tv_nsec / 1000000, d->name, tag[level]);
+		tm.tm_sec, ts.tv_nsec / 1000000, d->name, allm_log_level_name(level));
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
 
-void dlog(const struct daemon *d, int level, const char *fmt, ...)
+void dlog(const struct daemon *d, enum allm_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -147,10 +146,7 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 		}
 		i += 2;
 	}
-	static const char *const levels[] = {"error", "warn", "info", "debug"};
-	for (int l = 0; l < 4; l++)
-		if (!strcmp(o->log_level, levels[l]))
-			d->log_level = l;
+	d->log_level = o->log_level;
 	return 0;
 }
 
@@ -170,37 +166,37 @@ static int prepare_runtime_dir(struct daemon *d)
 {
 	/* one rule for every engine socket, shared with the control-plane peers */
 	if (!d->runtime_dir[0] && allm_ctl_runtime_dir(d->runtime_dir, sizeof(d->runtime_dir))) {
-		dlog(d, 0, "runtime directory path too long");
+		dlog(d, ALLM_LOG_ERROR, "runtime directory path too long");
 		return -1;
 	}
 	bool made = mkdir(d->runtime_dir, 0700) == 0;
 	if (!made && errno != EEXIST) {
-		dlog(d, 0, "cannot create %s: %s", d->runtime_dir, strerror(errno));
+		dlog(d, ALLM_LOG_ERROR, "cannot create %s: %s", d->runtime_dir, strerror(errno));
 		return -1;
 	}
 	int fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
 		bool link = fd < 0 && !lstat(d->runtime_dir, &st) && S_ISLNK(st.st_mode);
-		dlog(d, 0, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)geteuid(),
+		dlog(d, ALLM_LOG_ERROR, "%s is not a directory owned by uid %d%s", d->runtime_dir, (int)geteuid(),
 		     link ? " (a symlink)" : "");
 		goto fail;
 	}
 	mode_t mode = st.st_mode & 07777, want = d->n_allow_uids ? 0711 : 0700;
 	if (made) {
 		if (mode != want && fchmod(fd, want)) {
-			dlog(d, 0, "cannot make %s mode %04o: %s", d->runtime_dir, (unsigned)want, strerror(errno));
+			dlog(d, ALLM_LOG_ERROR, "cannot make %s mode %04o: %s", d->runtime_dir, (unsigned)want, strerror(errno));
 			goto fail;
 		}
 	} else if (mode & 022) {
-		dlog(d, 0, "refusing the runtime directory %s: mode %04o lets other users create files in it "
+		dlog(d, ALLM_LOG_ERROR, "refusing the runtime directory %s: mode %04o lets other users create files in it "
 			   "(the engine never changes the mode of a directory it did not create); name a directory "
 			   "of your own with --runtime-dir or ALLM_RUNTIME_DIR, e.g. %s/adaptivellm-%u, which the "
 			   "engine creates 0700",
 		     d->runtime_dir, (unsigned)mode, d->runtime_dir, (unsigned)geteuid());
 		goto fail;
 	} else if (d->n_allow_uids && !(mode & S_IXOTH)) {
-		dlog(d, 0, "--allow-uid: the runtime directory %s (mode %04o, not made by this engine) does not let "
+		dlog(d, ALLM_LOG_ERROR, "--allow-uid: the runtime directory %s (mode %04o, not made by this engine) does not let "
 			   "other users reach the socket; chmod 711 it, or name a directory the engine can create "
 			   "(it never changes the mode of one it did not create)",
 		     d->runtime_dir, (unsigned)mode);
@@ -221,14 +217,14 @@ static int listen_socket(struct daemon *d)
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	struct stat st;
 	if (strlen(d->sock_path) >= sizeof(a.sun_path)) {
-		dlog(d, 0, "socket path too long: %s", d->sock_path);
+		dlog(d, ALLM_LOG_ERROR, "socket path too long: %s", d->sock_path);
 		return -1;
 	}
 	strcpy(a.sun_path, d->sock_path);
 	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0) {
 		close(probe);
-		dlog(d, 0, "an engine named '%s' is already running (%s)", d->name, d->sock_path);
+		dlog(d, ALLM_LOG_ERROR, "an engine named '%s' is already running (%s)", d->name, d->sock_path);
 		return -1;
 	}
 	if (probe >= 0)
@@ -241,7 +237,7 @@ static int listen_socket(struct daemon *d)
 	int e = fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ? errno : 0;
 	umask(old);
 	if (e || listen(fd, 128)) {
-		dlog(d, 0, "cannot listen on %s: %s", d->sock_path, strerror(e ? e : errno));
+		dlog(d, ALLM_LOG_ERROR, "cannot listen on %s: %s", d->sock_path, strerror(e ? e : errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -249,7 +245,7 @@ static int listen_socket(struct daemon *d)
 	/* bind() went by path: the socket must be in the directory we checked */
 	if (fstatat(d->runtime_fd, d->sock_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
 	    st.st_uid != geteuid()) {
-		dlog(d, 0, "%s is not where the engine's socket was made: the runtime directory %s was moved?",
+		dlog(d, ALLM_LOG_ERROR, "%s is not where the engine's socket was made: the runtime directory %s was moved?",
 		     d->sock_path, d->runtime_dir);
 		close(fd);
 		return -1;
@@ -287,7 +283,7 @@ static void on_signal(struct allm_loop *l, int fd, uint32_t revents, void *user)
 	if (read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n) || n == 0)
 		return;
 	if (d->draining) {
-		dlog(d, 1, "second signal: cancelling what is left and exiting now");
+		dlog(d, ALLM_LOG_WARN, "second signal: cancelling what is left and exiting now");
 		d->drain_deadline = 0;
 		return;
 	}
@@ -298,7 +294,7 @@ void daemon_begin_shutdown(struct daemon *d, const char *why)
 {
 	if (d->draining)
 		return;
-	dlog(d, 2, "%s: no new requests; finishing those in flight (up to %.0f s, a second signal: now)",
+	dlog(d, ALLM_LOG_INFO, "%s: no new requests; finishing those in flight (up to %.0f s, a second signal: now)",
 	     why, d->shutdown_timeout);
 	d->draining = true;
 	d->drain_deadline = allm_now() + d->shutdown_timeout;
@@ -331,7 +327,7 @@ static void calib_progress(void *user, int done, int total)
 {
 	struct daemon *d = user;
 	static struct allm_progress p = {.label = "calibrating predictors", .prefix = "allm-engined: "};
-	if (d->log_level >= 2)
+	if (d->log_level >= ALLM_LOG_INFO)
 		allm_progress_steps(&p, (uint64_t)done, (uint64_t)total);
 }
 
@@ -348,7 +344,7 @@ static void on_finish(void *user, const struct allm_result *res)
 
 static void on_note(void *user, const char *msg)
 {
-	dlog(user, 1, "%s", msg);
+	dlog(user, ALLM_LOG_WARN, "%s", msg);
 }
 
 static void on_decision(void *user, const struct allm_decision *dec, bool measured)
@@ -356,11 +352,11 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 	struct daemon *d = user;
 	ctl_server_on_decision(d->ctl, dec, measured);
 	/* the log's line of it (debug): what was compared, what came of it */
-	if (d->log_level >= 3) {
+	if (d->log_level >= ALLM_LOG_DEBUG) {
 		char meas[48] = "";
 		if (measured)
 			snprintf(meas, sizeof(meas), "; measured %.3f ms", dec->measured_s * 1e3);
-		dlog(d, 3, "decision %lld, request %lld, %s of %d tokens: %s (%s)%s: predicted %s %.3f ms, recompute "
+		dlog(d, ALLM_LOG_DEBUG, "decision %lld, request %lld, %s of %d tokens: %s (%s)%s: predicted %s %.3f ms, recompute "
 			   "%.3f ms%s",
 		     (long long)dec->seq_no, (long long)dec->req_id,
 		     dec->kind == ALLM_DECISION_RESTORE ? "a cached prefix" : "a victim", dec->n_tokens,
@@ -373,7 +369,7 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 
 /* --- what the control server sees of the daemon (struct ctl_host) ---------------- */
 
-static void host_log(void *user, int level, const char *fmt, va_list ap)
+static void host_log(void *user, enum allm_log_level level, const char *fmt, va_list ap)
 {
 	vdlog(user, level, fmt, ap);
 }
@@ -496,7 +492,7 @@ static void reserve_fds(struct daemon *d)
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
 		long fit = rl.rlim_cur > base ? (long)((rl.rlim_cur - base) / ALLM_D_FDS_PER_CLIENT) : 0;
 		fit = fit < 1 ? 1 : fit;
-		dlog(d, 1, "only %llu file descriptors (ulimit -n): serving at most %ld clients, not %d "
+		dlog(d, ALLM_LOG_WARN, "only %llu file descriptors (ulimit -n): serving at most %ld clients, not %d "
 			   "(--max-clients)", (unsigned long long)rl.rlim_cur, fit, d->max_clients);
 		d->max_clients = (int)fit;
 	}
@@ -515,7 +511,7 @@ static int serve(struct daemon *d)
 		/* one deadline for everything: requests still running and clients
 		 * that do not read what they were sent (DESIGN §8) */
 		if (d->draining && allm_now() > d->drain_deadline) {
-			dlog(d, 1, "shutdown deadline: cancelling %s", busy ? "the requests still in flight"
+			dlog(d, ALLM_LOG_WARN, "shutdown deadline: cancelling %s", busy ? "the requests still in flight"
 									 : "what clients have not read");
 			daemon_close_clients(d);
 			return 0;
@@ -536,7 +532,7 @@ static int serve(struct daemon *d)
 			hold_until = allm_now() + SIM_BURST_GAP_S;
 		bool hold = sim && allm_now() < hold_until;
 		if (!hold && !allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
-			dlog(d, 0, "step failed: %s", err.msg);
+			dlog(d, ALLM_LOG_ERROR, "step failed: %s", err.msg);
 		daemon_flush(d);
 	}
 }
@@ -559,15 +555,15 @@ int main(int argc, char **argv)
 	struct allm_progress load = {.label = "loading weights", .prefix = "allm-engined: ",
 				     .min_total = 64u << 20};
 	if (allm_runtime_open(&o, 0, allm_progress_cb, &load, &d.rt, &err)) {
-		dlog(&d, 0, "%s", err.msg);
+		dlog(&d, ALLM_LOG_ERROR, "%s", err.msg);
 		return 1;
 	}
 	if (d.rt->device_note[0])
-		dlog(&d, 2, "%s", d.rt->device_note);
+		dlog(&d, ALLM_LOG_INFO, "%s", d.rt->device_note);
 	if (d.rt->disk_note[0])
 		dlog(&d, d.rt->disk_failed ? 1 : 2, "%s", d.rt->disk_note);
 	if (d.rt->default_model)
-		dlog(&d, 2, "%s", ALLM_DEFAULT_MODEL_NOTE);
+		dlog(&d, ALLM_LOG_INFO, "%s", ALLM_DEFAULT_MODEL_NOTE);
 	struct allm_predictor_key key;
 	allm_engine_predictor_key(d.rt->model, d.rt->kv, &key);
 	struct allm_engine_config ec;
@@ -579,13 +575,13 @@ int main(int argc, char **argv)
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||
 	    allm_engine_prepare_predictor(d.eng, o.profile, o.calibrate_at_start, calib_progress, &d, note, sizeof(note), &err)) {
-		dlog(&d, 0, "%s", err.msg[0] ? err.msg : "out of memory");
+		dlog(&d, ALLM_LOG_ERROR, "%s", err.msg[0] ? err.msg : "out of memory");
 		goto out;
 	}
 	if (note[0])
-		dlog(&d, 2, "%s", note);
+		dlog(&d, ALLM_LOG_INFO, "%s", note);
 	if (daemon_prompt_limits(&d) || allm_shm_guard_install()) {
-		dlog(&d, 0, "out of memory");
+		dlog(&d, ALLM_LOG_ERROR, "out of memory");
 		goto out;
 	}
 	if (o.profile)
@@ -593,11 +589,11 @@ int main(int argc, char **argv)
 	else if (allm_predictor_default_path(&key, d.profile_path, sizeof(d.profile_path)))
 		d.profile_path[0] = 0;
 	if (allm_loop_create(false, &d.loop, &err)) {
-		dlog(&d, 0, "%s", err.msg);
+		dlog(&d, ALLM_LOG_ERROR, "%s", err.msg);
 		goto out;
 	}
 	if (allm_loop_uring_error(d.loop))
-		dlog(&d, 1, "io_uring unavailable (%s): using epoll", strerror(-allm_loop_uring_error(d.loop)));
+		dlog(&d, ALLM_LOG_WARN, "io_uring unavailable (%s): using epoll", strerror(-allm_loop_uring_error(d.loop)));
 	/* A handler, not signalfd: libraries start threads before main (OpenBLAS
 	 * does, in a constructor) that no mask set here would cover, and a signal
 	 * may land on any of them. The handler only bumps an eventfd the loop watches. */
@@ -607,20 +603,20 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	if (d.signal_fd < 0 || sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || allm_loop_watch(d.loop, d.signal_fd, POLLIN, on_signal, &d) ||
 	    start_tick(&d) || listen_socket(&d)) {
-		dlog(&d, 0, "cannot start serving");
+		dlog(&d, ALLM_LOG_ERROR, "cannot start serving");
 		goto out;
 	}
 	if (start_control(&d)) {
-		dlog(&d, 0, "cannot start the control plane");
+		dlog(&d, ALLM_LOG_ERROR, "cannot start the control plane");
 		goto out;
 	}
 	reserve_fds(&d); /* with the control plane's own fds counted */
 	daemon_listen_resume(&d);
 	if (!d.listen_watched) {
-		dlog(&d, 0, "cannot watch %s", d.sock_path);
+		dlog(&d, ALLM_LOG_ERROR, "cannot watch %s", d.sock_path);
 		goto out;
 	}
-	dlog(&d, 2, "serving %s (%s) on %s (control: %s/%s.ctl): %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
+	dlog(&d, ALLM_LOG_INFO, "serving %s (%s) on %s (control: %s/%s.ctl): %d GPU / %d CPU KV blocks of %d tokens, %s loop, "
 		    "preempt %s, sched %s",
 	     d.rt->model_desc, d.rt->be->iface->describe(d.rt->be), d.sock_path, d.runtime_dir, d.name,
 	     d.rt->kv->gpu.n_total,
@@ -628,7 +624,7 @@ int main(int argc, char **argv)
 	     allm_preempt_name(o.preempt), allm_sched_name(o.sched));
 	rc = serve(&d);
 	/* tests read this line: every block back in its pool after the last request */
-	dlog(&d, 2, "stopped; KV blocks in use: GPU %d, CPU %d; clients served: %u",
+	dlog(&d, ALLM_LOG_INFO, "stopped; KV blocks in use: GPU %d, CPU %d; clients served: %u",
 	     allm_block_pool_used(&d.rt->kv->gpu), allm_block_pool_used(&d.rt->kv->cpu),
 	     d.next_client_id);
 out:

@@ -127,7 +127,7 @@ struct daemon {
 	int n_allow_uids;
 	struct duid uids[17]; /* accounts: our uid and each --allow-uid, made on first use */
 	int n_uids;
-	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
+	enum allm_log_level log_level;
 	struct dclient *clients;
 	uint32_t next_client_id;
 	int n_clients; /* on the list, any state: what --max-clients bounds */
@@ -156,9 +156,9 @@ struct daemon {
 	bool stop;
 };
 
-void dlog(const struct daemon *d, int level, const char *fmt, ...)
+void dlog(const struct daemon *d, enum allm_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void vdlog(const struct daemon *d, int level, const char *fmt, va_list ap);
+void vdlog(const struct daemon *d, enum allm_log_level level, const char *fmt, va_list ap);
 /* Stops admitting work (the socket goes, submissions get a FINAL error), lets
  * what is in flight finish within --shutdown-timeout, then the daemon exits 0:
  * SIGTERM/SIGINT and the control plane's `shutdown` both end up here. */

@@ -2,6 +2,7 @@
  * generator's exact definition lives in workload.h; keep the two in step. */
 #include "workload.h"
 
+#include <adaptivellm/params.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -219,12 +220,15 @@ static int parse_line(json_t *obj, const struct allm_wl_opts *o, struct allm_wl_
 	}
 	q->max_tokens = o->max_output;
 	if (mt) {
-		json_int_t v = json_is_integer(mt) ? json_integer_value(mt) : 0;
-		if (v < 1 || v > INT32_MAX) {
-			snprintf(why, why_len, "\"max_tokens\" must be an integer >= 1");
+		/* the request parameters' table holds its range (params.h) */
+		const struct allm_param_desc *d = allm_param_find("max_tokens");
+		char range[48];
+		if (!json_is_integer(mt) || !allm_param_valid(d, (double)json_integer_value(mt))) {
+			snprintf(why, why_len, "\"max_tokens\" must be an integer %s",
+				 allm_param_range_text(d, range, sizeof(range)));
 			return -EINVAL;
 		}
-		q->max_tokens = (int32_t)v;
+		q->max_tokens = (int32_t)json_integer_value(mt);
 	}
 	if (arr) {
 		double v = json_is_number(arr) ? json_number_value(arr) : -1.0;

@@ -172,7 +172,7 @@ enum allm_finish_reason {
 	ALLM_FINISH_EOS = 1,       /* the model emitted its end-of-sequence token */
 	ALLM_FINISH_LENGTH = 2,    /* max_tokens (or the context size) reached */
 	ALLM_FINISH_STOP = 3,      /* one of stop_ids was generated */
-	ALLM_FINISH_CANCELLED = 4, /* ALLM_OP_CANCEL or the client went away */
+	ALLM_FINISH_CANCELLED = 4, /* ALLM_SQE_OP_CANCEL or the client went away */
 	ALLM_FINISH_ERROR = 5,     /* rejected or failed: see status, final.error */
 };
 

@@ -156,8 +156,8 @@ int main(int argc, char **argv)
 	}
 	/* swaps: 64 blocks as 1 and as 16 runs, vs pageable cudaMemcpy of as much */
 	size_t sb = kv->block_bytes * 64;
-	double so1 = allm_kv_time_copy(kv, 0, 64, 1), si1 = allm_kv_time_copy(kv, 1, 64, 1);
-	double so16 = allm_kv_time_copy(kv, 0, 64, 16), si16 = allm_kv_time_copy(kv, 1, 64, 16);
+	double so1 = allm_kv_time_copy(kv, ALLM_COPY_D2H, 64, 1), si1 = allm_kv_time_copy(kv, ALLM_COPY_H2D, 64, 1);
+	double so16 = allm_kv_time_copy(kv, ALLM_COPY_D2H, 64, 16), si16 = allm_kv_time_copy(kv, ALLM_COPY_H2D, 64, 16);
 	void *pg = malloc(sb);
 	memset(pg, 1, sb);
 	double tu = now_s();
@@ -198,7 +198,8 @@ int main(int argc, char **argv)
 	}
 	static const int32_t nb[][2] = {{3, 1}, {11, 2}, {29, 5}, {50, 3}};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(nb); i++)
-		for (int dir = 0; dir < 2; dir++) {
+		for (int k = 0; k < 2; k++) {
+			enum allm_copy_dir dir = k ? ALLM_COPY_H2D : ALLM_COPY_D2H;
 			double meas = allm_kv_time_copy(kv, dir, nb[i][0], nb[i][1]);
 			double pr = allm_predict_swap(pred, dir, (uint64_t)nb[i][0] * kv->block_bytes,
 						      nb[i][1]);
