@@ -74,7 +74,8 @@ INC = include_dir()
 setup(
     version=version(INC),
     cmdclass={"build_py": BuildPy},
-    ext_modules=[Extension("adaptivellm._native", ["src/_native.c"], include_dirs=INC, libraries=["dl"],
-                           extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
-                                               "-Wno-unused-parameter"])],
+    ext_modules=[Extension("adaptivellm._native", ["src/_native.c", "src/params.c", "src/events.c", "src/handle.c"],
+                           depends=["src/native.h"], include_dirs=INC, libraries=["dl"],
+                           extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra",
+                                               "-Wno-missing-field-initializers", "-Wno-unused-parameter"])],
 )
