@@ -83,7 +83,7 @@ if [ -n "$local_pkg" ]; then
 	[ -n "$LIB" ] || { echo "venv: adaptivellm: $BUILD/clientlib/libadaptivellm.so.N is not built (tools/build.sh)" >&2; exit 2; }
 	# what the installed copy was built from: its sources, the headers, the library
 	stamp=$( (cd "$ROOT" && find clientlib/python/adaptivellm clientlib/python/src include/adaptivellm \
-		clientlib/python/setup.py clientlib/python/pyproject.toml -type f \( -name '*.py' -o -name '*.c' -o \
+		clientlib/python/setup.py clientlib/python/pyproject.toml -type f \( -name '*.py' -o -name '*.pyi' -o -name '*.c' -o \
 		-name '*.h' -o -name '*.toml' -o -name py.typed \) -print0 | sort -z | xargs -0 sha256sum;
 		echo "$LIB"; sha256sum <"$LIB") | sha256sum | cut -c1-16)
 	if [ ! -f "$VENV/.pinned/adaptivellm-local-$stamp" ]; then

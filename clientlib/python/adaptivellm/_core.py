@@ -24,7 +24,7 @@ class Result:
     """A finished request."""
 
     text: str  #: the generated text
-    ids: list  #: the generated token ids (without the -1 of flushed text)
+    ids: list[int]  #: the generated token ids (without the -1 of flushed text)
     finish_reason: str  #: "eos", "stop" (a stop id), "length" or "cancelled"
     request_id: int  #: the engine's id (allmctl requests / cancel)
     prompt_tokens: int
@@ -34,8 +34,9 @@ class Result:
     queue_s: float  #: arrival -> first scheduled, seconds
     ttft_s: float  #: arrival -> first token
     total_s: float  #: arrival -> finish
-    logprobs: Optional[list] = None  #: per token, when asked: its log-probability
-    top_logprobs: Optional[list] = None  #: per token, when asked: ((id, logprob), ...)
+    logprobs: Optional[list[float]] = None  #: per token, when asked: its log-probability
+    #: per token, when asked: ((id, logprob), ...), best first
+    top_logprobs: Optional[list[tuple[tuple[int, float], ...]]] = None
 
 
 class Req:
