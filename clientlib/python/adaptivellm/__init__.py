@@ -20,6 +20,7 @@ from ._sync import Client, Stream
 #: the path of the libadaptivellm this process loaded
 LIBRARY: str = _library.PATH
 
-__version__ = "0.2.0"
+#: the version of the headers it was built against (setup.py gives the package the same)
+__version__: str = _library._native.HEADER_VERSION
 __all__ = ["Client", "AsyncClient", "Stream", "AsyncStream", "Result", "Token", "AllmError", "ConnectError",
            "EngineGoneError", "RequestError", "ParameterError", "PARAMETERS", "describe_parameters", "LIBRARY"]
