@@ -141,7 +141,7 @@ static void malformed_sqes(struct raw *r)
 	static const struct {
 		int field; /* 0 n_stop, 1 max_tokens, 2 size field differs from the SQE's */
 		int64_t v;
-	} bad[] = {{0, 5}, {0, 0xFFFFFFFF}, {1, 0}, {1, INT32_MIN}, {2, ALLM_PARAMS_SIZE_VER0 + 8}};
+	} bad[] = {{0, 5}, {0, 0xFFFFFFFF}, {1, 0}, {1, INT32_MIN}, {2, sizeof(struct allm_params) + 8}};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint32_t at = 32768 + 256 * (uint32_t)i;
 		memcpy(arena + at, "hello", 5);

@@ -60,7 +60,7 @@ static void ring_push(struct allm_pred_ring *r, double pred, double meas)
 
 static double ring_mean(const struct allm_pred_ring *r)
 {
-	if (r->n == 0)
+	if (r->n < ALLM_PRED_MAPE_MIN)
 		return NAN;
 	double s = 0;
 	for (int32_t i = 0; i < r->n; i++)

@@ -48,6 +48,9 @@ enum {
 	ALLM_PRED_RC_NF = 4, /* recompute features: 1, tokens/1e3, tokens_sq/1e6, n_seqs */
 	ALLM_PRED_SWAP_NF = 2, /* swap features: runs, bytes/1e6 */
 	ALLM_PRED_RING = 100, /* samples in the rolling error */
+	/* samples before the rolling error is reported: a mean of one or two
+	 * (the first requests' cold-start timings) says nothing about the model */
+	ALLM_PRED_MAPE_MIN = 10,
 };
 
 /* Weighted least squares with exponential forgetting, pulled toward a prior. Each
@@ -147,7 +150,8 @@ void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, 
 /* The chance (0..1) that a disk swap now fails, from the outcomes seen. */
 double allm_predict_disk_failure(const struct allm_predictor *p, double now);
 
-/* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before any. */
+/* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before
+ * ALLM_PRED_MAPE_MIN of them (allmctl shows "-"). */
 double allm_predictor_mape_recompute(const struct allm_predictor *p);
 double allm_predictor_mape_swap(const struct allm_predictor *p);
 double allm_predictor_mape_disk(const struct allm_predictor *p);
