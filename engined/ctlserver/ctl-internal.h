@@ -3,6 +3,7 @@
 #ifndef ALLM_CTL_INTERNAL_H
 #define ALLM_CTL_INTERNAL_H
 
+#include "ctl-kvevents.h"
 #include "ctl-metrics.h"
 #include "ctl-proto.h"
 #include "ctl-server.h"
@@ -27,6 +28,7 @@ struct ctl_server {
 	double clock0; /* the engine's clock at start (virtual on a simulated device) */
 	struct ctl_stats stats;
 	struct ctl_metrics metrics; /* Prometheus counters and histograms (ctl-metrics.c) */
+	struct ctl_kvevents *kv; /* KV events (--kv-events-endpoint), or NULL */
 	bool calibrating; /* inside `calibrate`: status.state says so */
 	uint64_t n_commands, n_errors; /* handled, and answered with an error */
 };

@@ -30,6 +30,16 @@ void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *
 	va_end(ap);
 }
 
+/* KV events log through the host too. */
+static void kv_log(void *user, int level, const char *fmt, ...)
+{
+	const struct ctl_server *s = user;
+	va_list ap;
+	va_start(ap, fmt);
+	s->h.ops->log(s->h.user, level, fmt, ap);
+	va_end(ap);
+}
+
 static void *bind_socket(struct ctl_server *s, int type, const char *path)
 {
 	char ep[640];
@@ -78,6 +88,10 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 		s->router_fd = -1;
 		goto fail;
 	}
+	if (host->kv_events_endpoint &&
+	    (r = ctl_kvevents_start(s->zctx, allm_engine_prefix_cache(host->eng), host->kv_events_endpoint,
+				    host->kv_events_topic ? host->kv_events_topic : "", kv_log, s, &s->kv)))
+		goto fail;
 	*ret = s;
 	return 0;
 fail:
@@ -90,6 +104,7 @@ void ctl_server_stop(struct ctl_server *s)
 	if (!s)
 		return;
 	int linger = CTL_STOP_LINGER_MS;
+	ctl_server_stop_events(s);
 	if (s->router) {
 		zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
 		zmq_close(s->router);
@@ -255,10 +270,26 @@ out:
 		zmq_msg_close(&fr[i]);
 }
 
+void ctl_server_flush_events(struct ctl_server *s)
+{
+	if (s)
+		ctl_kvevents_flush(s->kv);
+}
+
+void ctl_server_stop_events(struct ctl_server *s)
+{
+	if (!s || !s->kv)
+		return;
+	ctl_kvevents_flush(s->kv); /* the last step's, for subscribers still there */
+	ctl_kvevents_stop(s->kv);
+	s->kv = NULL;
+}
+
 bool ctl_server_pump(struct ctl_server *s)
 {
 	if (!s)
 		return false;
+	ctl_kvevents_pump(s->kv); /* replays; asleep, the 10 Hz tick wakes us for them */
 	for (int i = 0; i < CTL_PUMP_BUDGET; i++) {
 		uint32_t ev = 0;
 		size_t len = sizeof(ev);

@@ -60,6 +60,10 @@ struct ctl_host {
 	const char *name; /* engine name: NAME.ctl / NAME.pub */
 	const char *runtime_dir;
 	const char *profile_path; /* where `calibrate` saves the profile, or "" */
+	/* --kv-events-endpoint tcp://HOST:PORT, or NULL (off); the topic of its
+	 * batches (ctl-kvevents.h) */
+	const char *kv_events_endpoint;
+	const char *kv_events_topic;
 };
 
 /* Binds DIR/NAME.ctl and DIR/NAME.pub (replacing stale socket files of a dead
@@ -81,6 +85,11 @@ int ctl_server_fd(const struct ctl_server *s);
 bool ctl_server_pump(struct ctl_server *s);
 /* The 10 Hz tick: samples the token counters and publishes `stats`. */
 void ctl_server_tick(struct ctl_server *s);
+/* After each loop turn's step and commands: publishes the KV events they made
+ * (one batch), when --kv-events-endpoint is on. */
+void ctl_server_flush_events(struct ctl_server *s);
+/* Stops the KV events before the engine (and its prefix cache) is freed. */
+void ctl_server_stop_events(struct ctl_server *s);
 
 /* Engine events, forwarded by the host: `request` and `decision` telemetry and
  * the rolling latency window. */

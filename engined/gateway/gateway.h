@@ -181,6 +181,8 @@ struct gw {
 	double engine_heard;      /* allm_now() the engine last said something (ring or ctl) */
 	int engine_max_seqs;      /* the engine's max_num_seqs (its status), 0: not known yet */
 	bool want_limits;         /* connected anew: gw-ctl.c reads the engine's limits */
+	bool engine_paused;       /* its status says draining, drained or shutting down:
+				   * /health says 503, so a load balancer sends no more */
 	double connected_at;      /* allm_now() of the connection */
 	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
 	bool cancels_blocked;     /* the SQ refused a cancel this turn */

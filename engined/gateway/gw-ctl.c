@@ -15,6 +15,11 @@
  * `status`. /health answers 503 once neither has been heard for --engine-timeout,
  * and /metrics then fails at once instead of waiting for another timeout.
  *
+ * The engine's state: the same `status`, asked at least once per probe period
+ * even while the engine talks, says whether it is drained (`allmctl drain`):
+ * /health then answers 503, so a load balancer stops sending new requests while
+ * those in flight finish (DESIGN §14).
+ *
  * The engine's batch: after each connection its `status` says its max_num_seqs,
  * which sizes what the gateway keeps on the engine (gw-users.c) unless the
  * flags say. */
@@ -142,8 +147,12 @@ static void probe(struct gw *gw)
 	int64_t seqs;
 	if (allm_ctl_call(gw->ctl, "status", NULL, 0, (int)(probe_every(gw) * 1000) + 1, &m) == 0) {
 		bool learnt = !allm_ctl_get_int(m->result, "limits.max_num_seqs", &seqs) && seqs > 0;
+		const msgpack_object *st = allm_ctl_get(m->result, "state");
+		bool paused = st && (allm_ctl_str_eq(st, "draining") || allm_ctl_str_eq(st, "drained") ||
+				     allm_ctl_str_eq(st, "shutting_down"));
 		pthread_mutex_lock(&gw->lock);
 		gw->engine_heard = allm_now();
+		gw->engine_paused = paused;
 		if (learnt) {
 			gw->engine_max_seqs = (int)ALLM_MIN(seqs, INT32_MAX);
 			gw->want_limits = false;
@@ -167,10 +176,13 @@ static void *ctl_main(void *arg)
 {
 	struct gw *gw = arg;
 	struct gw_scrape *batch[GW_SCRAPES_MAX];
+	double probed = 0; /* when the last probe was */
 	for (;;) {
 		pthread_mutex_lock(&gw->ctl_lock);
 		while (!gw->ctl_stop && gw->n_scrapes == 0) {
 			double silent = gw_engine_silence(gw), every = probe_every(gw);
+			/* a busy engine is probed too: its state (drained?) is news */
+			silent = ALLM_MAX(silent, allm_now() - probed);
 			if (silent >= every || limits_wanted(gw))
 				break;
 			struct timespec ts;
@@ -197,10 +209,12 @@ static void *ctl_main(void *arg)
 			}
 			break;
 		}
-		if (n)
+		if (n) {
 			scrape(gw, batch, n);
-		else
+		} else {
 			probe(gw);
+			probed = allm_now();
+		}
 	}
 	return NULL;
 }

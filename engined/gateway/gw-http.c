@@ -119,6 +119,16 @@ static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struc
 			    gw->o.engine, silent, gw->o.engine_timeout_s);
 		return respond_err(c, x, &e);
 	}
+	pthread_mutex_lock(&gw->lock);
+	bool paused = gw->engine_paused;
+	pthread_mutex_unlock(&gw->lock);
+	if (paused) {
+		struct gw_api_err e;
+		gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
+			    "the engine '%s' is draining (allmctl drain): it finishes what it has, takes nothing new",
+			    gw->o.engine);
+		return respond_err(c, x, &e);
+	}
 	char *s = strdup("{\"status\":\"ok\"}");
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }

@@ -25,11 +25,19 @@ struct allm_prefix_cache {
 	int32_t *map[ALLM_KV_TIER_COUNT]; /* [map_cap[t]] block id -> entry, -1 */
 	int32_t map_cap[ALLM_KV_TIER_COUNT];
 	struct allm_pc_policy pol;
+	struct allm_pc_observer obs; /* KV events' ears, or none */
+	bool quiet; /* inside a reset: the observer hears CLEARED instead */
 	bool collide; /* the test hook */
 	struct allm_pc_stats st;
 };
 
 static void on_evict(void *ctx, struct allm_block_pool *p, int32_t id);
+
+static void notify(struct allm_prefix_cache *pc, enum allm_pc_change what, int32_t e, int t)
+{
+	if (pc->obs.changed && !pc->quiet)
+		pc->obs.changed(pc->obs.ctx, what, e, (enum allm_kv_tier)t);
+}
 
 /* --- keys ------------------------------------------------------------------------- */
 
@@ -117,6 +125,11 @@ void allm_pc_set_policy(struct allm_prefix_cache *pc, const struct allm_pc_polic
 	pc->pol = pol ? *pol : (struct allm_pc_policy){0};
 }
 
+void allm_pc_set_observer(struct allm_prefix_cache *pc, const struct allm_pc_observer *obs)
+{
+	pc->obs = obs ? *obs : (struct allm_pc_observer){0};
+}
+
 void allm_pc_set_test_collide(struct allm_prefix_cache *pc, bool on)
 {
 	pc->collide = on;
@@ -176,6 +189,7 @@ static void place(struct allm_prefix_cache *pc, int32_t e, enum allm_kv_tier t, 
 {
 	struct allm_pc_entry *x = &pc->ent[e];
 	if (x->tier >= 0 && entry_at(pc, (enum allm_kv_tier)x->tier, x->block) == e) {
+		notify(pc, ALLM_PC_REMOVED, e, x->tier);
 		pc->map[x->tier][x->block] = -1;
 		pc->st.blocks[x->tier]--;
 	}
@@ -183,6 +197,7 @@ static void place(struct allm_prefix_cache *pc, int32_t e, enum allm_kv_tier t, 
 	x->block = block;
 	pc->map[t][block] = e;
 	pc->st.blocks[t]++;
+	notify(pc, ALLM_PC_STORED, e, t);
 }
 
 /* Entry e's block leaves it (the block is the pool's business). */
@@ -190,6 +205,7 @@ static void unplace(struct allm_prefix_cache *pc, int32_t e)
 {
 	struct allm_pc_entry *x = &pc->ent[e];
 	if (entry_at(pc, (enum allm_kv_tier)x->tier, x->block) == e) {
+		notify(pc, ALLM_PC_REMOVED, e, x->tier);
 		pc->map[x->tier][x->block] = -1;
 		pc->st.blocks[x->tier]--;
 	}
@@ -353,6 +369,8 @@ int allm_pc_publish(struct allm_prefix_cache *pc, int64_t owner, int32_t block, 
 	*x = (struct allm_pc_entry){.key = *key, .dom = *dom, .parent = parent,
 				    .parent_gen = parent >= 0 ? pc->ent[parent].gen : 0, .gen = gen,
 				    .depth = depth, .tier = -1, .block = -1};
+	if (parent >= 0)
+		x->parent_key = pc->ent[parent].key;
 	memcpy(pc->tokens + (size_t)e * pc->block_size, tokens, (size_t)pc->block_size * sizeof(int32_t));
 	uint32_t k = bucket_of(pc, key);
 	x->next = pc->bucket[k];
@@ -509,6 +527,7 @@ out:
 int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 {
 	int32_t n = 0;
+	pc->quiet = true; /* one CLEARED, not a REMOVED per entry */
 	for (int32_t e = 0; e < pc->cap; e++) {
 		struct allm_pc_entry *x = &pc->ent[e];
 		if (x->tier < 0)
@@ -523,7 +542,46 @@ int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 		forget(pc, e);
 		n++;
 	}
+	pc->quiet = false;
+	notify(pc, ALLM_PC_CLEARED, -1, ALLM_KV_TIER_DEVICE);
+	allm_pc_announce_all(pc);
 	return n;
+}
+
+struct depth_entry {
+	int32_t depth, e;
+};
+
+static int by_depth(const void *a, const void *b)
+{
+	const struct depth_entry *x = a, *y = b;
+	return x->depth != y->depth ? (x->depth < y->depth ? -1 : 1) : (x->e > y->e) - (x->e < y->e);
+}
+
+void allm_pc_announce_all(struct allm_prefix_cache *pc)
+{
+	if (!pc->obs.changed || pc->n_live == 0)
+		return;
+	struct depth_entry *v = allm_malloc((size_t)pc->n_live * sizeof(*v));
+	int32_t n = 0;
+	for (int32_t e = 0; e < pc->cap; e++)
+		if (pc->ent[e].tier >= 0) {
+			if (v)
+				v[n] = (struct depth_entry){pc->ent[e].depth, e};
+			n++;
+		}
+	if (v) /* parents first: a subscriber can chain each block to one it has */
+		qsort(v, (size_t)n, sizeof(*v), by_depth);
+	for (int32_t i = 0, e = 0; i < n; i++, e++) {
+		if (v) {
+			e = v[i].e;
+		} else { /* no memory for the order: entries in slot order, still all of them */
+			while (pc->ent[e].tier < 0)
+				e++;
+		}
+		notify(pc, ALLM_PC_STORED, e, pc->ent[e].tier);
+	}
+	allm_free(v);
 }
 
 void allm_pc_get_stats(const struct allm_prefix_cache *pc, struct allm_pc_stats *ret)
@@ -594,6 +652,7 @@ void allm_prefix_cache_free(struct allm_prefix_cache *pc)
 {
 	if (!pc)
 		return;
+	pc->obs.changed = NULL; /* the observer may be gone already */
 	allm_pc_reset(pc);
 	/* entries still held (a caller that did not let go) become plain blocks of
 	 * nobody: the pools' checks will say so */

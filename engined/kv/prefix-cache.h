@@ -13,8 +13,10 @@
  * forgets it. A request whose prefix sits in a lower tier restores it
  * (allm_pc_restore) or recomputes it: the scheduler decides.
  *
- * Entries also keep what routers need (issue E, KV events): key, parent, tokens,
- * tier. Not thread-safe: the engine's thread owns it. */
+ * Entries also keep what routers need (KV events, DESIGN §14): key, the parent's
+ * key, tokens, tier; an observer (allm_pc_set_observer) hears every entry that
+ * arrives in a tier or leaves one, and a reset. Not thread-safe: the engine's
+ * thread owns it. */
 #ifndef ALLM_PREFIX_CACHE_H
 #define ALLM_PREFIX_CACHE_H
 
@@ -39,6 +41,9 @@ struct allm_pc_entry {
 	struct allm_pc_key key;
 	struct allm_pc_domain dom; /* of the request that made it */
 	int32_t parent; /* the previous block's entry, -1 for a chain's first block */
+	struct allm_pc_key parent_key; /* its key (zeros for a chain's first): kept
+					* for KV events, since the parent may be
+					* forgotten before this entry moves */
 	uint32_t parent_gen; /* that entry's gen when this one was made */
 	uint32_t gen; /* bumped each time the slot is freed: stale parents never match */
 	int32_t depth; /* the block's index in its sequence */
@@ -57,6 +62,22 @@ struct allm_pc_policy {
 	bool (*keep)(void *ctx, enum allm_kv_tier to, const struct allm_pc_entry *e);
 	void (*moved)(void *ctx, enum allm_kv_tier from, enum allm_kv_tier to,
 		      const struct allm_swap_result *res);
+};
+
+/* What an observer hears (KV events, DESIGN §14). */
+enum allm_pc_change {
+	ALLM_PC_STORED, /* entry e arrived in tier t (published, written down, restored) */
+	ALLM_PC_REMOVED, /* entry e left tier t (moved, dropped, reset) */
+	ALLM_PC_CLEARED, /* a reset: every entry left every tier (e = -1); the
+			  * survivors (held by requests) are then STORED again */
+};
+
+/* Called inside the cache's own calls, with entry e still readable
+ * (allm_pc_entry, allm_pc_tokens): the observer may read, never call back in
+ * to change the cache. */
+struct allm_pc_observer {
+	void *ctx;
+	void (*changed)(void *ctx, enum allm_pc_change what, int32_t e, enum allm_kv_tier t);
 };
 
 /* Counters since creation (or allm_pc_reset_stats). */
@@ -81,6 +102,11 @@ int allm_prefix_cache_create(struct allm_kv_cache *kv, const char *model_id, str
 /* Forgets every entry (none may be held), detaches from the pools. Accepts NULL. */
 void allm_prefix_cache_free(struct allm_prefix_cache *pc);
 void allm_pc_set_policy(struct allm_prefix_cache *pc, const struct allm_pc_policy *pol);
+/* obs NULL: none. */
+void allm_pc_set_observer(struct allm_prefix_cache *pc, const struct allm_pc_observer *obs);
+/* Tells the observer STORED for every live entry, a chain's parents before
+ * their children (a subscriber's resync: CLEARED first, then this). */
+void allm_pc_announce_all(struct allm_prefix_cache *pc);
 /* Test hook: every block key the same, so only the checks keep prompts apart. */
 void allm_pc_set_test_collide(struct allm_prefix_cache *pc, bool on);
 int32_t allm_pc_block_size(const struct allm_prefix_cache *pc);
@@ -127,7 +153,8 @@ int allm_pc_publish(struct allm_prefix_cache *pc, int64_t owner, int32_t block, 
 bool allm_pc_alive(const struct allm_prefix_cache *pc, int32_t e, uint32_t gen);
 
 /* Drops every entry no one holds, in every tier (`cache reset`, prefix
- * caching turned off); entries in use stay. Returns how many went. */
+ * caching turned off); entries in use stay. Returns how many went. The
+ * observer hears CLEARED, then STORED for each entry that stayed. */
 int32_t allm_pc_reset(struct allm_prefix_cache *pc);
 void allm_pc_get_stats(const struct allm_prefix_cache *pc, struct allm_pc_stats *ret);
 void allm_pc_reset_stats(struct allm_prefix_cache *pc);

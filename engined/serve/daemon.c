@@ -3,6 +3,7 @@
  * tokens leave between steps, never blocking one another (DESIGN §2, §8). */
 #include "daemon.h"
 
+#include "ctl-kvevents.h"
 #include "ctl-proto.h"
 #include "ctl-server.h"
 #include "engine-calib.h"
@@ -59,6 +60,12 @@ static void usage(FILE *f)
 		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
 		"  --share-prefix-cache   requests of different users may share cached KV blocks\n"
 		"                         (default: each uid its own: a hit shows in the timing)\n"
+		"  --kv-events-endpoint tcp://HOST:PORT\n"
+		"                         publish KV cache events in vLLM's format (block stored,\n"
+		"                         removed, all cleared) for routers; replay on PORT+1; they\n"
+		"                         carry prompt token ids: bind to an operators' address\n"
+		"                         (default: off)\n"
+		"  --kv-events-topic T    their ZeroMQ topic (default kv@NAME@MODEL, llm-d's form)\n"
 		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests and deliver\n"
 		"                         what clients have not read (default 30); a second signal: now\n"
 		"limits on what clients can make the engine hold (a refused request ends with status\n"
@@ -114,6 +121,20 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 				return -1;
 			}
 			d->name = v;
+		} else if (!strcmp(f, "--kv-events-endpoint")) {
+			char rep[600], why[300];
+			if (ctl_kvevents_parse_endpoint(v, rep, sizeof(rep), why, sizeof(why))) {
+				fprintf(stderr, "allm-engined: %s\n", why);
+				return -1;
+			}
+			d->kv_events_endpoint = v;
+		} else if (!strcmp(f, "--kv-events-topic")) {
+			if (strlen(v) > CTL_KV_TOPIC_MAX) {
+				fprintf(stderr, "allm-engined: --kv-events-topic: at most %d bytes\n", CTL_KV_TOPIC_MAX);
+				return -1;
+			}
+			snprintf(d->kv_events_topic, sizeof(d->kv_events_topic), "%s", v);
+			d->kv_events_topic_set = true;
 		} else if (!strcmp(f, "--runtime-dir")) {
 			snprintf(d->runtime_dir, sizeof(d->runtime_dir), "%s", v);
 		} else if (!strcmp(f, "--allow-uid") && !allm_parse_i64(v, 0, INT32_MAX, &n)) {
@@ -424,7 +445,11 @@ static int start_control(struct daemon *d)
 		.name = d->name,
 		.runtime_dir = d->runtime_dir,
 		.profile_path = d->profile_path,
+		.kv_events_endpoint = d->kv_events_endpoint,
+		.kv_events_topic = d->kv_events_topic,
 	};
+	if (d->kv_events_endpoint && !d->kv_events_topic_set)
+		snprintf(d->kv_events_topic, sizeof(d->kv_events_topic), "kv@%s@%.180s", d->name, d->rt->model_desc);
 	if (ctl_server_start(&h, &d->ctl))
 		return -1;
 	if (allm_loop_watch(d->loop, ctl_server_fd(d->ctl), POLLIN, on_ctl_fd, d->ctl)) {
@@ -533,6 +558,7 @@ static int serve(struct daemon *d)
 		bool hold = sim && allm_now() < hold_until;
 		if (!hold && !allm_engine_idle(d->eng) && allm_engine_step(d->eng, &err) < 0)
 			dlog(d, ALLM_LOG_ERROR, "step failed: %s", err.msg);
+		ctl_server_flush_events(d->ctl); /* this turn's KV events: one batch */
 		daemon_flush(d);
 	}
 }
@@ -630,6 +656,7 @@ int main(int argc, char **argv)
 out:
 	stop_listening(&d);
 	daemon_close_clients(&d);
+	ctl_server_stop_events(d.ctl); /* they watch the engine's prefix cache */
 	allm_engine_free(d.eng);
 	stop_control(&d); /* after the engine: its last finishes publish */
 	if (d.signal_fd >= 0)

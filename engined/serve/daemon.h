@@ -123,6 +123,9 @@ struct daemon {
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
 	bool share_prefix_cache; /* --share-prefix-cache: cached blocks shared across uids */
+	const char *kv_events_endpoint; /* --kv-events-endpoint tcp://HOST:PORT, or NULL (off) */
+	char kv_events_topic[256]; /* --kv-events-topic; default kv@NAME@MODEL (llm-d's form) */
+	bool kv_events_topic_set;
 	uid_t allow_uids[16];
 	int n_allow_uids;
 	struct duid uids[17]; /* accounts: our uid and each --allow-uid, made on first use */
