@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -68,6 +69,29 @@ def wait_idle(timeout=20.0):
 def client():
     with Client(name=NAME) as c:
         yield c
+
+
+def test_library_not_found_is_a_clear_import_error():
+    out = subprocess.run([sys.executable, "-c", "import adaptivellm"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "ALLM_LIBRARY": os.path.join(TMP, "no-such-libadaptivellm.so.3")})
+    assert out.returncode != 0
+    assert "ImportError" in out.stderr and "ALLM_LIBRARY" in out.stderr and "no-such-libadaptivellm" in out.stderr
+
+
+def test_async_stream_before_connecting():
+    # the stream connects on its first iteration; generate connects on its first await
+    want = allm_ids("--prompt", PROMPT, "--max-tokens", "20", "--temperature", "0")
+
+    async def run():
+        a, b = AsyncClient(name=NAME), AsyncClient(name=NAME)
+        try:
+            ids = [t.id async for t in a.stream(PROMPT, max_tokens=20, temperature=0)]
+            return ids, (await b.generate(PROMPT, max_tokens=20, temperature=0)).ids
+        finally:
+            await a.close()
+            await b.close()
+
+    assert asyncio.run(run()) == (want, want)
 
 
 # --- the same ids as the C client ------------------------------------------------------
