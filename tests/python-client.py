@@ -305,6 +305,24 @@ def test_async_loop_runs_while_the_engine_is_silent():
     assert ticks > 1, "the event loop was blocked while the engine sent nothing"
 
 
+def test_full_rings_are_waited_out(client):
+    # 100 requests at once into an 8-entry submission ring and a 4 KiB prompt arena:
+    # the clients hold back what does not fit and send it as the engine takes the
+    # rest; every request comes back whole, in its own order of tokens
+    kws = [dict(prompt_ids=[1, 400 + i], max_tokens=16, temperature=0.7, seed=i) for i in range(100)]
+    want = [client.generate(**kw).ids for kw in kws]
+
+    async def run():
+        async with AsyncClient(name=NAME, sq_entries=8, arena_size=4096) as ac:
+            return [r.ids for r in await asyncio.gather(*(ac.generate(**kw) for kw in kws))]
+
+    assert asyncio.run(run()) == want
+    with Client(name=NAME, sq_entries=8, arena_size=4096) as c:
+        streams = [c.stream(**kw) for kw in kws]  # submitted at once, read after
+        assert [[t.id for t in s] for s in streams] == want
+    wait_idle()
+
+
 # --- errors ------------------------------------------------------------------------------
 
 
