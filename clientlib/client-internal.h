@@ -69,4 +69,7 @@ struct allm_client {
  * Returns 0 or -EPROTO / -ENOMEM. */
 int allm_client_attach(struct allm_client *c);
 
+/* allm_client_submit@@ADAPTIVELLM_1 (client.c), for the old entry point's use */
+int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p);
+
 #endif

@@ -202,8 +202,13 @@ static int check_prompt(const struct allm_request_params *p, uint64_t *ret_bytes
 	return 0;
 }
 
+/* allm_client_submit as programs built now bind to it (ADAPTIVELLM_1, the
+ * default); client-compat.c keeps the old struct's at ADAPTIVELLM_0. Both are
+ * the one name in client.h's sense: the version says which struct it takes. */
+__asm__(".symver allm_client_submit_v1,allm_client_submit@@ADAPTIVELLM_1");
+
 /* Returns 0 or -errno; see client.h. */
-int allm_client_submit(allm_client_t *c, const struct allm_request_params *p)
+int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
 {
 	struct allm_params params;
 	uint64_t bytes;
@@ -511,11 +516,15 @@ static int on_empty(struct allm_client *c, struct allm_event *ev)
 }
 
 /* The caller's event is ev_size bytes (its build's struct allm_event): it gets
- * what fits of the whole one. */
+ * what fits of the whole one, and fields this library does not know (a newer
+ * program's) read as zero. */
 static int give_event(struct allm_event *ev, size_t ev_size, const struct allm_event *full, int r)
 {
-	if (r == 1)
-		memcpy(ev, full, ev_size < sizeof(*full) ? ev_size : sizeof(*full));
+	if (r != 1)
+		return r;
+	memcpy(ev, full, ev_size < sizeof(*full) ? ev_size : sizeof(*full));
+	if (ev_size > sizeof(*full))
+		memset((char *)ev + sizeof(*full), 0, ev_size - sizeof(*full));
 	return r;
 }
 

@@ -135,7 +135,7 @@ other_uid_tree() {
 	OTHER_BUILD=$tmp/other-uid/build
 	OTHER_M=$tmp/other-uid/model
 	mkdir -p "$OTHER_BUILD/clientlib" "$OTHER_M"
-	cp -L "$BUILD_DIR"/clientlib/libadaptivellm.so.[0-9] "$OTHER_BUILD/clientlib/" # the soname: .so.3 (ABI 3)
+	cp -L "$BUILD_DIR"/clientlib/libadaptivellm.so.[0-9] "$OTHER_BUILD/clientlib/" # the soname: .so.2 (ABI 2)
 	for p in "$@"; do
 		mkdir -p "$OTHER_BUILD/$(dirname "$p")"
 		cp "$BUILD_DIR/$p" "$OTHER_BUILD/$p"

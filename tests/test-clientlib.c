@@ -529,6 +529,25 @@ static void test_basic(bool posix)
 	}
 	CHECK(submit_ids(c, 2, 5) == 0, "submit ids");
 	expect_normal(c, 2, 5);
+	/* events by size: a newer program's longer event gets its unknown fields
+	 * zeroed, a size below the first version's is refused */
+	struct {
+		struct allm_event ev;
+		uint8_t more[24];
+	} newer;
+	memset(&newer, 0xAB, sizeof(newer));
+	CHECK(allm_client_wait_sized(c, &newer.ev, ALLM_EVENT_SIZE_VER0 - 8, 100) == -EINVAL, "a short event");
+	CHECK(submit_ids(c, 3, 5) == 0, "submit ids");
+	CHECK(allm_client_wait_sized(c, &newer.ev, sizeof(newer), 5000) == 1 && newer.ev.kind == ALLM_EVENT_ACCEPTED &&
+		      newer.ev.user_tag == 3,
+	      "a newer program's event");
+	bool zero = true;
+	for (size_t i = 0; i < sizeof(newer.more); i++)
+		zero &= newer.more[i] == 0;
+	CHECK(zero, "a newer program's event fields this library lacks are not zero");
+	for (int i = 0; i < 4; i++) /* the rest of it: 3 tokens, the FINAL */
+		CHECK(allm_client_wait_sized(c, &newer.ev, sizeof(newer), 5000) == 1, "event %d", i);
+	CHECK(newer.ev.kind == ALLM_EVENT_FINAL && newer.ev.n_generated == 3, "the last one: the FINAL");
 	/* several in flight at once, events in submission order per request */
 	for (uint64_t t = 10; t < 14; t++)
 		CHECK(submit_text(c, t, 100 + t) == 0, "submit %llu", (unsigned long long)t);

@@ -421,9 +421,11 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	/* chat's default: whatever room the context leaves (the engine stops there) */
 	if (r->params.max_tokens == 0)
 		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
-	if (r->params.min_tokens > r->params.max_tokens) {
-		gw_api_bad(e, "min_tokens", "'min_tokens' (%d) is above max_tokens (%d)", r->params.min_tokens,
-		    r->params.max_tokens);
+	/* each row was checked as it was read; what is left are the rules between
+	 * rows (min_tokens <= max_tokens), the table's as the engine applies them */
+	char why[160];
+	if (allm_params_check(&r->params, why, sizeof(why))) {
+		gw_api_bad(e, "min_tokens", "%s", why);
 		goto fail;
 	}
 	new_id(r, chat ? "chatcmpl-" : "cmpl-");

@@ -26,8 +26,11 @@ static int ids_from(json_t *a, const struct gw_model *m, struct gw_req *r, struc
 	if (!(r->ids = malloc(n * sizeof(int32_t))))
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 	json_array_foreach(a, i, v) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab)
-			return gw_api_bad(e, "prompt", "prompt token %zu is not an id in 0..%d", i, vocab - 1);
+		if (!json_is_integer(v))
+			return gw_api_bad(e, "prompt", "prompt token at %zu is not an integer id (0..%d)", i, vocab - 1);
+		if (json_integer_value(v) < 0 || json_integer_value(v) >= vocab)
+			return gw_api_bad(e, "prompt", "prompt token at %zu (id %lld) is not in 0..%d", i,
+					  (long long)json_integer_value(v), vocab - 1);
 		r->ids[i] = (int32_t)json_integer_value(v);
 	}
 	r->n_ids = n;
