@@ -23,7 +23,7 @@ for b in "$B/engined/allm-engined" "$B/engined/allm-gateway" "$B/tools/allm-benc
 done
 # the package as users install it, and the openai SDK (tools/venv.sh, build/venv)
 PY=$(ALLM_BUILD_DIR=$B bash "$ROOT/tools/venv.sh" adaptivellm openai)
-LIB=$(ls "$B"/clientlib/libadaptivellm.so.[0-9]* | grep -E '\.so\.[0-9]+$' | sort -V | tail -n 1)
+LIB="$B/clientlib/$(readlink "$B/clientlib/libadaptivellm.so" 2>/dev/null)"
 export ALLM_LIBRARY=$LIB
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/allm-py-bench.XXXXXX")
 export ALLM_RUNTIME_DIR=$tmp/run

@@ -13,7 +13,7 @@ export ALLM_TEST_ENGINE=pyc ALLM_TEST_MODEL=$M ALLM_TEST_ENGINED=$ENGINED ALLM_T
 	ALLM_TEST_ALLMCTL=$BUILD_DIR/ctl/allmctl ALLM_TEST_TMP=$tmp
 # the package must load this build's library, not one found elsewhere
 export ALLM_LIBRARY
-ALLM_LIBRARY=$(ls "$BUILD_DIR"/clientlib/libadaptivellm.so.[0-9]* | grep -E '\.so\.[0-9]+$' | sort -V | tail -n 1)
+ALLM_LIBRARY="$BUILD_DIR/clientlib/$(readlink "$BUILD_DIR/clientlib/libadaptivellm.so" 2>/dev/null)"
 (cd "$tmp" && "$PY" -m pytest -p no:cacheprovider -q -rA "$TESTS_DIR/python-client.py") 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok "pytest python-client.py" || fail "pytest python-client.py (exit $rc)"

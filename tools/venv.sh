@@ -79,8 +79,8 @@ if [ ${#todo[@]} -gt 0 ]; then
 fi
 if [ -n "$local_pkg" ]; then
 	BUILD=${ALLM_BUILD_DIR:-$ROOT/build}
-	LIB=$(ls "$BUILD"/clientlib/libadaptivellm.so.[0-9]* 2>/dev/null | grep -E '\.so\.[0-9]+$' | sort -V | tail -n 1)
-	[ -n "$LIB" ] || { echo "venv: adaptivellm: $BUILD/clientlib/libadaptivellm.so.N is not built (tools/build.sh)" >&2; exit 2; }
+	LIB="$BUILD/clientlib/$(readlink "$BUILD/clientlib/libadaptivellm.so" 2>/dev/null)"
+	[ -f "$LIB" ] || { echo "venv: adaptivellm: $BUILD/clientlib/libadaptivellm.so is not built (tools/build.sh)" >&2; exit 2; }
 	# what the installed copy was built from: its sources, the headers, the library
 	stamp=$( (cd "$ROOT" && find clientlib/python/adaptivellm clientlib/python/src include/adaptivellm \
 		clientlib/python/setup.py clientlib/python/pyproject.toml -type f \( -name '*.py' -o -name '*.pyi' -o -name '*.c' -o \

@@ -3,10 +3,10 @@ which libadaptivellm to load (see adaptivellm/_library.py for the order).
 
 Where things are looked for, first found:
   header   $ALLM_INCLUDE_DIR, ../../include (this clone), `pkg-config --cflags adaptivellm`
-  library  $ALLM_LIBRARY, $ALLM_BUILD_DIR/clientlib, ../../build/clientlib (this clone);
+  library  $ALLM_LIBRARY, $ALLM_BUILD_DIR/clientlib, ../../build/clientlib (this clone): the
+           soname its libadaptivellm.so points to;
            none found: the system loader at run time (libadaptivellm.so.N)
 """
-import glob
 import os
 import re
 import subprocess
@@ -49,11 +49,13 @@ def built_library():
     dirs = [os.path.join(os.environ["ALLM_BUILD_DIR"], "clientlib")] if os.environ.get("ALLM_BUILD_DIR") else []
     dirs.append(os.path.join(CLONE, "build", "clientlib"))
     for d in dirs:
-        # the soname link: libadaptivellm.so.<ABI>, one number
-        links = [p for p in glob.glob(os.path.join(d, "libadaptivellm.so.*")) if re.search(r"\.so\.\d+$", p)]
-        if links:
-            p = sorted(links, key=lambda p: int(p.rsplit(".", 1)[1]))[-1]  # the newest ABI
-            return os.path.abspath(p), os.path.basename(p)
+        # the build's current soname: what its development link (libadaptivellm.so)
+        # points to, as the linker would take it (older soname links may linger)
+        dev = os.path.join(d, "libadaptivellm.so")
+        if os.path.islink(dev):
+            p = os.path.join(d, os.readlink(dev))
+            if os.path.exists(p):
+                return os.path.abspath(p), os.path.basename(p)
     return None, None
 
 

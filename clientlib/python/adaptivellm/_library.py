@@ -21,18 +21,14 @@ try:  # written by setup.py at install time; absent in a bare source tree
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _build_info = None
 
-import glob
-import re
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TREE = os.path.normpath(os.path.join(_HERE, "..", "..", "..", "build", "clientlib"))
 
 
 def _tree_soname() -> str:
-    """The soname link in a build tree beside this source (the highest one)."""
-    links = [p for p in glob.glob(os.path.join(_TREE, "libadaptivellm.so.*")) if re.search(r"\.so\.\d+$", p)]
-    return os.path.basename(sorted(links, key=lambda p: int(p.rsplit(".", 1)[1]))[-1]) if links else \
-        "libadaptivellm.so"
+    """The soname the build beside this source makes: its libadaptivellm.so's target."""
+    dev = os.path.join(_TREE, "libadaptivellm.so")
+    return os.readlink(dev) if os.path.islink(dev) else "libadaptivellm.so"
 
 
 # The soname of the library the package was built beside (clientlib/meson.build's

@@ -21,9 +21,10 @@
  * Files: _native.c the library's loading and the module; params.c the parameter
  * table and a request built from Python values; events.c events as Python
  * objects; handle.c the Handle type. */
+
 #include "native.h"
 
-#include <dlfcn.h>
+#include <dlfcn.h> /* dlvsym: _GNU_SOURCE comes with Python.h (pyconfig.h) */
 #include <errno.h>
 #include <string.h>
 
@@ -43,31 +44,39 @@ static PyObject *native_load(PyObject *mod, PyObject *arg)
 		PyErr_Format(PyExc_ImportError, "cannot load %s: %s", path, e ? e : "unknown error");
 		return NULL;
 	}
+	/* Each entry point at the symbol version of the header we are compiled
+	 * against (clientlib/libadaptivellm.map): allm_client_submit is in both
+	 * ADAPTIVELLM_0 (the struct before params.h, kept for old programs) and
+	 * ADAPTIVELLM_1, and only the latter takes our struct. NULL: the name has one
+	 * version. dlvsym, not dlsym: which version a plain dlsym returns is the
+	 * loader's choice, not ours. */
+	static const char V1[] = "ADAPTIVELLM_1";
 	struct {
 		const char *name;
+		const char *version;
 		void **slot;
 	} syms[] = {
-		{ "allm_client_connect", (void **)&api.connect },
-		{ "allm_client_disconnect", (void **)&api.disconnect },
-		{ "allm_request_params_init_sized", (void **)&api.params_init },
-		{ "allm_client_submit", (void **)&api.submit },
-		{ "allm_client_cancel", (void **)&api.cancel },
-		{ "allm_client_poll_sized", (void **)&api.poll },
-		{ "allm_client_wait_sized", (void **)&api.wait },
-		{ "allm_client_fd", (void **)&api.fd },
-		{ "allm_client_lease_fd", (void **)&api.lease_fd },
-		{ "allm_client_model", (void **)&api.model },
-		{ "allm_client_id", (void **)&api.id },
-		{ "allm_finish_reason_name", (void **)&api.finish_name },
-		{ "allm_param_desc", (void **)&api.param_desc },
-		{ "allm_params_check", (void **)&api.params_check },
-		{ "allm_logit_bias_check", (void **)&api.bias_check },
+		{ "allm_client_connect", NULL, (void **)&api.connect },
+		{ "allm_client_disconnect", NULL, (void **)&api.disconnect },
+		{ "allm_request_params_init_sized", V1, (void **)&api.params_init },
+		{ "allm_client_submit", V1, (void **)&api.submit },
+		{ "allm_client_cancel", NULL, (void **)&api.cancel },
+		{ "allm_client_poll_sized", V1, (void **)&api.poll },
+		{ "allm_client_wait_sized", V1, (void **)&api.wait },
+		{ "allm_client_fd", NULL, (void **)&api.fd },
+		{ "allm_client_lease_fd", NULL, (void **)&api.lease_fd },
+		{ "allm_client_model", NULL, (void **)&api.model },
+		{ "allm_client_id", NULL, (void **)&api.id },
+		{ "allm_finish_reason_name", NULL, (void **)&api.finish_name },
+		{ "allm_param_desc", V1, (void **)&api.param_desc },
+		{ "allm_params_check", V1, (void **)&api.params_check },
+		{ "allm_logit_bias_check", V1, (void **)&api.bias_check },
 	};
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		void *f = dlsym(dl, syms[i].name);
+		void *f = syms[i].version ? dlvsym(dl, syms[i].name, syms[i].version) : dlsym(dl, syms[i].name);
 		if (!f) {
-			PyErr_Format(PyExc_ImportError, "%s has no %s: not the libadaptivellm this package was built for",
-				     path, syms[i].name);
+			PyErr_Format(PyExc_ImportError, "%s has no %s%s%s: not the libadaptivellm this package was built for",
+				     path, syms[i].name, syms[i].version ? "@" : "", syms[i].version ? syms[i].version : "");
 			memset(&api, 0, sizeof(api));
 			dlclose(dl);
 			return NULL;
