@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: live retuning through allmctl in the middle of a 100-request greedy run on stories260K (4 ring clients x 25, 120 tokens each): lowering gpu_blocks makes preemptions appear in `decision` telemetry (allmctl watch), switching preempt swap -> recompute changes the kind of every decision made after the switch, and every request still completes with exactly the ids of an undisturbed allm-run.
+# Description: live retuning through allmctl in the middle of a 100-request greedy run on stories260K (4 ring clients x 25, 120 tokens each): lowering gpu_blocks makes preemptions appear in `decision` telemetry (allmctl watch), switching preempt swap -> recompute (a second wave of 40 requests, the pool shrunk under it) changes the kind of every decision made after the switch, and every request still completes with exactly the ids of an undisturbed allm-run.
 . "$(dirname "$0")/ctl-common.sh"
 LOAD=$BUILD_DIR/tests/daemon-client-load
 [ -x "$LOAD" ] || { echo "FAIL: $LOAD not built"; exit 1; }
@@ -32,16 +32,33 @@ for i in $(seq 400); do grep -q '^decision .*"choice":"swap"' "$tmp/w.out" && br
 grep -q '^decision .*"choice":"swap"' "$tmp/w.out" && ok "lowering gpu_blocks mid-run: swap decisions in telemetry" ||
 	fail "no swap decision within 20 s of set gpu_blocks=30"
 C set preempt=recompute >/dev/null || fail "set preempt=recompute mid-run"
-bad=0
+# decisions count as after the switch once a stats message shows it (published
+# about once a second): the second wave starts after that
+for i in $(seq 200); do grep -q '^stats .*"preempt":"recompute"' "$tmp/w.out" && break; sleep 0.025; done
+grep -q '^stats .*"preempt":"recompute"' "$tmp/w.out" || fail "no stats message showed preempt=recompute within 5 s"
+# a second wave under recompute: what is left of the first may fit by now (on a
+# quiet machine the whole first wave takes about a second), and the switch must
+# be seen changing decisions that are certainly made
 for k in 0 1 2 3; do
-	wait "${pids[$k]}" || { bad=$((bad + 1)); head -n 6 "$tmp/c$k.err"; }
+	"$LOAD" --name $N --expect "$tmp/expect" --client $k --requests 10 --inflight 5 \
+		--max-tokens 120 --ignore-eos >"$tmp/d$k.out" 2>"$tmp/d$k.err" &
+	pids+=($!)
+	BG_PIDS+=($!)
 done
-[ $bad -eq 0 ] && ok "all 100 requests completed with exactly the undisturbed ids" ||
+# fair admission fits the second wave into 30 blocks without evicting anyone;
+# a shrink under it, to room for about one request, preempts at once
+for i in $(seq 400); do grep -q streaming "$tmp/d0.out" && break; sleep 0.025; done
+C set gpu_blocks=12 >/dev/null || fail "set gpu_blocks=12 mid-run"
+bad=0
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || { bad=$((bad + 1)); head -n 6 "$tmp/$([ "$i" -lt 4 ] && echo c$i || echo d$((i - 4))).err"; }
+done
+[ $bad -eq 0 ] && ok "all 140 requests (100 before the switch, 40 after) completed with exactly the undisturbed ids" ||
 	fail "$bad clients saw a wrong, failed or cancelled request"
 sleep 0.3 # the last stats
 kill -INT $WP
 wait $WP
-python3 - "$tmp/w.out" <<'PY' >"$tmp/an.out" && ok "$(cat "$tmp/an.out")" || fail "decision telemetry: $(cat "$tmp/an.out")"
+python3 - "$tmp/w.out" <<'PY' >"$tmp/an.out" 2>&1 && ok "$(cat "$tmp/an.out")" || fail "decision telemetry: $(cat "$tmp/an.out")"
 import json, sys
 policy, before, after, measured = None, [], [], 0
 keys = {"seq", "time_s", "request", "tag", "length", "blocks", "priority", "pred_swap_ms",
