@@ -87,7 +87,7 @@ for _ in $(seq 400); do
 	sleep 0.05
 done
 [ -n "$URL" ] || { echo "demo: allm-gateway did not come up" >&2; cat "$ALLM_RUNTIME_DIR/gateway-chat.log" >&2; exit 1; }
-BODY='{"model": "'$SMOLLM2'", "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 40, "temperature": 0}'
+BODY='{"model": "'$SMOLLM2'", "messages": [{"role": "user", "content": "Write one sentence about the sea."}], "max_tokens": 40, "temperature": 0}'
 echo "\$ curl $URL/v1/chat/completions -d '$BODY'"
 curl -s "$URL/v1/chat/completions" -H "Content-Type: application/json" -d "$BODY" | python3 -m json.tool
 kill -TERM "$GATEWAY" && wait "$GATEWAY"
