@@ -78,6 +78,18 @@ daemon_start() {
 	exit 1
 }
 
+# log_has [-E] PATTERN: whether the engine's log ($DLOG) has a matching line
+# within 5 s (the engine writes its log from its own loop: a line about what just
+# happened may land a moment after the client saw it happen)
+log_has() {
+	local i
+	for i in $(seq 100); do
+		grep -q "$@" "$DLOG" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 daemon_alive() {
 	kill -0 "$DPID" 2>/dev/null
 }

@@ -11,7 +11,7 @@ want=$(cut -f3 "$tmp/expect")
 # soft and hard: the engine cannot raise it (the flood shares it, ~250 connections)
 ulimit -n 256
 daemon_start fds --max-clients 1000 --handshake-timeout 1 --log-level debug
-grep -qE "only 256 file descriptors \(ulimit -n\): serving at most [0-9]+ clients, not 1000" "$DLOG" &&
+log_has -E "only 256 file descriptors \(ulimit -n\): serving at most [0-9]+ clients, not 1000" &&
 	ok "the engine fits --max-clients to its fds and says so" ||
 	fail "no line about lowering --max-clients: $(grep -i 'file desc' "$DLOG")"
 
@@ -37,9 +37,9 @@ cat "$tmp/flood.out" | sed 's/^/  flood: /'
 closed=$(sed -n 's/^closed \([0-9]*\) of.*/\1/p' "$tmp/flood.out")
 [ "${closed:-0}" -gt 0 ] && ok "silent connections are closed by the handshake timeout ($closed)" ||
 	fail "no silent connection was closed by the engine"
-grep -q "at the client limit" "$DLOG" && ok "the engine logged that it reached its client limit" ||
+log_has "at the client limit" && ok "the engine logged that it reached its client limit" ||
 	fail "no 'at the client limit' line"
-grep -q "did not finish the handshake within 1.0 s" "$DLOG" && ok "the engine logged the timed-out handshakes" ||
+log_has "did not finish the handshake within 1.0 s" && ok "the engine logged the timed-out handshakes" ||
 	fail "no handshake-timeout line"
 got=
 for i in $(seq 100); do
