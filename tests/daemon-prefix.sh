@@ -97,12 +97,17 @@ for share in no yes; do
 	extra=()
 	[ $share = yes ] && extra=(--share-prefix-cache)
 	daemon_start "iso-$share" --allow-uid $NOBODY "${extra[@]}"
-	mine=$(gen "iso-$share" "$A") theirs=$(gen_as "iso-$share" "$A") theirs2=$(gen_as "iso-$share" "$A")
+	# each call's stderr kept apart: a failure says whose request failed and why
+	mine=$(gen "iso-$share" "$A")
+	cp "$tmp/gen.err" "$tmp/mine.err"
+	theirs=$(gen_as "iso-$share" "$A")
+	cp "$tmp/gen.err" "$tmp/theirs.err"
+	theirs2=$(gen_as "iso-$share" "$A")
 	want_theirs=0
 	[ $share = yes ] && want_theirs=32
 	[ "$mine" = "0 $REF_A" ] && [ "$theirs" = "$want_theirs $REF_A" ] && [ "$theirs2" = "32 $REF_A" ] &&
 		ok "share $share: uid $NOBODY after root: $want_theirs cached tokens; after itself: 32" ||
-		fail "share $share: root '$mine', uid $NOBODY '$theirs' then '$theirs2' ($(cat "$tmp/gen.err"))"
+		fail "share $share: root '$mine' ($(cat "$tmp/mine.err")), uid $NOBODY '$theirs' ($(cat "$tmp/theirs.err")) then '$theirs2' ($(cat "$tmp/gen.err")); engine log: $(tail -n 5 "$DLOG")"
 	daemon_stop "iso-$share"
 done
 finish
