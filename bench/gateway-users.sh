@@ -29,43 +29,13 @@ done
 if [ -z "${GW_USERS_LOCKED:-}" ] && [ -e /work/.bench.lock ]; then
 	GW_USERS_LOCKED=1 exec flock /work/.bench.lock "$0" "$@"
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/allm-gw-users.XXXXXX")
-chmod 700 "$tmp"
-export ALLM_RUNTIME_DIR=$tmp/run
-epid=; gpid=
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2>/dev/null
-	[ -n "$epid" ] && kill -TERM "$epid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$HERE/gateway-common.sh"
+gw_bench_tmp allm-gw-users
 RES=$HERE/results/cpu
 mkdir -p "$RES"
 out=$RES/gateway-users.jsonl
 : >"$out"
 
-start_engine() { # start_engine BUILD
-	"$1/engined/allm-engined" --name gwusers --model "$M" --device cpu --profile "$tmp/profile-$2.json" \
-		>"$tmp/engine.log" 2>&1 &
-	epid=$!
-	for _ in $(seq 1200); do [ -S "$ALLM_RUNTIME_DIR/gwusers.sock" ] && return 0; sleep 0.05; done
-	echo "the engine did not start" >&2
-	tail -n 5 "$tmp/engine.log" >&2
-	exit 1
-}
-start_gateway() { # start_gateway BUILD: sets port
-	"$1/engined/allm-gateway" --engine gwusers --port 0 --max-connections 1024 >"$tmp/gateway.log" 2>&1 &
-	gpid=$!
-	port=
-	for _ in $(seq 400); do
-		port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$tmp/gateway.log" | head -n 1)
-		[ -n "$port" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && return 0
-		sleep 0.05
-	done
-	echo "the gateway did not start" >&2
-	exit 1
-}
 stop() { # stop PID
 	kill -TERM "$1" 2>/dev/null
 	wait "$1" 2>/dev/null || true
@@ -76,9 +46,9 @@ for r in $(seq "$REPS"); do
 		B=${BUILDS[$k]}
 		label=$([ "$k" = 0 ] && echo after || echo before)
 		[ ${#BUILDS[@]} = 1 ] && label=run
-		start_engine "$B" "$k"
+		gw_bench_engine "$B" gwusers "$tmp/profile-$k.json"
 		for s in $SCENARIOS; do
-			start_gateway "$B"
+			gw_bench_gateway "$B" gwusers
 			failed0=$(grep -c "stopped draining" "$tmp/engine.log" || true)
 			res=$(python3 "$HERE/gateway-users.py" "$port" "$s" "$SECONDS_PROBE")
 			hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$gpid/status")

@@ -18,40 +18,12 @@ for b in "$B/engined/allm-engined" "$B/engined/allm-gateway" "$B/tools/allm-benc
 	[ -x "$b" ] || { echo "$b not built" >&2; exit 1; }
 done
 command -v node >/dev/null || { echo "node is needed for the HTTP client" >&2; exit 1; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/allm-gw-bench.XXXXXX")
-export ALLM_RUNTIME_DIR=$tmp/run
-epid=; gpid=
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2>/dev/null
-	[ -n "$epid" ] && kill -TERM "$epid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$HERE/gateway-common.sh"
+gw_bench_tmp allm-gw-bench
 
-# the workload: N requests of 8..24 prompt ids (seeded), T tokens each
-python3 - "$N" "$T" >"$tmp/w.jsonl" <<'PY'
-import json, random, sys
-n, t = int(sys.argv[1]), int(sys.argv[2])
-rng = random.Random(1)
-for _ in range(n):
-    print(json.dumps({"prompt_ids": [1] + [rng.randrange(3, 512) for _ in range(rng.randint(7, 23))],
-                      "max_tokens": t}))
-PY
-
-"$B/engined/allm-engined" --name gwbench --model "$M" --device cpu --profile "$tmp/profile.json" \
-	>"$tmp/engine.log" 2>&1 &
-epid=$!
-for _ in $(seq 600); do [ -S "$ALLM_RUNTIME_DIR/gwbench.sock" ] && break; sleep 0.05; done
-"$B/engined/allm-gateway" --engine gwbench --port 0 --max-connections 1024 >"$tmp/gateway.log" 2>&1 &
-gpid=$!
-port=
-for _ in $(seq 400); do
-	port=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9]*\) .*/\1/p' "$tmp/gateway.log" | head -n 1)
-	[ -n "$port" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && break
-	sleep 0.05
-done
-[ -n "$port" ] || { echo "the gateway did not start" >&2; cat "$tmp/gateway.log" >&2; exit 1; }
+gw_bench_workload "$N" "$T" >"$tmp/w.jsonl"
+gw_bench_engine "$B" gwbench "$tmp/profile.json"
+gw_bench_gateway "$B" gwbench
 
 cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; } # utime + stime, seconds
 TIMEFORMAT='%U %S'
