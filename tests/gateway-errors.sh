@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: every error status of allm-gateway, in OpenAI's JSON shape, as the openai Python SDK and curl see them: 400 (malformed JSON, bad fields), 401 (--api-key), 404 (unknown model, route), 405, 413 (prompt over the context, the engine's KV limit, bodies over the cap with and without Content-Length), 429 (the engine's per-client queue full), 503 (no engine yet, drained, engine restarted under the gateway and killed mid-stream) — and the gateway reconnects each time the engine comes back.
+# Description: every error status of allm-gateway, in OpenAI's JSON shape, as the openai Python SDK and curl see them: 400 (malformed JSON, bad fields), 401 (--api-key), 404 (unknown model, route, the admin cache reset when no admin key is set), 405, 413 (prompt over the context, the engine's KV limit, bodies over the cap with and without Content-Length), 429 (the engine's per-client queue full), 503 (no engine yet, drained, engine restarted under the gateway and killed mid-stream) — and the gateway reconnects each time the engine comes back.
 . "$(dirname "$0")/gateway-common.sh"
 gw_py
 ulimit -n 12000 2>/dev/null
@@ -68,6 +68,11 @@ expect "401 not Bearer" 401 invalid_request_error "$E_URL/v1/models" -H "Authori
 	ok "/health and /metrics need no key (load balancers, Prometheus)" || fail "/health or /metrics want a key"
 expect "404 unknown route" 404 invalid_request_error "$E_URL/v2/completions" "${KEY[@]}" -d "$COMPLETION"
 expect "405 GET on a POST route" 405 invalid_request_error "$E_URL/v1/completions" "${KEY[@]}"
+# the cache reset exists only with --admin-api-key (gateway-prefix tests it there):
+# without it, not even the users' key reaches it
+expect "404 POST /reset_prefix_cache without --admin-api-key" 404 invalid_request_error \
+	"$E_URL/reset_prefix_cache" "${KEY[@]}" -X POST
+grep -q 'admin-api-key' "$tmp/body" && ok "the 404 names --admin-api-key" || fail "the 404 body: $(cat "$tmp/body")"
 head -c 5000 /dev/zero | tr '\0' 'a' >"$tmp/big"
 expect "413 body over --max-body-bytes (Content-Length)" 413 invalid_request_error "$E_URL/v1/completions" \
 	"${KEY[@]}" --data-binary @"$tmp/big"
