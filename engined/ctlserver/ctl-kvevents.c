@@ -269,7 +269,7 @@ static void publish(struct ctl_kvevents *k)
 		allm_pc_announce_all(k->pc);
 		k->snapshot = false;
 		if (k->lost)
-			k->log(k->log_user, 1, "KV events: out of memory for a resync batch; subscribers' view is stale");
+			k->log(k->log_user, ALLM_LOG_WARN, "KV events: out of memory for a resync batch; subscribers' view is stale");
 	}
 	if (!k->n_ev)
 		return;
@@ -332,7 +332,7 @@ static void send_snapshot(struct ctl_kvevents *k, zmq_msg_t *ident, bool delim)
 	encode(k, &e);
 	clear_pending(k);
 	if (k->lost || e.err)
-		k->log(k->log_user, 1, "KV events: out of memory for a replay snapshot");
+		k->log(k->log_user, ALLM_LOG_WARN, "KV events: out of memory for a replay snapshot");
 	else
 		reply(k, ident, delim, k->next_seq - 1, false, e.sb.data, e.sb.size);
 	k->lost = false;
@@ -362,7 +362,7 @@ static void serve_replay(struct ctl_kvevents *k)
 	bool delim = n == 3 && zmq_msg_size(&fr[1]) == 0;
 	zmq_msg_t *seqf = n == 3 && delim ? &fr[2] : n == 2 ? &fr[1] : NULL;
 	if (!seqf || zmq_msg_size(seqf) != 8) {
-		k->log(k->log_user, 3, "KV events: replay request of %d frames ignored (want [seq: 8 bytes])", n);
+		k->log(k->log_user, ALLM_LOG_DEBUG, "KV events: replay request of %d frames ignored (want [seq: 8 bytes])", n);
 		goto out;
 	}
 	const uint8_t *b = zmq_msg_data(seqf);
@@ -410,7 +410,7 @@ static void *bind_tcp(struct ctl_kvevents *k, void *zctx, int type, const char *
 	    zmq_setsockopt(z, ZMQ_IPV6, &ipv6, sizeof(ipv6)) ||
 	    (maxmsg > 0 && zmq_setsockopt(z, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg))) || zmq_bind(z, ep)) {
 		int e = errno;
-		k->log(k->log_user, 0, "KV events: cannot bind %s: %s", ep, zmq_strerror(e));
+		k->log(k->log_user, ALLM_LOG_ERROR, "KV events: cannot bind %s: %s", ep, zmq_strerror(e));
 		zmq_close(z);
 		errno = e;
 		return NULL;
@@ -424,11 +424,11 @@ int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *end
 	char replay_ep[600], err[256];
 	int r = ctl_kvevents_parse_endpoint(endpoint, replay_ep, sizeof(replay_ep), err, sizeof(err));
 	if (r) {
-		log(log_user, 0, "%s", err);
+		log(log_user, ALLM_LOG_ERROR, "%s", err);
 		return r;
 	}
 	if (!pc) {
-		log(log_user, 0, "KV events: the engine has no prefix cache");
+		log(log_user, ALLM_LOG_ERROR, "KV events: the engine has no prefix cache");
 		return -EINVAL;
 	}
 	struct ctl_kvevents *k = calloc(1, sizeof(*k));
@@ -458,7 +458,7 @@ int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *end
 	add_cleared(k);
 	allm_pc_announce_all(pc);
 	publish(k);
-	log(log_user, 2, "KV events on %s (replay %s, topic \"%s\"): they carry prompt token ids, keep them to "
+	log(log_user, ALLM_LOG_INFO, "KV events on %s (replay %s, topic \"%s\"): they carry prompt token ids, keep them to "
 			 "the operators' network",
 	    endpoint, replay_ep, k->topic);
 	*ret = k;

@@ -11,6 +11,7 @@
 #ifndef ALLM_CTL_KVEVENTS_H
 #define ALLM_CTL_KVEVENTS_H
 
+#include "common.h"
 #include "prefix-cache.h"
 
 #include <stdarg.h>
@@ -26,8 +27,8 @@
 
 struct ctl_kvevents;
 
-/* How the host logs (level 0 error .. 3 debug). */
-typedef void (*ctl_kvevents_log_fn)(void *user, int level, const char *fmt, ...);
+/* How the host logs. */
+typedef void (*ctl_kvevents_log_fn)(void *user, enum allm_log_level level, const char *fmt, ...);
 
 /* Checks an endpoint "tcp://HOST:PORT" (PORT 1..65534: the replay socket takes
  * PORT+1) and writes the replay endpoint. 0 or -EINVAL with a reason in err. */

@@ -31,7 +31,7 @@ void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *
 }
 
 /* KV events log through the host too. */
-static void kv_log(void *user, int level, const char *fmt, ...)
+static void kv_log(void *user, enum allm_log_level level, const char *fmt, ...)
 {
 	const struct ctl_server *s = user;
 	va_list ap;
