@@ -87,8 +87,13 @@ gen() { "$ALLM" --name $N generate --prompt-ids "$1" --max-tokens 600 --ignore-e
 gen 1,2,3 a & BG_PIDS+=($!)
 gen 4,5,6 b & BG_PIDS+=($!)
 gen 7,8,9 c & BG_PIDS+=($!)
+# The table and the JSON are read back to back in one poll: each request lives
+# about 0.4 s here (less on a faster machine), so a table read after the JSON
+# checks below could find the waiting ones already run (a CI failure).
 for i in $(seq 100); do
-	C requests --json >"$tmp/rq.json" 2>/dev/null && [ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["requests"]))' "$tmp/rq.json")" = 3 ] && break
+	C requests >"$tmp/rq.txt" 2>&1 && C requests --json >"$tmp/rq.json" 2>/dev/null &&
+		[ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["requests"]))' "$tmp/rq.json")" = 3 ] &&
+		[ "$(grep -c ' waiting ' "$tmp/rq.txt")" -ge 1 ] && break
 	sleep 0.05
 done
 python3 - "$tmp/rq.json" <<'PY' && ok "requests lists the 3 live requests (1 running, 2 waiting)" || fail "requests: $(cat "$tmp/rq.json")"
@@ -100,7 +105,8 @@ assert len(r) == 3 and all(keys <= set(x) for x in r), r
 assert sorted(x["state"] for x in r) == ["running", "waiting", "waiting"], r
 assert all(x["prompt_tokens"] == 3 and x["client"] > 0 for x in r), r
 PY
-C requests | grep -q "waiting" && ok "requests: a readable table" || fail "requests table"
+head -n 1 "$tmp/rq.txt" | grep -q "ID *CLIENT *STATE *PROMPT" && grep -Eq "^ +[0-9]+ +[0-9]+ waiting +3 " "$tmp/rq.txt" &&
+	ok "requests: a readable table" || fail "requests table: $(cat "$tmp/rq.txt")"
 victim=$(python3 -c 'import json,sys; print([x["id"] for x in json.load(open(sys.argv[1]))["requests"] if x["state"]=="waiting"][-1])' "$tmp/rq.json")
 C cancel "$victim" >"$tmp/cancel.out" && grep -q "cancelled request $victim" "$tmp/cancel.out" ||
 	fail "cancel $victim: $(cat "$tmp/cancel.out")"
