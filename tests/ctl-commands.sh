@@ -82,19 +82,18 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 
 # --- requests, cancel -------------------------------------------------------------
 C set max_num_seqs=1 gpu_blocks=400 >/dev/null || fail "set max_num_seqs=1"
-# 600 tokens each, one at a time (max_num_seqs=1): a second or more in flight
-gen() { "$ALLM" --name $N generate --prompt-ids "$1" --max-tokens 600 --ignore-eos --temperature 0 >/dev/null 2>"$tmp/g$2.err"; echo $? >"$tmp/g$2.rc"; }
+# 1000 tokens each (the model's context is 1024), one at a time (max_num_seqs=1):
+# about 0.7 s each here, so all three are live for the first one's run
+gen() { "$ALLM" --name $N generate --prompt-ids "$1" --max-tokens 1000 --ignore-eos --temperature 0 >/dev/null 2>"$tmp/g$2.err"; echo $? >"$tmp/g$2.rc"; }
 gen 1,2,3 a & BG_PIDS+=($!)
 gen 4,5,6 b & BG_PIDS+=($!)
 gen 7,8,9 c & BG_PIDS+=($!)
-# The table and the JSON are read back to back in one poll: each request lives
-# about 0.4 s here (less on a faster machine), so a table read after the JSON
-# checks below could find the waiting ones already run (a CI failure).
-for i in $(seq 100); do
-	C requests >"$tmp/rq.txt" 2>&1 && C requests --json >"$tmp/rq.json" 2>/dev/null &&
-		[ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["requests"]))' "$tmp/rq.json")" = 3 ] &&
-		[ "$(grep -c ' waiting ' "$tmp/rq.txt")" -ge 1 ] && break
-	sleep 0.05
+# The table and the JSON are read back to back in one cheap poll (no python): a
+# table read after the JSON checks below once found the waiting ones already run.
+for i in $(seq 200); do
+	C requests >"$tmp/rq.txt" 2>&1 && [ "$(grep -c ' waiting ' "$tmp/rq.txt")" = 2 ] &&
+		C requests --json >"$tmp/rq.json" 2>/dev/null && [ "$(grep -c '"state": "waiting"' "$tmp/rq.json")" = 2 ] && break
+	sleep 0.02
 done
 python3 - "$tmp/rq.json" <<'PY' && ok "requests lists the 3 live requests (1 running, 2 waiting)" || fail "requests: $(cat "$tmp/rq.json")"
 import json, sys
@@ -132,7 +131,7 @@ BG_PIDS=()
 cancelled=0 finished=0
 for k in a b c; do
 	if grep -q "(cancelled)" "$tmp/g$k.err"; then cancelled=$((cancelled + 1)); fi
-	if grep -q "600 generated tokens (length)" "$tmp/g$k.err" && [ "$(cat "$tmp/g$k.rc")" = 0 ]; then finished=$((finished + 1)); fi
+	if grep -q "1000 generated tokens (length)" "$tmp/g$k.err" && [ "$(cat "$tmp/g$k.rc")" = 0 ]; then finished=$((finished + 1)); fi
 done
 [ $cancelled = 1 ] && ok "the cancelled request's client got a cancelled FINAL" || fail "cancelled FINALs: $cancelled"
 [ $finished = 2 ] && ok "the 2 other requests finished normally (during the drain: $left)" ||

@@ -55,6 +55,14 @@ for i in "${!pids[@]}"; do
 done
 [ $bad -eq 0 ] && ok "all 140 requests (100 before the switch, 40 after) completed with exactly the undisturbed ids" ||
 	fail "$bad clients saw a wrong, failed or cancelled request"
+# every preemption is published as one decision: wait until the watcher has read
+# as many as status counts (a starved watcher lagged the 0.3 s once given here)
+C status --json >"$tmp/s.json"
+npre=$(( $(ctl_json "$tmp/s.json" preemptions.swap) + $(ctl_json "$tmp/s.json" preemptions.recompute) ))
+for i in $(seq 200); do
+	[ "$(grep -c '^decision .*"measured":false' "$tmp/w.out")" -ge "$npre" ] && break
+	sleep 0.05
+done
 sleep 0.3 # the last stats
 kill -INT $WP
 wait $WP

@@ -73,8 +73,10 @@ wait_servers() { # WANT TIMEOUT_S
 wait_servers "e1=UP e2=UP e3=UP" 20 && ok "HAProxy sees three engines UP across the namespaces" ||
 	{ fail "servers: $(servers); $(tail -n 5 "$tmp/haproxy.log")"; finish; }
 
-# --dummy small: real shapes, slow enough (~500 tokens/s a stream) that a stream is
-# still running in the engine when it is killed; prompts are token ids (no tokenizer)
+# --dummy small: real shapes, ~500 tokens/s a stream, so a 300-token stream lasts
+# about 0.6 s and one seen in flight is still running 0.3 s later when the engine is
+# killed (100 tokens, 0.2 s, once left none on a fast engine); prompts are token ids
+# (no tokenizer)
 LOAD=("$PY" "$ROOT/tools/allm-load.py" --url http://127.0.0.1:8000 --json)
 # busy SERVER: waits (10 s at most) until HAProxy has requests in flight on it
 busy() {
@@ -102,8 +104,8 @@ check multiturn "$tmp/multi.jsonl" || fails=$((fails + 1))
 
 phase kill
 # --- an engine killed mid-run: its streams fail, nothing else; then it rejoins ---
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 72 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 100 --concurrency 6 --seed 2 --records "$tmp/kill.jsonl" >"$tmp/kill.json" 2>"$tmp/load.err" &
+in_ns lb "${LOAD[@]}" --workload shared-prefix -n 48 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
+	--max-output 300 --concurrency 6 --seed 2 --records "$tmp/kill.jsonl" >"$tmp/kill.json" 2>"$tmp/load.err" &
 LP=$!
 BG_PIDS+=($LP)
 busy e1 || fail "no request reached e1"
