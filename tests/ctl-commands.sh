@@ -95,6 +95,10 @@ for i in $(seq 200); do
 		C requests --json >"$tmp/rq.json" 2>/dev/null && [ "$(grep -c '"state": "waiting"' "$tmp/rq.json")" = 2 ] && break
 	sleep 0.02
 done
+# the last waiting one is cancelled at once, before the checks take their time
+victim=$(awk '$3 == "waiting" { id = $1 } END { print id }' "$tmp/rq.txt")
+C cancel "$victim" >"$tmp/cancel.out" 2>&1 && grep -q "cancelled request $victim" "$tmp/cancel.out" ||
+	fail "cancel $victim: $(cat "$tmp/cancel.out")"
 python3 - "$tmp/rq.json" <<'PY' && ok "requests lists the 3 live requests (1 running, 2 waiting)" || fail "requests: $(cat "$tmp/rq.json")"
 import json, sys
 r = json.load(open(sys.argv[1]))["requests"]
@@ -106,9 +110,6 @@ assert all(x["prompt_tokens"] == 3 and x["client"] > 0 for x in r), r
 PY
 head -n 1 "$tmp/rq.txt" | grep -q "ID *CLIENT *STATE *PROMPT" && grep -Eq "^ +[0-9]+ +[0-9]+ waiting +3 " "$tmp/rq.txt" &&
 	ok "requests: a readable table" || fail "requests table: $(cat "$tmp/rq.txt")"
-victim=$(python3 -c 'import json,sys; print([x["id"] for x in json.load(open(sys.argv[1]))["requests"] if x["state"]=="waiting"][-1])' "$tmp/rq.json")
-C cancel "$victim" >"$tmp/cancel.out" && grep -q "cancelled request $victim" "$tmp/cancel.out" ||
-	fail "cancel $victim: $(cat "$tmp/cancel.out")"
 C cancel 987654 2>"$tmp/c2.err"; rc=$?
 [ $rc = 1 ] && grep -q "no request 987654" "$tmp/c2.err" && ok "cancel of an unknown id: exit 1, 'no request'" ||
 	fail "cancel unknown: exit $rc $(cat "$tmp/c2.err")"
@@ -153,16 +154,21 @@ z=$(for k in requests.finished tokens.generated tokens.prompt preemptions.swap t
 [ "$z" = "0 0 0 0 None None " ] && ok "reset-stats zeroes counters and latency windows" || fail "after reset-stats: $z"
 
 # --- calibrate --------------------------------------------------------------------
-"$ALLM" --name $N generate --prompt-ids 1,2,3 --max-tokens 1000 --ignore-eos >/dev/null 2>&1 & BG_PIDS+=($!)
-for i in $(seq 100); do
-	[ "$(C status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["queues"]["running"])')" = 1 ] && break
-	sleep 0.05
+# three requests one at a time (max_num_seqs=1): busy for about 2 s, not the 0.7 s
+# of one that a slow allmctl start could miss
+for k in 1 2 3; do
+	"$ALLM" --name $N generate --prompt-ids 1,2,$k --max-tokens 1000 --ignore-eos >/dev/null 2>&1 & BG_PIDS+=($!)
+done
+for i in $(seq 200); do
+	C requests >"$tmp/busy.txt" 2>/dev/null && [ "$(grep -c ' waiting ' "$tmp/busy.txt")" = 2 ] && break
+	sleep 0.02
 done
 C calibrate 2>"$tmp/cal.err" >/dev/null; rc=$?
-[ $rc = 1 ] && grep -q "engine busy: 1 requests in flight (drain first)" "$tmp/cal.err" &&
+[ $rc = 1 ] && grep -Eq "engine busy: [1-3] requests in flight \(drain first\)" "$tmp/cal.err" &&
 	ok "calibrate on a busy engine: refused" || fail "calibrate busy: exit $rc $(cat "$tmp/cal.err")"
-busy=$(C requests --json | python3 -c 'import json,sys; print(*[r["id"] for r in json.load(sys.stdin)["requests"]])')
-[ -n "$busy" ] && C cancel $busy >/dev/null 2>&1 # it may have finished meanwhile
+for id in $(C requests --json | python3 -c 'import json,sys; print(*[r["id"] for r in json.load(sys.stdin)["requests"]])'); do
+	C cancel "$id" >/dev/null 2>&1 # it may have finished meanwhile
+done
 # a small grid: calibration times prefills up to max_num_batched_tokens
 C set max_num_batched_tokens=64 >/dev/null || fail "set max_num_batched_tokens=64"
 wait "${BG_PIDS[@]}" 2>/dev/null

@@ -12,11 +12,12 @@ TIER=(--gpu-blocks 24 --cpu-blocks 0 --admit-lookahead 0 --preempt swap --disk-s
 
 expected_ids 24 0 "${PROMPTS[@]}" >"$tmp/expect" || exit 1
 
-# run_clients NAME N: N load clients at once; returns how many failed
+# run_clients NAME N: N load clients at once, 3 requests in flight each (so the
+# pressure does not hang on the clients' timing); returns how many failed
 run_clients() {
 	local name=$1 n=$2 k pids=() bad=0
 	for k in $(seq 0 $((n - 1))); do
-		"$LOAD" --name "$name" --expect "$tmp/expect" --client "$k" --requests 12 \
+		"$LOAD" --name "$name" --expect "$tmp/expect" --client "$k" --requests 12 --inflight 3 \
 			--max-tokens 24 >"$tmp/$name-c$k.out" 2>"$tmp/$name-c$k.err" &
 		pids+=($!)
 	done

@@ -124,21 +124,26 @@ async def flood():
         (ok if err.get("type") == "rate_limit_exceeded" and re.search("in flight", err.get("message", "")) and
          re.search(r"\r\nRetry-After: 1\r\n", head, re.I) else fail)(
             "429 with Retry-After and an OpenAI error body: %s" % b)
-        # the SDK sees the same while the queue stays full (a request that slips into a
-        # slot freed meanwhile is accepted: it times out here and is tried again)
-        c = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=0.8)
-        seen = None
-        for _ in range(10):
-            try:
-                await c.completions.create(model="dummy:small", prompt=[1, 2, 3], max_tokens=2)
-            except openai.RateLimitError as e:
-                seen = e
+        # the SDK sees the same while the queue stays full. A slot the engine freed
+        # meanwhile takes the SDK's request in: that one is left waiting (it holds
+        # the slot, so the next try meets the cap) instead of timing out and giving
+        # the slot back, which a starved client once did for all ten of its tries.
+        c = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
+        seen, held = None, []
+        for _ in range(60):
+            t = asyncio.create_task(c.completions.create(model="dummy:small", prompt=[1, 2, 3], max_tokens=2))
+            held.append(t)
+            await asyncio.wait({t}, timeout=0.5)
+            seen = next((x.exception() for x in held if x.done() and not x.cancelled() and
+                         isinstance(x.exception(), openai.RateLimitError)), None)
+            if seen:
                 break
-            except openai.APIError:
-                pass
+        for t in held:
+            t.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
         (ok if seen and seen.status_code == 429 and seen.body.get("type") == "rate_limit_exceeded" else fail)(
-            "429 through the openai SDK: %s" % ("%s %d (%s)" % (type(seen).__name__, seen.status_code,
-                                                              seen.body.get("message")) if seen else "never"))
+            "429 through the openai SDK: %s" % ("%s %d (%s), %d tries" % (
+                type(seen).__name__, seen.status_code, seen.body.get("message"), len(held)) if seen else "never"))
     # the others wait (or, the few the engine finished meanwhile, are answered 200)
     other = {k: v for k, v in statuses.items() if k not in ("429", "200")}
     (ok if not other else fail)("no other answers while the rest wait (%s)" % json.dumps(other))

@@ -213,8 +213,11 @@ def test_async_generate_cancelled_task_cancels_in_engine():
                 task = asyncio.ensure_future(ac.generate(PROMPT, max_tokens=400, temperature=0, ignore_eos=True))
                 await asyncio.sleep(0.005)  # under way (400 tokens take tens of ms)
                 task.cancel()
-                with pytest.raises(asyncio.CancelledError):
+                try:
                     await task
+                    continue  # it finished before the cancel (a fast engine, a starved client): again
+                except asyncio.CancelledError:
+                    pass
                 await asyncio.get_running_loop().run_in_executor(None, wait_idle)
                 if metric("vllm:request_success_total", finished_reason="abort") > aborts:
                     return True
