@@ -78,11 +78,13 @@ wait_servers "e1=UP e2=UP e3=UP" 20 && ok "HAProxy sees three engines UP across 
 # killed (100 tokens, 0.2 s, once left none on a fast engine); prompts are token ids
 # (no tokenizer)
 LOAD=("$PY" "$ROOT/tools/allm-load.py" --url http://127.0.0.1:8000 --json)
-# busy SERVER: waits (10 s at most) until HAProxy has requests in flight on it
+# busy SERVER: waits (10 s at most) until HAProxy has a request in flight on it (one
+# is enough: its 300-token stream outlasts the next step; waiting for two once
+# missed e2's share of a load whose client was starved of CPU)
 busy() {
 	local i
 	for i in $(seq 200); do
-		[ "$(in_ns lb curl -s 'http://127.0.0.1:8404/stats;csv' | awk -F, -v s="$1" '$1 == "engines" && $2 == s { print $5 }')" -gt 1 ] 2>/dev/null && return 0
+		[ "$(in_ns lb curl -s 'http://127.0.0.1:8404/stats;csv' | awk -F, -v s="$1" '$1 == "engines" && $2 == s { print $5 }')" -gt 0 ] 2>/dev/null && return 0
 		sleep 0.05
 	done
 	return 1
