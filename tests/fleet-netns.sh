@@ -74,18 +74,18 @@ wait_servers "e1=UP e2=UP e3=UP" 20 && ok "HAProxy sees three engines UP across 
 	{ fail "servers: $(servers); $(tail -n 5 "$tmp/haproxy.log")"; finish; }
 
 # --dummy small: real shapes, ~500 tokens/s a stream, so a 300-token stream lasts
-# about 0.6 s and one seen in flight is still running 0.3 s later when the engine is
-# killed (100 tokens, 0.2 s, once left none on a fast engine); prompts are token ids
-# (no tokenizer)
+# about 0.6 s; prompts are token ids (no tokenizer)
 LOAD=("$PY" "$ROOT/tools/allm-load.py" --url http://127.0.0.1:8000 --json)
-# busy SERVER: waits (10 s at most) until HAProxy has a request in flight on it (one
-# is enough: its 300-token stream outlasts the next step; waiting for two once
-# missed e2's share of a load whose client was starved of CPU)
-busy() {
+# streaming I: waits (10 s at most) until engine I runs a stream that has sent some
+# of its 300 tokens (so the gateway has answered its headers) and has most of them
+# still to come, so the kill or drain that follows lands mid-stream. HAProxy's count
+# of sessions, used before, once saw e2 busy when its only stream was about to end.
+streaming() {
 	local i
-	for i in $(seq 200); do
-		[ "$(in_ns lb curl -s 'http://127.0.0.1:8404/stats;csv' | awk -F, -v s="$1" '$1 == "engines" && $2 == s { print $5 }')" -gt 0 ] 2>/dev/null && return 0
-		sleep 0.05
+	for i in $(seq 500); do
+		ALLM_RUNTIME_DIR="$tmp/h$1" "$CTL" --name e requests 2>/dev/null |
+			awk '$3 == "running" && $5 >= 8 && $5 < 150 { f = 1 } END { exit !f }' && return 0
+		sleep 0.02
 	done
 	return 1
 }
@@ -110,8 +110,7 @@ in_ns lb "${LOAD[@]}" --workload shared-prefix -n 48 --prefixes 12 --prefix-toke
 	--max-output 300 --concurrency 6 --seed 2 --records "$tmp/kill.jsonl" >"$tmp/kill.json" 2>"$tmp/load.err" &
 LP=$!
 BG_PIDS+=($LP)
-busy e1 || fail "no request reached e1"
-sleep 0.3
+streaming 1 || fail "no stream under way on e1"
 t_kill=$(date +%s.%N)
 kill -9 "${EPID[1]}"
 # new requests after the kill, on the same prefixes (seed 2), some of them e1's: they go
@@ -134,13 +133,13 @@ check rejoin "$tmp/rejoin.jsonl" || fails=$((fails + 1))
 
 phase drain
 # --- a drained engine: its streams finish, nothing fails, nothing new goes to it ---
-# streams of 300 tokens (~0.6 s, more on a busy host): those HAProxy counts on e2 are
-# still running when allmctl drain lands a few ms later (100-token ones could end first)
+# streams of 300 tokens (~0.6 s, more on a busy host): the one seen under way on e2 is
+# still running when allmctl drain lands a few ms later
 in_ns lb "${LOAD[@]}" --workload shared-prefix -n 60 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
 	--max-output 300 --concurrency 6 --seed 4 --records "$tmp/drain.jsonl" >"$tmp/drain.json" 2>"$tmp/load.err" &
 LP=$!
 BG_PIDS+=($LP)
-busy e2 || fail "no request reached e2"
+streaming 2 || fail "no stream under way on e2"
 t_drain=$(date +%s.%N)
 in_ns h2 env ALLM_RUNTIME_DIR="$tmp/h2" "$CTL" --name e drain >/dev/null || fail "allmctl drain"
 # allmctl drain has returned: e2's streams are done; new requests on the same prefixes

@@ -121,10 +121,15 @@ gw_up "$GW_URL" || exit 1
 python3 - "$GW_PORT" <<'PY' >"$tmp/cap.out" 2>&1
 import http.client, json, sys, threading
 port, res = int(sys.argv[1]), []
+# all ten sent at once and each long enough (4 x 128 tokens) to overlap the next: with
+# 16 tokens a client starved of CPU once sent them one after another, under the cap
+go = threading.Barrier(10)
 def one(i):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("POST", "/v1/completions", json.dumps({"prompt": "Once upon a time", "n": 4, "max_tokens": 16,
-                                                     "seed": i}), {"Content-Type": "application/json"})
+    go.wait()
+    c.request("POST", "/v1/completions", json.dumps({"prompt": "Once upon a time", "n": 4, "max_tokens": 128,
+                                                     "ignore_eos": True, "seed": i}),
+              {"Content-Type": "application/json"})
     r = c.getresponse()
     res.append((r.status, r.read()))
 ths = [threading.Thread(target=one, args=(i,)) for i in range(10)]
