@@ -25,8 +25,14 @@ for k in 0 1 2 3; do
 	pids+=($!)
 	BG_PIDS+=($!)
 done
-for i in $(seq 400); do grep -q streaming "$tmp/c0.out" && break; sleep 0.025; done
-# 30 blocks of 16 tokens: about three of the 20 requests in flight fit
+# 30 blocks of 16 tokens: about three of the 20 requests in flight fit. The shrink
+# lands once the running requests hold well over 30 device blocks (the GPU column of
+# allmctl requests), so it must preempt: set on first streaming, a fast engine beside a
+# slow client once had too little in flight by then and made no swap at all.
+for i in $(seq 400); do
+	C requests 2>/dev/null | awk 'NR > 1 { b += $8 } END { exit !(b > 45) }' && break
+	sleep 0.02
+done
 C set gpu_blocks=30 >"$tmp/set1.out" || fail "set gpu_blocks=30 mid-run: exit $?"
 for i in $(seq 400); do grep -q '^decision .*"choice":"swap"' "$tmp/w.out" && break; sleep 0.05; done
 grep -q '^decision .*"choice":"swap"' "$tmp/w.out" && ok "lowering gpu_blocks mid-run: swap decisions in telemetry" ||
@@ -47,7 +53,10 @@ for k in 0 1 2 3; do
 done
 # fair admission fits the second wave into 30 blocks without evicting anyone;
 # a shrink under it, to room for about one request, preempts at once
-for i in $(seq 400); do grep -q streaming "$tmp/d0.out" && break; sleep 0.025; done
+for i in $(seq 400); do
+	C requests 2>/dev/null | awk 'NR > 1 { b += $8 } END { exit !(b > 16) }' && break
+	sleep 0.02
+done
 C set gpu_blocks=12 >/dev/null || fail "set gpu_blocks=12 mid-run"
 bad=0
 for i in "${!pids[@]}"; do
