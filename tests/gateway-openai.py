@@ -234,32 +234,35 @@ def await_aborts(before, want):
     return after, aborts
 
 
-before = scrape()
-got = 0
-# the SDK's way to cancel: leave the stream's context, which closes the HTTP response
-with create(model=model, prompt=PROMPT, max_tokens=500, temperature=0, stream=True,
-            extra_body={"ignore_eos": True}) as cs:
-    for ch in cs:
-        got += 1
-        if got == 3:
+def broken_stream(n, chunks):
+    """Streams n choices of 500 tokens and leaves the stream's context (the SDK's way to
+    cancel: it closes the HTTP response) after `chunks` chunks; then waits for the
+    engine's aborts. A stream the engine finished before the hang-up reached it (500
+    tokens of stories260K take 60-80 ms here, less on a faster machine, and a starved
+    client once read its three chunks later than that) is tried again, up to 8 times.
+    Returns (chunks read, response closed, aborts, tokens made) of the last try."""
+    for _ in range(8):
+        before, got = scrape(), 0
+        with create(model=model, prompt=PROMPT, max_tokens=500, temperature=0, stream=True, n=n,
+                    extra_body={"ignore_eos": True}) as cs:
+            for ch in cs:
+                got += 1
+                if got == chunks:
+                    break
+        after, aborts = await_aborts(before, n)
+        made = value(after, "vllm:generation_tokens_total") - value(before, "vllm:generation_tokens_total")
+        if aborts or made < 500 * n:
             break
-check(got == 3 and cs.response.is_closed, "the client broke off its stream after %d chunks" % got)
-after, abort_delta = await_aborts(before, 1)
-gen_delta = value(after, "vllm:generation_tokens_total") - value(before, "vllm:generation_tokens_total")
+    return got, cs.response.is_closed, aborts, made
+
+
+got, closed, abort_delta, gen_delta = broken_stream(1, 3)
+check(got == 3 and closed, "the client broke off its stream after %d chunks" % got)
 check(abort_delta == 1, 'the engine cancelled it (request_success_total{finished_reason="abort"} +%g)' % abort_delta)
 check(gen_delta < 500, "and stopped generating: %g of 500 tokens made" % gen_delta)
 
 # n 2, streamed and broken off: the engine cancels both choices
-before2 = scrape()
-got2 = 0
-with create(model=model, prompt=PROMPT, max_tokens=500, temperature=0, stream=True, n=2,
-            extra_body={"ignore_eos": True}) as cs2:
-    for ch in cs2:
-        got2 += 1
-        if got2 == 4:
-            break
-after2, abort2 = await_aborts(before2, 2)
-gen2 = value(after2, "vllm:generation_tokens_total") - value(before2, "vllm:generation_tokens_total")
+got2, _, abort2, gen2 = broken_stream(2, 4)
 check(abort2 == 2 and gen2 < 1000, "n 2 broken off: both choices cancelled (+%g aborts, %g of 1000 tokens made)"
       % (abort2, gen2))
 
