@@ -9,30 +9,26 @@ class AllmError(Exception):
     """Base of every error this package raises about the engine or a request."""
 
 
-class ConnectError(AllmError, ConnectionError):
+class _LibraryError(AllmError):
+    """An error of the client library itself: its errno and its message, shown as is."""
+
+    def __init__(self, errno: int, message: str):
+        super().__init__(errno, message)
+        self.errno = errno
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConnectError(_LibraryError, ConnectionError):
     """No engine could be reached (or it refused us); the message is the library's
     ("cannot connect to /run/.../default.sock: No such file or directory")."""
 
-    def __init__(self, errno: int, message: str):
-        super().__init__(errno, message)
-        self.errno = errno
-        self.message = message
 
-    def __str__(self) -> str:
-        return self.message
-
-
-class EngineGoneError(AllmError, ConnectionError):
+class EngineGoneError(_LibraryError, ConnectionError):
     """The engine went away (its lease socket hung up) or broke the protocol; the
     client is dead: make a new one."""
-
-    def __init__(self, errno: int, message: str):
-        super().__init__(errno, message)
-        self.errno = errno
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class RequestError(AllmError):
