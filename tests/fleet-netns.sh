@@ -93,6 +93,13 @@ check() { "$PY" "$(dirname "$0")/fleet-netns.py" "$@"; }
 SECONDS=0
 phase() { echo "--- $* (at ${SECONDS} s)"; }
 t0() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['t0'])" "$1"; }
+# shared NAME N MAX-OUTPUT CONCURRENCY SEED: the kill and drain phases' load, 12 prefixes
+# of 30 tokens (the same seed, the same prefixes); records in $tmp/NAME.jsonl, the
+# summary in $tmp/NAME.json, errors in $tmp/NAME.err
+shared() {
+	in_ns lb "${LOAD[@]}" --workload shared-prefix -n "$2" --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
+		--max-output "$3" --concurrency "$4" --seed "$5" --records "$tmp/$1.jsonl" >"$tmp/$1.json" 2>"$tmp/$1.err"
+}
 
 # --- workloads: shared prefixes stay on one engine each; conversations keep theirs ---
 in_ns lb "${LOAD[@]}" --workload shared-prefix -n 48 --prefixes 6 --prefix-tokens 40 --suffix-tokens 6 \
@@ -106,8 +113,7 @@ check multiturn "$tmp/multi.jsonl" || fails=$((fails + 1))
 
 phase kill
 # --- an engine killed mid-run: its streams fail, nothing else; then it rejoins ---
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 48 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 300 --concurrency 6 --seed 2 --records "$tmp/kill.jsonl" >"$tmp/kill.json" 2>"$tmp/load.err" &
+shared kill 48 300 6 2 &
 LP=$!
 BG_PIDS+=($LP)
 streaming 1 || fail "no stream under way on e1"
@@ -116,27 +122,22 @@ kill -9 "${EPID[1]}"
 # new requests after the kill, on the same prefixes (seed 2), some of them e1's: they go
 # to the others whatever the timing (the running load covers the first moments: its
 # requests that met e1's 503 "no engine" were retried elsewhere, or the kill check fails)
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 24 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 4 --concurrency 4 --seed 2 --records "$tmp/after.jsonl" >"$tmp/after.json" 2>"$tmp/load2.err" ||
-	fail "load right after the kill: $(tail -n 3 "$tmp/load2.err")"
-wait "$LP" || fail "load during the kill: $(tail -n 3 "$tmp/load.err")"
+shared after 24 4 4 2 || fail "load right after the kill: $(tail -n 3 "$tmp/after.err")"
+wait "$LP" || fail "load during the kill: $(tail -n 3 "$tmp/kill.err")"
 check kill "$tmp/kill.jsonl" "$(t0 "$tmp/kill.json")" "$t_kill" || fails=$((fails + 1))
 check elsewhere "$tmp/after.jsonl" "$tmp/kill.jsonl" e1 || fails=$((fails + 1))
 wait_servers "e1=DOWN e2=UP e3=UP" 5 && ok "HAProxy took e1 out: $(servers)" || fail "after the kill: $(servers)"
 start_engine 1
 wait_servers "e1=UP e2=UP e3=UP" 15 && ok "e1's engine restarted: its gateway reconnected and HAProxy has it UP" ||
 	fail "rejoin: $(servers); $(tail -n 3 "$tmp/gateway-h1.log")"
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 30 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 4 --concurrency 4 --seed 3 --records "$tmp/rejoin.jsonl" >"$tmp/rejoin.json" 2>"$tmp/load.err" ||
-	fail "load after the rejoin: $(tail -n 3 "$tmp/load.err")"
+shared rejoin 30 4 4 3 || fail "load after the rejoin: $(tail -n 3 "$tmp/rejoin.err")"
 check rejoin "$tmp/rejoin.jsonl" || fails=$((fails + 1))
 
 phase drain
 # --- a drained engine: its streams finish, nothing fails, nothing new goes to it ---
 # streams of 300 tokens (~0.6 s, more on a busy host): the one seen under way on e2 is
 # still running when allmctl drain lands a few ms later
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 60 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 300 --concurrency 6 --seed 4 --records "$tmp/drain.jsonl" >"$tmp/drain.json" 2>"$tmp/load.err" &
+shared drain 60 300 6 4 &
 LP=$!
 BG_PIDS+=($LP)
 streaming 2 || fail "no stream under way on e2"
@@ -144,10 +145,8 @@ t_drain=$(date +%s.%N)
 in_ns h2 env ALLM_RUNTIME_DIR="$tmp/h2" "$CTL" --name e drain >/dev/null || fail "allmctl drain"
 # allmctl drain has returned: e2's streams are done; new requests on the same prefixes
 # (seed 4), some of them e2's, go to the others whatever the timing
-in_ns lb "${LOAD[@]}" --workload shared-prefix -n 24 --prefixes 12 --prefix-tokens 30 --suffix-tokens 6 \
-	--max-output 4 --concurrency 4 --seed 4 --records "$tmp/after2.jsonl" >"$tmp/after2.json" 2>"$tmp/load2.err" ||
-	fail "load right after the drain: $(tail -n 3 "$tmp/load2.err")"
-wait "$LP" || fail "load during the drain: $(tail -n 3 "$tmp/load.err")"
+shared after2 24 4 4 4 || fail "load right after the drain: $(tail -n 3 "$tmp/after2.err")"
+wait "$LP" || fail "load during the drain: $(tail -n 3 "$tmp/drain.err")"
 check drain "$tmp/drain.jsonl" "$(t0 "$tmp/drain.json")" "$t_drain" || fails=$((fails + 1))
 check elsewhere "$tmp/after2.jsonl" "$tmp/drain.jsonl" e2 || fails=$((fails + 1))
 wait_servers "e1=UP e2=DOWN e3=UP" 5 && ok "HAProxy has the drained e2 DOWN" || fail "after the drain: $(servers)"
