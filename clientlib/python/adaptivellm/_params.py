@@ -97,12 +97,7 @@ class Param:
                 raise TypeError(f"{self.name} must be True or False, not {value!r}")
             return bool(value)
         if self.type in _INT_LIMITS or self.plus_one:
-            if isinstance(value, bool):
-                raise TypeError(f"{self.name} must be an integer, not {value!r}")
-            try:
-                v = operator.index(value)
-            except TypeError:
-                raise TypeError(f"{self.name} must be an integer, not {type(value).__name__}") from None
+            v = _integer(self.name, value)
             stored = v + 1 if self.plus_one else v
         else:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -160,17 +155,22 @@ class Request:
     logprobs: bool  # whether tokens carry log-probabilities
 
 
+def _integer(label: str, x: Any) -> int:
+    """x as an int (anything with __index__: numpy integers too), never a bool."""
+    if isinstance(x, bool):
+        raise TypeError(f"{label} must be an integer, not {x!r}")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{label} must be an integer, not {type(x).__name__}") from None
+
+
 def _ids(name: str, ids: Any, limit: Optional[int]) -> tuple:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
         raise TypeError(f"{name} must be a sequence of token ids, not {type(ids).__name__}")
     out = []
     for i, x in enumerate(ids):
-        if isinstance(x, bool):
-            raise TypeError(f"{name}[{i}] must be an integer, not {x!r}")
-        try:
-            x = operator.index(x)
-        except TypeError:
-            raise TypeError(f"{name}[{i}] must be an integer, not {type(x).__name__}") from None
+        x = _integer(f"{name}[{i}]", x)
         if not 0 <= x <= 2**31 - 1:
             raise ParameterError(f"{name}[{i}]", x, "a token id in 0..2147483647")
         out.append(x)
