@@ -27,7 +27,7 @@ for mode in memfd posix; do
 	got=$(gen 1 "au-$mode")
 	[ -z "$got" ] && grep -q "permission denied: uid not allowed" "$tmp/gen.err" &&
 		ok "$mode: uid 1 is refused: $(cat "$tmp/gen.err")" || fail "$mode: uid 1: '$got' $(cat "$tmp/gen.err")"
-	grep -q "uid 1 is not allowed (--allow-uid)" "$DLOG" && ok "$mode: the engine logged the refusal" ||
+	log_has "uid 1 is not allowed (--allow-uid)" && ok "$mode: the engine logged the refusal" ||
 		fail "$mode: no refusal line in the log"
 	if [ $mode = memfd ]; then
 		as $NOBODY ls "$ALLM_RUNTIME_DIR" >/dev/null 2>&1 && fail "uid $NOBODY can list the runtime directory" ||

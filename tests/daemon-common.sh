@@ -78,16 +78,23 @@ daemon_start() {
 	exit 1
 }
 
-# log_has [-E] PATTERN: whether the engine's log ($DLOG) has a matching line
-# within 5 s (the engine writes its log from its own loop: a line about what just
-# happened may land a moment after the client saw it happen)
-log_has() {
-	local i
+# file_has FILE [-E] PATTERN: whether a server's log FILE has a matching line
+# within 5 s (engine and gateway write their logs from their own loops: a line about
+# what just happened, or about start-up, may land a moment after a client or the
+# listening socket saw it happen)
+file_has() {
+	local file=$1 i
+	shift
 	for i in $(seq 100); do
-		grep -q "$@" "$DLOG" && return 0
+		grep -q "$@" "$file" && return 0
 		sleep 0.05
 	done
 	return 1
+}
+
+# log_has [-E] PATTERN: file_has on the engine's log ($DLOG)
+log_has() {
+	file_has "$DLOG" "$@"
 }
 
 daemon_alive() {

@@ -30,7 +30,7 @@ st() { "$CTL" --name "$1" status --json | python3 -c "import json,sys; d=json.lo
 
 # --- the tier under load, a shrink mid-run ---------------------------------------
 daemon_start disk "${TIER[@]}"
-grep -q "disk KV tier: .* in $KV" "$DLOG" && ok "the log says how the disk tier was opened" ||
+log_has "disk KV tier: .* in $KV" && ok "the log says how the disk tier was opened" ||
 	fail "no disk tier line: $(head -n 5 "$DLOG")"
 ls -l /proc/$DPID/fd 2>/dev/null | grep -q "$KV/.*(deleted)" &&
 	ok "the KV file is open with no name in $KV" || fail "no unnamed file of $KV in /proc/$DPID/fd"
@@ -58,7 +58,7 @@ rm -f "$ALLM_RUNTIME_DIR"/disk.*
 ALLM_KV_DISK_FAULT=eio-read=1+ daemon_start fault "${TIER[@]}"
 run_clients fault 8 && ok "an injected disk read error: all ids still match" ||
 	fail "injected read error: $? clients failed"
-grep -q "warn: request [0-9]*: disk read failed (.*): recomputing instead" "$DLOG" &&
+log_has "warn: request [0-9]*: disk read failed (.*): recomputing instead" &&
 	ok "the failed read was logged and recomputed" ||
 	fail "no 'disk read failed' line: $(grep -i disk "$DLOG" | tail -n 3)"
 daemon_stop "disk fault"

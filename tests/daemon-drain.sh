@@ -46,7 +46,7 @@ run_mode() {
 	BG_PIDS=()
 	[ $bad -eq 0 ] && ok "$mode: all 16 in-flight requests finished normally with their exact ids" ||
 		fail "$mode: $bad clients saw a request cancelled, failed or wrong"
-	grep -q "finishing those in flight" "$DLOG" && ok "$mode: the engine logged the drain" ||
+	log_has "finishing those in flight" && ok "$mode: the engine logged the drain" ||
 		fail "$mode: no drain line in the log"
 	daemon_stop "$mode" # already signalled: waits for the exit and checks it
 }

@@ -37,7 +37,7 @@ grep -qx "disconnected" "$tmp/posix.out" && ok "--shm posix: the engine disconne
 	fail "--shm posix: the truncating client was not disconnected"
 daemon_alive && ok "--shm posix: the engine survived the truncation (no SIGBUS)" ||
 	{ fail "--shm posix: the engine died"; tail -n 5 "$DLOG"; }
-grep -q "truncated its shared-memory segment: disconnecting" "$DLOG" &&
+log_has "truncated its shared-memory segment: disconnecting" &&
 	ok "--shm posix: the engine logged why" || fail "--shm posix: no log line about the truncation"
 daemon_alive && normal_client "--shm posix"
 daemon_stop "--shm posix"

@@ -33,7 +33,7 @@ PY
 # and out; the test hook keeps 8 batches for replay, so a longer gap needs a snapshot
 ALLM_KV_EVENTS_TEST_RING=8 daemon_start kv --gpu-blocks 24 --cpu-blocks 16 \
 	--kv-events-endpoint "tcp://127.0.0.1:$PORT"
-grep -q "KV events on tcp://127.0.0.1:$PORT (replay tcp://127.0.0.1:$((PORT + 1))" "$DLOG" &&
+log_has "KV events on tcp://127.0.0.1:$PORT (replay tcp://127.0.0.1:$((PORT + 1))" &&
 	ok "the engine says where its KV events are" || fail "no KV events line in the log: $(tail -n 5 "$DLOG")"
 ALLM=$ALLM CTL=$CTL NAME=kv PORT=$PORT "$PY" "$(dirname "$0")/kv-events.py" || fails=$((fails + 1))
 "$ALLM" --name kv generate --prompt-ids 1,2,3 --max-tokens 2 --temperature 0 >/dev/null ||

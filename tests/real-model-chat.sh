@@ -11,7 +11,7 @@ ctl_start chat --model "$SMOLLM2" --profile "$BUILD_DIR/real-model-profile.json"
 	--max-num-batched-tokens 256 --gpu-blocks 64 --cpu-blocks 64
 gw_start chat
 gw_up "$GW_URL" || exit 1
-grep -q "chat: qwen-chatml" "$GW_LOG" && ok "the gateway renders the file's chat template (ChatML, default system message)" ||
+file_has "$GW_LOG" "chat: qwen-chatml" && ok "the gateway renders the file's chat template (ChatML, default system message)" ||
 	fail "chat template not recognised: $(grep -i chat "$GW_LOG" | head -n 2)"
 
 # what the engine answers in-process (allm-run, no daemon, no HTTP) to llama.cpp's
