@@ -102,14 +102,15 @@ daemon_alive() {
 }
 
 # daemon_check_clean: after the daemon exited: every block back in its pool, no
-# socket left, no /dev/shm object of this daemon's (the names carry its pid).
+# socket left (nor the name it was bound under while starting), no /dev/shm object
+# of this daemon's (the names carry its pid).
 daemon_check_clean() {
 	local what=$1
 	grep -q "stopped; KV blocks in use: GPU 0, CPU 0;" "$DLOG" &&
 		ok "$what: KV pools fully free" ||
 		fail "$what: no 'GPU 0, CPU 0' line: $(grep stopped "$DLOG" || tail -n 3 "$DLOG")"
-	[ ! -e "$ALLM_RUNTIME_DIR/$DNAME.sock" ] && ok "$what: socket removed" ||
-		fail "$what: $ALLM_RUNTIME_DIR/$DNAME.sock left behind"
+	[ ! -e "$ALLM_RUNTIME_DIR/$DNAME.sock" ] && [ ! -e "$ALLM_RUNTIME_DIR/.$DNAME.sock" ] &&
+		ok "$what: socket removed" || fail "$what: $ALLM_RUNTIME_DIR/$DNAME.sock or .$DNAME.sock left behind"
 	local left
 	left=$(ls /dev/shm 2>/dev/null | grep -c "^allm-$DPID-")
 	[ "$left" -eq 0 ] && ok "$what: no /dev/shm/allm-$DPID-* left" ||

@@ -9,7 +9,7 @@ PKGS=(
   libopenblas-dev gnuplot-nox clang libclang-rt-14-dev tmux
   libmicrohttpd-dev curl python3-jinja2
   libpcre2-dev
-  haproxy iproute2
+  haproxy iproute2 strace
 )
 
 SUDO=""

@@ -225,6 +225,7 @@ static int prepare_runtime_dir(struct daemon *d)
 	}
 	d->runtime_fd = fd;
 	snprintf(d->sock_name, sizeof(d->sock_name), "%s.sock", d->name);
+	snprintf(d->sock_tmp_name, sizeof(d->sock_tmp_name), ".%s", d->sock_name);
 	snprintf(d->sock_path, sizeof(d->sock_path), "%s/%s", d->runtime_dir, d->sock_name);
 	return 0;
 fail:
@@ -236,8 +237,11 @@ fail:
 static int listen_socket(struct daemon *d)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un tmp = {.sun_family = AF_UNIX};
 	struct stat st;
-	if (strlen(d->sock_path) >= sizeof(a.sun_path)) {
+	/* tmp: the name it is bound under until publish_socket(), one byte longer */
+	int n = snprintf(tmp.sun_path, sizeof(tmp.sun_path), "%s/%s", d->runtime_dir, d->sock_tmp_name);
+	if (n < 0 || (size_t)n >= sizeof(tmp.sun_path)) {
 		dlog(d, ALLM_LOG_ERROR, "socket path too long: %s", d->sock_path);
 		return -1;
 	}
@@ -250,12 +254,14 @@ static int listen_socket(struct daemon *d)
 	}
 	if (probe >= 0)
 		close(probe);
-	unlinkat(d->runtime_fd, d->sock_name, 0); /* stale socket of an engine that died */
+	/* stale sockets of an engine that died, ready or starting */
+	unlinkat(d->runtime_fd, d->sock_name, 0);
+	unlinkat(d->runtime_fd, d->sock_tmp_name, 0);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	/* the socket's mode from the start, not a chmod by path after: ours alone, or
 	 * (--allow-uid) anyone's to connect to, since the accept checks each peer */
 	mode_t old = umask(d->n_allow_uids ? 0111 : 0177);
-	int e = fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ? errno : 0;
+	int e = fd < 0 || bind(fd, (struct sockaddr *)&tmp, sizeof(tmp)) ? errno : 0;
 	umask(old);
 	if (e || listen(fd, 128)) {
 		dlog(d, ALLM_LOG_ERROR, "cannot listen on %s: %s", d->sock_path, strerror(e ? e : errno));
@@ -264,7 +270,7 @@ static int listen_socket(struct daemon *d)
 		return -1;
 	}
 	/* bind() went by path: the socket must be in the directory we checked */
-	if (fstatat(d->runtime_fd, d->sock_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
+	if (fstatat(d->runtime_fd, d->sock_tmp_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode) ||
 	    st.st_uid != geteuid()) {
 		dlog(d, ALLM_LOG_ERROR, "%s is not where the engine's socket was made: the runtime directory %s was moved?",
 		     d->sock_path, d->runtime_dir);
@@ -275,6 +281,19 @@ static int listen_socket(struct daemon *d)
 	return 0;
 }
 
+/* The bound socket under its real name: clients (and whoever waits for the file)
+ * find the engine only now, with everything it serves already up. */
+static int publish_socket(struct daemon *d)
+{
+	if (renameat(d->runtime_fd, d->sock_tmp_name, d->runtime_fd, d->sock_name)) {
+		dlog(d, ALLM_LOG_ERROR, "cannot rename %s/%s to %s: %s", d->runtime_dir, d->sock_tmp_name, d->sock_path,
+		     strerror(errno));
+		return -1;
+	}
+	d->sock_published = true;
+	return 0;
+}
+
 static void stop_listening(struct daemon *d)
 {
 	if (d->listen_fd < 0)
@@ -282,7 +301,7 @@ static void stop_listening(struct daemon *d)
 	daemon_listen_pause(d);
 	close(d->listen_fd);
 	d->listen_fd = -1;
-	unlinkat(d->runtime_fd, d->sock_name, 0);
+	unlinkat(d->runtime_fd, d->sock_published ? d->sock_name : d->sock_tmp_name, 0);
 }
 
 static int g_signal_fd = -1;
@@ -648,6 +667,8 @@ int main(int argc, char **argv)
 	     d.rt->kv->gpu.n_total,
 	     d.rt->kv->cpu.n_total, d.rt->kv->lay.block_size, allm_loop_backend(d.loop),
 	     allm_preempt_name(o.preempt), allm_sched_name(o.sched));
+	if (publish_socket(&d))
+		goto out;
 	rc = serve(&d);
 	/* tests read this line: every block back in its pool after the last request */
 	dlog(&d, ALLM_LOG_INFO, "stopped; KV blocks in use: GPU %d, CPU %d; clients served: %u",

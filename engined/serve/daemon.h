@@ -112,6 +112,11 @@ struct daemon {
 	int runtime_fd; /* the runtime directory, opened and checked: the socket is made in it */
 	char sock_name[80]; /* NAME.sock, in runtime_fd */
 	char sock_path[600];
+	/* .NAME.sock: bound here first, renamed to sock_name once the control plane is
+	 * up and "serving" is logged, so that the socket appearing means the engine is
+	 * ready (a script or test waiting for it may run allmctl at once) */
+	char sock_tmp_name[82];
+	bool sock_published;
 	int listen_fd;
 	bool listen_watched; /* false while paused: at --max-clients or out of fds */
 	bool listen_paused; /* paused by a limit (not by shutdown): say when it resumes */
