@@ -97,6 +97,22 @@ log_has() {
 	file_has "$DLOG" "$@"
 }
 
+# free_port_pair: a port P on 127.0.0.1 free with P+1 (--kv-events-endpoint binds
+# its replay socket on PORT+1)
+free_port_pair() {
+	python3 - <<'PY'
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 60000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass
+PY
+}
+
 daemon_alive() {
 	kill -0 "$DPID" 2>/dev/null
 }

@@ -38,18 +38,7 @@ PY
 strace -f -qq -o /dev/null true 2>/dev/null ||
 	{ echo "SKIP: strace cannot trace here (not installed, or ptrace is not allowed)"; exit 77; }
 
-PORT=$(python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 60000)
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
-        print(p); break
-    except OSError:
-        pass
-PY
-)
+PORT=$(free_port_pair)
 for k in 1 2 3; do
 	DNAME=ready$k
 	DLOG=$tmp/$DNAME.log

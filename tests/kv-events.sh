@@ -16,19 +16,7 @@ for ep in "ipc:///tmp/x" "tcp://127.0.0.1" "tcp://127.0.0.1:65535" "tcp://:80"; 
 	fi
 done
 
-# two free ports, PORT and PORT+1 (the replay socket)
-PORT=$(python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    p = random.randint(20000, 60000)
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
-        print(p); break
-    except OSError:
-        pass
-PY
-)
+PORT=$(free_port_pair)
 # 24 device blocks and 16 host blocks: a dozen prompts of 64 ids push blocks down
 # and out; the test hook keeps 8 batches for replay, so a longer gap needs a snapshot
 ALLM_KV_EVENTS_TEST_RING=8 daemon_start kv --gpu-blocks 24 --cpu-blocks 16 \
