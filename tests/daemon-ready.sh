@@ -4,8 +4,8 @@
 CTL=$BUILD_DIR/ctl/allmctl
 [ -x "$CTL" ] || { echo "FAIL: $CTL not built"; exit 1; }
 
-# watch NAME LOG: wait for NAME.sock, then at once check the rest; prints one line
-watch() {
+# watch_start NAME LOG: wait for NAME.sock, then at once check the rest; prints one line
+watch_start() {
 	python3 - "$ALLM_RUNTIME_DIR" "$1" "$2" "$CTL" <<'PY'
 import os, stat, subprocess, sys, time
 rt, name, log, ctl = sys.argv[1:]
@@ -50,7 +50,7 @@ for k in 1 2 3; do
 		"$ENGINED" --name "$DNAME" --model "$M" --device cpu --profile "$tmp/profile.json" \
 		--kv-events-endpoint "tcp://127.0.0.1:$PORT" >"$DLOG" 2>&1 &
 	DPID=$!
-	got=$(watch "$DNAME" "$DLOG")
+	got=$(watch_start "$DNAME" "$DLOG")
 	[ "$got" = "ctl-socket logged status-ok" ] &&
 		ok "start $k: when $DNAME.sock appeared, the control socket was up, 'serving' logged, allmctl answered" ||
 		fail "start $k: when $DNAME.sock appeared: $got"
