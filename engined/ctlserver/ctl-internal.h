@@ -42,6 +42,15 @@ void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *
  * nothing changed. */
 int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, size_t errlen);
 
+/* Formats err (errlen bytes) and returns -EINVAL: a command's refusal. */
+int ctl_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ctl-settings.c: `set`; status's maps of the settings table's STATUS column
+ * (how many entries map has, and its KEY: value pairs into e). */
+int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen);
+int ctl_status_settings_count(const char *map);
+void ctl_encode_status_settings(const struct ctl_server *s, struct allm_ctl_enc *e, const char *map);
+
 /* ctl-telemetry.c */
 /* The status map (PROTOCOL.md) into e. */
 void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e);

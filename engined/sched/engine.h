@@ -249,7 +249,9 @@ struct allm_engine_events {
 };
 
 /* Zero values give the paper's engine: prefill-only steps, no
- * admission headroom, no aging. Programs take their defaults from engine-opts. */
+ * admission headroom, no aging. Programs take their defaults from engine-opts.
+ * The fields up to prefix_caching are the CFG rows of the settings table
+ * (include/adaptivellm/settings.h: ranges, defaults, `allmctl set`). */
 struct allm_engine_config {
 	int32_t max_num_seqs;
 	int32_t max_num_batched_tokens;
@@ -371,22 +373,19 @@ void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m);
 void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
 int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 			   int32_t max_num_batched_tokens, struct allm_err *err);
-void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
-/* Off drops every cached block no request holds and stops lookups and
- * publishing; on starts them again. */
-void allm_engine_set_prefix_caching(struct allm_engine *e, bool on);
+/* Every live setting (the CFG rows of include/adaptivellm/settings.h) at once:
+ * -EINVAL with err, nothing changed, unless each is in its row's range.
+ * prefix_caching off drops every cached block no request holds and stops lookups
+ * and publishing; on starts them again. */
+int allm_engine_set_config(struct allm_engine *e, const struct allm_engine_config *cfg,
+			   struct allm_err *err);
+/* The check allm_engine_set_config and allm_engine_create make. */
+int allm_engine_config_check(const struct allm_engine_config *cfg, struct allm_err *err);
 /* Drops every cached block no request holds, in every tier (`cache reset`).
  * Returns how many went. */
 int32_t allm_engine_cache_reset(struct allm_engine *e);
 /* The engine's prefix cache (NULL only while it could not be created). */
 struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e);
-/* -EINVAL unless 0 (off) or in [1, 1e6]. */
-int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
-/* -EINVAL unless 0 (off) or in [0.1, 1e6]. */
-int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err);
-/* Whether f can be admit_overcommit: 0 (off) or 0.1..1e6 (below 0.1 nothing new
- * would ever be admitted). The one rule for the flag, the setter and allmctl set. */
-bool allm_engine_admit_overcommit_valid(double f);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
