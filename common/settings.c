@@ -1,5 +1,6 @@
 /* The engine settings' table (include/adaptivellm/settings.h) as data, its
  * parser and its --help. Plain libc: allmctl and allm-bench link it too. */
+#include <adaptivellm/errtext.h>
 #include <adaptivellm/settings.h>
 
 #include <errno.h>
@@ -86,9 +87,8 @@ static int bad(const struct allm_setting_desc *d, const char *text, char *err, s
 {
 	char range[160];
 	allm_setting_range_text(d, range, sizeof(range));
-	snprintf(err, errlen, "%s: '%.40s' is not %s%s", d->key, text,
-		 d->choices ? "one of " : d->type == ALLM_SET_TEXT ? "a non-empty " : "in ", range);
-	return -EINVAL;
+	return allm_errtext(err, errlen, -EINVAL, "%s: '%.40s' is not %s%s", d->key, text,
+			    d->choices ? "one of " : d->type == ALLM_SET_TEXT ? "a non-empty " : "in ", range);
 }
 
 int allm_setting_parse(const struct allm_setting_desc *d, const char *text,

@@ -547,6 +547,9 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 				     ALLM_DTYPE_F32};
 	if (allm_kv_cache_create(f->be, &lay, o->gpu_blocks, o->cpu_blocks, &f->kv, &err))
 		goto fail;
+	struct allm_kv_env env; /* the tests set the hooks in their environment */
+	allm_kv_env_read(&env);
+	allm_kv_set_env(f->kv, &env);
 	if (o->disk_blocks > 0) {
 		char note[512];
 		snprintf(f->disk_dir, sizeof(f->disk_dir), "/tmp/allm-fx-disk-XXXXXX");

@@ -13,15 +13,6 @@
 
 #define CTL_REQUESTS_DEFAULT 100
 #define CTL_REQUESTS_MAX 10000
-int ctl_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static const msgpack_object *args_of(const msgpack_object *req)
 {
 	return allm_ctl_get(req, "args"); /* a map or absent: checked by the server */
@@ -41,9 +32,9 @@ static int int_arg(const msgpack_object *v, const char *key, int64_t lo, int64_t
 	if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
 		goto range;
 	if (v->type != MSGPACK_OBJECT_STR)
-		return ctl_errf(err, errlen, "%s: expected an integer", key);
+		return allm_errtext(err, errlen, -EINVAL, "%s: expected an integer", key);
 	if (v->via.str.size == 0 || v->via.str.size >= sizeof(buf))
-		return ctl_errf(err, errlen, "%s: '%.*s' is not an integer", key,
+		return allm_errtext(err, errlen, -EINVAL, "%s: '%.*s' is not an integer", key,
 			    (int)ALLM_MIN(v->via.str.size, 24u), v->via.str.ptr);
 	memcpy(buf, v->via.str.ptr, v->via.str.size);
 	buf[v->via.str.size] = 0;
@@ -51,13 +42,13 @@ static int int_arg(const msgpack_object *v, const char *key, int64_t lo, int64_t
 	errno = 0;
 	long long x = strtoll(buf, &end, 10);
 	if (end == buf || *end)
-		return ctl_errf(err, errlen, "%s: '%s' is not an integer", key, buf);
+		return allm_errtext(err, errlen, -EINVAL, "%s: '%s' is not an integer", key, buf);
 	if (errno == ERANGE || x < lo || x > hi)
 		goto range;
 	*ret = x;
 	return 0;
 range:
-	return ctl_errf(err, errlen, "%s must be in %lld..%lld", key, (long long)lo, (long long)hi);
+	return allm_errtext(err, errlen, -EINVAL, "%s must be in %lld..%lld", key, (long long)lo, (long long)hi);
 }
 
 /* --- calibrate ------------------------------------------------------------------- */
@@ -98,7 +89,7 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	struct allm_err e = {{0}};
 	int64_t busy = ctl_in_flight(s);
 	if (busy > 0)
-		return ctl_errf(err, errlen, "engine busy: %lld requests in flight (drain first)", (long long)busy);
+		return allm_errtext(err, errlen, -EINVAL, "engine busy: %lld requests in flight (drain first)", (long long)busy);
 	struct calib_pub cp = {s, 0};
 	ctl_log(s, ALLM_LOG_INFO, "control: calibrating the predictors");
 	s->calibrating = true;
@@ -109,7 +100,7 @@ static int cmd_calibrate(struct ctl_server *s, char *err, size_t errlen)
 	s->calibrating = false;
 	if (r) {
 		publish_calib(s, "failed", 0, 0, true, e.msg);
-		return ctl_errf(err, errlen, "calibration failed: %s", e.msg);
+		return allm_errtext(err, errlen, -EINVAL, "calibration failed: %s", e.msg);
 	}
 	char note[64] = "not saved";
 	if (h->profile_path[0]) {
@@ -171,14 +162,14 @@ static int cmd_requests(struct ctl_server *s, const msgpack_object *args, char *
 	const msgpack_object *v = allm_ctl_get(args, "limit");
 	int r;
 	if (args && args->via.map.size > (v ? 1u : 0u))
-		return ctl_errf(err, errlen, "requests takes only 'limit'");
+		return allm_errtext(err, errlen, -EINVAL, "requests takes only 'limit'");
 	if (v && (r = int_arg(v, "limit", 1, CTL_REQUESTS_MAX, &limit, err, errlen)))
 		return r;
 	int64_t total = ctl_in_flight(s);
 	int64_t n = ALLM_MIN(total, limit);
 	const struct allm_request **rs = allm_malloc((size_t)ALLM_MAX(n, 1) * sizeof(*rs));
 	if (!rs)
-		return ctl_errf(err, errlen, "out of memory");
+		return allm_errtext(err, errlen, -EINVAL, "out of memory");
 	int got = 0;
 	static const enum allm_req_state qs[] = {ALLM_REQ_RUNNING, ALLM_REQ_SWAPPED, ALLM_REQ_WAITING};
 	for (int q = 0; q < 3 && got < n; q++)
@@ -199,11 +190,11 @@ static int cmd_cancel(struct ctl_server *s, const msgpack_object *args, char *er
 	int64_t id;
 	int r;
 	if (!v || args->via.map.size != 1)
-		return ctl_errf(err, errlen, "cancel needs args {\"id\": request id}");
+		return allm_errtext(err, errlen, -EINVAL, "cancel needs args {\"id\": request id}");
 	if ((r = int_arg(v, "id", 0, INT64_MAX, &id, err, errlen)))
 		return r;
 	if (allm_engine_cancel(s->h.eng, id))
-		return ctl_errf(err, errlen, "no request %lld", (long long)id);
+		return allm_errtext(err, errlen, -EINVAL, "no request %lld", (long long)id);
 	ctl_log(s, ALLM_LOG_INFO, "control: cancelled request %lld", (long long)id);
 	allm_ctl_enc_map(&s->body, 1);
 	allm_ctl_enc_kint(&s->body, "id", id);
@@ -215,7 +206,7 @@ static int cmd_cancel(struct ctl_server *s, const msgpack_object *args, char *er
 static int no_args(const msgpack_object *args, const char *cmd, char *err, size_t errlen)
 {
 	if (args && args->via.map.size)
-		return ctl_errf(err, errlen, "%s takes no args", cmd);
+		return allm_errtext(err, errlen, -EINVAL, "%s takes no args", cmd);
 	return 0;
 }
 
@@ -279,7 +270,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 			return r;
 		enum ctl_host_state hs = h->ops->state(h->user);
 		if (hs == CTL_HOST_SHUTTING_DOWN)
-			return ctl_errf(err, errlen, "the engine is shutting down");
+			return allm_errtext(err, errlen, -EINVAL, "the engine is shutting down");
 		if (hs == CTL_HOST_PAUSED) {
 			ctl_log(s, ALLM_LOG_INFO, "control: resumed: accepting new requests");
 			h->ops->set_paused(h->user, false);
@@ -287,7 +278,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 		allm_ctl_enc_map(b, 0);
 	} else {
 		const char *p = cmd->via.str.ptr;
-		return ctl_errf(err, errlen,
+		return allm_errtext(err, errlen, -EINVAL,
 			    "unknown command '%.*s' (status, metrics, set, calibrate, requests, cancel, "
 			    "reset-stats, cache-reset, drain, resume, shutdown)",
 			    (int)ALLM_MIN(cmd->via.str.size, 40u), p);

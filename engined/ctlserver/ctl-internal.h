@@ -9,6 +9,8 @@
 #include "ctl-server.h"
 #include "ctl-stats.h"
 
+#include <adaptivellm/errtext.h>
+
 /* Most entries of client_list in a status map: the map stays bounded whatever
  * the number of clients (`clients` still counts them all). */
 #define CTL_STATUS_MAX_CLIENTS 64
@@ -42,8 +44,6 @@ void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *
  * nothing changed. */
 int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, size_t errlen);
 
-/* Formats err (errlen bytes) and returns -EINVAL: a command's refusal. */
-int ctl_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ctl-settings.c: `set`; status's maps of the settings table's STATUS column
  * (how many entries map has, and its KEY: value pairs into e). */

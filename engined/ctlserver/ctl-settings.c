@@ -150,29 +150,29 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 	memset(p, 0, sizeof(*p));
 	p->cfg = *allm_engine_get_config(s->h.eng);
 	if (!args || args->via.map.size == 0)
-		return ctl_errf(err, errlen, "set needs at least one KEY: value in args");
+		return allm_errtext(err, errlen, -EINVAL, "set needs at least one KEY: value in args");
 	for (uint32_t i = 0; i < args->via.map.size; i++) {
 		const msgpack_object *k = &args->via.map.ptr[i].key, *val = &args->via.map.ptr[i].val;
 		const struct allm_setting_desc *d =
 			k->type == MSGPACK_OBJECT_STR ? allm_setting_by_key(k->via.str.ptr, (int)k->via.str.size) : NULL;
 		if (!d || !d->live) {
 			live_keys(keys, sizeof(keys));
-			return ctl_errf(err, errlen, "unknown key '%.*s' (%s)",
+			return allm_errtext(err, errlen, -EINVAL, "unknown key '%.*s' (%s)",
 					k->type == MSGPACK_OBJECT_STR ? (int)ALLM_MIN(k->via.str.size, 40u) : 1,
 					k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?", keys);
 		}
 		if (p->has[d->id])
-			return ctl_errf(err, errlen, "%s given twice", d->key);
+			return allm_errtext(err, errlen, -EINVAL, "%s given twice", d->key);
 		p->has[d->id] = true;
 		if (value_text(val, p->text[d->id], sizeof(p->text[d->id])))
-			return ctl_errf(err, errlen, "%s: expected a number or a word", d->key);
+			return allm_errtext(err, errlen, -EINVAL, "%s: expected a number or a word", d->key);
 		if (allm_setting_parse(d, p->text[d->id], &p->val[d->id], err, errlen))
 			return -EINVAL;
 		int64_t n = p->val[d->id].i;
 		if (d->id == ALLM_SETTING_disk_blocks && !allm_kv_disk_blocks(s->h.rt->kv))
-			return ctl_errf(err, errlen, "disk_blocks: no disk tier (start with --disk-swap-space)");
+			return allm_errtext(err, errlen, -EINVAL, "disk_blocks: no disk tier (start with --disk-swap-space)");
 		if (d->live == ALLM_SET_LIVE_POOL && n > max_blocks(s))
-			return ctl_errf(err, errlen, "%s must be in %.0f..%lld (this machine's memory)", d->key,
+			return allm_errtext(err, errlen, -EINVAL, "%s must be in %.0f..%lld (this machine's memory)", d->key,
 					d->lo, (long long)max_blocks(s));
 	}
 	/* the CFG rows given, over the engine's config; then the engine's own check */
@@ -191,7 +191,7 @@ static int plan_set(struct ctl_server *s, const msgpack_object *args, struct set
 #undef PUT_
 	struct allm_err e = {{0}};
 	if (allm_engine_config_check(c, &e))
-		return ctl_errf(err, errlen, "%s", e.msg);
+		return allm_errtext(err, errlen, -EINVAL, "%s", e.msg);
 	return 0;
 }
 
@@ -212,7 +212,7 @@ int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, siz
 	struct allm_err e = {{0}};
 	int r;
 	if (!p)
-		return ctl_errf(err, errlen, "out of memory");
+		return allm_errtext(err, errlen, -EINVAL, "out of memory");
 	if ((r = plan_set(s, args, p, err, errlen)))
 		goto out;
 	for (int i = 0; i < ALLM_SETTING_COUNT; i++)
@@ -224,7 +224,7 @@ int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, siz
 			for (int j = 0; j < i; j++) /* shrinks back: cannot fail */
 				if (p->has[j] && allm_setting_desc(j)->live == ALLM_SET_LIVE_POOL)
 					resize(eng, (enum allm_setting_id)j, (int32_t)old[j].i, NULL);
-			r = ctl_errf(err, errlen, "%s: %s", allm_setting_desc(i)->key, e.msg);
+			r = allm_errtext(err, errlen, -EINVAL, "%s: %s", allm_setting_desc(i)->key, e.msg);
 			goto out;
 		}
 	}

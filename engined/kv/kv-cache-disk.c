@@ -43,14 +43,18 @@ static int stage_fill(void *ctx, void *slot, int32_t mem_id)
 	return r ? r : be->iface->copy_wait(be, NULL);
 }
 
+void allm_kv_set_env(struct allm_kv_cache *kv, const struct allm_kv_env *env)
+{
+	kv->env = env ? *env : (struct allm_kv_env){0};
+}
+
 int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
 			size_t note_len, struct allm_err *err)
 {
 	int r;
 	if (kv->disk)
 		return allm_err_set(err, -EEXIST, "the KV cache already has a disk tier");
-	const char *force = getenv("ALLM_KV_STAGED");
-	kv->staged = !kv->be->device_is_host || (force && !strcmp(force, "1"));
+	kv->staged = !kv->be->device_is_host || kv->env.staged;
 	if (kv->staged) {
 		size_t bytes;
 		int32_t n = (int32_t)ALLM_MAX((size_t)1, ALLM_MIN((size_t)KV_STAGE_BLOCKS, KV_STAGE_BYTES / kv->block_bytes));
@@ -74,7 +78,7 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 			 n_blocks);
 		r = allm_kv_disk_open_virtual(n_blocks, kv->block_bytes, &kv->disk, err);
 	} else {
-		r = allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
+		r = allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->env, &kv->disk, note, note_len, err);
 	}
 	if (r || !kv->staged)
 		return r;

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "kv-disk.h"
 
 #include <adaptivellm/settings.h>
 
@@ -48,6 +49,9 @@ struct allm_engine_opts {
 	 * none, the checkpoint's dtype or --dtype */
 	enum allm_dtype quant;
 	uint64_t dummy_seed;
+	/* the KV tiers' test and benchmark hooks: the program reads them from the
+	 * environment (allm_kv_env_read) after allm_engine_opts_default; not a flag */
+	struct allm_kv_env kv_env;
 };
 
 /* The table's defaults (DEF), cpu_blocks -1 (derived from the swap space). */
