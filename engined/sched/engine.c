@@ -159,6 +159,7 @@ static void result_of(const struct allm_request *r, struct allm_result *res)
 		.tag = r->tag,
 		.user = r->user,
 		.end = r->finish_kind,
+		.status = r->finish_kind == ALLM_END_ERROR ? r->status : 0,
 		.error = r->finish_kind == ALLM_END_ERROR ? r->error : "",
 		.n_prompt = r->seq.n_prompt,
 		.n_generated = allm_request_n_generated(r),
@@ -175,7 +176,7 @@ static void result_of(const struct allm_request *r, struct allm_result *res)
 	};
 }
 
-void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how, int status,
 			const char *error)
 {
 	switch (r->state) {
@@ -193,6 +194,7 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 	allm_engine_drop_blocks(e, r);
 	r->state = ALLM_REQ_FINISHED;
 	r->finish_kind = how;
+	r->status = how != ALLM_END_ERROR ? 0 : status < 0 ? status : -EIO; /* an error always has a cause */
 	r->finish = allm_engine_now(e);
 	if (error)
 		snprintf(r->error, sizeof(r->error), "%s", error);
@@ -215,7 +217,7 @@ void allm_engine_free(struct allm_engine *e)
 	struct allm_rq_vec *qs[] = {&e->loading, &e->running, &e->swapped, &e->waiting};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		while (qs[i]->n)
-			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, NULL);
+			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, 0, NULL);
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		allm_free(qs[i]->v);
 	allm_free(e->sel.v);
@@ -283,10 +285,13 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 	if (!r)
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	r->id = e->next_id++;
-	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt)) ||
-	    (rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
+	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt))) {
 		free_request(r);
-		return allm_err_set(err, -ENOMEM, "out of memory");
+		return allm_err_set(err, rc, "request sequence: %s", rc == -ENOMEM ? "out of memory" : strerror(-rc));
+	}
+	if ((rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
+		free_request(r); /* the sampler's own errno: a refused parameter is not memory */
+		return allm_err_set(err, rc, "sampler: %s", rc == -ENOMEM ? "out of memory" : strerror(-rc));
 	}
 	allm_engine_prefix_init(e, r, s);
 	r->tag = s->tag;
@@ -326,7 +331,7 @@ int allm_engine_cancel(struct allm_engine *e, int64_t id)
 	struct allm_request *r = find(e, id);
 	if (!r)
 		return -ENOENT;
-	allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
+	allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
 	return 0;
 }
 
@@ -346,7 +351,7 @@ int allm_engine_submit_req(struct allm_engine *e, const struct allm_submit *s,
 void allm_engine_cancel_req(struct allm_engine *e, struct allm_request *r)
 {
 	if (r->state != ALLM_REQ_FINISHED)
-		allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
+		allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
 }
 
 bool allm_engine_idle(const struct allm_engine *e)
@@ -385,7 +390,7 @@ static void lose_copy(struct allm_engine *e, struct allm_request *v, enum allm_r
 		v->pending_decision = -1;
 	}
 	if (allm_rq_push(&e->waiting, v))
-		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
+		allm_engine_retire(e, v, ALLM_END_ERROR, -ENOMEM, "out of memory");
 }
 
 /* Requests whose copy sits in the shrunk pool lose it, newest swapped first,

@@ -170,6 +170,7 @@ struct allm_request {
 	int32_t n_preempt_swap; /* to the host or to disk */
 	int32_t n_preempt_recompute;
 	enum allm_end finish_kind;
+	int32_t status; /* ALLM_END_ERROR: its cause, -errno (never 0); else 0 */
 	char error[160]; /* why, for ALLM_END_ERROR */
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
@@ -221,6 +222,7 @@ struct allm_result {
 	uint64_t tag;
 	void *user;
 	enum allm_end end;
+	int32_t status; /* ALLM_END_ERROR: the cause, -errno (never 0); 0 otherwise */
 	const char *error; /* ALLM_END_ERROR: why; "" otherwise */
 	int32_t n_prompt;
 	int32_t n_generated;

@@ -242,8 +242,9 @@ void daemon_on_finish(void *user, const struct allm_result *res)
 	case ALLM_END_CANCELLED: e->finish_reason = ALLM_FINISH_CANCELLED; break;
 	default:
 		e->finish_reason = ALLM_FINISH_ERROR;
-		e->status = -EIO;
-		snprintf(e->u.final.error, sizeof(e->u.final.error), "%.63s",
+		/* the engine's cause (the backend's errno, -ENOMEM, -E2BIG...), as it said it */
+		e->status = res->status < 0 && res->status > -4096 ? res->status : -EIO;
+		snprintf(e->u.final.error, sizeof(e->u.final.error), "%s",
 			 c->stalled ? "client not draining its completion queue" : res->error);
 	}
 	if (c->stalled && res->end == ALLM_END_CANCELLED) {
