@@ -22,6 +22,7 @@ enum allm_kv_tier {
 const char *allm_kv_tier_name(enum allm_kv_tier t);
 
 struct allm_prefix_cache;
+struct kvc_disk_i;
 
 struct allm_kv_cache {
 	allm_backend_t *be; /* not owned */
@@ -42,6 +43,7 @@ struct allm_kv_cache {
 	void *scrub; /* calibration on host memory: written to empty the L2 caches */
 	size_t scrub_len;
 	struct allm_kv_disk *disk; /* the disk tier, NULL when off */
+	const struct kvc_disk_i *dtier; /* its kind (a file or a simulated device's), NULL when off */
 	/* Disk I/O through host memory with the backend's copies: a device that is
 	 * not host memory (a GPU, the simulator), or the CPU backend told to
 	 * (env.staged, for tests: a GPU's path, bit for bit, where there is none). */
