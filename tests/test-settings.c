@@ -1,21 +1,11 @@
 /* Description: the engine settings' table (include/adaptivellm/settings.h) is the one definition every consumer reads: each row's default parses and lies in its range, --help names every flag with its default, the flag parser and the engine's config check take the same range (max_wait_factor 1.5 accepted, 0.5 refused by both with the same words), allm_engine_config_from_opts copies every live row, and ctl/PROTOCOL.md and ctl/allmctl.1 name every key `set` takes. */
 #include "engine-opts.h"
 #include "engine.h"
+#include "test-check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-#define CHECK(c, ...)                                                       \
-	do {                                                                \
-		if (!(c)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                       \
-			fputc('\n', stderr);                                \
-			failures++;                                         \
-		}                                                           \
-	} while (0)
 
 static int parse_one(struct allm_engine_opts *o, const char *flag, const char *value, struct allm_err *err)
 {
@@ -119,7 +109,7 @@ int main(void)
 				CHECK(strstr(text, allm_setting_desc(i)->key), "%s does not name set's key %s", path,
 				      allm_setting_desc(i)->key);
 	}
-	if (failures)
+	if (n_fail)
 		return 1;
 	printf("settings: %d rows, all consumers agree\n", ALLM_SETTING_COUNT);
 	return 0;

@@ -225,7 +225,11 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 			return r;
 		ctl_metrics_encode(s, b);
 	} else if (allm_ctl_str_eq(cmd, "set")) {
-		return ctl_cmd_set(s, args, err, errlen);
+		char keys[256];
+		r = ctl_cmd_set(s, args, err, errlen, keys, sizeof(keys));
+		if (!r)
+			ctl_log(s, ALLM_LOG_INFO, "control: set%s", keys);
+		return r;
 	} else if (allm_ctl_str_eq(cmd, "calibrate")) {
 		if ((r = no_args(args, "calibrate", err, errlen)))
 			return r;

@@ -47,7 +47,10 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 
 /* ctl-settings.c: `set`; status's maps of the settings table's STATUS column
  * (how many entries map has, and its KEY: value pairs into e). */
-int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen);
+/* `set`: on success the keys changed, " gpu_blocks preempt", in log (loglen
+ * bytes) for the caller's log line. */
+int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen, char *log,
+		size_t loglen);
 int ctl_status_settings_count(const char *map);
 void ctl_encode_status_settings(const struct ctl_server *s, struct allm_ctl_enc *e, const char *map);
 

@@ -204,7 +204,8 @@ static int resize(struct allm_engine *eng, enum allm_setting_id id, int32_t n, s
 
 /* All or nothing: the plan is fully validated; the only steps that can still fail
  * are the pool resizes (memory), done first and undone if a later one fails. */
-int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen)
+int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen, char *log,
+		size_t loglen)
 {
 	struct allm_engine *eng = s->h.eng;
 	struct set_plan *p = allm_calloc(1, sizeof(*p));
@@ -228,8 +229,10 @@ int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, siz
 			goto out;
 		}
 	}
-	if (allm_engine_set_config(eng, &p->cfg, &e)) /* checked in plan_set: cannot fail */
-		ctl_log(s, ALLM_LOG_WARN, "control: set: %s", e.msg);
+	if ((r = allm_engine_set_config(eng, &p->cfg, &e))) { /* checked in plan_set: cannot fail */
+		allm_errtext(err, errlen, r, "%s", e.msg);
+		goto out;
+	}
 
 	struct allm_ctl_enc *b = &s->body;
 	uint32_t n = 0;
@@ -237,8 +240,8 @@ int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, siz
 		n += p->has[i];
 	allm_ctl_enc_map(b, 1);
 	allm_ctl_enc_karray(b, "changed", n);
-	char log[256] = "";
 	size_t lo = 0;
+	log[0] = 0;
 	for (int i = 0; i < ALLM_SETTING_COUNT; i++) {
 		const struct allm_setting_desc *d = allm_setting_desc(i);
 		if (!p->has[i])
@@ -249,10 +252,9 @@ int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, siz
 		enc_value(b, d, &old[i], true);
 		allm_ctl_enc_str(b, "new");
 		enc_value(b, d, &p->val[i], true);
-		if (lo < sizeof(log))
-			lo += (size_t)snprintf(log + lo, sizeof(log) - lo, " %s", d->key);
+		if (lo < loglen)
+			lo += (size_t)snprintf(log + lo, loglen - lo, " %s", d->key);
 	}
-	ctl_log(s, ALLM_LOG_INFO, "control: set%s", log);
 out:
 	allm_free(p);
 	return r;
