@@ -4,6 +4,8 @@
 
 #include "shm-trust.h"
 
+#include <adaptivellm/errtext.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,16 +23,6 @@
 /* memfd mode sends 3 fds, POSIX mode 2; room for a misbehaving peer's extra ones
  * so that we can close them instead of leaking them. */
 #define MAX_FDS 8
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int64_t now_ms(void)
 {
@@ -55,23 +47,18 @@ static int socket_path(const struct allm_client_opts *o, char *buf, size_t cap, 
 {
 	const char *name = o->name && o->name[0] ? o->name : "default";
 	if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
-		set_err(err, errlen, "bad engine name '%s': a plain name without '/'", name);
+		(void)allm_errtext(err, errlen, 0, "bad engine name '%s': a plain name without '/'", name);
 		return -EINVAL;
 	}
-	const char *env;
-	int n;
+	int n = 0;
 	if (o->runtime_dir && o->runtime_dir[0])
 		n = snprintf(dir, dir_cap, "%s", o->runtime_dir);
-	else if ((env = getenv("ALLM_RUNTIME_DIR")) && env[0])
-		n = snprintf(dir, dir_cap, "%s", env);
-	else if ((env = getenv("XDG_RUNTIME_DIR")) && env[0])
-		n = snprintf(dir, dir_cap, "%s/adaptivellm", env);
-	else
-		n = snprintf(dir, dir_cap, "/tmp/adaptivellm-%u", (unsigned)getuid());
+	else if (allm_shm_runtime_dir(dir, dir_cap))
+		n = -1;
 	if (n >= 0 && (size_t)n < dir_cap)
 		n = snprintf(buf, cap, "%s/%s.sock", dir, name);
 	if (n < 0 || (size_t)n >= cap) {
-		set_err(err, errlen, "socket path for engine '%s' is longer than %zu bytes", name,
+		(void)allm_errtext(err, errlen, 0, "socket path for engine '%s' is longer than %zu bytes", name,
 		        cap - 1);
 		return -EINVAL;
 	}
@@ -91,11 +78,11 @@ static int verify_peer(int sock, const char *path, uid_t engine_uid, char *err, 
 	uid_t uid;
 	int r = allm_shm_peer_uid(sock, &uid);
 	if (r) {
-		set_err(err, errlen, "cannot check who serves %s: %s", path, strerror(-r));
+		(void)allm_errtext(err, errlen, 0, "cannot check who serves %s: %s", path, strerror(-r));
 		return r;
 	}
 	if (uid != engine_uid) {
-		set_err(err, errlen, "refusing the engine at %s: it runs as uid %u, not uid %u%s", path,
+		(void)allm_errtext(err, errlen, 0, "refusing the engine at %s: it runs as uid %u, not uid %u%s", path,
 		        (unsigned)uid, (unsigned)engine_uid,
 		        getenv("ALLM_ENGINE_UID") ? " (ALLM_ENGINE_UID)" : "");
 		return -EPERM;
@@ -242,14 +229,14 @@ static int adopt_fds(struct allm_client *c, const struct allm_welcome *w, int *f
 	bool posix = w->shm_name[0] != '\0';
 	int want = posix ? 2 : 3, r;
 	if (n_fds != want) {
-		set_err(err, errlen, "engine sent %d file descriptors, expected %d (%s mode)", n_fds,
+		(void)allm_errtext(err, errlen, 0, "engine sent %d file descriptors, expected %d (%s mode)", n_fds,
 		        want, posix ? "POSIX shm" : "memfd");
 		r = -EPROTO;
 		goto out;
 	}
 	if (posix) {
 		if (!memchr(w->shm_name, '\0', sizeof(w->shm_name)) || w->shm_name[0] != '/') {
-			set_err(err, errlen, "engine sent a malformed shared-memory name");
+			(void)allm_errtext(err, errlen, 0, "engine sent a malformed shared-memory name");
 			r = -EPROTO;
 			goto out;
 		}
@@ -258,19 +245,19 @@ static int adopt_fds(struct allm_client *c, const struct allm_welcome *w, int *f
 		r = allm_shm_segment_map_fd(fds[0], &c->seg);
 	}
 	if (r) {
-		set_err(err, errlen, "cannot map the engine's shared-memory segment: %s",
+		(void)allm_errtext(err, errlen, 0, "cannot map the engine's shared-memory segment: %s",
 		        r == -EPROTO ? "bad segment header (engine from another version?)"
 		                     : strerror(-r));
 		goto out;
 	}
 	int sq = posix ? 0 : 1;
 	if ((r = adopt_doorbell(&c->sq_db, &fds[sq])) || (r = adopt_doorbell(&c->cq_db, &fds[sq + 1]))) {
-		set_err(err, errlen, "engine sent a bad doorbell: %s",
+		(void)allm_errtext(err, errlen, 0, "engine sent a bad doorbell: %s",
 		        r == -EPROTO ? "not an eventfd" : strerror(-r));
 		goto out;
 	}
 	if ((r = allm_client_attach(c))) {
-		set_err(err, errlen, "cannot attach to the engine's rings: %s",
+		(void)allm_errtext(err, errlen, 0, "cannot attach to the engine's rings: %s",
 		        r == -EPROTO ? "corrupt ring indices" : strerror(-r));
 		goto out;
 	}
@@ -298,9 +285,9 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 	int sent = send_all(c->sock, &hello, sizeof(hello), deadline);
 	if (sent && sent != -EPIPE && sent != -ECONNRESET) {
 		if (sent == -ETIMEDOUT)
-			set_err(err, errlen, "no engine answers at %s", path);
+			(void)allm_errtext(err, errlen, 0, "no engine answers at %s", path);
 		else
-			set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+			(void)allm_errtext(err, errlen, 0, "cannot talk to the engine at %s: %s", path, strerror(-sent));
 		return sent;
 	}
 	/* a refusal may come before our hello (the engine checks our uid at accept):
@@ -308,31 +295,31 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 	r = recv_welcome(c->sock, &w, fds, &n_fds, deadline);
 	if (sent && r) {
 		close_fds(fds, n_fds);
-		set_err(err, errlen, "cannot talk to the engine at %s: %s", path, strerror(-sent));
+		(void)allm_errtext(err, errlen, 0, "cannot talk to the engine at %s: %s", path, strerror(-sent));
 		return sent;
 	}
 	if (r) {
 		close_fds(fds, n_fds);
 		if (r == -ETIMEDOUT)
-			set_err(err, errlen, "no engine answers at %s (waited for its welcome)", path);
+			(void)allm_errtext(err, errlen, 0, "no engine answers at %s (waited for its welcome)", path);
 		else if (r == -ECONNRESET)
-			set_err(err, errlen, "the engine at %s closed the connection during the handshake",
+			(void)allm_errtext(err, errlen, 0, "the engine at %s closed the connection during the handshake",
 			        path);
 		else if (r == -EPROTO)
-			set_err(err, errlen, "the engine at %s sent a truncated file-descriptor list", path);
+			(void)allm_errtext(err, errlen, 0, "the engine at %s sent a truncated file-descriptor list", path);
 		else
-			set_err(err, errlen, "cannot read the engine's welcome at %s: %s", path,
+			(void)allm_errtext(err, errlen, 0, "cannot read the engine's welcome at %s: %s", path,
 			        strerror(-r));
 		return r;
 	}
 	if (w.magic != ALLM_WELCOME_MAGIC) {
 		close_fds(fds, n_fds);
-		set_err(err, errlen, "%s does not speak the AdaptiveLLM protocol (bad welcome)", path);
+		(void)allm_errtext(err, errlen, 0, "%s does not speak the AdaptiveLLM protocol (bad welcome)", path);
 		return -EPROTO;
 	}
 	if (w.abi_version != ALLM_SHM_ABI_VERSION) {
 		close_fds(fds, n_fds);
-		set_err(err, errlen, "the engine at %s speaks ABI version %u, this library %u", path,
+		(void)allm_errtext(err, errlen, 0, "the engine at %s speaks ABI version %u, this library %u", path,
 		        w.abi_version, ALLM_SHM_ABI_VERSION);
 		return -EPROTO;
 	}
@@ -342,7 +329,7 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 		if (!w.status)
 			w.status = sent;
 		r = w.status < 0 && w.status > -4096 ? w.status : -EPROTO;
-		set_err(err, errlen, "the engine at %s refused the connection: %s", path,
+		(void)allm_errtext(err, errlen, 0, "the engine at %s refused the connection: %s", path,
 		        w.message[0] ? w.message : strerror(-r));
 		return r;
 	}
@@ -353,7 +340,7 @@ static int handshake(struct allm_client *c, const struct allm_client_opts *o, co
 
 	const uint8_t ack = ALLM_MAPPED_ACK;
 	if ((r = send_all(c->sock, &ack, 1, deadline))) {
-		set_err(err, errlen, "the engine at %s went away during the handshake: %s", path,
+		(void)allm_errtext(err, errlen, 0, "the engine at %s went away during the handshake: %s", path,
 		        r == -ETIMEDOUT ? "timed out" : strerror(-r));
 		return r;
 	}
@@ -373,7 +360,7 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 	if (err && errlen)
 		err[0] = '\0';
 	if (!ret) {
-		set_err(err, errlen, "no place for the handle");
+		(void)allm_errtext(err, errlen, 0, "no place for the handle");
 		return -EINVAL;
 	}
 	if ((r = socket_path(o, path, sizeof(path), dir, sizeof(dir), err, errlen)) ||
@@ -385,7 +372,7 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 
 	struct allm_client *c = calloc(1, sizeof(*c));
 	if (!c) {
-		set_err(err, errlen, "out of memory");
+		(void)allm_errtext(err, errlen, 0, "out of memory");
 		return -ENOMEM;
 	}
 	c->sock = -1;
@@ -394,9 +381,9 @@ int allm_client_connect(const struct allm_client_opts *opts, allm_client_t **ret
 
 	if ((r = connect_socket(path, deadline, &c->sock))) {
 		if (r == -ETIMEDOUT)
-			set_err(err, errlen, "no engine answers at %s (its backlog stays full)", path);
+			(void)allm_errtext(err, errlen, 0, "no engine answers at %s (its backlog stays full)", path);
 		else
-			set_err(err, errlen, "cannot connect to %s: %s%s", path, strerror(-r),
+			(void)allm_errtext(err, errlen, 0, "cannot connect to %s: %s%s", path, strerror(-r),
 			        r == -ENOENT || r == -ECONNREFUSED ? " (is allm-engined running?)" : "");
 		goto fail;
 	}

@@ -446,13 +446,9 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 		ev->status = e->status;
 		if (e->finish_reason == ALLM_FINISH_ERROR)
 			ev->error = n ? c->error : "request failed";
-		ev->queue_us = f->queue_us;
-		ev->ttft_us = f->ttft_us;
-		ev->total_us = f->total_us;
-		ev->n_prompt = f->n_prompt;
-		ev->n_generated = f->n_generated;
-		ev->n_preemptions = f->n_preemptions;
-		ev->n_cached = f->n_cached;
+#define COPY_(type, name, from, doc) ev->name = f->name;
+		ALLM_FINAL_FIELDS(COPY_)
+#undef COPY_
 		return 1;
 	}
 	}

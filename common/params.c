@@ -2,6 +2,7 @@
  * defaults, range checks, a peer's struct of another size, logit bias entries
  * (include/adaptivellm/params.h). Built into libadaptivellm (exported) and into
  * the engine's programs (liballm-params); plain libc, never prints. */
+#include <adaptivellm/errtext.h>
 #include <adaptivellm/params.h>
 
 #include <errno.h>
@@ -16,18 +17,6 @@
 static const struct allm_param_desc rows[] = {ALLM_PARAMS_TABLE(ROW_)};
 #undef ROW_
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
-
-static int say(char *why, size_t len, int ret, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int say(char *why, size_t len, int ret, const char *fmt, ...)
-{
-	if (why && len) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, len, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
 
 const struct allm_param_desc *allm_param_desc(size_t i)
 {
@@ -153,25 +142,25 @@ int allm_params_check(const struct allm_params *p, char *why, size_t len)
 {
 	char range[48];
 	if (p->size < ALLM_PARAMS_SIZE_VER0 || p->size > ALLM_PARAMS_SIZE_MAX)
-		return say(why, len, -EINVAL, "params.size %u is no struct allm_params (use allm_params_init)",
+		return allm_errtext(why, len, -EINVAL, "params.size %u is no struct allm_params (use allm_params_init)",
 			   p->size);
 	if (p->n_stop > ALLM_PARAMS_MAX_STOP)
-		return say(why, len, -EINVAL, "at most %d stop ids (got %u)", ALLM_PARAMS_MAX_STOP, p->n_stop);
+		return allm_errtext(why, len, -EINVAL, "at most %d stop ids (got %u)", ALLM_PARAMS_MAX_STOP, p->n_stop);
 	for (uint32_t i = 0; i < p->n_stop; i++)
 		if (p->stop_ids[i] < 0)
-			return say(why, len, -EINVAL, "stop id %d is no token id", p->stop_ids[i]);
+			return allm_errtext(why, len, -EINVAL, "stop id %d is no token id", p->stop_ids[i]);
 	for (size_t i = 0; i < N_ROWS; i++) {
 		const struct allm_param_desc *d = &rows[i];
 		if (d->offset + d->size > p->size)
 			continue; /* the writer did not know it: off */
 		double v = allm_param_get(p, d);
 		if (!allm_param_valid(d, v))
-			return say(why, len, -EINVAL, "%s must be %s (got %g)", d->name,
+			return allm_errtext(why, len, -EINVAL, "%s must be %s (got %g)", d->name,
 				   allm_param_range_text(d, range, sizeof(range)),
 				   d->flags & ALLM_PARAM_F_PLUS_ONE ? v - 1 : v);
 	}
 	if (p->min_tokens > p->max_tokens)
-		return say(why, len, -EINVAL, "min_tokens (%d) is above max_tokens (%d)", p->min_tokens,
+		return allm_errtext(why, len, -EINVAL, "min_tokens (%d) is above max_tokens (%d)", p->min_tokens,
 			   p->max_tokens);
 	return 0;
 }
@@ -181,15 +170,15 @@ int allm_params_from_wire(struct allm_params *dst, const void *src, size_t size,
 	const uint8_t *s = src;
 	uint32_t stated;
 	if (size < ALLM_PARAMS_SIZE_VER0 || size > ALLM_PARAMS_SIZE_MAX)
-		return say(why, len, -EINVAL, "params of %zu bytes (want %d..%d)", size, ALLM_PARAMS_SIZE_VER0,
+		return allm_errtext(why, len, -EINVAL, "params of %zu bytes (want %d..%d)", size, ALLM_PARAMS_SIZE_VER0,
 			   ALLM_PARAMS_SIZE_MAX);
 	memcpy(&stated, s, sizeof(stated));
 	if (stated != size)
-		return say(why, len, -EINVAL, "params state %u bytes, %zu came", stated, size);
+		return allm_errtext(why, len, -EINVAL, "params state %u bytes, %zu came", stated, size);
 	/* our own padding included: a newer writer's row may sit there */
 	for (size_t i = known_end(); i < size; i++)
 		if (s[i])
-			return say(why, len, -E2BIG, "params byte %zu set: a parameter this build does not know", i);
+			return allm_errtext(why, len, -E2BIG, "params byte %zu set: a parameter this build does not know", i);
 	memset(dst, 0, sizeof(*dst));
 	memcpy(dst, s, size < sizeof(*dst) ? size : sizeof(*dst));
 	dst->size = sizeof(*dst);
@@ -199,10 +188,10 @@ int allm_params_from_wire(struct allm_params *dst, const void *src, size_t size,
 int allm_logit_bias_check(const struct allm_logit_bias *b, size_t n, char *why, size_t len)
 {
 	if (n > ALLM_LOGIT_BIAS_MAX)
-		return say(why, len, -EINVAL, "logit_bias takes at most %d tokens (got %zu)", ALLM_LOGIT_BIAS_MAX, n);
+		return allm_errtext(why, len, -EINVAL, "logit_bias takes at most %d tokens (got %zu)", ALLM_LOGIT_BIAS_MAX, n);
 	for (size_t i = 0; i < n; i++)
 		if (b[i].token_id < 0 || !(b[i].bias >= ALLM_LOGIT_BIAS_LO && b[i].bias <= ALLM_LOGIT_BIAS_HI))
-			return say(why, len, -EINVAL, "logit_bias: token %d, bias %g (want an id >= 0 and a bias in [%g, %g])",
+			return allm_errtext(why, len, -EINVAL, "logit_bias: token %d, bias %g (want an id >= 0 and a bias in [%g, %g])",
 				   b[i].token_id, b[i].bias, ALLM_LOGIT_BIAS_LO, ALLM_LOGIT_BIAS_HI);
 	return 0;
 }
@@ -217,7 +206,7 @@ int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **re
 	const char *p = s;
 	int r = -EINVAL;
 	if (!ids)
-		return say(why, len, -ENOMEM, "out of memory");
+		return allm_errtext(why, len, -ENOMEM, "out of memory");
 	while (*p) {
 		char *end;
 		while (*p == ' ')
@@ -225,21 +214,21 @@ int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **re
 		errno = 0;
 		long long v = strtoll(p, &end, 10);
 		if (end == p || errno) {
-			say(why, len, r, "%s: '%s' is not a list of integers", flag, s);
+			allm_errtext(why, len, r, "%s: '%s' is not a list of integers", flag, s);
 			goto fail;
 		}
 		if (v < 0 || v > INT32_MAX) {
-			say(why, len, r, "%s: id %lld is out of range (no vocabulary has it: ids are 0..%d)", flag, v, INT32_MAX);
+			allm_errtext(why, len, r, "%s: id %lld is out of range (no vocabulary has it: ids are 0..%d)", flag, v, INT32_MAX);
 			goto fail;
 		}
 		if (n == max) {
-			say(why, len, r, "%s: at most %zu ids", flag, max);
+			allm_errtext(why, len, r, "%s: at most %zu ids", flag, max);
 			goto fail;
 		}
 		if (n == cap) {
 			int32_t *t = realloc(ids, (cap *= 2) * sizeof(*ids));
 			if (!t) {
-				r = say(why, len, -ENOMEM, "out of memory");
+				r = allm_errtext(why, len, -ENOMEM, "out of memory");
 				goto fail;
 			}
 			ids = t;
@@ -251,12 +240,12 @@ int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **re
 		if (*p == ',' && p[1]) {
 			p++;
 		} else if (*p) {
-			say(why, len, r, "%s: unexpected '%c' in '%s'", flag, *p, s);
+			allm_errtext(why, len, r, "%s: unexpected '%c' in '%s'", flag, *p, s);
 			goto fail;
 		}
 	}
 	if (n == 0) {
-		say(why, len, r, "%s is empty", flag);
+		allm_errtext(why, len, r, "%s is empty", flag);
 		goto fail;
 	}
 	*ret = ids;
@@ -311,7 +300,7 @@ int allm_params_parse_flag(struct allm_params *p, int argc, char *const *argv, i
 		size_t n;
 		int r;
 		if (!v)
-			return say(why, len, -EINVAL, "--stop-ids needs a value (see --help)");
+			return allm_errtext(why, len, -EINVAL, "--stop-ids needs a value (see --help)");
 		if ((r = allm_parse_id_list(f, v, ALLM_PARAMS_MAX_STOP, &ids, &n, why, len)))
 			return r;
 		memcpy(p->stop_ids, ids, n * sizeof(*ids));
@@ -330,9 +319,9 @@ int allm_params_parse_flag(struct allm_params *p, int argc, char *const *argv, i
 			return 1;
 		}
 		if (!v)
-			return say(why, len, -EINVAL, "%s needs a value (see --help)", f);
+			return allm_errtext(why, len, -EINVAL, "%s needs a value (see --help)", f);
 		if (parse_value(p, d, v))
-			return say(why, len, -EINVAL, "bad value for %s: '%s' (want %s %s)", f, v,
+			return allm_errtext(why, len, -EINVAL, "bad value for %s: '%s' (want %s %s)", f, v,
 				   d->type == ALLM_PARAM_F32 ? "a number" : "an integer",
 				   allm_param_range_text(d, range, sizeof(range)));
 		*i += 2;

@@ -223,3 +223,22 @@ int allm_file_open_read(int dirfd, const char *name, int *ret_fd, struct allm_er
 	*ret_fd = fd;
 	return 0;
 }
+
+int allm_mkdir_p(const char *dir, unsigned mode)
+{
+	char p[4096];
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+		return -ENAMETOOLONG;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != 0)
+			continue;
+		char c = *s;
+		*s = 0;
+		int r = mkdir(p, (mode_t)mode);
+		*s = c;
+		if (r < 0 && errno != EEXIST)
+			return -errno;
+		if (c == 0)
+			return 0;
+	}
+}

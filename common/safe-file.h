@@ -49,6 +49,10 @@ int allm_file_replace(int dirfd, const char *name, mode_t mode, const void *data
  * The fd, *ret_named saying which way; or -errno. */
 int allm_file_unnamed(int dirfd, int flags, bool no_tmpfile, bool *ret_named);
 
+/* Makes the directory dir and its missing parents with mode (those that exist are
+ * left as they are). 0 or -errno. */
+int allm_mkdir_p(const char *dir, unsigned mode);
+
 /* Opens name in dirfd for reading: O_NOFOLLOW, and a regular file. 0 with
  * *ret_fd, or -errno with err (-ENOENT quietly: err says "no such file"). */
 int allm_file_open_read(int dirfd, const char *name, int *ret_fd, struct allm_err *err);

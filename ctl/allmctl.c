@@ -5,11 +5,38 @@
 
 #include "top.h"
 
+#include <adaptivellm/settings.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* `set`'s keys off the settings table: "KEY (a|b)" or "KEY (lo..hi)", wrapped. */
+static void print_set_keys(FILE *f)
+{
+	int col = 25;
+	fprintf(f, "%25s", "");
+	for (int i = 0; i < ALLM_SETTING_COUNT; i++) {
+		const struct allm_setting_desc *d = allm_setting_desc(i);
+		char range[128], item[200];
+		if (!d->live)
+			continue;
+		allm_setting_range_text(d, range, sizeof(range));
+		int n = snprintf(item, sizeof(item), "%s (%s)", d->key, range);
+		if (col > 25 && col + n + 2 > 88) {
+			fprintf(f, ",\n%25s", "");
+			col = 25;
+		} else if (col > 25) {
+			fprintf(f, ", ");
+			col += 2;
+		}
+		fputs(item, f);
+		col += n;
+	}
+	fputc('\n', f);
+}
 
 static void usage(FILE *f)
 {
@@ -19,11 +46,9 @@ static void usage(FILE *f)
 		"  status                 the engine's state, queues, blocks, latencies, predictors\n"
 		"  metrics                the same in Prometheus text format (what allm-gateway\n"
 		"                         serves at GET /metrics); --json: the families as JSON\n"
-		"  set KEY=VALUE...       change settings live, all or nothing; keys: gpu_blocks,\n"
-		"                         cpu_blocks, max_num_seqs, max_num_batched_tokens,\n"
-		"                         preempt (adaptive|recompute|swap), sched (fair|fcfs),\n"
-		"                         chunked_prefill (on|off), max_wait_factor, disk_blocks,\n"
-		"                         admit_overcommit, prefix_caching (on|off)\n"
+		"  set KEY=VALUE...       change settings live, all or nothing; the keys:\n");
+	print_set_keys(f);
+	fprintf(f,
 		"  calibrate              re-run predictor calibration (the engine must be idle)\n"
 		"  requests [--limit N]   the requests in flight (default 100)\n"
 		"  cancel ID              cancel one request\n"
@@ -36,6 +61,8 @@ static void usage(FILE *f)
 		"                         print telemetry (stats, decision, request, calibrate; all:\n"
 		"                         every topic), one line per message: TOPIC JSON\n"
 		"  top                    live dashboard\n"
+		"  complete [COMMAND]     the words that may follow (for shell completion:\n"
+		"                         ctl/allmctl.bash)\n"
 		"options:\n"
 		"  --name NAME            engine name (default \"default\")\n"
 		"  --runtime-dir DIR      default $ALLM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/adaptivellm,\n"
@@ -72,6 +99,31 @@ static const struct cmd cmds[] = {
 	{"shutdown", allmctl_cmd_simple},
 	{"watch", allmctl_cmd_watch},
 };
+
+/* `allmctl complete`: the commands, one a line; `complete set`: KEY= for every
+ * live setting, KEY=WORD for each word of a worded one. No engine is asked. */
+static int complete(int argc, char **argv)
+{
+	if (argc < 2) {
+		for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++)
+			printf("%s\n", cmds[k].name);
+		printf("top\ncomplete\n");
+		return 0;
+	}
+	if (strcmp(argv[1], "set"))
+		return 0;
+	for (int i = 0; i < ALLM_SETTING_COUNT; i++) {
+		const struct allm_setting_desc *d = allm_setting_desc(i);
+		char w[64];
+		if (!d->live)
+			continue;
+		if (!d->choices)
+			printf("%s=\n", d->key);
+		for (int k = 0; d->choices && allm_setting_word(d->choices, k, w, sizeof(w)); k++)
+			printf("%s=%s\n", d->key, w);
+	}
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -125,6 +177,11 @@ int main(int argc, char **argv)
 	bool timeout_given = o.timeout_ms > 0;
 	if (!timeout_given)
 		o.timeout_ms = strcmp(rest[0], "calibrate") ? 5000 : 300000;
+	if (!strcmp(rest[0], "complete")) {
+		int rc = complete(nrest, rest);
+		free(rest);
+		return rc;
+	}
 	if (!strcmp(rest[0], "top")) {
 		int rc = allmctl_top(&o, nrest, rest);
 		free(rest);

@@ -3,6 +3,8 @@
  * NAME_count. Values print in the shortest form that reads back exactly. */
 #include "ctl-prom.h"
 
+#include <adaptivellm/errtext.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,18 +17,6 @@
 #define PROM_MAX_FAMILIES 256
 #define PROM_MAX_SAMPLES 1024
 #define PROM_MAX_BOUNDS 64
-
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EBADMSG;
-}
 
 /* [a-zA-Z_:][a-zA-Z0-9_:]* for metric names (colon allowed), without ':' for labels. */
 static bool valid_name(const msgpack_object *o, bool colon)
@@ -114,12 +104,12 @@ static int check_labels(const msgpack_object *l, const msgpack_object *fname, ch
 	if (!l)
 		return 0;
 	if (l->type != MSGPACK_OBJECT_MAP || l->via.map.size > 16)
-		return bad(err, errlen, "%.*s: labels must be a map of at most 16", (int)fname->via.str.size,
+		return allm_errtext(err, errlen, -EBADMSG, "%.*s: labels must be a map of at most 16", (int)fname->via.str.size,
 			   fname->via.str.ptr);
 	for (uint32_t i = 0; i < l->via.map.size; i++) {
 		const msgpack_object *k = &l->via.map.ptr[i].key, *v = &l->via.map.ptr[i].val;
 		if (!valid_name(k, false) || allm_ctl_str_eq(k, "le") || v->type != MSGPACK_OBJECT_STR)
-			return bad(err, errlen, "%.*s: bad label", (int)fname->via.str.size, fname->via.str.ptr);
+			return allm_errtext(err, errlen, -EBADMSG, "%.*s: bad label", (int)fname->via.str.size, fname->via.str.ptr);
 	}
 	return 0;
 }
@@ -150,16 +140,16 @@ static int check_family(const msgpack_object *fm, char *err, size_t errlen)
 	const msgpack_object *name = allm_ctl_get(fm, "name"), *type = allm_ctl_get(fm, "type");
 	const msgpack_object *help = allm_ctl_get(fm, "help"), *samples = allm_ctl_get(fm, "samples");
 	if (!valid_name(name, true))
-		return bad(err, errlen, "a family without a valid name");
+		return allm_errtext(err, errlen, -EBADMSG, "a family without a valid name");
 	int fn = (int)name->via.str.size;
 	const char *fp = name->via.str.ptr;
 	bool histo = allm_ctl_str_eq(type, "histogram");
 	if (!histo && !allm_ctl_str_eq(type, "counter") && !allm_ctl_str_eq(type, "gauge"))
-		return bad(err, errlen, "%.*s: type must be counter, gauge or histogram", fn, fp);
+		return allm_errtext(err, errlen, -EBADMSG, "%.*s: type must be counter, gauge or histogram", fn, fp);
 	if (help && help->type != MSGPACK_OBJECT_STR)
-		return bad(err, errlen, "%.*s: help must be a string", fn, fp);
+		return allm_errtext(err, errlen, -EBADMSG, "%.*s: help must be a string", fn, fp);
 	if (!samples || samples->type != MSGPACK_OBJECT_ARRAY || samples->via.array.size > PROM_MAX_SAMPLES)
-		return bad(err, errlen, "%.*s: samples must be an array of at most %d", fn, fp,
+		return allm_errtext(err, errlen, -EBADMSG, "%.*s: samples must be an array of at most %d", fn, fp,
 			   PROM_MAX_SAMPLES);
 	for (uint32_t i = 0; i < samples->via.array.size; i++) {
 		const msgpack_object *s = &samples->via.array.ptr[i];
@@ -168,22 +158,22 @@ static int check_family(const msgpack_object *fm, char *err, size_t errlen)
 			return r;
 		if (!histo) {
 			if (!is_num(allm_ctl_get(s, "value")))
-				return bad(err, errlen, "%.*s: sample %u has no numeric value", fn, fp, i);
+				return allm_errtext(err, errlen, -EBADMSG, "%.*s: sample %u has no numeric value", fn, fp, i);
 			continue;
 		}
 		const msgpack_object *b = allm_ctl_get(s, "bounds"), *c = allm_ctl_get(s, "counts");
 		if (!b || !c || b->type != MSGPACK_OBJECT_ARRAY || c->type != MSGPACK_OBJECT_ARRAY ||
 		    b->via.array.size > PROM_MAX_BOUNDS || c->via.array.size != b->via.array.size + 1 ||
 		    !is_num(allm_ctl_get(s, "sum")) || !is_num(allm_ctl_get(s, "count")))
-			return bad(err, errlen, "%.*s: a histogram needs bounds, counts (one more), sum, count",
+			return allm_errtext(err, errlen, -EBADMSG, "%.*s: a histogram needs bounds, counts (one more), sum, count",
 				   fn, fp);
 		for (uint32_t k = 0; k < b->via.array.size; k++)
 			if (!is_num(&b->via.array.ptr[k]) || !isfinite(num(&b->via.array.ptr[k])) ||
 			    (k > 0 && num(&b->via.array.ptr[k]) <= num(&b->via.array.ptr[k - 1])))
-				return bad(err, errlen, "%.*s: bounds must be finite and increasing", fn, fp);
+				return allm_errtext(err, errlen, -EBADMSG, "%.*s: bounds must be finite and increasing", fn, fp);
 		for (uint32_t k = 0; k < c->via.array.size; k++)
 			if (!is_num(&c->via.array.ptr[k]))
-				return bad(err, errlen, "%.*s: counts must be numbers", fn, fp);
+				return allm_errtext(err, errlen, -EBADMSG, "%.*s: counts must be numbers", fn, fp);
 	}
 	return 0;
 }
@@ -246,7 +236,7 @@ int allm_ctl_prom_render(const msgpack_object *result, char **ret, size_t *ret_l
 {
 	const msgpack_object *fams = allm_ctl_get(result, "families");
 	if (!fams || fams->type != MSGPACK_OBJECT_ARRAY || fams->via.array.size > PROM_MAX_FAMILIES)
-		return bad(err, errlen, "the reply has no \"families\" array (of at most %d)",
+		return allm_errtext(err, errlen, -EBADMSG, "the reply has no \"families\" array (of at most %d)",
 			   PROM_MAX_FAMILIES);
 	for (uint32_t i = 0; i < fams->via.array.size; i++) {
 		int r = check_family(&fams->via.array.ptr[i], err, errlen);

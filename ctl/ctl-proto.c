@@ -2,6 +2,10 @@
  * JSON output and encoding are in ctl-encode.c. */
 #include "ctl-proto.h"
 
+#include "shm-trust.h"
+
+#include <adaptivellm/errtext.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,15 +18,7 @@
 
 int allm_ctl_runtime_dir(char *ret, size_t cap)
 {
-	const char *env = getenv("ALLM_RUNTIME_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
-	int n;
-	if (env && *env)
-		n = snprintf(ret, cap, "%s", env);
-	else if (xdg && *xdg)
-		n = snprintf(ret, cap, "%s/adaptivellm", xdg);
-	else
-		n = snprintf(ret, cap, "/tmp/adaptivellm-%u", (unsigned)getuid());
-	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+	return allm_shm_runtime_dir(ret, cap);
 }
 
 static int make_path(const char *dir, const char *name, const char *suffix, const char *scheme,
@@ -57,19 +53,6 @@ int allm_ctl_endpoint(const char *runtime_dir, const char *name, const char *suf
 }
 
 /* --- the bounded walk ------------------------------------------------------------ */
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
 
 static uint64_t be(const uint8_t *p, int n)
 {
@@ -126,13 +109,13 @@ static int header(const uint8_t *p, size_t avail, size_t *skip, uint64_t *count,
 		case 0xde: *kind = 2; lenbytes = 2; break;
 		case 0xdf: *kind = 2; lenbytes = 4; break;
 		case 0xc1:
-			return fail(err, errlen, -EBADMSG, "invalid msgpack byte 0xc1");
+			return allm_errtext(err, errlen, -EBADMSG, "invalid msgpack byte 0xc1");
 		default: /* 0xc7-0xc9, 0xd4-0xd8: ext */
-			return fail(err, errlen, -EBADMSG, "msgpack ext types are not accepted");
+			return allm_errtext(err, errlen, -EBADMSG, "msgpack ext types are not accepted");
 		}
 		if (lenbytes) {
 			if (avail < 1 + (size_t)lenbytes)
-				return fail(err, errlen, -EBADMSG, "truncated length field");
+				return allm_errtext(err, errlen, -EBADMSG, "truncated length field");
 			uint64_t n = be(p + 1, lenbytes);
 			hl += (size_t)lenbytes;
 			if (*kind)
@@ -142,14 +125,14 @@ static int header(const uint8_t *p, size_t avail, size_t *skip, uint64_t *count,
 		}
 	}
 	if (payload > avail - hl)
-		return fail(err, errlen, -EBADMSG,
+		return allm_errtext(err, errlen, -EBADMSG,
 			    "a %s declares %llu bytes but only %zu follow", *is_str ? "string" : "value",
 			    (unsigned long long)payload, avail - hl);
 	/* every element takes at least one byte: a count above the bytes left is a
 	 * lie that would make msgpack-c allocate count objects up front */
 	uint64_t elems = *kind == 2 ? *count * 2 : *count;
 	if (*kind && (*count > UINT32_MAX || elems > avail - hl))
-		return fail(err, errlen, -EBADMSG,
+		return allm_errtext(err, errlen, -EBADMSG,
 			    "a%s declares %llu elements but only %zu bytes follow",
 			    *kind == 2 ? " map" : "n array", (unsigned long long)*count, avail - hl);
 	*skip = hl + (size_t)payload;
@@ -163,15 +146,15 @@ int allm_ctl_validate(const void *buf, size_t len, size_t max_len, char *err, si
 	int depth = 0;
 	size_t off = 0;
 	if (len > max_len)
-		return fail(err, errlen, -EMSGSIZE, "message of %zu bytes exceeds the limit of %zu",
+		return allm_errtext(err, errlen, -EMSGSIZE, "message of %zu bytes exceeds the limit of %zu",
 			    len, max_len);
 	if (!buf || len == 0)
-		return fail(err, errlen, -EBADMSG, "empty message");
+		return allm_errtext(err, errlen, -EBADMSG, "empty message");
 	if (p[0] != 0xde && p[0] != 0xdf && (p[0] < 0x80 || p[0] > 0x8f))
-		return fail(err, errlen, -EBADMSG, "the message is not a msgpack map");
+		return allm_errtext(err, errlen, -EBADMSG, "the message is not a msgpack map");
 	do {
 		if (off >= len)
-			return fail(err, errlen, -EBADMSG, "truncated message");
+			return allm_errtext(err, errlen, -EBADMSG, "truncated message");
 		bool key = depth > 0 && st[depth - 1].map && st[depth - 1].left % 2 == 0;
 		size_t skip = 0;
 		uint64_t count;
@@ -181,27 +164,27 @@ int allm_ctl_validate(const void *buf, size_t len, size_t max_len, char *err, si
 		if (r)
 			return r;
 		if (key && !is_str)
-			return fail(err, errlen, -EBADMSG, "a map key is not a string");
+			return allm_errtext(err, errlen, -EBADMSG, "a map key is not a string");
 		off += skip;
 		if (depth > 0)
 			st[depth - 1].left--;
 		if (kind && count > 0) {
 			if (depth == ALLM_CTL_MAX_DEPTH)
-				return fail(err, errlen, -EBADMSG, "nested deeper than %d levels",
+				return allm_errtext(err, errlen, -EBADMSG, "nested deeper than %d levels",
 					    ALLM_CTL_MAX_DEPTH);
 			st[depth].left = kind == 2 ? count * 2 : count;
 			st[depth].map = kind == 2;
 			depth++;
 		} else if (kind && depth == ALLM_CTL_MAX_DEPTH) {
 			/* an empty container still opens a level */
-			return fail(err, errlen, -EBADMSG, "nested deeper than %d levels",
+			return allm_errtext(err, errlen, -EBADMSG, "nested deeper than %d levels",
 				    ALLM_CTL_MAX_DEPTH);
 		}
 		while (depth > 0 && st[depth - 1].left == 0)
 			depth--;
 	} while (depth > 0);
 	if (off != len)
-		return fail(err, errlen, -EBADMSG, "%zu bytes after the message", len - off);
+		return allm_errtext(err, errlen, -EBADMSG, "%zu bytes after the message", len - off);
 	return 0;
 }
 
@@ -215,7 +198,7 @@ int allm_ctl_decode(const void *buf, size_t len, size_t max_len, struct allm_ctl
 	 * copied): the message keeps its own copy, right behind the struct */
 	struct allm_ctl_msg *m = calloc(1, sizeof(*m) + len);
 	if (!m)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return allm_errtext(err, errlen, -ENOMEM, "out of memory");
 	char *copy = (char *)(m + 1);
 	memcpy(copy, buf, len);
 	msgpack_unpacked_init(&m->up_);
@@ -223,8 +206,8 @@ int allm_ctl_decode(const void *buf, size_t len, size_t max_len, struct allm_ctl
 	msgpack_unpack_return ur = msgpack_unpack_next(&m->up_, copy, len, &off);
 	if (ur != MSGPACK_UNPACK_SUCCESS || off != len || m->up_.data.type != MSGPACK_OBJECT_MAP) {
 		allm_ctl_msg_free(m);
-		return ur == MSGPACK_UNPACK_NOMEM_ERROR ? fail(err, errlen, -ENOMEM, "out of memory")
-							: fail(err, errlen, -EBADMSG, "msgpack-c cannot unpack it");
+		return ur == MSGPACK_UNPACK_NOMEM_ERROR ? allm_errtext(err, errlen, -ENOMEM, "out of memory")
+							: allm_errtext(err, errlen, -EBADMSG, "msgpack-c cannot unpack it");
 	}
 	m->root = &m->up_.data;
 	*ret = m;

@@ -15,6 +15,19 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The one rule for the directories both sides agree on: an XDG variable counts
+ * only when it holds an absolute path (the XDG base directory specification: a
+ * relative one is invalid and ignored); our own ALLM_RUNTIME_DIR is taken as
+ * given, like --runtime-dir.
+ *
+ * The runtime directory (sockets, control endpoints): $ALLM_RUNTIME_DIR, else
+ * $XDG_RUNTIME_DIR/adaptivellm, else /tmp/adaptivellm-$UID. 0 or -ENAMETOOLONG. */
+int allm_shm_runtime_dir(char *ret, size_t cap);
+/* The cache directory (predictor profiles, the disk KV tier's default):
+ * $XDG_CACHE_HOME/adaptivellm, else $HOME/.cache/adaptivellm (HOME absolute);
+ * -ENOENT when neither is set, -ENAMETOOLONG. Nothing is created. */
+int allm_shm_cache_dir(char *ret, size_t cap);
+
 /* The uid the engine must run as: $ALLM_ENGINE_UID when set (a decimal uid), else
  * getuid(). -EINVAL (reason in err) when the variable is not a uid. */
 int allm_shm_engine_uid(uid_t *ret, char *err, size_t errlen);

@@ -64,7 +64,7 @@ expect_error "empty ids" 'empty|integers' $R --prompt-ids ''
 long=$(seq -s, 1 600 | sed 's/[0-9]\+/5/g')
 expect_error "prompt longer than the context" 'context' $R --prompt-ids "$long"
 expect_error "no prompt" 'prompt' $RUN --device cpu --model "$M"
-expect_error "admit-overcommit below 0.1" 'admit-overcommit.*0\.1\.\.1e6' $R --admit-overcommit 0.05 --prompt-ids 1,2
+expect_error "admit-overcommit below 0.1" 'admit-overcommit.*0\.1\.\.1000000' $R --admit-overcommit 0.05 --prompt-ids 1,2
 expect_error "admit-overcommit not a number" 'admit-overcommit' $R --admit-overcommit abc --prompt-ids 1,2
 expect_error "both prompts" 'prompt' $R --prompt hi --prompt-ids 1,2
 

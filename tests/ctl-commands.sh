@@ -45,31 +45,36 @@ C status --json >"$tmp/s1.json"
 got=$(for k in blocks.gpu.total blocks.cpu.total limits.max_num_seqs limits.max_num_batched_tokens policy.preempt policy.sched; do
 	ctl_json "$tmp/s1.json" $k; done | tr '\n' ' ')
 [ "$got" = "300 100 7 999 recompute fcfs " ] && ok "status shows every new value ($got)" || fail "after set: $got"
-C set chunked_prefill=off max_wait_factor=3 admit_overcommit=1.5 >/dev/null || fail "set chunked_prefill/max_wait_factor/admit_overcommit"
+# max_wait_factor is a number like --max-wait-factor's (1.5 was refused: set took an integer)
+C set chunked_prefill=off max_wait_factor=1.5 admit_overcommit=1.5 admit_lookahead=3 >/dev/null ||
+	fail "set chunked_prefill/max_wait_factor=1.5/admit_overcommit/admit_lookahead"
 C status --json >"$tmp/s2.json"
-got=$(for k in policy.chunked_prefill policy.max_wait_factor policy.admit_overcommit steps.decode wasted_prefill_tokens; do
+got=$(for k in policy.chunked_prefill policy.max_wait_factor policy.admit_overcommit policy.admit_lookahead steps.decode wasted_prefill_tokens; do
 	ctl_json "$tmp/s2.json" $k; done | tr '\n' ' ')
-case "$got" in "False 3.0 1.5 "[0-9]*" "[0-9]*" ") ok "set chunked_prefill=off max_wait_factor=3 admit_overcommit=1.5; status has steps and wasted work ($got)" ;;
+case "$got" in "False 1.5 1.5 3 "[0-9]*" "[0-9]*" ") ok "set chunked_prefill=off max_wait_factor=1.5 admit_overcommit=1.5 admit_lookahead=3; status has steps and wasted work ($got)" ;;
 *) fail "chunked/aging settings or step counts in status: $got" ;; esac
 C status | grep -Eq '^steps +decode [0-9]+, mixed [0-9]+, prefill [0-9]+ \(chunked prefill off\)' &&
 	ok "status: steps by kind" || fail "status text lacks steps: $(C status | grep steps)"
-C set chunked_prefill=on max_wait_factor=0 admit_overcommit=0 >/dev/null || fail "set chunked_prefill=on"
+C set chunked_prefill=on max_wait_factor=0 admit_overcommit=0 admit_lookahead=8 >/dev/null || fail "set chunked_prefill=on"
 C --json set sched=fair >"$tmp/set.json" && [ "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["changed"][0]; print(c["key"],c["old"],c["new"])' "$tmp/set.json")" = "sched fcfs fair" ] &&
 	ok "set --json: changed [{key, old, new}]" || fail "set --json: $(cat "$tmp/set.json")"
 snap() { C status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["blocks"]["gpu"]["total"], d["blocks"]["cpu"]["total"], d["limits"], d["policy"])'; }
 before=$(snap)
 for bad in gpu_blocks=0 gpu_blocks=-1 gpu_blocks=abc gpu_blocks=99999999999 cpu_blocks=-5 max_num_seqs=0 \
 	max_num_batched_tokens=x preempt=foo sched=lifo foo=1 "gpu_blocks=64 preempt=foo" "max_num_seqs=3 gpu_blocks=0" \
-	"preempt=swap preempt=recompute" chunked_prefill=maybe max_wait_factor=-1 admit_overcommit=0.05 \
-	admit_overcommit=abc; do
+	"preempt=swap preempt=recompute" chunked_prefill=maybe max_wait_factor=-1 max_wait_factor=0.5 \
+	admit_overcommit=0.05 admit_overcommit=abc block_size=32; do
 	# shellcheck disable=SC2086
 	C set $bad >/dev/null 2>"$tmp/bad.err"
 	rc=$?
 	[ $rc -eq 1 ] && [ -s "$tmp/bad.err" ] || fail "set $bad: exit $rc (want 1), stderr '$(cat "$tmp/bad.err")'"
 done
 after=$(snap)
-[ "$before" = "$after" ] && ok "17 invalid sets refused with exit 1, nothing applied" ||
+[ "$before" = "$after" ] && ok "19 invalid sets refused with exit 1, nothing applied" ||
 	fail "an invalid set changed something: $before -> $after"
+"$CTL" complete set >"$tmp/complete.txt" && grep -qx 'max_wait_factor=' "$tmp/complete.txt" &&
+	grep -qx 'preempt=swap' "$tmp/complete.txt" && "$CTL" complete | grep -qx set &&
+	ok "complete: commands and set's keys and words (the shell completion)" || fail "complete: $(cat "$tmp/complete.txt")"
 C set gpu_blocks >/dev/null 2>&1; rc1=$?
 C frobnicate >/dev/null 2>&1; rc2=$?
 C cancel >/dev/null 2>&1; rc3=$?

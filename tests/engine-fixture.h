@@ -109,6 +109,8 @@ struct fx_req {
 	int32_t n_gen, cap_gen;
 	bool done;
 	enum allm_end finish;
+	int32_t status; /* the result's -errno (ALLM_END_ERROR) */
+	char error[160]; /* and its words */
 	int64_t submit_step, first_token_step, finish_step;
 	int32_t n_swap, n_recompute; /* preemptions seen by on_finish */
 	/* per-step snapshot */
@@ -222,6 +224,10 @@ static void fx_on_finish(void *user, const struct allm_result *r)
 	      "request %d: the result's %d tokens are not the %d it streamed", (int)r->tag, r->n_generated, q->n_gen);
 	q->done = true;
 	q->finish = r->end;
+	q->status = r->status;
+	snprintf(q->error, sizeof(q->error), "%s", r->error);
+	CHECK((r->end == ALLM_END_ERROR) == (r->status < 0), "request %d: end %d with status %d", (int)r->tag,
+	      (int)r->end, r->status);
 	q->finish_step = f->step;
 	q->n_swap = r->n_preempt_swap;
 	q->n_recompute = r->n_preempt_recompute;
@@ -547,6 +553,9 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 				     ALLM_DTYPE_F32};
 	if (allm_kv_cache_create(f->be, &lay, o->gpu_blocks, o->cpu_blocks, &f->kv, &err))
 		goto fail;
+	struct allm_kv_env env; /* the tests set the hooks in their environment */
+	allm_kv_env_read(&env);
+	allm_kv_set_env(f->kv, &env);
 	if (o->disk_blocks > 0) {
 		char note[512];
 		snprintf(f->disk_dir, sizeof(f->disk_dir), "/tmp/allm-fx-disk-XXXXXX");

@@ -1,5 +1,6 @@
 /* Description: the control plane's bounded msgpack decoder refuses hostile input (lengths and counts beyond the bytes present, nesting past 8, truncation, trailing bytes, non-map roots, non-string keys, ext, 0xc1, oversize) before msgpack-c sees it and accepts what our encoder writes; typed lookups by dotted path, JSON output (nil/NaN as null) and endpoint naming follow ctl-proto.h. */
 #include "ctl-proto.h"
+#include "shm-trust.h"
 #include "test-check.h"
 
 #include <errno.h>
@@ -206,6 +207,22 @@ static void test_paths(void)
 	char want[64];
 	snprintf(want, sizeof(want), "/tmp/adaptivellm-%u", (unsigned)getuid());
 	CHECK(allm_ctl_runtime_dir(p, sizeof(p)) == 0 && !strcmp(p, want), "%s", p);
+	/* one rule for paths (shm-trust.h): a relative XDG variable is ignored */
+	setenv("XDG_RUNTIME_DIR", "run/user/5", 1);
+	CHECK(allm_ctl_runtime_dir(p, sizeof(p)) == 0 && !strcmp(p, want), "relative XDG_RUNTIME_DIR: %s", p);
+	unsetenv("XDG_RUNTIME_DIR");
+	char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	setenv("HOME", "/h", 1);
+	setenv("XDG_CACHE_HOME", "/c", 1);
+	CHECK(allm_shm_cache_dir(p, sizeof(p)) == 0 && !strcmp(p, "/c/adaptivellm"), "%s", p);
+	setenv("XDG_CACHE_HOME", "c", 1);
+	CHECK(allm_shm_cache_dir(p, sizeof(p)) == 0 && !strcmp(p, "/h/.cache/adaptivellm"), "relative XDG_CACHE_HOME: %s", p);
+	setenv("HOME", "h", 1);
+	CHECK(allm_shm_cache_dir(p, sizeof(p)) == -ENOENT, "relative HOME: %s", p);
+	unsetenv("XDG_CACHE_HOME");
+	if (home)
+		setenv("HOME", home, 1);
+	free(home);
 	CHECK(allm_ctl_endpoint("/d", "a/b", "ctl", p, sizeof(p)) == -EINVAL, "slash in name");
 	CHECK(allm_ctl_endpoint("/d", "", "ctl", p, sizeof(p)) == -EINVAL, "empty name");
 	CHECK(allm_ctl_endpoint("/d", "demo", "ctl", p, 8) == -ENAMETOOLONG, "too long");

@@ -547,6 +547,8 @@ static void test_bad_input(void)
 	fx_step(&f);
 	CHECK(f.req[0].done && f.req[0].finish == ALLM_END_ERROR,
 	      "a request needing 16 blocks still queued in an 8-block pool");
+	CHECK(f.req[0].status == -E2BIG && strstr(f.req[0].error, "KV blocks"),
+	      "the shrink's failure lost its cause: status %d, '%s'", f.req[0].status, f.req[0].error);
 	CHECK(allm_engine_idle(f.e), "not idle");
 	fx_check_pools(&f);
 	printf("bad sizes refused; a request too big for the shrunk pool failed\n");
@@ -624,6 +626,53 @@ static void test_stop_ends(void)
 	fx_fini(&f);
 }
 
+/* A backend op that fails fails the batch's requests with the backend's own
+ * errno and words (not -EIO), and the engine serves the next request. */
+static const struct allm_backend_i *real_iface;
+static int fail_left;
+static int failing_attention(allm_backend_t *be, float *out, const float *q, const void *kv_pool,
+			     const struct allm_kv_layout *lay, int32_t layer, int32_t n_heads, float scale,
+			     const struct allm_attn_meta *meta)
+{
+	if (fail_left > 0 && --fail_left == 0)
+		return allm_err_set(&be->last_err, -ENOSPC, "attention: injected failure");
+	return real_iface->attention(be, out, q, kv_pool, lay, layer, n_heads, scale, meta);
+}
+
+static void test_backend_errno(void)
+{
+	struct fx f;
+	struct fx_opts o = {.block_size = BS, .gpu_blocks = 64, .cpu_blocks = 8,
+			    .preempt = ALLM_PREEMPT_ADAPTIVE, .sched = ALLM_SCHED_FAIR,
+			    .pred = FX_PRED_SWAP_CHEAP};
+	if (fx_init(&f, &o))
+		return;
+	static struct allm_backend_i proxy;
+	real_iface = f.be->iface;
+	proxy = *real_iface;
+	proxy.attention = failing_attention;
+	f.be->iface = &proxy;
+	fail_left = 3; /* the third attention call: inside a forward */
+	CHECK(fx_submit(&f, 20, 8, 0, 1) >= 0, "submit");
+	CHECK(fx_submit(&f, 20, 8, 0, 2) >= 0, "submit");
+	struct allm_err err = {{0}};
+	int failed_steps = 0;
+	for (int i = 0; i < 50 && !(f.req[0].done && f.req[1].done); i++)
+		failed_steps += allm_engine_step(f.e, &err) < 0; /* the failed step says so; the engine goes on */
+	CHECK(failed_steps == 1, "%d failed steps", failed_steps);
+	CHECK(f.req[0].done && f.req[0].finish == ALLM_END_ERROR && f.req[0].status == -ENOSPC &&
+		      strstr(f.req[0].error, "injected"),
+	      "a backend failure's cause: end %d status %d '%s'", (int)f.req[0].finish, f.req[0].status,
+	      f.req[0].error);
+	CHECK(fx_submit(&f, 20, 8, 0, 3) >= 0, "submit after the failure");
+	for (int i = 0; i < 50 && !f.req[2].done; i++)
+		CHECK(allm_engine_step(f.e, &err) >= 0, "%s", err.msg);
+	CHECK(f.req[2].done && f.req[2].finish == ALLM_END_LENGTH, "the engine serves on after a failed batch");
+	f.be->iface = real_iface;
+	printf("a failed backend op ends its batch with the backend's errno (%d) and words\n", f.req[0].status);
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	if (fx_global_init())
@@ -633,6 +682,7 @@ int main(void)
 	test_cancel(false);
 	test_cancel(true);
 	test_bad_input();
+	test_backend_errno();
 	test_min_tokens_ends();
 	test_stop_ends();
 	fx_global_fini();

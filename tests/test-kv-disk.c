@@ -9,6 +9,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* The hooks (ALLM_KV_DISK_FAULT, ALLM_NO_IO_URING) as the test's environment holds
+ * them right now: a program reads them, the library is handed them. */
+static const struct allm_kv_env *kvenv(void)
+{
+	static struct allm_kv_env e;
+	allm_kv_env_read(&e);
+	return &e;
+}
+
 enum { BB = 8192, NB = 64 };
 
 /* Entries in dir besides . and .. */
@@ -41,7 +50,7 @@ static void roundtrip(const char *dir, const char *fault, const char *what)
 		setenv("ALLM_KV_DISK_FAULT", fault, 1);
 	else
 		unsetenv("ALLM_KV_DISK_FAULT");
-	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	int r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "%s: open: %s", what, err.msg);
 	if (r)
 		return;
@@ -99,7 +108,7 @@ static void fault(const char *dir, const char *spec, bool on_write, const char *
 	struct allm_err err = {{0}};
 	char note[512];
 	setenv("ALLM_KV_DISK_FAULT", spec, 1);
-	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	int r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "%s: open: %s", what, err.msg);
 	if (r)
 		return;
@@ -125,7 +134,7 @@ static void write_behind(const char *dir)
 	struct allm_err err = {{0}};
 	char note[512];
 	unsetenv("ALLM_KV_DISK_FAULT");
-	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	int r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "write-behind: open: %s", err.msg);
 	if (r)
 		return;
@@ -167,7 +176,7 @@ static void write_behind(const char *dir)
 
 	/* the second write behind fails: its block's read fails, the others' do not */
 	setenv("ALLM_KV_DISK_FAULT", "eio-write=2", 1);
-	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "write-behind fault: open: %s", err.msg);
 	if (!r) {
 		int32_t m3[3] = {0, 1, 2}, d3[3] = {7, 8, 9};
@@ -196,7 +205,7 @@ static void write_behind(const char *dir)
 	 * however fast the disk): those blocks come from the stage, the others
 	 * from the file; the stage holds what the write will land, failed or not. */
 	setenv("ALLM_KV_DISK_FAULT", "eio-write=3,hold-writes", 1);
-	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "held writes: open: %s", err.msg);
 	if (!r) {
 		int32_t m4[4] = {0, 1, 2, 3}, d4[4] = {30, 31, 32, 33}, back[4] = {4, 5, 6, 7};
@@ -245,7 +254,7 @@ static void write_behind(const char *dir)
 	 * waited I/O still works, and close does not wait for writes that never
 	 * reached the kernel. */
 	setenv("ALLM_KV_DISK_FAULT", "fail-wb-submit", 1);
-	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "failed ring: open: %s", err.msg);
 	if (!r) {
 		int32_t m2[2] = {0, 1}, d2[2] = {44, 45}, back[2] = {6, 7}, t = -1;
@@ -286,7 +295,7 @@ static void read_ahead(const char *dir)
 	uint8_t *a = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	uint8_t *b = mmap(NULL, (size_t)NB * BB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	setenv("ALLM_KV_DISK_FAULT", "hold-writes", 1);
-	int r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	int r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "read ahead: open: %s", err.msg);
 	if (!r) {
 		/* ticket 1: a run of 6 and 2 single blocks; ticket 2: 3 blocks, one
@@ -339,7 +348,7 @@ static void read_ahead(const char *dir)
 	for (int k = 0; k < 2; k++) {
 		/* read 1 (the first ticket's) is fine, read 2 (the second's) fails */
 		setenv("ALLM_KV_DISK_FAULT", faults[k], 1);
-		r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+		r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 		CHECK(r == 0, "read ahead %s: open: %s", faults[k], err.msg);
 		if (r)
 			continue;
@@ -359,7 +368,7 @@ static void read_ahead(const char *dir)
 	/* the reads' ring dies with 16 reads in the kernel: the read fails, and the
 	 * close waits for them before it frees anything they use */
 	setenv("ALLM_KV_DISK_FAULT", "fail-rd-after", 1);
-	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	CHECK(r == 0, "read ahead, a dying ring: open: %s", err.msg);
 	if (!r) {
 		int32_t m[16], dd[16], bk[16], t = -1;
@@ -377,7 +386,7 @@ static void read_ahead(const char *dir)
 	}
 	unsetenv("ALLM_KV_DISK_FAULT");
 	setenv("ALLM_NO_IO_URING", "1", 1);
-	r = allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err);
+	r = allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err);
 	if (!r) {
 		int32_t m[1] = {0}, dd[1] = {5}, t = -1;
 		CHECK(allm_kv_disk_read_start(d, b, m, dd, 1, &t, &err) == -EAGAIN,
@@ -440,7 +449,7 @@ static void host_hooks(const char *dir)
 		disk[i] = 30 + i;
 		fill(dev, mem[i], 5);
 	}
-	if (allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err) == 0) {
+	if (allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err) == 0) {
 		CHECK(allm_kv_disk_set_host(d, &hk, &err) == 0 && h.n_alloc == 1, "set_host: %s (%d allocs)", err.msg,
 		      h.n_alloc);
 		CHECK(allm_kv_disk_write_behind(d, NULL, mem, disk, 8, NULL, &err) == 0 && h.n_fill == 8,
@@ -471,7 +480,7 @@ static void host_hooks(const char *dir)
 	}
 	/* an allocator that refuses: no background I/O, waited I/O works */
 	h = (struct hooks){.dev = dev, .refuse = true};
-	if (allm_kv_disk_open(dir, NB, BB, &d, note, sizeof(note), &err) == 0) {
+	if (allm_kv_disk_open(dir, NB, BB, kvenv(), &d, note, sizeof(note), &err) == 0) {
 		CHECK(allm_kv_disk_set_host(d, &hk, &err) == -ENOMEM && strstr(err.msg, "stage"),
 		      "a refused stage: %s", err.msg);
 		int32_t t;
@@ -521,14 +530,14 @@ int main(void)
 	FILE *f = fopen(file, "w");
 	if (f)
 		fclose(f);
-	CHECK(allm_kv_disk_open(file, NB, BB, &d, note, sizeof(note), &err) < 0 && !d,
+	CHECK(allm_kv_disk_open(file, NB, BB, kvenv(), &d, note, sizeof(note), &err) < 0 && !d,
 	      "a regular file was taken as a directory");
 	printf("not a directory: %s\n", err.msg);
-	CHECK(allm_kv_disk_open("/nonexistent/allm", NB, BB, &d, note, sizeof(note), &err) < 0,
+	CHECK(allm_kv_disk_open("/nonexistent/allm", NB, BB, kvenv(), &d, note, sizeof(note), &err) < 0,
 	      "a missing directory was accepted");
 	printf("missing: %s\n", err.msg);
 	/* a block size O_DIRECT cannot take: buffered, and it says why */
-	CHECK(allm_kv_disk_open(dir, 4, 1000, &d, note, sizeof(note), &err) == 0 &&
+	CHECK(allm_kv_disk_open(dir, 4, 1000, kvenv(), &d, note, sizeof(note), &err) == 0 &&
 		      strstr(note, "not a multiple of 4 KiB"),
 	      "odd block size: %s / %s", note, err.msg);
 	allm_kv_disk_close(d);

@@ -70,7 +70,9 @@ static struct allm_kv_cache *cpu_cache(allm_backend_t *be, const char *dir, cons
 		setenv("ALLM_KV_DISK_FAULT", fault, 1);
 	else
 		unsetenv("ALLM_KV_DISK_FAULT");
-	if (allm_kv_cache_create(be, &lay, 32, 8, &kv, &err) ||
+	struct allm_kv_env env;
+	allm_kv_env_read(&env);
+	if (allm_kv_cache_create(be, &lay, 32, 8, &kv, &err) || (allm_kv_set_env(kv, &env), 0) ||
 	    allm_kv_attach_disk(kv, dir, 64, note, sizeof(note), &err)) {
 		CHECK(0, "KV cache with a disk tier: %s", err.msg);
 		allm_kv_cache_free(kv);

@@ -28,14 +28,8 @@ static void usage(FILE *f)
 		"  --model DIR | --dummy P  start a private allm-engined (found beside allm-bench\n"
 		"                         or on PATH) for the run and stop it afterwards (--model\n"
 		"                         also takes FILE.gguf); these are\n"
-		"                         passed to it: --device --dtype --threads --block-size\n"
-		"                         --gpu-blocks --cpu-blocks --kv-cache-memory --swap-space\n"
-		"                         --gpu-memory-utilization --max-num-seqs\n"
-		"                         --max-num-batched-tokens --preempt --sched --profile\n"
-		"                         --log-level --gemm --reference --dummy-seed\n"
-		"                         --chunked-prefill --admit-lookahead --max-wait-factor\n"
-		"                         --admit-overcommit --disk-swap-space --disk-swap-dir\n"
-		"                         --cpu-isa --quant --kv-cache-dtype\n"
+		"                         passed to it: every other flag of allm-engined's\n"
+		"                         \"model and memory\" and \"scheduling\" (its --help)\n"
 		"  --start-timeout S      limit on the engine's load + calibration (default 900)\n"
 		"workload:\n"
 		"  --workload W           chatbot (default), alpaca, summary or FILE.jsonl\n"
@@ -52,49 +46,36 @@ static void usage(FILE *f)
 		"  --records FILE         one JSON line per request (with --compare: one file per\n"
 		"                         setting, FILE.VALUE.jsonl)\n"
 		"  --no-progress          no progress bar on stderr\n"
-		"  --compare KEY=V1,V2,.. one spawned engine per value, same workload; KEY is\n"
-		"                         preempt, sched, max_num_seqs, max_num_batched_tokens,\n"
-		"                         gpu_blocks, cpu_blocks or block_size;\n"
+		"  --compare KEY=V1,V2,.. one spawned engine per value, same workload; KEY is an\n"
+		"                         engine flag's snake_case name (preempt, sched,\n"
+		"                         max_num_seqs, gpu_blocks, block_size, disk_swap_space...);\n"
 		"                         --json prints {\"runs\": [{\"setting\": {KEY: V}, ...}]}\n"
 		"  --ping N               N round trips: shm rings (spin, sleep) vs a Unix socket\n",
 		params);
 }
 
-/* --compare keys: a snake_case name per engine flag, and whether its values are
- * words (reported as JSON strings) rather than numbers. */
-static const struct {
-	const char *key, *flag;
-	bool words;
-} compare_keys[] = {
-	{"preempt", "--preempt", true},
-	{"sched", "--sched", true},
-	{"max_num_seqs", "--max-num-seqs", false},
-	{"max_num_batched_tokens", "--max-num-batched-tokens", false},
-	{"gpu_blocks", "--gpu-blocks", false},
-	{"cpu_blocks", "--cpu-blocks", false},
-	{"block_size", "--block-size", false},
-	{"chunked_prefill", "--chunked-prefill", true},
-	{"admit_lookahead", "--admit-lookahead", false},
-	{"max_wait_factor", "--max-wait-factor", false},
-	{"admit_overcommit", "--admit-overcommit", false},
-	{"disk_swap_space", "--disk-swap-space", false},
-	{"prefix_caching", "--prefix-caching", true},
-};
+/* --compare keys and the flags passed to a spawned engine: the settings table's
+ * command-line rows (include/adaptivellm/settings.h) but --model and --dummy,
+ * which say whether an engine is spawned at all. */
+static const struct allm_setting_desc *engine_setting(const char *key, const char *flag)
+{
+	const struct allm_setting_desc *d = key ? allm_setting_by_key(key, -1) : allm_setting_by_flag(flag);
+	if (!d || !d->opt || d->id == ALLM_SETTING_model_dir || d->id == ALLM_SETTING_dummy)
+		return NULL;
+	return d;
+}
 
+/* Whether key's values are words (reported as JSON strings), not numbers. */
 static bool compare_words(const char *key)
 {
-	for (size_t k = 0; k < ALLM_ARRAY_SIZE(compare_keys); k++)
-		if (!strcmp(key, compare_keys[k].key))
-			return compare_keys[k].words;
-	return false;
+	const struct allm_setting_desc *d = engine_setting(key, NULL);
+	return d && (d->choices || d->type == ALLM_SET_TEXT || d->type == ALLM_SET_CUSTOM);
 }
 
 static const char *compare_flag(const char *key)
 {
-	for (size_t k = 0; k < ALLM_ARRAY_SIZE(compare_keys); k++)
-		if (!strcmp(key, compare_keys[k].key))
-			return compare_keys[k].flag;
-	return NULL;
+	const struct allm_setting_desc *d = engine_setting(key, NULL);
+	return d && *d->metavar ? d->flag : NULL;
 }
 
 /* Checks a value the way the engine will, so a typo fails here and not after
@@ -126,10 +107,8 @@ static int parse_compare(struct bench_opts *o, const char *spec)
 	o->compare_key = buf;
 	const char *flag = compare_flag(buf);
 	if (!flag) {
-		fprintf(stderr, PROG ": --compare: unknown key '%s' (want preempt, sched, "
-				"max_num_seqs, max_num_batched_tokens, gpu_blocks, cpu_blocks, block_size, "
-				"chunked_prefill, admit_lookahead, max_wait_factor, admit_overcommit, "
-				"disk_swap_space)\n",
+		fprintf(stderr, PROG ": --compare: unknown key '%s' (want an engine setting's key, "
+				"e.g. preempt, sched, max_num_seqs, gpu_blocks: allm-engined --help)\n",
 			buf);
 		return -1;
 	}
@@ -150,21 +129,10 @@ static int parse_compare(struct bench_opts *o, const char *spec)
 	return 0;
 }
 
-/* Engine flags allm-bench passes through (with their value, except --reference). */
+/* Engine flags allm-bench passes through (with their value, but a flag without one). */
 static bool is_engine_flag(const char *f)
 {
-	static const char *const pass[] = {
-		"--device", "--dtype", "--threads", "--block-size", "--gpu-blocks", "--cpu-blocks",
-		"--kv-cache-memory", "--swap-space", "--gpu-memory-utilization", "--max-num-seqs",
-		"--max-num-batched-tokens", "--preempt", "--sched", "--profile", "--log-level",
-		"--gemm", "--dummy-seed", "--reference", "--chunked-prefill", "--admit-lookahead",
-		"--max-wait-factor", "--admit-overcommit", "--disk-swap-space", "--disk-swap-dir",
-		"--cpu-isa", "--quant", "--kv-cache-dtype", "--prefix-caching",
-	};
-	for (size_t k = 0; k < ALLM_ARRAY_SIZE(pass); k++)
-		if (!strcmp(f, pass[k]))
-			return true;
-	return false;
+	return engine_setting(NULL, f) != NULL;
 }
 
 static int bad_value(const char *f, const char *v, const char *want)
@@ -278,11 +246,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		}
 		if (r)
 			continue;
-		if (!strcmp(f, "--json") || !strcmp(f, "--no-progress") ||
-		    !strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start")) {
+		const struct allm_setting_desc *d = engine_setting(NULL, f);
+		if (!strcmp(f, "--json") || !strcmp(f, "--no-progress") || (d && !*d->metavar)) {
 			o->json |= !strcmp(f, "--json");
 			o->quiet |= !strcmp(f, "--no-progress");
-			if (!strcmp(f, "--reference") || !strcmp(f, "--calibrate-at-start"))
+			if (d && o->n_eng_args + 1 <= BENCH_MAX_ENG_ARGS)
 				o->eng_args[o->n_eng_args++] = f;
 			i++;
 			continue;

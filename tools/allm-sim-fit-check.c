@@ -17,6 +17,7 @@ int fit_open(const char *kind, const char *name, const char *device, int threads
 	struct allm_engine_opts o;
 	struct allm_err err = {{0}};
 	allm_engine_opts_default(&o);
+	allm_kv_env_read(&o.kv_env);
 	if (kind && !strcmp(kind, "--dummy"))
 		o.dummy = name;
 	else

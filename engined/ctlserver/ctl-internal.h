@@ -9,6 +9,8 @@
 #include "ctl-server.h"
 #include "ctl-stats.h"
 
+#include <adaptivellm/errtext.h>
+
 /* Most entries of client_list in a status map: the map stays bounded whatever
  * the number of clients (`clients` still counts them all). */
 #define CTL_STATUS_MAX_CLIENTS 64
@@ -41,6 +43,16 @@ void ctl_log(const struct ctl_server *s, enum allm_log_level level, const char *
  * s->body and 0 is returned; on failure err holds the reply's error text and
  * nothing changed. */
 int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, size_t errlen);
+
+
+/* ctl-settings.c: `set`; status's maps of the settings table's STATUS column
+ * (how many entries map has, and its KEY: value pairs into e). */
+/* `set`: on success the keys changed, " gpu_blocks preempt", in log (loglen
+ * bytes) for the caller's log line. */
+int ctl_cmd_set(struct ctl_server *s, const msgpack_object *args, char *err, size_t errlen, char *log,
+		size_t loglen);
+int ctl_status_settings_count(const char *map);
+void ctl_encode_status_settings(const struct ctl_server *s, struct allm_ctl_enc *e, const char *map);
 
 /* ctl-telemetry.c */
 /* The status map (PROTOCOL.md) into e. */

@@ -419,7 +419,7 @@ static void *bind_tcp(struct ctl_kvevents *k, void *zctx, int type, const char *
 }
 
 int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *endpoint, const char *topic,
-		       ctl_kvevents_log_fn log, void *log_user, struct ctl_kvevents **ret)
+		       int test_ring, ctl_kvevents_log_fn log, void *log_user, struct ctl_kvevents **ret)
 {
 	char replay_ep[600], err[256];
 	int r = ctl_kvevents_parse_endpoint(endpoint, replay_ep, sizeof(replay_ep), err, sizeof(err));
@@ -439,9 +439,8 @@ int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *end
 	k->log = log;
 	k->log_user = log_user;
 	k->ring_cap = CTL_KV_REPLAY_BATCHES;
-	const char *tr = getenv("ALLM_KV_EVENTS_TEST_RING");
-	if (tr && atoi(tr) >= 1 && atoi(tr) < CTL_KV_REPLAY_BATCHES)
-		k->ring_cap = (uint32_t)atoi(tr); /* so a test rolls the ring over in a few batches */
+	if (test_ring >= 1 && test_ring < CTL_KV_REPLAY_BATCHES)
+		k->ring_cap = (uint32_t)test_ring; /* so a test rolls the ring over in a few batches */
 	snprintf(k->topic, sizeof(k->topic), "%s", topic);
 	allm_ctl_enc_init(&k->enc);
 	k->enc.max = SIZE_MAX; /* a batch is bounded by CTL_KV_BATCH_BLOCKS, not here */

@@ -39,7 +39,7 @@ int ctl_kvevents_parse_endpoint(const char *ep, char *ret_replay, size_t cap, ch
  * knew of an engine that restarted on this endpoint) followed by the cache's
  * current blocks. 0 or -errno (a reason logged). */
 int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *endpoint, const char *topic,
-		       ctl_kvevents_log_fn log, void *log_user, struct ctl_kvevents **ret);
+		       int test_ring, ctl_kvevents_log_fn log, void *log_user, struct ctl_kvevents **ret);
 /* Stops observing, closes both sockets. Accepts NULL. */
 void ctl_kvevents_stop(struct ctl_kvevents *k);
 /* Publishes what the cache did since the last call, if anything (the host calls

@@ -90,7 +90,8 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 	}
 	if (host->kv_events_endpoint &&
 	    (r = ctl_kvevents_start(s->zctx, allm_engine_prefix_cache(host->eng), host->kv_events_endpoint,
-				    host->kv_events_topic ? host->kv_events_topic : "", kv_log, s, &s->kv)))
+				    host->kv_events_topic ? host->kv_events_topic : "", host->kv_events_test_ring, kv_log,
+				    s, &s->kv)))
 		goto fail;
 	*ret = s;
 	return 0;

@@ -64,6 +64,10 @@ struct ctl_host {
 	 * batches (ctl-kvevents.h) */
 	const char *kv_events_endpoint;
 	const char *kv_events_topic;
+	/* the replay ring's batches when in 1..CTL_KV_REPLAY_BATCHES-1 (a test's
+	 * $ALLM_KV_EVENTS_TEST_RING, read by the program: it rolls over in a few
+	 * batches); 0: the full ring */
+	int kv_events_test_ring;
 };
 
 /* Binds DIR/NAME.ctl and DIR/NAME.pub (replacing stale socket files of a dead

@@ -3,9 +3,11 @@
  * when it is host memory; else ("staged": a GPU, the simulator) through host
  * memory with the backend's copies: a write behind fills the disk tier's stage
  * by device -> host copies, a read ahead lands in an arena of host slots and is
- * copied in at its wait, a transfer that waits goes through kv->stage. A
- * simulated device's disk is one line of transfers beside its clock, timed by
- * its profile. */
+ * copied in at its wait, a transfer that waits goes through kv->stage.
+ *
+ * What a disk that is a file does differently from a simulated device's is
+ * behind struct kvc_disk_i (kv-cache-internal.h): the file's implementation is
+ * here (kvc_disk_file), the simulated one in kv-disk-sim.c; attach picks one. */
 #include "kv-cache-internal.h"
 
 #include <errno.h>
@@ -43,14 +45,18 @@ static int stage_fill(void *ctx, void *slot, int32_t mem_id)
 	return r ? r : be->iface->copy_wait(be, NULL);
 }
 
+void allm_kv_set_env(struct allm_kv_cache *kv, const struct allm_kv_env *env)
+{
+	kv->env = env ? *env : (struct allm_kv_env){0};
+}
+
 int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
 			size_t note_len, struct allm_err *err)
 {
 	int r;
 	if (kv->disk)
 		return allm_err_set(err, -EEXIST, "the KV cache already has a disk tier");
-	const char *force = getenv("ALLM_KV_STAGED");
-	kv->staged = !kv->be->device_is_host || (force && !strcmp(force, "1"));
+	kv->staged = !kv->be->device_is_host || kv->env.staged;
 	if (kv->staged) {
 		size_t bytes;
 		int32_t n = (int32_t)ALLM_MAX((size_t)1, ALLM_MIN((size_t)KV_STAGE_BLOCKS, KV_STAGE_BYTES / kv->block_bytes));
@@ -65,27 +71,13 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 			kv->stage_ids[i] = i;
 		kv->stage_blocks = n;
 	}
-	if (kv->be->simulated) {
-		/* no file: the profile's disk model times each transfer */
-		if (allm_backend_charge_disk(kv->be, true, 0, 0) < 0)
-			return allm_err_set(err, -ENOTSUP, "the simulated device's profile has no disk "
-					    "model (\"disk\": read/write bandwidth and latency)");
-		snprintf(note, note_len, "disk KV tier simulated: %d blocks, timed by the profile",
-			 n_blocks);
-		r = allm_kv_disk_open_virtual(n_blocks, kv->block_bytes, &kv->disk, err);
-	} else {
-		r = allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->disk, note, note_len, err);
-	}
-	if (r || !kv->staged)
+	/* the one place that asks which kind of disk this is */
+	const struct kvc_disk_i *t = kv->be->simulated ? &kvc_disk_sim : &kvc_disk_file;
+	if ((r = t->open(kv, dir, n_blocks, note, note_len, err)))
 		return r;
-	if (!kv->be->simulated) {
-		struct allm_err e2 = {{0}};
-		struct allm_kv_disk_host h = {host_alloc, host_free, stage_fill, kv};
-		if (allm_kv_disk_set_host(kv->disk, &h, &e2)) {
-			size_t len = strlen(note);
-			snprintf(note + len, note_len - len, "; %s: disk I/O waits", e2.msg);
-		}
-	}
+	kv->dtier = t;
+	if (!kv->staged)
+		return 0;
 	/* reads ahead through host memory: an arena of the stage's size (0 where
 	 * the disk has no background I/O: reads wait) */
 	int32_t slots = allm_kv_disk_stage_blocks(kv->disk);
@@ -93,7 +85,8 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	if (!kv->ahead_free) {
 		allm_kv_disk_close(kv->disk);
 		kv->disk = NULL;
-		kvc_disk_fini(kv);
+		kvc_ahead_fini(kv);
+		kv->dtier = NULL;
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	}
 	for (int32_t i = 0; i < slots; i++)
@@ -102,9 +95,19 @@ int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blo
 	return 0;
 }
 
-struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv)
+static int file_open(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note, size_t note_len,
+		     struct allm_err *err)
 {
-	return kv->disk ? allm_kv_disk_pool(kv->disk) : NULL;
+	int r = allm_kv_disk_open(dir, n_blocks, kv->block_bytes, &kv->env, &kv->disk, note, note_len, err);
+	if (r || !kv->staged)
+		return r;
+	struct allm_err e2 = {{0}};
+	struct allm_kv_disk_host h = {host_alloc, host_free, stage_fill, kv};
+	if (allm_kv_disk_set_host(kv->disk, &h, &e2)) {
+		size_t len = strlen(note);
+		snprintf(note + len, note_len - len, "; %s: disk I/O waits", e2.msg);
+	}
+	return 0;
 }
 
 int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
@@ -114,27 +117,26 @@ int allm_kv_resize_disk(struct allm_kv_cache *kv, int32_t n, struct allm_err *er
 	return allm_kv_disk_resize(kv->disk, n, err);
 }
 
-/* Slots of a simulated disk's stage whose writes have landed by now (the
- * simulator keeps its disk: backend.h, struct allm_sim_disk_i). */
-static int32_t vslots_free(struct allm_kv_cache *kv)
+static int32_t file_stage_total(struct allm_kv_cache *kv)
 {
-	return allm_backend_sim_disk(kv->be)->stage_free(kv->be, kv->n_ahead_slots);
+	return allm_kv_disk_stage_blocks(kv->disk);
+}
+
+static int32_t file_stage_free(struct allm_kv_cache *kv)
+{
+	return allm_kv_disk_behind_free(kv->disk);
 }
 
 bool allm_kv_disk_behind_room(struct allm_kv_cache *kv, int32_t n)
 {
-	if (!kv->disk)
-		return false;
-	return kv->be->simulated ? vslots_free(kv) >= n : allm_kv_disk_behind_free(kv->disk) >= n;
+	return kv->disk && kv->dtier->stage_free(kv) >= n;
 }
 
 int32_t allm_kv_disk_queued_blocks(struct allm_kv_cache *kv)
 {
 	if (!kv->disk)
 		return 0;
-	if (kv->be->simulated)
-		return kv->n_ahead_slots - vslots_free(kv);
-	int32_t stage = allm_kv_disk_stage_blocks(kv->disk), room = allm_kv_disk_behind_free(kv->disk);
+	int32_t stage = kv->dtier->stage_total(kv), room = kv->dtier->stage_free(kv);
 	return stage > room ? stage - room : 0;
 }
 
@@ -164,65 +166,17 @@ static struct allm_swap_result disk_result(const struct allm_kv_cache *kv, int32
 					 .disk = *st};
 }
 
-/* ---- a simulated device's disk ----------------------------------------------------
- * One line of transfers in order, beside the device's clock, as the real tier
- * behaves: a transfer the caller waits for starts once what was queued before
- * it (writes behind) is done; a write behind or a read ahead is queued and the
- * caller goes on. The simulator keeps the line (struct allm_sim_disk_i). */
-
-static double vdisk_wait(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_queued)
+/* A write behind to the file: from device memory straight, or (staged)
+ * device -> the disk tier's stage (the copies the caller waits for,
+ * stage_fill), written from there in the background. */
+static int file_write_behind(struct allm_kv_cache *kv, const int32_t *dev, const int32_t *disk, int32_t n,
+			     double *ret_seconds, struct allm_err *err)
 {
-	return allm_backend_sim_disk(kv->be)->wait(kv->be, write, bytes, runs, ret_queued);
-}
-
-static double vdisk_queue(struct allm_kv_cache *kv, bool write, uint64_t bytes, int32_t runs, double *ret_start)
-{
-	return allm_backend_sim_disk(kv->be)->queue(kv->be, write, bytes, runs, ret_start);
-}
-
-/* ---- staging through host memory ------------------------------------------------ */
-
-/* Copies device blocks dev[0..n) into blocks of host memory at base (the
- * j-th into block slots[j], or j when slots is NULL) with the backend's copies,
- * or back (!to_host), and waits for them. */
-static int stage_copy(struct allm_kv_cache *kv, bool to_host, char *base, const int32_t *slots, const int32_t *dev,
-		      int32_t n, struct allm_err *err)
-{
-	allm_backend_t *be = kv->be;
-	size_t bb = kv->block_bytes;
-	int r = 0;
-	for (int32_t j = 0; j < n && !r; j++) {
-		char *h = base + (size_t)(slots ? slots[j] : j) * bb, *d = (char *)kv->dev + (size_t)dev[j] * bb;
-		r = to_host ? be->iface->copy_async(be, h, d, bb, ALLM_COPY_D2H)
-			    : be->iface->copy_async(be, d, h, bb, ALLM_COPY_H2D);
-	}
-	if (!r)
-		r = be->iface->copy_wait(be, NULL);
-	if (r)
-		allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
-	return r;
-}
-
-/* A write behind from device memory: device -> the disk tier's stage (the
- * copies the step waits for, stage_fill), written from there in the background
- * (a simulated disk: the copies through our stage for their time, the write
- * queued on its line, each slot busy until it lands). The caller made sure of
- * room (allm_kv_disk_behind_room). -EAGAIN (nothing lost: the caller writes and
- * waits instead) if the disk's stage turned out short. */
-static int staged_behind(struct allm_kv_cache *kv, const int32_t *dev, const int32_t *disk, int32_t n,
-			 struct allm_err *err)
-{
-	if (!kv->be->simulated)
-		return allm_kv_disk_write_behind(kv->disk, NULL, dev, disk, n, NULL, err);
-	int r = 0;
-	for (int32_t i = 0, k; i < n && !r; i += k) {
-		k = ALLM_MIN(kv->stage_blocks, n - i);
-		if ((r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
-			break;
-		double end = vdisk_queue(kv, true, (uint64_t)k * kv->block_bytes, allm_kv_count_runs(disk + i, NULL, k), NULL);
-		if (allm_backend_sim_disk(kv->be)->stage_take(kv->be, kv->n_ahead_slots, k, end))
-			r = allm_err_set(err, -ENOMEM, "out of memory");
-	}
+	if (!kv->staged)
+		return allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, ret_seconds, err);
+	double t0 = allm_backend_clock(kv->be);
+	int r = allm_kv_disk_write_behind(kv->disk, NULL, dev, disk, n, NULL, err);
+	*ret_seconds = allm_backend_clock(kv->be) - t0;
 	return r;
 }
 
@@ -240,23 +194,11 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 	struct allm_kv_disk_io_stat st = {0}, tot = {0};
 	int32_t k;
 	int r = 0;
-	if (!kv->staged) {
-		if (write && behind_ok &&
-		    (r = allm_kv_disk_write_behind(kv->disk, kv->dev, dev, disk, n, &tot.seconds, err)) == 0) {
+	/* straight from device memory the disk's own stage check decides (-EAGAIN);
+	 * through host memory the room is checked first */
+	if (write && behind_ok && (!kv->staged || allm_kv_disk_behind_room(kv, n))) {
+		if ((r = kv->dtier->write_behind(kv, dev, disk, n, &tot.seconds, err)) == 0) {
 			tot.runs = allm_kv_count_runs(dev, disk, n);
-			behind = true;
-			goto out;
-		}
-		if (r && r != -EAGAIN)
-			return r;
-		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &tot, err);
-		goto out;
-	}
-	double t0 = allm_backend_clock(be); /* a simulated device's time is its clock's */
-	if (write && behind_ok && allm_kv_disk_behind_room(kv, n)) {
-		if ((r = staged_behind(kv, dev, disk, n, err)) == 0) {
-			tot.runs = allm_kv_count_runs(dev, disk, n);
-			tot.seconds = allm_backend_clock(be) - t0;
 			behind = true;
 			goto out;
 		}
@@ -264,18 +206,22 @@ static int disk_xfer(struct allm_kv_cache *kv, bool write, bool behind_ok, const
 			goto out;
 		r = 0; /* written again below, waited for: the file ends up right */
 	}
+	if (!kv->staged) {
+		r = allm_kv_disk_io(kv->disk, write, kv->dev, dev, disk, n, &tot, err);
+		goto out;
+	}
 	for (int32_t i = 0; i < n && !r; i += k) {
 		k = ALLM_MIN(kv->stage_blocks, n - i);
 		double t1 = allm_backend_clock(be);
-		if (write && (r = stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
+		if (write && (r = kvc_stage_copy(kv, true, kv->stage, NULL, dev + i, k, err)))
 			break;
 		r = allm_kv_disk_io(kv->disk, write, kv->stage, kv->stage_ids, disk + i, k, &st, err);
-		if (!r && be->simulated)
-			vdisk_wait(kv, write, (uint64_t)k * kv->block_bytes, st.runs, &st.waited_seconds);
+		if (!r && kv->dtier->waited)
+			kv->dtier->waited(kv, write, k, &st);
 		tot.runs += st.runs;
 		tot.waited_seconds += st.waited_seconds;
 		if (!write && !r)
-			r = stage_copy(kv, false, kv->stage, NULL, dev + i, k, err);
+			r = kvc_stage_copy(kv, false, kv->stage, NULL, dev + i, k, err);
 		tot.seconds += allm_backend_clock(be) - t1;
 	}
 	/* through the host stage: the disk model's time includes the staging copies */
@@ -346,16 +292,6 @@ int allm_kv_disk_in(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk
 	return 0;
 }
 
-/* A read ahead through host memory (staged). */
-struct kvc_ahead {
-	bool live;
-	int32_t disk_ticket; /* the disk tier's (a real disk) */
-	int32_t *slots; /* [n] the slots of kv->ahead_mem its blocks come into */
-	int32_t n, runs;
-	double start, end; /* a simulated disk: the read's span on its line */
-	double start_seconds; /* what starting it took of the caller's time */
-};
-
 /* O_DIRECT's alignment (kv-disk-internal.h's DISK_ALIGN) */
 #define KVC_ALIGN 4096
 
@@ -367,16 +303,13 @@ static void ahead_free(struct allm_kv_cache *kv, struct kvc_ahead *a)
 	*a = (struct kvc_ahead){0};
 }
 
-/* Starts a read ahead through host memory: disk -> slots of the reads'
- * arena (a simulated disk: queued on its line, the slots counted only); the
- * copies to the device come at the wait. The arena holds what the stage of
- * writes behind does; allm_kv_disk_in_start checked it has n free slots. */
-static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n, int32_t *ret_ticket,
-			struct allm_err *err)
+/* The file's read ahead: disk -> slots of the reads' arena (allocated at the
+ * first), the copies to the device at the wait. */
+static int file_ahead_start(struct allm_kv_cache *kv, struct kvc_ahead *a, const int32_t *disk, int32_t n,
+			    struct allm_err *err)
 {
-	int32_t i;
-	int r = 0;
-	if (!kv->be->simulated && !kv->ahead_mem) {
+	int r;
+	if (!kv->ahead_mem) {
 		size_t bytes;
 		if ((r = kvc_pool_bytes(kv, kv->n_ahead_slots, &bytes, err)))
 			return r;
@@ -385,6 +318,32 @@ static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n
 					    allm_backend_last_error(kv->be));
 		kv->ahead_mem = (char *)(((uintptr_t)kv->ahead_raw + KVC_ALIGN - 1) & ~(uintptr_t)(KVC_ALIGN - 1));
 	}
+	return allm_kv_disk_read_start(kv->disk, kv->ahead_mem, a->slots, disk, n, &a->disk_ticket, err);
+}
+
+static int file_ahead_wait(struct allm_kv_cache *kv, struct kvc_ahead *a, struct allm_kv_disk_io_stat *st,
+			   struct allm_err *err)
+{
+	int r = allm_kv_disk_read_wait(kv->disk, a->disk_ticket, st, err);
+	st->seconds -= a->start_seconds; /* counted by the caller */
+	return r;
+}
+
+static int file_ahead_copy(struct allm_kv_cache *kv, struct kvc_ahead *a, const int32_t *gpu, int32_t n,
+			   struct allm_err *err)
+{
+	return kvc_stage_copy(kv, false, kv->ahead_mem, a->slots, gpu, n, err);
+}
+
+/* Starts a read ahead through host memory: slots of the reads' arena, then the
+ * disk's own start (kvc_disk_i.ahead_start); the copies to the device come at
+ * the wait. The arena holds what the stage of
+ * writes behind does; allm_kv_disk_in_start checked it has n free slots. */
+static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n, int32_t *ret_ticket,
+			struct allm_err *err)
+{
+	int32_t i;
+	int r = 0;
 	for (i = 0; i < kv->n_ahead && kv->ahead[i].live; i++)
 		;
 	if (i == kv->cap_ahead) {
@@ -404,9 +363,7 @@ static int staged_ahead(struct allm_kv_cache *kv, const int32_t *disk, int32_t n
 	*a = (struct kvc_ahead){.live = true, .slots = slots, .runs = allm_kv_count_runs(disk, NULL, n)};
 	for (a->n = 0; a->n < n; a->n++)
 		a->slots[a->n] = kv->ahead_free[--kv->n_ahead_free];
-	if (kv->be->simulated) {
-		a->end = vdisk_queue(kv, false, (uint64_t)n * kv->block_bytes, a->runs, &a->start);
-	} else if ((r = allm_kv_disk_read_start(kv->disk, kv->ahead_mem, a->slots, disk, n, &a->disk_ticket, err))) {
+	if ((r = kv->dtier->ahead_start(kv, a, disk, n, err))) {
 		ahead_free(kv, a);
 		return r;
 	}
@@ -429,42 +386,15 @@ static int staged_ahead_wait(struct allm_kv_cache *kv, int32_t ticket, const int
 	double t0 = allm_backend_clock(be);
 	int r = 0;
 	*st = (struct allm_kv_disk_io_stat){0};
-	if (be->simulated) {
-		allm_backend_clock_wait_until(be, a->end);
-		st->runs = a->runs;
-		st->io_seconds = a->end - a->start;
-	} else {
-		r = allm_kv_disk_read_wait(kv->disk, a->disk_ticket, st, err);
-		st->seconds -= a->start_seconds; /* counted below */
-	}
+	r = kv->dtier->ahead_wait(kv, a, st, err);
 	double t1 = allm_backend_clock(be);
-	if (!r && !be->simulated)
-		r = stage_copy(kv, false, kv->ahead_mem, a->slots, gpu, n, err);
-	for (int32_t i = 0, k; !r && be->simulated && i < n; i += k) { /* the copies' time */
-		k = ALLM_MIN(kv->stage_blocks, n - i);
-		r = stage_copy(kv, false, kv->stage, NULL, gpu + i, k, err);
-	}
+	if (!r)
+		r = kv->dtier->ahead_copy(kv, a, gpu, n, err);
 	double now = allm_backend_clock(be);
 	st->seconds += a->start_seconds + (now - t0);
 	st->io_seconds += now - t1;
 	ahead_free(kv, a);
 	return r;
-}
-
-void kvc_disk_fini(struct allm_kv_cache *kv)
-{
-	/* the disk is closed: every read ahead has landed */
-	for (int32_t i = 0; i < kv->n_ahead; i++)
-		if (kv->ahead[i].live)
-			ahead_free(kv, &kv->ahead[i]);
-	allm_free(kv->ahead);
-	if (kv->ahead_raw)
-		kv->be->iface->host_free(kv->be, kv->ahead_raw);
-	allm_free(kv->ahead_free);
-	kv->ahead = NULL;
-	kv->ahead_raw = kv->ahead_mem = NULL;
-	kv->ahead_free = NULL;
-	kv->n_ahead = kv->cap_ahead = kv->n_ahead_slots = kv->n_ahead_free = 0;
 }
 
 int allm_kv_disk_in_start(struct allm_kv_cache *kv, int64_t owner, const int32_t *disk, int32_t n,
@@ -501,8 +431,7 @@ int allm_kv_disk_in_wait(struct allm_kv_cache *kv, int64_t owner, const int32_t 
 	return 0;
 }
 
-/* Writes host blocks cpu[i] to disk blocks disk[i] and waits (a simulated
- * device: the profile's time on the disk's line). */
+/* Writes host blocks cpu[i] to disk blocks disk[i] and waits. */
 static int host_to_disk(struct allm_kv_cache *kv, const int32_t *cpu, const int32_t *disk, int32_t n,
 			struct allm_swap_result *res, struct allm_err *err)
 {
@@ -510,11 +439,8 @@ static int host_to_disk(struct allm_kv_cache *kv, const int32_t *cpu, const int3
 	int r = allm_kv_disk_io(kv->disk, true, kv->host, cpu, disk, n, &st, err);
 	if (r)
 		return r;
-	if (kv->be->simulated) { /* the simulated write is all the profile's */
-		double queued, t = vdisk_wait(kv, true, (uint64_t)kv->block_bytes * (uint64_t)n, st.runs, &queued);
-		st = (struct allm_kv_disk_io_stat){.seconds = t, .runs = st.runs, .waited_seconds = queued,
-						   .io_seconds = t - queued};
-	}
+	if (kv->dtier->host_written)
+		kv->dtier->host_written(kv, n, &st);
 	if (res)
 		*res = disk_result(kv, n, st.seconds, &st, false);
 	return 0;
@@ -588,3 +514,17 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, enum allm_disk_dir dir, int32
 	allm_free(disk);
 	return rc ? rc : res.seconds;
 }
+
+const struct kvc_disk_i kvc_disk_file = {
+	.version = 1,
+	.name = "file",
+	.open = file_open,
+	.stage_total = file_stage_total,
+	.stage_free = file_stage_free,
+	.write_behind = file_write_behind,
+	.waited = NULL, /* the file's I/O was timed as it ran */
+	.ahead_start = file_ahead_start,
+	.ahead_wait = file_ahead_wait,
+	.ahead_copy = file_ahead_copy,
+	.host_written = NULL,
+};

@@ -80,7 +80,7 @@ void allm_kv_cache_free(struct allm_kv_cache *kv)
 	allm_block_pool_fini(&kv->gpu);
 	allm_block_pool_fini(&kv->cpu);
 	allm_kv_disk_close(kv->disk);
-	kvc_disk_fini(kv);
+	kvc_ahead_fini(kv);
 	if (kv->stage)
 		kv->be->iface->host_free(kv->be, kv->stage);
 	allm_free(kv->stage_ids);
@@ -152,6 +152,11 @@ int allm_kv_resize_gpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err
 int allm_kv_resize_cpu(struct allm_kv_cache *kv, int32_t n, struct allm_err *err)
 {
 	return resize(kv, false, n, err);
+}
+
+struct allm_block_pool *allm_kv_disk_blocks(struct allm_kv_cache *kv)
+{
+	return kv->disk ? allm_kv_disk_pool(kv->disk) : NULL;
 }
 
 int32_t allm_kv_count_runs(const int32_t *src, const int32_t *dst, int32_t n)
@@ -339,4 +344,43 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32
 	allm_free(src);
 	allm_free(dst);
 	return rc ? rc : res.seconds;
+}
+
+/* ---- staging through host memory ------------------------------------------------ */
+
+/* Copies device blocks dev[0..n) into blocks of host memory at base (the
+ * j-th into block slots[j], or j when slots is NULL) with the backend's copies,
+ * or back (!to_host), and waits for them. */
+int kvc_stage_copy(struct allm_kv_cache *kv, bool to_host, char *base, const int32_t *slots, const int32_t *dev,
+		   int32_t n, struct allm_err *err)
+{
+	allm_backend_t *be = kv->be;
+	size_t bb = kv->block_bytes;
+	int r = 0;
+	for (int32_t j = 0; j < n && !r; j++) {
+		char *h = base + (size_t)(slots ? slots[j] : j) * bb, *d = (char *)kv->dev + (size_t)dev[j] * bb;
+		r = to_host ? be->iface->copy_async(be, h, d, bb, ALLM_COPY_D2H)
+			    : be->iface->copy_async(be, d, h, bb, ALLM_COPY_H2D);
+	}
+	if (!r)
+		r = be->iface->copy_wait(be, NULL);
+	if (r)
+		allm_err_set(err, r, "disk staging copy failed: %s", allm_backend_last_error(be));
+	return r;
+}
+
+void kvc_ahead_fini(struct allm_kv_cache *kv)
+{
+	/* the disk is closed: every read ahead has landed */
+	for (int32_t i = 0; i < kv->n_ahead; i++)
+		if (kv->ahead[i].live)
+			allm_free(kv->ahead[i].slots);
+	allm_free(kv->ahead);
+	if (kv->ahead_raw)
+		kv->be->iface->host_free(kv->be, kv->ahead_raw);
+	allm_free(kv->ahead_free);
+	kv->ahead = NULL;
+	kv->ahead_raw = kv->ahead_mem = NULL;
+	kv->ahead_free = NULL;
+	kv->n_ahead = kv->cap_ahead = kv->n_ahead_slots = kv->n_ahead_free = 0;
 }

@@ -22,6 +22,7 @@ enum allm_kv_tier {
 const char *allm_kv_tier_name(enum allm_kv_tier t);
 
 struct allm_prefix_cache;
+struct kvc_disk_i;
 
 struct allm_kv_cache {
 	allm_backend_t *be; /* not owned */
@@ -42,10 +43,12 @@ struct allm_kv_cache {
 	void *scrub; /* calibration on host memory: written to empty the L2 caches */
 	size_t scrub_len;
 	struct allm_kv_disk *disk; /* the disk tier, NULL when off */
+	const struct kvc_disk_i *dtier; /* its kind (a file or a simulated device's), NULL when off */
 	/* Disk I/O through host memory with the backend's copies: a device that is
 	 * not host memory (a GPU, the simulator), or the CPU backend told to
-	 * (ALLM_KV_STAGED=1, for tests: a GPU's path, bit for bit, where there is none). */
+	 * (env.staged, for tests: a GPU's path, bit for bit, where there is none). */
 	bool staged;
+	struct allm_kv_env env; /* the program's hooks (allm_kv_set_env); zero: none */
 	void *stage; /* its host staging for copies (staged) */
 	int32_t stage_blocks;
 	int32_t *stage_ids; /* [stage_blocks] 0, 1, ...: the stage's blocks, for allm_kv_disk_io */
@@ -122,6 +125,9 @@ int allm_kv_tier_copy(struct allm_kv_cache *kv, enum allm_kv_tier from, const in
 /* --- the disk tier (kv-disk.h) ---------------------------------------------------- */
 
 /* Adds a disk pool of n_blocks in dir. note: one line on how it was opened. */
+/* The program's test and benchmark hooks (kv-disk.h), before a disk tier or a
+ * prefix cache is attached. */
+void allm_kv_set_env(struct allm_kv_cache *kv, const struct allm_kv_env *env);
 int allm_kv_attach_disk(struct allm_kv_cache *kv, const char *dir, int32_t n_blocks, char *note,
 			size_t note_len, struct allm_err *err);
 /* The disk pool, or NULL when there is no disk tier. */

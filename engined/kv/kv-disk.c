@@ -94,9 +94,26 @@ void kvd_prep_op(struct allm_kv_disk *d, struct io_uring_sqe *sqe, bool write, c
 	io_uring_sqe_set_data64(sqe, idx | (f ? SHORT_BIT : 0));
 }
 
-int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
+void allm_kv_env_read(struct allm_kv_env *ret)
+{
+	const char *u = getenv("ALLM_NO_IO_URING"), *st = getenv("ALLM_KV_STAGED");
+	const char *th = getenv("ALLM_KV_DISK_THROTTLE_MBPS"), *c = getenv("ALLM_PREFIX_TEST_COLLIDE");
+	memset(ret, 0, sizeof(*ret));
+	ret->no_io_uring = u && *u && strcmp(u, "0");
+	ret->staged = st && !strcmp(st, "1");
+	ret->throttle_mbps = th ? strtod(th, NULL) : 0;
+	if (!(ret->throttle_mbps > 0))
+		ret->throttle_mbps = 0;
+	ret->fault = getenv("ALLM_KV_DISK_FAULT");
+	ret->prefix_collide = c && !strcmp(c, "1");
+}
+
+int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes, const struct allm_kv_env *env,
 		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err)
 {
+	static const struct allm_kv_env none;
+	if (!env)
+		env = &none;
 	struct allm_kv_disk *d = allm_calloc(1, sizeof(*d));
 	bool no_tmpfile = false, no_direct = false, named = false, direct = false;
 	int r, dfd = -1;
@@ -105,7 +122,7 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	d->fd = -1;
 	d->block_bytes = block_bytes;
-	parse_fault(d, getenv("ALLM_KV_DISK_FAULT"), &no_tmpfile, &no_direct);
+	parse_fault(d, env->fault, &no_tmpfile, &no_direct);
 	if (n_blocks < 1 || block_bytes == 0) {
 		r = allm_err_set(err, -EINVAL, "the disk KV pool needs at least one block");
 		goto fail;
@@ -153,15 +170,12 @@ int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
 	}
 	/* without io_uring (ALLM_NO_IO_URING, or the kernel's -errno: -EPERM
 	 * where it is disabled) I/O is pread/pwrite; the note says why */
-	int no_ring = getenv("ALLM_NO_IO_URING") ? 0 : io_uring_queue_init(DISK_QD, &d->ring, 0);
-	d->have_ring = !getenv("ALLM_NO_IO_URING") && no_ring == 0;
+	int no_ring = env->no_io_uring ? 0 : io_uring_queue_init(DISK_QD, &d->ring, 0);
+	d->have_ring = !env->no_io_uring && no_ring == 0;
 	/* Test and benchmark hook: a disk of this many MB/s (bench/prefix-restore.sh
 	 * runs restores against 200, 50 and 10 MB/s disks). Every transfer waits
 	 * its bytes' time at that rate, so there is no I/O behind or ahead. */
-	const char *th = getenv("ALLM_KV_DISK_THROTTLE_MBPS");
-	d->throttle_bps = th ? strtod(th, NULL) * 1e6 : 0;
-	if (!(d->throttle_bps > 0))
-		d->throttle_bps = 0;
+	d->throttle_bps = env->throttle_mbps * 1e6;
 	int no_bg = 0;
 	if (d->have_ring && (d->throttle_bps > 0 || (no_bg = kvd_bg_init(d))))
 		kvd_bg_fini(d); /* without its memory, rings or thread, I/O waits for the disk */

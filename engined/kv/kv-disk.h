@@ -20,6 +20,21 @@
 
 struct allm_kv_disk;
 
+/* Test and benchmark hooks of the KV tiers. The program reads them from the
+ * environment once (allm_kv_env_read) and hands them down (allm_kv_set_env,
+ * allm_kv_disk_open); library code never calls getenv. Zero: none. */
+struct allm_kv_env {
+	bool no_io_uring; /* ALLM_NO_IO_URING (set, not "0"): pread/pwrite, no background I/O */
+	bool staged; /* ALLM_KV_STAGED=1: the CPU backend's disk I/O goes through the
+		      * staging a GPU needs (a GPU's path, bit for bit, where there is none) */
+	double throttle_mbps; /* ALLM_KV_DISK_THROTTLE_MBPS: a disk of this many MB/s */
+	const char *fault; /* ALLM_KV_DISK_FAULT: injected disk failures (kv-disk.c) */
+	bool prefix_collide; /* ALLM_PREFIX_TEST_COLLIDE=1: every block key collides */
+};
+
+/* The hooks above from this process's environment (programs and tests call it). */
+void allm_kv_env_read(struct allm_kv_env *ret);
+
 /* A disk transfer's direction (calibration, the disk predictor's two rows). */
 enum allm_disk_dir {
 	ALLM_DISK_WRITE = 0, /* memory -> disk (a swap out) */
@@ -29,7 +44,7 @@ enum allm_disk_dir {
 /* Opens a pool of n_blocks blocks of block_bytes in directory dir. note gets one
  * line on how (O_DIRECT or buffered and why, O_TMPFILE or a name unlinked at
  * once). 0 or -errno with err naming the directory and the problem. */
-int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes,
+int allm_kv_disk_open(const char *dir, int32_t n_blocks, size_t block_bytes, const struct allm_kv_env *env,
 		      struct allm_kv_disk **ret, char *note, size_t note_len, struct allm_err *err);
 /* A pool with no file, for a simulated device (kernels/sim): the same ids and
  * owners, I/O only counts its runs (the caller charges the simulated time). */

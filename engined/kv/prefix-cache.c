@@ -113,8 +113,7 @@ int allm_prefix_cache_create(struct allm_kv_cache *kv, const char *model_id, str
 	allm_sha256_update(&h, model_id, strlen(model_id) + 1);
 	allm_sha256_update(&h, &kv->lay, sizeof(kv->lay));
 	allm_sha256_final(&h, pc->tag);
-	const char *c = getenv("ALLM_PREFIX_TEST_COLLIDE");
-	pc->collide = c && !strcmp(c, "1");
+	pc->collide = kv->env.prefix_collide;
 	attach(pc, true);
 	*ret = pc;
 	return 0;

@@ -101,7 +101,7 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		allm_engine_prefix_publish(e, r);
 		int32_t id = picked ? picked[i] : sample_row(e, r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
-			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");
 			continue;
 		}
 		/* min_tokens met (or moot with ignore_eos): no more masking, so the
@@ -125,10 +125,10 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		}
 		enum allm_end stop = stop_of(e, r, id);
 		if (stop != ALLM_END_NONE)
-			allm_engine_retire(e, r, stop, NULL);
+			allm_engine_retire(e, r, stop, 0, NULL);
 		else if (allm_request_n_generated(r) >= r->sampler.p.max_tokens ||
 			 r->seq.n_tokens >= e->model->cfg.max_pos)
-			allm_engine_retire(e, r, ALLM_END_LENGTH, NULL);
+			allm_engine_retire(e, r, ALLM_END_LENGTH, 0, NULL);
 	}
 }
 
@@ -276,7 +276,7 @@ int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct
 		char msg[160];
 		snprintf(msg, sizeof(msg), "backend: %.150s", err->msg);
 		for (int32_t i = 0; i < sel->n; i++)
-			allm_engine_retire(e, sel->v[i], ALLM_END_ERROR, msg);
+			allm_engine_retire(e, sel->v[i], ALLM_END_ERROR, r, msg); /* the backend's errno */
 		return r;
 	}
 	e->st.prefill_steps += prefill_tokens > 0;

@@ -44,8 +44,10 @@ bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);
 
 /* Releases everything r holds in either pool. */
 void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
-/* Takes r out of its queue, frees its blocks, reports and frees it. */
-void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
+/* Takes r out of its queue, frees its blocks, reports and frees it. For
+ * ALLM_END_ERROR, status is the cause (-errno: the backend's, -ENOMEM, -E2BIG...)
+ * and error says it in words; both reach the client's FINAL (0 and NULL otherwise). */
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how, int status,
 			const char *error);
 /* A fresh decision record in the ring (seq_no set, measured_s NAN). */
 struct allm_decision *allm_engine_record_decision(struct allm_engine *e);

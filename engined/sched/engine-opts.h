@@ -1,20 +1,18 @@
-/* The model/memory/policy flags that allm-engined and allm-run share (DESIGN §12),
- * parsed in one place so both programs accept the same spelling and limits. */
+/* The model/memory/policy flags that allm-engined and allm-run share (DESIGN §12):
+ * struct allm_engine_opts holds one field per row of the settings table
+ * (include/adaptivellm/settings.h), which the parser, --help and the defaults
+ * below are generated from. */
 #ifndef ALLM_ENGINE_OPTS_H
 #define ALLM_ENGINE_OPTS_H
 
 #include "backend.h"
 #include "common.h"
+#include "kv-disk.h"
+
+#include <adaptivellm/settings.h>
 
 enum allm_preempt_mode { ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_RECOMPUTE, ALLM_PREEMPT_SWAP };
 enum allm_sched_mode { ALLM_SCHED_FAIR, ALLM_SCHED_FCFS };
-
-/* Defaults of the fair scheduler's admission headroom and aging (bench/README.md,
- * "Scheduler quality", has the measurements behind them). */
-#define ALLM_DEFAULT_ADMIT_LOOKAHEAD 8
-#define ALLM_DEFAULT_MAX_WAIT_FACTOR 8
-#define ALLM_STR_(x) #x
-#define ALLM_STR(x) ALLM_STR_(x)
 
 struct allm_engine_opts {
 	const char *model_dir; /* --model; NULL with no dummy = the embedded default */
@@ -42,7 +40,7 @@ struct allm_engine_opts {
 	bool calibrate_at_start; /* --calibrate-at-start: the grid before serving, not a first estimate */
 	const char *profile; /* --profile FILE */
 	enum allm_log_level log_level;
-	int threads; /* --threads (cpu backend) */
+	int32_t threads; /* --threads (cpu backend) */
 	bool reference; /* --reference: naive cpu loops */
 	bool blas; /* --gemm openblas */
 	enum allm_cpu_isa cpu_isa; /* --cpu-isa: the cpu GEMM's SIMD level (AUTO = best) */
@@ -51,20 +49,22 @@ struct allm_engine_opts {
 	 * none, the checkpoint's dtype or --dtype */
 	enum allm_dtype quant;
 	uint64_t dummy_seed;
+	/* the KV tiers' test and benchmark hooks: the program reads them from the
+	 * environment (allm_kv_env_read) after allm_engine_opts_default; not a flag */
+	struct allm_kv_env kv_env;
 };
 
+/* The table's defaults (DEF), cpu_blocks -1 (derived from the swap space). */
 void allm_engine_opts_default(struct allm_engine_opts *o);
 /* If argv[*i] is one of the shared flags, consumes it (and its value), advances *i
  * and returns 1; returns 0 if not ours; -EINVAL with err for a bad value. */
 int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, int *i,
 			   struct allm_err *err);
-/* Help text for the shared flags. */
+/* Help text for the shared flags (allm_settings_help). */
 const char *allm_engine_opts_help(void);
 
 const char *allm_preempt_name(enum allm_preempt_mode m);
 const char *allm_sched_name(enum allm_sched_mode m);
-int allm_preempt_parse(const char *s, enum allm_preempt_mode *ret);
-int allm_sched_parse(const char *s, enum allm_sched_mode *ret);
 
 /* Strict number parsing for flags: whole string, in range. */
 int allm_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *ret);

@@ -128,7 +128,7 @@ static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_req
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, false);
 	if (allm_rq_push(q, v))
-		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
+		allm_engine_retire(e, v, ALLM_END_ERROR, -ENOMEM, "out of memory");
 }
 
 void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now)
@@ -258,11 +258,11 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 			d->reason = ALLM_REASON_DISK_READ_FAILED;
 		}
 		if (allm_rq_push(&e->waiting, r))
-			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");
 		return;
 	}
 	if (rc) {
-		allm_engine_retire(e, r, ALLM_END_ERROR, err->msg);
+		allm_engine_retire(e, r, ALLM_END_ERROR, rc, err->msg); /* the swap-in's errno */
 		return;
 	}
 	r->seq.n_blocks = n;
@@ -292,7 +292,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 	 * with a step costs only its tail) */
 	allm_engine_attach_measured(e, r, r->pending_swap_out_s + res->seconds);
 	if (allm_rq_push(&e->running, r))
-		allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+		allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");
 }
 
 void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now)
@@ -328,7 +328,7 @@ bool allm_engine_load_start(struct allm_engine *e, struct allm_request *r, doubl
 	e->st.disk_reads_ahead++;
 	if (allm_rq_push(&e->loading, r)) {
 		allm_engine_load_finish(e, r, now, false);
-		allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+		allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");
 	}
 	return true;
 }

@@ -269,7 +269,7 @@ static void fail_unfittable(struct allm_engine *e)
 			}
 			snprintf(msg, sizeof(msg), "needs %d KV blocks but the GPU pool now has %d", need,
 				 e->kv->gpu.n_total);
-			allm_engine_retire(e, r, ALLM_END_ERROR, msg);
+			allm_engine_retire(e, r, ALLM_END_ERROR, -E2BIG, msg);
 		}
 }
 
@@ -435,7 +435,7 @@ static int admit_prompts(struct allm_engine *e, struct allm_rq_vec *w, double no
 		allm_engine_admitted(e, r, now);
 		r->prefilling = true;
 		if (allm_rq_push(&e->running, r)) {
-			allm_engine_retire(e, r, ALLM_END_ERROR, "out of memory");
+			allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");
 			return -ENOMEM;
 		}
 	}

@@ -98,14 +98,8 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((r = allm_engine_set_limits(e, cfg->max_num_seqs, cfg->max_num_batched_tokens, err)) ||
-	    (r = allm_engine_set_max_wait_factor(e, cfg->max_wait_factor, err)) ||
-	    (r = allm_engine_set_admit_overcommit(e, cfg->admit_overcommit, err)))
+	if ((r = allm_engine_config_check(cfg, err)))
 		goto fail;
-	if (cfg->admit_lookahead < 0) {
-		r = allm_err_set(err, -EINVAL, "admit_lookahead must be >= 0");
-		goto fail;
-	}
 	if ((r = allm_executor_create(model, kv, &e->ex, err)))
 		goto fail;
 	if (kv->pc) {
@@ -165,6 +159,7 @@ static void result_of(const struct allm_request *r, struct allm_result *res)
 		.tag = r->tag,
 		.user = r->user,
 		.end = r->finish_kind,
+		.status = r->finish_kind == ALLM_END_ERROR ? r->status : 0,
 		.error = r->finish_kind == ALLM_END_ERROR ? r->error : "",
 		.n_prompt = r->seq.n_prompt,
 		.n_generated = allm_request_n_generated(r),
@@ -181,7 +176,7 @@ static void result_of(const struct allm_request *r, struct allm_result *res)
 	};
 }
 
-void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how,
+void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm_end how, int status,
 			const char *error)
 {
 	switch (r->state) {
@@ -199,6 +194,7 @@ void allm_engine_retire(struct allm_engine *e, struct allm_request *r, enum allm
 	allm_engine_drop_blocks(e, r);
 	r->state = ALLM_REQ_FINISHED;
 	r->finish_kind = how;
+	r->status = how != ALLM_END_ERROR ? 0 : status < 0 ? status : -EIO; /* an error always has a cause */
 	r->finish = allm_engine_now(e);
 	if (error)
 		snprintf(r->error, sizeof(r->error), "%s", error);
@@ -221,7 +217,7 @@ void allm_engine_free(struct allm_engine *e)
 	struct allm_rq_vec *qs[] = {&e->loading, &e->running, &e->swapped, &e->waiting};
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		while (qs[i]->n)
-			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, NULL);
+			allm_engine_retire(e, qs[i]->v[0], ALLM_END_CANCELLED, 0, NULL);
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(qs); i++)
 		allm_free(qs[i]->v);
 	allm_free(e->sel.v);
@@ -289,10 +285,13 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 	if (!r)
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	r->id = e->next_id++;
-	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt)) ||
-	    (rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
+	if ((rc = allm_seq_init(&r->seq, r->id, s->prompt, s->n_prompt))) {
 		free_request(r);
-		return allm_err_set(err, -ENOMEM, "out of memory");
+		return allm_err_set(err, rc, "request sequence: %s", rc == -ENOMEM ? "out of memory" : strerror(-rc));
+	}
+	if ((rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
+		free_request(r); /* the sampler's own errno: a refused parameter is not memory */
+		return allm_err_set(err, rc, "sampler: %s", rc == -ENOMEM ? "out of memory" : strerror(-rc));
 	}
 	allm_engine_prefix_init(e, r, s);
 	r->tag = s->tag;
@@ -332,7 +331,7 @@ int allm_engine_cancel(struct allm_engine *e, int64_t id)
 	struct allm_request *r = find(e, id);
 	if (!r)
 		return -ENOENT;
-	allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
+	allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
 	return 0;
 }
 
@@ -352,7 +351,7 @@ int allm_engine_submit_req(struct allm_engine *e, const struct allm_submit *s,
 void allm_engine_cancel_req(struct allm_engine *e, struct allm_request *r)
 {
 	if (r->state != ALLM_REQ_FINISHED)
-		allm_engine_retire(e, r, ALLM_END_CANCELLED, NULL);
+		allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
 }
 
 bool allm_engine_idle(const struct allm_engine *e)
@@ -391,7 +390,7 @@ static void lose_copy(struct allm_engine *e, struct allm_request *v, enum allm_r
 		v->pending_decision = -1;
 	}
 	if (allm_rq_push(&e->waiting, v))
-		allm_engine_retire(e, v, ALLM_END_ERROR, "out of memory");
+		allm_engine_retire(e, v, ALLM_END_ERROR, -ENOMEM, "out of memory");
 }
 
 /* Requests whose copy sits in the shrunk pool lose it, newest swapped first,
@@ -435,30 +434,59 @@ void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m)
 	e->cfg.sched = m;
 }
 
-int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
-			   int32_t max_num_batched_tokens, struct allm_err *err)
+/* One number of the config against its row's range (settings.h). */
+static int check_num(enum allm_setting_id id, double x, struct allm_err *err)
 {
-	if (max_num_seqs < 1 || max_num_seqs > (1 << 20))
-		return allm_err_set(err, -EINVAL, "max_num_seqs must be in 1..%d (got %d)", 1 << 20,
-				    max_num_seqs);
-	if (max_num_batched_tokens < 1 || max_num_batched_tokens > (1 << 24))
-		return allm_err_set(err, -EINVAL, "max_num_batched_tokens must be in 1..%d (got %d)",
-				    1 << 24, max_num_batched_tokens);
-	e->cfg.max_num_seqs = max_num_seqs;
-	e->cfg.max_num_batched_tokens = max_num_batched_tokens;
+	const struct allm_setting_desc *d = allm_setting_desc(id);
+	char range[96];
+	if (allm_setting_in_range(d, x))
+		return 0;
+	allm_setting_range_text(d, range, sizeof(range));
+	return allm_err_set(err, -EINVAL, "%s must be in %s (got %g)", d->key, range, x);
+}
+
+int allm_engine_config_check(const struct allm_engine_config *cfg, struct allm_err *err)
+{
+	int r = 0;
+#define CHKT_I32(id) check_num(ALLM_SETTING_##id, (double)cfg->id, err)
+#define CHKT_F64(id) check_num(ALLM_SETTING_##id, cfg->id, err)
+#define CHKT_WORD(id) 0
+#define CHKT_BOOL(id) 0
+#define CHK_CFG(id, type) \
+	if (!r)           \
+		r = CHKT_##type(id);
+#define CHK_POOL(id, type)
+#define CHK_NO(id, type)
+#define CHK_(id, key, type, opt, live, ...) CHK_##live(id, type)
+	ALLM_SETTINGS_TABLE(CHK_)
+#undef CHK_
+	return r;
+}
+
+int allm_engine_set_config(struct allm_engine *e, const struct allm_engine_config *cfg,
+			   struct allm_err *err)
+{
+	int r = allm_engine_config_check(cfg, err);
+	if (r)
+		return r;
+	if (!cfg->prefix_caching && e->cfg.prefix_caching && e->pc)
+		allm_pc_reset(e->pc);
+#define SET_CFG(id) e->cfg.id = cfg->id;
+#define SET_POOL(id)
+#define SET_NO(id)
+#define SET_(id, key, type, opt, live, ...) SET_##live(id)
+	ALLM_SETTINGS_TABLE(SET_)
+#undef SET_
 	return 0;
 }
 
-void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on)
+int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
+			   int32_t max_num_batched_tokens, struct allm_err *err)
 {
-	e->cfg.chunked_prefill = on;
-}
-
-void allm_engine_set_prefix_caching(struct allm_engine *e, bool on)
-{
-	if (!on && e->pc)
-		allm_pc_reset(e->pc);
-	e->cfg.prefix_caching = on;
+	struct allm_engine_config c = e->cfg;
+	c.max_num_seqs = max_num_seqs;
+	c.max_num_batched_tokens = max_num_batched_tokens;
+	return allm_engine_set_config(e, &c, err);
 }
 
 int32_t allm_engine_cache_reset(struct allm_engine *e)
@@ -469,27 +497,6 @@ int32_t allm_engine_cache_reset(struct allm_engine *e)
 struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e)
 {
 	return e->pc;
-}
-
-int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err)
-{
-	if (!(f == 0 || (f >= 1 && f <= 1e6)))
-		return allm_err_set(err, -EINVAL, "max_wait_factor must be 0 (off) or in 1..1e6 (got %g)", f);
-	e->cfg.max_wait_factor = f;
-	return 0;
-}
-
-bool allm_engine_admit_overcommit_valid(double f)
-{
-	return f == 0 || (f >= 0.1 && f <= 1e6);
-}
-
-int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err)
-{
-	if (!allm_engine_admit_overcommit_valid(f))
-		return allm_err_set(err, -EINVAL, "admit_overcommit must be 0 (off) or in 0.1..1e6 (got %g)", f);
-	e->cfg.admit_overcommit = f;
-	return 0;
 }
 
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e)

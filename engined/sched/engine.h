@@ -170,6 +170,7 @@ struct allm_request {
 	int32_t n_preempt_swap; /* to the host or to disk */
 	int32_t n_preempt_recompute;
 	enum allm_end finish_kind;
+	int32_t status; /* ALLM_END_ERROR: its cause, -errno (never 0); else 0 */
 	char error[160]; /* why, for ALLM_END_ERROR */
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
@@ -221,6 +222,7 @@ struct allm_result {
 	uint64_t tag;
 	void *user;
 	enum allm_end end;
+	int32_t status; /* ALLM_END_ERROR: the cause, -errno (never 0); 0 otherwise */
 	const char *error; /* ALLM_END_ERROR: why; "" otherwise */
 	int32_t n_prompt;
 	int32_t n_generated;
@@ -249,7 +251,9 @@ struct allm_engine_events {
 };
 
 /* Zero values give the paper's engine: prefill-only steps, no
- * admission headroom, no aging. Programs take their defaults from engine-opts. */
+ * admission headroom, no aging. Programs take their defaults from engine-opts.
+ * The fields up to prefix_caching are the CFG rows of the settings table
+ * (include/adaptivellm/settings.h: ranges, defaults, `allmctl set`). */
 struct allm_engine_config {
 	int32_t max_num_seqs;
 	int32_t max_num_batched_tokens;
@@ -371,22 +375,19 @@ void allm_engine_set_preempt(struct allm_engine *e, enum allm_preempt_mode m);
 void allm_engine_set_sched(struct allm_engine *e, enum allm_sched_mode m);
 int allm_engine_set_limits(struct allm_engine *e, int32_t max_num_seqs,
 			   int32_t max_num_batched_tokens, struct allm_err *err);
-void allm_engine_set_chunked_prefill(struct allm_engine *e, bool on);
-/* Off drops every cached block no request holds and stops lookups and
- * publishing; on starts them again. */
-void allm_engine_set_prefix_caching(struct allm_engine *e, bool on);
+/* Every live setting (the CFG rows of include/adaptivellm/settings.h) at once:
+ * -EINVAL with err, nothing changed, unless each is in its row's range.
+ * prefix_caching off drops every cached block no request holds and stops lookups
+ * and publishing; on starts them again. */
+int allm_engine_set_config(struct allm_engine *e, const struct allm_engine_config *cfg,
+			   struct allm_err *err);
+/* The check allm_engine_set_config and allm_engine_create make. */
+int allm_engine_config_check(const struct allm_engine_config *cfg, struct allm_err *err);
 /* Drops every cached block no request holds, in every tier (`cache reset`).
  * Returns how many went. */
 int32_t allm_engine_cache_reset(struct allm_engine *e);
 /* The engine's prefix cache (NULL only while it could not be created). */
 struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e);
-/* -EINVAL unless 0 (off) or in [1, 1e6]. */
-int allm_engine_set_max_wait_factor(struct allm_engine *e, double f, struct allm_err *err);
-/* -EINVAL unless 0 (off) or in [0.1, 1e6]. */
-int allm_engine_set_admit_overcommit(struct allm_engine *e, double f, struct allm_err *err);
-/* Whether f can be admit_overcommit: 0 (off) or 0.1..1e6 (below 0.1 nothing new
- * would ever be admitted). The one rule for the flag, the setter and allmctl set. */
-bool allm_engine_admit_overcommit_valid(double f);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);

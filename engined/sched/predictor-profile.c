@@ -15,6 +15,7 @@
 #include "predictor.h"
 
 #include "safe-file.h"
+#include "shm-trust.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -475,22 +476,6 @@ out:
 
 /* ---- default path ---- */
 
-static int mkdir_p(char *dir)
-{
-	for (char *s = dir + 1;; s++) {
-		if (*s != '/' && *s != 0)
-			continue;
-		char c = *s;
-		*s = 0;
-		int r = mkdir(dir, 0755);
-		*s = c;
-		if (r < 0 && errno != EEXIST)
-			return -errno;
-		if (c == 0)
-			return 0;
-	}
-}
-
 /* [A-Za-z0-9._-] kept, anything else '_', at most n characters. */
 static void sanitise(const char *s, size_t n, char *out)
 {
@@ -519,19 +504,10 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 int allm_predictor_default_path(const struct allm_predictor_key *key, char *ret, size_t len)
 {
 	char dir[PATH_MAX], model[49], device[33], dtype[9], ints[128];
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int n, r;
 
-	/* XDG: a relative XDG_CACHE_HOME is invalid and must be ignored */
-	if (xdg && xdg[0] == '/')
-		n = snprintf(dir, sizeof(dir), "%s/adaptivellm", xdg);
-	else if (home && home[0] == '/')
-		n = snprintf(dir, sizeof(dir), "%s/.cache/adaptivellm", home);
-	else
-		return -ENOENT;
-	if (n < 0 || (size_t)n >= sizeof(dir))
-		return -ENAMETOOLONG;
-
+	if ((r = allm_shm_cache_dir(dir, sizeof(dir))))
+		return r;
 	/* the model is often a path: its last component names it */
 	char m[sizeof(key->model)];
 	snprintf(m, sizeof(m), "%s", key->model);
@@ -556,6 +532,5 @@ int allm_predictor_default_path(const struct allm_predictor_key *key, char *ret,
 		     dtype, (unsigned long long)h);
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
-	r = mkdir_p(dir);
-	return r;
+	return allm_mkdir_p(dir, 0755);
 }

@@ -2,6 +2,8 @@
 #include "gguf.h"
 
 #include "executor.h"
+#include "safe-file.h"
+#include "shm-trust.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -154,26 +156,18 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 	int32_t nc = o->cpu_blocks;
 	if (nc < 0)
 		nc = single ? 0 : allm_kv_blocks_in(&lay, (size_t)(o->swap_space_gib * 1073741824.0));
-	return allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
+	r = allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
+	if (!r)
+		allm_kv_set_env(rt->kv, &o->kv_env);
+	return r;
 }
 
-/* $XDG_CACHE_HOME/adaptivellm/kv (made if missing), else /var/tmp. */
+/* allm_shm_cache_dir()/kv (made if missing), else /var/tmp. */
 static void default_disk_dir(char *ret, size_t len)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char base[4096];
-	if (xdg && *xdg)
-		snprintf(base, sizeof(base), "%s", xdg);
-	else if (home && *home)
-		snprintf(base, sizeof(base), "%s/.cache", home);
-	else
-		base[0] = 0;
-	if (base[0]) {
-		char a[4200];
-		snprintf(a, sizeof(a), "%s/adaptivellm", base);
-		snprintf(ret, len, "%s/adaptivellm/kv", base);
-		if ((mkdir(base, 0700) == 0 || errno == EEXIST) && (mkdir(a, 0700) == 0 || errno == EEXIST) &&
-		    (mkdir(ret, 0700) == 0 || errno == EEXIST))
+	if (!allm_shm_cache_dir(ret, len - 3)) {
+		strcat(ret, "/kv");
+		if (allm_mkdir_p(ret, 0700) == 0)
 			return;
 	}
 	snprintf(ret, len, "/var/tmp");

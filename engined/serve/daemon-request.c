@@ -242,8 +242,9 @@ void daemon_on_finish(void *user, const struct allm_result *res)
 	case ALLM_END_CANCELLED: e->finish_reason = ALLM_FINISH_CANCELLED; break;
 	default:
 		e->finish_reason = ALLM_FINISH_ERROR;
-		e->status = -EIO;
-		snprintf(e->u.final.error, sizeof(e->u.final.error), "%.63s",
+		/* the engine's cause (the backend's errno, -ENOMEM, -E2BIG...), as it said it */
+		e->status = res->status < 0 && res->status > -4096 ? res->status : -EIO;
+		snprintf(e->u.final.error, sizeof(e->u.final.error), "%s",
 			 c->stalled ? "client not draining its completion queue" : res->error);
 	}
 	if (c->stalled && res->end == ALLM_END_CANCELLED) {
@@ -252,13 +253,10 @@ void daemon_on_finish(void *user, const struct allm_result *res)
 		snprintf(e->u.final.error, sizeof(e->u.final.error),
 			 "client not draining its completion queue");
 	}
-	e->u.final.queue_us = us(res->arrival, res->first_sched);
-	e->u.final.ttft_us = us(res->arrival, res->first_token);
-	e->u.final.total_us = us(res->arrival, res->finish);
-	e->u.final.n_prompt = (uint32_t)res->n_prompt;
-	e->u.final.n_generated = (uint32_t)res->n_generated;
-	e->u.final.n_preemptions = (uint32_t)(res->n_preempt_swap + res->n_preempt_recompute);
-	e->u.final.n_cached = (uint32_t)res->n_cached;
+#define ALLM_FINAL_US(a, b) us(a, b)
+#define FILL_(type, name, from, doc) e->u.final.name = from;
+	ALLM_FINAL_FIELDS(FILL_)
+#undef FILL_
 	if (emit(d, c, e) == -ENOSPC) {
 		/* a request always ends: this FINAL waits here for room (daemon_flush) */
 		dr->owed = true;

@@ -88,6 +88,7 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 {
 	struct allm_err err = {{0}};
 	allm_engine_opts_default(o);
+	allm_kv_env_read(&o->kv_env);
 	d->name = "default";
 	d->shutdown_timeout = 30;
 	daemon_limits_default(d);
@@ -466,6 +467,8 @@ static int start_control(struct daemon *d)
 		.profile_path = d->profile_path,
 		.kv_events_endpoint = d->kv_events_endpoint,
 		.kv_events_topic = d->kv_events_topic,
+		/* a test hook, read here and nowhere below */
+		.kv_events_test_ring = getenv("ALLM_KV_EVENTS_TEST_RING") ? atoi(getenv("ALLM_KV_EVENTS_TEST_RING")) : 0,
 	};
 	if (d->kv_events_endpoint && !d->kv_events_topic_set)
 		snprintf(d->kv_events_topic, sizeof(d->kv_events_topic), "kv@%s@%.180s", d->name, d->rt->model_desc);
@@ -633,7 +636,7 @@ int main(int argc, char **argv)
 		snprintf(d.profile_path, sizeof(d.profile_path), "%s", o.profile);
 	else if (allm_predictor_default_path(&key, d.profile_path, sizeof(d.profile_path)))
 		d.profile_path[0] = 0;
-	if (allm_loop_create(false, &d.loop, &err)) {
+	if (allm_loop_create(o.kv_env.no_io_uring, &d.loop, &err)) {
 		dlog(&d, ALLM_LOG_ERROR, "%s", err.msg);
 		goto out;
 	}

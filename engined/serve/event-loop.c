@@ -48,11 +48,10 @@ static int uring_arm(struct allm_loop *l, struct watcher *w)
 int allm_loop_create(bool force_epoll, struct allm_loop **ret, struct allm_err *err)
 {
 	struct allm_loop *l = allm_calloc(1, sizeof(*l));
-	const char *env = getenv("ALLM_NO_IO_URING");
 	if (!l)
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	l->epfd = -1;
-	if (force_epoll || (env && *env && strcmp(env, "0"))) {
+	if (force_epoll) {
 		l->uring_err = -ENOTSUP;
 	} else {
 		l->uring_err = io_uring_queue_init(256, &l->ring, 0);

@@ -18,7 +18,7 @@ struct allm_loop;
 /* Called with the poll events that fired (POLLIN, POLLOUT, POLLHUP, POLLERR...). */
 typedef void (*allm_loop_fn)(struct allm_loop *l, int fd, uint32_t revents, void *user);
 
-/* force_epoll: skip io_uring (tests, or ALLM_NO_IO_URING=1 in the environment). */
+/* force_epoll: skip io_uring (tests; allm-engined with ALLM_NO_IO_URING=1). */
 int allm_loop_create(bool force_epoll, struct allm_loop **ret, struct allm_err *err);
 void allm_loop_free(struct allm_loop *l);
 

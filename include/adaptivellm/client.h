@@ -194,14 +194,9 @@ struct allm_event {
 	int32_t status;      /* 0, or a negative errno with ALLM_FINISH_ERROR */
 	const char *error;   /* ALLM_FINISH_ERROR: the engine's message (NUL-terminated);
 	                      * NULL otherwise */
-	uint64_t queue_us;   /* arrival -> first scheduled */
-	uint64_t ttft_us;    /* arrival -> first token */
-	uint64_t total_us;   /* arrival -> finish */
-	uint32_t n_prompt;   /* prompt tokens */
-	uint32_t n_generated;   /* tokens generated */
-	uint32_t n_preemptions; /* times the engine swapped the request out or dropped
-	                         * its cache to recompute it later */
-	uint32_t n_cached;   /* prompt tokens served from the prefix cache (<= n_prompt) */
+	/* the finish record's counters (protocol.h, ALLM_FINAL_FIELDS: queue_us,
+	 * ttft_us, total_us, n_prompt, n_generated, n_preemptions, n_cached) */
+	ALLM_FINAL_FIELDS(ALLM_FINAL_DECL_)
 	/* new fields go here, at the end (read by size: allm_client_poll) */
 };
 /* The size struct allm_event had first: the least a caller may pass. */

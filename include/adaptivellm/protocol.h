@@ -185,15 +185,36 @@ struct allm_cqe_token {
 	char text[ALLM_CQE_TEXT_MAX]; /* UTF-8, not NUL-terminated: text_len bytes */
 };
 
+/* The finish record: the counters a request's FINAL carries, one row each, in
+ * wire order. The one definition of them: struct allm_cqe_final below (the
+ * ring), struct allm_event's FINAL fields (client.h), the engine's fill from its
+ * result (engined/serve/daemon-request.c) and the client library's copy
+ * (clientlib/client.c) are expanded from it.
+ *
+ * X(TYPE, NAME, FROM, DOC): FROM is the value as an expression over `res`, the
+ * engine's struct allm_result (engined/sched/engine.h), and ALLM_FINAL_US(a, b),
+ * microseconds from a to b; it is expanded only inside the engine.
+ *
+ * Adding a counter: the union of struct allm_cqe holds 104 bytes and this
+ * record fills them (40 of counters, 64 of error text): a new row needs a new
+ * wire version (the layout checks below say so at compile time); struct
+ * allm_event grows at its end with a new ALLM_EVENT_SIZE_VER<n>. */
+#define ALLM_FINAL_FIELDS(X)                                                                          \
+	X(uint64_t, queue_us, ALLM_FINAL_US(res->arrival, res->first_sched), "arrival -> first scheduled") \
+	X(uint64_t, ttft_us, ALLM_FINAL_US(res->arrival, res->first_token), "arrival -> first token")      \
+	X(uint64_t, total_us, ALLM_FINAL_US(res->arrival, res->finish), "arrival -> finish")               \
+	X(uint32_t, n_prompt, (uint32_t)res->n_prompt, "prompt tokens")                                    \
+	X(uint32_t, n_generated, (uint32_t)res->n_generated, "tokens generated")                           \
+	X(uint32_t, n_preemptions, (uint32_t)(res->n_preempt_swap + res->n_preempt_recompute),             \
+	  "times the request was swapped out or dropped to be recomputed")                                 \
+	X(uint32_t, n_cached, (uint32_t)res->n_cached,                                                     \
+	  "prompt tokens served from the prefix cache (their prefill skipped; 0 from an older engine)")
+
+/* A row as a struct member (struct allm_cqe_final, struct allm_event). */
+#define ALLM_FINAL_DECL_(type, name, from, doc) type name;
+
 struct allm_cqe_final {
-	uint64_t queue_us; /* arrival -> first scheduled */
-	uint64_t ttft_us;  /* arrival -> first token */
-	uint64_t total_us; /* arrival -> finish */
-	uint32_t n_prompt;      /* prompt tokens */
-	uint32_t n_generated;   /* tokens generated */
-	uint32_t n_preemptions; /* times the request was swapped out or recomputed */
-	uint32_t n_cached;      /* prompt tokens served from the prefix cache (their
-				 * prefill skipped; 0 from an engine before this field) */
+	ALLM_FINAL_FIELDS(ALLM_FINAL_DECL_)
 	char error[ALLM_CQE_ERROR_MAX]; /* ALLM_FINISH_ERROR: message, NUL-padded */
 };
 
@@ -328,10 +349,16 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, user_tag) == 8, "cqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, request_id) == 16, "cqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, u) == 24, "cqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_token, text) == 8, "cqe token");
+/* the finish record as it was first shipped: its rows may not move */
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, queue_us) == 0, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, ttft_us) == 8, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, total_us) == 16, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_generated) == 28, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_preemptions) == 32, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_token) == 104, "cqe token");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_prompt) == 24, "cqe final");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, n_cached) == 36, "cqe final");
-ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final");
+ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_final, error) == 40, "cqe final: a new counter needs a wire version");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_final) == 104, "cqe final");
 ALLM_WIRE_ASSERT(sizeof(struct allm_cqe_logprobs) == 104, "cqe logprobs");
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe_logprobs, top) == 16, "cqe logprobs");
