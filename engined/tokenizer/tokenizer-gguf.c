@@ -131,6 +131,10 @@ static int vocab_json(const struct allm_gguf *g, const struct gguf_vocab *v, jso
 		if (type < TT_NORMAL || type > TT_BYTE)
 			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.token_type[%llu] is %lld (1 to 6)",
 					    g->path, (unsigned long long)i, (long long)type);
+		if (len > ALLM_TOK_MAX_TOKEN_BYTES)
+			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] is %llu bytes long "
+					    "(at most %d: no real vocabulary comes near)", g->path, (unsigned long long)i,
+					    (unsigned long long)len, ALLM_TOK_MAX_TOKEN_BYTES);
 		if (len == 0 || memchr(s, 0, len) || allm_tok_utf8_valid_prefix((const uint8_t *)s, len) != len)
 			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] is %s", g->path,
 					    (unsigned long long)i,
@@ -151,70 +155,26 @@ static int vocab_json(const struct allm_gguf *g, const struct gguf_vocab *v, jso
 	return 0;
 }
 
-/* SentencePiece: every split of a piece into two pieces is a merge, ranked by the
- * merged piece's score (highest first; equal scores share a rank). */
-struct cand {
-	float score;
-	int32_t a, b, m;
-};
-
-static int cmp_cand(const void *x, const void *y)
+/* SentencePiece: the merges from the scores (tokenizer-spm.c); normal, user-defined
+ * and unused pieces can be merged into, as llama.cpp's tokenizer finds them. */
+static int spm_merges(struct allm_tokenizer *tok, const struct gguf_vocab *v, struct allm_err *err)
 {
-	const struct cand *p = x, *q = y;
-	if (p->score != q->score)
-		return p->score > q->score ? -1 : 1;
-	return p->m != q->m ? (p->m < q->m ? -1 : 1) : (p->a < q->a ? -1 : p->a > q->a);
-}
-
-static int spm_merges(struct allm_tokenizer *tok, const struct allm_gguf *g,
-		      const struct gguf_vocab *v, struct allm_err *err)
-{
-	struct cand *c = NULL;
-	size_t n = 0, cap = 0;
-	int r = 0;
-	for (int32_t m = 0; m < tok->n_ids; m++) {
-		int64_t type = v->types ? allm_gguf_arr_int(v->types, (uint64_t)m) : TT_NORMAL;
-		if (type != TT_NORMAL && type != TT_USER && type != TT_UNUSED)
-			continue;
-		const char *s = tok->tokens[m];
-		uint32_t len = tok->token_len[m];
-		float score = (float)allm_gguf_arr_float(v->scores, (uint64_t)m);
-		for (uint32_t k = 1; k < len; k++) {
-			if (((uint8_t)s[k] & 0xC0) == 0x80)
-				continue; /* inside a character */
-			int32_t a = allm_tok_strmap_get(&tok->vocab, tok, s, k);
-			int32_t b = allm_tok_strmap_get(&tok->vocab, tok, s + k, len - k);
-			if (a < 0 || b < 0)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 4096;
-				struct cand *p = allm_realloc(c, nc * sizeof(*c));
-				if (!p) {
-					r = allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
-					goto out;
-				}
-				c = p;
-				cap = nc;
-			}
-			c[n++] = (struct cand){score, a, b, m};
-		}
-	}
-	qsort(c, n, sizeof(*c), cmp_cand);
-	allm_tok_pairmap_fini(&tok->merges);
-	if (allm_tok_pairmap_init(&tok->merges, n) < 0) {
+	float *score = allm_malloc((size_t)tok->n_ids * sizeof(*score));
+	bool *mergeable = allm_malloc((size_t)tok->n_ids * sizeof(*mergeable));
+	int r;
+	if (!score || !mergeable) {
 		r = allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 		goto out;
 	}
-	uint32_t rank = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (i && c[i].score != c[i - 1].score)
-			rank++;
-		allm_tok_pairmap_put(&tok->merges, c[i].a, c[i].b, rank, c[i].m);
+	for (int32_t m = 0; m < tok->n_ids; m++) {
+		int64_t type = v->types ? allm_gguf_arr_int(v->types, (uint64_t)m) : TT_NORMAL;
+		mergeable[m] = type == TT_NORMAL || type == TT_USER || type == TT_UNUSED;
+		score[m] = (float)allm_gguf_arr_float(v->scores, (uint64_t)m);
 	}
-	tok->n_merges = n;
-	(void)g;
+	r = allm_tok_spm_merges(tok, score, mergeable, err);
 out:
-	allm_free(c);
+	allm_free(score);
+	allm_free(mergeable);
 	return r;
 }
 
@@ -398,7 +358,7 @@ int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **
 		allm_err_set(err, r, "%s: GGUF tokenizer, as %s", g->path, msg);
 	}
 	if (!r && spm)
-		r = spm_merges(tok, g, &v, err);
+		r = spm_merges(tok, &v, err);
 	if (!r)
 		r = set_special(tok, g, spm, err);
 	if (r) {

@@ -6,6 +6,7 @@
  *   tokenizer-encode.c  added-token split, normalizer, pre-tokenizer, encode driver
  *   tokenizer-unicode.c \p{L} / \p{N} / \s classification
  *   tokenizer-gguf.c    a GGUF file's tokenizer.ggml.* as the tokenizer.json it means
+ *   tokenizer-spm.c     SentencePiece merges rebuilt from the pieces' scores
  *   detokenizer.c       whole-sequence and streaming decode */
 #ifndef ALLM_TOKENIZER_INTERNAL_H
 #define ALLM_TOKENIZER_INTERNAL_H
@@ -14,6 +15,13 @@
 #include "gguf.h"
 
 #include <jansson.h>
+
+/* The longest token string either loader takes, in bytes. The longest in the
+ * vocabularies we run is 256 (Qwen2's run of 128 spaces, two bytes a character in
+ * byte-level form; Gemma 3's 262k SentencePiece pieces stop at 48, SmolLM2's at 162):
+ * four times that leaves room for any real vocabulary, and bounds what one hostile
+ * token costs the loaders and the SentencePiece merge pass (tokenizer-spm.c). */
+#define ALLM_TOK_MAX_TOKEN_BYTES 1024
 
 #define ALLM_TOKF_SPECIAL 0x1 /* added token with "special": true */
 #define ALLM_TOKF_ADDED 0x2   /* listed in added_tokens */
@@ -162,6 +170,12 @@ void allm_tok_bpe_scratch_fini(struct allm_tok_bpe_scratch *s);
 /* Encodes one pre-tokenized piece with the BPE model, appending ids. */
 int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_t n,
 		       struct allm_tok_bpe_scratch *scr, struct allm_tok_ids *out);
+
+/* tokenizer-spm.c: tok->merges of a SentencePiece vocabulary from score[id]; only
+ * ids with mergeable[id] are merged into. Every token is at most
+ * ALLM_TOK_MAX_TOKEN_BYTES long. */
+int allm_tok_spm_merges(struct allm_tokenizer *tok, const float *score, const bool *mergeable,
+			struct allm_err *err);
 
 /* tokenizer.c: builds a tokenizer from a parsed tokenizer.json (root, borrowed), with
  * the companion configs of dir when dir is not NULL. */

@@ -126,6 +126,9 @@ static int size_tables(json_t *vocab, json_t *added, int32_t *ret_n_ids, size_t 
 	json_object_foreach(vocab, key, v) {
 		if (!json_id(v, &id))
 			return allm_err_set(err, -EINVAL, "tokenizer.json: model.vocab['%s']: id is not a non-negative integer", key);
+		if (strlen(key) > ALLM_TOK_MAX_TOKEN_BYTES)
+			return allm_err_set(err, -EINVAL, "tokenizer.json: model.vocab['%.64s...']: %zu bytes long (at most %d)",
+					    key, strlen(key), ALLM_TOK_MAX_TOKEN_BYTES);
 		max_id = ALLM_MAX(max_id, id);
 		bytes += strlen(key) + 1;
 	}
@@ -137,6 +140,9 @@ static int size_tables(json_t *vocab, json_t *added, int32_t *ret_n_ids, size_t 
 			return allm_err_set(err, -EINVAL, "tokenizer.json: added_tokens[%zu].id: missing or not a non-negative integer", i);
 		if (json_string_length(content) == 0)
 			return allm_err_set(err, -EINVAL, "tokenizer.json: added_tokens[%zu].content: empty", i);
+		if (json_string_length(content) > ALLM_TOK_MAX_TOKEN_BYTES)
+			return allm_err_set(err, -EINVAL, "tokenizer.json: added_tokens[%zu].content: %zu bytes long (at most %d)",
+					    i, json_string_length(content), ALLM_TOK_MAX_TOKEN_BYTES);
 		max_id = ALLM_MAX(max_id, id);
 		bytes += json_string_length(content) + 1;
 	}
