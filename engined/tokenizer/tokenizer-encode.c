@@ -418,13 +418,13 @@ static bool is_ascii_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* The longest added token at s[i], or NULL. */
+/* The longest added token at s[i] (special ones only when parse_special), or NULL. */
 static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok,
-						const uint8_t *s, size_t n, size_t i)
+						const uint8_t *s, size_t n, size_t i, bool parse_special)
 {
 	for (uint32_t k = tok->added_first[s[i]]; k < tok->added_first[s[i] + 1]; k++) {
 		const struct allm_tok_added *a = &tok->added[k];
-		if (a->len > n - i || memcmp(s + i, a->content, a->len))
+		if ((a->special && !parse_special) || a->len > n - i || memcmp(s + i, a->content, a->len))
 			continue;
 		if (a->single_word &&
 		    (word_char_before(s, i) || word_char_at(s, n, i + a->len)))
@@ -438,7 +438,16 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err)
 {
+	unsigned flags = ALLM_TOK_ENCODE_PARSE_SPECIAL | (add_special ? ALLM_TOK_ENCODE_ADD_SPECIAL : 0);
+	return allm_tokenizer_encode_flags(tok, text, len, flags, ret_ids, ret_n, err);
+}
+
+int allm_tokenizer_encode_flags(const struct allm_tokenizer *tok, const char *text, size_t len,
+				unsigned flags, int32_t **ret_ids, size_t *ret_n, struct allm_err *err)
+{
 	const uint8_t *s = (const uint8_t *)text;
+	bool add_special = flags & ALLM_TOK_ENCODE_ADD_SPECIAL;
+	bool parse_special = flags & ALLM_TOK_ENCODE_PARSE_SPECIAL;
 	struct allm_tok_ids out = { 0 };
 	struct allm_tok_bpe_scratch scr = { 0 };
 	struct nbuf bufs[2] = { { 0 }, { 0 } };
@@ -454,7 +463,7 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 
 	size_t seg = 0, i = 0;
 	while (r == 0 && i < len) {
-		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i) : NULL;
+		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i, parse_special) : NULL;
 		if (!a) {
 			i++;
 			continue;
