@@ -183,17 +183,36 @@ static int config_token(const struct allm_tokenizer *tok, json_t *cfg, const cha
 	return 0;
 }
 
-static const char *const eos_names[] = { "</s>", "<|endoftext|>", "<|end_of_text|>",
-					 "<|eot_id|>", "<|im_end|>", "<eos>" };
+/* Special tokens that end a text or a turn, by name: the first six, in this order,
+ * are what a file without an EOS setting means by EOS; all of them stop generation
+ * (files often name only one EOS: Gemma 3's GGUF says <eos> and its chats end with
+ * <end_of_turn>, Llama 3's says <|end_of_text|> and its chats end with <|eot_id|>). */
+static const char *const eos_names[] = { "</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>",
+					 "<|im_end|>", "<eos>", "<end_of_turn>", "<|end|>", "<|eom_id|>" };
+enum { N_GUESS_EOS = 6 };
+
+static int32_t special_named(const struct allm_tokenizer *tok, const char *name)
+{
+	int32_t id = allm_tokenizer_token_to_id(tok, name);
+	return id >= 0 && (tok->flags[id] & ALLM_TOKF_SPECIAL) ? id : -1;
+}
 
 static int32_t guess_eos(const struct allm_tokenizer *tok)
 {
-	for (size_t k = 0; k < ALLM_ARRAY_SIZE(eos_names); k++) {
-		int32_t id = allm_tokenizer_token_to_id(tok, eos_names[k]);
-		if (id >= 0 && (tok->flags[id] & ALLM_TOKF_SPECIAL))
-			return id;
-	}
+	for (size_t k = 0; k < N_GUESS_EOS; k++)
+		if (special_named(tok, eos_names[k]) >= 0)
+			return special_named(tok, eos_names[k]);
 	return -1;
+}
+
+int allm_tok_add_turn_ends(struct allm_tokenizer *tok)
+{
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(eos_names); k++) {
+		int32_t id = special_named(tok, eos_names[k]);
+		if (id >= 0 && !allm_tokenizer_is_eos(tok, id) && append_ids(&tok->eos_ids, &tok->n_eos, &id, 1) < 0)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* generation_config.json: bos_token_id, eos_token_id (int or list). */
@@ -270,6 +289,8 @@ int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *di
 	tok->eos_id = eos >= 0 ? eos : tok->n_eos ? tok->eos_ids[0] : guess_eos(tok);
 	if (tok->eos_id >= 0 && !allm_tokenizer_is_eos(tok, tok->eos_id))
 		r = append_ids(&tok->eos_ids, &tok->n_eos, &tok->eos_id, 1);
+	if (r == 0)
+		r = allm_tok_add_turn_ends(tok);
 	if (r == 0 && cfg)
 		r = apply_add_flags(tok, cfg);
 	if (r == -ENOMEM)

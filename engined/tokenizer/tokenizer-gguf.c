@@ -314,6 +314,8 @@ static int set_special(struct allm_tokenizer *tok, const struct allm_gguf *g, bo
 		if (!allm_tokenizer_is_eos(tok, (int32_t)id))
 			ids[tok->n_eos++] = (int32_t)id;
 	}
+	if (allm_tok_add_turn_ends(tok) < 0)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	tok->n_prefix = tok->n_suffix = 0;
 	allm_free(tok->prefix_ids);
 	allm_free(tok->suffix_ids);

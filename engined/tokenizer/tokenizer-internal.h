@@ -190,6 +190,10 @@ const char *allm_tok_json_type(json_t *obj);
 int allm_tok_parse_post(struct allm_tokenizer *tok, json_t *pp, struct allm_err *err);
 int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *dir,
 			  struct allm_err *err);
+/* Adds the special tokens named as ends of a text or turn (<|im_end|>,
+ * <end_of_turn>, <|eot_id|>, <|end|>, ...) to the ids that stop generation.
+ * 0 / -ENOMEM. */
+int allm_tok_add_turn_ends(struct allm_tokenizer *tok);
 
 /* detokenizer.c: decoder -> per-id decoded bytes. */
 int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_err *err);
