@@ -316,7 +316,7 @@ int main(void)
 	tok_error(T_PRE, -ENOTSUP, "tokenizer.ggml.pre 'mystery' is not supported");
 	tok_error(T_TYPES_LEN, -EINVAL, "tokenizer.ggml.token_type is not 5 integers");
 	tok_error(T_DUP, -EINVAL, "tokenizer.ggml.tokens[3] 'a' appears twice");
-	tok_error(T_MERGE, -EINVAL, "model.merges[0]: 'z' is not in model.vocab");
+	tok_error(T_MERGE, -EINVAL, "GGUF: tokenizer.ggml.merges[0]: 'z' is not in the vocabulary");
 	tok_error(T_NO_SCORES, -EINVAL, "tokenizer.ggml.scores is missing");
 	tok_error(T_NO_TOKENS, -EINVAL, "tokenizer.ggml.tokens is missing");
 	tok_error(T_BAD_UTF8, -EINVAL, "tokenizer.ggml.tokens[4] is not valid UTF-8");
