@@ -2,6 +2,7 @@
 #include "gguf-write.h"
 #include "tokenizer.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,63 @@ static void gemma(void)
 	allm_tokenizer_free(tok);
 }
 
+/* The same vocabulary as Gemma 3's Hugging Face tokenizer.json lays it out: merges
+ * instead of scores, Replace " " -> "▁", a Split on " " that has nothing left to
+ * split, <bos> from the post-processor; it must tokenize as the GGUF file does. */
+static void gemma_hf(void)
+{
+	static const char *const merges[] = {"H i", "h e", SP " t", SP "t he", "r e", SP "the re", "e r", "u s", "us er"};
+	json_t *root = json_object(), *model = json_object(), *vocab = json_object(), *added = json_array();
+	size_t n = sizeof(spm) / sizeof(spm[0]);
+	for (size_t i = 0; i < n + 256; i++) {
+		char b[8];
+		snprintf(b, sizeof(b), "<0x%02zX>", i - n);
+		json_object_set_new(vocab, i < n ? spm[i].s : b, json_integer((json_int_t)i));
+		if (i < n && spm[i].type != NORMAL)
+			json_array_append_new(added, json_pack("{s:i, s:s, s:b}", "id", (int)i, "content", spm[i].s, "special",
+							       spm[i].type != USER));
+	}
+	json_t *ms = json_array();
+	for (size_t i = 0; i < sizeof(merges) / sizeof(merges[0]); i++)
+		json_array_append_new(ms, json_string(merges[i]));
+	json_object_set_new(model, "type", json_string("BPE"));
+	json_object_set_new(model, "vocab", vocab);
+	json_object_set_new(model, "merges", ms);
+	json_object_set_new(model, "byte_fallback", json_true());
+	json_object_set_new(model, "unk_token", json_string("<unk>"));
+	json_object_set_new(root, "model", model);
+	json_object_set_new(root, "added_tokens", added);
+	json_object_set_new(root, "normalizer", json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ",
+							  "content", SP));
+	json_object_set_new(root, "pre_tokenizer", json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "String",
+							     " ", "behavior", "MergedWithPrevious", "invert", 0));
+	json_object_set_new(root, "post_processor",
+			    json_pack("{s:s, s:[{s:{s:s, s:i}}, {s:{s:s, s:i}}], s:{s:{s:s, s:[i], s:[s]}}}", "type",
+				      "TemplateProcessing", "single", "SpecialToken", "id", "<bos>", "type_id", 0, "Sequence",
+				      "id", "A", "type_id", 0, "special_tokens", "<bos>", "id", "<bos>", "ids", 2, "tokens",
+				      "<bos>"));
+	json_object_set_new(root, "decoder",
+			    json_pack("{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]}", "type", "Sequence", "decoders", "type",
+				      "Replace", "pattern", "String", SP, "content", " ", "type", "ByteFallback", "type", "Fuse"));
+	char path[600];
+	snprintf(path, sizeof(path), "%s/gemma-tokenizer.json", tmp);
+	CHECK(!json_dump_file(root, path, 0), "write %s", path);
+	json_decref(root);
+	struct allm_err err = {{0}};
+	struct allm_tokenizer *tok = NULL;
+	CHECK(!allm_tokenizer_load_file(path, &tok, &err), "gemma3 tokenizer.json: %s", err.msg);
+	unlink(path);
+	if (!tok)
+		return;
+	const char *g = "gemma3 (tokenizer.json)";
+	expect(g, tok, "Hi there", P | A, "<bos>|Hi|" SP "there");
+	expect(g, tok, "<start_of_turn>user\nHi<end_of_turn>", P, "<start_of_turn>|user|<0x0A>|Hi|<end_of_turn>");
+	expect(g, tok, "Hi\n\nHi", 0, "Hi|\n\n|Hi");
+	CHECK(allm_tokenizer_is_eos(tok, allm_tokenizer_token_to_id(tok, "<end_of_turn>")),
+	      "gemma3 (tokenizer.json): <end_of_turn> stops generation");
+	allm_tokenizer_free(tok);
+}
+
 static void mistral_keys(struct gguf_w *w) /* no add_space_prefix: llama.cpp's default, true */
 {
 	gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 2);
@@ -229,6 +287,7 @@ int main(void)
 		return 1;
 	}
 	gemma();
+	gemma_hf();
 	phi3_mistral();
 	byte_level();
 	if (!getenv("KEEP_GGUF"))

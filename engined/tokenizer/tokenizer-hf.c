@@ -255,8 +255,20 @@ static int parse_split(struct allm_tokenizer *tok, json_t *pt, const char *field
 		       struct allm_err *err)
 {
 	const char *re = allm_tok_json_str(json_object_get(pt, "pattern"), "Regex");
+	const char *str = allm_tok_json_str(json_object_get(pt, "pattern"), "String");
 	const char *behavior = allm_tok_json_str(pt, "behavior");
 
+	/* Gemma's tokenizer.json splits on " " after a normalizer that has replaced
+	 * every space: it has nothing left to split, as in transformers' own tokenizer
+	 * (which dropped it). Any other split on a string is refused. */
+	if (!re && str && !strcmp(str, " ") && !json_bool_or(pt, "invert", false)) {
+		for (size_t k = 0; k < tok->n_norms; k++)
+			if (tok->norms[k].kind == ALLM_TOK_NORM_REPLACE && !strcmp(tok->norms[k].a, " ") &&
+			    !strchr(tok->norms[k].b, ' '))
+				return 0;
+		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.pattern.String: a split on ' ' is supported "
+				    "only after a normalizer that replaces every space", field);
+	}
 	if (!re)
 		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.pattern.Regex: missing (only Regex split patterns are supported)", field);
 	if (json_bool_or(pt, "invert", false))
