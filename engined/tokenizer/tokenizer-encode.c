@@ -233,9 +233,9 @@ static int normalize(const struct allm_tokenizer *tok, const char *seg, size_t n
 	for (size_t k = 0; k < tok->n_norms; k++) {
 		const struct allm_tok_norm *nm = &tok->norms[k];
 		struct nbuf *dst = &bufs[which];
-		int r = nm->kind == ALLM_TOK_NORM_PREPEND
-				? replace_into(dst, cur, cur_n, cur_n ? nm->a : NULL, NULL, NULL)
-				: replace_into(dst, cur, cur_n, NULL, nm->a, nm->b);
+		int r = nm->kind == ALLM_TOK_NORM_NFC	   ? allm_tok_nfc(cur, cur_n, &dst->p, &dst->cap, &dst->n)
+			: nm->kind == ALLM_TOK_NORM_PREPEND ? replace_into(dst, cur, cur_n, cur_n ? nm->a : NULL, NULL, NULL)
+							    : replace_into(dst, cur, cur_n, NULL, nm->a, nm->b);
 		if (r < 0)
 			return r;
 		cur = dst->p;

@@ -208,6 +208,9 @@ static int parse_normalizer(struct allm_tokenizer *tok, json_t *nm, const char *
 		}
 		return 0;
 	}
+	if (!strcmp(type, "NFC")) /* Qwen2's */
+		return allm_tok_add_norm(tok, ALLM_TOK_NORM_NFC, "", NULL) < 0
+			? allm_err_set(err, -ENOMEM, "tokenizer: out of memory") : 0;
 	if (!strcmp(type, "Prepend")) {
 		const char *p = allm_tok_json_str(nm, "prepend");
 		if (!p)
@@ -225,7 +228,7 @@ static int parse_normalizer(struct allm_tokenizer *tok, json_t *nm, const char *
 		return allm_tok_add_norm(tok, ALLM_TOK_NORM_REPLACE, pat, content) < 0
 			? allm_err_set(err, -ENOMEM, "tokenizer: out of memory") : 0;
 	}
-	return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: unsupported normalizer '%s' (Prepend, Replace and Sequence are implemented)",
+	return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: unsupported normalizer '%s' (NFC, Prepend, Replace and Sequence are implemented)",
 			    field, type);
 }
 

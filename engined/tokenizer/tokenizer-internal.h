@@ -51,7 +51,7 @@ struct allm_tok_pairmap {
 	size_t mask;
 };
 
-enum allm_tok_norm_kind { ALLM_TOK_NORM_PREPEND, ALLM_TOK_NORM_REPLACE };
+enum allm_tok_norm_kind { ALLM_TOK_NORM_PREPEND, ALLM_TOK_NORM_REPLACE, ALLM_TOK_NORM_NFC };
 
 struct allm_tok_norm {
 	enum allm_tok_norm_kind kind;
@@ -243,6 +243,10 @@ struct allm_tok_dec_spec {
  * strip_start and strip_char are the loader's to set. 0 / -ENOMEM. */
 int allm_tok_build_decoder(struct allm_tokenizer *tok, const struct allm_tok_dec_spec *spec,
 			   struct allm_err *err);
+
+/* tokenizer-nfc.c: the NFC form of the valid UTF-8 s[0..n) into *buf (grown with
+ * allm_realloc, *cap its size; the caller frees), its length in *ret_n. 0 / -ENOMEM. */
+int allm_tok_nfc(const char *s, size_t n, char **buf, size_t *cap, size_t *ret_n);
 
 /* The byte-level maps (tokenizer-unicode.c): GPT-2's byte -> code point map. */
 uint32_t allm_tok_byte_to_cp(uint8_t b);
