@@ -1,11 +1,17 @@
-/* Hugging Face tokenizer.json: BPE encoding and decoding, both families.
+/* Tokenizers of Hugging Face tokenizer.json files and of GGUF files (tokenizer.ggml.*):
+ * BPE encoding and decoding, both families.
  *
- * * SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama, Mistral):
- *   normalizer Sequence[Prepend "▁", Replace " "->"▁"] or a Metaspace pre-tokenizer,
- *   merges by rank, <0xNN> byte fallback, decoder Replace/ByteFallback/Fuse/Strip.
- * * Byte-level BPE (GPT-2, OPT, Llama-3, Qwen2): bytes mapped to printable code
- *   points, the file's split pattern (GPT-2, Llama-3 or Qwen2 regex, matched by hand-
- *   written code, not a regex engine), merges by rank, ByteLevel decoder.
+ * * SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama, Mistral, Phi-3,
+ *   Gemma 3): normalizer Sequence[Prepend "▁", Replace " "->"▁"] (Gemma: Replace
+ *   alone) or a Metaspace pre-tokenizer, merges by rank, <0xNN> byte fallback,
+ *   decoder Replace/ByteFallback/Fuse/Strip.
+ * * Byte-level BPE (GPT-2, OPT, SmolLM2, Llama-3, Qwen2/2.5/3): bytes mapped to
+ *   printable code points, the file's split pattern (GPT-2, Llama-3 or Qwen2 regex,
+ *   matched by hand-written code, not a regex engine), the NFC normalizer (Qwen2's
+ *   tokenizer.json), merges by rank, ByteLevel decoder.
+ *
+ * Checked against llama.cpp on the real Gemma 3 270M and Qwen2.5-Coder-0.5B files
+ * (tests/real-model-tokenizer.sh: 171 strings each, special tokens parsed or not).
  *
  * Merge rule: always the file's `merges` list, lowest rank first, ties to the
  * leftmost pair -- what HF `tokenizers` does. SentencePiece itself merges by piece
