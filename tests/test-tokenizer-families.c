@@ -109,7 +109,8 @@ static const unsigned P = ALLM_TOK_ENCODE_PARSE_SPECIAL, A = ALLM_TOK_ENCODE_ADD
 static const struct piece spm[] = {
 	{"<pad>", CONTROL, 0},	    {"<eos>", CONTROL, 0},     {"<bos>", CONTROL, 0},	  {"<unk>", UNKNOWN, 0},
 	{"<start_of_turn>", CONTROL, 0}, {"<end_of_turn>", CONTROL, 0}, {"\n\n", USER, 0},	  {"[INST]", CONTROL, 0},
-	{"<|end|>", CONTROL, 0},    {SP, NORMAL, -20},	       {"H", NORMAL, -20},	  {"i", NORMAL, -20},
+	{"<|end|>", CONTROL, 0},    {"<s>", CONTROL, 0},       {"</s>", CONTROL, 0},	  {"<|endoftext|>", CONTROL, 0},
+	{SP, NORMAL, -20},	       {"H", NORMAL, -20},	  {"i", NORMAL, -20},
 	{"t", NORMAL, -20},	    {"h", NORMAL, -20},	       {"e", NORMAL, -20},	  {"r", NORMAL, -20},
 	{"u", NORMAL, -20},	    {"s", NORMAL, -20},	       {"Hi", NORMAL, -1},	  {"he", NORMAL, -2},
 	{SP "t", NORMAL, -3},	    {SP "the", NORMAL, -4},    {"re", NORMAL, -5},	  {SP "there", NORMAL, -6},
@@ -216,6 +217,12 @@ static void mistral_keys(struct gguf_w *w) /* no add_space_prefix: llama.cpp's d
 	gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 3);
 }
 
+static void phi3_keys(struct gguf_w *w) /* named so: llama.cpp's rstrip rule */
+{
+	mistral_keys(w);
+	gguf_w_str(w, "general.name", "Phi 3 Mini 4k Instruct (phi3)");
+}
+
 static void phi3_mistral(void)
 {
 	const char *m = "phi3/mistral";
@@ -227,6 +234,16 @@ static void phi3_mistral(void)
 	 * only the text's first one is stripped when decoding (both do the same) */
 	expect_dec(m, tok, "[INST]Hi there", P, "[INST]|" SP "|Hi|" SP "there", "[INST] Hi there");
 	CHECK(allm_tokenizer_is_eos(tok, allm_tokenizer_token_to_id(tok, "<|end|>")), "phi3: <|end|> stops generation");
+	/* not named Phi-3: the newline after a control token stays */
+	expect_dec(m, tok, "[INST]\nHi", P, "[INST]|" SP "|<0x0A>|Hi", "[INST] \nHi");
+	allm_tokenizer_free(tok);
+	/* named Phi-3: every special token but <unk>, <s>, <|endoftext|> eats the
+	 * whitespace after it, as Phi-3's tokenizer.json says and llama.cpp restores */
+	tok = load("phi3", "llama", spm, sizeof(spm) / sizeof(spm[0]), NULL, 0, phi3_keys);
+	if (!tok)
+		return;
+	expect_dec("phi3", tok, "[INST]\nHi there<|end|>\n<|end|>", P, "[INST]|" SP "|Hi|" SP "there|<|end|>|<|end|>",
+		   "[INST] Hi there<|end|><|end|>");
 	allm_tokenizer_free(tok);
 }
 

@@ -6,7 +6,7 @@
 
 Each kept tokenizer gets the keys llama.cpp needs to load a vocabulary (a one-layer
 "llama"), then llama.cpp tokenizes the test's texts; its tokens must read as the test's
-expectations (they did on 2026-11-29: all 11)."""
+expectations (they did on 2026-11-29: all 13)."""
 import sys, glob, os
 import numpy as np
 from gguf import GGUFReader, GGUFWriter, GGUFValueType
@@ -14,7 +14,8 @@ import llama_cpp
 d = sys.argv[1]
 cases = {
  'gemma3': [("Hi there", True, True), ("Hi there", False, False), ("<start_of_turn>user\nHi<end_of_turn>", True, False), ("<end_of_turn>", False, False), ("Hi\n\nHi", False, False), ("Hi\n\nHi", True, False)],
- 'mistral': [("Hi there", True, True), ("[INST]Hi there", True, False)],
+ 'mistral': [("Hi there", True, True), ("[INST]Hi there", True, False), ("[INST]\nHi", True, False)],
+ 'phi3': [("[INST]\nHi there<|end|>\n<|end|>", True, False)],
  'llama3': [("Hi there 12345", True, True), ("<|eot_id|>", True, False)],
  'qwen2': [("Hi there 12345", True, True)],
 }
@@ -23,6 +24,8 @@ for name, cs in cases.items():
     r = GGUFReader(src)
     out = f'/tmp/fam-{name}.gguf'
     w = GGUFWriter(out, 'llama')
+    if 'general.name' in r.fields:
+        w.add_name(bytes(r.fields['general.name'].parts[-1]).decode())
     for k, v in {'context_length': 64, 'embedding_length': 32, 'block_count': 1, 'feed_forward_length': 32, 'attention.head_count': 1}.items():
         w.add_uint32(f'llama.{k}', v)
     w.add_float32('llama.attention.layer_norm_rms_epsilon', 1e-5)

@@ -22,6 +22,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
@@ -44,12 +45,40 @@ struct gguf_vocab {
 	uint64_t n;
 };
 
+/* Phi-3's special tokens eat the whitespace that follows them (its tokenizer.json
+ * says rstrip for each; the GGUF file cannot): llama.cpp restores that from the
+ * model's name, general.name containing "phi-3" or "phi3" in any case, for every
+ * special token but <unk>, <s> and <|endoftext|>. We key on the same name, or a
+ * Phi-3 chat prompt would tokenize differently from llama.cpp's. */
+static bool named_phi3(const struct allm_gguf *g)
+{
+	const char *name;
+	size_t n;
+	struct allm_err ignore = {{0}};
+	if (allm_gguf_get_str(g, "general.name", &name, &n, &ignore))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((n - i >= 5 && !strncasecmp(name + i, "phi-3", 5)) || (n - i >= 4 && !strncasecmp(name + i, "phi3", 4)))
+			return true;
+	return false;
+}
+
+static bool phi3_keeps_space(const char *s, size_t len)
+{
+	static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(keep); k++)
+		if (len == strlen(keep[k]) && !memcmp(s, keep[k], len))
+			return true;
+	return false;
+}
+
 /* The id tables from the token list: every token checked, then one definition each. */
 static int build_vocab(struct allm_tokenizer *tok, const struct allm_gguf *g, const struct gguf_vocab *v,
 		       struct allm_err *err)
 {
 	struct allm_tok_def *defs = allm_malloc(v->n * sizeof(*defs));
 	char where[512];
+	bool phi3 = named_phi3(g);
 	int r = 0;
 	if (!defs)
 		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
@@ -76,6 +105,7 @@ static int build_vocab(struct allm_tokenizer *tok, const struct allm_gguf *g, co
 		defs[i] = (struct allm_tok_def){.s = s, .len = (uint32_t)len, .id = (int32_t)i,
 						.added = type == TT_UNKNOWN || type == TT_CONTROL || type == TT_USER,
 						.special = type != TT_USER};
+		defs[i].rstrip = phi3 && defs[i].added && !phi3_keeps_space(s, len);
 	}
 	snprintf(where, sizeof(where), "%s: GGUF: tokenizer.ggml.tokens", g->path);
 	r = allm_tok_set_vocab(tok, (int32_t)v->n, defs, v->n, true, where, where, err);
