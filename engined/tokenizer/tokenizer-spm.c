@@ -155,7 +155,8 @@ int allm_tok_spm_merges(struct allm_tokenizer *tok, const float *score, const bo
 			c[n++] = (struct cand){score[m], a, b, m};
 		}
 	}
-	qsort(c, n, sizeof(*c), cmp_cand);
+	if (n) /* qsort(NULL, 0) is undefined: a vocabulary with no merges at all */
+		qsort(c, n, sizeof(*c), cmp_cand);
 	allm_tok_pairmap_fini(&tok->merges);
 	if (allm_tok_pairmap_init(&tok->merges, n) < 0)
 		goto nomem;
