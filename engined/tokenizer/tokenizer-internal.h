@@ -187,7 +187,7 @@ int allm_tok_new(struct allm_tokenizer **ret, struct allm_err *err);
  * (matched in the raw text before anything else; special ones only when asked). */
 struct allm_tok_def {
 	const char *s; /* not NUL-terminated; copied */
-	uint32_t len;  /* > 0 */
+	uint32_t len;  /* > 0 for an added token */
 	int32_t id;
 	bool added, special, lstrip, rstrip, single_word;
 };

@@ -69,7 +69,9 @@ int allm_tok_set_vocab(struct allm_tokenizer *tok, int32_t n_ids, const struct a
 {
 	size_t bytes = 0, n_added = 0;
 	for (size_t i = 0; i < n; i++) {
-		ALLM_ASSERT(defs[i].id >= 0 && defs[i].id < n_ids && defs[i].len > 0);
+		/* an added token has text (it is matched by its first byte); tokenizer.json
+		 * may hold an empty vocab key, which only never matches */
+		ALLM_ASSERT(defs[i].id >= 0 && defs[i].id < n_ids && (defs[i].len > 0 || !defs[i].added));
 		bytes += defs[i].len + 1;
 		n_added += defs[i].added;
 	}
