@@ -133,6 +133,33 @@ int main(int argc, char **argv)
 	gguf_w_tensor_f32(w, "x", ALLM_GGML_Q8_0, 2, (int64_t[]){32, 1}, (float[32]){1, 2, 3});
 	save_w(dir, "metadata-every-type", 0, w);
 
+	/* SentencePiece pieces as long as a token may be (1024 bytes: every split of each
+	 * is looked up when the merges are rebuilt from the scores), and one past it
+	 * that fills the fuzzer's 64 KiB: a quadratic merge pass spent seconds on it
+	 * (issue 49 item 5); it must be refused at once */
+	for (int past = 0; past < 2; past++) {
+		enum { NR = 12 };
+		static char run[NR][60001];
+		const char *toks[NR];
+		int32_t type[NR];
+		float score[NR];
+		for (int k = 0; k < NR; k++) {
+			size_t len = k < 11 ? (size_t)1 << k : past ? sizeof(run[k]) - 1 : 1023;
+			memset(run[k], k < 11 ? 'a' : 'b', len);
+			run[k][len] = 0;
+			toks[k] = run[k];
+			type[k] = 1;
+			score[k] = (float)k;
+		}
+		w = gguf_w_new();
+		gguf_w_str(w, "tokenizer.ggml.model", "llama");
+		gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NR);
+		gguf_w_arr_i32(w, "tokenizer.ggml.token_type", type, NR);
+		gguf_w_arr_f32(w, "tokenizer.ggml.scores", score, NR);
+		gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
+		save_w(dir, past ? "tokenizer-token-60k" : "tokenizer-token-1k", 0, w);
+	}
+
 	/* broken: an unknown architecture, a K-quant tensor, a truncated model */
 	w = gguf_w_new();
 	gguf_w_str(w, "general.architecture", "mamba");

@@ -2,6 +2,7 @@
 #include "gguf-write.h"
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,93 @@ static void tok_error(enum tbreak b, int want_r, const char *want)
 	allm_tokenizer_free(tok);
 }
 
+/* A SentencePiece vocabulary of "a" repeated 1, 2, 4 ... 1024 times, plus one token of
+ * extra_len bytes when extra_len > 0; loaded from a GGUF file. */
+static int load_runs(size_t extra_len, struct allm_tokenizer **tok, struct allm_err *e)
+{
+	enum { N = 3 + 11 + 1 };
+	static char runs[11][1025];
+	const char *toks[N] = {"<unk>", "<s>", "</s>"};
+	int32_t types[N] = {2, 3, 3};
+	float scores[N] = {0, 0, 0};
+	size_t n = 3;
+	char path[600], *extra = NULL;
+	for (int k = 0; k <= 10; k++, n++) {
+		memset(runs[k], 'a', (size_t)1 << k);
+		runs[k][(size_t)1 << k] = 0;
+		toks[n] = runs[k];
+		types[n] = 1;
+		scores[n] = (float)k; /* longer runs merge first: any order gives the same */
+	}
+	if (extra_len) {
+		extra = malloc(extra_len + 1);
+		memset(extra, 'b', extra_len);
+		extra[extra_len] = 0;
+		toks[n] = extra;
+		types[n] = 1;
+		scores[n++] = -1;
+	}
+	struct gguf_w *w = gguf_w_new();
+	gguf_w_str(w, "tokenizer.ggml.model", "llama");
+	gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, n);
+	gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, n);
+	gguf_w_arr_f32(w, "tokenizer.ggml.scores", scores, n);
+	gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false);
+	gguf_w_bool(w, "tokenizer.ggml.add_bos_token", false);
+	snprintf(path, sizeof(path), "%s/runs.gguf", tmp);
+	CHECK(!gguf_w_save(w, path), "save");
+	gguf_w_free(w);
+	free(extra);
+	return allm_tokenizer_load_gguf(path, tok, e);
+}
+
+/* Issue 49 item 5: a 1 MiB token held the SentencePiece merge pass for minutes (every
+ * split hashed both halves again). Tokens past ALLM_TOK_MAX_TOKEN_BYTES (1024) are
+ * refused; up to it the merges are found, here through every length of a run. */
+static void long_tokens(void)
+{
+	struct allm_err e = {{0}};
+	struct allm_tokenizer *tok = NULL;
+	char text[1024];
+	int r = load_runs(0, &tok, &e);
+	CHECK(!r && tok, "runs of a: %s", e.msg);
+	for (size_t len = 1; tok && len <= sizeof(text); len = len * 3 + 1) {
+		int32_t *ids = NULL;
+		size_t n = 0, want = 0, cover = 0;
+		memset(text, 'a', len);
+		CHECK(!allm_tokenizer_encode(tok, text, len, false, &ids, &n, &e), "encode %zu: %s", len, e.msg);
+		/* leftmost merges first: the binary digits of len, longest run first */
+		for (int k = 10; k >= 0; k--)
+			if (len & ((size_t)1 << k)) {
+				CHECK(want < n && (size_t)allm_tokenizer_token_to_id(tok, "a") + (size_t)k == (size_t)ids[want],
+				      "a x %zu: id %zu is %d, want the run of %d", len, want, want < n ? ids[want] : -1, 1 << k);
+				want++;
+				cover += (size_t)1 << k;
+			}
+		CHECK(n == want && cover == len, "a x %zu: %zu ids, want %zu", len, n, want);
+		allm_free(ids);
+	}
+	int32_t *ids = NULL;
+	size_t n = 0;
+	memset(text, 'a', 1024);
+	CHECK(tok && !allm_tokenizer_encode(tok, text, 1024, false, &ids, &n, &e) && n == 1, "a x 1024: %zu ids", n);
+	allm_free(ids);
+	allm_tokenizer_free(tok);
+	tok = NULL;
+	CHECK(!load_runs(1024, &tok, &e) && tok, "a token of 1024 bytes: %s", e.msg);
+	allm_tokenizer_free(tok);
+	tok = NULL;
+	static const size_t too_long[] = {1025, 1 << 20};
+	for (size_t i = 0; i < 2; i++) {
+		char want[64];
+		r = load_runs(too_long[i], &tok, &e);
+		snprintf(want, sizeof(want), "tokenizer.ggml.tokens[14] is %zu bytes long (at most 1024", too_long[i]);
+		CHECK(r == -EINVAL && !tok && strstr(e.msg, want), "%zu bytes: got %d '%s'", too_long[i], r, e.msg);
+		allm_tokenizer_free(tok);
+		tok = NULL;
+	}
+}
+
 int main(void)
 {
 	const char *data = getenv("DATA_DIR");
@@ -223,11 +311,12 @@ int main(void)
 	allm_tokenizer_free(a);
 	allm_tokenizer_free(b);
 
+	long_tokens();
 	tok_error(T_MODEL, -ENOTSUP, "tokenizer.ggml.model 'bert' is not supported");
 	tok_error(T_PRE, -ENOTSUP, "tokenizer.ggml.pre 'mystery' is not supported");
 	tok_error(T_TYPES_LEN, -EINVAL, "tokenizer.ggml.token_type is not 5 integers");
 	tok_error(T_DUP, -EINVAL, "tokenizer.ggml.tokens[3] 'a' appears twice");
-	tok_error(T_MERGE, -EINVAL, "model.merges[0]: 'z' is not in model.vocab");
+	tok_error(T_MERGE, -EINVAL, "GGUF: tokenizer.ggml.merges[0]: 'z' is not in the vocabulary");
 	tok_error(T_NO_SCORES, -EINVAL, "tokenizer.ggml.scores is missing");
 	tok_error(T_NO_TOKENS, -EINVAL, "tokenizer.ggml.tokens is missing");
 	tok_error(T_BAD_UTF8, -EINVAL, "tokenizer.ggml.tokens[4] is not valid UTF-8");

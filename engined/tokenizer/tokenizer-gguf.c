@@ -1,31 +1,30 @@
-/* A GGUF file's tokenizer (tokenizer.ggml.*), imported as the tokenizer.json it
- * stands for, so that one loader and one encoder serve both (see tokenizer.h):
+/* A GGUF file's tokenizer (tokenizer.ggml.*), built directly (tokenizer-vocab.c),
+ * as the Hugging Face tokenizer.json it stands for would be, so that one encoder
+ * serves both loaders (see tokenizer.h):
  *
- *   gpt2   model BPE (vocab from tokens, merges as given), the added tokens, the
+ *   gpt2   byte-level BPE: vocabulary from the tokens, merges as given, the
  *          pre-tokenizer tokenizer.ggml.pre names (the table below: the same split
- *          patterns llama.cpp runs for those names), decoder ByteLevel.
- *   llama  SentencePiece BPE: model BPE with byte_fallback, normalizer Prepend "▁"
- *          (add_space_prefix) + Replace " " -> "▁", decoder Replace / ByteFallback /
- *          Fuse / Strip -- Llama-2's tokenizer.json. SentencePiece merges the pair whose
- *          merged piece scores highest; the merges are rebuilt from the scores with
- *          that rank (equal scores share it, leftmost first, as llama.cpp's queue does).
+ *          patterns llama.cpp runs for those names), ByteLevel decoding.
+ *   llama  SentencePiece BPE with byte fallback: "▁" prepended when
+ *          add_space_prefix (Gemma 3 says false) and spaces replaced by "▁", decoded
+ *          back, the prepended one stripped -- Llama-2's tokenizer.json. SentencePiece
+ *          merges the pair whose merged piece scores highest; the merges are rebuilt
+ *          from the scores with that rank (tokenizer-spm.c).
  *
  * Token types (llama.cpp's): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
  * 6 byte. Unknown and control tokens become special added tokens (matched in the text
- * before anything else, dropped by skip_special), user-defined ones plain added
- * tokens, the rest the model's vocabulary. */
+ * before anything else when special tokens are parsed, dropped by skip_special),
+ * user-defined ones plain added tokens (always matched, as llama.cpp does), the rest
+ * the model's vocabulary. */
 #include "tokenizer-internal.h"
+
+#include "gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
-
-/* The patterns known_splits (tokenizer.c) recognises, as tokenizer.json writes them. */
-#define RE_LLAMA3                                                                              \
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2                                                                               \
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 enum pre_kind { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS_GPT2 };
 
@@ -41,180 +40,100 @@ static const struct {
 	{"refact", PRE_DIGITS_GPT2},
 };
 
-/* JSON builders that check allocation once, at the end: jansson returns NULL and
- * the setters refuse NULL, so a failed allocation surfaces as a missing part. */
-static json_t *obj2(const char *k1, json_t *v1, const char *k2, json_t *v2)
-{
-	json_t *o = json_object();
-	json_object_set_new(o, k1, v1);
-	if (k2)
-		json_object_set_new(o, k2, v2);
-	return o;
-}
-
-static json_t *typed(const char *type)
-{
-	return obj2("type", json_string(type), NULL, NULL);
-}
-
-static json_t *pre_tokenizer(enum pre_kind kind)
-{
-	json_t *bl = typed("ByteLevel"), *seq = json_array();
-	json_object_set_new(bl, "add_prefix_space", json_false());
-	json_object_set_new(bl, "use_regex", json_boolean(kind == PRE_GPT2 || kind == PRE_DIGITS_GPT2));
-	if (kind == PRE_GPT2) {
-		json_decref(seq);
-		return bl;
-	}
-	if (kind == PRE_DIGITS_GPT2) {
-		json_t *dg = typed("Digits");
-		json_object_set_new(dg, "individual_digits", json_true());
-		json_array_append_new(seq, dg);
-	} else {
-		json_t *sp = typed("Split");
-		json_object_set_new(sp, "pattern",
-				    obj2("Regex", json_string(kind == PRE_LLAMA3 ? RE_LLAMA3 : RE_QWEN2), NULL, NULL));
-		json_object_set_new(sp, "behavior", json_string("Isolated"));
-		json_array_append_new(seq, sp);
-	}
-	json_array_append_new(seq, bl);
-	return obj2("type", json_string("Sequence"), "pretokenizers", seq);
-}
-
-/* Llama-2's normalizer and decoder. */
-static json_t *spm_normalizer(bool add_space_prefix)
-{
-	json_t *seq = json_array(), *rep = typed("Replace");
-	json_object_set_new(rep, "pattern", obj2("String", json_string(" "), NULL, NULL));
-	json_object_set_new(rep, "content", json_string("\xe2\x96\x81"));
-	if (add_space_prefix) {
-		json_t *pre = typed("Prepend");
-		json_object_set_new(pre, "prepend", json_string("\xe2\x96\x81"));
-		json_array_append_new(seq, pre);
-	}
-	json_array_append_new(seq, rep);
-	return obj2("type", json_string("Sequence"), "normalizers", seq);
-}
-
-static json_t *spm_decoder(bool add_space_prefix)
-{
-	json_t *seq = json_array(), *rep = typed("Replace"), *strip = typed("Strip");
-	json_object_set_new(rep, "pattern", obj2("String", json_string("\xe2\x96\x81"), NULL, NULL));
-	json_object_set_new(rep, "content", json_string(" "));
-	json_array_append_new(seq, rep);
-	json_array_append_new(seq, typed("ByteFallback"));
-	json_array_append_new(seq, typed("Fuse"));
-	if (add_space_prefix) {
-		json_object_set_new(strip, "content", json_string(" "));
-		json_object_set_new(strip, "start", json_integer(1));
-		json_object_set_new(strip, "stop", json_integer(0));
-		json_array_append_new(seq, strip);
-	} else {
-		json_decref(strip);
-	}
-	return obj2("type", json_string("Sequence"), "decoders", seq);
-}
-
 struct gguf_vocab {
 	const struct allm_gguf_kv *tokens, *types, *scores, *merges;
 	uint64_t n;
 };
 
-/* model.vocab and added_tokens from the token list. */
-static int vocab_json(const struct allm_gguf *g, const struct gguf_vocab *v, json_t *vocab,
-		      json_t *added, struct allm_err *err)
+/* Phi-3's special tokens eat the whitespace that follows them (its tokenizer.json
+ * says rstrip for each; the GGUF file cannot): llama.cpp restores that from the
+ * model's name, general.name containing "phi-3" or "phi3" in any case, for every
+ * special token but <unk>, <s> and <|endoftext|>. We key on the same name, or a
+ * Phi-3 chat prompt would tokenize differently from llama.cpp's. */
+static bool named_phi3(const struct allm_gguf *g)
 {
+	const char *name;
+	size_t n;
+	struct allm_err ignore = {{0}};
+	if (allm_gguf_get_str(g, "general.name", &name, &n, &ignore))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((n - i >= 5 && !strncasecmp(name + i, "phi-3", 5)) || (n - i >= 4 && !strncasecmp(name + i, "phi3", 4)))
+			return true;
+	return false;
+}
+
+static bool phi3_keeps_space(const char *s, size_t len)
+{
+	static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE(keep); k++)
+		if (len == strlen(keep[k]) && !memcmp(s, keep[k], len))
+			return true;
+	return false;
+}
+
+/* The id tables from the token list: every token checked, then one definition each. */
+static int build_vocab(struct allm_tokenizer *tok, const struct allm_gguf *g, const struct gguf_vocab *v,
+		       struct allm_err *err)
+{
+	struct allm_tok_def *defs = allm_malloc(v->n * sizeof(*defs));
+	char where[512];
+	bool phi3 = named_phi3(g);
+	int r = 0;
+	if (!defs)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	for (uint64_t i = 0; i < v->n; i++) {
 		uint64_t len;
 		const char *s = allm_gguf_arr_str(v->tokens, i, &len);
 		int64_t type = v->types ? allm_gguf_arr_int(v->types, i) : TT_NORMAL;
-		if (type < TT_NORMAL || type > TT_BYTE)
-			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.token_type[%llu] is %lld (1 to 6)",
-					    g->path, (unsigned long long)i, (long long)type);
-		if (len == 0 || memchr(s, 0, len) || allm_tok_utf8_valid_prefix((const uint8_t *)s, len) != len)
-			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] is %s", g->path,
-					    (unsigned long long)i,
-					    len == 0 ? "empty" : "not valid UTF-8 without NUL bytes");
-		json_t *id = json_integer((json_int_t)i);
-		if (json_object_getn(vocab, s, len)) {
-			json_decref(id);
-			return allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] '%.*s' appears twice",
-					    g->path, (unsigned long long)i, (int)ALLM_MIN(len, 64), s);
+		if (type < TT_NORMAL || type > TT_BYTE) {
+			r = allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.token_type[%llu] is %lld (1 to 6)",
+					 g->path, (unsigned long long)i, (long long)type);
+			goto out;
 		}
-		json_object_setn_new_nocheck(vocab, s, len, id);
-		if (type == TT_UNKNOWN || type == TT_CONTROL || type == TT_USER) {
-			json_t *a = obj2("id", json_integer((json_int_t)i), "content", json_stringn_nocheck(s, len));
-			json_object_set_new(a, "special", json_boolean(type != TT_USER));
-			json_array_append_new(added, a);
+		if (len > ALLM_TOK_MAX_TOKEN_BYTES) {
+			r = allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] is %llu bytes long "
+					 "(at most %d: no real vocabulary comes near)", g->path, (unsigned long long)i,
+					 (unsigned long long)len, ALLM_TOK_MAX_TOKEN_BYTES);
+			goto out;
 		}
+		if (len == 0 || memchr(s, 0, len) || allm_tok_utf8_valid_prefix((const uint8_t *)s, len) != len) {
+			r = allm_err_set(err, -EINVAL, "%s: GGUF: tokenizer.ggml.tokens[%llu] is %s", g->path,
+					 (unsigned long long)i, len == 0 ? "empty" : "not valid UTF-8 without NUL bytes");
+			goto out;
+		}
+		defs[i] = (struct allm_tok_def){.s = s, .len = (uint32_t)len, .id = (int32_t)i,
+						.added = type == TT_UNKNOWN || type == TT_CONTROL || type == TT_USER,
+						.special = type != TT_USER};
+		defs[i].rstrip = phi3 && defs[i].added && !phi3_keeps_space(s, len);
 	}
-	return 0;
+	snprintf(where, sizeof(where), "%s: GGUF: tokenizer.ggml.tokens", g->path);
+	r = allm_tok_set_vocab(tok, (int32_t)v->n, defs, v->n, true, where, where, err);
+out:
+	allm_free(defs);
+	return r;
 }
 
-/* SentencePiece: every split of a piece into two pieces is a merge, ranked by the
- * merged piece's score (highest first; equal scores share a rank). */
-struct cand {
-	float score;
-	int32_t a, b, m;
-};
-
-static int cmp_cand(const void *x, const void *y)
+/* SentencePiece: the merges from the scores (tokenizer-spm.c); normal, user-defined
+ * and unused pieces can be merged into, as llama.cpp's tokenizer finds them. */
+static int spm_merges(struct allm_tokenizer *tok, const struct gguf_vocab *v, struct allm_err *err)
 {
-	const struct cand *p = x, *q = y;
-	if (p->score != q->score)
-		return p->score > q->score ? -1 : 1;
-	return p->m != q->m ? (p->m < q->m ? -1 : 1) : (p->a < q->a ? -1 : p->a > q->a);
-}
-
-static int spm_merges(struct allm_tokenizer *tok, const struct allm_gguf *g,
-		      const struct gguf_vocab *v, struct allm_err *err)
-{
-	struct cand *c = NULL;
-	size_t n = 0, cap = 0;
-	int r = 0;
-	for (int32_t m = 0; m < tok->n_ids; m++) {
-		int64_t type = v->types ? allm_gguf_arr_int(v->types, (uint64_t)m) : TT_NORMAL;
-		if (type != TT_NORMAL && type != TT_USER && type != TT_UNUSED)
-			continue;
-		const char *s = tok->tokens[m];
-		uint32_t len = tok->token_len[m];
-		float score = (float)allm_gguf_arr_float(v->scores, (uint64_t)m);
-		for (uint32_t k = 1; k < len; k++) {
-			if (((uint8_t)s[k] & 0xC0) == 0x80)
-				continue; /* inside a character */
-			int32_t a = allm_tok_strmap_get(&tok->vocab, tok, s, k);
-			int32_t b = allm_tok_strmap_get(&tok->vocab, tok, s + k, len - k);
-			if (a < 0 || b < 0)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 4096;
-				struct cand *p = allm_realloc(c, nc * sizeof(*c));
-				if (!p) {
-					r = allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
-					goto out;
-				}
-				c = p;
-				cap = nc;
-			}
-			c[n++] = (struct cand){score, a, b, m};
-		}
-	}
-	qsort(c, n, sizeof(*c), cmp_cand);
-	allm_tok_pairmap_fini(&tok->merges);
-	if (allm_tok_pairmap_init(&tok->merges, n) < 0) {
+	float *score = allm_malloc((size_t)tok->n_ids * sizeof(*score));
+	bool *mergeable = allm_malloc((size_t)tok->n_ids * sizeof(*mergeable));
+	int r;
+	if (!score || !mergeable) {
 		r = allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 		goto out;
 	}
-	uint32_t rank = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (i && c[i].score != c[i - 1].score)
-			rank++;
-		allm_tok_pairmap_put(&tok->merges, c[i].a, c[i].b, rank, c[i].m);
+	for (int32_t m = 0; m < tok->n_ids; m++) {
+		int64_t type = v->types ? allm_gguf_arr_int(v->types, (uint64_t)m) : TT_NORMAL;
+		mergeable[m] = type == TT_NORMAL || type == TT_USER || type == TT_UNUSED;
+		score[m] = (float)allm_gguf_arr_float(v->scores, (uint64_t)m);
 	}
-	tok->n_merges = n;
-	(void)g;
+	r = allm_tok_spm_merges(tok, score, mergeable, err);
 out:
-	allm_free(c);
+	allm_free(score);
+	allm_free(mergeable);
 	return r;
 }
 
@@ -270,57 +189,53 @@ static int pre_kind(const struct allm_gguf *g, enum pre_kind *ret, struct allm_e
 			    g->path, (int)ALLM_MIN(len, 64), s);
 }
 
-/* The tokenizer.json a GGUF tokenizer stands for; *ret NULL on failure. */
-static int build_root(const struct allm_gguf *g, bool spm, const struct gguf_vocab *v,
-		      bool add_space_prefix, json_t **ret, struct allm_err *err)
+/* gpt2: the merges as given, the pre-tokenizer the file names, ByteLevel decoding. */
+static int build_bytelevel(struct allm_tokenizer *tok, const struct allm_gguf *g, const struct gguf_vocab *v,
+			   struct allm_err *err)
 {
-	json_t *root = json_object(), *model = typed("BPE"), *vocab = json_object();
-	json_t *added = json_array(), *merges = json_array();
-	enum pre_kind pk = PRE_GPT2;
-	int r;
-	*ret = NULL;
-	json_object_set_new(root, "model", model);
-	json_object_set_new(model, "vocab", vocab);
-	json_object_set_new(model, "merges", merges);
-	json_object_set_new(root, "added_tokens", added);
-	if ((r = vocab_json(g, v, vocab, added, err)))
-		goto fail;
-	if (spm) {
-		int64_t unk = -1;
-		json_object_set_new(model, "byte_fallback", json_true());
-		json_object_set_new(model, "fuse_unk", json_true());
-		r = allm_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", 0, (int64_t)v->n - 1, &unk, err);
-		if (r && r != -ENOENT)
-			goto fail;
-		if (unk >= 0) {
-			uint64_t len;
-			const char *s = allm_gguf_arr_str(v->tokens, (uint64_t)unk, &len);
-			json_object_set_new(model, "unk_token", json_stringn_nocheck(s, len));
-		}
-		json_object_set_new(root, "normalizer", spm_normalizer(add_space_prefix));
-		json_object_set_new(root, "decoder", spm_decoder(add_space_prefix));
-	} else {
-		for (uint64_t i = 0; i < v->merges->v.arr.n; i++) {
-			uint64_t len;
-			const char *s = allm_gguf_arr_str(v->merges, i, &len);
-			json_array_append_new(merges, json_stringn_nocheck(s, len));
-		}
-		if ((r = pre_kind(g, &pk, err)))
-			goto fail;
-		json_object_set_new(root, "pre_tokenizer", pre_tokenizer(pk));
-		json_object_set_new(root, "decoder", typed("ByteLevel"));
+	struct allm_tok_merge_buf buf = {0};
+	char where[512];
+	enum pre_kind pk;
+	int r = pre_kind(g, &pk, err);
+	if (r)
+		return r;
+	tok->byte_level = true; /* ByteLevel, add_prefix_space false */
+	tok->digits = pk == PRE_DIGITS_GPT2 ? ALLM_TOK_DIGITS_INDIVIDUAL : ALLM_TOK_DIGITS_NONE;
+	tok->split = pk == PRE_LLAMA3 ? ALLM_TOK_SPLIT_LLAMA3 : pk == PRE_QWEN2 ? ALLM_TOK_SPLIT_QWEN2 : ALLM_TOK_SPLIT_GPT2;
+	tok->n_merges = v->merges->v.arr.n;
+	if (allm_tok_pairmap_init(&tok->merges, tok->n_merges) < 0)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
+	snprintf(where, sizeof(where), "%s: GGUF: tokenizer.ggml.merges", g->path);
+	for (uint64_t i = 0; i < v->merges->v.arr.n && !r; i++) {
+		uint64_t len;
+		const char *s = allm_gguf_arr_str(v->merges, i, &len);
+		r = allm_tok_add_merge_text(tok, (size_t)i, s, (size_t)len, &buf, where, err);
 	}
-	/* a failed allocation anywhere left a part out: the sizes say so */
-	if (json_object_size(vocab) != v->n || (!spm && json_array_size(merges) != v->merges->v.arr.n) ||
-	    !json_object_get(root, "decoder")) {
-		r = allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
-		goto fail;
-	}
-	*ret = root;
-	return 0;
-fail:
-	json_decref(root);
-	return r;
+	allm_free(buf.p);
+	if (r)
+		return r;
+	return allm_tok_build_decoder(tok, &(struct allm_tok_dec_spec){.byte_level = true, .fused = true}, err);
+}
+
+/* llama: Llama-2's normalizer and decoder around merges rebuilt from the scores. */
+static int build_spm(struct allm_tokenizer *tok, const struct allm_gguf *g, const struct gguf_vocab *v,
+		     bool add_space_prefix, struct allm_err *err)
+{
+	static const char space[] = "\xe2\x96\x81"; /* U+2581 */
+	int64_t unk = -1;
+	int r = allm_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", 0, (int64_t)v->n - 1, &unk, err);
+	if (r && r != -ENOENT)
+		return r;
+	tok->unk_id = (int32_t)unk;
+	tok->byte_fallback = tok->fuse_unk = true;
+	if ((add_space_prefix && allm_tok_add_norm(tok, ALLM_TOK_NORM_PREPEND, space, NULL) < 0) ||
+	    allm_tok_add_norm(tok, ALLM_TOK_NORM_REPLACE, " ", space) < 0)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
+	tok->strip_start = add_space_prefix ? 1 : 0; /* the prepended space, after Fuse */
+	struct allm_tok_dec_spec spec = {.byte_fallback = true, .fused = true, .n_repl = 1, .pat = {space}, .rep = {" "}};
+	if ((r = allm_tok_build_decoder(tok, &spec, err)))
+		return r;
+	return spm_merges(tok, v, err);
 }
 
 static int set_special(struct allm_tokenizer *tok, const struct allm_gguf *g, bool spm,
@@ -354,6 +269,8 @@ static int set_special(struct allm_tokenizer *tok, const struct allm_gguf *g, bo
 		if (!allm_tokenizer_is_eos(tok, (int32_t)id))
 			ids[tok->n_eos++] = (int32_t)id;
 	}
+	if (allm_tok_add_turn_ends(tok) < 0)
+		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	tok->n_prefix = tok->n_suffix = 0;
 	allm_free(tok->prefix_ids);
 	allm_free(tok->suffix_ids);
@@ -375,7 +292,6 @@ int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **
 	size_t len;
 	struct gguf_vocab v;
 	bool add_space_prefix = true;
-	json_t *root = NULL;
 	struct allm_tokenizer *tok = NULL;
 	int r = allm_gguf_get_str(g, "tokenizer.ggml.model", &model, &len, err);
 	if (r == -ENOENT)
@@ -388,17 +304,12 @@ int allm_tokenizer_from_gguf(const struct allm_gguf *g, struct allm_tokenizer **
 				    g->path, (int)ALLM_MIN(len, 64), model);
 	if ((r = allm_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &add_space_prefix, err)) && r != -ENOENT)
 		return r;
-	if ((r = get_vocab(g, spm, &v, err)) || (r = build_root(g, spm, &v, add_space_prefix, &root, err)))
+	if ((r = get_vocab(g, spm, &v, err)) || (r = allm_tok_new(&tok, err)))
 		return r;
-	r = allm_tok_load_root(root, NULL, &tok, err);
-	json_decref(root);
-	if (r && err) { /* its messages name tokenizer.json's fields: say whose */
-		char msg[sizeof(err->msg)];
-		snprintf(msg, sizeof(msg), "%s", err->msg);
-		allm_err_set(err, r, "%s: GGUF tokenizer, as %s", g->path, msg);
+	if (!(r = build_vocab(tok, g, &v, err))) {
+		allm_tok_index_bytes(tok);
+		r = spm ? build_spm(tok, g, &v, add_space_prefix, err) : build_bytelevel(tok, g, &v, err);
 	}
-	if (!r && spm)
-		r = spm_merges(tok, g, &v, err);
 	if (!r)
 		r = set_special(tok, g, spm, err);
 	if (r) {

@@ -1,19 +1,30 @@
-/* Private state of the tokenizer, shared by its files:
- *   tokenizer.c         loading tokenizer.json: model, added tokens, normalizer,
- *                       pre-tokenizer
- *   tokenizer-config.c  post-processor, companion config files, BOS / EOS
- *   tokenizer-bpe.c     hash tables and the BPE merge loop
- *   tokenizer-encode.c  added-token split, normalizer, pre-tokenizer, encode driver
- *   tokenizer-unicode.c \p{L} / \p{N} / \s classification
- *   tokenizer-gguf.c    a GGUF file's tokenizer.ggml.* as the tokenizer.json it means
- *   detokenizer.c       whole-sequence and streaming decode */
+/* Private state of the tokenizer, shared by its files. Arrows go one way:
+ *
+ *   tokenizer.c           the thin loader: a GGUF file or a Hugging Face directory
+ *     tokenizer-hf.c        tokenizer.json: model, added tokens, normalizer,
+ *     tokenizer-hf-config.c   pre-tokenizer, decoder; post-processor, companion
+ *                             config files (both share tokenizer-hf.h)
+ *     tokenizer-gguf.c      a GGUF file's tokenizer.ggml.*, built directly
+ *     tokenizer-spm.c       SentencePiece merges rebuilt from the pieces' scores
+ *   both loaders then build with
+ *     tokenizer-vocab.c     the struct below: id tables, string map, merges,
+ *                           normalizer steps, end ids; the accessors
+ *     detokenizer.c         per-id decoded bytes; whole-sequence and streaming decode
+ *   and encoding runs
+ *     tokenizer-encode.c    added-token split, normalizer, pre-tokenizer, encode driver
+ *     tokenizer-bpe.c       hash tables and the BPE merge loop
+ *     tokenizer-unicode.c   \p{L} / \p{N} / \s classes, UTF-8, the byte-level map */
 #ifndef ALLM_TOKENIZER_INTERNAL_H
 #define ALLM_TOKENIZER_INTERNAL_H
 
 #include "tokenizer.h"
-#include "gguf.h"
 
-#include <jansson.h>
+/* The longest token string either loader takes, in bytes. The longest in the
+ * vocabularies we run is 256 (Qwen2's run of 128 spaces, two bytes a character in
+ * byte-level form; Gemma 3's 262k SentencePiece pieces stop at 48, SmolLM2's at 162):
+ * four times that leaves room for any real vocabulary, and bounds what one hostile
+ * token costs the loaders and the SentencePiece merge pass (tokenizer-spm.c). */
+#define ALLM_TOK_MAX_TOKEN_BYTES 1024
 
 #define ALLM_TOKF_SPECIAL 0x1 /* added token with "special": true */
 #define ALLM_TOKF_ADDED 0x2   /* listed in added_tokens */
@@ -40,7 +51,7 @@ struct allm_tok_pairmap {
 	size_t mask;
 };
 
-enum allm_tok_norm_kind { ALLM_TOK_NORM_PREPEND, ALLM_TOK_NORM_REPLACE };
+enum allm_tok_norm_kind { ALLM_TOK_NORM_PREPEND, ALLM_TOK_NORM_REPLACE, ALLM_TOK_NORM_NFC };
 
 struct allm_tok_norm {
 	enum allm_tok_norm_kind kind;
@@ -163,24 +174,81 @@ void allm_tok_bpe_scratch_fini(struct allm_tok_bpe_scratch *s);
 int allm_tok_bpe_piece(const struct allm_tokenizer *tok, const uint8_t *s, size_t n,
 		       struct allm_tok_bpe_scratch *scr, struct allm_tok_ids *out);
 
-/* tokenizer.c: builds a tokenizer from a parsed tokenizer.json (root, borrowed), with
- * the companion configs of dir when dir is not NULL. */
-int allm_tok_load_root(json_t *root, const struct allm_vdir *configs, struct allm_tokenizer **ret,
+/* The two loaders under tokenizer.c: a Hugging Face directory (tokenizer.json and
+ * its companions; tokenizer-hf.c) and a GGUF file (tokenizer-gguf.c:
+ * allm_tokenizer_load_gguf() in tokenizer.h). Same errors as allm_tokenizer_load(). */
+int allm_tok_load_hf(const struct allm_vdir *dir, struct allm_tokenizer **ret, struct allm_err *err);
+
+/* tokenizer-vocab.c: the building blocks of both loaders. */
+/* A new, empty tokenizer (no ids yet; BOS / EOS / unk -1). 0 / -ENOMEM. */
+int allm_tok_new(struct allm_tokenizer **ret, struct allm_err *err);
+
+/* One token as a loader read it: a model vocabulary entry, or an added token
+ * (matched in the raw text before anything else; special ones only when asked). */
+struct allm_tok_def {
+	const char *s; /* not NUL-terminated; copied */
+	uint32_t len;  /* > 0 for an added token */
+	int32_t id;
+	bool added, special, lstrip, rstrip, single_word;
+};
+/* The id tables, the string arena and the string map of n_ids ids from defs:
+ * model entries claim their ids first (two on one id: -EINVAL); an added token on an
+ * id without a model entry gives that id its string, one on an id that holds another
+ * string must be found by its own text elsewhere. unique: two ids with one string
+ * are an error. where_vocab / where_added name the source in messages. */
+int allm_tok_set_vocab(struct allm_tokenizer *tok, int32_t n_ids, const struct allm_tok_def *defs,
+		       size_t n, bool unique, const char *where_vocab, const char *where_added,
 		       struct allm_err *err);
-/* tokenizer.c: the string value of obj[key], or NULL when missing / not a string. */
-const char *allm_tok_json_str(json_t *obj, const char *key);
-/* Type name of a tokenizer.json component ("?" when missing). */
-const char *allm_tok_json_type(json_t *obj);
+/* byte_ids, bytelevel_ids and ascii_ids from the vocabulary. */
+void allm_tok_index_bytes(struct allm_tokenizer *tok);
+/* Scratch of allm_tok_add_merge(); the caller allm_free()s p. */
+struct allm_tok_merge_buf {
+	char *p;
+	size_t cap;
+};
+/* The merge of tokens a and b at rank into tok->merges (initialized by the caller);
+ * both and their concatenation must be tokens. where[rank] names it in messages. */
+int allm_tok_add_merge(struct allm_tokenizer *tok, size_t rank, const char *a, size_t al, const char *b,
+		       size_t bl, struct allm_tok_merge_buf *buf, const char *where, struct allm_err *err);
+/* The same from "a b" (one space). */
+int allm_tok_add_merge_text(struct allm_tokenizer *tok, size_t rank, const char *s, size_t n,
+			    struct allm_tok_merge_buf *buf, const char *where, struct allm_err *err);
+/* Appends a normalizer step (a, b copied). 0 / -ENOMEM. */
+int allm_tok_add_norm(struct allm_tokenizer *tok, enum allm_tok_norm_kind kind, const char *a, const char *b);
+/* Appends k ids to the growable array *v of *n. 0 / -ENOMEM. */
+int allm_tok_append_ids(int32_t **v, size_t *n, const int32_t *ids, size_t k);
+/* A special token with a well-known EOS name ("</s>", "<|endoftext|>", ...), -1. */
+int32_t allm_tok_guess_eos(const struct allm_tokenizer *tok);
+/* Adds the special tokens named as ends of a text or turn (<|im_end|>,
+ * <end_of_turn>, <|eot_id|>, <|end|>, ...) to the ids that stop generation.
+ * 0 / -ENOMEM. */
+int allm_tok_add_turn_ends(struct allm_tokenizer *tok);
 
-/* tokenizer-config.c: post_processor, then the companion files and BOS/EOS. */
-int allm_tok_parse_post(struct allm_tokenizer *tok, json_t *pp, struct allm_err *err);
-int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *dir,
-			  struct allm_err *err);
+/* tokenizer-spm.c: tok->merges of a SentencePiece vocabulary from score[id]; only
+ * ids with mergeable[id] are merged into. Every token is at most
+ * ALLM_TOK_MAX_TOKEN_BYTES long. */
+int allm_tok_spm_merges(struct allm_tokenizer *tok, const float *score, const bool *mergeable,
+			struct allm_err *err);
 
-/* detokenizer.c: decoder -> per-id decoded bytes. */
-int allm_tok_parse_decoder(struct allm_tokenizer *tok, json_t *dec, struct allm_err *err);
+/* detokenizer.c: what the decoder does to each id, as both loaders describe it. */
+#define ALLM_TOK_MAX_REPLACES 8
+struct allm_tok_dec_spec {
+	bool byte_level;    /* ByteLevel: code points back to bytes */
+	bool byte_fallback; /* ByteFallback: "<0xNN>" -> byte NN */
+	bool fused;         /* Fuse seen (a later Strip then applies to the whole text) */
+	size_t n_repl;
+	const char *pat[ALLM_TOK_MAX_REPLACES], *rep[ALLM_TOK_MAX_REPLACES]; /* Replace steps */
+};
+/* Per-id decoded bytes (tok->dec, dec_off, max_dec_len) from spec; tok->join_space,
+ * strip_start and strip_char are the loader's to set. 0 / -ENOMEM. */
+int allm_tok_build_decoder(struct allm_tokenizer *tok, const struct allm_tok_dec_spec *spec,
+			   struct allm_err *err);
 
-/* tokenizer-encode.c: the GPT-2 byte -> code point map. */
+/* tokenizer-nfc.c: the NFC form of the valid UTF-8 s[0..n) into *buf (grown with
+ * allm_realloc, *cap its size; the caller frees), its length in *ret_n. 0 / -ENOMEM. */
+int allm_tok_nfc(const char *s, size_t n, char **buf, size_t *cap, size_t *ret_n);
+
+/* The byte-level maps (tokenizer-unicode.c): GPT-2's byte -> code point map. */
 uint32_t allm_tok_byte_to_cp(uint8_t b);
 /* Inverse map; -1 if cp is not a byte-level code point. */
 int allm_tok_cp_to_byte(uint32_t cp);

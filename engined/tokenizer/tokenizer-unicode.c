@@ -1,5 +1,6 @@
-/* Unicode general-category classes that the pre-tokenizer split patterns need:
- * \p{L} (letters), \p{N} (numbers) and \s (White_Space).
+/* Text below the tokens: the Unicode general-category classes that the
+ * pre-tokenizer split patterns need (\p{L} letters, \p{N} numbers, \s White_Space),
+ * UTF-8 decoding and validation, and GPT-2's byte <-> code point map.
  *
  * The range table covers every code point above U+007F as Python's unicodedata
  * (Unicode 14.0) classifies it, so all scripts (Latin, Greek, Cyrillic, CJK, Hangul,
@@ -239,4 +240,83 @@ int allm_tok_uclass(uint32_t c)
 			return uni_ranges[mid].cls;
 	}
 	return ALLM_UCLS_OTHER;
+}
+
+/* GPT-2's byte -> code point map: printable Latin-1 bytes map to themselves, the
+ * other 68 (0-32, 127-160, 173) to 256.. in byte order. */
+uint32_t allm_tok_byte_to_cp(uint8_t b)
+{
+	if (b <= 32)
+		return 256 + b;
+	if (b >= 127 && b <= 160)
+		return 289 + (b - 127);
+	if (b == 173)
+		return 323;
+	return b;
+}
+
+int allm_tok_cp_to_byte(uint32_t cp)
+{
+	if (cp >= 256 && cp <= 288)
+		return (int)(cp - 256);
+	if (cp >= 289 && cp <= 322)
+		return (int)(cp - 289 + 127);
+	if (cp == 323)
+		return 173;
+	if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 255 && cp != 173))
+		return (int)cp;
+	return -1;
+}
+
+size_t allm_tok_utf8_next(const uint8_t *s, size_t n, uint32_t *ret_cp)
+{
+	uint8_t c = s[0];
+	size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+	if (c < 0x80 || c < 0xC0 || len > n) {
+		*ret_cp = c;
+		return 1;
+	}
+	uint32_t cp = c & (0x3F >> (len - 1));
+	for (size_t i = 1; i < len; i++)
+		cp = cp << 6 | (s[i] & 0x3F);
+	*ret_cp = cp;
+	return len;
+}
+
+size_t allm_tok_utf8_valid_prefix(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t c = s[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t len;
+		uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+		if (c >= 0xC2 && c <= 0xDF) {
+			len = 2;
+		} else if (c >= 0xE0 && c <= 0xEF) {
+			len = 3;
+			if (c == 0xE0)
+				lo = 0xA0; /* overlong */
+			if (c == 0xED)
+				hi = 0x9F; /* surrogates */
+		} else if (c >= 0xF0 && c <= 0xF4) {
+			len = 4;
+			if (c == 0xF0)
+				lo = 0x90;
+			if (c == 0xF4)
+				hi = 0x8F; /* > U+10FFFF */
+		} else {
+			return i;
+		}
+		if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
+			return i;
+		for (size_t k = 2; k < len; k++)
+			if ((s[i + k] & 0xC0) != 0x80)
+				return i;
+		i += len;
+	}
+	return n;
 }

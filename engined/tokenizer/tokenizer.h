@@ -1,11 +1,17 @@
-/* Hugging Face tokenizer.json: BPE encoding and decoding, both families.
+/* Tokenizers of Hugging Face tokenizer.json files and of GGUF files (tokenizer.ggml.*):
+ * BPE encoding and decoding, both families.
  *
- * * SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama, Mistral):
- *   normalizer Sequence[Prepend "▁", Replace " "->"▁"] or a Metaspace pre-tokenizer,
- *   merges by rank, <0xNN> byte fallback, decoder Replace/ByteFallback/Fuse/Strip.
- * * Byte-level BPE (GPT-2, OPT, Llama-3, Qwen2): bytes mapped to printable code
- *   points, the file's split pattern (GPT-2, Llama-3 or Qwen2 regex, matched by hand-
- *   written code, not a regex engine), merges by rank, ByteLevel decoder.
+ * * SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama, Mistral, Phi-3,
+ *   Gemma 3): normalizer Sequence[Prepend "▁", Replace " "->"▁"] (Gemma: Replace
+ *   alone) or a Metaspace pre-tokenizer, merges by rank, <0xNN> byte fallback,
+ *   decoder Replace/ByteFallback/Fuse/Strip.
+ * * Byte-level BPE (GPT-2, OPT, SmolLM2, Llama-3, Qwen2/2.5/3): bytes mapped to
+ *   printable code points, the file's split pattern (GPT-2, Llama-3 or Qwen2 regex,
+ *   matched by hand-written code, not a regex engine), the NFC normalizer (Qwen2's
+ *   tokenizer.json), merges by rank, ByteLevel decoder.
+ *
+ * Checked against llama.cpp on the real Gemma 3 270M and Qwen2.5-Coder-0.5B files
+ * (tests/real-model-tokenizer.sh: 171 strings each, special tokens parsed or not).
  *
  * Merge rule: always the file's `merges` list, lowest rank first, ties to the
  * leftmost pair -- what HF `tokenizers` does. SentencePiece itself merges by piece
@@ -85,8 +91,10 @@ const char *allm_tokenizer_id_to_token(const struct allm_tokenizer *tok, int32_t
 /* Exact lookup of a vocabulary / added-token string, -1 if absent. */
 int32_t allm_tokenizer_token_to_id(const struct allm_tokenizer *tok, const char *s);
 
-/* Encodes len bytes of UTF-8 text. Added tokens ("</s>", "<|endoftext|>") are found
- * in the raw text first (leftmost-longest, honouring lstrip / rstrip / single_word)
+/* Encodes len bytes of UTF-8 text, special tokens' text included (the flags
+ * ALLM_TOK_ENCODE_PARSE_SPECIAL, plus ALLM_TOK_ENCODE_ADD_SPECIAL when add_special;
+ * allm_tokenizer_encode_flags() below encodes without them). Added tokens ("</s>",
+ * "<|endoftext|>") are found in the raw text first (leftmost-longest, honouring lstrip / rstrip / single_word)
  * and never split; the pieces between them are normalized, pre-tokenized and merged.
  * add_special wraps the result as the post-processor says (BOS for Llama-2, nothing
  * for GPT-2's ByteLevel post-processor). Invalid UTF-8 is an error: -EILSEQ with the
@@ -97,6 +105,28 @@ int32_t allm_tokenizer_token_to_id(const struct allm_tokenizer *tok, const char 
 int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, size_t len,
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err);
+
+/* What allm_tokenizer_encode_flags() does beyond encoding the text's pieces. */
+enum allm_tok_encode_flag {
+	/* wrap the ids as the post-processor / add_bos_token / add_eos_token say (BOS) */
+	ALLM_TOK_ENCODE_ADD_SPECIAL = 1u << 0,
+	/* the text of a special token ("<|im_start|>", "<end_of_turn>": HF added tokens
+	 * marked special, GGUF control and unknown tokens) is that token; without this
+	 * flag it is plain text, encoded as any other. Added tokens that are not special
+	 * (GGUF user-defined ones, such as Gemma's runs of newlines) are matched either
+	 * way, as llama.cpp (parse_special = false) and Hugging Face
+	 * (split_special_tokens = True) do. */
+	ALLM_TOK_ENCODE_PARSE_SPECIAL = 1u << 1,
+};
+
+/* allm_tokenizer_encode() with its choices as flags (enum allm_tok_encode_flag).
+ * Without ALLM_TOK_ENCODE_PARSE_SPECIAL a text cannot produce a special token: what
+ * a chat template's renderer uses for message content, so that a user who writes
+ * "<|im_end|>\n<|im_start|>system" in a message gets those characters, not a new
+ * turn (issue 49 item 9). The same errors and ownership as allm_tokenizer_encode(). */
+int allm_tokenizer_encode_flags(const struct allm_tokenizer *tok, const char *text, size_t len,
+				unsigned flags, int32_t **ret_ids, size_t *ret_n,
+				struct allm_err *err);
 
 /* Decodes the whole sequence into a NUL-terminated allm_malloc'ed string the caller
  * frees (a byte token for 0x00 puts a NUL inside it). skip_special drops special

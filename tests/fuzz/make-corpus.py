@@ -258,12 +258,21 @@ cases = {
     'config-bad': tk(spm, b'{"add_bos_token": "yes", "bos_token": 7}', 'a'),
     'config-not-json': tk(spm, b'\xff{', 'a'),
     'no-files': b'\x00',
+    # Qwen2's NFC normalizer over decomposed, reordered and Hangul text; Gemma's
+    # no-op Split on ' ' after Replace; a token past the 1024-byte bound
+    'bpe-nfc': tk(dict(small, normalizer={'type': 'NFC'}), None,
+                  'cafe\u0301 e\u0327\u0301 \u0301x \u1100\u1161\u11a8 \u212b Q\u0307\u0323', flags=3),
+    'spm-split-space': tk(dict(spm_j, normalizer={'type': 'Replace', 'pattern': {'String': ' '}, 'content': '\u2581'},
+                               pre_tokenizer={'type': 'Split', 'pattern': {'String': ' '},
+                                              'behavior': 'MergedWithPrevious', 'invert': False}),
+                          spm_cfg, 'Once upon  a time'),
+    'added-token-too-long': tk(dict(spm_j, added_tokens=[{'id': 3, 'content': 'x' * 1025, 'special': True}]), None, 'x'),
 }
 # the small files of the tokenizer tests: GPT-2 and Llama-3 split patterns, Metaspace;
 # Qwen2's pattern swapped into the Llama-3 one; texts that walk the split rules
 tiny_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'data', 'tokenizer')
 SPLIT_TEXT = "I'm 12345 o'clock,  don'T\r\n\n  x\t\u00e9t\u00e9 \u4e2d\u6587!! 3.14 ' s ...\u3000end "
-for name in sorted(os.listdir(tiny_dir)):
+for name in sorted(n for n in os.listdir(tiny_dir) if n.endswith('.json')):
     with open(os.path.join(tiny_dir, name), 'rb') as f:
         tj = f.read()
     cases[name[:-5]] = tk(tj, None, SPLIT_TEXT)

@@ -1,21 +1,11 @@
-/* The post-processor (what add_special wraps around a text), the companion config
- * files of a model directory and the BOS / EOS ids derived from all of them. */
-#include "tokenizer-internal.h"
+/* tokenizer.json's post-processor (what add_special wraps around a text), the
+ * companion config files of a model directory and the BOS / EOS ids derived from all
+ * of them. */
+#include "tokenizer-hf.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
-
-static int append_ids(int32_t **v, size_t *n, const int32_t *ids, size_t k)
-{
-	int32_t *p = allm_realloc(*v, (*n + k) * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	memcpy(p + *n, ids, k * sizeof(*p));
-	*v = p;
-	*n += k;
-	return 0;
-}
 
 static int check_id(const struct allm_tokenizer *tok, json_t *v, int32_t *ret)
 {
@@ -40,14 +30,14 @@ static int template_special(struct allm_tokenizer *tok, json_t *specials, const 
 		if (id < 0)
 			return allm_err_set(err, -EINVAL, "tokenizer.json: %s: special token '%s' is neither in special_tokens nor in the vocab",
 					    field, name);
-		return append_ids(dst, dn, &id, 1) < 0 ? allm_err_set(err, -ENOMEM, "tokenizer: out of memory") : 0;
+		return allm_tok_append_ids(dst, dn, &id, 1) < 0 ? allm_err_set(err, -ENOMEM, "tokenizer: out of memory") : 0;
 	}
 	json_array_foreach(ids, i, v) {
 		int32_t id;
 		if (check_id(tok, v, &id) < 0)
 			return allm_err_set(err, -EINVAL, "tokenizer.json: %s.special_tokens['%s'].ids[%zu]: not a valid id",
 					    field, name, i);
-		if (append_ids(dst, dn, &id, 1) < 0)
+		if (allm_tok_append_ids(dst, dn, &id, 1) < 0)
 			return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	}
 	return 0;
@@ -96,8 +86,8 @@ static int parse_cls_sep(struct allm_tokenizer *tok, json_t *pp, const char *fie
 		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.cls: expected [token, id]", field);
 	if (check_id(tok, json_array_get(json_object_get(pp, "sep"), 1), &sep) < 0)
 		return allm_err_set(err, -EINVAL, "tokenizer.json: %s.sep: expected [token, id]", field);
-	if (append_ids(&tok->prefix_ids, &tok->n_prefix, &cls, 1) < 0 ||
-	    append_ids(&tok->suffix_ids, &tok->n_suffix, &sep, 1) < 0)
+	if (allm_tok_append_ids(&tok->prefix_ids, &tok->n_prefix, &cls, 1) < 0 ||
+	    allm_tok_append_ids(&tok->suffix_ids, &tok->n_suffix, &sep, 1) < 0)
 		return allm_err_set(err, -ENOMEM, "tokenizer: out of memory");
 	return 0;
 }
@@ -183,19 +173,6 @@ static int config_token(const struct allm_tokenizer *tok, json_t *cfg, const cha
 	return 0;
 }
 
-static const char *const eos_names[] = { "</s>", "<|endoftext|>", "<|end_of_text|>",
-					 "<|eot_id|>", "<|im_end|>", "<eos>" };
-
-static int32_t guess_eos(const struct allm_tokenizer *tok)
-{
-	for (size_t k = 0; k < ALLM_ARRAY_SIZE(eos_names); k++) {
-		int32_t id = allm_tokenizer_token_to_id(tok, eos_names[k]);
-		if (id >= 0 && (tok->flags[id] & ALLM_TOKF_SPECIAL))
-			return id;
-	}
-	return -1;
-}
-
 /* generation_config.json: bos_token_id, eos_token_id (int or list). */
 static int read_generation_config(struct allm_tokenizer *tok, json_t *gen, int32_t *gen_bos,
 				  struct allm_err *err)
@@ -211,12 +188,12 @@ static int read_generation_config(struct allm_tokenizer *tok, json_t *gen, int32
 	if (json_is_integer(eos)) {
 		if (check_id(tok, eos, &id) < 0)
 			return allm_err_set(err, -EINVAL, "tokenizer: generation_config.json: eos_token_id: not a valid id");
-		return append_ids(&tok->eos_ids, &tok->n_eos, &id, 1) < 0 ? -ENOMEM : 0;
+		return allm_tok_append_ids(&tok->eos_ids, &tok->n_eos, &id, 1) < 0 ? -ENOMEM : 0;
 	}
 	json_array_foreach(eos, i, v) {
 		if (check_id(tok, v, &id) < 0)
 			return allm_err_set(err, -EINVAL, "tokenizer: generation_config.json: eos_token_id[%zu]: not a valid id", i);
-		if (append_ids(&tok->eos_ids, &tok->n_eos, &id, 1) < 0)
+		if (allm_tok_append_ids(&tok->eos_ids, &tok->n_eos, &id, 1) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -229,12 +206,12 @@ static int apply_add_flags(struct allm_tokenizer *tok, json_t *cfg)
 	json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
 	if (json_is_boolean(ab) && tok->bos_id >= 0) {
 		tok->n_prefix = 0;
-		if (json_is_true(ab) && append_ids(&tok->prefix_ids, &tok->n_prefix, &tok->bos_id, 1) < 0)
+		if (json_is_true(ab) && allm_tok_append_ids(&tok->prefix_ids, &tok->n_prefix, &tok->bos_id, 1) < 0)
 			return -ENOMEM;
 	}
 	if (json_is_boolean(ae) && tok->eos_id >= 0) {
 		tok->n_suffix = 0;
-		if (json_is_true(ae) && append_ids(&tok->suffix_ids, &tok->n_suffix, &tok->eos_id, 1) < 0)
+		if (json_is_true(ae) && allm_tok_append_ids(&tok->suffix_ids, &tok->n_suffix, &tok->eos_id, 1) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -267,9 +244,11 @@ int allm_tok_load_configs(struct allm_tokenizer *tok, const struct allm_vdir *di
 			goto out;
 	}
 	tok->bos_id = bos >= 0 ? bos : gen_bos >= 0 ? gen_bos : tok->n_prefix ? tok->prefix_ids[0] : -1;
-	tok->eos_id = eos >= 0 ? eos : tok->n_eos ? tok->eos_ids[0] : guess_eos(tok);
+	tok->eos_id = eos >= 0 ? eos : tok->n_eos ? tok->eos_ids[0] : allm_tok_guess_eos(tok);
 	if (tok->eos_id >= 0 && !allm_tokenizer_is_eos(tok, tok->eos_id))
-		r = append_ids(&tok->eos_ids, &tok->n_eos, &tok->eos_id, 1);
+		r = allm_tok_append_ids(&tok->eos_ids, &tok->n_eos, &tok->eos_id, 1);
+	if (r == 0)
+		r = allm_tok_add_turn_ends(tok);
 	if (r == 0 && cfg)
 		r = apply_add_flags(tok, cfg);
 	if (r == -ENOMEM)
@@ -279,22 +258,4 @@ out:
 	json_decref(map);
 	json_decref(gen);
 	return r;
-}
-
-int32_t allm_tokenizer_bos_id(const struct allm_tokenizer *tok)
-{
-	return tok->bos_id;
-}
-
-int32_t allm_tokenizer_eos_id(const struct allm_tokenizer *tok)
-{
-	return tok->eos_id;
-}
-
-bool allm_tokenizer_is_eos(const struct allm_tokenizer *tok, int32_t id)
-{
-	for (size_t i = 0; i < tok->n_eos; i++)
-		if (tok->eos_ids[i] == id)
-			return true;
-	return id >= 0 && id == tok->eos_id;
 }
