@@ -418,13 +418,17 @@ static bool is_ascii_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* The longest added token at s[i], or NULL. */
+/* The longest added token at s[i], or NULL. A special one is skipped where it
+ * would cover a byte that plain marks (text a user wrote). */
 static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok,
-						const uint8_t *s, size_t n, size_t i)
+						const uint8_t *s, size_t n, size_t i,
+						const uint8_t *plain)
 {
 	for (uint32_t k = tok->added_first[s[i]]; k < tok->added_first[s[i] + 1]; k++) {
 		const struct allm_tok_added *a = &tok->added[k];
 		if (a->len > n - i || memcmp(s + i, a->content, a->len))
+			continue;
+		if (plain && a->special && memchr(plain + i, 1, a->len))
 			continue;
 		if (a->single_word &&
 		    (word_char_before(s, i) || word_char_at(s, n, i + a->len)))
@@ -437,6 +441,13 @@ static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok
 int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, size_t len,
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err)
+{
+	return allm_tokenizer_encode_marked(tok, text, len, add_special, NULL, ret_ids, ret_n, err);
+}
+
+int allm_tokenizer_encode_marked(const struct allm_tokenizer *tok, const char *text, size_t len,
+				 bool add_special, const uint8_t *plain, int32_t **ret_ids,
+				 size_t *ret_n, struct allm_err *err)
 {
 	const uint8_t *s = (const uint8_t *)text;
 	struct allm_tok_ids out = { 0 };
@@ -454,7 +465,7 @@ int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, si
 
 	size_t seg = 0, i = 0;
 	while (r == 0 && i < len) {
-		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i) : NULL;
+		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i, plain) : NULL;
 		if (!a) {
 			i++;
 			continue;
