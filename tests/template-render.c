@@ -7,7 +7,7 @@
  * 4 when it calls raise_exception, 5 on another render error (6 a limit), the
  * message on stderr. --batch: CONTEXT.json is a list of contexts; prints a JSON
  * list of [exit code, output or message], one per context, and exits 0 (3 when the
- * template does not parse). */
+ * template does not parse); with --segments the output is the list of pairs. */
 #include "template.h"
 
 #include <errno.h>
@@ -66,7 +66,15 @@ int main(int argc, char **argv)
 			r = allm_tmpl_render(t, json_object_get(one, "trusted"), json_object_get(one, "data"), &env,
 					     &o, &raised, err, sizeof(err));
 			int code = !r ? 0 : raised ? 4 : r == -E2BIG ? 6 : 5;
-			json_array_append_new(res, json_pack("[is#]", code, r ? err : o.text, r ? strlen(err) : o.len));
+			if (!r && segments) {
+				json_t *l = json_array();
+				for (size_t s = 0; s < o.n_segs; s++)
+					json_array_append_new(l, json_pack("[bs#]", o.segs[s].data, o.text + o.segs[s].off,
+									   o.segs[s].len));
+				json_array_append_new(res, json_pack("[io]", code, l));
+			} else {
+				json_array_append_new(res, json_pack("[is#]", code, r ? err : o.text, r ? strlen(err) : o.len));
+			}
 			allm_tmpl_out_free(&o);
 		}
 		json_dumpf(res, stdout, JSON_ENSURE_ASCII);
