@@ -824,21 +824,29 @@ static void exec(struct tctx *c, const struct tnode *n, int *fl)
 int allm_tmpl_parse(const char *src, size_t len, struct allm_tmpl **ret, char *err, size_t errlen)
 {
 	struct allm_tmpl *t = calloc(1, sizeof(*t));
-	struct tfail f = {0};
-	if (!t)
-		return -ENOMEM;
+	struct tfail *f = calloc(1, sizeof(*f)); /* on the heap: see struct render_state */
+	int rc = 0;
+	if (!t || !f) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	t->arena.cap = 512u << 20;
-	if (setjmp(f.jb)) {
-		snprintf(err, errlen, "%s", f.msg);
-		ta_free_all(&t->arena);
-		free(t);
-		return f.code;
+	if (setjmp(f->jb)) {
+		snprintf(err, errlen, "%s", f->msg);
+		rc = f->code;
+		goto fail;
 	}
 	struct ttoks toks;
-	tmpl_lex(&t->arena, &f, src, len, &toks);
-	t->root = tmpl_parse_tokens(&t->arena, &f, &toks, &t->unsupported);
+	tmpl_lex(&t->arena, f, src, len, &toks);
+	t->root = tmpl_parse_tokens(&t->arena, f, &toks, &t->unsupported);
+	free(f);
 	*ret = t;
 	return 0;
+fail:
+	allm_tmpl_free(t);
+	free(f);
+	return rc;
 }
 
 const char *allm_tmpl_unsupported(const struct allm_tmpl *t)
@@ -879,57 +887,77 @@ static void add_vars(struct tctx *c, const json_t *obj, bool tainted, const json
 	}
 }
 
+/* The output's bytes and data marks as allm_tmpl_out: segments that alternate. */
+static int finish_out(const struct tsb *b, struct allm_tmpl_out *out)
+{
+	out->text = malloc(b->len + 1);
+	out->segs = malloc((2 * b->n_sp + 1) * sizeof(*out->segs));
+	if (!out->text || !out->segs) {
+		allm_tmpl_out_free(out);
+		return -ENOMEM;
+	}
+	if (b->len)
+		memcpy(out->text, b->p, b->len);
+	out->text[b->len] = 0;
+	out->len = b->len;
+	out->n_segs = 0;
+	size_t at = 0;
+	for (size_t i = 0; i <= b->n_sp; i++) {
+		size_t lo = i < b->n_sp ? b->sp[i].off : b->len;
+		if (lo > at)
+			out->segs[out->n_segs++] = (struct allm_tmpl_seg){at, lo - at, false};
+		if (i < b->n_sp) {
+			out->segs[out->n_segs++] = (struct allm_tmpl_seg){lo, b->sp[i].len, true};
+			at = lo + b->sp[i].len;
+		}
+	}
+	return 0;
+}
+
+/* What a render changes between its setjmp and a longjmp lives here, on the
+ * heap: locals changed in that window are indeterminate after the jump. */
+struct render_state {
+	struct tfail f;
+	struct tctx c;
+	struct tsb b;
+};
+
 int allm_tmpl_render(const struct allm_tmpl *t, const json_t *trusted, const json_t *data,
 		     const struct allm_tmpl_env *env, struct allm_tmpl_out *out, bool *raised,
 		     char *err, size_t errlen)
 {
 	static const struct allm_tmpl_env none = {0};
-	struct tfail f = {0};
-	struct tctx c = {.f = &f, .env = env ? env : &none};
-	struct tsb b = {0};
-	volatile int rc = 0;
+	struct render_state *const st = calloc(1, sizeof(*st));
+	int rc = 0;
 	if (raised)
 		*raised = false;
-	c.max_steps = c.env->limits.max_steps ? c.env->limits.max_steps : 50000000;
-	c.max_output = c.env->limits.max_output ? c.env->limits.max_output : 64u << 20;
-	c.ar.cap = c.env->limits.max_memory ? c.env->limits.max_memory : 256u << 20;
-	if (setjmp(f.jb)) {
-		snprintf(err, errlen, "%s", f.msg);
-		if (raised)
-			*raised = f.raised;
-		rc = f.code;
-		goto out;
-	}
-	c.out = &b;
-	c.globals = frame_push(&c);
-	add_vars(&c, data, true, trusted);
-	add_vars(&c, trusted, false, NULL);
-	int fl = FLOW_NONE;
-	exec(&c, t->root, &fl);
-	out->text = malloc(b.len + 1);
-	out->segs = malloc((2 * b.n_sp + 1) * sizeof(*out->segs));
-	if (!out->text || !out->segs) {
-		allm_tmpl_out_free(out);
-		rc = -ENOMEM;
+	if (!st) {
 		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	struct tctx *const c = &st->c;
+	c->f = &st->f;
+	c->env = env ? env : &none;
+	c->max_steps = c->env->limits.max_steps ? c->env->limits.max_steps : 50000000;
+	c->max_output = c->env->limits.max_output ? c->env->limits.max_output : 64u << 20;
+	c->ar.cap = c->env->limits.max_memory ? c->env->limits.max_memory : 256u << 20;
+	if (setjmp(st->f.jb)) {
+		snprintf(err, errlen, "%s", st->f.msg);
+		if (raised)
+			*raised = st->f.raised;
+		rc = st->f.code;
 		goto out;
 	}
-	if (b.len)
-		memcpy(out->text, b.p, b.len);
-	out->text[b.len] = 0;
-	out->len = b.len;
-	out->n_segs = 0;
-	size_t at = 0;
-	for (size_t i = 0; i <= b.n_sp; i++) {
-		size_t lo = i < b.n_sp ? b.sp[i].off : b.len;
-		if (lo > at)
-			out->segs[out->n_segs++] = (struct allm_tmpl_seg){at, lo - at, false};
-		if (i < b.n_sp) {
-			out->segs[out->n_segs++] = (struct allm_tmpl_seg){lo, b.sp[i].len, true};
-			at = lo + b.sp[i].len;
-		}
-	}
+	c->out = &st->b;
+	c->globals = frame_push(c);
+	add_vars(c, data, true, trusted);
+	add_vars(c, trusted, false, NULL);
+	int fl = FLOW_NONE;
+	exec(c, t->root, &fl);
+	if ((rc = finish_out(&st->b, out)))
+		snprintf(err, errlen, "out of memory");
 out:
-	ta_free_all(&c.ar);
+	ta_free_all(&c->ar);
+	free(st);
 	return rc;
 }
