@@ -3,7 +3,7 @@
  * as ids without a second BOS), the context length (config.json), and the chat
  * template (tokenizer_config.json or chat_template.jinja, or --chat-template).
  * From a GGUF file the same three: tokenizer.ggml.*, <arch>.context_length and
- * tokenizer.chat_template (gguf_configs below).
+ * tokenizer.chat_template (and .tool_use; gguf_configs below).
  * With no --model it follows the engine: the directory the engine names, the
  * embedded default for "default", nothing for a --dummy engine. */
 #include "gateway.h"
@@ -106,8 +106,15 @@ static json_t *gguf_configs(const char *path)
 		if (!allm_gguf_get_int(g, key, 1, INT32_MAX - 1, &v, NULL))
 			json_object_set_new(cfg, "max_position_embeddings", json_integer(v));
 	}
-	if (!allm_gguf_get_str(g, "tokenizer.chat_template", &s, &len, NULL))
-		json_object_set_new(cfg, "chat_template", json_stringn(s, len));
+	if (!allm_gguf_get_str(g, "tokenizer.chat_template", &s, &len, NULL)) {
+		json_t *t = json_stringn(s, len);
+		/* a named one for tools (llama.cpp's convert writes tokenizer_config.json's
+		 * list as tokenizer.chat_template.NAME): the list form, as transformers reads it */
+		if (!allm_gguf_get_str(g, "tokenizer.chat_template.tool_use", &s, &len, NULL))
+			t = json_pack("[{s:s, s:o}, {s:s, s:s%}]", "name", "default", "template", t, "name",
+				      "tool_use", "template", s, len);
+		json_object_set_new(cfg, "chat_template", t);
+	}
 	const struct allm_gguf_kv *toks;
 	static const char *const ids[][2] = {{"tokenizer.ggml.bos_token_id", "bos_token"},
 					      {"tokenizer.ggml.eos_token_id", "eos_token"}};
