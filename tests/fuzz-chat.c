@@ -90,10 +90,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (allm_tmpl_parse(tmpl, n_t, &jt, err, sizeof(err)))
 		abort(); /* the same text parsed above */
 	json_t *trusted = json_pack("{s:b}", "add_generation_prompt", gen), *d = json_object();
+	/* the gateway's: no NUL inside (a fuzzed one may hold any byte) */
 	if (bos)
-		json_object_set_new(trusted, "bos_token", json_string(bos) ? json_string(bos) : json_null());
+		json_object_set_new(trusted, "bos_token", json_stringn_nocheck(bos, strlen(bos)));
 	if (eos)
-		json_object_set_new(trusted, "eos_token", json_string(eos) ? json_string(eos) : json_null());
+		json_object_set_new(trusted, "eos_token", json_stringn_nocheck(eos, strlen(eos)));
 	if (msgs)
 		json_object_set(d, "messages", msgs);
 	if (tools)

@@ -37,7 +37,7 @@ mkdir -p "$CORPUS"
 cp -n "$SEEDS"/* "$CORPUS/" 2>/dev/null || true
 
 INC=(-Icommon -Ikernels -Ikernels/cpu -Ishm -Iinclude -Iengined/ctlserver -Ictl)
-SRC=(common/*.c shm/*.c)
+SRC=($(ls common/*.c | grep -v params-json.c) shm/*.c) # params-json.c is a program (its main)
 PKGS=(jansson liburing)
 # what meson generates from data/: the embedded default model (engined/model; the
 # gateway's without the weights) and the simulated device's profiles (kernels)
