@@ -12,6 +12,7 @@
 
 #include "template.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -169,6 +170,7 @@ struct tsb {
 
 /* ---- evaluation context ---- */
 struct tframe;
+struct targs;
 struct tctx {
 	struct tarena ar;
 	struct tfail *f;
@@ -182,6 +184,31 @@ struct tctx {
 };
 
 #define TMPL_MAX_DEPTH 200 /* nesting of expressions, statements and macro calls */
+
+struct tloop {
+	const struct tlist *items;
+	size_t i;
+	struct tloop *parent;
+};
+
+/* one evaluation: counts a step, remembers the line */
+static inline void tmpl_step(struct tctx *c, const struct tnode *n)
+{
+	c->line = n->line;
+	if (++c->steps > c->max_steps)
+		tfail_at(c->f, -E2BIG, c->line, "the template ran more than %zu steps", c->max_steps);
+}
+
+static inline void tmpl_enter(struct tctx *c)
+{
+	if (++c->depth > TMPL_MAX_DEPTH)
+		tfail_at(c->f, -E2BIG, c->line, "the template nests calls deeper than %d", TMPL_MAX_DEPTH);
+}
+
+/* expressions (tmpl-expr.c) and the names in scope (tmpl-exec.c) */
+struct tv tmpl_eval(struct tctx *c, const struct tnode *n);
+void tmpl_eval_args(struct tctx *c, const struct tnode *n, struct targs *a);
+struct tv tmpl_lookup(struct tctx *c, const char *name);
 
 _Noreturn void tctx_fail(struct tctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void *tctx_alloc(struct tctx *c, size_t n);
