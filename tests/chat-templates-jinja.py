@@ -107,6 +107,9 @@ CONVERSATIONS = [
     ("system later", dict(messages=[m("user", "a"), m("system", "b"), m("user", "c")], add_generation_prompt=True)),
     ("empty content, quotes and backslashes",
      dict(messages=[m("system", ""), m("user", "a 'b' \"c\" \\n d\\\ne")], add_generation_prompt=True)),
+    ("a tool call with content \"\" (as the gateway sends null)",
+     dict(messages=[SYS, TOOL_TURNS[0], dict(TOOL_TURNS[1], content=""), TOOL_TURNS[2]], tools=TOOLS,
+          add_generation_prompt=True)),
     ("a tool call, then the answer",
      dict(messages=TOOL_TURNS + [m("assistant", "It is 21 degrees in Paris."), m("user", "Thanks")],
           tools=TOOLS, add_generation_prompt=True)),
@@ -184,6 +187,7 @@ for path in names:
             unrenderable.append(key)
         continue
     bad = 0
+    refused = []  # conversations both refuse: the template's raise_exception, or an error in jinja2 too
     convs = [(title, dict(conv, bos_token=bos, eos_token=eos)) for title, conv in CONVERSATIONS]
     ours = c_render_all(path, [vs for _, vs in convs])
     for (title, vars), (ck, got) in zip(convs, ours):
@@ -191,6 +195,8 @@ for path in names:
         compared += 1
         ok = (jk == ck == "ok" and want == got) or (jk == ck == "raise" and want == got) or \
              (jk == "error" and ck == "error")
+        if ok and jk != "ok":
+            refused.append("%s: %s" % (title, (want if jk == "raise" else want.split(":")[0])[:60]))
         if not ok:
             bad += 1
             if bad <= 3 or VERBOSE:
@@ -222,7 +228,8 @@ for path in names:
     bad += seg_bad
     fails += bad
     print("%s: %s on %d conversations" % ("ok" if not bad else "FAIL", key, len(CONVERSATIONS)) +
-          ("" if not bad else " (%d differ)" % bad))
+          ("" if not bad else " (%d differ)" % bad) +
+          ("" if not refused or not VERBOSE else "; refused by both: " + "; ".join(refused)))
 
 # Small templates for what the chat templates above may not reach, with the
 # whitespace control spelled every way.

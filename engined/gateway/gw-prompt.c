@@ -216,8 +216,9 @@ static json_t *tool_call_of(json_t *tc, size_t i, size_t k, struct gw_api_err *e
 }
 
 /* The messages as the chat template sees them: role (OpenAI's "developer" is
- * "system" to a template), content (text parts joined; null only for an
- * assistant's tool calls), name, tool_calls, tool_call_id. NULL after filling e. */
+ * "system" to a template), content (text parts joined; may be null or absent
+ * beside an assistant's tool calls: then ""), name, tool_calls, tool_call_id.
+ * NULL after filling e. */
 static json_t *chat_messages(json_t *msgs, struct gw_api_err *e)
 {
 	json_t *out = json_array(), *msg;
@@ -246,7 +247,9 @@ static json_t *chat_messages(json_t *msgs, struct gw_api_err *e)
 			goto fail;
 		}
 		if ((!c || json_is_null(c)) && calls) {
-			json_object_set_new(o, "content", json_null());
+			/* "" rather than None, as vLLM passes it: most templates add the
+			 * content to a string, which None makes a TypeError */
+			json_object_set_new(o, "content", json_string(""));
 		} else {
 			size_t len = 0;
 			char *text = content_of(msg, i, &len, e);
