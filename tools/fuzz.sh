@@ -13,8 +13,8 @@
 #              backend in each storage dtype (inputs up to 64 KiB)
 #     profile  the predictor profile of the cache directory and a simulated
 #              device's profile, as read at start (inputs up to 64 KiB)
-#     chat     a model's chat_template text, recognised or refused, and messages
-#              rendered through it
+#     chat     a model's chat_template text (the Jinja interpreter), parsed or
+#              refused, and messages and tools rendered through it
 #     gguf     a GGUF file (--model FILE.gguf): its header, the model loaded onto the
 #              CPU backend in each storage dtype, its tokenizer encoding and decoding
 #              a text (inputs up to 64 KiB)
@@ -37,7 +37,7 @@ mkdir -p "$CORPUS"
 cp -n "$SEEDS"/* "$CORPUS/" 2>/dev/null || true
 
 INC=(-Icommon -Ikernels -Ikernels/cpu -Ishm -Iinclude -Iengined/ctlserver -Ictl)
-SRC=(common/*.c shm/*.c)
+SRC=($(ls common/*.c | grep -v params-json.c) shm/*.c) # params-json.c is a program (its main)
 PKGS=(jansson liburing)
 # what meson generates from data/: the embedded default model (engined/model; the
 # gateway's without the weights) and the simulated device's profiles (kernels)
@@ -58,8 +58,8 @@ if [ "$TARGET" = ctl ]; then
   PKGS=(msgpack-c jansson)
   pkg-config --exists msgpack-c || PKGS=(msgpack jansson)
 elif [ "$TARGET" = chat ]; then
-  INC+=(-Iengined/gateway)
-  SRC+=(engined/gateway/chat-template.c tests/fuzz-chat.c)
+  INC+=(-Iengined/gateway -Iengined/template)
+  SRC+=(engined/template/*.c engined/gateway/chat-template.c tests/fuzz-chat.c)
 elif [ "$TARGET" = profile ]; then
   embed_sim_profiles
   INC+=(-Iengined/sched)
@@ -87,8 +87,8 @@ elif [ "$TARGET" = gateway ]; then
   # the ring pump and the main are not under test here
   embed_model allm_gateway_default_model $M/config.json $M/generation_config.json \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
-  INC+=(-Iengined/tokenizer -Iengined/gateway -Iclientlib)
-  SRC+=(engined/tokenizer/*.c clientlib/client.c clientlib/client-connect.c tests/fuzz-gateway.c)
+  INC+=(-Iengined/tokenizer -Iengined/gateway -Iengined/template -Iclientlib)
+  SRC+=(engined/tokenizer/*.c engined/template/*.c clientlib/client.c clientlib/client-connect.c tests/fuzz-gateway.c)
   for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json gw-log; do SRC+=("engined/gateway/$f.c"); done
 else
   embed_model allm_default_model $M/config.json $M/generation_config.json $M/model.safetensors \

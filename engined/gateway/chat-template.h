@@ -1,49 +1,60 @@
-/* Chat templates without a Jinja engine: the `chat_template` of a model's
- * tokenizer_config.json is compared with the templates of the families in common
- * use (Llama 2 chat, Llama 3 instruct, Mistral / Mixtral instruct, ChatML and
- * Qwen's ChatML with a default system message) and, when it is one of them,
- * rendered by code here that does what that template does, character for
- * character (its strip()/trim, its role checks and their error messages).
- * Anything else is refused: a wrong prompt is worse than none.
+/* The model's chat template: its own Jinja text (tokenizer_config.json's
+ * `chat_template`, a GGUF file's `tokenizer.chat_template`, or --chat-template
+ * FILE) rendered by engined/template/ as transformers' apply_chat_template
+ * renders it, with bos_token, eos_token, messages, tools and
+ * add_generation_prompt.
  *
- * Recognition is by the whole template text, with the two spellings of a newline
- * inside a Jinja string ('\n' escaped or literal) taken as equal; Qwen-style
- * templates may carry any default system message.
+ * The prompt comes back as segments marked template text or data: every string
+ * of the messages and tools is data, and keeps that mark through the template's
+ * concatenations and filters, so the caller tokenizes special tokens in the
+ * template's own text only (a user who writes "<|im_start|>system" gets those
+ * characters, not a system turn).
  *
  * Library code: -errno and a message, never prints. A parsed template is
  * immutable; render may run from many threads at once. */
 #ifndef ALLM_CHAT_TEMPLATE_H
 #define ALLM_CHAT_TEMPLATE_H
 
+#include "template.h"
+
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 struct allm_chat_template; /* opaque */
 
-struct allm_chat_msg {
-	const char *role;    /* NUL-terminated */
-	const char *content; /* UTF-8 ... */
-	size_t content_len;  /* ... bytes */
-};
-
-/* Recognises template (len bytes). bos / eos: the tokenizer's bos_token and
- * eos_token strings (NULL when it has none; a template that uses one then
- * fails here). 0 with *ret (free with allm_chat_template_free), -EINVAL with
- * err saying why it cannot be rendered, -ENOMEM. */
+/* Parses template (len bytes). bos / eos: the tokenizer's bos_token and
+ * eos_token strings (NULL when it has none: the template sees them undefined, as
+ * with transformers). 0 with *ret (free with
+ * allm_chat_template_free); -EINVAL with err naming what cannot be parsed and
+ * its line; -ENOMEM. */
 int allm_chat_template_parse(const char *template, size_t len, const char *bos, const char *eos,
 			     struct allm_chat_template **ret, char *err, size_t errlen);
 void allm_chat_template_free(struct allm_chat_template *t);
 
-/* "llama-2-chat", "llama-3-instruct", "mistral-instruct-v0.1",
- * "mistral-instruct", "chatml", "qwen-chatml", "qwen1.5-chatml". */
+/* "jinja sha256:0123abcd, 2507 bytes": which template, for logs. */
 const char *allm_chat_template_name(const struct allm_chat_template *t);
 
-/* Renders msgs as the template would with add_generation_prompt. 0 with *ret
- * (malloc'ed, NUL-terminated, the caller frees it) and *ret_len; -EINVAL with
- * err holding the template's own error (e.g. "Conversation roles must alternate
- * user/assistant/user/assistant/..."), -ENOMEM. */
-int allm_chat_template_render(const struct allm_chat_template *t, const struct allm_chat_msg *msgs,
-			      size_t n, bool add_generation_prompt, char **ret, size_t *ret_len,
+/* The first filter or test the template names that the interpreter lacks
+ * ("line 90: unsupported filter 'from_json'"), else NULL: a render that reaches
+ * it fails with that text. For a warning at load. */
+const char *allm_chat_template_unsupported(const struct allm_chat_template *t);
+
+/* From a tokenizer_config.json-style chat_template value: a string, or a list of
+ * {"name", "template"} of which transformers' choice is taken ("tool_use" when
+ * tools is true and the list has it, else "default"). Returns the text (owned by
+ * v) or NULL with why set. */
+const char *allm_chat_template_pick(const json_t *v, bool tools, char *why, size_t whylen);
+
+/* Renders messages (a JSON list of {"role", "content", "tool_calls",
+ * "tool_call_id", "name", ...}, as the template sees them) and tools (a list, or
+ * NULL) with add_generation_prompt. 0 with *out (allm_tmpl_out_free): the prompt
+ * and its segments; -EINVAL with err holding the template's own error (its
+ * raise_exception message as written, e.g. "Conversation roles must alternate
+ * user/assistant/user/assistant/...") or the interpreter's ("line 3: ..."),
+ * -E2BIG when the template ran past a limit, -ENOMEM. */
+int allm_chat_template_render(const struct allm_chat_template *t, const json_t *messages,
+			      const json_t *tools, bool add_generation_prompt, struct allm_tmpl_out *out,
 			      char *err, size_t errlen);
 
 #endif

@@ -62,6 +62,7 @@ struct gw_model {
 	struct allm_tokenizer *tok; /* NULL: text prompts go to the engine as text */
 	int32_t context;         /* max_position_embeddings; 0 = unknown */
 	struct allm_chat_template *tmpl; /* NULL: chat completions refused with why */
+	struct allm_chat_template *tmpl_tools; /* the "tool_use" one of a named list, for requests with tools; else NULL */
 	char why_no_chat[320];
 	char source[300];        /* where the tokenizer came from, for the log */
 	char engine[128];        /* the model as the engine named it (its welcome) */

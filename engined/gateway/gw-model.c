@@ -3,7 +3,7 @@
  * as ids without a second BOS), the context length (config.json), and the chat
  * template (tokenizer_config.json or chat_template.jinja, or --chat-template).
  * From a GGUF file the same three: tokenizer.ggml.*, <arch>.context_length and
- * tokenizer.chat_template (gguf_configs below).
+ * tokenizer.chat_template (and .tool_use; gguf_configs below).
  * With no --model it follows the engine: the directory the engine names, the
  * embedded default for "default", nothing for a --dummy engine. */
 #include "gateway.h"
@@ -35,6 +35,7 @@ void gw_model_unref(struct gw_model *m)
 		return;
 	allm_tokenizer_free(m->tok);
 	allm_chat_template_free(m->tmpl);
+	allm_chat_template_free(m->tmpl_tools);
 	free(m);
 }
 
@@ -59,27 +60,19 @@ static const char *special(json_t *cfg, const char *key)
 }
 
 /* The template text: tokenizer_config.json's chat_template (a string, or a list
- * of {name, template} of which "default" is used), else chat_template.jinja.
- * Returns a malloc'ed copy or NULL with why set. */
-static char *template_text(const struct allm_vdir *d, json_t *cfg, size_t *len, char *why,
+ * of {name, template}: "default", or with tools "tool_use" where there is one, as
+ * transformers picks), else chat_template.jinja. Returns a malloc'ed copy or NULL
+ * with why set. */
+static char *template_text(const struct allm_vdir *d, json_t *cfg, bool tools, size_t *len, char *why,
 			   size_t whylen)
 {
 	json_t *t = json_object_get(cfg, "chat_template");
-	if (json_is_array(t)) {
-		size_t i;
-		json_t *e, *found = NULL;
-		json_array_foreach(t, i, e)
-			if (json_is_string(json_object_get(e, "name")) &&
-			    !strcmp(json_string_value(json_object_get(e, "name")), "default"))
-				found = json_object_get(e, "template");
-		t = found;
-	}
-	if (json_is_string(t)) {
-		*len = json_string_length(t);
-		char *c = malloc(*len + 1);
-		if (c)
-			memcpy(c, json_string_value(t), *len + 1);
-		return c;
+	if (t) {
+		const char *text = allm_chat_template_pick(t, tools, why, whylen);
+		if (!text)
+			return NULL;
+		*len = strlen(text);
+		return strndup(text, *len);
 	}
 	char *buf = NULL;
 	if (!allm_vdir_read(d, "chat_template.jinja", GW_MAX_CONFIG, &buf, len)) {
@@ -113,8 +106,15 @@ static json_t *gguf_configs(const char *path)
 		if (!allm_gguf_get_int(g, key, 1, INT32_MAX - 1, &v, NULL))
 			json_object_set_new(cfg, "max_position_embeddings", json_integer(v));
 	}
-	if (!allm_gguf_get_str(g, "tokenizer.chat_template", &s, &len, NULL))
-		json_object_set_new(cfg, "chat_template", json_stringn(s, len));
+	if (!allm_gguf_get_str(g, "tokenizer.chat_template", &s, &len, NULL)) {
+		json_t *t = json_stringn(s, len);
+		/* a named one for tools (llama.cpp's convert writes tokenizer_config.json's
+		 * list as tokenizer.chat_template.NAME): the list form, as transformers reads it */
+		if (!allm_gguf_get_str(g, "tokenizer.chat_template.tool_use", &s, &len, NULL))
+			t = json_pack("[{s:s, s:o}, {s:s, s:s%}]", "name", "default", "template", t, "name",
+				      "tool_use", "template", s, len);
+		json_object_set_new(cfg, "chat_template", t);
+	}
 	const struct allm_gguf_kv *toks;
 	static const char *const ids[][2] = {{"tokenizer.ggml.bos_token_id", "bos_token"},
 					      {"tokenizer.ggml.eos_token_id", "eos_token"}};
@@ -146,14 +146,23 @@ static void load_template(struct gw_model *m, const struct gw_opts *o, const str
 		text = strndup(buf, len);
 		allm_free(buf);
 	} else {
-		text = template_text(d, cfg, &len, m->why_no_chat, sizeof(m->why_no_chat));
+		text = template_text(d, cfg, false, &len, m->why_no_chat, sizeof(m->why_no_chat));
 	}
 	if (!text)
 		return;
 	if (allm_chat_template_parse(text, len, special(cfg, "bos_token"), special(cfg, "eos_token"),
 				     &m->tmpl, err, sizeof(err)))
-		snprintf(m->why_no_chat, sizeof(m->why_no_chat), "%s", err);
+		snprintf(m->why_no_chat, sizeof(m->why_no_chat), "the model's chat template cannot be parsed: %.250s",
+			 err);
 	free(text);
+	/* a named list's "tool_use" template, for requests that bring tools */
+	json_t *t = o->chat_template ? NULL : json_object_get(cfg, "chat_template");
+	const char *tools = json_is_array(t) ? allm_chat_template_pick(t, true, err, sizeof(err)) : NULL;
+	const char *dflt = tools ? allm_chat_template_pick(t, false, err, sizeof(err)) : NULL;
+	if (m->tmpl && tools && tools != dflt &&
+	    allm_chat_template_parse(tools, strlen(tools), special(cfg, "bos_token"), special(cfg, "eos_token"),
+				     &m->tmpl_tools, err, sizeof(err)))
+		m->tmpl_tools = NULL; /* requests with tools use the default one */
 }
 
 int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_model **ret)

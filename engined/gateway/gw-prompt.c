@@ -39,14 +39,15 @@ static int ids_from(json_t *a, const struct gw_model *m, struct gw_req *r, struc
 
 /* Tokenizes text the way the engine would (add_special: BOS/EOS as the tokenizer's
  * post-processor says), or without special tokens for a rendered chat prompt,
- * whose template already wrote them. */
+ * whose template already wrote them; plain (NULL or a byte per byte of text):
+ * where special tokens must not be read (what a chat's user wrote). */
 static int tokenize(const struct gw_model *m, const char *text, size_t len, bool add_special,
-		    struct gw_req *r, struct gw_api_err *e)
+		    const uint8_t *plain, struct gw_req *r, struct gw_api_err *e)
 {
 	struct allm_err err = {{0}};
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (allm_tokenizer_encode(m->tok, text, len, add_special, &ids, &n, &err))
+	if (allm_tokenizer_encode_marked(m->tok, text, len, add_special, plain, &ids, &n, &err))
 		return gw_api_bad(e, "prompt", "cannot tokenize the prompt: %s", err.msg);
 	if (n == 0) {
 		allm_free(ids);
@@ -115,7 +116,7 @@ static int one_prompt(json_t *b, const struct gw_model *m, json_t *p, struct gw_
 	if ((rc = echo_prompt(b, m, p, r, e)))
 		return rc;
 	if (m->tok)
-		return tokenize(m, s, n, true, r, e);
+		return tokenize(m, s, n, true, NULL, r, e);
 	/* no tokenizer here: the engine tokenizes (and says if it cannot) */
 	if (!(r->text = malloc(n + 1)))
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -182,11 +183,135 @@ static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err 
 	return buf;
 }
 
+/* One tool call of an assistant message as the template sees it: transformers'
+ * (and vLLM's) shape, the arguments an object (OpenAI sends them as a JSON
+ * string). NULL after filling e. */
+static json_t *tool_call_of(json_t *tc, size_t i, size_t k, struct gw_api_err *e)
+{
+	char key[80];
+	json_t *fn = json_object_get(tc, "function");
+	json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+	snprintf(key, sizeof(key), "messages[%zu].tool_calls[%zu]", i, k);
+	if (!json_is_object(tc) || !json_is_string(name)) {
+		gw_api_bad(e, key, "'%s' must be {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}", key);
+		return NULL;
+	}
+	json_t *a = NULL;
+	if (json_is_string(args))
+		a = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, NULL);
+	else if (json_is_object(args))
+		a = json_incref(args);
+	else if (!args)
+		a = json_object();
+	if (!json_is_object(a)) {
+		json_decref(a);
+		gw_api_bad(e, key, "'%s.function.arguments' must be a JSON object (or a string holding one)", key);
+		return NULL;
+	}
+	json_t *id = json_object_get(tc, "id");
+	json_t *out = json_pack("{s:s, s:{s:O, s:o}}", "type", "function", "function", "name", name, "arguments", a);
+	if (out && json_is_string(id))
+		json_object_set(out, "id", id);
+	return out;
+}
+
+/* The messages as the chat template sees them: role (OpenAI's "developer" is
+ * "system" to a template), content (text parts joined; may be null or absent
+ * beside an assistant's tool calls: then ""), name, tool_calls, tool_call_id.
+ * NULL after filling e. */
+static json_t *chat_messages(json_t *msgs, struct gw_api_err *e)
+{
+	json_t *out = json_array(), *msg;
+	size_t i;
+	char key[48];
+	if (!out) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		return NULL;
+	}
+	json_array_foreach(msgs, i, msg) {
+		const char *role = json_string_value(json_object_get(msg, "role"));
+		static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+		size_t k = 0;
+		while (role && k < 5 && strcmp(role, roles[k]))
+			k++;
+		if (!role || k == 5) {
+			snprintf(key, sizeof(key), "messages[%zu].role", i);
+			gw_api_bad(e, key, "'%s' must be \"system\", \"developer\", \"user\", \"assistant\" or \"tool\"", key);
+			goto fail;
+		}
+		json_t *tcs = json_object_get(msg, "tool_calls"), *c = json_object_get(msg, "content");
+		bool calls = !strcmp(role, "assistant") && json_array_size(tcs) > 0;
+		json_t *o = json_pack("{s:s}", "role", k == 1 ? "system" : role);
+		if (!o || json_array_append_new(out, o)) {
+			gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+			goto fail;
+		}
+		if ((!c || json_is_null(c)) && calls) {
+			/* "" rather than None, as vLLM passes it: most templates add the
+			 * content to a string, which None makes a TypeError */
+			json_object_set_new(o, "content", json_string(""));
+		} else {
+			size_t len = 0;
+			char *text = content_of(msg, i, &len, e);
+			if (!text)
+				goto fail;
+			json_object_set_new(o, "content", json_stringn(text, len));
+			free(text);
+		}
+		static const char *const strs[] = {"name", "tool_call_id"};
+		for (size_t s = 0; s < 2; s++) {
+			json_t *v = json_object_get(msg, strs[s]);
+			if (v && !json_is_string(v)) {
+				snprintf(key, sizeof(key), "messages[%zu].%s", i, strs[s]);
+				gw_api_bad(e, key, "'%s' must be a string", key);
+				goto fail;
+			}
+			if (v)
+				json_object_set(o, strs[s], v);
+		}
+		if (tcs && !json_is_null(tcs) && !json_is_array(tcs)) {
+			snprintf(key, sizeof(key), "messages[%zu].tool_calls", i);
+			gw_api_bad(e, key, "'%s' must be a list", key);
+			goto fail;
+		}
+		if (calls) {
+			json_t *l = json_array(), *tc;
+			size_t j;
+			json_object_set_new(o, "tool_calls", l);
+			json_array_foreach(tcs, j, tc) {
+				json_t *one = tool_call_of(tc, i, j, e);
+				if (!one)
+					goto fail;
+				json_array_append_new(l, one);
+			}
+		}
+	}
+	return out;
+fail:
+	json_decref(out);
+	return NULL;
+}
+
+/* The ids, for the debug log (tests read which special tokens a prompt holds). */
+static void log_ids(struct gw *gw, const struct gw_req *r)
+{
+	char *buf = NULL;
+	size_t len;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return;
+	for (size_t i = 0; i < r->n_ids; i++)
+		fprintf(f, "%s%d", i ? "," : "", r->ids[i]);
+	if (!fclose(f))
+		gw_log(gw, ALLM_LOG_DEBUG, "chat prompt ids: [%s]", buf);
+	free(buf);
+}
+
 int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
 		   struct gw_api_err *e)
 {
 	json_t *msgs = json_object_get(b, "messages");
-	size_t n = json_array_size(msgs), i;
+	size_t n = json_array_size(msgs);
 	bool agp = true;
 	int rc = -1;
 	if (!json_is_array(msgs) || n == 0 || n > GW_MAX_MESSAGES)
@@ -204,44 +329,48 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 		return gw_api_bad(e, "response_format", "only response_format {\"type\": \"text\"} is supported");
 	if (!m->tok || !m->tmpl)
 		return gw_api_bad(e, "messages", "cannot render a chat prompt: %s", m->why_no_chat);
-	struct allm_chat_msg *cm = calloc(n, sizeof(*cm));
-	char *prompt = NULL;
-	size_t plen = 0;
-	char err[300];
+	struct allm_tmpl_out out = {0};
+	uint8_t *plain = NULL;
+	char err[600];
+	json_t *cm = chat_messages(msgs, e);
 	if (!cm)
-		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-	json_t *msg;
-	json_array_foreach(msgs, i, msg) {
-		const char *role = json_string_value(json_object_get(msg, "role"));
-		if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-			char key[40];
-			snprintf(key, sizeof(key), "messages[%zu].role", i);
-			gw_api_bad(e, key, "'%s' must be \"system\", \"user\" or \"assistant\"", key);
-			goto out;
-		}
-		cm[i].role = role;
-		if (!(cm[i].content = content_of(msg, i, &cm[i].content_len, e)))
-			goto out;
+		return -1;
+	json_t *tools = json_object_get(b, "tools"); /* refused above until tool calling lands */
+	bool with_tools = json_array_size(tools) > 0;
+	const struct allm_chat_template *ct = with_tools && m->tmpl_tools ? m->tmpl_tools : m->tmpl;
+	int tr = allm_chat_template_render(ct, cm, with_tools ? tools : NULL, agp, &out, err, sizeof(err));
+	if (tr == -ENOMEM) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		goto out;
 	}
-	if (allm_chat_template_render(m->tmpl, cm, n, agp, &prompt, &plen, err, sizeof(err))) {
+	if (tr) {
 		gw_api_bad(e, "messages", "the model's chat template (%s) refuses these messages: %s",
-		    allm_chat_template_name(m->tmpl), err);
+			   allm_chat_template_name(ct), err);
 		goto out;
 	}
 	if (gw->o.log_level >= ALLM_LOG_DEBUG) {
 		/* the exact prompt, JSON-escaped on one line (tests compare it) */
-		json_t *j = json_stringn(prompt, plen);
+		json_t *j = json_stringn(out.text, out.len);
 		char *s = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-		gw_log(gw, ALLM_LOG_DEBUG, "chat prompt (%s): %s", allm_chat_template_name(m->tmpl), s ? s : "?");
+		gw_log(gw, ALLM_LOG_DEBUG, "chat prompt (%s): %s", allm_chat_template_name(ct), s ? s : "?");
 		free(s);
 		json_decref(j);
 	}
-	rc = tokenize(m, prompt, plen, false, r, e) || ready(m, r, e) ? -1 : 0;
+	/* what came from the messages is text, whatever it spells (issue E: role injection) */
+	if (!(plain = calloc(out.len + 1, 1))) {
+		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < out.n_segs; k++)
+		if (out.segs[k].data)
+			memset(plain + out.segs[k].off, 1, out.segs[k].len);
+	rc = tokenize(m, out.text, out.len, false, plain, r, e) || ready(m, r, e) ? -1 : 0;
+	if (!rc && gw->o.log_level >= ALLM_LOG_DEBUG)
+		log_ids(gw, r);
 out:
-	for (size_t k = 0; k < n; k++)
-		free((char *)cm[k].content);
-	free(cm);
-	free(prompt);
+	json_decref(cm);
+	allm_tmpl_out_free(&out);
+	free(plain);
 	return rc;
 }
 

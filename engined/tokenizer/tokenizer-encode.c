@@ -339,13 +339,18 @@ static bool is_ascii_space(uint8_t c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-/* The longest added token at s[i] (special ones only when parse_special), or NULL. */
+/* The longest added token at s[i], or NULL. A special one is matched only when
+ * parse_special, and never where it would cover a byte that plain marks (text a
+ * user wrote). */
 static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok,
-						const uint8_t *s, size_t n, size_t i, bool parse_special)
+						const uint8_t *s, size_t n, size_t i, bool parse_special,
+						const uint8_t *plain)
 {
 	for (uint32_t k = tok->added_first[s[i]]; k < tok->added_first[s[i] + 1]; k++) {
 		const struct allm_tok_added *a = &tok->added[k];
 		if ((a->special && !parse_special) || a->len > n - i || memcmp(s + i, a->content, a->len))
+			continue;
+		if (plain && a->special && memchr(plain + i, 1, a->len))
 			continue;
 		if (a->single_word &&
 		    (word_char_before(s, i) || word_char_at(s, n, i + a->len)))
@@ -355,16 +360,34 @@ static const struct allm_tok_added *match_added(const struct allm_tokenizer *tok
 	return NULL;
 }
 
+static int encode(const struct allm_tokenizer *tok, const char *text, size_t len, unsigned flags,
+		  const uint8_t *plain, int32_t **ret_ids, size_t *ret_n, struct allm_err *err);
+
 int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, size_t len,
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err)
 {
 	unsigned flags = ALLM_TOK_ENCODE_PARSE_SPECIAL | (add_special ? ALLM_TOK_ENCODE_ADD_SPECIAL : 0);
-	return allm_tokenizer_encode_flags(tok, text, len, flags, ret_ids, ret_n, err);
+	return encode(tok, text, len, flags, NULL, ret_ids, ret_n, err);
 }
 
 int allm_tokenizer_encode_flags(const struct allm_tokenizer *tok, const char *text, size_t len,
 				unsigned flags, int32_t **ret_ids, size_t *ret_n, struct allm_err *err)
+{
+	return encode(tok, text, len, flags, NULL, ret_ids, ret_n, err);
+}
+
+int allm_tokenizer_encode_marked(const struct allm_tokenizer *tok, const char *text, size_t len,
+				 bool add_special, const uint8_t *plain, int32_t **ret_ids,
+				 size_t *ret_n, struct allm_err *err)
+{
+	unsigned flags = ALLM_TOK_ENCODE_PARSE_SPECIAL | (add_special ? ALLM_TOK_ENCODE_ADD_SPECIAL : 0);
+	return encode(tok, text, len, flags, plain, ret_ids, ret_n, err);
+}
+
+/* The one encoder: plain as allm_tokenizer_encode_marked(), flags as _flags(). */
+static int encode(const struct allm_tokenizer *tok, const char *text, size_t len, unsigned flags,
+		  const uint8_t *plain, int32_t **ret_ids, size_t *ret_n, struct allm_err *err)
 {
 	const uint8_t *s = (const uint8_t *)text;
 	bool add_special = flags & ALLM_TOK_ENCODE_ADD_SPECIAL;
@@ -384,7 +407,8 @@ int allm_tokenizer_encode_flags(const struct allm_tokenizer *tok, const char *te
 
 	size_t seg = 0, i = 0;
 	while (r == 0 && i < len) {
-		const struct allm_tok_added *a = tok->n_added ? match_added(tok, s, len, i, parse_special) : NULL;
+		const struct allm_tok_added *a =
+			tok->n_added ? match_added(tok, s, len, i, parse_special, plain) : NULL;
 		if (!a) {
 			i++;
 			continue;

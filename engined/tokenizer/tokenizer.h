@@ -105,6 +105,14 @@ int32_t allm_tokenizer_token_to_id(const struct allm_tokenizer *tok, const char 
 int allm_tokenizer_encode(const struct allm_tokenizer *tok, const char *text, size_t len,
 			  bool add_special, int32_t **ret_ids, size_t *ret_n,
 			  struct allm_err *err);
+/* As allm_tokenizer_encode, but an added token marked special is never matched
+ * over a byte i with plain[i] == 1 (those bytes are text a user wrote: a chat
+ * message's "<|im_start|>" stays characters); plain has len entries, 0 or 1, or
+ * is NULL (everywhere, as allm_tokenizer_encode). Added tokens not marked special
+ * match anywhere, as in Hugging Face tokenizers with split_special_tokens. */
+int allm_tokenizer_encode_marked(const struct allm_tokenizer *tok, const char *text, size_t len,
+				 bool add_special, const uint8_t *plain, int32_t **ret_ids,
+				 size_t *ret_n, struct allm_err *err);
 
 /* What allm_tokenizer_encode_flags() does beyond encoding the text's pieces. */
 enum allm_tok_encode_flag {

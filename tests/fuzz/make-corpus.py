@@ -409,32 +409,61 @@ for name in sorted(os.listdir(sim_dir)):
             cases['sim-link-string'] = b'\x00' + json.dumps(dict(j, link='fast')).encode()
 write_corpus(out, cases)
 
-# --- corpus-chat: a flags byte (bit 0 add_generation_prompt, bit 1 BOS/EOS given),
-# then the chat template, BOS, EOS and the messages ("role\x1econtent\x1erole...")
-# separated by "\n\0\1\n" (tests/fuzz-chat.c). Seeds: every template of
-# tests/chat-templates (recognised ones and refused ones) with a few conversations.
+# --- corpus-chat: a flags byte (bit 0 add_generation_prompt, bit 1 BOS/EOS given,
+# bit 2 messages as they come), then the chat template, BOS, EOS, the messages (JSON)
+# and the tools (JSON) separated by "\n\0\1\n" (tests/fuzz-chat.c). Seeds: every
+# template of tests/chat-templates/ (the llama.cpp folder's, the real models', the
+# tokenizer_config.json fixtures') with a few conversations, and hostile templates.
 out = corpus_dir('corpus-chat')
 tdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'chat-templates')
+CALL = {'id': 'c1', 'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
+TOOLS = [{'type': 'function', 'function': {'name': 'f', 'description': 'F', 'parameters': {
+    'type': 'object', 'properties': {'x': {'type': 'integer'}}, 'required': ['x']}}}]
 convs = {
-    'alternating': [('system', 'Be brief.'), ('user', 'Hi'), ('assistant', ' Hello! '), ('user', 'A story?')],
-    'user-only': [('user', '  padded\n')],
-    'bad-order': [('assistant', 'x'), ('assistant', 'y')],
-    'tool-role': [('user', 'q'), ('tool', '{}')],
-    'unicode': [('user', 'caf\u00e9 \U0001f600 <|im_end|> [INST]')],
+    'alternating': ([{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'Hi'},
+                     {'role': 'assistant', 'content': ' Hello! '}, {'role': 'user', 'content': 'A story?'}], None),
+    'bad-order': ([{'role': 'assistant', 'content': 'x'}, {'role': 'assistant', 'content': 'y'}], None),
+    'tools': ([{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': None, 'tool_calls': [CALL]},
+               {'role': 'tool', 'content': '{}', 'tool_call_id': 'c1'}], TOOLS),
+    'unicode': ([{'role': 'user', 'content': 'caf\u00e9 \U0001f600 <|im_end|> [INST] {{ x }}'}], None),
 }
 
-def chat(tmpl, bos, eos, conv, flags):
-    msgs = b'\x1e'.join(r.encode() + b'\x1e' + c.encode() for r, c in conv)
-    return bytes([flags]) + SEP.join([tmpl.encode(), (bos or '').encode(), (eos or '').encode(), msgs])
+def chat(tmpl, bos, eos, conv, tools, flags):
+    parts = [tmpl.encode(), (bos or '').encode(), (eos or '').encode(), json.dumps(conv).encode()]
+    if tools:
+        parts.append(json.dumps(tools).encode())
+    return bytes([flags]) + SEP.join(parts)
 
-cases = {}
+templates = {}
 for name in sorted(os.listdir(tdir)):
-    j = json.load(open(os.path.join(tdir, name)))
-    t = j['chat_template'] if isinstance(j['chat_template'], str) else json.dumps(j['chat_template'])
-    bos, eos = j.get('bos_token'), j.get('eos_token')
-    bos = bos.get('content') if isinstance(bos, dict) else bos
-    eos = eos.get('content') if isinstance(eos, dict) else eos
-    for cname, conv in convs.items():
-        cases['%s-%s' % (name[:-5], cname)] = chat(t, bos, eos, conv, 3 if cname != 'user-only' else 2)
-    cases['%s-no-specials' % name[:-5]] = chat(t, None, None, convs['alternating'], 1)
+    if name.endswith('.json'):
+        j = json.load(open(os.path.join(tdir, name)))
+        t = j['chat_template'] if isinstance(j['chat_template'], str) else json.dumps(j['chat_template'])
+        bos, eos = j.get('bos_token'), j.get('eos_token')
+        bos = bos.get('content') if isinstance(bos, dict) else bos
+        eos = eos.get('content') if isinstance(eos, dict) else eos
+        templates[name[:-5]] = (t, bos, eos)
+for name in sorted(os.listdir(os.path.join(tdir, 'models'))):
+    templates[name[:-6]] = (open(os.path.join(tdir, 'models', name)).read(), '<s>', '</s>')
+cases = {}
+for key, (t, bos, eos) in templates.items():
+    for cname, (conv, tools) in convs.items():
+        cases['%s-%s' % (key, cname)] = chat(t, bos, eos, conv, tools, 3)
+    cases['%s-no-specials' % key] = chat(t, None, None, convs['alternating'][0], None, 1)
+# llama.cpp's templates (the small ones; the folder is the test data) with tools
+for name in sorted(os.listdir(os.path.join(tdir, 'llama.cpp'))):
+    t = open(os.path.join(tdir, 'llama.cpp', name)).read()
+    if name.endswith('.jinja') and len(t) < 6000:
+        cases['llama.cpp-%s-tools' % name[:-6]] = chat(t, '<s>', '</s>', *convs['tools'], 3)
+hostile = {
+    'deep-if': '{% if 1 %}' * 300 + '{% endif %}' * 300,
+    'deep-parens': '{{ ' + '(' * 300 + '1' + ')' * 300 + ' }}',
+    'loop-bomb': '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}',
+    'string-bomb': "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    'macro-recursion': '{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}',
+    'mutation': '{{ messages.append(1) }}{{ messages[0].update({}) }}',
+    'unknown': '{{ x | from_json }}{% include "a" %}',
+}
+for key, t in hostile.items():
+    cases['hostile-' + key] = chat(t, '<s>', '</s>', convs['alternating'][0], None, 3)
 write_corpus(out, cases)
