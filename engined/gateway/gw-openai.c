@@ -1,8 +1,8 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
- * and range before anything is allocated for the engine; fields the engine cannot
- * honour (tools, suffix, best_of, echo with logprobs) are refused by name rather than
- * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
- * with extensions it does not know. */
+ * and range before anything is allocated for the engine; a field this gateway does
+ * not apply is refused by name (gw-fields.c says which are accepted without
+ * effect), never silently ignored. */
+#include "gw-fields.h"
 #include "gw-openai.h"
 
 #include "sha256.h"
@@ -162,17 +162,6 @@ int gw_api_get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e)
 	return 0;
 }
 
-/* A field the engine cannot honour: accepted only at its neutral value. */
-int gw_api_refuse_unless(json_t *b, const char *k, double neutral, struct gw_api_err *e)
-{
-	json_t *j = json_object_get(b, k);
-	if (!j || json_is_null(j) || (json_is_false(j) && neutral == 0) ||
-	    (json_is_number(j) && json_number_value(j) == neutral) ||
-	    ((json_is_object(j) || json_is_array(j)) && json_object_size(j) + json_array_size(j) == 0))
-		return 0;
-	return gw_api_bad(e, k, "'%s' is not supported by this server", k);
-}
-
 /* --- sampling and the rest ------------------------------------------------------- */
 
 static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
@@ -288,20 +277,18 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 			return -1;
 		given = true;
 	}
-	/* OpenAI's defaults: 16 for completions; for chat whatever room the context
-	 * leaves (0 until the prompt is known) */
+	/* --max-tokens-default, else OpenAI's defaults: 16 for completions; for chat
+	 * whatever room the context leaves (0 until the prompt is known) */
 	if (!given)
-		p->max_tokens = chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
+		p->max_tokens = r->gw->o.max_tokens_default ? r->gw->o.max_tokens_default
+			      : chat			  ? 0
+							  : GW_COMPLETIONS_MAX_TOKENS;
 	/* best_of would rank the choices by their log-probability: none are ranked here */
 	if (best_of != 1 && best_of != n)
 		return gw_api_bad(e, "best_of", "'best_of' must be 1 or n: choices are not ranked");
 	*ret_n = n;
-	if (parse_logit_bias(b, r, e) || gw_api_refuse_unless(b, "suffix", 0, e))
+	if (parse_logit_bias(b, r, e))
 		return -1;
-	j = json_object_get(b, "priority");
-	if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0))
-		return gw_api_bad(e, "priority",
-			   "'priority' is not supported: the engine orders requests by its own fairness priority");
 	r->lps.stride = p->logprobs > 0 ? (uint32_t)p->logprobs : 1;
 	/* no seed: a fresh one per request, as OpenAI's server samples */
 	if (!seen_row(seen, "seed") && getrandom(&p->seed, sizeof(p->seed), 0) != sizeof(p->seed))
@@ -356,6 +343,16 @@ static void new_id(struct gw_req *r, const char *prefix)
 		k += snprintf(r->id + k, sizeof(r->id) - (size_t)k, "%02x", b[i]);
 }
 
+int gw_api_check_model(json_t *b, const struct gw_model *m, struct gw_api_err *e)
+{
+	json_t *model = json_object_get(b, "model");
+	if (!model || json_is_null(model) || (json_is_string(model) && !strcmp(json_string_value(model), m->id)))
+		return 0;
+	return gw_api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+			   "The model `%.200s` does not exist (this server serves `%s`)",
+			   json_is_string(model) ? json_string_value(model) : "?", m->id);
+}
+
 void gw_api_discard(struct gw_req *r)
 {
 	if (!r)
@@ -387,14 +384,15 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		gw_api_bad(e, NULL, "the body must be a JSON object");
 		goto fail;
 	}
-	json_t *model = json_object_get(b, "model");
-	if (model && !json_is_null(model) &&
-	    (!json_is_string(model) || strcmp(json_string_value(model), m->id))) {
-		gw_api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
-			    "The model `%.200s` does not exist (this server serves `%s`)",
-			    json_is_string(model) ? json_string_value(model) : "?", m->id);
+	/* every field is applied, or accepted without effect, or refused (gw-fields.c) */
+	char why[300];
+	const char *k = gw_fields_refused(b, chat ? GW_EP_CHAT : GW_EP_COMPLETIONS, why, sizeof(why));
+	if (k) {
+		gw_api_bad(e, k, "%s", why);
 		goto fail;
 	}
+	if (gw_api_check_model(b, m, e))
+		goto fail;
 	if (!(r = calloc(1, sizeof(*r)))) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		goto fail;
@@ -423,7 +421,6 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
 	/* each row was checked as it was read; what is left are the rules between
 	 * rows (min_tokens <= max_tokens), the table's as the engine applies them */
-	char why[160];
 	if (allm_params_check(&r->params, why, sizeof(why))) {
 		gw_api_bad(e, "min_tokens", "%s", why);
 		goto fail;

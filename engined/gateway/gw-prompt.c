@@ -2,6 +2,7 @@
  * (text or token ids, one or a batch) or a chat's messages rendered by the model's
  * template, tokenized as the engine would, its echo, the decoder primed with it,
  * the context checked; and the request's choices, one per prompt x n. */
+#include "gw-fields.h"
 #include "gw-openai.h"
 
 #include "common.h"
@@ -134,23 +135,27 @@ int gw_prompt_completion(json_t *b, const struct gw_model *m, struct gw_req *r, 
 }
 
 /* A message's content: a string, or a list of {"type": "text", "text": ...} parts
- * joined with newlines (as vLLM does). Returns a malloc'ed copy. */
-static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err *e)
+ * joined with newlines (as vLLM does); an assistant's may be null or absent (what a
+ * tool-calling client sends back), which is empty text. Returns a malloc'ed copy. */
+static char *content_of(json_t *msg, size_t idx, bool assistant, size_t *len, struct gw_api_err *e)
 {
 	json_t *c = json_object_get(msg, "content");
 	char key[48];
 	snprintf(key, sizeof(key), "messages[%zu].content", idx);
-	if (json_is_string(c)) {
-		*len = json_string_length(c);
+	if (json_is_string(c) || (assistant && (!c || json_is_null(c)))) {
+		*len = c && !json_is_null(c) ? json_string_length(c) : 0;
 		char *s = malloc(*len + 1);
 		if (!s)
 			gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-		else
+		else if (*len)
 			memcpy(s, json_string_value(c), *len + 1);
+		else
+			*s = 0;
 		return s;
 	}
 	if (!json_is_array(c)) {
-		gw_api_bad(e, key, "'%s' must be a string or a list of text parts", key);
+		gw_api_bad(e, key, "'%s' must be a string or a list of text parts%s", key,
+			   assistant ? " (or null)" : "");
 		return NULL;
 	}
 	char *buf = NULL;
@@ -182,8 +187,8 @@ static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err 
 	return buf;
 }
 
-int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
-		   struct gw_api_err *e)
+int gw_prompt_render(struct gw *gw, json_t *b, const struct gw_model *m, char **ret, size_t *ret_len,
+		     struct gw_api_err *e)
 {
 	json_t *msgs = json_object_get(b, "messages");
 	size_t n = json_array_size(msgs), i;
@@ -191,17 +196,8 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 	int rc = -1;
 	if (!json_is_array(msgs) || n == 0 || n > GW_MAX_MESSAGES)
 		return gw_api_bad(e, "messages", "'messages' must be a list of 1..%d messages", GW_MAX_MESSAGES);
-	if (gw_api_refuse_unless(b, "tools", 0, e) || gw_api_refuse_unless(b, "functions", 0, e) ||
-	    gw_api_get_bool(b, "add_generation_prompt", &agp, e))
+	if (gw_api_get_bool(b, "add_generation_prompt", &agp, e))
 		return -1;
-	json_t *tc = json_object_get(b, "tool_choice");
-	if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
-		return gw_api_bad(e, "tool_choice", "'tool_choice' is not supported by this server");
-	json_t *rf = json_object_get(b, "response_format");
-	if (rf && !json_is_null(rf) &&
-	    !(json_is_string(json_object_get(rf, "type")) &&
-	      !strcmp(json_string_value(json_object_get(rf, "type")), "text")))
-		return gw_api_bad(e, "response_format", "only response_format {\"type\": \"text\"} is supported");
 	if (!m->tok || !m->tmpl)
 		return gw_api_bad(e, "messages", "cannot render a chat prompt: %s", m->why_no_chat);
 	struct allm_chat_msg *cm = calloc(n, sizeof(*cm));
@@ -212,15 +208,24 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 		return gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 	json_t *msg;
 	json_array_foreach(msgs, i, msg) {
+		char key[80], why[300];
+		const char *k = json_is_object(msg) ? gw_fields_refused(msg, GW_EP_MESSAGE, why, sizeof(why)) : NULL;
+		if (k) {
+			snprintf(key, sizeof(key), "messages[%zu].%.40s", i, k);
+			gw_api_bad(e, key, "%s", why);
+			goto out;
+		}
 		const char *role = json_string_value(json_object_get(msg, "role"));
+		/* "developer": OpenAI's new name for the system message */
+		if (role && !strcmp(role, "developer"))
+			role = "system";
 		if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-			char key[40];
 			snprintf(key, sizeof(key), "messages[%zu].role", i);
-			gw_api_bad(e, key, "'%s' must be \"system\", \"user\" or \"assistant\"", key);
+			gw_api_bad(e, key, "'%s' must be \"system\", \"developer\", \"user\" or \"assistant\"", key);
 			goto out;
 		}
 		cm[i].role = role;
-		if (!(cm[i].content = content_of(msg, i, &cm[i].content_len, e)))
+		if (!(cm[i].content = content_of(msg, i, !strcmp(role, "assistant"), &cm[i].content_len, e)))
 			goto out;
 	}
 	if (allm_chat_template_render(m->tmpl, cm, n, agp, &prompt, &plen, err, sizeof(err))) {
@@ -236,11 +241,27 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 		free(s);
 		json_decref(j);
 	}
-	rc = tokenize(m, prompt, plen, false, r, e) || ready(m, r, e) ? -1 : 0;
+	*ret = prompt;
+	*ret_len = plen;
+	prompt = NULL;
+	rc = 0;
 out:
 	for (size_t k = 0; k < n; k++)
 		free((char *)cm[k].content);
 	free(cm);
+	free(prompt);
+	return rc;
+}
+
+int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
+		   struct gw_api_err *e)
+{
+	char *prompt = NULL;
+	size_t plen = 0;
+	if (gw_prompt_render(gw, b, m, &prompt, &plen, e))
+		return -1;
+	/* the template wrote the special tokens: none added */
+	int rc = tokenize(m, prompt, plen, false, r, e) || ready(m, r, e) ? -1 : 0;
 	free(prompt);
 	return rc;
 }
