@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -355,6 +356,10 @@ int main(int argc, char **argv)
 		return 2;
 	gw.quiesced_fd = -1;
 	gw.engine_created = (long long)time(NULL); /* until the engine's status says */
+	if (getrandom(gw.cache_secret, sizeof(gw.cache_secret), 0) != (ssize_t)sizeof(gw.cache_secret)) {
+		fprintf(stderr, "allm-gateway: getrandom: %s\n", strerror(errno));
+		return 1;
+	}
 	pthread_mutex_init(&gw.lock, NULL);
 	pthread_mutex_init(&gw.ctl_lock, NULL);
 	pthread_cond_init(&gw.ctl_cond, NULL); /* before the pump, which kicks it (gw_ctl_kick) */

@@ -87,6 +87,9 @@ enum gw_phase {
 	GW_DONE,      /* finished, failed or refused: nothing more comes */
 };
 
+/* Bytes of the gateway's secret in every request's cache scope (gw_req_scope_cache). */
+#define GW_CACHE_SECRET_BYTES 32
+
 /* Choices per HTTP request at most: prompts of a batch x n. */
 #define GW_MAX_CHOICES 128
 /* Log-probabilities one request may make the gateway hold: choices x max_tokens x
@@ -147,6 +150,10 @@ struct gw_req {
 	size_t echo_len;
 	struct allm_logit_bias *logit_bias; /* owned */
 	uint32_t n_logit_bias;
+	struct gw_req *owner;    /* NULL: ids, text, echo and logit_bias are its own; else
+				  * they are this choice's (its prompt's first), shared by
+				  * the n choices of a prompt, and it holds a reference to
+				  * it (once enqueued): 128 choices, one prompt (issue 49) */
 
 	/* lock: */
 	enum gw_phase phase;
@@ -236,6 +243,8 @@ struct gw {
 	double metrics_asked;        /* ctl_lock: allm_now() of the last GET /metrics */
 	double metrics_tried;        /* ctl_lock: allm_now() of the last refresh asked */
 	uint64_t seed_state;      /* for requests without a seed */
+	uint8_t cache_secret[GW_CACHE_SECRET_BYTES]; /* random per process: scopes the prefix
+						       * cache (gw_req_scope_cache) */
 };
 
 /* Choice i (< n_choices) of the lead r: r itself for n = 1. */

@@ -241,10 +241,11 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		return respond_err(c, x, &e);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	for (uint32_t i = 0; i < r->n_choices; i++)
-		gw_req_scope_cache(gw_choice(r, i), auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	char user[64], why[400];
 	gw_users_key(gw, c, x->key_index, user, sizeof(user));
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		gw_req_scope_cache(gw_choice(r, i), gw->cache_secret, user,
+				   auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	r->conn = c;
 	pthread_mutex_lock(&gw->lock);
 	/* its user's quota and queue (gw-users.c): the pump takes users in turn */
@@ -264,6 +265,9 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		gw->live++;
 	}
 	r->refs += (int)r->n_choices - 1; /* one held by each other choice */
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		if (gw_choice(r, i)->owner)
+			gw_choice(r, i)->owner->refs++; /* its prompt's buffers */
 	x->req = r;
 	pthread_mutex_unlock(&gw->lock);
 	gw_engine_wake(gw);

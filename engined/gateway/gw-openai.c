@@ -298,7 +298,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 
 /* cache_salt (vLLM's): a non-empty string; the request then shares cached KV
  * only with requests of the same salt. Its digest goes into the params; the
- * API key is mixed in when the request is sent (gw_req_scope_cache). */
+ * user is mixed in when the request is sent (gw_req_scope_cache). */
 static int parse_cache_salt(json_t *b, struct gw_req *r, struct gw_api_err *e)
 {
 	json_t *j = json_object_get(b, "cache_salt");
@@ -315,18 +315,21 @@ static int parse_cache_salt(json_t *b, struct gw_req *r, struct gw_api_err *e)
 	return 0;
 }
 
-void gw_req_scope_cache(struct gw_req *r, const char *bearer)
+void gw_req_scope_cache(struct gw_req *r, const uint8_t secret[GW_CACHE_SECRET_BYTES], const char *user,
+			const char *bearer)
 {
-	/* per API key (the bearer presented) and per cache_salt: requests share a
-	 * cached prefix only within both (DESIGN §5b) */
-	static const uint8_t none[ALLM_CACHE_SALT_BYTES];
-	bool salted = memcmp(r->params.cache_salt, none, sizeof(none)) != 0;
-	if (!salted && (!bearer || !*bearer))
-		return;
+	/* requests share a cached prefix only with the same user (the identity the
+	 * quotas use: an API key of several, else the client's address), the same
+	 * bearer presented and the same cache_salt (DESIGN §5b). Never all zero: the
+	 * gateway's domain is its own, not the one ring clients of its uid share
+	 * without a salt, and the secret (this process's) keeps a ring client from
+	 * computing a gateway user's salt (issue 49 item 3). */
 	uint8_t d[32];
 	struct allm_sha256 h;
 	allm_sha256_init(&h);
 	allm_sha256_update(&h, "allm-gateway-cache-scope", 25);
+	allm_sha256_update(&h, secret, GW_CACHE_SECRET_BYTES);
+	allm_sha256_update(&h, user, strlen(user) + 1);
 	allm_sha256_update(&h, bearer ? bearer : "", bearer ? strlen(bearer) + 1 : 1);
 	allm_sha256_update(&h, r->params.cache_salt, sizeof(r->params.cache_salt));
 	allm_sha256_final(&h, d);
@@ -360,11 +363,13 @@ void gw_api_discard(struct gw_req *r)
 	for (uint32_t i = 1; i < r->n_choices; i++)
 		gw_api_discard(r->choices[i]);
 	free(r->choices);
-	free(r->ids);
+	if (!r->owner) {
+		free(r->ids);
+		free(r->logit_bias);
+		free(r->echo);
+		free(r->text);
+	}
 	gw_lps_free(&r->lps);
-	free(r->logit_bias);
-	free(r->echo);
-	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_model_unref(r->model);
 	free(r);

@@ -42,8 +42,10 @@ int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uin
 
 /* Parses one request body into a new gw_req (refs 0, phase unset, not enqueued)
  * holding a reference to m. 0 with *ret, or -1 with e. */
-/* Scopes the request's cache salt by the API key presented (may be NULL). */
-void gw_req_scope_cache(struct gw_req *r, const char *bearer);
+/* Scopes the request's cache salt by its user (gw_users_key), the bearer presented
+ * (may be NULL) and the gateway's secret. */
+void gw_req_scope_cache(struct gw_req *r, const uint8_t secret[GW_CACHE_SECRET_BYTES], const char *user,
+			const char *bearer);
 int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
 		 struct gw_req **ret, struct gw_api_err *e);
 /* POST /tokenize (detok false: {"prompt"} or chat's {"messages"} -> {"count",

@@ -288,10 +288,12 @@ static int check_context(const struct gw_model *m, const struct gw_req *r, struc
 	return 0;
 }
 
-/* A copy of src for choice `index` of the lead r, with its own buffers and
- * decoder; registered in r's list at once, so gw_api_discard(r) frees it. */
-static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, const struct gw_req *src,
-				  uint32_t index, struct gw_api_err *e)
+/* A copy of src for choice `index` of the lead r; registered in r's list at once,
+ * so gw_api_discard(r) frees it. share: it uses src's prompt buffers (the same
+ * prompt: one copy for n choices); else it has its own logit bias and no prompt
+ * yet (swap_prompt gives it one). */
+static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, struct gw_req *src, uint32_t index,
+				  bool share, struct gw_api_err *e)
 {
 	struct gw_req *c = malloc(sizeof(*c));
 	if (!c) {
@@ -303,16 +305,17 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	c->choices = NULL;
 	c->n_choices = 0;
 	c->index = index;
-	c->ids = NULL;
-	c->text = c->echo = NULL;
-	c->logit_bias = NULL;
+	c->owner = share ? src : NULL; /* src owns its buffers: a prompt's first choice */
+	if (!share) {
+		c->ids = NULL;
+		c->text = c->echo = NULL;
+		c->n_ids = c->text_len = c->echo_len = 0;
+		c->logit_bias = NULL;
+	}
 	memset(&c->stops, 0, sizeof(c->stops));
 	c->model = gw_model_ref(src->model);
 	r->choices[r->n_choices++] = c;
-	if (copy_of(&c->ids, src->ids, src->n_ids * sizeof(*src->ids)) ||
-	    copy_of(&c->text, src->text, src->text ? src->text_len + 1 : 0) ||
-	    copy_of(&c->echo, src->echo, src->echo ? src->echo_len + 1 : 0) ||
-	    copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias)) ||
+	if ((!share && copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias))) ||
 	    gw_stops_copy(&c->stops, &src->stops)) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		return NULL;
@@ -320,15 +323,9 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	return c;
 }
 
-/* The prompt of c: prompt p of a batch instead of the one it was copied with. */
-static int swap_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
+/* The prompt of c (a copy without one): prompt p of a batch. */
+static int set_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
 {
-	free(c->ids);
-	free(c->text);
-	free(c->echo);
-	c->ids = NULL;
-	c->text = c->echo = NULL;
-	c->n_ids = c->text_len = c->echo_len = 0;
 	return one_prompt(b, m, p, c, e) || ready(m, c, e) ? -1 : 0;
 }
 
@@ -354,9 +351,10 @@ int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uin
 		for (uint32_t j = 0; j < n; j++) {
 			if (k == 0 && j == 0)
 				continue;
-			/* the prompt's first choice carries its prompt; the others copy it */
-			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, e);
-			if (!c || (k > 0 && j == 0 && swap_prompt(b, m, c, json_array_get(batch, k), e)))
+			/* the prompt's first choice carries its prompt; the others share it */
+			bool first = k > 0 && j == 0;
+			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, !first, e);
+			if (!c || (first && set_prompt(b, m, c, json_array_get(batch, k), e)))
 				return -1;
 			c->params.seed = r->params.seed + j;
 		}
