@@ -104,7 +104,8 @@ for s in slow + [ninth]:
 def engine_status():
     return json.loads(subprocess.run([ctl, "--name", engine, "status", "--json"], capture_output=True,
                                      text=True).stdout)
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=0.8)
+# from another address: 127.0.0.1's slots may still be freeing on a loaded machine
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=0.8, source_address=("127.0.0.4", 0))
 c.request("POST", "/v1/completions", json.dumps({"prompt": "Once upon a time", "n": 64, "max_tokens": 400,
                                                  "ignore_eos": True, "temperature": 1}),
           {"Content-Type": "application/json"})

@@ -52,7 +52,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: allm-gateway [--engine NAME] [--host 127.0.0.1] [--port 8000] [options]\n"
 		"An OpenAI-compatible HTTP server for a running allm-engined (POST /v1/completions,\n"
-		"POST /v1/chat/completions, GET /v1/models, /health, /metrics).\n"
+		"POST /v1/chat/completions, GET /v1/models[/ID], POST /tokenize, POST /detokenize,\n"
+		"/health, /metrics).\n"
 		"  --engine NAME            the engine's --name (default \"default\")\n"
 		"  --runtime-dir DIR        where the engine's sockets are (default as allm-engined)\n"
 		"  --host ADDR              address to listen on (default 127.0.0.1)\n"
