@@ -5,7 +5,8 @@ gw_py
 ulimit -n 12000 2>/dev/null
 
 daemon_start gwl
-gw_start gwl --timeout 2 --max-connections 1000
+# every peer is on 127.0.0.1: the per-address cap (gateway-keys.sh) is the whole cap here
+gw_start gwl --timeout 2 --max-connections 1000 --max-connections-per-address 1000
 L_URL=$GW_URL L_PID=$GW_PID
 gw_up "$L_URL" || exit 1
 
@@ -37,7 +38,7 @@ run_py abuse
 	ok "nothing left in the engine" || fail "engine queues not empty: $(cat "$tmp/st.json" | head -c 200)"
 gw_stop "$L_PID" "gateway under load"
 
-gw_start gwl --max-connections 50
+gw_start gwl --max-connections 50 --max-connections-per-address 50
 L_URL=$GW_URL L_PID=$GW_PID
 gw_up "$L_URL" || exit 1
 run_py cap GW_CAP=50

@@ -368,6 +368,51 @@ static void test_top_p(void)
 	free(out);
 }
 
+/* min_p: only tokens at least min_p times as likely as the best, after top-k and
+ * top-p; through the full row and the top-k candidates alike. */
+static void test_min_p(void)
+{
+	enum { V = 8, N = 10000 };
+	const double prob[V] = {0.05, 0.30, 0.02, 0.50, 0.03, 0.04, 0.01, 0.05};
+	float l[V];
+	int32_t *out = malloc(N * sizeof(int32_t));
+	struct allm_params p;
+	for (int i = 0; i < V; i++)
+		l[i] = (float)log(prob[i]);
+	for (int k = 0; k <= 4; k += 4) { /* the full row, then the top-k path */
+		int count[V] = {0};
+		sampling(&p, 1.0f, k, 1.0f, 11);
+		p.min_p = 0.5f; /* 0.3 / 0.5 = 0.6 stays, 0.05 / 0.5 = 0.1 goes */
+		draw(l, V, &p, N, out);
+		for (int i = 0; i < N; i++)
+			count[out[i]]++;
+		CHECK(count[3] + count[1] == N, "min_p=0.5 (top_k %d) sampled %d times outside {3,1}", k,
+		      N - count[3] - count[1]);
+		CHECK(fabs(count[3] / (double)N - 0.5 / 0.8) < 0.02, "min_p=0.5 (top_k %d): id 3 frequency %.4f", k,
+		      count[3] / (double)N);
+		/* 0.09: the 0.05 ids (ratio 0.1) stay, 0.04 and below go */
+		memset(count, 0, sizeof(count));
+		sampling(&p, 1.0f, k, 1.0f, 12);
+		p.min_p = 0.09f;
+		draw(l, V, &p, N, out);
+		for (int i = 0; i < N; i++)
+			count[out[i]]++;
+		int in = count[3] + count[1] + count[0] + count[7];
+		CHECK(in == N, "min_p=0.09 (top_k %d) sampled %d times below the cut", k, N - in);
+		CHECK(k == 4 || (count[0] > 0 && count[7] > 0), "min_p=0.09 never drew a 0.05 id");
+	}
+	/* min_p 1: the best alone */
+	sampling(&p, 1.0f, 0, 1.0f, 13);
+	p.min_p = 1.0f;
+	draw(l, V, &p, 200, out);
+	for (int i = 0; i < 200; i++)
+		CHECK(out[i] == 3, "min_p=1 drew %d", out[i]);
+	p.min_p = 1.5f;
+	struct allm_err err;
+	CHECK(check(&p, &err) == -EINVAL && strstr(err.msg, "min_p"), "min_p 1.5 accepted");
+	free(out);
+}
+
 static void check_freqs(const float *l, int32_t V, float T, uint64_t seed)
 {
 	enum { N = 20000 };
@@ -635,6 +680,7 @@ int main(void)
 	test_top_k();
 	test_full_row_order();
 	test_top_p();
+	test_min_p();
 	test_temperature_freqs();
 	test_validate();
 	test_penalties();

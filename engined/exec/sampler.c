@@ -233,6 +233,21 @@ enum allm_sample_need allm_sampler_need(const struct allm_sampler *s)
 	return allm_sampler_processed(s) || s->p.logprobs > 0 ? ALLM_SAMPLE_FULL : row_need(s);
 }
 
+/* min_p (vLLM's, llama.cpp's): of the n candidates p[ord[0..n)], best first, the
+ * first ones at least min_p times as likely as the best (at least one). After top-k
+ * and top-p, as vLLM: each cut keeps a prefix of the same order, and a ratio to the
+ * best does not change when the cuts before renormalise. */
+static int32_t min_p_cut(const struct allm_sampler *s, const float *p, const int32_t *ord, int32_t n)
+{
+	if (!(s->p.min_p > 0.0f) || n < 2)
+		return n;
+	float least = s->p.min_p * p[ord[0]];
+	int32_t m = 1;
+	while (m < n && p[ord[m]] >= least)
+		m++;
+	return m;
+}
+
 static const int32_t *sort_ids;
 
 /* Candidate slots by descending probability, then ascending token id: the order
@@ -282,6 +297,7 @@ int32_t allm_sampler_sample_topk(struct allm_sampler *s, const float *vals, cons
 			}
 		}
 	}
+	n = min_p_cut(s, p, ord, n);
 	double total = 0.0;
 	for (int32_t i = 0; i < n; i++)
 		total += p[ord[i]];
@@ -428,7 +444,8 @@ int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 
 	int32_t n = V;
 	const int32_t *ord = NULL; /* the order of the draw: ids, or by descending probability */
-	if ((s->p.top_k > 0 && s->p.top_k < V) || s->p.top_p < 1.0f) {
+	bool cut = (s->p.top_k > 0 && s->p.top_k < V) || s->p.top_p < 1.0f; /* top-k, top-p */
+	if (cut || s->p.min_p > 0.0f) {
 		sort_by_prob(s, V);
 		ord = s->idx;
 		if (s->p.top_k > 0 && s->p.top_k < n)
@@ -442,6 +459,11 @@ int32_t allm_sampler_sample(struct allm_sampler *s, const float *logits)
 			n = i + 1;
 			total = prefix_sum(s->probs, ord, n, s->ck);
 		}
+	}
+	int32_t m = ord ? min_p_cut(s, s->probs, ord, n) : n;
+	if (m < n) {
+		n = m;
+		total = prefix_sum(s->probs, ord, n, s->ck);
 	}
 	/* the first token whose running sum passes r */
 	double r = allm_rng_unit(&s->rng) * total;

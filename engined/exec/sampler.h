@@ -1,4 +1,4 @@
-/* Turning a row of logits into a token: greedy, temperature, top-k, top-p, with a
+/* Turning a row of logits into a token: greedy, temperature, top-k, top-p, min-p, with a
  * per-request seeded RNG so a (seed, prompt) pair always gives the same output. */
 #ifndef ALLM_SAMPLER_H
 #define ALLM_SAMPLER_H

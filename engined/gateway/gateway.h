@@ -11,6 +11,7 @@
 #define ALLM_GATEWAY_H
 
 #include "chat-template.h"
+#include "gw-cors.h"
 #include "gw-text.h"
 #include "tokenizer.h"
 
@@ -36,19 +37,31 @@ struct gw_opts {
 	const char **api_keys;    /* --api-key (repeatable), --api-key-file, $ALLM_API_KEY;
 				   * each key is one user (gw-users.c); none: no auth */
 	int n_api_keys;
-	const char *metrics_api_key; /* --metrics-api-key: GET /metrics needs it; NULL: open */
-	const char *admin_api_key; /* --admin-api-key: POST /reset_prefix_cache needs it; NULL: no route */
+	const char *metrics_api_key; /* --metrics-api-key[-file], $ALLM_METRICS_API_KEY: GET
+				      * /metrics needs it; NULL: see metrics_open */
+	bool metrics_open;        /* --metrics-open: GET /metrics needs no key even when API
+				   * or admin keys are set (without it, it then needs the
+				   * metrics or admin key) */
+	const char *admin_api_key; /* --admin-api-key[-file], $ALLM_ADMIN_API_KEY: POST
+				    * /reset_prefix_cache needs it; NULL: no route */
 	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
 	int max_inflight;         /* --max-inflight: choices of all users on the engine at
 				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
 	int max_inflight_per_user; /* --max-inflight-per-user: ... of one user; 0: 7/8 of that */
 	double engine_timeout_s;  /* --engine-timeout: /health says 503 past this silence */
 	int max_connections;      /* --max-connections */
+	int max_conns_per_addr;   /* --max-connections-per-address (default half the above) */
 	int timeout_s;            /* --timeout: idle connection limit, seconds */
+	int header_timeout_s;     /* --header-timeout: a request's line and headers must be in
+				   * within this of the connection or the previous answer */
 	size_t max_body;          /* --max-body-bytes: request body cap */
 	const char *model_dir;    /* --model: tokenizer and chat template from here */
 	const char *served_name;  /* --served-model-name: the model id clients use */
 	const char *chat_template; /* --chat-template FILE: instead of the model's */
+	struct gw_cors cors;      /* --allowed-origins, --allowed-headers, --allowed-methods */
+	int32_t max_tokens_default; /* --max-tokens-default: a request without max_tokens
+				     * gets this many at most; 0: OpenAI's (16 for
+				     * completions, the context's room for chat) */
 	int threads;              /* HTTP threads */
 	enum allm_log_level log_level;
 };
@@ -74,6 +87,9 @@ enum gw_phase {
 	GW_ACCEPTED,  /* the engine took it: tokens may come */
 	GW_DONE,      /* finished, failed or refused: nothing more comes */
 };
+
+/* Bytes of the gateway's secret in every request's cache scope (gw_req_scope_cache). */
+#define GW_CACHE_SECRET_BYTES 32
 
 /* Choices per HTTP request at most: prompts of a batch x n. */
 #define GW_MAX_CHOICES 128
@@ -135,6 +151,10 @@ struct gw_req {
 	size_t echo_len;
 	struct allm_logit_bias *logit_bias; /* owned */
 	uint32_t n_logit_bias;
+	struct gw_req *owner;    /* NULL: ids, text, echo and logit_bias are its own; else
+				  * they are this choice's (its prompt's first), shared by
+				  * the n choices of a prompt, and it holds a reference to
+				  * it (once enqueued): 128 choices, one prompt (issue 49) */
 
 	/* lock: */
 	enum gw_phase phase;
@@ -185,6 +205,8 @@ struct gw {
 	bool engine_paused;       /* its status says draining, drained or shutting down:
 				   * /health says 503, so a load balancer sends no more */
 	double connected_at;      /* allm_now() of the connection */
+	long long engine_created; /* unix time the engine started (its status' uptime; until
+				   * known, the gateway's start): /v1/models' `created` */
 	struct gw_req *cancels;   /* hung up, or a cancel the full SQ refused: the pump sends */
 	bool cancels_blocked;     /* the SQ refused a cancel this turn */
 	struct gw_req **slots;    /* in-flight requests by tag slot */
@@ -216,7 +238,14 @@ struct gw {
 	bool ctl_started, ctl_stop;  /* ctl_lock */
 	struct gw_scrape **scrapes;  /* ctl_lock: GET /metrics waiting for the next call */
 	uint32_t n_scrapes;
+	char *metrics_text;          /* ctl_lock: the last `metrics` answer rendered (gw-ctl.c) */
+	size_t metrics_len;
+	double metrics_at;           /* ctl_lock: allm_now() it came */
+	double metrics_asked;        /* ctl_lock: allm_now() of the last GET /metrics */
+	double metrics_tried;        /* ctl_lock: allm_now() of the last refresh asked */
 	uint64_t seed_state;      /* for requests without a seed */
+	uint8_t cache_secret[GW_CACHE_SECRET_BYTES]; /* random per process: scopes the prefix
+						       * cache (gw_req_scope_cache) */
 };
 
 /* Choice i (< n_choices) of the lead r: r itself for n = 1. */
@@ -270,8 +299,10 @@ enum MHD_ConnectionNotificationCode;
 void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 		     enum MHD_ConnectionNotificationCode code);
 /* working: a whole request is in and being answered (no deadline); false: the
- * answer is done, the next request's deadline starts. */
+ * answer is done, the next request's deadlines start. */
 void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working);
+/* The request's line and headers are in: its --header-timeout is met. */
+void gw_conns_head_in(struct gw *gw, struct MHD_Connection *conn);
 int gw_conns_start(struct gw *gw);
 void gw_conns_stop(struct gw *gw);
 

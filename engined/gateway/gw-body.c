@@ -291,6 +291,7 @@ enum MHD_Result gw_body_respond(struct gw *gw, struct MHD_Connection *c, struct 
 	if (!res)
 		return MHD_NO;
 	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	gw_cors_answer(&gw->o.cors, c, res);
 	enum MHD_Result ok = MHD_queue_response(c, 200, res);
 	MHD_destroy_response(res);
 	return ok;

@@ -1,7 +1,10 @@
 /* A deadline per connection for what the client sends: from connect, and from the
- * end of each answer, it has --timeout seconds to deliver a whole request (headers
- * and body). libmicrohttpd's own timeout only counts silence, so a slowloris peer
- * trickling a byte a second would hold its slot for ever; this one cannot. While
+ * end of each answer, it has --header-timeout seconds (10) to deliver a request's
+ * line and headers, and --timeout seconds (60) for the whole request, body
+ * included. libmicrohttpd's own timeout only counts silence, so a slowloris peer
+ * trickling a byte a second would hold its slot for ever; this one cannot, and
+ * before authentication (the key is a header) it holds it for seconds, not a
+ * minute (issue 49 item 4; libmicrohttpd's per-address cap does the rest). While
  * the gateway works on a request (generating, streaming) there is no deadline.
  *
  * A reaper thread shuts down the socket of a connection past its deadline;
@@ -25,8 +28,23 @@
 struct gw_conn {
 	struct gw_conn *prev, *next;
 	int fd;
+	double head;     /* allm_now() by which the request's headers must be in; 0: none */
 	double deadline; /* allm_now() by which a whole request must be in; 0: none */
 };
+
+/* Both deadlines from now (under conns_lock). */
+static void arm(const struct gw *gw, struct gw_conn *c)
+{
+	double now = allm_now();
+	c->head = now + gw->o.header_timeout_s;
+	c->deadline = now + gw->o.timeout_s;
+}
+
+static struct gw_conn *of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
 
 static void conns_insert(struct gw *gw, struct gw_conn *c)
 {
@@ -59,7 +77,7 @@ void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
 			return; /* untracked: libmicrohttpd's idle timeout still applies */
 		c->fd = ci->connect_fd;
 		pthread_mutex_lock(&gw->conns_lock);
-		c->deadline = allm_now() + gw->o.timeout_s;
+		arm(gw, c);
 		conns_insert(gw, c);
 		pthread_mutex_unlock(&gw->conns_lock);
 		*socket_context = c;
@@ -74,12 +92,24 @@ void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
 
 void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working)
 {
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct gw_conn *c = ci ? ci->socket_context : NULL;
+	struct gw_conn *c = of(conn);
 	if (!c)
 		return;
 	pthread_mutex_lock(&gw->conns_lock);
-	c->deadline = working ? 0 : allm_now() + gw->o.timeout_s;
+	if (working)
+		c->head = c->deadline = 0;
+	else
+		arm(gw, c);
+	pthread_mutex_unlock(&gw->conns_lock);
+}
+
+void gw_conns_head_in(struct gw *gw, struct MHD_Connection *conn)
+{
+	struct gw_conn *c = of(conn);
+	if (!c)
+		return;
+	pthread_mutex_lock(&gw->conns_lock);
+	c->head = 0;
 	pthread_mutex_unlock(&gw->conns_lock);
 }
 
@@ -93,15 +123,16 @@ static void *reaper_main(void *arg)
 		int n = 0;
 		pthread_mutex_lock(&gw->conns_lock);
 		for (struct gw_conn *c = gw->conns; c; c = c->next)
-			if (c->deadline > 0 && now > c->deadline) {
+			if ((c->deadline > 0 && now > c->deadline) || (c->head > 0 && now > c->head)) {
 				shutdown(c->fd, SHUT_RDWR);
-				c->deadline = 0;
+				c->head = c->deadline = 0;
 				n++;
 			}
 		pthread_mutex_unlock(&gw->conns_lock);
 		if (n)
-			gw_log(gw, ALLM_LOG_DEBUG, "closed %d connection%s that sent no whole request within %d s", n,
-			       n == 1 ? "" : "s", gw->o.timeout_s);
+			gw_log(gw, ALLM_LOG_DEBUG,
+			       "closed %d connection%s that sent no headers within %d s or no whole request within %d s",
+			       n, n == 1 ? "" : "s", gw->o.header_timeout_s, gw->o.timeout_s);
 	}
 	return NULL;
 }

@@ -22,7 +22,15 @@
  *
  * The engine's batch: after each connection its `status` says its max_num_seqs,
  * which sizes what the gateway keeps on the engine (gw-users.c) unless the
- * flags say. */
+ * flags say; its uptime dates /v1/models' `created`.
+ *
+ * /metrics never waits on the engine's step (issue 49 item 8: a heavy prefill
+ * held it at 503 for 20 s): once scraped, this thread keeps the engine's figures
+ * fresh (a `metrics` call each probe period while scrapes keep coming) and a
+ * scrape is answered from that copy at once; a copy older than the period says
+ * its age in a comment and in allm_gateway_metrics_age_seconds. Only the first
+ * scrape waits for a call. Labels name the model as clients do
+ * (--served-model-name), not by the engine's path to its file. */
 #include "gw-ctl.h"
 
 #include "common.h"
@@ -45,6 +53,8 @@
 #define GW_CTL_PROBE_MAX_S 1.0
 /* Scrapes waiting at most; more get 503 at once (each holds a connection). */
 #define GW_SCRAPES_MAX 64
+/* The figures are kept fresh this long after the last scrape. */
+#define GW_METRICS_KEEP_S 300.0
 
 double gw_engine_silence(struct gw *gw)
 {
@@ -62,8 +72,10 @@ static void heard(struct gw *gw)
 }
 
 /* The body of a `cache-reset` answer: {"dropped_blocks": N}. */
-static int reset_render(const msgpack_object *result, char **text, size_t *len, char *err, size_t errlen)
+static int reset_render(struct gw *gw, const msgpack_object *result, char **text, size_t *len, char *err,
+			size_t errlen)
 {
+	(void)gw;
 	int64_t n;
 	if (allm_ctl_get_int(result, "dropped_blocks", &n)) {
 		snprintf(err, errlen, "the engine's cache-reset answer has no dropped_blocks");
@@ -75,15 +87,103 @@ static int reset_render(const msgpack_object *result, char **text, size_t *len, 
 	return 0;
 }
 
+/* Every model_name label of a `metrics` result set to name: the message is ours
+ * until freed, so its strings may point elsewhere for the rendering. */
+static void relabel(msgpack_object *o, const char *name)
+{
+	if (o->type == MSGPACK_OBJECT_ARRAY) {
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			relabel(&o->via.array.ptr[i], name);
+	} else if (o->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			msgpack_object_kv *kv = &o->via.map.ptr[i];
+			if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 10 &&
+			    !memcmp(kv->key.via.str.ptr, "model_name", 10) && kv->val.type == MSGPACK_OBJECT_STR) {
+				kv->val.via.str.ptr = name;
+				kv->val.via.str.size = (uint32_t)strlen(name);
+			} else {
+				relabel(&kv->val, name);
+			}
+		}
+	}
+}
+
+/* `metrics` as Prometheus text, labelled with the served model's id. */
+static int metrics_render(struct gw *gw, const msgpack_object *result, char **text, size_t *len, char *err,
+			  size_t errlen)
+{
+	bool up;
+	struct gw_model *m = gw_engine_model(gw, &up);
+	if (m)
+		relabel((msgpack_object *)result, m->id);
+	int r = allm_ctl_prom_render(result, text, len, err, errlen);
+	gw_model_unref(m);
+	return r;
+}
+
+/* Keeps a copy of the figures (ctl_lock taken here). */
+static void metrics_keep(struct gw *gw, const char *text, size_t len)
+{
+	char *copy = malloc(len + 1);
+	if (!copy)
+		return;
+	memcpy(copy, text, len + 1);
+	pthread_mutex_lock(&gw->ctl_lock);
+	free(gw->metrics_text);
+	gw->metrics_text = copy;
+	gw->metrics_len = len;
+	gw->metrics_at = allm_now();
+	pthread_mutex_unlock(&gw->ctl_lock);
+}
+
+int gw_ctl_metrics_now(struct gw *gw, char **text, size_t *len)
+{
+	int r = -EAGAIN;
+	pthread_mutex_lock(&gw->ctl_lock);
+	gw->metrics_asked = allm_now();
+	if (gw->metrics_text) {
+		double age = allm_now() - gw->metrics_at;
+		char head[200];
+		int k = 0;
+		if (age > GW_CTL_PROBE_MAX_S * 2)
+			k = snprintf(head, sizeof(head),
+				     "# allm-gateway: the engine's figures as of %.1f s ago (it has not answered since)\n",
+				     age);
+		k += snprintf(head + k, sizeof(head) - (size_t)k,
+			      "# HELP allm_gateway_metrics_age_seconds Age of the engine's figures below.\n"
+			      "# TYPE allm_gateway_metrics_age_seconds gauge\n"
+			      "allm_gateway_metrics_age_seconds %.3f\n", age);
+		if ((*text = malloc((size_t)k + gw->metrics_len + 1))) {
+			memcpy(*text, head, (size_t)k);
+			memcpy(*text + k, gw->metrics_text, gw->metrics_len + 1);
+			*len = (size_t)k + gw->metrics_len;
+			r = 0;
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&gw->ctl_lock);
+	return r;
+}
+
+/* Whether the figures are to be refreshed now (scraped lately, older than a
+ * period). Under ctl_lock. */
+static bool metrics_due_locked(struct gw *gw, double every)
+{
+	double now = allm_now();
+	return gw->metrics_text && now - gw->metrics_asked < GW_METRICS_KEEP_S && now - gw->metrics_at >= every &&
+	       now - gw->metrics_tried >= every && gw_engine_silence(gw) <= gw->o.engine_timeout_s;
+}
+
 /* One call of job for the connections s[0..n) that asked it: each gets the
  * answer or the error, and its connection back. */
 static void call_job(struct gw *gw, enum gw_ctl_job job, struct gw_scrape **s, uint32_t n)
 {
 	static const struct {
 		const char *cmd, *what;
-		int (*render)(const msgpack_object *, char **, size_t *, char *, size_t);
+		int (*render)(struct gw *, const msgpack_object *, char **, size_t *, char *, size_t);
 	} jobs[] = {
-		[GW_CTL_METRICS] = {"metrics", "GET /metrics", allm_ctl_prom_render},
+		[GW_CTL_METRICS] = {"metrics", "GET /metrics", metrics_render},
 		[GW_CTL_CACHE_RESET] = {"cache-reset", "POST /reset_prefix_cache", reset_render},
 	};
 	struct allm_ctl_msg *m = NULL;
@@ -98,8 +198,10 @@ static void call_job(struct gw *gw, enum gw_ctl_job job, struct gw_scrape **s, u
 		snprintf(err, sizeof(err), "%s", allm_ctl_client_error(gw->ctl));
 	} else {
 		heard(gw);
-		r = jobs[job].render(m->result, &text, &len, err, sizeof(err));
+		r = jobs[job].render(gw, m->result, &text, &len, err, sizeof(err));
 	}
+	if (!r && job == GW_CTL_METRICS)
+		metrics_keep(gw, text, len);
 	allm_ctl_msg_free(m);
 	if (r)
 		gw_log(gw, ALLM_LOG_WARN, "%s: %s", jobs[job].what, err);
@@ -145,14 +247,21 @@ static void probe(struct gw *gw)
 {
 	struct allm_ctl_msg *m = NULL;
 	int64_t seqs;
+	double uptime;
 	if (allm_ctl_call(gw->ctl, "status", NULL, 0, (int)(probe_every(gw) * 1000) + 1, &m) == 0) {
 		bool learnt = !allm_ctl_get_int(m->result, "limits.max_num_seqs", &seqs) && seqs > 0;
+		long long started = !allm_ctl_get_double(m->result, "uptime_s", &uptime) && uptime >= 0
+					    ? (long long)(time(NULL) - (time_t)uptime)
+					    : 0;
 		const msgpack_object *st = allm_ctl_get(m->result, "state");
 		bool paused = st && (allm_ctl_str_eq(st, "draining") || allm_ctl_str_eq(st, "drained") ||
 				     allm_ctl_str_eq(st, "shutting_down"));
 		pthread_mutex_lock(&gw->lock);
 		gw->engine_heard = allm_now();
 		gw->engine_paused = paused;
+		/* one figure per engine: a second of rounding must not move it */
+		if (started && (started > gw->engine_created + 2 || started < gw->engine_created - 2))
+			gw->engine_created = started;
 		if (learnt) {
 			gw->engine_max_seqs = (int)ALLM_MIN(seqs, INT32_MAX);
 			gw->want_limits = false;
@@ -178,12 +287,13 @@ static void *ctl_main(void *arg)
 	struct gw_scrape *batch[GW_SCRAPES_MAX];
 	double probed = 0; /* when the last probe was */
 	for (;;) {
+		bool refresh = false;
 		pthread_mutex_lock(&gw->ctl_lock);
 		while (!gw->ctl_stop && gw->n_scrapes == 0) {
 			double silent = gw_engine_silence(gw), every = probe_every(gw);
 			/* a busy engine is probed too: its state (drained?) is news */
 			silent = ALLM_MAX(silent, allm_now() - probed);
-			if (silent >= every || limits_wanted(gw))
+			if ((refresh = metrics_due_locked(gw, every)) || silent >= every || limits_wanted(gw))
 				break;
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -211,6 +321,11 @@ static void *ctl_main(void *arg)
 		}
 		if (n) {
 			scrape(gw, batch, n);
+		} else if (refresh) {
+			pthread_mutex_lock(&gw->ctl_lock);
+			gw->metrics_tried = allm_now(); /* once a period, answered or not */
+			pthread_mutex_unlock(&gw->ctl_lock);
+			call_job(gw, GW_CTL_METRICS, NULL, 0); /* the kept figures, refreshed */
 		} else {
 			probe(gw);
 			probed = allm_now();
@@ -271,6 +386,8 @@ void gw_ctl_stop(struct gw *gw)
 	}
 	free(gw->scrapes);
 	gw->scrapes = NULL;
+	free(gw->metrics_text);
+	gw->metrics_text = NULL;
 	allm_ctl_client_close(gw->ctl);
 	gw->ctl = NULL;
 }

@@ -32,6 +32,11 @@ void gw_ctl_stop(struct gw *gw);
 /* Suspends s->conn and queues s for the next call: 0; -EBUSY when too many wait
  * or the thread stops (answer 503 now, the connection was not suspended). */
 int gw_ctl_scrape(struct gw *gw, struct gw_scrape *s);
+/* The engine's figures kept from the last `metrics` call, as GET /metrics answers
+ * them (their age said), at once: 0 with *text (malloc'ed) and *len; -EAGAIN when
+ * none was kept yet (queue a scrape), -ENOMEM. Notes that /metrics is scraped, so
+ * the thread keeps the figures fresh. */
+int gw_ctl_metrics_now(struct gw *gw, char **text, size_t *len);
 /* Wakes the thread to look again (a new engine: its limits are wanted). Not
  * under gw->lock. */
 void gw_ctl_kick(struct gw *gw);

@@ -30,6 +30,11 @@
 #define GW_ARENA (8u << 20)
 /* The pump's poll set starts this large (3 fds of its own + sockets) and grows. */
 #define GW_WATCH_MIN 64
+/* While events keep the pump busy (it polls only when idle), the sockets of the
+ * requests are looked at this often for hang-ups: a client that went away had
+ * its choices run on for as long as the engine kept others busy (~30 s, issue 49
+ * item 6). */
+#define GW_HANGUP_CHECK_S 0.05
 
 /* Connections to resume once the lock is dropped (MHD_resume_connection takes
  * libmicrohttpd's own lock; never call it under ours). */
@@ -440,6 +445,7 @@ static void *pump_main(void *arg)
 	struct resume_list rl = {0};
 	struct watch w = {.fds = gw->watch_fds, .reqs = gw->watch_reqs, .cap = GW_WATCH_MIN};
 	bool aborted = false;
+	double watched = 0; /* allm_now() the sockets were last looked at */
 	for (;;) {
 		if (!gw->client && !gw->aborting && allm_now() >= gw->next_connect)
 			try_connect(gw);
@@ -486,8 +492,25 @@ static void *pump_main(void *arg)
 		resume_all(&rl);
 		if (quit)
 			break;
-		if (busy || lost)
+		if (lost)
 			continue;
+		if (busy) {
+			if (allm_now() - watched >= GW_HANGUP_CHECK_S) {
+				pthread_mutex_lock(&gw->lock);
+				build_watch(gw, &w);
+				pthread_mutex_unlock(&gw->lock);
+				/* the hang-ups only: the sockets, not our own three fds */
+				if (w.n && poll(w.fds + 3, w.n, 0) > 0) {
+					pthread_mutex_lock(&gw->lock);
+					check_hangups(gw, &w, &rl);
+					pthread_mutex_unlock(&gw->lock);
+					resume_all(&rl);
+				}
+				watched = allm_now();
+			}
+			continue;
+		}
+		watched = allm_now();
 
 		pthread_mutex_lock(&gw->lock);
 		build_watch(gw, &w);

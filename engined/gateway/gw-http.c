@@ -25,11 +25,24 @@
  * SSE and gw-body.c's whole answers must fit in it. */
 #define GW_CONN_MEMORY (64 * 1024)
 
-enum route { R_NONE, R_HEALTH, R_METRICS, R_RESET_CACHE, R_MODELS, R_COMPLETIONS, R_CHAT };
+enum route {
+	R_NONE,
+	R_HEALTH,
+	R_METRICS,
+	R_RESET_CACHE,
+	R_MODELS,
+	R_MODEL, /* GET /v1/models/{id} */
+	R_COMPLETIONS,
+	R_CHAT,
+	R_TOKENIZE,
+	R_DETOKENIZE,
+};
 
 /* One HTTP request (libmicrohttpd's per-request context). */
 struct gw_http {
+	struct gw *gw;
 	enum route route;
+	char model_id[256];   /* R_MODEL: the id in the URL */
 	char *body;
 	size_t len, cap;
 	bool too_big;     /* the body passed --max-body-bytes: the rest is dropped */
@@ -62,6 +75,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct gw_http *x, unsi
 	/* libmicrohttpd closes the connection after an answer that says so */
 	if (x && x->close)
 		MHD_add_response_header(res, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (x)
+		gw_cors_answer(&x->gw->o.cors, c, res);
 	enum MHD_Result ok = MHD_queue_response(c, status, res);
 	MHD_destroy_response(res);
 	if (x)
@@ -133,17 +148,35 @@ static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struc
 	return respond_json(c, x, 200, s, s ? strlen(s) : 0);
 }
 
+/* A model card: `created` is when the engine started (its status says its uptime). */
+static json_t *model_card(struct gw *gw, const struct gw_model *m)
+{
+	pthread_mutex_lock(&gw->lock);
+	long long created = gw->engine_created;
+	pthread_mutex_unlock(&gw->lock);
+	json_t *card = json_pack("{s:s, s:s, s:I, s:s}", "id", m->id, "object", "model", "created",
+				 (json_int_t)created, "owned_by", "adaptivellm");
+	if (card && m->context > 0)
+		json_object_set_new(card, "max_model_len", json_integer(m->context));
+	return card;
+}
+
+/* GET /v1/models, and GET /v1/models/{id} (the SDKs' models.retrieve()). */
 static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
 	bool up;
 	struct gw_model *m = gw_engine_model(gw, &up);
 	if (!m)
 		return no_engine(gw, c, x);
-	json_t *card = json_pack("{s:s, s:s, s:i, s:s}", "id", m->id, "object", "model", "created", 0,
-				 "owned_by", "adaptivellm");
-	if (card && m->context > 0)
-		json_object_set_new(card, "max_model_len", json_integer(m->context));
-	json_t *j = card ? json_pack("{s:s, s:[o]}", "object", "list", "data", card) : NULL;
+	if (x->route == R_MODEL && strcmp(x->model_id, m->id)) {
+		struct gw_api_err e;
+		gw_api_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
+			    "The model `%.200s` does not exist (this server serves `%s`)", x->model_id, m->id);
+		gw_model_unref(m);
+		return respond_err(c, x, &e);
+	}
+	json_t *card = model_card(gw, m);
+	json_t *j = card && x->route == R_MODELS ? json_pack("{s:s, s:[o]}", "object", "list", "data", card) : card;
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	gw_model_unref(m);
@@ -167,6 +200,11 @@ static enum MHD_Result ctl_answer(struct gw *gw, struct MHD_Connection *c, struc
 		return respond(c, x, 200, metrics ? ALLM_CTL_PROM_CONTENT_TYPE : "application/json", text,
 			       x->scrape.len);
 	}
+	char *kept = NULL;
+	size_t len = 0;
+	/* the figures kept fresh by the control-plane thread: never wait on a step */
+	if (metrics && gw_ctl_metrics_now(gw, &kept, &len) == 0)
+		return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, kept, len);
 	gw_model_unref(gw_engine_model(gw, &up));
 	if (!up)
 		return no_engine(gw, c, x);
@@ -203,10 +241,11 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		return respond_err(c, x, &e);
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	for (uint32_t i = 0; i < r->n_choices; i++)
-		gw_req_scope_cache(gw_choice(r, i), auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	char user[64], why[400];
 	gw_users_key(gw, c, x->key_index, user, sizeof(user));
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		gw_req_scope_cache(gw_choice(r, i), gw->cache_secret, user,
+				   auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL);
 	r->conn = c;
 	pthread_mutex_lock(&gw->lock);
 	/* its user's quota and queue (gw-users.c): the pump takes users in turn */
@@ -226,10 +265,32 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 		gw->live++;
 	}
 	r->refs += (int)r->n_choices - 1; /* one held by each other choice */
+	for (uint32_t i = 0; i < r->n_choices; i++)
+		if (gw_choice(r, i)->owner)
+			gw_choice(r, i)->owner->refs++; /* its prompt's buffers */
 	x->req = r;
 	pthread_mutex_unlock(&gw->lock);
 	gw_engine_wake(gw);
 	return MHD_YES;
+}
+
+/* POST /tokenize and /detokenize (vLLM's, llama.cpp's): the gateway's tokenizer
+ * (and chat template, for messages), no engine involved. */
+static enum MHD_Result post_tokenize(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
+{
+	struct gw_api_err e;
+	bool up;
+	char *out = NULL;
+	size_t len = 0;
+	if (x->too_big)
+		return fail(c, x, 413, "invalid_request_error", "body_too_large",
+			    "the request body is larger than --max-body-bytes");
+	struct gw_model *m = gw_engine_model(gw, &up);
+	if (!m)
+		return no_engine(gw, c, x);
+	int rc = gw_api_tokenize(gw, m, x->route == R_DETOKENIZE, x->body ? x->body : "", x->len, &out, &len, &e);
+	gw_model_unref(m);
+	return rc ? respond_err(c, x, &e) : respond_json(c, x, 200, out, len);
 }
 
 /* Called again after the pump resumed the connection. */
@@ -279,7 +340,8 @@ static enum MHD_Result on_resumed(struct gw *gw, struct MHD_Connection *c, struc
 
 /* --- routing --------------------------------------------------------------------- */
 
-static enum route route_of(const char *url, const char **method)
+/* The route of url and the method it takes ("GET" routes take HEAD too). */
+static enum route route_of(const char *url, const char **method, char *model_id, size_t len)
 {
 	static const struct {
 		const char *url, *method;
@@ -291,13 +353,51 @@ static enum route route_of(const char *url, const char **method)
 		{"/v1/models", "GET", R_MODELS},
 		{"/v1/completions", "POST", R_COMPLETIONS},
 		{"/v1/chat/completions", "POST", R_CHAT},
+		{"/tokenize", "POST", R_TOKENIZE},
+		{"/detokenize", "POST", R_DETOKENIZE},
 	};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (!strcmp(url, routes[i].url)) {
 			*method = routes[i].method;
 			return routes[i].r;
 		}
+	/* a model id may hold slashes ("Qwen/Qwen2.5-0.5B"): the rest of the path */
+	if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+		*method = "GET";
+		snprintf(model_id, len, "%s", url + 11);
+		return R_MODEL;
+	}
 	return R_NONE;
+}
+
+static bool method_ok(const char *method, const char *want)
+{
+	return !strcmp(method, want) || (!strcmp(want, "GET") && !strcmp(method, "HEAD"));
+}
+
+/* OPTIONS: a browser's preflight (gw-cors.c), or a plain one answered with Allow. */
+static enum MHD_Result options(struct gw *gw, struct MHD_Connection *c, struct gw_http *x, const char *want)
+{
+	struct MHD_Response *res = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	char why[300];
+	unsigned status = 204;
+	if (!res)
+		return MHD_NO;
+	if (gw_cors_is_preflight(c, "OPTIONS")) {
+		status = gw_cors_preflight(&gw->o.cors, c, res, why, sizeof(why));
+	} else {
+		snprintf(why, sizeof(why), "%s%s, OPTIONS", want, !strcmp(want, "GET") ? ", HEAD" : "");
+		MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, why);
+	}
+	if (status != 204) {
+		MHD_destroy_response(res);
+		gw_log(gw, ALLM_LOG_DEBUG, "preflight refused: %s", why);
+		return fail(c, x, (int)status, "invalid_request_error", "cors_refused", why);
+	}
+	enum MHD_Result ok = MHD_queue_response(c, status, res);
+	MHD_destroy_response(res);
+	x->responded = true;
+	return ok;
 }
 
 /* Whether the Bearer token h is k: constant time in the key's length, so the
@@ -323,6 +423,20 @@ static int key_index(struct MHD_Connection *c, const char *const *keys, int n)
 		if (key_eq(h + 7, keys[i]) && found < 0)
 			found = i;
 	return found;
+}
+
+/* GET /metrics shows every user's traffic and the prefix cache's counters: the
+ * metrics key when there is one; else open only when no key at all is set (or
+ * --metrics-open says so), and otherwise the admin key. */
+static bool metrics_allowed(const struct gw *gw, struct MHD_Connection *c)
+{
+	if (gw->o.metrics_open)
+		return true;
+	if (gw->o.metrics_api_key)
+		return key_index(c, &gw->o.metrics_api_key, 1) >= 0;
+	if (!gw->o.n_api_keys && !gw->o.admin_api_key)
+		return true;
+	return gw->o.admin_api_key && key_index(c, &gw->o.admin_api_key, 1) >= 0;
 }
 
 /* What the framing headers say (RFC 9112 §6): how many Content-Length values,
@@ -396,25 +510,34 @@ static enum MHD_Result on_headers(struct gw *gw, struct MHD_Connection *c, const
 				  const char *method, struct gw_http *x)
 {
 	const char *want = NULL;
-	char msg[300];
-	x->route = route_of(url, &want);
+	char msg[400];
+	x->route = route_of(url, &want, x->model_id, sizeof(x->model_id));
 	if (x->route == R_NONE) {
 		snprintf(msg, sizeof(msg), "no route %.200s (POST /v1/completions, POST "
-					   "/v1/chat/completions, GET /v1/models, /health, /metrics)", url);
+					   "/v1/chat/completions, GET /v1/models, POST /tokenize, POST /detokenize, "
+					   "/health, /metrics)", url);
 		return fail(c, x, 404, "invalid_request_error", "not_found", msg);
 	}
-	if (strcmp(method, want)) {
+	/* before the key: a browser's preflight carries none */
+	if (!strcmp(method, "OPTIONS"))
+		return options(gw, c, x, want);
+	if (!method_ok(method, want)) {
 		snprintf(msg, sizeof(msg), "%s takes %s", url, want);
 		return fail(c, x, 405, "invalid_request_error", "method_not_allowed", msg);
 	}
 	x->key_index = gw->o.n_api_keys ? key_index(c, gw->o.api_keys, gw->o.n_api_keys) : -1;
-	if (gw->o.n_api_keys && !strncmp(url, "/v1/", 4) && x->key_index < 0)
+	bool user_route = !strncmp(url, "/v1/", 4) || x->route == R_TOKENIZE || x->route == R_DETOKENIZE;
+	if (gw->o.n_api_keys && user_route && x->key_index < 0)
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
 			    "Incorrect API key provided (Authorization: Bearer KEY)");
-	if (x->route == R_METRICS && gw->o.metrics_api_key &&
-	    key_index(c, &gw->o.metrics_api_key, 1) < 0)
+	if (x->route == R_METRICS && !metrics_allowed(gw, c))
 		return fail(c, x, 401, "invalid_request_error", "invalid_api_key",
-			    "GET /metrics needs the metrics key (--metrics-api-key; Authorization: Bearer KEY)");
+			    gw->o.metrics_api_key ? "GET /metrics needs the metrics key (--metrics-api-key; "
+						    "Authorization: Bearer KEY)"
+			    : gw->o.admin_api_key ? "GET /metrics needs the admin key while keys are set and no "
+						    "--metrics-api-key is (Authorization: Bearer KEY)"
+						  : "GET /metrics is closed while API keys are set: start the gateway "
+						    "with --metrics-api-key-file FILE (or --metrics-open)");
 	/* vLLM's name; off unless an operator key guards it: one user must not
 	 * empty every user's cache */
 	if (x->route == R_RESET_CACHE && !gw->o.admin_api_key)
@@ -439,7 +562,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!x) {
 		if (!(x = calloc(1, sizeof(*x))))
 			return MHD_NO;
+		x->gw = gw;
 		*con_cls = x;
+		gw_conns_head_in(gw, c);
 		gw_log(gw, ALLM_LOG_DEBUG, "%s %s", method, url);
 		bool refused;
 		enum MHD_Result ok = check_framing(c, x, &refused);
@@ -482,7 +607,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	case R_HEALTH: return get_health(gw, c, x);
 	case R_METRICS:
 	case R_RESET_CACHE: return ctl_answer(gw, c, x);
-	case R_MODELS: return get_models(gw, c, x);
+	case R_MODELS:
+	case R_MODEL: return get_models(gw, c, x);
+	case R_TOKENIZE:
+	case R_DETOKENIZE: return post_tokenize(gw, c, x);
 	default: return post_generate(gw, c, x);
 	}
 }
@@ -534,6 +662,7 @@ int gw_http_start(struct gw *gw)
 		MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)gw->o.threads,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)gw->o.max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)gw->o.max_conns_per_addr,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)gw->o.timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)GW_CONN_MEMORY,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,

@@ -94,12 +94,21 @@ static json_t *token_text(struct gw_toktext *t, int32_t prev, int32_t id)
 	return n >= 0 && k >= 0 ? gw_api_text_json(t->piece, (size_t)(n + k)) : json_string("");
 }
 
-/* [the UTF-8 bytes of a token's text] (chat's "bytes") */
-static json_t *bytes_json(json_t *text)
+/* [a token's own bytes] (chat's "bytes"): what it decodes to, so a client can join
+ * the bytes of tokens that split a character (their text is U+FFFD each, as
+ * OpenAI's and vLLM's); a special token's, and without a tokenizer, its text's. */
+static json_t *bytes_json(const struct gw_toktext *t, int32_t id, json_t *text)
 {
 	json_t *a = json_array();
-	const unsigned char *p = (const unsigned char *)json_string_value(text);
-	for (size_t i = 0; a && p && i < json_string_length(text); i++)
+	size_t n = 0;
+	const unsigned char *p = NULL;
+	if (t->m->tok && !allm_tokenizer_is_special(t->m->tok, id))
+		p = (const unsigned char *)allm_tokenizer_token_bytes(t->m->tok, id, &n);
+	if (!p) {
+		p = (const unsigned char *)json_string_value(text);
+		n = p ? json_string_length(text) : 0;
+	}
+	for (size_t i = 0; a && i < n; i++)
 		json_array_append_new(a, json_integer(p[i]));
 	return a;
 }
@@ -150,13 +159,13 @@ json_t *gw_lp_chat_json(struct gw_toktext *t, const struct gw_lps *l, size_t i, 
 		if (!tt)
 			goto fail;
 		json_array_append_new(top, json_pack("{s:O, s:f, s:o}", "token", tt, "logprob",
-						     (double)e[1 + k].logprob, "bytes", bytes_json(tt)));
+						     (double)e[1 + k].logprob, "bytes", bytes_json(t, e[1 + k].token_id, tt)));
 		json_decref(tt);
 	}
 	if (!top || !s)
 		goto fail;
 	json_t *o = json_pack("{s:O, s:f, s:o, s:o}", "token", s, "logprob", (double)e->logprob, "bytes",
-			      bytes_json(s), "top_logprobs", top);
+			      bytes_json(t, e->token_id, s), "top_logprobs", top);
 	json_decref(s);
 	return o;
 fail:

@@ -1,8 +1,8 @@
 /* OpenAI request bodies -> gw_req (gw-openai.h). Every field is checked for type
- * and range before anything is allocated for the engine; fields the engine cannot
- * honour (tools, suffix, best_of, echo with logprobs) are refused by name rather than
- * silently ignored. Fields unknown here are ignored, as OpenAI's own server does
- * with extensions it does not know. */
+ * and range before anything is allocated for the engine; a field this gateway does
+ * not apply is refused by name (gw-fields.c says which are accepted without
+ * effect), never silently ignored. */
+#include "gw-fields.h"
 #include "gw-openai.h"
 
 #include "sha256.h"
@@ -162,17 +162,6 @@ int gw_api_get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e)
 	return 0;
 }
 
-/* A field the engine cannot honour: accepted only at its neutral value. */
-int gw_api_refuse_unless(json_t *b, const char *k, double neutral, struct gw_api_err *e)
-{
-	json_t *j = json_object_get(b, k);
-	if (!j || json_is_null(j) || (json_is_false(j) && neutral == 0) ||
-	    (json_is_number(j) && json_number_value(j) == neutral) ||
-	    ((json_is_object(j) || json_is_array(j)) && json_object_size(j) + json_array_size(j) == 0))
-		return 0;
-	return gw_api_bad(e, k, "'%s' is not supported by this server", k);
-}
-
 /* --- sampling and the rest ------------------------------------------------------- */
 
 static int parse_stop(json_t *b, struct gw_req *r, struct gw_api_err *e)
@@ -288,20 +277,18 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 			return -1;
 		given = true;
 	}
-	/* OpenAI's defaults: 16 for completions; for chat whatever room the context
-	 * leaves (0 until the prompt is known) */
+	/* --max-tokens-default, else OpenAI's defaults: 16 for completions; for chat
+	 * whatever room the context leaves (0 until the prompt is known) */
 	if (!given)
-		p->max_tokens = chat ? 0 : GW_COMPLETIONS_MAX_TOKENS;
+		p->max_tokens = r->gw->o.max_tokens_default ? r->gw->o.max_tokens_default
+			      : chat			  ? 0
+							  : GW_COMPLETIONS_MAX_TOKENS;
 	/* best_of would rank the choices by their log-probability: none are ranked here */
 	if (best_of != 1 && best_of != n)
 		return gw_api_bad(e, "best_of", "'best_of' must be 1 or n: choices are not ranked");
 	*ret_n = n;
-	if (parse_logit_bias(b, r, e) || gw_api_refuse_unless(b, "suffix", 0, e))
+	if (parse_logit_bias(b, r, e))
 		return -1;
-	j = json_object_get(b, "priority");
-	if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0))
-		return gw_api_bad(e, "priority",
-			   "'priority' is not supported: the engine orders requests by its own fairness priority");
 	r->lps.stride = p->logprobs > 0 ? (uint32_t)p->logprobs : 1;
 	/* no seed: a fresh one per request, as OpenAI's server samples */
 	if (!seen_row(seen, "seed") && getrandom(&p->seed, sizeof(p->seed), 0) != sizeof(p->seed))
@@ -311,7 +298,7 @@ static int parse_sampling(json_t *b, bool chat, struct gw_req *r, int64_t *ret_n
 
 /* cache_salt (vLLM's): a non-empty string; the request then shares cached KV
  * only with requests of the same salt. Its digest goes into the params; the
- * API key is mixed in when the request is sent (gw_req_scope_cache). */
+ * user is mixed in when the request is sent (gw_req_scope_cache). */
 static int parse_cache_salt(json_t *b, struct gw_req *r, struct gw_api_err *e)
 {
 	json_t *j = json_object_get(b, "cache_salt");
@@ -328,18 +315,21 @@ static int parse_cache_salt(json_t *b, struct gw_req *r, struct gw_api_err *e)
 	return 0;
 }
 
-void gw_req_scope_cache(struct gw_req *r, const char *bearer)
+void gw_req_scope_cache(struct gw_req *r, const uint8_t secret[GW_CACHE_SECRET_BYTES], const char *user,
+			const char *bearer)
 {
-	/* per API key (the bearer presented) and per cache_salt: requests share a
-	 * cached prefix only within both (DESIGN §5b) */
-	static const uint8_t none[ALLM_CACHE_SALT_BYTES];
-	bool salted = memcmp(r->params.cache_salt, none, sizeof(none)) != 0;
-	if (!salted && (!bearer || !*bearer))
-		return;
+	/* requests share a cached prefix only with the same user (the identity the
+	 * quotas use: an API key of several, else the client's address), the same
+	 * bearer presented and the same cache_salt (DESIGN §5b). Never all zero: the
+	 * gateway's domain is its own, not the one ring clients of its uid share
+	 * without a salt, and the secret (this process's) keeps a ring client from
+	 * computing a gateway user's salt (issue 49 item 3). */
 	uint8_t d[32];
 	struct allm_sha256 h;
 	allm_sha256_init(&h);
 	allm_sha256_update(&h, "allm-gateway-cache-scope", 25);
+	allm_sha256_update(&h, secret, GW_CACHE_SECRET_BYTES);
+	allm_sha256_update(&h, user, strlen(user) + 1);
 	allm_sha256_update(&h, bearer ? bearer : "", bearer ? strlen(bearer) + 1 : 1);
 	allm_sha256_update(&h, r->params.cache_salt, sizeof(r->params.cache_salt));
 	allm_sha256_final(&h, d);
@@ -356,6 +346,16 @@ static void new_id(struct gw_req *r, const char *prefix)
 		k += snprintf(r->id + k, sizeof(r->id) - (size_t)k, "%02x", b[i]);
 }
 
+int gw_api_check_model(json_t *b, const struct gw_model *m, struct gw_api_err *e)
+{
+	json_t *model = json_object_get(b, "model");
+	if (!model || json_is_null(model) || (json_is_string(model) && !strcmp(json_string_value(model), m->id)))
+		return 0;
+	return gw_api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+			   "The model `%.200s` does not exist (this server serves `%s`)",
+			   json_is_string(model) ? json_string_value(model) : "?", m->id);
+}
+
 void gw_api_discard(struct gw_req *r)
 {
 	if (!r)
@@ -363,11 +363,13 @@ void gw_api_discard(struct gw_req *r)
 	for (uint32_t i = 1; i < r->n_choices; i++)
 		gw_api_discard(r->choices[i]);
 	free(r->choices);
-	free(r->ids);
+	if (!r->owner) {
+		free(r->ids);
+		free(r->logit_bias);
+		free(r->echo);
+		free(r->text);
+	}
 	gw_lps_free(&r->lps);
-	free(r->logit_bias);
-	free(r->echo);
-	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_model_unref(r->model);
 	free(r);
@@ -387,14 +389,15 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		gw_api_bad(e, NULL, "the body must be a JSON object");
 		goto fail;
 	}
-	json_t *model = json_object_get(b, "model");
-	if (model && !json_is_null(model) &&
-	    (!json_is_string(model) || strcmp(json_string_value(model), m->id))) {
-		gw_api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
-			    "The model `%.200s` does not exist (this server serves `%s`)",
-			    json_is_string(model) ? json_string_value(model) : "?", m->id);
+	/* every field is applied, or accepted without effect, or refused (gw-fields.c) */
+	char why[300];
+	const char *k = gw_fields_refused(b, chat ? GW_EP_CHAT : GW_EP_COMPLETIONS, why, sizeof(why));
+	if (k) {
+		gw_api_bad(e, k, "%s", why);
 		goto fail;
 	}
+	if (gw_api_check_model(b, m, e))
+		goto fail;
 	if (!(r = calloc(1, sizeof(*r)))) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		goto fail;
@@ -423,7 +426,6 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 		r->params.max_tokens = m->context > 0 ? m->context - (int32_t)r->n_ids : INT32_MAX;
 	/* each row was checked as it was read; what is left are the rules between
 	 * rows (min_tokens <= max_tokens), the table's as the engine applies them */
-	char why[160];
 	if (allm_params_check(&r->params, why, sizeof(why))) {
 		gw_api_bad(e, "min_tokens", "%s", why);
 		goto fail;

@@ -23,11 +23,10 @@ int gw_api_fail(struct gw_api_err *e, int status, const char *type, const char *
 		const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Field checks (absent or null: *v keeps its default): a 400 naming the field, a
- * bool, and a field refused unless it holds its neutral value. -1 with e. */
+ * bool. -1 with e. */
 int gw_api_bad(struct gw_api_err *e, const char *param, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int gw_api_get_bool(json_t *b, const char *k, bool *v, struct gw_api_err *e);
-int gw_api_refuse_unless(json_t *b, const char *k, double neutral, struct gw_api_err *e);
 
 /* gw-prompt.c: the prompt of r from body b (a completion's first prompt; a
  * chat's messages rendered), tokenized, its echo, its decoder primed, the
@@ -35,14 +34,30 @@ int gw_api_refuse_unless(json_t *b, const char *k, double neutral, struct gw_api
  * (choice k * n + j is prompt k's j-th, seeded with r's seed + j). 0 or -1 with e. */
 int gw_prompt_completion(json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e);
 int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r, struct gw_api_err *e);
+/* A chat body's messages rendered by the model's template (what gw_prompt_chat
+ * tokenizes): 0 with *ret (malloc'ed, NUL-terminated), *ret_len and *ret_plain
+ * (malloc'ed, a byte per byte of *ret: 1 where the request wrote it, where special
+ * tokens must not be read), or -1 with e. */
+int gw_prompt_render(struct gw *gw, json_t *b, const struct gw_model *m, char **ret, size_t *ret_len,
+		     uint8_t **ret_plain, struct gw_api_err *e);
 int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uint32_t n, struct gw_api_err *e);
 
 /* Parses one request body into a new gw_req (refs 0, phase unset, not enqueued)
  * holding a reference to m. 0 with *ret, or -1 with e. */
-/* Scopes the request's cache salt by the API key presented (may be NULL). */
-void gw_req_scope_cache(struct gw_req *r, const char *bearer);
+/* Scopes the request's cache salt by its user (gw_users_key), the bearer presented
+ * (may be NULL) and the gateway's secret. */
+void gw_req_scope_cache(struct gw_req *r, const uint8_t secret[GW_CACHE_SECRET_BYTES], const char *user,
+			const char *bearer);
 int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body, size_t len,
 		 struct gw_req **ret, struct gw_api_err *e);
+/* POST /tokenize (detok false: {"prompt"} or chat's {"messages"} -> {"count",
+ * "max_model_len", "tokens"}) and POST /detokenize ({"tokens"} -> {"prompt"}), as
+ * vLLM answers them, with the model's tokenizer: 0 with *ret (malloc'ed JSON) and
+ * *ret_len, or -1 with e. gw-tokenize.c. */
+int gw_api_tokenize(struct gw *gw, const struct gw_model *m, bool detok, const char *body, size_t len, char **ret,
+		    size_t *ret_len, struct gw_api_err *e);
+/* b's "model" (absent or null: any) is m's id: 0, or -1 with a 404 in e. */
+int gw_api_check_model(json_t *b, const struct gw_model *m, struct gw_api_err *e);
 /* Frees a request that was never handed to the pump. */
 void gw_api_discard(struct gw_req *r);
 

@@ -2,6 +2,7 @@
  * (text or token ids, one or a batch) or a chat's messages rendered by the model's
  * template, tokenized as the engine would, its echo, the decoder primed with it,
  * the context checked; and the request's choices, one per prompt x n. */
+#include "gw-fields.h"
 #include "gw-openai.h"
 
 #include "common.h"
@@ -135,23 +136,27 @@ int gw_prompt_completion(json_t *b, const struct gw_model *m, struct gw_req *r, 
 }
 
 /* A message's content: a string, or a list of {"type": "text", "text": ...} parts
- * joined with newlines (as vLLM does). Returns a malloc'ed copy. */
-static char *content_of(json_t *msg, size_t idx, size_t *len, struct gw_api_err *e)
+ * joined with newlines (as vLLM does); an assistant's may be null or absent (what a
+ * tool-calling client sends back), which is empty text. Returns a malloc'ed copy. */
+static char *content_of(json_t *msg, size_t idx, bool assistant, size_t *len, struct gw_api_err *e)
 {
 	json_t *c = json_object_get(msg, "content");
 	char key[48];
 	snprintf(key, sizeof(key), "messages[%zu].content", idx);
-	if (json_is_string(c)) {
-		*len = json_string_length(c);
+	if (json_is_string(c) || (assistant && (!c || json_is_null(c)))) {
+		*len = c && !json_is_null(c) ? json_string_length(c) : 0;
 		char *s = malloc(*len + 1);
 		if (!s)
 			gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-		else
+		else if (*len)
 			memcpy(s, json_string_value(c), *len + 1);
+		else
+			*s = 0;
 		return s;
 	}
 	if (!json_is_array(c)) {
-		gw_api_bad(e, key, "'%s' must be a string or a list of text parts", key);
+		gw_api_bad(e, key, "'%s' must be a string or a list of text parts%s", key,
+			   assistant ? " (or null)" : "");
 		return NULL;
 	}
 	char *buf = NULL;
@@ -223,12 +228,19 @@ static json_t *chat_messages(json_t *msgs, struct gw_api_err *e)
 {
 	json_t *out = json_array(), *msg;
 	size_t i;
-	char key[48];
+	char key[80];
 	if (!out) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		return NULL;
 	}
 	json_array_foreach(msgs, i, msg) {
+		char why[300];
+		const char *f = json_is_object(msg) ? gw_fields_refused(msg, GW_EP_MESSAGE, why, sizeof(why)) : NULL;
+		if (f) {
+			snprintf(key, sizeof(key), "messages[%zu].%.20s", i, f);
+			gw_api_bad(e, key, "%s", why);
+			goto fail;
+		}
 		const char *role = json_string_value(json_object_get(msg, "role"));
 		static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
 		size_t k = 0;
@@ -252,7 +264,7 @@ static json_t *chat_messages(json_t *msgs, struct gw_api_err *e)
 			json_object_set_new(o, "content", json_string(""));
 		} else {
 			size_t len = 0;
-			char *text = content_of(msg, i, &len, e);
+			char *text = content_of(msg, i, k == 3, &len, e);
 			if (!text)
 				goto fail;
 			json_object_set_new(o, "content", json_stringn(text, len));
@@ -307,8 +319,8 @@ static void log_ids(struct gw *gw, const struct gw_req *r)
 	free(buf);
 }
 
-int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
-		   struct gw_api_err *e)
+int gw_prompt_render(struct gw *gw, json_t *b, const struct gw_model *m, char **ret, size_t *ret_len,
+		     uint8_t **ret_plain, struct gw_api_err *e)
 {
 	json_t *msgs = json_object_get(b, "messages");
 	size_t n = json_array_size(msgs);
@@ -316,17 +328,8 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 	int rc = -1;
 	if (!json_is_array(msgs) || n == 0 || n > GW_MAX_MESSAGES)
 		return gw_api_bad(e, "messages", "'messages' must be a list of 1..%d messages", GW_MAX_MESSAGES);
-	if (gw_api_refuse_unless(b, "tools", 0, e) || gw_api_refuse_unless(b, "functions", 0, e) ||
-	    gw_api_get_bool(b, "add_generation_prompt", &agp, e))
+	if (gw_api_get_bool(b, "add_generation_prompt", &agp, e))
 		return -1;
-	json_t *tc = json_object_get(b, "tool_choice");
-	if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
-		return gw_api_bad(e, "tool_choice", "'tool_choice' is not supported by this server");
-	json_t *rf = json_object_get(b, "response_format");
-	if (rf && !json_is_null(rf) &&
-	    !(json_is_string(json_object_get(rf, "type")) &&
-	      !strcmp(json_string_value(json_object_get(rf, "type")), "text")))
-		return gw_api_bad(e, "response_format", "only response_format {\"type\": \"text\"} is supported");
 	if (!m->tok || !m->tmpl)
 		return gw_api_bad(e, "messages", "cannot render a chat prompt: %s", m->why_no_chat);
 	struct allm_tmpl_out out = {0};
@@ -335,7 +338,7 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 	json_t *cm = chat_messages(msgs, e);
 	if (!cm)
 		return -1;
-	json_t *tools = json_object_get(b, "tools"); /* refused above until tool calling lands */
+	json_t *tools = json_object_get(b, "tools"); /* [] or a list of tools (gw-fields.c) */
 	bool with_tools = json_array_size(tools) > 0;
 	const struct allm_chat_template *ct = with_tools && m->tmpl_tools ? m->tmpl_tools : m->tmpl;
 	int tr = allm_chat_template_render(ct, cm, with_tools ? tools : NULL, agp, &out, err, sizeof(err));
@@ -364,12 +367,32 @@ int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw
 	for (size_t k = 0; k < out.n_segs; k++)
 		if (out.segs[k].data)
 			memset(plain + out.segs[k].off, 1, out.segs[k].len);
-	rc = tokenize(m, out.text, out.len, false, plain, r, e) || ready(m, r, e) ? -1 : 0;
-	if (!rc && gw->o.log_level >= ALLM_LOG_DEBUG)
-		log_ids(gw, r);
+	*ret = out.text;
+	*ret_len = out.len;
+	*ret_plain = plain;
+	out.text = NULL;
+	plain = NULL;
+	rc = 0;
 out:
 	json_decref(cm);
 	allm_tmpl_out_free(&out);
+	free(plain);
+	return rc;
+}
+
+int gw_prompt_chat(struct gw *gw, json_t *b, const struct gw_model *m, struct gw_req *r,
+		   struct gw_api_err *e)
+{
+	char *prompt = NULL;
+	size_t plen = 0;
+	uint8_t *plain = NULL;
+	if (gw_prompt_render(gw, b, m, &prompt, &plen, &plain, e))
+		return -1;
+	/* the template wrote the special tokens: none added */
+	int rc = tokenize(m, prompt, plen, false, plain, r, e) || ready(m, r, e) ? -1 : 0;
+	if (!rc && gw->o.log_level >= ALLM_LOG_DEBUG)
+		log_ids(gw, r);
+	free(prompt);
 	free(plain);
 	return rc;
 }
@@ -396,10 +419,12 @@ static int check_context(const struct gw_model *m, const struct gw_req *r, struc
 	return 0;
 }
 
-/* A copy of src for choice `index` of the lead r, with its own buffers and
- * decoder; registered in r's list at once, so gw_api_discard(r) frees it. */
-static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, const struct gw_req *src,
-				  uint32_t index, struct gw_api_err *e)
+/* A copy of src for choice `index` of the lead r; registered in r's list at once,
+ * so gw_api_discard(r) frees it. share: it uses src's prompt buffers (the same
+ * prompt: one copy for n choices); else it has its own logit bias and no prompt
+ * yet (swap_prompt gives it one). */
+static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, struct gw_req *src, uint32_t index,
+				  bool share, struct gw_api_err *e)
 {
 	struct gw_req *c = malloc(sizeof(*c));
 	if (!c) {
@@ -411,16 +436,17 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	c->choices = NULL;
 	c->n_choices = 0;
 	c->index = index;
-	c->ids = NULL;
-	c->text = c->echo = NULL;
-	c->logit_bias = NULL;
+	c->owner = share ? src : NULL; /* src owns its buffers: a prompt's first choice */
+	if (!share) {
+		c->ids = NULL;
+		c->text = c->echo = NULL;
+		c->n_ids = c->text_len = c->echo_len = 0;
+		c->logit_bias = NULL;
+	}
 	memset(&c->stops, 0, sizeof(c->stops));
 	c->model = gw_model_ref(src->model);
 	r->choices[r->n_choices++] = c;
-	if (copy_of(&c->ids, src->ids, src->n_ids * sizeof(*src->ids)) ||
-	    copy_of(&c->text, src->text, src->text ? src->text_len + 1 : 0) ||
-	    copy_of(&c->echo, src->echo, src->echo ? src->echo_len + 1 : 0) ||
-	    copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias)) ||
+	if ((!share && copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias))) ||
 	    gw_stops_copy(&c->stops, &src->stops)) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		return NULL;
@@ -428,15 +454,9 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, co
 	return c;
 }
 
-/* The prompt of c: prompt p of a batch instead of the one it was copied with. */
-static int swap_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
+/* The prompt of c (a copy without one): prompt p of a batch. */
+static int set_prompt(json_t *b, const struct gw_model *m, struct gw_req *c, json_t *p, struct gw_api_err *e)
 {
-	free(c->ids);
-	free(c->text);
-	free(c->echo);
-	c->ids = NULL;
-	c->text = c->echo = NULL;
-	c->n_ids = c->text_len = c->echo_len = 0;
 	return one_prompt(b, m, p, c, e) || ready(m, c, e) ? -1 : 0;
 }
 
@@ -462,9 +482,10 @@ int gw_prompt_choices(json_t *b, const struct gw_model *m, struct gw_req *r, uin
 		for (uint32_t j = 0; j < n; j++) {
 			if (k == 0 && j == 0)
 				continue;
-			/* the prompt's first choice carries its prompt; the others copy it */
-			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, e);
-			if (!c || (k > 0 && j == 0 && swap_prompt(b, m, c, json_array_get(batch, k), e)))
+			/* the prompt's first choice carries its prompt; the others share it */
+			bool first = k > 0 && j == 0;
+			struct gw_req *c = copy_choice(m, r, j ? r->choices[k * n] : r, k * n + j, !first, e);
+			if (!c || (first && set_prompt(b, m, c, json_array_get(batch, k), e)))
 				return -1;
 			c->params.seed = r->params.seed + j;
 		}

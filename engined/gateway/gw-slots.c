@@ -61,18 +61,22 @@ void gw_lps_free(struct gw_lps *l)
 
 static void req_free(struct gw *gw, struct gw_req *r)
 {
-	struct gw_req *lead = r->lead;
+	struct gw_req *lead = r->lead, *owner = r->owner;
 	free(r->choices);
-	free(r->ids);
+	if (!owner) {
+		free(r->ids);
+		free(r->logit_bias);
+		free(r->echo);
+		free(r->text);
+	}
 	gw_lps_free(&r->lps);
-	free(r->logit_bias);
-	free(r->echo);
-	free(r->text);
 	gw_stops_free(&r->stops);
 	gw_text_free(&r->out);
 	gw_model_unref(r->model);
 	free(r);
 	gw->live--;
+	if (owner) /* the reference a choice holds to its prompt's buffers */
+		gw_req_unref_locked(gw, owner);
 	if (lead != r) /* the reference each other choice holds */
 		gw_req_unref_locked(gw, lead);
 }

@@ -233,6 +233,7 @@ enum MHD_Result gw_stream_start(struct gw *gw, struct MHD_Connection *c, struct 
 	MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(res, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	MHD_add_response_header(res, "X-Accel-Buffering", "no"); /* nginx: do not buffer */
+	gw_cors_answer(&gw->o.cors, c, res);
 	enum MHD_Result ok = MHD_queue_response(c, 200, res);
 	MHD_destroy_response(res);
 	return ok;

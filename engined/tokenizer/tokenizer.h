@@ -180,6 +180,13 @@ size_t allm_detok_piece_cap(const struct allm_tokenizer *tok);
  * cover about n times this many bytes of text at most, so a caller can refuse a
  * text that cannot fit a context before it spends time encoding it. */
 size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok);
+/* The bytes token id decodes to on its own, before any UTF-8 repair: a byte token's
+ * byte, a byte-level token's bytes, SentencePiece's "▁" as a space (kept: the
+ * start-of-text strip is the decoder's, not the token's). What an API's
+ * log-probability "bytes" are, so a client can rebuild text split inside a
+ * character. *ret_len bytes (not NUL-terminated), valid while tok lives; NULL for
+ * an id outside the vocabulary. */
+const char *allm_tokenizer_token_bytes(const struct allm_tokenizer *tok, int32_t id, size_t *ret_len);
 
 #ifdef __cplusplus
 }

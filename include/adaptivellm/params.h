@@ -116,11 +116,14 @@ enum allm_param_type {
 	X(logprobs, I32, 80, 1, 1 + ALLM_LOGPROBS_MAX, 0, 0, ALLM_PARAM_F_PLUS_ONE | ALLM_PARAM_F_JSON_CUSTOM, \
 	  "--logprobs", "K", "logprobs", "each token's log-probability and the K most likely tokens'")   \
 	X(min_tokens, I32, 84, 0, 2147483647, 0, 0, 0, "--min-tokens", "N", "min_tokens",                  \
-	  "no EOS or stop id before N tokens (at most max_tokens)")
+	  "no EOS or stop id before N tokens (at most max_tokens)")                                     \
+	X(min_p, F32, 88, 0, 1, 0, 0, 0, "--min-p", "P", "min_p",                                            \
+	  "keep only tokens at least P times as likely as the most likely one (after top-k, top-p)")
 
 /* Sizes struct allm_params had, oldest first (what a writer built then sends). */
 #define ALLM_PARAMS_SIZE_VER0 88 /* size .. min_tokens */
-#define ALLM_PARAMS_SIZE_LATEST ALLM_PARAMS_SIZE_VER0
+#define ALLM_PARAMS_SIZE_VER1 96 /* .. min_p (and 4 bytes of padding, zero) */
+#define ALLM_PARAMS_SIZE_LATEST ALLM_PARAMS_SIZE_VER1
 /* The largest struct a reader takes (a newer writer's, its tail zero). */
 #define ALLM_PARAMS_SIZE_MAX 4096
 
