@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 struct ctl_server;
+struct ctl_kvevents_opts;
 
 /* Whether the host admits new work (status.state, `drain`, `resume`). */
 enum ctl_host_state {
@@ -60,10 +61,9 @@ struct ctl_host {
 	const char *name; /* engine name: NAME.ctl / NAME.pub */
 	const char *runtime_dir;
 	const char *profile_path; /* where `calibrate` saves the profile, or "" */
-	/* --kv-events-endpoint tcp://HOST:PORT, or NULL (off); the topic of its
-	 * batches (ctl-kvevents.h) */
-	const char *kv_events_endpoint;
-	const char *kv_events_topic;
+	/* --kv-events-*: the KV events' endpoint (NULL: off), topic, keys
+	 * (ctl-kvevents.h) */
+	const struct ctl_kvevents_opts *kv_events;
 };
 
 /* Binds DIR/NAME.ctl and DIR/NAME.pub (replacing stale socket files of a dead
