@@ -11,8 +11,10 @@
 /* Replays in progress at once, all peers together. */
 #define KV_REPLAY_ACTIVE 16
 /* A replay request is [identity][""][seq] at most; anything longer is dropped
- * by ZeroMQ (with its peer) before we read it. */
+ * by ZeroMQ (with its peer) before we read it. Under CURVE the bound applies to
+ * the handshake's commands too (INITIATE: 257 bytes and the metadata). */
 #define KV_REPLAY_MAXMSG 64
+#define KV_REPLAY_MAXMSG_CURVE 1024
 /* Replies queued to one peer; past it, its replay waits (EAGAIN) for it to read. */
 #define KV_REPLAY_HWM 1000
 
@@ -53,6 +55,7 @@ struct ctl_kvevents {
 	void *pub; /* [topic][seq][batch] */
 	void *replay; /* ROUTER: [identity][""]?[start seq] -> batches, then the end marker */
 	struct ctl_kv_ep ep;
+	int ipc_dirfd; /* ipc: the checked directory, where the socket files are removed at stop; else -1 */
 	struct ctl_kv_curve curve; /* when ep.access is CURVE */
 	struct ctl_kv_zap *zap; /* its handler, or NULL */
 	char topic[CTL_KV_TOPIC_MAX + 1];

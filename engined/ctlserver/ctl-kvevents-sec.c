@@ -124,10 +124,10 @@ static int parse_ipc(const struct ctl_kvevents_opts *o, struct ctl_kv_ep *ep, ch
 	}
 	ep->ipc = true;
 	ep->access = o->curve_key_file ? CTL_KV_ACCESS_CURVE : CTL_KV_ACCESS_IPC;
-	int p = snprintf(ep->pub, sizeof(ep->pub), "ipc://%s", path);
+	snprintf(ep->pub, sizeof(ep->pub), "ipc://%s", path);
 	snprintf(ep->replay, sizeof(ep->replay), "ipc://%s" IPC_REPLAY_SUFFIX, path);
-	ep->pub_name = ep->pub + p - strlen(name);
-	ep->replay_name = ep->replay + p - strlen(name);
+	snprintf(ep->pub_name, sizeof(ep->pub_name), "%s", name); /* fits: PATH fits a sun_path */
+	snprintf(ep->replay_name, sizeof(ep->replay_name), "%s" IPC_REPLAY_SUFFIX, name);
 	return 0;
 }
 

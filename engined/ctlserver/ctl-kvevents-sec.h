@@ -48,7 +48,7 @@ struct ctl_kv_ep {
 	char pub[CTL_KV_EP_MAX + 16]; /* ZeroMQ endpoint of the PUB */
 	char replay[CTL_KV_EP_MAX + 16]; /* of the replay ROUTER: PORT+1, or PATH.replay */
 	char dir[CTL_KV_EP_MAX]; /* ipc: PATH's directory */
-	const char *pub_name, *replay_name; /* ipc: the sockets' names in dir (into pub, replay) */
+	char pub_name[128], replay_name[128]; /* ipc: the sockets' names in dir */
 };
 
 /* "the engine's uid 0 alone (ipc, directory 0700)", ... for the start line, --help, status. */

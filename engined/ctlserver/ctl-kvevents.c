@@ -341,7 +341,7 @@ static void *bind_socket(struct ctl_kvevents *k, int type, const char *ep, int h
 static int open_sockets(struct ctl_kvevents *k, const struct ctl_kvevents_opts *o)
 {
 	struct allm_err err = {{0}};
-	int dirfd = -1, r = 0;
+	int r = 0;
 	if (k->ep.access == CTL_KV_ACCESS_CURVE &&
 	    ((r = ctl_kv_curve_load(o->curve_key_file, o->curve_clients_file, &k->curve, &err)) ||
 	     (r = ctl_kv_zap_start(k->zctx, &k->curve, k->log, k->log_user, &k->zap)))) {
@@ -349,20 +349,17 @@ static int open_sockets(struct ctl_kvevents *k, const struct ctl_kvevents_opts *
 			snprintf(err.msg, sizeof(err.msg), "KV events: cannot start the ZAP handler: %s", strerror(-r));
 		goto fail;
 	}
-	if (k->ep.ipc && (r = ctl_kv_ipc_prepare(&k->ep, &dirfd, &err)))
+	if (k->ep.ipc && (r = ctl_kv_ipc_prepare(&k->ep, &k->ipc_dirfd, &err)))
 		goto fail;
 	if (!(k->pub = bind_socket(k, ZMQ_PUB, k->ep.pub, KV_PUB_HWM, 0)) ||
-	    !(k->replay = bind_socket(k, ZMQ_ROUTER, k->ep.replay, KV_REPLAY_HWM, KV_REPLAY_MAXMSG)))
+	    !(k->replay = bind_socket(k, ZMQ_ROUTER, k->ep.replay, KV_REPLAY_HWM,
+				      k->ep.access == CTL_KV_ACCESS_CURVE ? KV_REPLAY_MAXMSG_CURVE : KV_REPLAY_MAXMSG)))
 		return -errno ? -errno : -EIO; /* logged */
-	if (k->ep.ipc && ((r = ctl_kv_ipc_verify(dirfd, k->ep.pub_name, &err)) ||
-			  (r = ctl_kv_ipc_verify(dirfd, k->ep.replay_name, &err))))
+	if (k->ep.ipc && ((r = ctl_kv_ipc_verify(k->ipc_dirfd, k->ep.pub_name, &err)) ||
+			  (r = ctl_kv_ipc_verify(k->ipc_dirfd, k->ep.replay_name, &err))))
 		goto fail;
-	if (dirfd >= 0)
-		close(dirfd);
 	return 0;
 fail:
-	if (dirfd >= 0)
-		close(dirfd);
 	k->log(k->log_user, ALLM_LOG_ERROR, "%s", err.msg);
 	return r;
 }
@@ -389,6 +386,7 @@ int ctl_kvevents_start(const struct ctl_kvevents_opts *o, struct allm_prefix_cac
 	k->block_size = allm_pc_block_size(pc);
 	k->log = log;
 	k->log_user = log_user;
+	k->ipc_dirfd = -1;
 	atomic_init(&k->alive_bytes, 0);
 	k->ring_cap = CTL_KV_REPLAY_BATCHES;
 	const char *tr = getenv("ALLM_KV_EVENTS_TEST_RING");
@@ -439,6 +437,14 @@ void ctl_kvevents_stop(struct ctl_kvevents *k)
 		zmq_msg_close(&k->snap);
 	if (k->zctx)
 		zmq_ctx_term(k->zctx); /* after it, every payload is freed: blob_free needs k */
+	if (k->ipc_dirfd >= 0) {
+		/* ZeroMQ does not always remove them; in the directory we checked */
+		if (k->pub)
+			unlinkat(k->ipc_dirfd, k->ep.pub_name, 0);
+		if (k->replay)
+			unlinkat(k->ipc_dirfd, k->ep.replay_name, 0);
+		close(k->ipc_dirfd);
+	}
 	ctl_kv_curve_free(&k->curve);
 	free(k->ring);
 	free(k->ev);
