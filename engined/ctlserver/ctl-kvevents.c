@@ -276,11 +276,6 @@ void ctl_kvevents_flush(struct ctl_kvevents *k)
 		publish(k);
 }
 
-uint64_t ctl_kvevents_next_seq(const struct ctl_kvevents *k)
-{
-	return k->next_seq;
-}
-
 int ctl_kv_build_snapshot(struct ctl_kvevents *k)
 {
 	ctl_kvevents_flush(k); /* what is pending goes out first, under its own seq */

@@ -67,8 +67,6 @@ void ctl_kvevents_flush(struct ctl_kvevents *k);
  * True when it stopped at its budget with replies ready to go on: the host must
  * not sleep then (a replay waiting on a slow peer waits for the tick). */
 bool ctl_kvevents_pump(struct ctl_kvevents *k);
-/* The next sequence number (batches published so far). */
-uint64_t ctl_kvevents_next_seq(const struct ctl_kvevents *k);
 void ctl_kvevents_get_stats(const struct ctl_kvevents *k, struct ctl_kvevents_stats *ret);
 /* The status map's "kv_events" value: nil when off (k NULL). */
 void ctl_kvevents_encode_status(const struct ctl_kvevents *k, struct allm_ctl_enc *e);
