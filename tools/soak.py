@@ -3,8 +3,10 @@
 OpenAI completions API through allm-gateway) against one allm-engined with the
 prefix cache on, `allmctl cache reset` every few seconds, for --minutes N; every
 answer (greedy) compared with the same prompt's answer from a second engine and
-gateway with the prefix cache off; both processes' memory (RSS) sampled. Prints
-the figures; exits 1 on any mismatch, error, growing memory or unclean stop.
+gateway with the prefix cache off; both processes' memory (RSS) sampled; a router
+subscribed to the engine's KV events (ipc) whose index must match the engine's
+cache at the end. Prints the figures; exits 1 on any mismatch, error, growing
+memory or unclean stop.
 
 Run through tools/soak.sh, which builds the venv and finds the binaries."""
 import argparse
@@ -21,6 +23,8 @@ import threading
 import time
 
 import adaptivellm
+import msgspec
+import zmq
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--build", required=True, help="the build directory (allm-engined, allm-gateway, allmctl)")
@@ -36,6 +40,7 @@ ap.add_argument("--cpu-blocks", type=int, default=96, help="its host blocks (def
 ap.add_argument("--vocab", type=int, default=500, help="prompt ids are drawn from 1..VOCAB (default 500)")
 ap.add_argument("--seed", type=int, default=1, help="prompt pool seed")
 ap.add_argument("--keep", action="store_true", help="keep the scratch directory (logs)")
+ap.add_argument("--no-kv-events", action="store_true", help="without the KV events subscriber")
 a = ap.parse_args()
 
 ENGINED = os.path.join(a.build, "engined", "allm-engined")
@@ -133,6 +138,103 @@ class Http:
         raise AssertionError("unreachable")
 
 
+# --- a router's view of the KV events (vLLM's KVEventBatch, ctl/PROTOCOL.md) ----------
+class BlockStored(msgspec.Struct, array_like=True, tag=True):
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+    lora_id: int | None
+    medium: str | None
+
+
+class BlockRemoved(msgspec.Struct, array_like=True, tag=True):
+    block_hashes: list[int]
+    medium: str | None
+
+
+class AllBlocksCleared(msgspec.Struct, array_like=True, tag=True):
+    pass
+
+
+class KVEventBatch(msgspec.Struct, array_like=True):
+    ts: float
+    events: list[BlockStored | BlockRemoved | AllBlocksCleared]
+    data_parallel_rank: int | None = None
+
+
+class KvRouter:
+    """Subscribes to the engine's KV events, replays gaps, keeps which block sits in
+    which medium; errors are what a router could not make sense of."""
+    MEDIA = {"GPU": "device", "CPU": "host", "DISK": "disk"}
+
+    def __init__(self, ep):
+        self.ctx = zmq.Context()
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.connect(ep)
+        self.rep = self.ctx.socket(zmq.DEALER)
+        self.rep.connect(ep + ".replay")
+        self.dec = msgspec.msgpack.Decoder(type=KVEventBatch)
+        self.where, self.last = {}, -1
+        self.batches = self.events = self.replays = 0
+        self.errors = []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def apply(self, seq, payload):
+        if seq <= self.last:
+            return
+        self.last = seq
+        self.batches += 1
+        for ev in self.dec.decode(payload).events:
+            self.events += 1
+            if isinstance(ev, AllBlocksCleared):
+                self.where.clear()
+            elif isinstance(ev, BlockStored):
+                for h in ev.block_hashes:
+                    if h in self.where and len(self.errors) < 10:
+                        self.errors.append(f"seq {seq}: block {h:#x} stored in {ev.medium}, in {self.where[h]}")
+                    self.where[h] = ev.medium
+            else:
+                for h in ev.block_hashes:
+                    if self.where.pop(h, None) != ev.medium and len(self.errors) < 10:
+                        self.errors.append(f"seq {seq}: block {h:#x} removed from {ev.medium}, not there")
+
+    def replay(self, start):
+        self.replays += 1
+        self.rep.send(start.to_bytes(8, "big"))
+        while self.rep.poll(10000):
+            seqb, payload = self.rep.recv_multipart()
+            if seqb == b"\xff" * 8:
+                return
+            self.apply(int.from_bytes(seqb, "big"), payload)
+        self.errors.append(f"replay from {start}: no end marker in 10 s")
+
+    def run(self):
+        self.replay(0)  # what was published before the subscription took
+        while not self.stop.is_set():
+            if not self.sub.poll(100):
+                continue
+            _, seqb, payload = self.sub.recv_multipart()
+            seq = int.from_bytes(seqb, "big")
+            if seq > self.last + 1:
+                self.replay(self.last + 1)
+            self.apply(seq, payload)
+
+    def counts(self):
+        c = {m: 0 for m in self.MEDIA.values()}
+        for m in self.where.values():
+            c[self.MEDIA[m]] += 1
+        return c
+
+    def close(self):
+        self.stop.set()
+        self.t.join()
+        self.ctx.destroy(linger=0)
+
+
 # --- the prompt pool: groups sharing 16/32/48-token prefixes (whole blocks), then ---
 # --- their own tail, so hits, partial hits and misses all happen --------------------
 rng = random.Random(a.seed)
@@ -146,8 +248,10 @@ for g in range(max(1, a.prompts // 6)):
 pool = pool[:a.prompts]
 
 try:
+    kv_ep = None if a.no_kv_events else "ipc://" + os.path.join(tmp, "kv", "events")
     cached = engine("soak", "--gpu-blocks", str(a.gpu_blocks), "--cpu-blocks", str(a.cpu_blocks),
-                    "--prefix-caching", "on")
+                    "--prefix-caching", "on", *(["--kv-events-endpoint", kv_ep] if kv_ep else []))
+    router = KvRouter(kv_ep) if kv_ep else None
     ref = engine("soak-ref", "--prefix-caching", "off")
     gw, gw_port = gateway("soak")
     gw_ref, gw_ref_port = gateway("soak-ref")
@@ -265,10 +369,21 @@ try:
     load1 = os.getloadavg()
     st = status("soak") or {}
     pc = st.get("prefix_cache", {})
+    fails = []
+    if router:
+        # the engine is idle now: the router's index must come to equal its cache
+        want = pc.get("cached_blocks")
+        kv_next = lambda: ((status("soak") or {}).get("kv_events") or {}).get("next_seq", 0)  # noqa: E731
+        wait_for(lambda: router.last + 1 >= kv_next(), "the KV events subscriber catching up", 30)
+        router.close()
+        kv = {"batches": router.batches, "events": router.events, "replays": router.replays,
+              "index": router.counts(), "engine": want}
+        if router.errors or router.counts() != want:
+            fails.append(f"the KV events' index {router.counts()} != the engine's cache {want}: "
+                         f"{router.errors[:3]}")
 
     # memory: the first samples after a warm-up against the last ones
-    fails = []
-    summary = {"minutes": round(wall / 60, 2), **counts,
+    summary = {"minutes": round(wall / 60, 2), **counts, **({"kv_events": kv} if router else {}),
                "answers_per_s": round((counts["ring"] + counts["http"]) / wall, 1),
                "engine_prefix_hit_tokens": pc.get("hit_tokens"), "engine_queried_tokens": pc.get("queried_tokens"),
                "loadavg_before": [round(x, 2) for x in load0], "loadavg_after": [round(x, 2) for x in load1]}
@@ -312,7 +427,8 @@ try:
         a.keep = True
         sys.exit(1)
     log(f"ok: {counts['ring']} ring + {counts['http']} HTTP answers in {wall:.0f} s, all equal to the cache-off "
-        f"reference, {counts['resets']} cache resets, memory flat")
+        f"reference, {counts['resets']} cache resets, memory flat"
+        + (f", the KV events' index equal to the cache after {router.batches} batches" if router else ""))
 finally:
     for p in procs:
         if p.poll() is None:

@@ -13,7 +13,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 export ALLM_BUILD_DIR=$BUILD_DIR
-PY=$(bash "$ROOT/tools/venv.sh" adaptivellm) || exit $?
+PY=$(bash "$ROOT/tools/venv.sh" adaptivellm pyzmq msgspec) || exit $?
 # the package must load this build's library, not one found elsewhere
 ALLM_LIBRARY="$BUILD_DIR/clientlib/$(readlink "$BUILD_DIR/clientlib/libadaptivellm.so" 2>/dev/null)"
 export ALLM_LIBRARY
