@@ -164,8 +164,10 @@ class KVEventBatch(msgspec.Struct, array_like=True):
 
 
 class KvRouter:
-    """Subscribes to the engine's KV events, replays gaps, keeps which block sits in
-    which medium; errors are what a router could not make sense of."""
+    """Subscribes to the engine's KV events, replays gaps, counts the blocks of each
+    (hash, medium); errors are what a router could not make sense of. Counts, not a
+    set: two cache entries can carry one hash (a chain cached again after its parent
+    was dropped leaves the old entries until they are evicted), as in vLLM."""
     MEDIA = {"GPU": "device", "CPU": "host", "DISK": "disk"}
 
     def __init__(self, ep):
@@ -194,13 +196,14 @@ class KvRouter:
                 self.where.clear()
             elif isinstance(ev, BlockStored):
                 for h in ev.block_hashes:
-                    if h in self.where and len(self.errors) < 10:
-                        self.errors.append(f"seq {seq}: block {h:#x} stored in {ev.medium}, in {self.where[h]}")
-                    self.where[h] = ev.medium
+                    self.where[(h, ev.medium)] = self.where.get((h, ev.medium), 0) + 1
             else:
                 for h in ev.block_hashes:
-                    if self.where.pop(h, None) != ev.medium and len(self.errors) < 10:
-                        self.errors.append(f"seq {seq}: block {h:#x} removed from {ev.medium}, not there")
+                    n = self.where.pop((h, ev.medium), 0)
+                    if n > 1:
+                        self.where[(h, ev.medium)] = n - 1
+                    elif not n and len(self.errors) < 10:
+                        self.errors.append(f"seq {seq}: block {h:#x} removed from {ev.medium}, never stored there")
 
     def replay(self, start):
         self.replays += 1
@@ -225,8 +228,8 @@ class KvRouter:
 
     def counts(self):
         c = {m: 0 for m in self.MEDIA.values()}
-        for m in self.where.values():
-            c[self.MEDIA[m]] += 1
+        for (_, m), n in self.where.items():
+            c[self.MEDIA[m]] += n
         return c
 
     def close(self):
