@@ -6,7 +6,8 @@ CTL=$BUILD_DIR/ctl/allmctl
 venv_need msgspec pyzmq
 
 # a bad endpoint: one clear error, no engine
-for ep in "ipc:///tmp/x" "tcp://127.0.0.1" "tcp://127.0.0.1:65535" "tcp://:80"; do
+for ep in "ipc://@abstract" "ipc://relative/x" "ipc:///" "tcp://127.0.0.1" "tcp://127.0.0.1:65535" "tcp://:80" \
+	"tcp://0.0.0.0:5557" "tcp://*:5557" "tcp://localhost:5557"; do
 	if "$ENGINED" --name bad --model "$M" --kv-events-endpoint "$ep" >"$tmp/bad.log" 2>&1; then
 		fail "--kv-events-endpoint $ep accepted"
 	elif grep -q -- "--kv-events-endpoint" "$tmp/bad.log"; then

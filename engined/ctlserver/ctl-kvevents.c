@@ -1,71 +1,20 @@
 /* KV cache events (ctl-kvevents.h): the prefix cache's observer collects what
  * happened during a step, ctl_kvevents_flush() publishes it as one vLLM
- * KVEventBatch, and a ring of the last batches answers replay requests. */
-#include "ctl-kvevents.h"
-
-#include "ctl-proto.h"
+ * KVEventBatch and keeps it in a ring for replays (ctl-kvevents-replay.c). */
+#include "ctl-kvevents-int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 /* vLLM's PUB high-water mark: a slow subscriber loses batches past it (and asks
  * for a replay when it sees the gap). */
 #define KV_PUB_HWM 100000
-/* A replay request is [identity][""][seq] at most; anything longer is dropped
- * by ZeroMQ before we read it. */
-#define KV_REPLAY_MAXMSG 64
-/* Replay requests answered per pump: one may send CTL_KV_REPLAY_BATCHES. */
-#define KV_REPLAY_BUDGET 4
-
 enum kv_kind { KV_STORED, KV_REMOVED, KV_CLEARED };
-
-/* One event of the batch being collected; its hashes and tokens are ranges of
- * the shared arrays (consecutive blocks of one chain and tier share an event,
- * as vLLM's do). */
-struct kv_ev {
-	uint8_t kind; /* enum kv_kind */
-	int8_t tier; /* enum allm_kv_tier: the medium */
-	bool has_parent; /* stored: the first block's parent hash is known */
-	uint64_t parent; /* its external hash */
-	uint32_t h0, nh; /* hashes [h0, h0 + nh) */
-	size_t t0, nt; /* stored: tokens [t0, t0 + nt) */
-};
-
-struct kv_replayed {
-	uint64_t seq;
-	void *buf; /* the payload as published */
-	size_t len;
-};
-
-struct ctl_kvevents {
-	struct allm_prefix_cache *pc; /* not owned */
-	int32_t block_size;
-	void *pub; /* [topic][seq][batch] */
-	void *replay; /* ROUTER: [identity][""]?[start seq] -> batches, then the end marker */
-	char topic[CTL_KV_TOPIC_MAX + 1];
-	uint64_t next_seq;
-	/* the batch being collected */
-	struct kv_ev *ev;
-	uint32_t n_ev, cap_ev;
-	uint64_t *h;
-	uint32_t n_h, cap_h;
-	int32_t *tok;
-	size_t n_tok, cap_tok;
-	bool lost; /* an event did not fit in memory: the next batch is a full resync */
-	bool snapshot; /* collecting a replay's snapshot: no flush in the middle */
-	/* the last batches, oldest at ring_head */
-	struct kv_replayed ring[CTL_KV_REPLAY_BATCHES];
-	uint32_t ring_head, ring_n;
-	uint32_t ring_cap; /* CTL_KV_REPLAY_BATCHES; the test hook ALLM_KV_EVENTS_TEST_RING=N lowers it */
-	size_t ring_bytes;
-	struct allm_ctl_enc enc;
-	ctl_kvevents_log_fn log;
-	void *log_user;
-};
 
 /* vLLM's names for the tiers (its `medium`): the first tier is "GPU" whatever
  * the hardware, as the pool the model attends over is in vLLM. */
@@ -81,27 +30,10 @@ static uint64_t ext_hash(const struct allm_pc_key *k)
 	return v;
 }
 
-int ctl_kvevents_parse_endpoint(const char *ep, char *ret_replay, size_t cap, char *err, size_t errlen)
+int ctl_kvevents_check(const struct ctl_kvevents_opts *o, char *err, size_t errlen)
 {
-	const char *colon = strrchr(ep, ':');
-	char *end;
-	if (strncmp(ep, "tcp://", 6) || !colon || colon <= ep + 6 || !colon[1]) {
-		snprintf(err, errlen, "--kv-events-endpoint: expected tcp://HOST:PORT, got \"%s\"", ep);
-		return -EINVAL;
-	}
-	errno = 0;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (errno || *end || port < 1 || port > 65534) {
-		snprintf(err, errlen, "--kv-events-endpoint: PORT must be 1..65534 (the replay socket takes PORT+1), "
-				      "got \"%s\"", colon + 1);
-		return -EINVAL;
-	}
-	int n = snprintf(ret_replay, cap, "%.*s:%lu", (int)(colon - ep), ep, port + 1);
-	if (n < 0 || (size_t)n >= cap) {
-		snprintf(err, errlen, "--kv-events-endpoint: too long");
-		return -EINVAL;
-	}
-	return 0;
+	struct ctl_kv_ep ep;
+	return ctl_kv_ep_parse(o, &ep, err, errlen);
 }
 
 /* --- collecting ------------------------------------------------------------------ */
@@ -230,29 +162,76 @@ static void encode(struct ctl_kvevents *k, struct allm_ctl_enc *e)
 	allm_ctl_enc_int(e, 0); /* data_parallel_rank: one engine, one rank */
 }
 
-static void put_seq(uint8_t b[8], uint64_t seq)
+void ctl_kv_put_seq(uint8_t b[8], uint64_t seq)
 {
 	for (int i = 7; i >= 0; i--, seq >>= 8)
 		b[i] = (uint8_t)seq;
 }
 
-/* Keeps a copy of batch seq for replay, the oldest going first past the bounds. */
+/* A payload's bytes, freed by whichever thread drops the last reference. */
+struct kv_blob {
+	struct ctl_kvevents *k; /* outlives every blob: the context is gone before k */
+	size_t len;
+	uint8_t data[];
+};
+
+static void blob_free(void *data, void *hint)
+{
+	struct kv_blob *b = hint;
+	atomic_fetch_sub(&b->k->alive_bytes, (int_fast64_t)b->len);
+	free(b);
+}
+
+int ctl_kv_payload(struct ctl_kvevents *k, zmq_msg_t *m, const void *buf, size_t len)
+{
+	struct kv_blob *b = malloc(sizeof(*b) + len);
+	if (!b)
+		return -ENOMEM;
+	b->k = k;
+	b->len = len;
+	memcpy(b->data, buf, len);
+	atomic_fetch_add(&k->alive_bytes, (int_fast64_t)len);
+	if (zmq_msg_init_data(m, b->data, len, blob_free, b)) {
+		blob_free(b->data, b);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+uint64_t ctl_kv_ring_oldest(const struct ctl_kvevents *k)
+{
+	return k->ring_n ? k->ring[k->ring_head].seq : k->next_seq;
+}
+
+struct kv_batch *ctl_kv_ring_at(struct ctl_kvevents *k, uint64_t seq)
+{
+	return &k->ring[(k->ring_head + (seq - ctl_kv_ring_oldest(k))) % k->ring_cap];
+}
+
+static void ring_pop(struct ctl_kvevents *k)
+{
+	struct kv_batch *o = &k->ring[k->ring_head];
+	k->ring_bytes -= zmq_msg_size(&o->msg);
+	zmq_msg_close(&o->msg); /* replies still queued keep their reference */
+	k->ring_head = (k->ring_head + 1) % k->ring_cap;
+	k->ring_n--;
+}
+
+/* Keeps batch seq for replay, the oldest going first past the bounds. Its seqs
+ * stay consecutive: a batch that cannot be kept empties the ring (a replay from
+ * before it gets a snapshot). */
 static void remember(struct ctl_kvevents *k, uint64_t seq, const void *buf, size_t len)
 {
-	while (k->ring_n && (k->ring_n == k->ring_cap || k->ring_bytes + len > CTL_KV_REPLAY_BYTES)) {
-		struct kv_replayed *o = &k->ring[k->ring_head];
-		k->ring_bytes -= o->len;
-		free(o->buf);
-		o->buf = NULL;
-		k->ring_head = (k->ring_head + 1) % k->ring_cap;
-		k->ring_n--;
+	while (k->ring_n && (k->ring_n == k->ring_cap || k->ring_bytes + len > CTL_KV_REPLAY_BYTES))
+		ring_pop(k);
+	struct kv_batch *r = &k->ring[(k->ring_head + k->ring_n) % k->ring_cap];
+	if (len > CTL_KV_REPLAY_BYTES || ctl_kv_payload(k, &r->msg, buf, len)) {
+		while (k->ring_n)
+			ring_pop(k);
+		k->ring_head = 0;
+		return;
 	}
-	void *copy = len <= CTL_KV_REPLAY_BYTES ? malloc(len) : NULL;
-	if (!copy)
-		return; /* a replay from before it will send a snapshot */
-	memcpy(copy, buf, len);
-	struct kv_replayed *r = &k->ring[(k->ring_head + k->ring_n) % k->ring_cap];
-	*r = (struct kv_replayed){seq, copy, len};
+	r->seq = seq;
 	k->ring_n++;
 	k->ring_bytes += len;
 }
@@ -281,9 +260,10 @@ static void publish(struct ctl_kvevents *k)
 	}
 	uint64_t seq = k->next_seq++;
 	uint8_t sb[8];
-	put_seq(sb, seq);
+	ctl_kv_put_seq(sb, seq);
 	/* PUB never blocks: a subscriber past its high-water mark loses this batch,
-	 * sees the gap in seq and asks for a replay */
+	 * sees the gap in seq and asks for a replay. Its own copy: what lagging
+	 * subscribers hold is theirs, not counted against replies (alive_bytes) */
 	if (zmq_send(k->pub, k->topic, strlen(k->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
 	    zmq_send(k->pub, sb, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
 		zmq_send(k->pub, k->enc.sb.data, k->enc.sb.size, ZMQ_DONTWAIT);
@@ -296,32 +276,13 @@ void ctl_kvevents_flush(struct ctl_kvevents *k)
 		publish(k);
 }
 
-uint64_t ctl_kvevents_next_seq(const struct ctl_kvevents *k)
-{
-	return k->next_seq;
-}
-
-/* --- replay -------------------------------------------------------------------------- */
-
-static void reply(struct ctl_kvevents *k, zmq_msg_t *ident, bool delim, uint64_t seq, bool end, const void *buf,
-		  size_t len)
-{
-	uint8_t sb[8];
-	put_seq(sb, end ? UINT64_MAX : seq); /* the end marker: -1 as a signed 8-byte integer */
-	if (zmq_send(k->replay, zmq_msg_data(ident), zmq_msg_size(ident), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-		return;
-	if (delim && zmq_send(k->replay, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-		return;
-	if (zmq_send(k->replay, sb, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-		zmq_send(k->replay, buf, len, ZMQ_DONTWAIT);
-}
-
-/* A gap older than the ring: the whole cache as one batch (AllBlocksCleared,
- * then every block, parents first) under the last published seq, so the
- * subscriber carries on with the next batch the PUB sends. */
-static void send_snapshot(struct ctl_kvevents *k, zmq_msg_t *ident, bool delim)
+int ctl_kv_build_snapshot(struct ctl_kvevents *k)
 {
 	ctl_kvevents_flush(k); /* what is pending goes out first, under its own seq */
+	if (k->have_snap) {
+		zmq_msg_close(&k->snap); /* replies still queued keep their reference */
+		k->have_snap = false;
+	}
 	k->snapshot = true;
 	add_cleared(k);
 	allm_pc_announce_all(k->pc);
@@ -331,84 +292,35 @@ static void send_snapshot(struct ctl_kvevents *k, zmq_msg_t *ident, bool delim)
 	e.max = SIZE_MAX;
 	encode(k, &e);
 	clear_pending(k);
-	if (k->lost || e.err)
-		k->log(k->log_user, ALLM_LOG_WARN, "KV events: out of memory for a replay snapshot");
-	else
-		reply(k, ident, delim, k->next_seq - 1, false, e.sb.data, e.sb.size);
+	int r = k->lost || e.err ? -ENOMEM : ctl_kv_payload(k, &k->snap, e.sb.data, e.sb.size);
 	k->lost = false;
-	allm_ctl_enc_free(&e);
-}
-
-static void serve_replay(struct ctl_kvevents *k)
-{
-	zmq_msg_t fr[3];
-	int n = 0, kept = 0;
-	bool more = true;
-	while (more) {
-		zmq_msg_t tmp, *m = n < 3 ? &fr[n] : &tmp;
-		zmq_msg_init(m);
-		if (zmq_msg_recv(m, k->replay, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(m);
-			break;
-		}
-		more = zmq_msg_more(m);
-		if (m == &tmp)
-			zmq_msg_close(m);
-		else
-			kept++;
-		n++;
-	}
-	/* [identity][""][seq] from a REQ (vLLM's example), [identity][seq] from a DEALER */
-	bool delim = n == 3 && zmq_msg_size(&fr[1]) == 0;
-	zmq_msg_t *seqf = n == 3 && delim ? &fr[2] : n == 2 ? &fr[1] : NULL;
-	if (!seqf || zmq_msg_size(seqf) != 8) {
-		k->log(k->log_user, ALLM_LOG_DEBUG, "KV events: replay request of %d frames ignored (want [seq: 8 bytes])", n);
-		goto out;
-	}
-	const uint8_t *b = zmq_msg_data(seqf);
-	uint64_t start = 0;
-	for (int i = 0; i < 8; i++)
-		start = start << 8 | b[i];
-	uint64_t oldest = k->ring_n ? k->ring[k->ring_head].seq : k->next_seq;
-	if (start < oldest && k->next_seq > 0) {
-		send_snapshot(k, &fr[0], delim);
+	if (!r) {
+		k->have_snap = true;
+		k->snap_seq = k->next_seq - 1; /* start published seq 0: next_seq >= 1 */
+		k->snap_len = e.sb.size;
+		k->st.snapshots_built++;
 	} else {
-		for (uint32_t i = 0; i < k->ring_n; i++) {
-			const struct kv_replayed *r = &k->ring[(k->ring_head + i) % k->ring_cap];
-			if (r->seq >= start)
-				reply(k, &fr[0], delim, r->seq, false, r->buf, r->len);
-		}
+		k->log(k->log_user, ALLM_LOG_WARN, "KV events: out of memory for a replay snapshot");
 	}
-	reply(k, &fr[0], delim, 0, true, "", 0);
-out:
-	for (int i = 0; i < kept; i++)
-		zmq_msg_close(&fr[i]);
-}
-
-void ctl_kvevents_pump(struct ctl_kvevents *k)
-{
-	if (!k)
-		return;
-	for (int i = 0; i < KV_REPLAY_BUDGET; i++) {
-		uint32_t ev = 0;
-		size_t len = sizeof(ev);
-		if (zmq_getsockopt(k->replay, ZMQ_EVENTS, &ev, &len) || !(ev & ZMQ_POLLIN))
-			return;
-		serve_replay(k);
-	}
+	allm_ctl_enc_free(&e);
+	return r;
 }
 
 /* --- start / stop ----------------------------------------------------------------------- */
 
-static void *bind_tcp(struct ctl_kvevents *k, void *zctx, int type, const char *ep, int hwm, int64_t maxmsg)
+static void *bind_socket(struct ctl_kvevents *k, int type, const char *ep, int hwm, int64_t maxmsg)
 {
-	int zero = 0, ipv6 = strchr(ep, '[') != NULL;
-	void *z = zmq_socket(zctx, type);
+	int zero = 0, one = 1, ipv6 = strchr(ep, '[') != NULL;
+	void *z = zmq_socket(k->zctx, type);
 	if (!z)
 		return NULL;
 	if (zmq_setsockopt(z, ZMQ_LINGER, &zero, sizeof(zero)) || zmq_setsockopt(z, ZMQ_SNDHWM, &hwm, sizeof(hwm)) ||
 	    zmq_setsockopt(z, ZMQ_IPV6, &ipv6, sizeof(ipv6)) ||
-	    (maxmsg > 0 && zmq_setsockopt(z, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg))) || zmq_bind(z, ep)) {
+	    (maxmsg > 0 && zmq_setsockopt(z, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg))) ||
+	    /* a reply to a peer that left fails (EHOSTUNREACH), one to a full queue
+	     * says so (EAGAIN), instead of both vanishing */
+	    (type == ZMQ_ROUTER && zmq_setsockopt(z, ZMQ_ROUTER_MANDATORY, &one, sizeof(one))) ||
+	    (k->ep.access == CTL_KV_ACCESS_CURVE && ctl_kv_curve_apply(z, &k->curve)) || zmq_bind(z, ep)) {
 		int e = errno;
 		k->log(k->log_user, ALLM_LOG_ERROR, "KV events: cannot bind %s: %s", ep, zmq_strerror(e));
 		zmq_close(z);
@@ -418,11 +330,41 @@ static void *bind_tcp(struct ctl_kvevents *k, void *zctx, int type, const char *
 	return z;
 }
 
-int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *endpoint, const char *topic,
-		       int test_ring, ctl_kvevents_log_fn log, void *log_user, struct ctl_kvevents **ret)
+/* The sockets, in the order that keeps them closed to others: the ZAP handler
+ * before a CURVE socket binds, the ipc directory checked before and the sockets
+ * found in it after. */
+static int open_sockets(struct ctl_kvevents *k, const struct ctl_kvevents_opts *o)
 {
-	char replay_ep[600], err[256];
-	int r = ctl_kvevents_parse_endpoint(endpoint, replay_ep, sizeof(replay_ep), err, sizeof(err));
+	struct allm_err err = {{0}};
+	int r = 0;
+	if (k->ep.access == CTL_KV_ACCESS_CURVE &&
+	    ((r = ctl_kv_curve_load(o->curve_key_file, o->curve_clients_file, &k->curve, &err)) ||
+	     (r = ctl_kv_zap_start(k->zctx, &k->curve, k->log, k->log_user, &k->zap)))) {
+		if (!err.msg[0])
+			snprintf(err.msg, sizeof(err.msg), "KV events: cannot start the ZAP handler: %s", strerror(-r));
+		goto fail;
+	}
+	if (k->ep.ipc && (r = ctl_kv_ipc_prepare(&k->ep, &k->ipc_dirfd, &err)))
+		goto fail;
+	if (!(k->pub = bind_socket(k, ZMQ_PUB, k->ep.pub, KV_PUB_HWM, 0)) ||
+	    !(k->replay = bind_socket(k, ZMQ_ROUTER, k->ep.replay, KV_REPLAY_HWM,
+				      k->ep.access == CTL_KV_ACCESS_CURVE ? KV_REPLAY_MAXMSG_CURVE : KV_REPLAY_MAXMSG)))
+		return -errno ? -errno : -EIO; /* logged */
+	if (k->ep.ipc && ((r = ctl_kv_ipc_verify(k->ipc_dirfd, k->ep.pub_name, &err)) ||
+			  (r = ctl_kv_ipc_verify(k->ipc_dirfd, k->ep.replay_name, &err))))
+		goto fail;
+	return 0;
+fail:
+	k->log(k->log_user, ALLM_LOG_ERROR, "%s", err.msg);
+	return r;
+}
+
+int ctl_kvevents_start(const struct ctl_kvevents_opts *o, struct allm_prefix_cache *pc, ctl_kvevents_log_fn log,
+		       void *log_user, struct ctl_kvevents **ret)
+{
+	char err[512];
+	struct ctl_kv_ep ep;
+	int r = ctl_kv_ep_parse(o, &ep, err, sizeof(err));
 	if (r) {
 		log(log_user, ALLM_LOG_ERROR, "%s", err);
 		return r;
@@ -435,20 +377,25 @@ int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *end
 	if (!k)
 		return -ENOMEM;
 	k->pc = pc;
+	k->ep = ep;
 	k->block_size = allm_pc_block_size(pc);
 	k->log = log;
 	k->log_user = log_user;
+	k->ipc_dirfd = -1;
+	atomic_init(&k->alive_bytes, 0);
 	k->ring_cap = CTL_KV_REPLAY_BATCHES;
-	if (test_ring >= 1 && test_ring < CTL_KV_REPLAY_BATCHES)
-		k->ring_cap = (uint32_t)test_ring; /* so a test rolls the ring over in a few batches */
-	snprintf(k->topic, sizeof(k->topic), "%s", topic);
+	if (o->test_ring >= 1 && o->test_ring < CTL_KV_REPLAY_BATCHES)
+		k->ring_cap = (uint32_t)o->test_ring; /* so a test rolls the ring over in a few batches */
+	snprintf(k->topic, sizeof(k->topic), "%s", o->topic ? o->topic : "");
 	allm_ctl_enc_init(&k->enc);
 	k->enc.max = SIZE_MAX; /* a batch is bounded by CTL_KV_BATCH_BLOCKS, not here */
-	if (!(k->pub = bind_tcp(k, zctx, ZMQ_PUB, endpoint, KV_PUB_HWM, 0)) ||
-	    !(k->replay = bind_tcp(k, zctx, ZMQ_ROUTER, replay_ep, CTL_KV_REPLAY_BATCHES + 16, KV_REPLAY_MAXMSG))) {
-		r = -errno;
+	if (!(k->ring = calloc(k->ring_cap, sizeof(*k->ring))) || !(k->zctx = zmq_ctx_new())) {
 		ctl_kvevents_stop(k);
-		return r ? r : -EIO;
+		return -ENOMEM;
+	}
+	if ((r = open_sockets(k, o))) {
+		ctl_kvevents_stop(k);
+		return r;
 	}
 	struct allm_pc_observer obs = {k, on_change};
 	allm_pc_set_observer(pc, &obs);
@@ -457,9 +404,11 @@ int ctl_kvevents_start(void *zctx, struct allm_prefix_cache *pc, const char *end
 	add_cleared(k);
 	allm_pc_announce_all(pc);
 	publish(k);
-	log(log_user, ALLM_LOG_INFO, "KV events on %s (replay %s, topic \"%s\"): they carry prompt token ids, keep them to "
-			 "the operators' network",
-	    endpoint, replay_ep, k->topic);
+	log(log_user, ep.access == CTL_KV_ACCESS_IPC || ep.access == CTL_KV_ACCESS_CURVE ? ALLM_LOG_INFO : ALLM_LOG_WARN,
+	    "KV events on %s (replay %s, topic \"%s\"): they carry every user's prompt token ids; readable by %s%s%s",
+	    ep.pub, ep.replay, k->topic, ctl_kv_access_name(ep.access),
+	    ep.access == CTL_KV_ACCESS_CURVE ? "; the engine's public key (ZMQ_CURVE_SERVERKEY): " : "",
+	    ep.access == CTL_KV_ACCESS_CURVE ? k->curve.public_z85 : "");
 	*ret = k;
 	return 0;
 }
@@ -469,15 +418,72 @@ void ctl_kvevents_stop(struct ctl_kvevents *k)
 	if (!k)
 		return;
 	allm_pc_set_observer(k->pc, NULL);
+	if (k->zctx)
+		zmq_ctx_shutdown(k->zctx); /* wakes the ZAP handler with ETERM */
+	ctl_kv_zap_stop(k->zap);
 	if (k->pub)
 		zmq_close(k->pub);
 	if (k->replay)
 		zmq_close(k->replay);
-	for (uint32_t i = 0; i < k->ring_n; i++)
-		free(k->ring[(k->ring_head + i) % k->ring_cap].buf);
+	for (uint32_t i = 0; k->ring && i < k->ring_n; i++)
+		zmq_msg_close(&k->ring[(k->ring_head + i) % k->ring_cap].msg);
+	if (k->have_snap)
+		zmq_msg_close(&k->snap);
+	if (k->zctx)
+		zmq_ctx_term(k->zctx); /* after it, every payload is freed: blob_free needs k */
+	if (k->ipc_dirfd >= 0) {
+		/* ZeroMQ does not always remove them; in the directory we checked */
+		if (k->pub)
+			unlinkat(k->ipc_dirfd, k->ep.pub_name, 0);
+		if (k->replay)
+			unlinkat(k->ipc_dirfd, k->ep.replay_name, 0);
+		close(k->ipc_dirfd);
+	}
+	ctl_kv_curve_free(&k->curve);
+	free(k->ring);
 	free(k->ev);
 	free(k->h);
 	free(k->tok);
 	allm_ctl_enc_free(&k->enc);
 	free(k);
+}
+
+void ctl_kvevents_get_stats(const struct ctl_kvevents *k, struct ctl_kvevents_stats *ret)
+{
+	*ret = k->st;
+	ret->next_seq = k->next_seq;
+	ret->active = k->n_act;
+	int64_t held = (int64_t)atomic_load(&((struct ctl_kvevents *)k)->alive_bytes) - (int64_t)k->ring_bytes -
+		       (k->have_snap ? (int64_t)k->snap_len : 0);
+	ret->held_bytes = held > 0 ? held : 0;
+	ret->curve_denied = ctl_kv_zap_denied(k->zap);
+}
+
+void ctl_kvevents_encode_status(const struct ctl_kvevents *k, struct allm_ctl_enc *e)
+{
+	allm_ctl_enc_str(e, "kv_events");
+	if (!k) {
+		allm_ctl_enc_nil(e);
+		return;
+	}
+	struct ctl_kvevents_stats st;
+	ctl_kvevents_get_stats(k, &st);
+	allm_ctl_enc_map(e, 6);
+	allm_ctl_enc_kstr(e, "endpoint", k->ep.pub);
+	allm_ctl_enc_kstr(e, "replay_endpoint", k->ep.replay);
+	allm_ctl_enc_kstr(e, "readable_by", ctl_kv_access_name(k->ep.access));
+	allm_ctl_enc_kint(e, "next_seq", (int64_t)st.next_seq);
+	allm_ctl_enc_kint(e, "curve_denied", (int64_t)st.curve_denied);
+	allm_ctl_enc_kmap(e, "replay", 11);
+	allm_ctl_enc_kint(e, "requests", (int64_t)st.requests);
+	allm_ctl_enc_kint(e, "served", (int64_t)st.served);
+	allm_ctl_enc_kint(e, "malformed", (int64_t)st.malformed);
+	allm_ctl_enc_kint(e, "dropped_gone", (int64_t)st.dropped_gone);
+	allm_ctl_enc_kint(e, "dropped_peer", (int64_t)st.dropped_peer);
+	allm_ctl_enc_kint(e, "dropped_busy", (int64_t)st.dropped_busy);
+	allm_ctl_enc_kint(e, "dropped_stalled", (int64_t)st.dropped_stalled);
+	allm_ctl_enc_kint(e, "snapshots_built", (int64_t)st.snapshots_built);
+	allm_ctl_enc_kint(e, "active", st.active);
+	allm_ctl_enc_kint(e, "held_bytes", st.held_bytes);
+	allm_ctl_enc_kint(e, "ring_batches", k->ring_n);
 }

@@ -88,10 +88,8 @@ int ctl_server_start(const struct ctl_host *host, struct ctl_server **ret)
 		s->router_fd = -1;
 		goto fail;
 	}
-	if (host->kv_events_endpoint &&
-	    (r = ctl_kvevents_start(s->zctx, allm_engine_prefix_cache(host->eng), host->kv_events_endpoint,
-				    host->kv_events_topic ? host->kv_events_topic : "", host->kv_events_test_ring, kv_log,
-				    s, &s->kv)))
+	if (host->kv_events && host->kv_events->endpoint &&
+	    (r = ctl_kvevents_start(host->kv_events, allm_engine_prefix_cache(host->eng), kv_log, s, &s->kv)))
 		goto fail;
 	*ret = s;
 	return 0;
@@ -290,14 +288,15 @@ bool ctl_server_pump(struct ctl_server *s)
 {
 	if (!s)
 		return false;
-	ctl_kvevents_pump(s->kv); /* replays; asleep, the 10 Hz tick wakes us for them */
+	/* replays; asleep, the 10 Hz tick wakes us for new ones */
+	bool replays_left = ctl_kvevents_pump(s->kv);
 	for (int i = 0; i < CTL_PUMP_BUDGET; i++) {
 		uint32_t ev = 0;
 		size_t len = sizeof(ev);
 		/* ZMQ_EVENTS, not the fd, says whether a message waits; re-read after
 		 * every reply, since sending can process the commands that raised it */
 		if (zmq_getsockopt(s->router, ZMQ_EVENTS, &ev, &len) || !(ev & ZMQ_POLLIN))
-			return false;
+			return replays_left;
 		handle_one(s);
 	}
 	return true;

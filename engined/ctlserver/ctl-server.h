@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 struct ctl_server;
+struct ctl_kvevents_opts;
 
 /* Whether the host admits new work (status.state, `drain`, `resume`). */
 enum ctl_host_state {
@@ -60,14 +61,9 @@ struct ctl_host {
 	const char *name; /* engine name: NAME.ctl / NAME.pub */
 	const char *runtime_dir;
 	const char *profile_path; /* where `calibrate` saves the profile, or "" */
-	/* --kv-events-endpoint tcp://HOST:PORT, or NULL (off); the topic of its
-	 * batches (ctl-kvevents.h) */
-	const char *kv_events_endpoint;
-	const char *kv_events_topic;
-	/* the replay ring's batches when in 1..CTL_KV_REPLAY_BATCHES-1 (a test's
-	 * $ALLM_KV_EVENTS_TEST_RING, read by the program: it rolls over in a few
-	 * batches); 0: the full ring */
-	int kv_events_test_ring;
+	/* --kv-events-*: the KV events' endpoint (NULL: off), topic, keys
+	 * (ctl-kvevents.h) */
+	const struct ctl_kvevents_opts *kv_events;
 };
 
 /* Binds DIR/NAME.ctl and DIR/NAME.pub (replacing stale socket files of a dead

@@ -103,7 +103,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 34);
+	allm_ctl_enc_map(e, 35);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -140,6 +140,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "used", st.disk_used);
 	allm_ctl_enc_kint(e, "cached", st.disk_cached);
 	ctl_encode_prefix(e, &st, cfg->prefix_caching);
+	ctl_kvevents_encode_status(s->kv, e); /* who reads the KV events, what replays cost */
 	allm_ctl_enc_kmap(e, "preemptions", 3);
 	allm_ctl_enc_kint(e, "swap", st.preempt_swap);
 	allm_ctl_enc_kint(e, "recompute", st.preempt_recompute);

@@ -60,12 +60,22 @@ static void usage(FILE *f)
 		"  --shm memfd|posix      client segments: sealed memfd (default) or shm_open\n"
 		"  --share-prefix-cache   requests of different users may share cached KV blocks\n"
 		"                         (default: each uid its own: a hit shows in the timing)\n"
-		"  --kv-events-endpoint tcp://HOST:PORT\n"
+		"  --kv-events-endpoint ipc://PATH | tcp://HOST:PORT\n"
 		"                         publish KV cache events in vLLM's format (block stored,\n"
-		"                         removed, all cleared) for routers; replay on PORT+1; they\n"
-		"                         carry prompt token ids: bind to an operators' address\n"
-		"                         (default: off)\n"
+		"                         removed, all cleared) for routers; replay on PATH.replay or\n"
+		"                         PORT+1 (default: off). They carry EVERY USER'S PROMPT AND\n"
+		"                         COMPLETION TOKEN IDS. Who can read them: ipc: the engine's\n"
+		"                         uid alone (PATH's directory must be one only it can enter;\n"
+		"                         made 0700 when missing); tcp with CURVE: holders of a listed\n"
+		"                         client key; tcp on 127.x or [::1] without CURVE: every local\n"
+		"                         user; any other tcp address without CURVE: refused\n"
 		"  --kv-events-topic T    their ZeroMQ topic (default kv@NAME@MODEL, llm-d's form)\n"
+		"  --kv-events-curve-key FILE  ZeroMQ CURVE for tcp: the engine's secret key (Z85, or\n"
+		"                         a ZeroMQ certificate's secret-key line), a file of this uid\n"
+		"                         that no one else can read; its public key is logged at start\n"
+		"  --kv-events-curve-clients FILE  the subscribers' public keys it lets in, one a line\n"
+		"  --kv-events-insecure   allow a plaintext tcp bind beyond loopback (anyone who\n"
+		"                         reaches it reads every prompt; routers without CURVE)\n"
 		"  --shutdown-timeout S   on SIGTERM, seconds to finish in-flight requests and deliver\n"
 		"                         what clients have not read (default 30); a second signal: now\n"
 		"limits on what clients can make the engine hold (a refused request ends with status\n"
@@ -110,6 +120,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 			i++;
 			continue;
 		}
+		if (!strcmp(f, "--kv-events-insecure")) {
+			d->kv_events.insecure = true;
+			i++;
+			continue;
+		}
 		if (!v) {
 			fprintf(stderr, "allm-engined: unknown flag or missing value: %s (see --help)\n", f);
 			return -1;
@@ -123,12 +138,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 			}
 			d->name = v;
 		} else if (!strcmp(f, "--kv-events-endpoint")) {
-			char rep[600], why[300];
-			if (ctl_kvevents_parse_endpoint(v, rep, sizeof(rep), why, sizeof(why))) {
-				fprintf(stderr, "allm-engined: %s\n", why);
-				return -1;
-			}
-			d->kv_events_endpoint = v;
+			d->kv_events.endpoint = v;
+		} else if (!strcmp(f, "--kv-events-curve-key")) {
+			d->kv_events.curve_key_file = v;
+		} else if (!strcmp(f, "--kv-events-curve-clients")) {
+			d->kv_events.curve_clients_file = v;
 		} else if (!strcmp(f, "--kv-events-topic")) {
 			if (strlen(v) > CTL_KV_TOPIC_MAX) {
 				fprintf(stderr, "allm-engined: --kv-events-topic: at most %d bytes\n", CTL_KV_TOPIC_MAX);
@@ -167,6 +181,11 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 			return -1;
 		}
 		i += 2;
+	}
+	char why[600];
+	if (ctl_kvevents_check(&d->kv_events, why, sizeof(why))) {
+		fprintf(stderr, "allm-engined: %s\n", why);
+		return -1;
 	}
 	d->log_level = o->log_level;
 	return 0;
@@ -465,12 +484,12 @@ static int start_control(struct daemon *d)
 		.name = d->name,
 		.runtime_dir = d->runtime_dir,
 		.profile_path = d->profile_path,
-		.kv_events_endpoint = d->kv_events_endpoint,
-		.kv_events_topic = d->kv_events_topic,
-		/* a test hook, read here and nowhere below */
-		.kv_events_test_ring = getenv("ALLM_KV_EVENTS_TEST_RING") ? atoi(getenv("ALLM_KV_EVENTS_TEST_RING")) : 0,
+		.kv_events = &d->kv_events,
 	};
-	if (d->kv_events_endpoint && !d->kv_events_topic_set)
+	d->kv_events.topic = d->kv_events_topic;
+	/* a test hook, read here and nowhere below */
+	d->kv_events.test_ring = getenv("ALLM_KV_EVENTS_TEST_RING") ? atoi(getenv("ALLM_KV_EVENTS_TEST_RING")) : 0;
+	if (d->kv_events.endpoint && !d->kv_events_topic_set)
 		snprintf(d->kv_events_topic, sizeof(d->kv_events_topic), "kv@%s@%.180s", d->name, d->rt->model_desc);
 	if (ctl_server_start(&h, &d->ctl))
 		return -1;

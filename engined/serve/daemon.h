@@ -40,6 +40,7 @@
 #define ALLM_D_FDS_PER_CLIENT 4
 #define ALLM_D_FD_RESERVE 96
 
+#include "ctl-kvevents-sec.h"
 #include "ctl-server.h"
 
 enum dclient_state {
@@ -128,7 +129,7 @@ struct daemon {
 	int tick_fd; /* timerfd, 10 Hz */
 	bool posix_shm; /* --shm posix */
 	bool share_prefix_cache; /* --share-prefix-cache: cached blocks shared across uids */
-	const char *kv_events_endpoint; /* --kv-events-endpoint tcp://HOST:PORT, or NULL (off) */
+	struct ctl_kvevents_opts kv_events; /* --kv-events-*: endpoint NULL (off) by default */
 	char kv_events_topic[256]; /* --kv-events-topic; default kv@NAME@MODEL (llm-d's form) */
 	bool kv_events_topic_set;
 	uid_t allow_uids[16];
