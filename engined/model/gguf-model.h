@@ -45,10 +45,11 @@ int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
 			      const struct allm_model_load_opts *o, struct allm_model **ret,
 			      struct allm_err *err);
 
-/* The GGUF name of a Hugging Face tensor name as allm_model_weight_specs() writes
- * them ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"), into
- * buf; false when the name has no GGUF counterpart. */
-bool allm_gguf_tensor_name(const char *hf_name, char *buf, size_t len);
+/* The GGUF name of tensor s of m (one of allm_model_weight_specs(m)'s: the layer 3
+ * query matrix is "blk.3.attn_q.weight", Phi-3's "blk.3.attn_qkv.weight"), into
+ * buf; false when it has no GGUF counterpart. */
+bool allm_gguf_spec_name(const struct allm_model *m, const struct allm_weight_spec *s, char *buf,
+			 size_t len);
 
 /* --- gguf-dequant.c --- */
 

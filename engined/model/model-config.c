@@ -7,10 +7,6 @@
 #include <math.h>
 #include <stdio.h>
 
-const char *allm_arch_name(enum allm_arch a)
-{
-	return a == ALLM_ARCH_OPT ? "opt" : "llama";
-}
 
 /* --- small typed getters: each failure names the file and the key ---------- */
 
@@ -230,8 +226,18 @@ int allm_model_config_validate(const struct allm_model_config *c, const char *wh
 	NEED(c->max_pos > 0 && c->max_pos <= (1 << 24), "%s: max_position_embeddings %d out of range",
 	     what, c->max_pos);
 	NEED(c->norm_eps > 0 && c->norm_eps < 1, "%s: norm eps %g out of range", what, c->norm_eps);
-	if (c->arch == ALLM_ARCH_LLAMA)
+	const struct allm_arch_desc *ad = allm_arch_describe(c->arch);
+	NEED(ad, "%s: architecture %d is not one of %s", what, (int)c->arch, allm_arch_names());
+	if (ad->rope)
 		NEED(c->rope_theta > 0, "%s: rope_theta must be > 0", what);
+	NEED(c->sliding_window >= 0 && (!c->sliding_window || ad->rope),
+	     "%s: sliding_window %d out of range", what, c->sliding_window);
+	NEED(c->swa_pattern >= 0 && c->swa_pattern <= 1024, "%s: sliding window pattern %d out of range",
+	     what, c->swa_pattern);
+	NEED(c->rope_local_theta >= 0 && isfinite(c->rope_local_theta),
+	     "%s: local RoPE base %g out of range", what, c->rope_local_theta);
+	NEED(c->query_scale >= 0 && isfinite(c->query_scale) && c->query_scale < 1e3,
+	     "%s: attention scale %g out of range", what, c->query_scale);
 	if (c->arch == ALLM_ARCH_OPT) {
 		NEED(c->head_dim * c->n_heads == c->hidden,
 		     "%s: hidden_size %d is not a multiple of num_attention_heads %d", what, c->hidden,
@@ -527,13 +533,19 @@ void allm_model_config_inv_freq(const struct allm_model_config *c, float *ret)
 	}
 }
 
+void allm_model_config_inv_freq_local(const struct allm_model_config *c, float *ret)
+{
+	for (int32_t i = 0; i < c->head_dim / 2; i++)
+		ret[i] = (float)pow((double)c->rope_local_theta, -2.0 * i / (double)c->head_dim);
+}
+
 uint64_t allm_model_config_n_params(const struct allm_model_config *c)
 {
 	uint64_t d = c->hidden, f = c->intermediate, v = c->vocab_size;
 	uint64_t q = (uint64_t)c->n_heads * c->head_dim, kv = (uint64_t)c->n_kv_heads * c->head_dim;
 	uint64_t per_layer;
 	uint64_t total;
-	if (c->arch == ALLM_ARCH_LLAMA) {
+	if (!allm_arch_describe(c->arch)->layernorm) {
 		per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d;
 		total = v * d + d + (c->tie_embeddings ? 0 : v * d);
 	} else {

@@ -28,35 +28,74 @@ static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, enum al
 	e->kind = kind;
 }
 
+/* The last n specs are row slices of one file tensor, in order. */
+static void fuse(struct allm_weight_spec *s, int n)
+{
+	int64_t rows = 0;
+	for (int i = 0; i < n; i++) {
+		s[i].src_row0 = rows;
+		rows += s[i].shape[0];
+	}
+	for (int i = 0; i < n; i++)
+		s[i].src_rows = rows;
+}
+
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n)
 {
 	const struct allm_model_config *c = &m->cfg;
 	int64_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
 	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
-	size_t cap = 16 + (size_t)c->n_layers * 20, n = 0;
+	size_t cap = 16 + (size_t)c->n_layers * 24, n = 0;
 	struct allm_weight_spec *s = allm_calloc(cap, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 
-	if (c->arch == ALLM_ARCH_LLAMA) {
+	const struct allm_arch_desc *ad = allm_arch_describe(c->arch);
+	if (!ad->layernorm) {
+		int64_t H = c->head_dim;
+		bool gemma = ad->post_norms; /* Gemma's names for its four norms */
 		add_spec(s, &n, &m->tok_emb, &m->tok_emb_dt, ALLM_WKIND_EMBED, V, D, "model.embed_tokens.weight");
 		for (int i = 0; i < c->n_layers; i++) {
 			struct allm_layer_weights *L = &m->layers[i];
 			const char *p = "model.layers";
 			add_spec(s, &n, &L->attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.input_layernorm.weight", p, i);
-			add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
-			add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
-			add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			if (ad->fused_qkv) {
+				add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				fuse(&s[n - 3], 3);
+			} else {
+				add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
+				add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
+				add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			}
 			add_spec(s, &n, &L->wo, &L->wo_dt, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.o_proj.weight", p, i);
-			if (c->attn_bias) {
+			if (c->attn_bias || ad->qkv_bias) {
 				add_spec(s, &n, &L->bq, NULL, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", p, i);
 				add_spec(s, &n, &L->bk, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", p, i);
 				add_spec(s, &n, &L->bv, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", p, i);
-				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
 			}
-			add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
-			add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
-			add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			if (c->attn_bias)
+				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
+			if (ad->qk_norm) {
+				add_spec(s, &n, &L->q_norm_w, NULL, ALLM_WKIND_NORM, H, 0, "%s.%d.self_attn.q_norm.weight", p, i);
+				add_spec(s, &n, &L->k_norm_w, NULL, ALLM_WKIND_NORM, H, 0, "%s.%d.self_attn.k_norm.weight", p, i);
+			}
+			if (gemma) {
+				add_spec(s, &n, &L->post_attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+				add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.pre_feedforward_layernorm.weight", p, i);
+				add_spec(s, &n, &L->post_mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_feedforward_layernorm.weight", p, i);
+			} else {
+				add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+			}
+			if (ad->fused_gate_up) {
+				add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_up_proj.weight", p, i);
+				add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_up_proj.weight", p, i);
+				fuse(&s[n - 2], 2);
+			} else {
+				add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
+				add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			}
 			add_spec(s, &n, &L->w_down, &L->w_down_dt, ALLM_WKIND_MATRIX, D, F, "%s.%d.mlp.down_proj.weight", p, i);
 			if (c->mlp_bias) {
 				add_spec(s, &n, &L->b_gate, NULL, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.gate_proj.bias", p, i);
@@ -239,7 +278,7 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 					    allm_dtype_name(dt), m->be->iface->name(m->be));
 		total += align64(allm_model_spec_bytes(m, &specs[i]));
 	}
-	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
+	total += 2 * align64((size_t)m->cfg.head_dim / 2 * sizeof(float)); /* global and local RoPE */
 
 	/* A clear refusal beats the OOM killer: check against what the device has. */
 	if (!m->be->iface->mem_info(m->be, &free_b, &total_b) && total > free_b)
@@ -259,6 +298,7 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 		p += align64(allm_model_spec_bytes(m, &specs[i]));
 	}
 	m->inv_freq = (float *)p;
+	m->inv_freq_local = (float *)(p + align64((size_t)m->cfg.head_dim / 2 * sizeof(float)));
 	return 0;
 }
 
@@ -269,11 +309,17 @@ int allm_model_finish(struct allm_model *m, struct allm_err *err)
 		m->lm_head = m->tok_emb;
 		m->lm_head_dt = m->tok_emb_dt;
 	}
-	if (m->cfg.arch != ALLM_ARCH_LLAMA)
+	if (!allm_arch_describe(m->cfg.arch)->rope)
 		return 0;
+	size_t bytes = (size_t)m->cfg.head_dim / 2 * sizeof(float);
 	allm_model_config_inv_freq(&m->cfg, inv);
-	int r = m->be->iface->upload(m->be, m->inv_freq, inv,
-				     (size_t)m->cfg.head_dim / 2 * sizeof(float));
+	int r = m->be->iface->upload(m->be, m->inv_freq, inv, bytes);
+	if (!r && m->cfg.rope_local_theta > 0) {
+		allm_model_config_inv_freq_local(&m->cfg, inv);
+		r = m->be->iface->upload(m->be, m->inv_freq_local, inv, bytes);
+	} else {
+		m->inv_freq_local = m->inv_freq;
+	}
 	if (r)
 		return allm_err_set(err, r, "upload: %s", allm_backend_last_error(m->be));
 	return 0;

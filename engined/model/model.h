@@ -19,6 +19,9 @@ struct allm_layer_weights {
 	void *w_up; /* (F, D) llama up_proj / opt fc1 */
 	void *w_down; /* (D, F) llama down_proj / opt fc2 */
 	void *b_gate, *b_up, *b_down; /* (F), (F), (D) */
+	void *q_norm_w, *k_norm_w; /* (head_dim) per-head RMSNorm of q and k (qk_norm) */
+	void *post_attn_norm_w, *post_mlp_norm_w; /* (D) norms of the attention's and the
+						   * MLP's outputs (post_norms) */
 	/* storage dtype of each matrix: the model's wdtype, but a GGUF file loaded in its
 	 * own formats keeps each tensor's (llama.cpp's quantizer picks them per tensor) */
 	enum allm_dtype wq_dt, wk_dt, wv_dt, wo_dt, w_gate_dt, w_up_dt, w_down_dt;
@@ -42,6 +45,8 @@ struct allm_model {
 	void *final_norm_w, *final_norm_b; /* (D); NULL for post-LN opt */
 	void *lm_head; /* (V, P); == tok_emb when tied */
 	float *inv_freq; /* llama: (head_dim / 2) RoPE inverse frequencies, device */
+	float *inv_freq_local; /* the local layers' (rope_local_theta); == inv_freq when
+				* they share them */
 	struct allm_layer_weights *layers; /* [n_layers] */
 	/* storage dtypes of the tensors above (see allm_layer_weights); lm_head_dt is
 	 * tok_emb_dt when the head is tied */
@@ -57,6 +62,10 @@ struct allm_weight_spec {
 	enum allm_dtype *dt; /* &model->field_dt of a matrix or embedding table (its
 			      * storage dtype); NULL for norms and biases (vdtype) */
 	int kind; /* ALLM_WKIND_*: how --dummy initialises it */
+	/* a slice of a fused file tensor (Phi-3's qkv_proj, gate_up_proj): rows
+	 * src_row0 .. src_row0 + shape[0] of a tensor of src_rows rows; src_rows 0:
+	 * the whole tensor is this one */
+	int64_t src_row0, src_rows;
 };
 
 enum { ALLM_WKIND_MATRIX, ALLM_WKIND_NORM, ALLM_WKIND_BIAS, ALLM_WKIND_EMBED };

@@ -199,6 +199,23 @@ static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const f
 	return 0;
 }
 
+static int cpu_gelu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
+			int64_t n)
+{
+	struct cpu_ctx *c = CTX(be);
+	if (c->reference)
+		cpu_ref_gelu_mul(y, gate, up, n);
+	else
+		cpu_fast_gelu_mul(c, y, gate, up, n);
+	return 0;
+}
+
+static int cpu_scale(allm_backend_t *be, float *y, const float *x, float s, int64_t n)
+{
+	cpu_ref_scale(y, x, s, n);
+	return 0;
+}
+
 static int cpu_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
 {
 	cpu_ref_relu(y, x, n);
@@ -310,6 +327,8 @@ static const struct allm_backend_i cpu_iface = {
 	.timer_start = cpu_timer_start,
 	.timer_stop = cpu_timer_stop,
 	.topk = cpu_topk,
+	.gelu_mul = cpu_gelu_mul,
+	.scale = cpu_scale,
 };
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,
