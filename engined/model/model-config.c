@@ -142,12 +142,42 @@ static int parse_rope_scaling(json_t *o, const char *path, struct allm_model_con
 	return 0;
 }
 
-static int parse_llama(json_t *o, const char *p, struct allm_model_config *c,
-		       struct allm_err *err)
+/* The layers' kinds from Gemma 3's layer_types ("sliding_attention" /
+ * "full_attention" per layer), which must follow one pattern: every n-th global. */
+static int parse_layer_types(json_t *o, const char *p, struct allm_model_config *c,
+			     struct allm_err *err)
+{
+	json_t *lt = json_object_get(o, "layer_types");
+	if (!lt || json_is_null(lt))
+		return get_i32(o, p, "sliding_window_pattern", false, c->swa_pattern, &c->swa_pattern, err);
+	if (!json_is_array(lt) || (int64_t)json_array_size(lt) != c->n_layers)
+		return allm_err_set(err, -EINVAL, "%s: 'layer_types' must list the %d layers", p, c->n_layers);
+	int32_t first_full = 0;
+	for (int32_t l = 0; l < c->n_layers && !first_full; l++)
+		if (!strcmp(json_string_value(json_array_get(lt, (size_t)l)) ?: "", "full_attention"))
+			first_full = l + 1;
+	c->swa_pattern = first_full; /* 0: no global layer, all local */
+	for (int32_t l = 0; l < c->n_layers; l++) {
+		const char *t = json_string_value(json_array_get(lt, (size_t)l));
+		bool full = t && !strcmp(t, "full_attention"), local = t && !strcmp(t, "sliding_attention");
+		if (!full && !local)
+			return allm_err_set(err, -EINVAL, "%s: layer_types[%d] is not sliding_attention or "
+					    "full_attention", p, l);
+		if (local != allm_model_layer_local(c, l))
+			return allm_err_set(err, -ENOTSUP, "%s: layer_types is not one global layer every "
+					    "%d (not supported)", p, first_full);
+	}
+	return 0;
+}
+
+/* The Llama-shaped families: llama (and mistral), qwen2, qwen3, gemma3_text, phi3. */
+static int parse_decoder(json_t *o, const char *p, const struct allm_arch_desc *ad, const char *mt,
+			 struct allm_model_config *c, struct allm_err *err)
 {
 	int r;
-	c->arch = ALLM_ARCH_LLAMA;
-	c->act = ALLM_ACT_SILU;
+	bool gemma = ad->arch == ALLM_ARCH_GEMMA3, swa = false;
+	c->arch = ad->arch;
+	c->act = ad->act;
 	if ((r = get_i32(o, p, "hidden_size", true, 0, &c->hidden, err)) ||
 	    (r = get_i32(o, p, "intermediate_size", true, 0, &c->intermediate, err)) ||
 	    (r = get_i32(o, p, "num_hidden_layers", true, 0, &c->n_layers, err)) ||
@@ -158,14 +188,58 @@ static int parse_llama(json_t *o, const char *p, struct allm_model_config *c,
 	    (r = get_i32(o, p, "max_position_embeddings", false, 2048, &c->max_pos, err)) ||
 	    (r = get_float(o, p, "rms_norm_eps", 1e-6, &c->norm_eps, err)) ||
 	    (r = get_float(o, p, "rope_theta", 10000.0, &c->rope_theta, err)) ||
-	    (r = get_bool(o, p, "tie_word_embeddings", false, &c->tie_embeddings, err)) ||
+	    (r = get_bool(o, p, "tie_word_embeddings", gemma, &c->tie_embeddings, err)) ||
 	    (r = get_bool(o, p, "attention_bias", false, &c->attn_bias, err)) ||
-	    (r = get_bool(o, p, "mlp_bias", false, &c->mlp_bias, err)))
+	    (r = get_bool(o, p, "mlp_bias", false, &c->mlp_bias, err)) ||
+	    (r = get_bool(o, p, "use_sliding_window", false, &swa, err)))
 		return r;
-	const char *act = json_string_value(json_object_get(o, "hidden_act"));
-	if (act && strcmp(act, "silu") && strcmp(act, "swish"))
-		return allm_err_set(err, -ENOTSUP, "%s: hidden_act '%s' is not supported for llama (silu)",
-				    p, act);
+	if (ad->qkv_bias)
+		c->attn_bias = false; /* Qwen2's q/k/v biases are the architecture's */
+	const char *act = json_string_value(json_object_get(o, gemma ? "hidden_activation" : "hidden_act"));
+	const char *want = ad->act == ALLM_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "silu";
+	if (act && strcmp(act, want) && !(ad->act == ALLM_ACT_SILU && !strcmp(act, "swish")))
+		return allm_err_set(err, -ENOTSUP, "%s: hidden activation '%s' is not supported for %s (%s)",
+				    p, act, mt, want);
+	double prf = 1.0;
+	json_t *v = json_object_get(o, "partial_rotary_factor");
+	if (v && json_is_number(v))
+		prf = json_number_value(v);
+	if (prf != 1.0)
+		return allm_err_set(err, -ENOTSUP, "%s: partial_rotary_factor %g (RoPE over part of a head) "
+				    "is not supported", p, prf);
+	static const char *const softcaps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(softcaps); i++) {
+		v = json_object_get(o, softcaps[i]);
+		if (v && !json_is_null(v))
+			return allm_err_set(err, -ENOTSUP, "%s: %s is not supported", p, softcaps[i]);
+	}
+	/* sliding windows: Mistral's and Phi-3's over every layer, Gemma 3's local
+	 * layers; Qwen's use_sliding_window (windows from max_window_layers up) is not
+	 * run */
+	if (ad->qkv_bias || ad->arch == ALLM_ARCH_QWEN3) {
+		if (swa)
+			return allm_err_set(err, -ENOTSUP, "%s: use_sliding_window (Qwen's windows above "
+					    "max_window_layers) is not supported", p);
+	} else if (strcmp(mt, "llama")) {
+		if ((r = get_i32(o, p, "sliding_window", false, 0, &c->sliding_window, err)))
+			return r;
+	}
+	if (gemma) {
+		float qpas;
+		c->swa_pattern = ad->swa_pattern;
+		if ((r = get_float(o, p, "query_pre_attn_scalar", c->head_dim, &qpas, err)) ||
+		    (r = get_float(o, p, "rope_local_base_freq", ad->rope_local_theta, &c->rope_local_theta, err)))
+			return r;
+		if (!(qpas > 0))
+			return allm_err_set(err, -EINVAL, "%s: query_pre_attn_scalar must be > 0", p);
+		c->query_scale = 1.0f / sqrtf(qpas);
+		if (c->sliding_window > 0 && (r = parse_layer_types(o, p, c, err)))
+			return r;
+	}
+	if (c->sliding_window <= 0) {
+		c->sliding_window = 0;
+		c->rope_local_theta = 0;
+	}
 	return parse_rope_scaling(o, p, c, err);
 }
 
@@ -313,14 +387,25 @@ int allm_model_config_load_from(const struct allm_vdir *dir, struct allm_model_c
 		r = allm_err_set(err, -EINVAL, "%s: missing 'model_type'", path);
 		goto out;
 	}
-	if (!strcmp(mt, "llama") || !strcmp(mt, "mistral")) {
-		r = parse_llama(root, path, &c, err);
-	} else if (!strcmp(mt, "opt")) {
+	/* Hugging Face's model_type names: mistral is Llama with a window, gemma3_text
+	 * Gemma 3's text model (gemma3 itself is the multimodal one) */
+	const struct allm_arch_desc *ad = allm_arch_by_name(mt, strlen(mt));
+	if (!strcmp(mt, "mistral"))
+		ad = allm_arch_describe(ALLM_ARCH_LLAMA);
+	else if (!strcmp(mt, "gemma3_text"))
+		ad = allm_arch_describe(ALLM_ARCH_GEMMA3);
+	else if (!strcmp(mt, "gemma3"))
+		ad = NULL;
+	if (ad && ad->arch == ALLM_ARCH_OPT) {
 		r = parse_opt(root, path, &c, err);
+	} else if (ad) {
+		r = parse_decoder(root, path, ad, mt, &c, err);
 	} else {
 		r = allm_err_set(err, -ENOTSUP,
-				 "%s: unsupported architecture model_type '%s' (supported: llama, opt)",
-				 path, mt);
+				 "%s: unsupported architecture model_type '%s' (supported: llama, mistral, "
+				 "opt, qwen2, qwen3, gemma3_text, phi3)%s", path, mt,
+				 !strcmp(mt, "gemma3") ? "; gemma3 is the multimodal Gemma 3, whose text "
+							 "model is not loaded from it" : "");
 	}
 	if (r)
 		goto out;

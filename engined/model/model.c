@@ -352,15 +352,16 @@ static int check_tensor(const struct allm_st_index *idx, const struct allm_weigh
 		return allm_err_set(err, -ENOENT, "%s: tensor '%s' is missing (config.json implies it)",
 				    dir, s->name);
 	bool ok = t->n_dims == s->n_dims;
-	for (int d = 0; ok && d < s->n_dims; d++)
-		ok = t->shape[d] == s->shape[d];
+	for (int d = 0; ok && d < s->n_dims; d++) /* a slice of a fused tensor: its rows */
+		ok = t->shape[d] == (d == 0 && s->src_rows ? s->src_rows : s->shape[d]);
 	if (!ok) {
 		char have[96] = "", want[96];
 		for (int d = 0; d < t->n_dims && d < 4; d++)
 			snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? ", " : "",
 				 (long long)t->shape[d]);
 		if (s->n_dims == 2)
-			snprintf(want, sizeof(want), "%lld, %lld", (long long)s->shape[0], (long long)s->shape[1]);
+			snprintf(want, sizeof(want), "%lld, %lld",
+				 (long long)(s->src_rows ? s->src_rows : s->shape[0]), (long long)s->shape[1]);
 		else
 			snprintf(want, sizeof(want), "%lld", (long long)s->shape[0]);
 		return allm_err_set(err, -EINVAL,
@@ -368,6 +369,15 @@ static int check_tensor(const struct allm_st_index *idx, const struct allm_weigh
 				    idx->paths[t->file_idx], s->name, have, want);
 	}
 	return 0;
+}
+
+/* Whether tensor t's bytes are spec s's storage as they are: the same dtype, the
+ * whole tensor (not a slice of a fused one), no offset to add (Gemma's norms). */
+static bool as_stored(const struct allm_model *m, const struct allm_weight_spec *s,
+		      const struct allm_st_tensor *t)
+{
+	return t->dtype == allm_model_spec_dtype(m, s) && !s->src_rows &&
+	       !(s->kind == ALLM_WKIND_NORM && allm_arch_describe(m->cfg.arch)->hf_norm_offset != 0);
 }
 
 /* Bytes of staging for one window of reads that need conversion or upload. */
@@ -424,9 +434,15 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 			const struct allm_weight_spec *sp = jobs[q].spec;
 			size_t ne = spec_elems(sp), nb = allm_model_spec_bytes(m, sp);
 			const void *src = reads[q - i].dst; /* in the pinned staging window */
-			if (be->device_is_host || jobs[q].t->dtype != allm_model_spec_dtype(m, sp)) {
+			if (be->device_is_host || !as_stored(m, sp, jobs[q].t)) {
 				void *dst = be->device_is_host ? *sp->slot : conv;
-				allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
+				size_t es = allm_dtype_size(jobs[q].t->dtype);
+				const char *from = (const char *)reads[q - i].dst +
+						   (size_t)sp->src_row0 * (size_t)spec_cols(sp) * es;
+				allm_to_f32(f32, from, jobs[q].t->dtype, ne);
+				if (sp->kind == ALLM_WKIND_NORM) /* Gemma's w - 1 */
+					for (size_t e = 0; e < ne; e++)
+						f32[e] += allm_arch_describe(m->cfg.arch)->hf_norm_offset;
 				allm_model_spec_store(m, sp, dst, 0, f32, spec_rows(sp));
 				src = conv;
 			}
@@ -518,7 +534,7 @@ int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
 	/* Tensors already in the storage dtype go straight into the weights when the
 	 * device is host memory; the rest take the staged path. */
 	for (size_t i = 0; i < n; i++) {
-		if (be->device_is_host && jobs[i].t->dtype == allm_model_spec_dtype(m, &specs[i])) {
+		if (be->device_is_host && as_stored(m, &specs[i], jobs[i].t)) {
 			direct[n_direct].t = jobs[i].t;
 			direct[n_direct++].dst = *specs[i].slot;
 			direct_bytes += jobs[i].t->nbytes;
