@@ -1,5 +1,7 @@
-/* A Llama-family model from a GGUF file (--model FILE.gguf): hyper-parameters from the
- * `llama.*` metadata, weights from the tensor table.
+/* A model from a GGUF file (--model FILE.gguf): hyper-parameters from the
+ * `ARCH.*` metadata (ARCH one of llama, qwen2, qwen3, gemma3, phi3:
+ * model-config.h's architecture table), weights from the tensor table. A peer of
+ * hf-model.h; model-load.c picks between them.
  *
  * Tensor types read: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K. With
  * file types (allm_model_load_opts.file_types, --dtype auto on the CPU) every matrix
@@ -18,8 +20,8 @@
  * into that order); the loader puts them back, so the engine's RoPE, written for
  * Hugging Face's layout, rotates the right pairs.
  *
- * allm_model_config_load_from() and allm_model_load_from() come here when their
- * directory is a regular file; these are the entry points behind them. */
+ * allm_model_config_load_from() and allm_model_load_from() (model-load.c) come here
+ * when their directory is a regular file; these are the entry points behind them. */
 #ifndef ALLM_GGUF_MODEL_H
 #define ALLM_GGUF_MODEL_H
 

@@ -70,6 +70,22 @@ struct allm_weight_spec {
 
 enum { ALLM_WKIND_MATRIX, ALLM_WKIND_NORM, ALLM_WKIND_BIAS, ALLM_WKIND_EMBED };
 
+/* Rows, columns and elements of a tensor (a vector is one row). */
+static inline int64_t allm_spec_rows(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[0] : 1;
+}
+
+static inline int64_t allm_spec_cols(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[1] : s->shape[0];
+}
+
+static inline size_t allm_spec_elems(const struct allm_weight_spec *s)
+{
+	return (size_t)allm_spec_rows(s) * (size_t)allm_spec_cols(s);
+}
+
 /* Lists the tensors cfg implies, in file order. *ret is allm_malloc'ed. */
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n);
 
@@ -85,8 +101,10 @@ struct allm_model_load_opts {
 	bool file_types;
 };
 
-/* Loads dir (config.json + safetensors) onto be. Every tensor the config implies
- * must be present with the implied shape. 0 or -errno with err set. */
+/* Loads a model onto be: dir is a Hugging Face directory (config.json +
+ * safetensors: hf-model.h) or a GGUF file (gguf-model.h); model-load.c picks the
+ * loader. Every tensor the config implies must be present with the implied shape.
+ * 0 or -errno with err set. */
 int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
 		    struct allm_model **ret, struct allm_err *err);
 /* The embedded default model, stories260K (data/models/, compiled in): a
