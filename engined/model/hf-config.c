@@ -395,9 +395,18 @@ int allm_model_config_save(const struct allm_model_config *c, const char *dir,
 	for (int i = 0; i < c->n_eos; i++)
 		json_array_append_new(eos, json_integer(c->eos_ids[i]));
 
-	if (c->arch == ALLM_ARCH_LLAMA) {
-		json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-		json_object_set_new(o, "model_type", json_string("llama"));
+	const struct allm_arch_desc *ad = allm_arch_describe(c->arch);
+	if (!ad->layernorm) {
+		static const char *const classes[ALLM_ARCH_COUNT] = {
+			[ALLM_ARCH_LLAMA] = "LlamaForCausalLM", [ALLM_ARCH_QWEN2] = "Qwen2ForCausalLM",
+			[ALLM_ARCH_QWEN3] = "Qwen3ForCausalLM", [ALLM_ARCH_GEMMA3] = "Gemma3ForCausalLM",
+			[ALLM_ARCH_PHI3] = "Phi3ForCausalLM",
+		};
+		bool gemma = c->arch == ALLM_ARCH_GEMMA3;
+		/* a Llama with a window is Mistral; Gemma 3's text model is gemma3_text */
+		const char *mt = gemma ? "gemma3_text" : c->arch == ALLM_ARCH_LLAMA && c->sliding_window ? "mistral" : ad->name;
+		json_object_set_new(o, "architectures", json_pack("[s]", classes[c->arch]));
+		json_object_set_new(o, "model_type", json_string(mt));
 		json_object_set_new(o, "hidden_size", json_integer(c->hidden));
 		json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
 		json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
@@ -417,9 +426,22 @@ int allm_model_config_save(const struct allm_model_config *c, const char *dir,
 						      "original_max_position_embeddings", c->rope_orig_max_pos));
 		else
 			json_object_set_new(o, "rope_scaling", json_null());
-		json_object_set_new(o, "hidden_act", json_string("silu"));
+		json_object_set_new(o, gemma ? "hidden_activation" : "hidden_act",
+				    json_string(gemma ? "gelu_pytorch_tanh" : "silu"));
 		json_object_set_new(o, "attention_bias", json_boolean(c->attn_bias));
 		json_object_set_new(o, "mlp_bias", json_boolean(c->mlp_bias));
+		if (c->sliding_window)
+			json_object_set_new(o, "sliding_window", json_integer(c->sliding_window));
+		if (gemma) {
+			json_t *lt = json_array();
+			for (int32_t l = 0; l < c->n_layers; l++)
+				json_array_append_new(lt, json_string(allm_model_layer_local(c, l) ? "sliding_attention"
+												  : "full_attention"));
+			json_object_set_new(o, "layer_types", lt);
+			json_object_set_new(o, "rope_local_base_freq", json_real(c->rope_local_theta));
+			float qs = allm_model_attn_scale(c);
+			json_object_set_new(o, "query_pre_attn_scalar", json_real(1.0 / ((double)qs * qs)));
+		}
 	} else {
 		json_object_set_new(o, "architectures", json_pack("[s]", "OPTForCausalLM"));
 		json_object_set_new(o, "model_type", json_string("opt"));
