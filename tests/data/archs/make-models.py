@@ -48,6 +48,9 @@ ARCHS = {
     "qwen3": dict(layers=2, seed=22),
     "gemma3": dict(layers=6, seed=23, window=5),  # layers 0-4 local, 5 global
     "phi3": dict(layers=2, seed=24),
+    # the same Phi-3 with its matrices in Q8_0 blocks: the fused tensors' rows split
+    # at load as blocks (GGUF only)
+    "phi3-q8_0": dict(layers=2, seed=24, arch="phi3", quant=gguf.GGMLQuantizationType.Q8_0),
 }
 
 
@@ -104,6 +107,14 @@ def weights(arch, spec):
 def write_gguf(path, arch, spec, w):
     L = spec["layers"]
     g = gguf.GGUFWriter(path, arch)
+    add_tensor = g.add_tensor
+    if "quant" in spec:  # matrices of whole blocks (not the embedding, not ffn_down: 48 wide)
+        def add_tensor(name, a):
+            if a.ndim == 2 and name != "token_embd.weight" and a.shape[1] % 32 == 0:
+                q = gguf.quants.quantize(a, spec["quant"])
+                g.add_tensor(name, q, raw_dtype=spec["quant"])
+            else:
+                g.add_tensor(name, a)
     g.add_name(f"tiny random {arch}")
     g.add_context_length(CTX)
     g.add_embedding_length(D)
@@ -126,33 +137,33 @@ def write_gguf(path, arch, spec, w):
     g.add_unk_token_id(0)
     g.add_bos_token_id(1)
     g.add_eos_token_id(2)
-    g.add_tensor("token_embd.weight", w["emb"])
+    add_tensor("token_embd.weight", w["emb"])
     for i in range(L):
         p, b = f"{i}.", f"blk.{i}."
-        g.add_tensor(b + "attn_norm.weight", w[p + "attn_norm"])
+        add_tensor(b + "attn_norm.weight", w[p + "attn_norm"])
         if arch == "phi3":
-            g.add_tensor(b + "attn_qkv.weight", np.concatenate([w[p + "q"], w[p + "k"], w[p + "v"]]))
+            add_tensor(b + "attn_qkv.weight", np.concatenate([w[p + "q"], w[p + "k"], w[p + "v"]]))
         else:
-            g.add_tensor(b + "attn_q.weight", w[p + "q"])
-            g.add_tensor(b + "attn_k.weight", w[p + "k"])
-            g.add_tensor(b + "attn_v.weight", w[p + "v"])
-        g.add_tensor(b + "attn_output.weight", w[p + "o"])
+            add_tensor(b + "attn_q.weight", w[p + "q"])
+            add_tensor(b + "attn_k.weight", w[p + "k"])
+            add_tensor(b + "attn_v.weight", w[p + "v"])
+        add_tensor(b + "attn_output.weight", w[p + "o"])
         for k, n in (("bq", "attn_q.bias"), ("bk", "attn_k.bias"), ("bv", "attn_v.bias"),
                      ("q_norm", "attn_q_norm.weight"), ("k_norm", "attn_k_norm.weight"),
                      ("post_attn_norm", "post_attention_norm.weight"),
                      ("post_mlp_norm", "post_ffw_norm.weight")):
             if p + k in w:
-                g.add_tensor(b + n, w[p + k])
-        g.add_tensor(b + "ffn_norm.weight", w[p + "mlp_norm"])
+                add_tensor(b + n, w[p + k])
+        add_tensor(b + "ffn_norm.weight", w[p + "mlp_norm"])
         if arch == "phi3":
-            g.add_tensor(b + "ffn_up.weight", np.concatenate([w[p + "gate"], w[p + "up"]]))
+            add_tensor(b + "ffn_up.weight", np.concatenate([w[p + "gate"], w[p + "up"]]))
         else:
-            g.add_tensor(b + "ffn_gate.weight", w[p + "gate"])
-            g.add_tensor(b + "ffn_up.weight", w[p + "up"])
-        g.add_tensor(b + "ffn_down.weight", w[p + "down"])
-    g.add_tensor("output_norm.weight", w["final_norm"])
+            add_tensor(b + "ffn_gate.weight", w[p + "gate"])
+            add_tensor(b + "ffn_up.weight", w[p + "up"])
+        add_tensor(b + "ffn_down.weight", w[p + "down"])
+    add_tensor("output_norm.weight", w["final_norm"])
     if "head" in w:
-        g.add_tensor("output.weight", w["head"])
+        add_tensor("output.weight", w["head"])
     g.write_header_to_file()
     g.write_kv_data_to_file()
     g.write_tensors_to_file()
@@ -266,13 +277,15 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make-models.py OUT_DIR")
     out = sys.argv[1]
-    for arch, spec in ARCHS.items():
-        d = os.path.join(out, arch)
+    for name, spec in ARCHS.items():
+        arch = spec.get("arch", name)
+        d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         w = weights(arch, spec)
         gpath = os.path.join(d, "model.gguf")
         write_gguf(gpath, arch, spec, w)
-        write_hf(os.path.join(d, "hf"), arch, spec, w)
+        if "quant" not in spec:
+            write_hf(os.path.join(d, "hf"), arch, spec, w)
         ref = reference(gpath, spec)
         with open(gpath, "rb") as f:
             ref["generator"] = {"implementation": "llama.cpp via llama-cpp-python",
@@ -282,7 +295,7 @@ def main():
         with open(os.path.join(d, "reference.json"), "w") as f:
             json.dump(ref, f, indent=0)
             f.write("\n")
-        print(f"{arch}: {spec['layers']} layers, greedy {ref['greedy']}, "
+        print(f"{name}: {spec['layers']} layers, greedy {ref['greedy']}, "
               f"smallest margin {min(ref['margins']):.3f}")
 
 
