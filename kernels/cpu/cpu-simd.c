@@ -915,59 +915,63 @@ void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_p
 	}
 }
 
-/* y = silu(g) * u = g / (1 + exp(-g)) * u, 8 at a time (exp8 needs x <= 0: for
- * g > 0, exp(-g) <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
-static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+/* silu(g) = g / (1 + exp(-g)), 8 at a time (exp8 needs x <= 0: for g > 0, exp(-g)
+ * <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
+INL T2 __m256 silu8(__m256 g)
 {
 	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+	__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
+	__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
+	return _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
+}
+
+/* gelu_tanh(g) = 0.5 g (1 + tanh(z)), z = sqrt(2/pi) (g + 0.044715 g^3), 8 at a time:
+ * tanh(|z|) = (1 - e) / (1 + e) with e = exp(-2|z|) <= 1 (exp8's range), the sign
+ * put back after. */
+INL T2 __m256 gelu8(__m256 g)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+	const __m256 c = _mm256_set1_ps(0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
+	__m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(k, g), _mm256_mul_ps(g, g), g));
+	__m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, z)));
+	__m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+	t = _mm256_or_ps(t, _mm256_and_ps(z, sign)); /* tanh(z) = sign(z) tanh(|z|) */
+	return _mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t));
+}
+
+/* y = act(gate) * up, 8 at a time, the tail through a zero-padded 8 */
+INL T2 void gated_avx2(float *y, const float *gate, const float *up, int64_t n, bool gelu)
+{
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 g = _mm256_loadu_ps(gate + i);
-		__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
-		__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
-		__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
-		__m256 s = _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
-		_mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+		__m256 a = gelu ? gelu8(g) : silu8(g);
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(a, _mm256_loadu_ps(up + i)));
 	}
 	if (i < n) {
 		float g[8] = {0}, u[8] = {0}, t[8];
 		memcpy(g, gate + i, (size_t)(n - i) * 4);
 		memcpy(u, up + i, (size_t)(n - i) * 4);
-		silu_mul_avx2(t, g, u, 8);
+		__m256 a = gelu ? gelu8(_mm256_loadu_ps(g)) : silu8(_mm256_loadu_ps(g));
+		_mm256_storeu_ps(t, _mm256_mul_ps(a, _mm256_loadu_ps(u)));
 		memcpy(y + i, t, (size_t)(n - i) * 4);
 	}
+}
+
+static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	gated_avx2(y, gate, up, n, false);
+}
+
+static T2 void gelu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	gated_avx2(y, gate, up, n, true);
 }
 
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 {
 	silu_mul_avx2(y, gate, up, n);
-}
-
-/* y = 0.5 g (1 + tanh(z)) * u, z = sqrt(2/pi) (g + 0.044715 g^3), 8 at a time:
- * tanh(|z|) = (1 - e) / (1 + e) with e = exp(-2|z|) <= 1 (exp8's range), the sign
- * put back after. */
-static T2 void gelu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
-{
-	const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
-	const __m256 c = _mm256_set1_ps(0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		__m256 g = _mm256_loadu_ps(gate + i);
-		__m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(k, g), _mm256_mul_ps(g, g), g));
-		__m256 az = _mm256_andnot_ps(sign, z);
-		__m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), az));
-		__m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-		t = _mm256_or_ps(t, _mm256_and_ps(z, sign)); /* tanh(z) = sign(z) tanh(|z|) */
-		__m256 r = _mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t));
-		_mm256_storeu_ps(y + i, _mm256_mul_ps(r, _mm256_loadu_ps(up + i)));
-	}
-	if (i < n) {
-		float g[8] = {0}, u[8] = {0}, t[8];
-		memcpy(g, gate + i, (size_t)(n - i) * 4);
-		memcpy(u, up + i, (size_t)(n - i) * 4);
-		gelu_mul_avx2(t, g, u, 8);
-		memcpy(y + i, t, (size_t)(n - i) * 4);
-	}
 }
 
 void cpu_gelu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
