@@ -23,21 +23,12 @@ import sys
 
 import gguf
 import llama_cpp
-import llama_cpp.llama
 import numpy as np
 
-# llama.cpp's repacked-weight buffers are not what we compare against: ggml's plain
-# CPU path (as tests/data/smollm2/make-reference.py does)
-_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import llama_cpp_ref  # noqa: E402  (tests/data/llama_cpp_ref.py)
 
-
-def _params_without_extra_bufts():
-    p = _default_params()
-    p.use_extra_bufts = False
-    return p
-
-
-llama_cpp.llama.llama_cpp.llama_model_default_params = _params_without_extra_bufts
+llama_cpp_ref.plain_cpu_path()
 
 D, H, KVH, HD, F, V, CTX = 32, 2, 1, 16, 48, 64, 128
 N_PROMPT, N_GEN = 20, 12
