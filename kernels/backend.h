@@ -59,6 +59,11 @@ struct allm_attn_meta {
 	const int32_t *tok_pos; /* [n_tokens] */
 	const int32_t *slot; /* [n_tokens] block * block_size + offset to write K/V into */
 	const int32_t *block_tables; /* [n_seqs][max_blocks_per_seq] physical block ids */
+	/* Sliding window (backends that support ALLM_OP_SLIDING_WINDOW): 0, every
+	 * position 0..tok_pos[t]; W > 0, only the last W of them, tok_pos[t] - W <
+	 * p <= tok_pos[t]. Block-table entries of blocks wholly before that are never
+	 * read (the KV cache may have given them back). */
+	int32_t window;
 };
 
 enum allm_backend_op {
@@ -75,6 +80,9 @@ enum allm_backend_op {
 	ALLM_OP_ATTENTION,
 	ALLM_OP_ARGMAX,
 	ALLM_OP_TOPK,
+	ALLM_OP_GELU_MUL, /* version 4 */
+	ALLM_OP_SCALE, /* version 4 */
+	ALLM_OP_SLIDING_WINDOW, /* attention honours allm_attn_meta.window */
 	ALLM_OP_COUNT
 };
 
@@ -179,9 +187,17 @@ struct allm_backend_i {
 	int (*gemm_multi)(allm_backend_t *be, int n_mats, float *const *ys, const float *x,
 			  const void *const *ws, const void *const *biases, enum allm_dtype dt,
 			  int64_t n, int64_t k, const int64_t *ms);
+
+	/* --- version 4 ------------------------------------------------------------ */
+	/* Optional (NULL, or a version below 4: models that need them are refused at
+	 * load): y = gelu_tanh(gate) * up, n elements, GELU's tanh approximation
+	 * 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (Gemma's MLP). */
+	int (*gelu_mul)(allm_backend_t *be, float *y, const float *gate, const float *up, int64_t n);
+	/* y = x * s, n elements (Gemma's embeddings times sqrt(hidden)). */
+	int (*scale)(allm_backend_t *be, float *y, const float *x, float s, int64_t n);
 };
 
-#define ALLM_BACKEND_VERSION 3
+#define ALLM_BACKEND_VERSION 4
 
 /* Largest k a backend's topk must accept (the engine's cap for device top-k). */
 #define ALLM_TOPK_MAX 256
@@ -319,6 +335,11 @@ static inline bool allm_backend_has_topk(allm_backend_t *be)
 static inline bool allm_backend_supports(allm_backend_t *be, enum allm_backend_op op,
 					 enum allm_dtype dt)
 {
+	/* the version-4 ops need their members too */
+	if (op == ALLM_OP_GELU_MUL && (be->iface->version < 4 || !be->iface->gelu_mul))
+		return false;
+	if (op == ALLM_OP_SCALE && (be->iface->version < 4 || !be->iface->scale))
+		return false;
 	return be->iface->supports(be, op, dt);
 }
 

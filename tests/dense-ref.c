@@ -3,6 +3,13 @@
  * llama2.c style on purpose: plain loops, every weight f32 and stacked over
  * layers, no cache. Semantics follow Hugging Face transformers:
  *   - LlamaForCausalLM / MistralForCausalLM (modeling_llama.py, modeling_mistral.py)
+ *   - Qwen2ForCausalLM, Qwen3ForCausalLM (modeling_qwen2.py, modeling_qwen3.py: q/k/v
+ *     biases; RMSNorm of each head of q and k before RoPE)
+ *   - Gemma3ForCausalLM (modeling_gemma3.py: embeddings times sqrt(hidden), RMSNorm
+ *     times (1 + w), norms after attention and MLP, gelu_pytorch_tanh, scores scaled
+ *     by query_pre_attn_scalar^-0.5, sliding_attention layers with their own RoPE
+ *     base beside full_attention ones)
+ *   - Phi3ForCausalLM (modeling_phi3.py: qkv_proj and gate_up_proj fused)
  *   - OPTForCausalLM (modeling_opt.py)
  * Dot products accumulate in double so that the reference is, if anything, more
  * accurate than the implementations it checks. Only common/common.h is used from
@@ -35,7 +42,12 @@ struct dense_ref {
 	/* llama */
 	double eps;	       /* rms_norm_eps (llama) or 1e-5 (OPT LayerNorm) */
 	double rope_theta;     /* rope base */
-	int sliding_window;    /* mistral: 0 = none */
+	int sliding_window;    /* mistral, phi3, gemma3's local layers: 0 = none */
+	bool *local;	       /* (L) gemma3: the layer is a sliding_attention one; NULL: all */
+	double rope_local_theta; /* gemma3: rope_local_base_freq of the local layers */
+	bool qk_norm;	       /* qwen3, gemma3 */
+	bool gemma;	       /* (1 + w) norms, post norms, scaled embeddings, GELU-tanh */
+	double score_scale;    /* 1 / sqrt(head_dim), gemma3: query_pre_attn_scalar^-0.5 */
 	/* opt */
 	int proj_dim;	    /* word_embed_proj_dim, P */
 	bool pre_ln;	    /* do_layer_norm_before */
@@ -62,6 +74,9 @@ struct dense_ref {
 	float *w_down;	   /* (L, D, F) */
 	float *b_down;	   /* (L, D) or NULL */
 	float *final_norm; /* (D) model.norm */
+	float *qkv_tmp, *gu_tmp; /* phi3 while loading: the fused matrices */
+	float *q_norm, *k_norm; /* (L, hd) qwen3 / gemma3 */
+	float *post_attn_norm, *post_ffn_norm; /* (L, D) gemma3 */
 	float *lm_head;	   /* (V, D), may alias tok_emb */
 
 	/* ---- opt ---- */
@@ -433,7 +448,8 @@ void dense_ref_free(struct dense_ref *m)
 			 m->w_down,    m->b_down,     m->final_norm,  m->pos_emb,    m->project_in,
 			 m->project_out, m->ln1_w,    m->ln1_b,	      m->ln2_w,	     m->ln2_b,
 			 m->fc1_w,     m->fc1_b,      m->fc2_w,	      m->fc2_b,	     m->final_ln_w,
-			 m->final_ln_b };
+			 m->final_ln_b, m->q_norm,    m->k_norm,      m->post_attn_norm, m->post_ffn_norm };
+	free(m->local);
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		free(all[i]);
 	free(m);
@@ -479,6 +495,18 @@ static int ld_layers(struct loader *L, float **dst, int n_layers, const char *fm
 	return 0;
 }
 
+/* *dst = rows r0 .. r0 + n of each layer's (rows, cols) matrix in src (stacked). */
+static int split_rows(float **dst, const float *src, int n_layers, int rows, int r0, int n, int cols)
+{
+	*dst = malloc(sizeof(float) * (size_t)n_layers * n * cols + 1);
+	if (!*dst)
+		return -1;
+	for (int l = 0; l < n_layers; l++)
+		memcpy(*dst + (size_t)l * n * cols, src + ((size_t)l * rows + r0) * cols,
+		       sizeof(float) * (size_t)n * cols);
+	return 0;
+}
+
 static int load_llama(struct dense_ref *m, json_t *cfg, struct loader *L)
 {
 	char *eb = L->errbuf;
@@ -497,16 +525,33 @@ static int load_llama(struct dense_ref *m, json_t *cfg, struct loader *L)
 	m->max_pos = (int)cfg_int(cfg, "max_position_embeddings", 2048, false, &bad);
 	m->eps = cfg_num(cfg, "rms_norm_eps", 1e-6, &bad);
 	m->rope_theta = cfg_num(cfg, "rope_theta", 10000.0, &bad);
-	bool tie = cfg_bool(cfg, "tie_word_embeddings", false, &bad);
+	const char *type = cfg_str(cfg, "model_type", "");
+	bool qwen2 = !strcmp(type, "qwen2"), phi3 = !strcmp(type, "phi3");
+	m->gemma = !strcmp(type, "gemma3_text");
+	m->qk_norm = m->gemma || !strcmp(type, "qwen3");
+	bool tie = cfg_bool(cfg, "tie_word_embeddings", m->gemma, &bad);
 	bool attn_bias = cfg_bool(cfg, "attention_bias", false, &bad);
 	bool mlp_bias = cfg_bool(cfg, "mlp_bias", false, &bad);
-	if (strcmp(cfg_str(cfg, "model_type", ""), "mistral") == 0)
+	if (!strcmp(type, "mistral") || phi3 || m->gemma)
 		m->sliding_window = (int)cfg_int(cfg, "sliding_window", 0, false, &bad);
+	m->score_scale = 1.0 / sqrt((double)m->head_dim);
+	if (m->gemma) {
+		m->score_scale = 1.0 / sqrt(cfg_num(cfg, "query_pre_attn_scalar", m->head_dim, &bad));
+		m->rope_local_theta = cfg_num(cfg, "rope_local_base_freq", 10000.0, &bad);
+		json_t *lt = json_object_get(cfg, "layer_types");
+		if (m->sliding_window > 0 && json_is_array(lt)) {
+			m->local = calloc((size_t)m->n_layers + 1, sizeof(bool));
+			for (int l = 0; m->local && l < m->n_layers; l++)
+				m->local[l] = !strcmp(json_string_value(json_array_get(lt, (size_t)l)) ?: "",
+						      "sliding_attention");
+		}
+	}
 	if (bad)
 		return fail(eb, el, "config.json: bad llama key type");
-	const char *act = cfg_str(cfg, "hidden_act", "silu");
-	if (strcmp(act, "silu") != 0)
-		return fail(eb, el, "config.json: hidden_act %s not supported", act);
+	const char *act = cfg_str(cfg, m->gemma ? "hidden_activation" : "hidden_act",
+				  m->gemma ? "gelu_pytorch_tanh" : "silu");
+	if (strcmp(act, m->gemma ? "gelu_pytorch_tanh" : "silu") != 0)
+		return fail(eb, el, "config.json: hidden activation %s not supported", act);
 	json_t *rs = json_object_get(cfg, "rope_scaling");
 	if (rs && !json_is_null(rs)) {
 		const char *rt = cfg_str(rs, "rope_type", cfg_str(rs, "type", ""));
@@ -532,19 +577,48 @@ static int load_llama(struct dense_ref *m, json_t *cfg, struct loader *L)
 	if (ld(L, &m->tok_emb, "model.embed_tokens.weight", V, D))
 		return -1;
 	LAYER(attn_norm, "input_layernorm.weight", D, 0);
-	LAYER(wq, "self_attn.q_proj.weight", QD, D);
-	LAYER(wk, "self_attn.k_proj.weight", KD, D);
-	LAYER(wv, "self_attn.v_proj.weight", KD, D);
+	if (phi3) { /* [q; k; v] and [gate; up] in one matrix each */
+		float *qkv = NULL, *gu = NULL;
+		int rc = 0;
+		LAYER(qkv_tmp, "self_attn.qkv_proj.weight", QD + 2 * KD, D);
+		LAYER(gu_tmp, "mlp.gate_up_proj.weight", 2 * F, D);
+		qkv = m->qkv_tmp, gu = m->gu_tmp;
+		m->qkv_tmp = m->gu_tmp = NULL;
+		rc |= split_rows(&m->wq, qkv, NL, QD + 2 * KD, 0, QD, D);
+		rc |= split_rows(&m->wk, qkv, NL, QD + 2 * KD, QD, KD, D);
+		rc |= split_rows(&m->wv, qkv, NL, QD + 2 * KD, QD + KD, KD, D);
+		rc |= split_rows(&m->w_gate, gu, NL, 2 * F, 0, F, D);
+		rc |= split_rows(&m->w_up, gu, NL, 2 * F, F, F, D);
+		free(qkv);
+		free(gu);
+		if (rc)
+			return fail(eb, el, "out of memory");
+	} else {
+		LAYER(wq, "self_attn.q_proj.weight", QD, D);
+		LAYER(wk, "self_attn.k_proj.weight", KD, D);
+		LAYER(wv, "self_attn.v_proj.weight", KD, D);
+		LAYER(w_gate, "mlp.gate_proj.weight", F, D);
+		LAYER(w_up, "mlp.up_proj.weight", F, D);
+	}
 	LAYER(wo, "self_attn.o_proj.weight", D, QD);
-	if (attn_bias) {
+	if (attn_bias || qwen2) {
 		LAYER(bq, "self_attn.q_proj.bias", QD, 0);
 		LAYER(bk, "self_attn.k_proj.bias", KD, 0);
 		LAYER(bv, "self_attn.v_proj.bias", KD, 0);
-		LAYER(bo, "self_attn.o_proj.bias", D, 0);
 	}
-	LAYER(ffn_norm, "post_attention_layernorm.weight", D, 0);
-	LAYER(w_gate, "mlp.gate_proj.weight", F, D);
-	LAYER(w_up, "mlp.up_proj.weight", F, D);
+	if (attn_bias)
+		LAYER(bo, "self_attn.o_proj.bias", D, 0);
+	if (m->qk_norm) {
+		LAYER(q_norm, "self_attn.q_norm.weight", m->head_dim, 0);
+		LAYER(k_norm, "self_attn.k_norm.weight", m->head_dim, 0);
+	}
+	if (m->gemma) {
+		LAYER(post_attn_norm, "post_attention_layernorm.weight", D, 0);
+		LAYER(ffn_norm, "pre_feedforward_layernorm.weight", D, 0);
+		LAYER(post_ffn_norm, "post_feedforward_layernorm.weight", D, 0);
+	} else {
+		LAYER(ffn_norm, "post_attention_layernorm.weight", D, 0);
+	}
 	LAYER(w_down, "mlp.down_proj.weight", D, F);
 	if (mlp_bias) {
 		LAYER(b_gate, "mlp.gate_proj.bias", F, 0);
@@ -676,8 +750,9 @@ int dense_ref_load(const char *dir, struct dense_ref **ret, char *errbuf, size_t
 		goto out;
 	}
 	const char *type = cfg_str(cfg, "model_type", "");
-	if (strcmp(type, "llama") == 0 || strcmp(type, "mistral") == 0)
-		m->arch = ARCH_LLAMA;
+	if (!strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2") ||
+	    !strcmp(type, "qwen3") || !strcmp(type, "gemma3_text") || !strcmp(type, "phi3"))
+		m->arch = ARCH_LLAMA; /* the Llama-shaped families */
 	else if (strcmp(type, "opt") == 0)
 		m->arch = ARCH_OPT;
 	else {
@@ -713,15 +788,15 @@ static void linear(float *y, const float *x, const float *w, const float *b, int
 	}
 }
 
-/* Llama RMSNorm: y = x / sqrt(mean(x^2) + eps) * w. */
-static void rmsnorm(float *y, const float *x, const float *w, int n, double eps)
+/* Llama RMSNorm: y = x / sqrt(mean(x^2) + eps) * w; Gemma's multiplies by (1 + w). */
+static void rmsnorm_g(float *y, const float *x, const float *w, int n, double eps, bool gemma)
 {
 	double ss = 0;
 	for (int i = 0; i < n; i++)
 		ss += (double)x[i] * x[i];
 	double r = 1.0 / sqrt(ss / n + eps);
 	for (int i = 0; i < n; i++)
-		y[i] = (float)(x[i] * r) * w[i];
+		y[i] = (float)(x[i] * r) * (gemma ? 1.0f + w[i] : w[i]);
 }
 
 /* torch LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b (biased variance);
@@ -766,6 +841,12 @@ static float silu(float x)
 	return x / (1.0f + expf(-x));
 }
 
+/* transformers' gelu_pytorch_tanh */
+static float gelu_tanh(float x)
+{
+	return (float)(0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * (double)x * x * x))));
+}
+
 /* exact (erf) GELU, transformers ACT2FN["gelu"] */
 static float gelu(float x)
 {
@@ -792,6 +873,7 @@ static void attention(const struct dense_ref *m, int l, const float *x, int n, f
 	int D = m->dim, H = m->n_heads, KV = m->n_kv_heads, hd = m->head_dim;
 	int QD = H * hd, KD = KV * hd;
 	size_t lq = (size_t)l * QD, lk = (size_t)l * KD, ld_ = (size_t)l * D;
+	bool local = m->sliding_window > 0 && (!m->local || m->local[l]); /* a windowed layer */
 	for (int t = 0; t < n; t++) {
 		const float *xt = x + (size_t)t * D;
 		float *q = b->q + (size_t)t * QD, *k = b->k + (size_t)t * KD, *v = b->v + (size_t)t * KD;
@@ -799,8 +881,15 @@ static void attention(const struct dense_ref *m, int l, const float *x, int n, f
 		linear(k, xt, m->wk + lk * D, m->bk ? m->bk + lk : NULL, D, KD);
 		linear(v, xt, m->wv + lk * D, m->bv ? m->bv + lk : NULL, D, KD);
 		if (m->arch == ARCH_LLAMA) {
-			rope(q, H, hd, t, m->rope_theta);
-			rope(k, KV, hd, t, m->rope_theta);
+			if (m->qk_norm) {
+				for (int h = 0; h < H; h++)
+					rmsnorm_g(q + h * hd, q + h * hd, m->q_norm + (size_t)l * hd, hd, m->eps, m->gemma);
+				for (int h = 0; h < KV; h++)
+					rmsnorm_g(k + h * hd, k + h * hd, m->k_norm + (size_t)l * hd, hd, m->eps, m->gemma);
+			}
+			double theta = local && m->local ? m->rope_local_theta : m->rope_theta;
+			rope(q, H, hd, t, theta);
+			rope(k, KV, hd, t, theta);
 		} else {
 			/* OPT scales the projected query (bias included) */
 			float scaling = (float)(1.0 / sqrt((double)hd));
@@ -808,11 +897,11 @@ static void attention(const struct dense_ref *m, int l, const float *x, int n, f
 				q[i] *= scaling;
 		}
 	}
-	double score_scale = m->arch == ARCH_LLAMA ? 1.0 / sqrt((double)hd) : 1.0;
+	double score_scale = m->arch == ARCH_LLAMA ? m->score_scale : 1.0;
 	int group = H / KV;
 	for (int t = 0; t < n; t++) {
 		int first = 0;
-		if (m->sliding_window > 0 && t - m->sliding_window + 1 > 0)
+		if (local && t - m->sliding_window + 1 > 0)
 			first = t - m->sliding_window + 1;
 		for (int h = 0; h < H; h++) {
 			int kvh = h / group;
@@ -850,31 +939,40 @@ static void forward_llama(const struct dense_ref *m, const int32_t *ids, int n, 
 			  float *logits, struct bufs *b)
 {
 	int D = m->dim, F = m->ffn, V = m->vocab;
-	for (int t = 0; t < n; t++)
+	bool g = m->gemma;
+	for (int t = 0; t < n; t++) {
 		memcpy(h + (size_t)t * D, m->tok_emb + (size_t)ids[t] * D, sizeof(float) * D);
+		for (int i = 0; g && i < D; i++) /* Gemma: times sqrt(hidden) */
+			h[(size_t)t * D + i] = (float)(h[(size_t)t * D + i] * sqrt((double)D));
+	}
 	for (int l = 0; l < m->n_layers; l++) {
 		size_t lD = (size_t)l * D, lF = (size_t)l * F;
 		for (int t = 0; t < n; t++)
-			rmsnorm(b->x + (size_t)t * D, h + (size_t)t * D, m->attn_norm + lD, D, m->eps);
+			rmsnorm_g(b->x + (size_t)t * D, h + (size_t)t * D, m->attn_norm + lD, D, m->eps, g);
 		attention(m, l, b->x, n, b->tmp, b);
+		for (int t = 0; g && t < n; t++)
+			rmsnorm_g(b->tmp + (size_t)t * D, b->tmp + (size_t)t * D, m->post_attn_norm + lD, D,
+				  m->eps, true);
 		for (size_t i = 0; i < (size_t)n * D; i++)
 			h[i] += b->tmp[i];
 		for (int t = 0; t < n; t++) {
 			float *x = b->x + (size_t)t * D, *ht = h + (size_t)t * D;
-			rmsnorm(x, ht, m->ffn_norm + lD, D, m->eps);
+			rmsnorm_g(x, ht, m->ffn_norm + lD, D, m->eps, g);
 			linear(b->f1, x, m->w_gate + lF * D, m->b_gate ? m->b_gate + lF : NULL, D, F);
 			linear(b->f2, x, m->w_up + lF * D, m->b_up ? m->b_up + lF : NULL, D, F);
 			for (int i = 0; i < F; i++)
-				b->f1[i] = silu(b->f1[i]) * b->f2[i];
+				b->f1[i] = (g ? gelu_tanh(b->f1[i]) : silu(b->f1[i])) * b->f2[i];
 			float *y = b->tmp + (size_t)t * D;
 			linear(y, b->f1, m->w_down + lD * F, m->b_down ? m->b_down + lD : NULL, F, D);
+			if (g)
+				rmsnorm_g(y, y, m->post_ffn_norm + lD, D, m->eps, true);
 			for (int i = 0; i < D; i++)
 				ht[i] += y[i];
 		}
 	}
 	for (int t = 0; t < n; t++) {
 		float *x = b->x + (size_t)t * D;
-		rmsnorm(x, h + (size_t)t * D, m->final_norm, D, m->eps);
+		rmsnorm_g(x, h + (size_t)t * D, m->final_norm, D, m->eps, g);
 		linear(logits + (size_t)t * V, x, m->lm_head, NULL, D, V);
 	}
 }

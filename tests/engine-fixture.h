@@ -520,7 +520,30 @@ static int fx_global_init(void)
 		}
 		lo.wdtype = qs[i].dt;
 	}
-	if (allm_model_config_preset("tiny", &cfg, &err) || allm_backend_cpu_create(&bo, &fx_be, &err) ||
+	if (allm_model_config_preset("tiny", &cfg, &err)) {
+		fprintf(stderr, "setup: %s\n", err.msg);
+		return -1;
+	}
+	/* ALLM_FX_ARCH=mistral|gemma3: the same tests through sliding windows, every
+	 * layer local (a window of 8) or Gemma 3's local layers (window 8, every other
+	 * layer global, its own RoPE base) with its GELU MLP, norms and scaled
+	 * embeddings, so preemption, swaps, recompute, chunked prefill and the prefix
+	 * cache are checked with windowed attention too */
+	const char *arch = getenv("ALLM_FX_ARCH");
+	if (arch && !strcmp(arch, "mistral")) {
+		cfg.sliding_window = 8;
+	} else if (arch && !strcmp(arch, "gemma3")) {
+		cfg.arch = ALLM_ARCH_GEMMA3;
+		cfg.act = ALLM_ACT_GELU_TANH;
+		cfg.sliding_window = 8;
+		cfg.swa_pattern = 2;
+		cfg.rope_local_theta = 10000.0f;
+		cfg.rope_theta = 1000000.0f;
+	} else if (arch && *arch) {
+		fprintf(stderr, "setup: bad ALLM_FX_ARCH '%s'\n", arch);
+		return -1;
+	}
+	if (allm_backend_cpu_create(&bo, &fx_be, &err) ||
 	    allm_model_dummy(fx_be, &cfg, 1234, &lo, &fx_model, &err)) {
 		fprintf(stderr, "setup: %s\n", err.msg);
 		return -1;

@@ -184,7 +184,7 @@ static void test_attention(allm_backend_t *ref, allm_backend_t **fasts, int n_fa
 						float o[64];
 						size_t at = (size_t)t * row + (size_t)h * c.lay.head_dim;
 						cpu_attention_one_simd(o, q + at, c.pool, &c.lay, 1, h / group,
-								       c.block_tables + seq[t] * c.max_blocks,
+								       c.block_tables + seq[t] * c.max_blocks, 0,
 								       pos[t] + 1, scale, scores);
 						bad += memcmp(o, of + at, (size_t)c.lay.head_dim * 4) != 0;
 					}

@@ -1,4 +1,4 @@
-/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models, and greedy ids agree over 32 steps, with the reference, SIMD and OpenBLAS CPU paths. */
+/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models and the other families (Mistral's window, Qwen2's biases, Qwen3's q/k norms, Gemma 3's local and global layers, Phi-3's fused matrices, written as transformers saves them), and greedy ids agree over 32 steps, with the reference, SIMD and OpenBLAS CPU paths. */
 #include "dense-ref.h"
 #include "executor.h"
 #include "model-writer.h"
@@ -31,14 +31,25 @@ struct variant {
 	int post_ln;
 	int proj_dim;
 	uint64_t seed;
+	/* the other families on the tiny shapes: the architecture (0: the preset's),
+	 * a sliding window, which layers are local (every swa_pattern-th global; 0: all
+	 * local), and Gemma's local RoPE base and query_pre_attn_scalar */
+	enum allm_arch arch;
+	int window, swa_pattern;
+	float local_theta, qpas;
 };
 
 static const struct variant variants[] = {
-	{"llama-gqa-untied", "tiny", 2, 1, 0, 0, 0, 11},
-	{"llama-tied-bias", "tiny", 0, 0, 1, 0, 0, 12},
-	{"opt-pre-ln", "opt-tiny", 0, 0, 0, 0, 0, 13},
-	{"opt-post-ln", "opt-tiny", 0, 0, 0, 1, 0, 14},
-	{"opt-project-in-out", "opt-tiny", 0, 0, 0, 0, 32, 15},
+	{"llama-gqa-untied", "tiny", 2, 1, 0, 0, 0, 11, 0, 0, 0, 0, 0},
+	{"llama-tied-bias", "tiny", 0, 0, 1, 0, 0, 12, 0, 0, 0, 0, 0},
+	{"opt-pre-ln", "opt-tiny", 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0},
+	{"opt-post-ln", "opt-tiny", 0, 0, 0, 1, 0, 14, 0, 0, 0, 0, 0},
+	{"opt-project-in-out", "opt-tiny", 0, 0, 0, 0, 32, 15, 0, 0, 0, 0, 0},
+	{"mistral-window-7", "tiny", 2, 1, 0, 0, 0, 16, ALLM_ARCH_LLAMA, 7, 0, 0, 0},
+	{"qwen2-biases", "tiny", 2, 1, 0, 0, 0, 17, ALLM_ARCH_QWEN2, 0, 0, 0, 0},
+	{"qwen3-qk-norm", "tiny", 2, 1, 0, 0, 0, 18, ALLM_ARCH_QWEN3, 0, 0, 0, 0},
+	{"gemma3-local-global", "tiny", 2, 0, 0, 0, 0, 19, ALLM_ARCH_GEMMA3, 6, 2, 10000.0f, 24.0f},
+	{"phi3-fused-window", "tiny", 0, 1, 0, 0, 0, 20, ALLM_ARCH_PHI3, 12, 0, 0, 0},
 };
 
 static float max_abs_diff(const float *a, const float *b, size_t n)
@@ -92,6 +103,17 @@ static void run_variant(const struct variant *v, const char *tmp, enum mode mode
 			cfg.pre_ln = cfg.final_ln = false;
 		if (v->proj_dim)
 			cfg.embed_proj_dim = v->proj_dim;
+		if (v->arch) {
+			cfg.arch = v->arch;
+			cfg.act = allm_arch_describe(v->arch)->act;
+		}
+		cfg.sliding_window = v->window;
+		cfg.swa_pattern = v->swa_pattern;
+		cfg.rope_local_theta = v->local_theta;
+		if (v->qpas > 0) {
+			cfg.query_scale = 1.0f / sqrtf(v->qpas);
+			cfg.rope_theta = 1000000.0f; /* Gemma's global base */
+		}
 		struct allm_model_write_opts wo = {.seed = v->seed, .dtype = ALLM_DTYPE_F32};
 		if (allm_model_write_dir(&cfg, &wo, dir, &err)) {
 			EXPECT(0, "%s: write: %s", v->name, err.msg);

@@ -407,7 +407,7 @@ static void errors(void)
 		{NO_TENSOR, -ENOENT, "tensor 'blk.0.attn_v.weight' is missing"},
 		{SHAPE, -EINVAL, "tensor 'blk.0.attn_k.weight' has shape [32, 64] (ggml order) but the metadata implies [32, 32]"},
 		{TYPE_Q5K, -ENOTSUP, "has type Q5_K, which this engine does not load"},
-		{EXTRA, -ENOTSUP, "tensor 'blk.0.ffn_gate_exps.weight' is not part of the Llama graph"},
+		{EXTRA, -ENOTSUP, "tensor 'blk.0.ffn_gate_exps.weight' is not part of the llama graph"},
 		{ROPE_FREQS, -ENOTSUP, "rope_freqs.weight"},
 		{PARTIAL, -ENOTSUP, "partial rotary"},
 		{VOCAB, -EINVAL, "llama.vocab_size is 41 but token_embd.weight has 40 rows"},

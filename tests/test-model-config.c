@@ -364,6 +364,63 @@ static void test_validation(void)
 	CHECK(load(&c, &err) != 0 && strstr(err.msg, "config.json"), "missing config.json: %s", err.msg);
 }
 
+/* A config.json of model_type mt with the llama sizes and `extra`. */
+static void write_family(const char *mt, const char *extra)
+{
+	char text[2048];
+	snprintf(text, sizeof(text),
+		 "{\"model_type\": \"%s\", \"hidden_size\": 64, \"intermediate_size\": 176,"
+		 " \"num_hidden_layers\": 6, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,"
+		 " \"vocab_size\": 512, \"max_position_embeddings\": 256%s}",
+		 mt, extra);
+	write_file("config.json", text);
+}
+
+/* The families beside llama/opt: what each config reads, and what is refused. */
+static void test_families(void)
+{
+	struct allm_model_config c;
+	struct allm_err err = {{0}};
+	write_family("qwen2", ", \"use_sliding_window\": false, \"sliding_window\": 32768");
+	CHECK(load(&c, &err) == 0 && c.arch == ALLM_ARCH_QWEN2 && !c.attn_bias && !c.sliding_window,
+	      "qwen2: %s", err.msg);
+	write_family("qwen2", ", \"use_sliding_window\": true");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "use_sliding_window"), "qwen2 window: %s", err.msg);
+	write_family("qwen3", ", \"head_dim\": 16");
+	CHECK(load(&c, &err) == 0 && c.arch == ALLM_ARCH_QWEN3 && c.head_dim == 16, "qwen3: %s", err.msg);
+	write_family("mistral", ", \"sliding_window\": 4096");
+	CHECK(load(&c, &err) == 0 && c.arch == ALLM_ARCH_LLAMA && c.sliding_window == 4096 &&
+	      allm_model_layer_local(&c, 0) && allm_model_layer_local(&c, 5), "mistral: %s", err.msg);
+	write_family("mistral", ", \"sliding_window\": null");
+	CHECK(load(&c, &err) == 0 && c.sliding_window == 0, "mistral without a window: %s", err.msg);
+	write_family("phi3", ", \"sliding_window\": 2047");
+	CHECK(load(&c, &err) == 0 && c.arch == ALLM_ARCH_PHI3 && c.sliding_window == 2047, "phi3: %s", err.msg);
+	write_family("phi3", ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [1]}");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "longrope"), "phi3 longrope: %s", err.msg);
+	write_family("phi3", ", \"partial_rotary_factor\": 0.5");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "partial_rotary_factor"), "partial: %s", err.msg);
+	write_family("gemma3_text", ", \"sliding_window\": 512, \"query_pre_attn_scalar\": 64,"
+		     " \"rope_local_base_freq\": 10000.0, \"rope_theta\": 1000000.0,"
+		     " \"hidden_activation\": \"gelu_pytorch_tanh\", \"layer_types\": [\"sliding_attention\","
+		     " \"sliding_attention\", \"full_attention\", \"sliding_attention\", \"sliding_attention\","
+		     " \"full_attention\"]");
+	CHECK(load(&c, &err) == 0 && c.arch == ALLM_ARCH_GEMMA3 && c.sliding_window == 512 &&
+	      c.swa_pattern == 3 && allm_model_layer_local(&c, 0) && !allm_model_layer_local(&c, 2) &&
+	      !allm_model_layer_local(&c, 5) && c.rope_local_theta == 10000.0f &&
+	      fabsf(c.query_scale - 0.125f) < 1e-7f && c.tie_embeddings, "gemma3_text: %s", err.msg);
+	write_family("gemma3_text", ", \"sliding_window\": 512, \"layer_types\": [\"sliding_attention\","
+		     " \"full_attention\", \"full_attention\", \"sliding_attention\", \"sliding_attention\","
+		     " \"full_attention\"]");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "layer_types"), "gemma3 irregular: %s", err.msg);
+	write_family("gemma3_text", ", \"final_logit_softcapping\": 30.0");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "final_logit_softcapping"), "softcap: %s", err.msg);
+	write_family("gemma3", "");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "multimodal"), "gemma3 multimodal: %s", err.msg);
+	write_family("gemma2", "");
+	CHECK(load(&c, &err) == -ENOTSUP && strstr(err.msg, "gemma2") && strstr(err.msg, "qwen3"),
+	      "gemma2: %s", err.msg);
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "%s/allm-test-config-XXXXXX",
@@ -377,6 +434,7 @@ int main(void)
 	test_eos();
 	test_rope_scaling();
 	test_validation();
+	test_families();
 	cleanup();
 	if (n_fail) {
 		fprintf(stderr, "test-model-config: %d failure(s)\n", n_fail);

@@ -1,4 +1,4 @@
-/* Description: paged attention (K/V written and read through shuffled block tables) equals dense causal attention for block sizes 1, 16, 32 and a batch of mixed lengths, on the reference and fast CPU paths. */
+/* Description: paged attention (K/V written and read through shuffled block tables) equals dense causal attention for block sizes 1, 16, 32 and a batch of mixed lengths, on the reference and fast CPU paths; with a sliding window it sees exactly the window and never reads the blocks before it. */
 #include "backend.h"
 
 #include <math.h>
@@ -21,19 +21,21 @@ static uint32_t urand(uint32_t n)
 	return (uint32_t)(rng >> 33) % n;
 }
 
-/* Dense causal attention of one query against keys/values [0, ctx). */
-static void dense_attn(float *out, const float *q, const float *K, const float *V, int ctx,
+/* Dense causal attention of one query against keys/values [p0, ctx). */
+static void dense_attn(float *out, const float *q, const float *K, const float *V, int p0, int ctx,
 		       int hd, int kv_stride, float scale)
 {
 	double s[4096], mx = -1e30, sum = 0;
-	for (int p = 0; p < ctx; p++) {
+	for (int p = 0; p < p0; p++)
+		s[p] = 0; /* outside the window: no weight */
+	for (int p = p0; p < ctx; p++) {
 		double d = 0;
 		for (int i = 0; i < hd; i++)
 			d += (double)q[i] * K[(size_t)p * kv_stride + i];
 		s[p] = d * scale;
 		mx = s[p] > mx ? s[p] : mx;
 	}
-	for (int p = 0; p < ctx; p++)
+	for (int p = p0; p < ctx; p++)
 		sum += (s[p] = exp(s[p] - mx));
 	for (int i = 0; i < hd; i++) {
 		double acc = 0;
@@ -44,9 +46,11 @@ static void dense_attn(float *out, const float *q, const float *K, const float *
 }
 
 /* One case: n_seqs sequences with total lengths len[] of which the last n_new[] are
- * queries in this step (prefill: all; decode: 1). */
+ * queries in this step (prefill: all; decode: 1); window > 0: a sliding window of
+ * that many positions, the blocks wholly before every query's window pointed at a
+ * block of NaNs (attention must never read them: the KV cache may reuse them). */
 static void run_case(allm_backend_t *be, int bs, const int *len, const int *n_new, int n_seqs,
-		     enum allm_dtype kvdt, float tol)
+		     enum allm_dtype kvdt, float tol, int window)
 {
 	enum { L = 2, KVH = 2, H = 4, HD = 8 };
 	const int kvd = KVH * HD, qd = H * HD;
@@ -107,11 +111,25 @@ static void run_case(allm_backend_t *be, int bs, const int *len, const int *n_ne
 			slot_all[t] = bt[s * maxb + p / bs] * bs + p % bs;
 		}
 	}
-	struct allm_attn_meta wm = {all, n_seqs, maxb, 0, seq_all, pos_all, slot_all, bt};
+	struct allm_attn_meta wm = {all, n_seqs, maxb, 0, seq_all, pos_all, slot_all, bt, 0};
 	for (int l = 0; l < L; l++)
 		be->iface->kv_write(be, pool, &lay, l, K + (size_t)l * all * kvd, V + (size_t)l * all * kvd, &wm);
 
 	/* queries: the last n_new positions of each sequence */
+	if (window > 0) {
+		/* the last spare block: NaN in every K and V */
+		size_t ne = allm_kv_block_elems(&lay), es = allm_dtype_size(kvdt);
+		unsigned char *nan_blk = malloc(ne * es);
+		for (size_t i = 0; i < ne * es; i++)
+			nan_blk[i] = 0xff; /* all-ones: a NaN in f32, f16 and bf16 */
+		be->iface->upload(be, (char *)pool + (size_t)perm[pool_blocks - 1] * ne * es, nan_blk, ne * es);
+		free(nan_blk);
+		for (int s = 0; s < n_seqs; s++) {
+			int first = len[s] - n_new[s] + 1 - window; /* the oldest position any query reads */
+			for (int b = 0; (b + 1) * bs <= first; b++)
+				bt[s * maxb + b] = perm[pool_blocks - 1];
+		}
+	}
 	int32_t *tseq = malloc(sizeof(int32_t) * T), *tpos = malloc(sizeof(int32_t) * T);
 	float *q = malloc(sizeof(float) * T * qd), *out = malloc(sizeof(float) * (T * qd + 16));
 	int max_ctx = 0;
@@ -126,7 +144,7 @@ static void run_case(allm_backend_t *be, int bs, const int *len, const int *n_ne
 		q[i] = frand();
 	for (int i = 0; i < 16; i++)
 		out[T * qd + i] = 12345.0f; /* guard */
-	struct allm_attn_meta qm = {T, n_seqs, maxb, max_ctx, tseq, tpos, NULL, bt};
+	struct allm_attn_meta qm = {T, n_seqs, maxb, max_ctx, tseq, tpos, NULL, bt, window};
 	float scale = 1.0f / sqrtf((float)HD), worst = 0;
 	for (int l = 0; l < L; l++) {
 		if (be->iface->attention(be, out, q, pool, &lay, l, H, scale, &qm)) {
@@ -143,7 +161,8 @@ static void run_case(allm_backend_t *be, int bs, const int *len, const int *n_ne
 					int kh = h / (H / KVH);
 					const float *Ks = K + ((size_t)l * all + base) * kvd + kh * HD;
 					const float *Vs = V + ((size_t)l * all + base) * kvd + kh * HD;
-					dense_attn(ref, q + (size_t)t * qd + h * HD, Ks, Vs, p + 1, HD, kvd, scale);
+					int p0 = window > 0 && p + 1 - window > 0 ? p + 1 - window : 0;
+					dense_attn(ref, q + (size_t)t * qd + h * HD, Ks, Vs, p0, p + 1, HD, kvd, scale);
 					for (int i = 0; i < HD; i++) {
 						float d = fabsf(ref[i] - out[(size_t)t * qd + h * HD + i]);
 						worst = d > worst || isnan(d) ? (isnan(d) ? INFINITY : d) : worst;
@@ -161,11 +180,11 @@ static void run_case(allm_backend_t *be, int bs, const int *len, const int *n_ne
 	}
 	if (worst > tol) {
 		failures++;
-		fprintf(stderr, "FAIL: %s bs=%d kv=%s seqs=%d: max |paged - dense| = %g > %g\n",
-			be->iface->describe(be), bs, allm_dtype_name(kvdt), n_seqs, worst, tol);
+		fprintf(stderr, "FAIL: %s bs=%d kv=%s seqs=%d window=%d: max |paged - dense| = %g > %g\n",
+			be->iface->describe(be), bs, allm_dtype_name(kvdt), n_seqs, window, worst, tol);
 	} else {
-		printf("ok   %-34s bs=%-2d kv=%-4s seqs=%d tokens=%-3d max|d|=%.2e\n",
-		       be->iface->describe(be), bs, allm_dtype_name(kvdt), n_seqs, T, worst);
+		printf("ok   %-34s bs=%-2d kv=%-4s seqs=%d tokens=%-3d window=%-2d max|d|=%.2e\n",
+		       be->iface->describe(be), bs, allm_dtype_name(kvdt), n_seqs, T, window, worst);
 	}
 	be->iface->free(be, pool);
 	free(perm); free(bt); free(K); free(V); free(seq_all); free(pos_all); free(slot_all);
@@ -189,12 +208,19 @@ int main(void)
 			return 1;
 		}
 		for (size_t b = 0; b < ALLM_ARRAY_SIZE(bsz); b++) {
-			run_case(be, bsz[b], len, prefill, 5, ALLM_DTYPE_F32, 1e-5f);
-			run_case(be, bsz[b], len, decode, 5, ALLM_DTYPE_F32, 1e-5f);
-			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_F32, 1e-5f);
-			run_case(be, bsz[b], len + 3, decode, 1, ALLM_DTYPE_F32, 1e-5f);
-			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_F16, 1e-5f);
-			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_BF16, 1e-5f);
+			run_case(be, bsz[b], len, prefill, 5, ALLM_DTYPE_F32, 1e-5f, 0);
+			run_case(be, bsz[b], len, decode, 5, ALLM_DTYPE_F32, 1e-5f, 0);
+			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_F32, 1e-5f, 0);
+			run_case(be, bsz[b], len + 3, decode, 1, ALLM_DTYPE_F32, 1e-5f, 0);
+			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_F16, 1e-5f, 0);
+			run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_BF16, 1e-5f, 0);
+			/* sliding windows: shorter than a block, a block and more */
+			static const int windows[] = {1, 5, 16, 40};
+			for (size_t w = 0; w < ALLM_ARRAY_SIZE(windows); w++) {
+				run_case(be, bsz[b], len, prefill, 5, ALLM_DTYPE_F32, 1e-5f, windows[w]);
+				run_case(be, bsz[b], len, decode, 5, ALLM_DTYPE_F32, 1e-5f, windows[w]);
+				run_case(be, bsz[b], len, mixed, 5, ALLM_DTYPE_F16, 1e-5f, windows[w]);
+			}
 		}
 		allm_backend_destroy(be);
 	}

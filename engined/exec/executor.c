@@ -1,4 +1,6 @@
-/* The forward pass of Llama and OPT over a paged batch. */
+/* The forward pass over a paged batch: one layer function for every architecture,
+ * its optional parts read from the architecture's description (model-config.h,
+ * struct allm_arch_desc) and the config's values. */
 #include "executor.h"
 
 #include <errno.h>
@@ -28,7 +30,7 @@ static size_t act_floats(const struct allm_model_config *c, int64_t T, struct ac
 {
 	size_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
 	size_t Q = (size_t)c->n_heads * c->head_dim, K = (size_t)c->n_kv_heads * c->head_dim;
-	size_t P = c->arch == ALLM_ARCH_OPT ? (size_t)c->embed_proj_dim : D;
+	size_t P = allm_arch_describe(c->arch)->layernorm ? (size_t)c->embed_proj_dim : D;
 	size_t W = ALLM_MAX(ALLM_MAX(D, Q), P);
 	size_t t = (size_t)T, off = 0;
 #define TAKE(field, n) \
@@ -50,15 +52,41 @@ static size_t act_floats(const struct allm_model_config *c, int64_t T, struct ac
 	return off;
 }
 
+int allm_executor_check_ops(allm_backend_t *be, const struct allm_model_config *c,
+			    struct allm_err *err)
+{
+	const struct allm_arch_desc *ad = allm_arch_describe(c->arch);
+	static const struct {
+		enum allm_backend_op op;
+		const char *what;
+	} needs[] = {
+		{ALLM_OP_GELU_MUL, "a GELU MLP (gelu_mul)"},
+		{ALLM_OP_SCALE, "scaled embeddings (scale)"},
+		{ALLM_OP_SLIDING_WINDOW, "sliding-window attention"},
+	};
+	bool need[ALLM_ARRAY_SIZE(needs)] = {
+		ad->gated_mlp && ad->act == ALLM_ACT_GELU_TANH, ad->embed_scale, c->sliding_window > 0,
+	};
+	for (size_t i = 0; i < ALLM_ARRAY_SIZE(needs); i++)
+		if (need[i] && !allm_backend_supports(be, needs[i].op, ALLM_DTYPE_F32))
+			return allm_err_set(err, -ENOTSUP, "the %s backend cannot run %s, which %s models need",
+					    be->iface->name(be), needs[i].what, ad->name);
+	return 0;
+}
+
 int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
 			 struct allm_executor **ret, struct allm_err *err)
 {
+	int r = allm_executor_check_ops(model->be, &model->cfg, err);
+	if (r)
+		return r;
 	struct allm_executor *ex = allm_calloc(1, sizeof(*ex));
 	if (!ex)
 		return allm_err_set(err, -ENOMEM, "out of memory");
 	ex->model = model;
 	ex->kv = kv;
 	ex->be = model->be;
+	ex->arch = allm_arch_describe(model->cfg.arch);
 	/* on a GPU a decode step then copies ids, not vocab-sized rows, to the host */
 	ex->device_sampling = !ex->be->device_is_host && ex->be->iface->argmax &&
 			      allm_backend_has_topk(ex->be);
@@ -213,43 +241,21 @@ static int qkv(allm_backend_t *be, struct acts *a, const float *x,
 	return gemm_shared_x(be, 3, ys, x, ws, bs, dts, T, D, ms);
 }
 
-static int run_llama_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
-			   const struct allm_attn_meta *meta)
+/* The architecture's norm of n rows of dim: RMSNorm, or LayerNorm (w, b may be
+ * NULL: no affine). */
+static int norm(struct allm_executor *ex, float *y, const float *x, const void *w, const void *b,
+		int64_t n, int64_t dim)
 {
-	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
-	const struct allm_model_config *c = &m->cfg;
-	const struct allm_layer_weights *L = &m->layers[l];
-	int64_t D = c->hidden, F = c->intermediate;
-	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
-	int r;
-
-	CHECK(BE->rmsnorm(be, a->h, a->x, L->attn_norm_w, m->vdtype, T, D, c->norm_eps));
-	CHECK(qkv(be, a, a->h, L, T, D, Q, K));
-	CHECK(BE->rope(be, a->q, a->k, meta->tok_pos, m->inv_freq, T, c->n_heads, c->n_kv_heads,
-		       c->head_dim));
-	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
-	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
-			    1.0f / sqrtf((float)c->head_dim), meta));
-	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, L->wo_dt, T, Q, D));
-	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-	CHECK(BE->rmsnorm(be, a->h, a->x, L->mlp_norm_w, m->vdtype, T, D, c->norm_eps));
-	float *const gu[2] = { a->g, a->u };
-	const void *const gu_w[2] = { L->w_gate, L->w_up }, *const gu_b[2] = { L->b_gate, L->b_up };
-	const enum allm_dtype gu_dt[2] = { L->w_gate_dt, L->w_up_dt };
-	const int64_t gu_m[2] = { F, F };
-	CHECK(gemm_shared_x(be, 2, gu, a->h, gu_w, gu_b, gu_dt, T, D, gu_m));
-	CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
-	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, L->w_down_dt, T, F, D));
-	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-fail:
-	return r;
+	if (ex->arch->layernorm)
+		return BE->layernorm(ex->be, y, x, w, b, m->vdtype, n, dim, m->cfg.norm_eps);
+	return BE->rmsnorm(ex->be, y, x, w, m->vdtype, n, dim, m->cfg.norm_eps);
 }
 
-/* OPT attention block on input `in` (normed x for pre-LN, x itself for post-LN);
- * result in a->o. q is scaled by head_dim^-0.5 through the attention scale. */
-static int opt_attn(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T,
-		    const struct allm_attn_meta *meta)
+/* Attention of layer l on input `in` (normed x, or x itself after a post-LN
+ * layer); the output projection in a->o. */
+static int attention(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T,
+		     const struct allm_attn_meta *meta)
 {
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
@@ -257,55 +263,84 @@ static int opt_attn(struct allm_executor *ex, int l, struct acts *a, const float
 	const struct allm_layer_weights *L = &m->layers[l];
 	int64_t D = c->hidden, Q = (int64_t)c->n_heads * c->head_dim;
 	int64_t K = (int64_t)c->n_kv_heads * c->head_dim;
+	bool local = allm_model_layer_local(c, l);
 	int r;
 	CHECK(qkv(be, a, in, L, T, D, Q, K));
-	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, meta));
+	if (ex->arch->qk_norm) { /* each head's own RMSNorm, before RoPE */
+		CHECK(BE->rmsnorm(be, a->q, a->q, L->q_norm_w, m->vdtype, T * c->n_heads, c->head_dim,
+				  c->norm_eps));
+		CHECK(BE->rmsnorm(be, a->k, a->k, L->k_norm_w, m->vdtype, T * c->n_kv_heads, c->head_dim,
+				  c->norm_eps));
+	}
+	if (ex->arch->rope)
+		CHECK(BE->rope(be, a->q, a->k, meta->tok_pos, local ? m->inv_freq_local : m->inv_freq, T,
+			       c->n_heads, c->n_kv_heads, c->head_dim));
+	struct allm_attn_meta lm = *meta;
+	lm.window = local ? c->sliding_window : 0;
+	CHECK(BE->kv_write(be, ex->kv->dev, &ex->kv->lay, l, a->k, a->v, &lm));
 	CHECK(BE->attention(be, a->h, a->q, ex->kv->dev, &ex->kv->lay, l, c->n_heads,
-			    1.0f / sqrtf((float)c->head_dim), meta));
+			    allm_model_attn_scale(c), &lm));
 	CHECK(BE->gemm(be, a->o, a->h, L->wo, L->bo, L->wo_dt, T, Q, D));
 fail:
 	return r;
 }
 
-static int opt_mlp(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T)
+/* The MLP of layer l on `in`, into a->o. */
+static int mlp(struct allm_executor *ex, int l, struct acts *a, const float *in, int64_t T)
 {
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_layer_weights *L = &m->layers[l];
 	int64_t D = m->cfg.hidden, F = m->cfg.intermediate;
 	int r;
-	CHECK(BE->gemm(be, a->g, in, L->w_up, L->b_up, L->w_up_dt, T, D, F));
-	CHECK(BE->relu(be, a->g, a->g, T * F));
+	if (ex->arch->gated_mlp) {
+		float *const gu[2] = { a->g, a->u };
+		const void *const gu_w[2] = { L->w_gate, L->w_up }, *const gu_b[2] = { L->b_gate, L->b_up };
+		const enum allm_dtype gu_dt[2] = { L->w_gate_dt, L->w_up_dt };
+		const int64_t gu_m[2] = { F, F };
+		CHECK(gemm_shared_x(be, 2, gu, in, gu_w, gu_b, gu_dt, T, D, gu_m));
+		if (ex->arch->act == ALLM_ACT_GELU_TANH)
+			CHECK(BE->gelu_mul(be, a->g, a->g, a->u, T * F));
+		else
+			CHECK(BE->silu_mul(be, a->g, a->g, a->u, T * F));
+	} else {
+		CHECK(BE->gemm(be, a->g, in, L->w_up, L->b_up, L->w_up_dt, T, D, F));
+		CHECK(BE->relu(be, a->g, a->g, T * F));
+	}
 	CHECK(BE->gemm(be, a->o, a->g, L->w_down, L->b_down, L->w_down_dt, T, F, D));
 fail:
 	return r;
 }
 
-static int run_opt_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
-			 const struct allm_attn_meta *meta)
+/* One decoder layer, every architecture: pre-norm (or OPT's post-LN: the norm after
+ * the residual add), attention, the optional norm of its output (Gemma), the
+ * residual; the same around the MLP. */
+static int run_layer(struct allm_executor *ex, int l, struct acts *a, int64_t T,
+		     const struct allm_attn_meta *meta)
 {
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
 	const struct allm_layer_weights *L = &m->layers[l];
-	const enum allm_dtype vt = m->vdtype; /* norms */
 	int64_t D = c->hidden;
+	bool pre = !ex->arch->layernorm || c->pre_ln;
 	int r;
-	if (c->pre_ln) {
-		CHECK(BE->layernorm(be, a->h, a->x, L->attn_norm_w, L->attn_norm_b, vt, T, D, c->norm_eps));
-		CHECK(opt_attn(ex, l, a, a->h, T, meta));
-		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->h, a->x, L->mlp_norm_w, L->mlp_norm_b, vt, T, D, c->norm_eps));
-		CHECK(opt_mlp(ex, l, a, a->h, T));
-		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-	} else {
-		CHECK(opt_attn(ex, l, a, a->x, T, meta));
-		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->x, a->x, L->attn_norm_w, L->attn_norm_b, vt, T, D, c->norm_eps));
-		CHECK(opt_mlp(ex, l, a, a->x, T));
-		CHECK(BE->add(be, a->x, a->x, a->o, T * D));
-		CHECK(BE->layernorm(be, a->x, a->x, L->mlp_norm_w, L->mlp_norm_b, vt, T, D, c->norm_eps));
-	}
+	if (pre)
+		CHECK(norm(ex, a->h, a->x, L->attn_norm_w, L->attn_norm_b, T, D));
+	CHECK(attention(ex, l, a, pre ? a->h : a->x, T, meta));
+	if (ex->arch->post_norms)
+		CHECK(norm(ex, a->o, a->o, L->post_attn_norm_w, NULL, T, D));
+	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+	if (!pre)
+		CHECK(norm(ex, a->x, a->x, L->attn_norm_w, L->attn_norm_b, T, D));
+	if (pre)
+		CHECK(norm(ex, a->h, a->x, L->mlp_norm_w, L->mlp_norm_b, T, D));
+	CHECK(mlp(ex, l, a, pre ? a->h : a->x, T));
+	if (ex->arch->post_norms)
+		CHECK(norm(ex, a->o, a->o, L->post_mlp_norm_w, NULL, T, D));
+	CHECK(BE->add(be, a->x, a->x, a->o, T * D));
+	if (!pre)
+		CHECK(norm(ex, a->x, a->x, L->mlp_norm_w, L->mlp_norm_b, T, D));
 fail:
 	return r;
 }
@@ -318,8 +353,6 @@ static int embed(struct allm_executor *ex, struct acts *a, int64_t T, const int3
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
 	int r;
-	if (c->arch == ALLM_ARCH_LLAMA)
-		return BE->embedding(be, a->x, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->hidden);
 	if (m->proj_in) {
 		CHECK(BE->embedding(be, a->e, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->embed_proj_dim));
 		CHECK(BE->gemm(be, a->x, a->e, m->proj_in, NULL, m->proj_in_dt, T, c->embed_proj_dim,
@@ -327,9 +360,13 @@ static int embed(struct allm_executor *ex, struct acts *a, int64_t T, const int3
 	} else {
 		CHECK(BE->embedding(be, a->x, m->tok_emb, m->tok_emb_dt, ids_dev, T, c->hidden));
 	}
-	/* learned positions: row p + 2 (OPT's offset) */
-	CHECK(BE->embedding(be, a->e, m->pos_emb, m->pos_emb_dt, pos2_dev, T, c->hidden));
-	CHECK(BE->add(be, a->x, a->x, a->e, T * c->hidden));
+	if (ex->arch->embed_scale)
+		CHECK(BE->scale(be, a->x, a->x, sqrtf((float)c->hidden), T * c->hidden));
+	if (!ex->arch->rope) {
+		/* learned positions: row p + 2 (OPT's offset) */
+		CHECK(BE->embedding(be, a->e, m->pos_emb, m->pos_emb_dt, pos2_dev, T, c->hidden));
+		CHECK(BE->add(be, a->x, a->x, a->e, T * c->hidden));
+	}
 fail:
 	return r;
 }
@@ -340,22 +377,16 @@ static int head(struct allm_executor *ex, struct acts *a, int64_t S)
 	allm_backend_t *be = ex->be;
 	const struct allm_model *m = ex->model;
 	const struct allm_model_config *c = &m->cfg;
-	int64_t D = c->hidden, P = c->arch == ALLM_ARCH_OPT ? c->embed_proj_dim : D;
+	int64_t D = c->hidden, P = ex->arch->layernorm ? c->embed_proj_dim : D;
 	float *in = a->h;
 	int r = 0;
-	if (c->arch == ALLM_ARCH_LLAMA) {
-		CHECK(BE->rmsnorm(be, a->e, a->h, m->final_norm_w, m->vdtype, S, D, c->norm_eps));
+	if (!ex->arch->layernorm || c->final_ln) {
+		CHECK(norm(ex, a->e, a->h, m->final_norm_w, m->final_norm_b, S, D));
 		in = a->e;
-	} else {
-		if (c->final_ln) {
-			CHECK(BE->layernorm(be, a->e, a->h, m->final_norm_w, m->final_norm_b, m->vdtype,
-					    S, D, c->norm_eps));
-			in = a->e;
-		}
-		if (m->proj_out) {
-			CHECK(BE->gemm(be, a->o, in, m->proj_out, NULL, m->proj_out_dt, S, D, P));
-			in = a->o;
-		}
+	}
+	if (m->proj_out) {
+		CHECK(BE->gemm(be, a->o, in, m->proj_out, NULL, m->proj_out_dt, S, D, P));
+		in = a->o;
 	}
 	CHECK(BE->gemm(be, a->logits, in, m->lm_head, NULL, m->lm_head_dt, S, P, c->vocab_size));
 fail:
@@ -421,8 +452,7 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 	BE->timer_start(be);
 	CHECK(embed(ex, &a, T, d, d + 2 * T));
 	for (int l = 0; l < c->n_layers; l++)
-		CHECK(c->arch == ALLM_ARCH_LLAMA ? run_llama_layer(ex, l, &a, T, &meta)
-						 : run_opt_layer(ex, l, &a, T, &meta));
+		CHECK(run_layer(ex, l, &a, T, &meta));
 	CHECK(BE->gather_rows(be, a.h, a.x, d + 5 * T, S, c->hidden));
 	CHECK(head(ex, &a, S));
 	ex->logits_dev = a.logits;

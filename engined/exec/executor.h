@@ -18,6 +18,7 @@ struct allm_batch_seq {
 
 struct allm_executor {
 	struct allm_model *model; /* not owned */
+	const struct allm_arch_desc *arch; /* what the model's architecture adds */
 	struct allm_kv_cache *kv; /* not owned */
 	allm_backend_t *be;
 	int64_t cap_tokens; /* scratch sized for this many tokens */
@@ -40,8 +41,13 @@ struct allm_executor {
 	int32_t picked_cap;
 };
 
+/* -ENOTSUP with err when the backend lacks an op the model needs (a sliding window,
+ * GELU, ...). */
 int allm_executor_create(struct allm_model *model, struct allm_kv_cache *kv,
 			 struct allm_executor **ret, struct allm_err *err);
+/* Whether be runs every op model config c needs; if not, err names the missing one. */
+int allm_executor_check_ops(allm_backend_t *be, const struct allm_model_config *c,
+			    struct allm_err *err);
 void allm_executor_free(struct allm_executor *ex);
 
 /* Runs the batch. Logits of the last token of each sequence go to

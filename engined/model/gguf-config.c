@@ -5,9 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Architectures the loader maps onto the engine's Llama graph. */
-static const char *const llama_archs[] = {"llama"};
-
 /* Tokens llama.cpp also ends a generation at, whatever the EOS id says (its list of
  * end-of-generation texts, the part of it that ends a turn in a chat template):
  * SmolLM2 names <|im_end|> its EOS and ends plain text with <|endoftext|>. */
@@ -122,12 +119,46 @@ static int rope_scaling(const struct allm_gguf *g, const char *arch, struct allm
 	return 0;
 }
 
+/* The sliding window and what comes with it (Gemma 3's local layers: every sixth
+ * global, their own RoPE base; its attention scale), as llama.cpp reads them. */
+static int window(const struct allm_gguf *g, const char *arch, const struct allm_arch_desc *ad,
+		  struct allm_model_config *c, struct allm_err *err)
+{
+	char k[128];
+	double cap = 0;
+	int r;
+	if (!ad->gguf_no_window &&
+	    (r = arch_int(g, arch, "attention.sliding_window", false, 0, 1 << 24, 0, &c->sliding_window, err)))
+		return r;
+	if (c->sliding_window) {
+		c->swa_pattern = ad->swa_pattern;
+		c->rope_local_theta = ad->rope_local_theta;
+	}
+	/* Gemma 3: query_pre_attn_scalar is not in the file; llama.cpp takes head_dim,
+	 * and hidden / heads for the 27B (62 layers), as Google's own code does */
+	if (ad->post_norms && c->n_layers == 62)
+		c->query_scale = 1.0f / sqrtf((float)(c->hidden / c->n_heads));
+	snprintf(k, sizeof(k), "%s.final_logit_softcapping", arch);
+	if ((r = allm_gguf_get_float(g, k, &cap, err)) && r != -ENOENT)
+		return r;
+	snprintf(k, sizeof(k), "%s.attn_logit_softcapping", arch);
+	double acap = 0;
+	if ((r = allm_gguf_get_float(g, k, &acap, err)) && r != -ENOENT)
+		return r;
+	if (cap != 0 || acap != 0)
+		return allm_err_set(err, -ENOTSUP, "%s: GGUF: logit soft-capping (%s.%s) is not supported",
+				    g->path, arch, cap != 0 ? "final_logit_softcapping" : "attn_logit_softcapping");
+	return 0;
+}
+
 /* --dtype auto keeps the checkpoint's: the layers' matrices' type, the engine's
  * format for it where that differs (a Q4_K file's is Q4_1; gguf-model.h), f32 for a
  * type the loader will refuse. */
 static enum allm_dtype file_dtype(const struct allm_gguf *g)
 {
 	const struct allm_gguf_tensor *t = allm_gguf_find_tensor(g, "blk.0.attn_q.weight");
+	if (!t) /* fused (Phi-3) */
+		t = allm_gguf_find_tensor(g, "blk.0.attn_qkv.weight");
 	enum allm_dtype dt = t ? allm_gguf_native_dtype(t->type) : ALLM_DTYPE_COUNT;
 	return dt == ALLM_DTYPE_COUNT ? ALLM_DTYPE_F32 : dt;
 }
@@ -144,15 +175,14 @@ int allm_gguf_model_config(const struct allm_gguf *g, struct allm_model_config *
 		return allm_err_set(err, -EINVAL, "%s: GGUF: general.architecture is missing", g->path);
 	if (r)
 		return r;
-	bool known = false;
-	for (size_t i = 0; i < ALLM_ARRAY_SIZE(llama_archs); i++)
-		known |= alen == strlen(llama_archs[i]) && !memcmp(arch, llama_archs[i], alen);
-	if (!known)
-		return allm_err_set(err, -ENOTSUP, "%s: GGUF: architecture '%.*s' is not supported (llama)",
+	const struct allm_arch_desc *ad = allm_arch_by_name(arch, alen);
+	if (!ad || ad->layernorm)
+		return allm_err_set(err, -ENOTSUP, "%s: GGUF: architecture '%.*s' is not supported "
+				    "(llama, qwen2, qwen3, gemma3, phi3)",
 				    g->path, (int)ALLM_MIN(alen, 64), arch);
 	snprintf(a, sizeof(a), "%.*s", (int)alen, arch);
-	c.arch = ALLM_ARCH_LLAMA;
-	c.act = ALLM_ACT_SILU;
+	c.arch = ad->arch;
+	c.act = ad->act;
 	if ((r = arch_int(g, a, "embedding_length", true, 1, 65536, 0, &c.hidden, err)) ||
 	    (r = arch_int(g, a, "feed_forward_length", true, 1, 1 << 20, 0, &c.intermediate, err)) ||
 	    (r = arch_int(g, a, "block_count", true, 1, 1024, 0, &c.n_layers, err)) ||
@@ -175,7 +205,7 @@ int allm_gguf_model_config(const struct allm_gguf *g, struct allm_model_config *
 				    "(partial rotary) is not supported", g->path, rdim, c.head_dim);
 	if ((r = arch_float(g, a, "rope.freq_base", 10000.0, &c.rope_theta, err)) ||
 	    (r = arch_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5, &c.norm_eps, err)) ||
-	    (r = rope_scaling(g, a, &c, err)))
+	    (r = rope_scaling(g, a, &c, err)) || (r = window(g, a, ad, &c, err)))
 		return r;
 
 	/* the vocabulary: the embedding table's rows (llama.vocab_size and the
@@ -192,7 +222,9 @@ int allm_gguf_model_config(const struct allm_gguf *g, struct allm_model_config *
 		return allm_err_set(err, -EINVAL, "%s: GGUF: %s.vocab_size is %d but token_embd.weight has "
 				    "%d rows", g->path, a, nv, c.vocab_size);
 	c.tie_embeddings = !allm_gguf_find_tensor(g, "output.weight");
-	c.attn_bias = allm_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+	/* q/k/v biases are the architecture's (Qwen2) or, with an output bias, Llama's
+	 * attention_bias */
+	c.attn_bias = !ad->qkv_bias && allm_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
 	c.mlp_bias = allm_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL;
 	c.file_dtype = file_dtype(g);
 	if ((r = token_ids(g, &c, err)) || (r = allm_model_config_validate(&c, g->path, err)))

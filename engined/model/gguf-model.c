@@ -4,56 +4,80 @@
 #include "gguf-model.h"
 #include "qblock.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Hugging Face names (allm_model_weight_specs) and their GGUF counterparts. */
+/* The GGUF names of the tensors, by the slot they fill (the same role in every
+ * architecture; Hugging Face's names differ per family, model.c). */
+#define LW(f) offsetof(struct allm_layer_weights, f)
 static const struct {
-	const char *hf, *gguf;
-} top_names[] = {
-	{"model.embed_tokens.weight", "token_embd.weight"},
-	{"model.norm.weight", "output_norm.weight"},
-	{"lm_head.weight", "output.weight"},
-}, layer_names[] = {
-	{"input_layernorm.weight", "attn_norm.weight"},
-	{"self_attn.q_proj.weight", "attn_q.weight"},
-	{"self_attn.k_proj.weight", "attn_k.weight"},
-	{"self_attn.v_proj.weight", "attn_v.weight"},
-	{"self_attn.o_proj.weight", "attn_output.weight"},
-	{"self_attn.q_proj.bias", "attn_q.bias"},
-	{"self_attn.k_proj.bias", "attn_k.bias"},
-	{"self_attn.v_proj.bias", "attn_v.bias"},
-	{"self_attn.o_proj.bias", "attn_output.bias"},
-	{"post_attention_layernorm.weight", "ffn_norm.weight"},
-	{"mlp.gate_proj.weight", "ffn_gate.weight"},
-	{"mlp.up_proj.weight", "ffn_up.weight"},
-	{"mlp.down_proj.weight", "ffn_down.weight"},
-	{"mlp.gate_proj.bias", "ffn_gate.bias"},
-	{"mlp.up_proj.bias", "ffn_up.bias"},
-	{"mlp.down_proj.bias", "ffn_down.bias"},
+	size_t off;
+	const char *gguf;
+} layer_names[] = {
+	{LW(attn_norm_w), "attn_norm.weight"},
+	{LW(wq), "attn_q.weight"},
+	{LW(wk), "attn_k.weight"},
+	{LW(wv), "attn_v.weight"},
+	{LW(wo), "attn_output.weight"},
+	{LW(bq), "attn_q.bias"},
+	{LW(bk), "attn_k.bias"},
+	{LW(bv), "attn_v.bias"},
+	{LW(bo), "attn_output.bias"},
+	{LW(q_norm_w), "attn_q_norm.weight"},
+	{LW(k_norm_w), "attn_k_norm.weight"},
+	{LW(post_attn_norm_w), "post_attention_norm.weight"},
+	{LW(mlp_norm_w), "ffn_norm.weight"},
+	{LW(post_mlp_norm_w), "post_ffw_norm.weight"},
+	{LW(w_gate), "ffn_gate.weight"},
+	{LW(w_up), "ffn_up.weight"},
+	{LW(w_down), "ffn_down.weight"},
+	{LW(b_gate), "ffn_gate.bias"},
+	{LW(b_up), "ffn_up.bias"},
+	{LW(b_down), "ffn_down.bias"},
 };
+#undef LW
 
 /* Per-layer tensors some converters write that the graph does not read. */
 static const char *const ignored_layer_names[] = {"attn_rot_embd"};
 
-bool allm_gguf_tensor_name(const char *hf, char *buf, size_t len)
+bool allm_gguf_spec_name(const struct allm_model *m, const struct allm_weight_spec *s, char *buf,
+			 size_t len)
 {
-	int layer, n = 0;
-	for (size_t i = 0; i < ALLM_ARRAY_SIZE(top_names); i++)
-		if (!strcmp(hf, top_names[i].hf))
-			return (size_t)snprintf(buf, len, "%s", top_names[i].gguf) < len;
-	if (sscanf(hf, "model.layers.%d.%n", &layer, &n) != 1 || !n)
+	const struct allm_arch_desc *ad = allm_arch_describe(m->cfg.arch);
+	if (s->slot == &m->tok_emb)
+		return (size_t)snprintf(buf, len, "token_embd.weight") < len;
+	if (s->slot == &m->final_norm_w)
+		return (size_t)snprintf(buf, len, "output_norm.weight") < len;
+	if (s->slot == &m->lm_head)
+		return (size_t)snprintf(buf, len, "output.weight") < len;
+	const char *base = (const char *)m->layers, *at = (const char *)s->slot;
+	size_t sz = sizeof(struct allm_layer_weights);
+	if (!m->layers || at < base || at >= base + (size_t)m->cfg.n_layers * sz)
 		return false;
+	int layer = (int)((size_t)(at - base) / sz);
+	size_t off = (size_t)(at - base) % sz;
+	const char *name = NULL;
 	for (size_t i = 0; i < ALLM_ARRAY_SIZE(layer_names); i++)
-		if (!strcmp(hf + n, layer_names[i].hf))
-			return (size_t)snprintf(buf, len, "blk.%d.%s", layer, layer_names[i].gguf) < len;
-	return false;
+		if (layer_names[i].off == off)
+			name = layer_names[i].gguf;
+	/* Phi-3's fused matrices: attn_qkv, and ffn_up holding gate then up */
+	if (ad->fused_qkv && s->src_rows && (off == offsetof(struct allm_layer_weights, wq) ||
+					     off == offsetof(struct allm_layer_weights, wk) ||
+					     off == offsetof(struct allm_layer_weights, wv)))
+		name = "attn_qkv.weight";
+	if (ad->fused_gate_up && s->src_rows && (off == offsetof(struct allm_layer_weights, w_gate) ||
+						 off == offsetof(struct allm_layer_weights, w_up)))
+		name = "ffn_up.weight";
+	return name && (size_t)snprintf(buf, len, "blk.%d.%s", layer, name) < len;
 }
 
 /* Rows of the query / key projections GGUF interleaves, per head; 0 for others. */
 static int32_t permuted_heads(const struct allm_model *m, const struct allm_weight_spec *s)
 {
 	const struct allm_layer_weights *L = m->layers;
+	if (!allm_arch_describe(m->cfg.arch)->gguf_qk_interleaved)
+		return 0;
 	for (int i = 0; i < m->cfg.n_layers; i++) {
 		if (s->slot == &L[i].wq || s->slot == &L[i].bq)
 			return m->cfg.n_heads;
@@ -74,16 +98,17 @@ static int check_tensor(const struct allm_gguf *g, const struct allm_weight_spec
 				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)",
 				    g->path, name, allm_gguf_ttype_name(t->type));
 	/* GGUF lists dims innermost first: a (rows, cols) matrix is ne = [cols, rows] */
+	int64_t rows = s->src_rows ? s->src_rows : s->shape[0]; /* a slice of a fused tensor */
 	bool ok = (int)t->n_dims == s->n_dims &&
 		  (s->n_dims == 1 ? t->ne[0] == s->shape[0]
-				  : t->ne[0] == s->shape[1] && t->ne[1] == s->shape[0]);
+				  : t->ne[0] == s->shape[1] && t->ne[1] == rows);
 	if (!ok)
 		return allm_err_set(err, -EINVAL,
 				    "%s: GGUF: tensor '%s' has shape [%lld, %lld] (ggml order) but the "
 				    "metadata implies [%lld, %lld]",
 				    g->path, name, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
 				    (long long)(s->n_dims == 2 ? s->shape[1] : s->shape[0]),
-				    (long long)(s->n_dims == 2 ? s->shape[0] : 1));
+				    (long long)(s->n_dims == 2 ? rows : 1));
 	return 0;
 }
 
@@ -104,7 +129,9 @@ static bool has_bias(const struct allm_model *m, const struct allm_weight_spec *
 {
 	for (int i = 0; i < m->cfg.n_layers; i++) {
 		const struct allm_layer_weights *L = &m->layers[i];
-		if (s->slot == &L->wq || s->slot == &L->wk || s->slot == &L->wv || s->slot == &L->wo)
+		if (s->slot == &L->wq || s->slot == &L->wk || s->slot == &L->wv)
+			return m->cfg.attn_bias || allm_arch_describe(m->cfg.arch)->qkv_bias;
+		if (s->slot == &L->wo)
 			return m->cfg.attn_bias;
 		if (s->slot == &L->w_gate || s->slot == &L->w_up || s->slot == &L->w_down)
 			return m->cfg.mlp_bias;
@@ -133,7 +160,8 @@ static void mixed_norms(struct allm_model *m, const struct allm_weight_spec *spe
 
 /* Every tensor of the file must be one the graph reads: a tensor we would skip is a
  * part of the model we do not run (another variant), better refused than ignored. */
-static int check_unused(const struct allm_gguf *g, const bool *used, struct allm_err *err)
+static int check_unused(const struct allm_gguf *g, enum allm_arch arch, const bool *used,
+			struct allm_err *err)
 {
 	for (size_t i = 0; i < g->n_tensors; i++) {
 		int layer, n = 0;
@@ -146,8 +174,8 @@ static int check_unused(const struct allm_gguf *g, const bool *used, struct allm
 				ignorable |= !strncmp(name + n, ignored_layer_names[k],
 						      strlen(ignored_layer_names[k]));
 		if (!ignorable)
-			return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' is not part of the Llama "
-					    "graph this engine runs", g->path, name);
+			return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' is not part of the %s "
+					    "graph this engine runs", g->path, name, allm_arch_name(arch));
 	}
 	return 0;
 }
@@ -204,7 +232,7 @@ static int convert_tensor(const struct allm_model *m, const struct allm_weight_s
 		int64_t n = ALLM_MIN(step, rows - r0);
 		int r = 0;
 		if (blocks) { /* a block row is smaller than its f32 row: tmp holds them */
-			allm_gguf_rows_as_blocks(t, r0, n, dt, tmp);
+			allm_gguf_rows_as_blocks(t, s->src_row0 + r0, n, dt, tmp);
 			for (int64_t i = 0; i < n && !r; i += heads ? 1 : n)
 				r = allm_model_spec_store_blocks(m, s, dst, heads ? hf_row(r0 + i, d) : r0, dt,
 								 (const char *)tmp + (size_t)i * rb, heads ? 1 : n);
@@ -213,9 +241,9 @@ static int convert_tensor(const struct allm_model *m, const struct allm_weight_s
 			continue;
 		}
 		if (!heads) {
-			allm_gguf_dequant_rows(t, r0, n, buf);
+			allm_gguf_dequant_rows(t, s->src_row0 + r0, n, buf);
 		} else {
-			allm_gguf_dequant_rows(t, r0, n, tmp);
+			allm_gguf_dequant_rows(t, s->src_row0 + r0, n, tmp);
 			for (int64_t i = 0; i < n; i++)
 				memcpy(buf + (hf_row(r0 + i, d) - r0) * cols, tmp + i * cols,
 				       (size_t)cols * sizeof(float));
@@ -296,7 +324,7 @@ int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
 	/* validate everything before allocating or converting anything */
 	for (size_t i = 0; i < n; i++) {
 		char name[128];
-		if (!allm_gguf_tensor_name(specs[i].name, name, sizeof(name))) {
+		if (!allm_gguf_spec_name(m, &specs[i], name, sizeof(name))) {
 			r = allm_err_set(err, -ENOTSUP, "%s: GGUF: no GGUF name for tensor '%s'", g->path,
 					 specs[i].name);
 			goto fail;
@@ -310,7 +338,7 @@ int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
 	}
 	if (o && o->file_types)
 		mixed_norms(m, specs, n);
-	if ((r = check_unused(g, used, err)) || (r = allm_model_alloc_arena(m, specs, n, err)) ||
+	if ((r = check_unused(g, cfg.arch, used, err)) || (r = allm_model_alloc_arena(m, specs, n, err)) ||
 	    (r = load_weights(m, g, specs, src, n, o, err)) || (r = allm_model_finish(m, err)))
 		goto fail;
 	*ret = m;

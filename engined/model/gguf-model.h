@@ -1,5 +1,7 @@
-/* A Llama-family model from a GGUF file (--model FILE.gguf): hyper-parameters from the
- * `llama.*` metadata, weights from the tensor table.
+/* A model from a GGUF file (--model FILE.gguf): hyper-parameters from the
+ * `ARCH.*` metadata (ARCH one of llama, qwen2, qwen3, gemma3, phi3:
+ * model-config.h's architecture table), weights from the tensor table. A peer of
+ * hf-model.h; model-load.c picks between them.
  *
  * Tensor types read: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K. With
  * file types (allm_model_load_opts.file_types, --dtype auto on the CPU) every matrix
@@ -18,8 +20,8 @@
  * into that order); the loader puts them back, so the engine's RoPE, written for
  * Hugging Face's layout, rotates the right pairs.
  *
- * allm_model_config_load_from() and allm_model_load_from() come here when their
- * directory is a regular file; these are the entry points behind them. */
+ * allm_model_config_load_from() and allm_model_load_from() (model-load.c) come here
+ * when their directory is a regular file; these are the entry points behind them. */
 #ifndef ALLM_GGUF_MODEL_H
 #define ALLM_GGUF_MODEL_H
 
@@ -45,10 +47,11 @@ int allm_gguf_model_load_from(allm_backend_t *be, const struct allm_gguf *g,
 			      const struct allm_model_load_opts *o, struct allm_model **ret,
 			      struct allm_err *err);
 
-/* The GGUF name of a Hugging Face tensor name as allm_model_weight_specs() writes
- * them ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"), into
- * buf; false when the name has no GGUF counterpart. */
-bool allm_gguf_tensor_name(const char *hf_name, char *buf, size_t len);
+/* The GGUF name of tensor s of m (one of allm_model_weight_specs(m)'s: the layer 3
+ * query matrix is "blk.3.attn_q.weight", Phi-3's "blk.3.attn_qkv.weight"), into
+ * buf; false when it has no GGUF counterpart. */
+bool allm_gguf_spec_name(const struct allm_model *m, const struct allm_weight_spec *s, char *buf,
+			 size_t len);
 
 /* --- gguf-dequant.c --- */
 

@@ -27,6 +27,52 @@ static int mkdir_p(const char *dir, struct allm_err *err)
 	return 0;
 }
 
+/* The file tensor that starts at specs[*i] into t, as transformers saves it: the
+ * slices of a fused matrix (Phi-3) concatenated (*i moves to the last of them), a
+ * norm of a family that stores w - offset (Gemma) shifted; both from a copy in
+ * *ret_buf, everything else straight from the weights. */
+static int file_tensor(const struct allm_model *m, const struct allm_weight_spec *specs, size_t n,
+		       size_t *i, struct allm_st_out *t, void **ret_buf, struct allm_err *err)
+{
+	const struct allm_weight_spec *s = &specs[*i];
+	float off = allm_arch_describe(m->cfg.arch)->hf_norm_offset;
+	size_t es = allm_dtype_size(m->wdtype);
+	t->name = s->name;
+	t->dtype = m->wdtype;
+	t->n_dims = s->n_dims;
+	t->shape[0] = s->src_rows ? s->src_rows : s->shape[0];
+	t->shape[1] = s->shape[1];
+	t->data = *s->slot;
+	if (s->src_rows) {
+		size_t row = (size_t)s->shape[1] * es, at = 0;
+		char *b = allm_malloc((size_t)s->src_rows * row);
+		if (!b)
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		for (; *i < n && specs[*i].src_rows && !strcmp(specs[*i].name, s->name); (*i)++) {
+			memcpy(b + at, *specs[*i].slot, (size_t)specs[*i].shape[0] * row);
+			at += (size_t)specs[*i].shape[0] * row;
+		}
+		(*i)--;
+		t->data = *ret_buf = b;
+	} else if (s->kind == ALLM_WKIND_NORM && off != 0) {
+		size_t ne = allm_spec_elems(s);
+		float *f = allm_malloc(ne * sizeof(float));
+		void *b = allm_malloc(ne * es);
+		if (!f || !b) {
+			allm_free(f);
+			allm_free(b);
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		}
+		allm_to_f32(f, *s->slot, m->wdtype, ne);
+		for (size_t e = 0; e < ne; e++)
+			f[e] -= off;
+		allm_from_f32(b, f, m->wdtype, ne);
+		allm_free(f);
+		t->data = *ret_buf = b;
+	}
+	return 0;
+}
+
 static int write_shards(struct allm_model *m, const struct allm_weight_spec *specs, size_t n,
 			const struct allm_model_write_opts *o, const char *dir,
 			struct allm_err *err)
@@ -34,21 +80,22 @@ static int write_shards(struct allm_model *m, const struct allm_weight_spec *spe
 	static const char *const meta[] = {"format", "pt", "generator", "allm-mkmodel"};
 	int32_t shards = o->n_shards > 1 ? o->n_shards : 1;
 	struct allm_st_out *outs = allm_calloc(n, sizeof(*outs));
+	void **bufs = allm_calloc(n, sizeof(*bufs)); /* the tensors written from copies */
 	json_t *wm = json_object();
 	char path[4096], fname[128];
 	int r = 0;
-	if (!outs) {
+	if (!outs || !bufs) {
 		r = allm_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
+	size_t n_out = 0;
 	for (size_t i = 0; i < n; i++) {
-		outs[i].name = specs[i].name;
-		outs[i].dtype = m->wdtype;
-		outs[i].n_dims = specs[i].n_dims;
-		outs[i].shape[0] = specs[i].shape[0];
-		outs[i].shape[1] = specs[i].shape[1];
-		outs[i].data = *specs[i].slot;
+		struct allm_st_out *t = &outs[n_out];
+		if ((r = file_tensor(m, specs, n, &i, t, &bufs[n_out], err)))
+			goto out;
+		n_out++;
 	}
+	n = n_out;
 	for (int32_t s = 0; s < shards; s++) {
 		size_t b = n * s / shards, e = n * (s + 1) / shards;
 		if (shards == 1)
@@ -59,7 +106,7 @@ static int write_shards(struct allm_model *m, const struct allm_weight_spec *spe
 		if ((r = allm_st_write_file(path, outs + b, e - b, meta, 2, err)))
 			goto out;
 		for (size_t i = b; i < e; i++)
-			json_object_set_new(wm, specs[i].name, json_string(fname));
+			json_object_set_new(wm, outs[i].name, json_string(fname));
 	}
 	if (shards > 1) {
 		json_t *idx = json_pack("{s:{s:I}, s:O}", "metadata", "total_size",
@@ -71,6 +118,9 @@ static int write_shards(struct allm_model *m, const struct allm_weight_spec *spe
 	}
 out:
 	json_decref(wm);
+	for (size_t i = 0; bufs && i < n; i++)
+		allm_free(bufs[i]);
+	allm_free(bufs);
 	allm_free(outs);
 	return r;
 }

@@ -1,7 +1,7 @@
-/* Model weights: the tensor list a config implies, loading it from safetensors
- * (validated against config.json before any byte is read), and freeing. */
+/* Model weights, whatever file they come from: the tensor list a config implies,
+ * the arena and its storage formats, RoPE tables, freeing. The loaders of each
+ * format (hf-model.c, gguf-model.c) fill them; model-load.c picks one. */
 #include "model.h"
-#include "gguf-model.h"
 #include "qblock.h"
 #include "quant.h"
 
@@ -28,35 +28,74 @@ static void add_spec(struct allm_weight_spec *s, size_t *n, void **slot, enum al
 	e->kind = kind;
 }
 
+/* The last n specs are row slices of one file tensor, in order. */
+static void fuse(struct allm_weight_spec *s, int n)
+{
+	int64_t rows = 0;
+	for (int i = 0; i < n; i++) {
+		s[i].src_row0 = rows;
+		rows += s[i].shape[0];
+	}
+	for (int i = 0; i < n; i++)
+		s[i].src_rows = rows;
+}
+
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n)
 {
 	const struct allm_model_config *c = &m->cfg;
 	int64_t D = c->hidden, F = c->intermediate, V = c->vocab_size;
 	int64_t Q = (int64_t)c->n_heads * c->head_dim, K = (int64_t)c->n_kv_heads * c->head_dim;
-	size_t cap = 16 + (size_t)c->n_layers * 20, n = 0;
+	size_t cap = 16 + (size_t)c->n_layers * 24, n = 0;
 	struct allm_weight_spec *s = allm_calloc(cap, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 
-	if (c->arch == ALLM_ARCH_LLAMA) {
+	const struct allm_arch_desc *ad = allm_arch_describe(c->arch);
+	if (!ad->layernorm) {
+		int64_t H = c->head_dim;
+		bool gemma = ad->post_norms; /* Gemma's names for its four norms */
 		add_spec(s, &n, &m->tok_emb, &m->tok_emb_dt, ALLM_WKIND_EMBED, V, D, "model.embed_tokens.weight");
 		for (int i = 0; i < c->n_layers; i++) {
 			struct allm_layer_weights *L = &m->layers[i];
 			const char *p = "model.layers";
 			add_spec(s, &n, &L->attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.input_layernorm.weight", p, i);
-			add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
-			add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
-			add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			if (ad->fused_qkv) {
+				add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.qkv_proj.weight", p, i);
+				fuse(&s[n - 3], 3);
+			} else {
+				add_spec(s, &n, &L->wq, &L->wq_dt, ALLM_WKIND_MATRIX, Q, D, "%s.%d.self_attn.q_proj.weight", p, i);
+				add_spec(s, &n, &L->wk, &L->wk_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.k_proj.weight", p, i);
+				add_spec(s, &n, &L->wv, &L->wv_dt, ALLM_WKIND_MATRIX, K, D, "%s.%d.self_attn.v_proj.weight", p, i);
+			}
 			add_spec(s, &n, &L->wo, &L->wo_dt, ALLM_WKIND_MATRIX, D, Q, "%s.%d.self_attn.o_proj.weight", p, i);
-			if (c->attn_bias) {
+			if (c->attn_bias || ad->qkv_bias) {
 				add_spec(s, &n, &L->bq, NULL, ALLM_WKIND_BIAS, Q, 0, "%s.%d.self_attn.q_proj.bias", p, i);
 				add_spec(s, &n, &L->bk, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.k_proj.bias", p, i);
 				add_spec(s, &n, &L->bv, NULL, ALLM_WKIND_BIAS, K, 0, "%s.%d.self_attn.v_proj.bias", p, i);
-				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
 			}
-			add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
-			add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
-			add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			if (c->attn_bias)
+				add_spec(s, &n, &L->bo, NULL, ALLM_WKIND_BIAS, D, 0, "%s.%d.self_attn.o_proj.bias", p, i);
+			if (ad->qk_norm) {
+				add_spec(s, &n, &L->q_norm_w, NULL, ALLM_WKIND_NORM, H, 0, "%s.%d.self_attn.q_norm.weight", p, i);
+				add_spec(s, &n, &L->k_norm_w, NULL, ALLM_WKIND_NORM, H, 0, "%s.%d.self_attn.k_norm.weight", p, i);
+			}
+			if (gemma) {
+				add_spec(s, &n, &L->post_attn_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+				add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.pre_feedforward_layernorm.weight", p, i);
+				add_spec(s, &n, &L->post_mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_feedforward_layernorm.weight", p, i);
+			} else {
+				add_spec(s, &n, &L->mlp_norm_w, NULL, ALLM_WKIND_NORM, D, 0, "%s.%d.post_attention_layernorm.weight", p, i);
+			}
+			if (ad->fused_gate_up) {
+				add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_up_proj.weight", p, i);
+				add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_up_proj.weight", p, i);
+				fuse(&s[n - 2], 2);
+			} else {
+				add_spec(s, &n, &L->w_gate, &L->w_gate_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.gate_proj.weight", p, i);
+				add_spec(s, &n, &L->w_up, &L->w_up_dt, ALLM_WKIND_MATRIX, F, D, "%s.%d.mlp.up_proj.weight", p, i);
+			}
 			add_spec(s, &n, &L->w_down, &L->w_down_dt, ALLM_WKIND_MATRIX, D, F, "%s.%d.mlp.down_proj.weight", p, i);
 			if (c->mlp_bias) {
 				add_spec(s, &n, &L->b_gate, NULL, ALLM_WKIND_BIAS, F, 0, "%s.%d.mlp.gate_proj.bias", p, i);
@@ -122,11 +161,6 @@ static bool quantized(enum allm_dtype dt)
 	return dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt);
 }
 
-static size_t spec_elems(const struct allm_weight_spec *s)
-{
-	return (size_t)s->shape[0] * (size_t)(s->n_dims == 2 ? s->shape[1] : 1);
-}
-
 static size_t align64(size_t x)
 {
 	return (x + 63) & ~(size_t)63;
@@ -142,32 +176,21 @@ enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct a
 	return s->dt ? *s->dt : m->vdtype;
 }
 
-/* Rows and columns of a tensor (a vector is one row). */
-static int64_t spec_cols(const struct allm_weight_spec *s)
-{
-	return s->n_dims == 2 ? s->shape[1] : s->shape[0];
-}
-
-static int64_t spec_rows(const struct allm_weight_spec *s)
-{
-	return s->n_dims == 2 ? s->shape[0] : 1;
-}
-
 size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weight_spec *s)
 {
 	enum allm_dtype dt = allm_model_spec_dtype(m, s);
 	if (dt == ALLM_DTYPE_Q8)
-		return allm_q8_bytes(spec_rows(s), spec_cols(s));
+		return allm_q8_bytes(allm_spec_rows(s), allm_spec_cols(s));
 	if (allm_dtype_is_qblock(dt))
-		return allm_qb_bytes(dt, spec_rows(s), spec_cols(s));
-	return spec_elems(s) * allm_dtype_size(dt);
+		return allm_qb_bytes(dt, allm_spec_rows(s), allm_spec_cols(s));
+	return allm_spec_elems(s) * allm_dtype_size(dt);
 }
 
 void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_spec *s,
 			   void *dst, int64_t row0, const float *src, int64_t n_rows)
 {
 	enum allm_dtype dt = allm_model_spec_dtype(m, s);
-	int64_t cols = spec_cols(s);
+	int64_t cols = allm_spec_cols(s);
 	if (dt == ALLM_DTYPE_Q8)
 		allm_q8_quantize_rows(dst, cols, row0, src, n_rows);
 	else if (allm_dtype_is_qblock(dt))
@@ -181,7 +204,7 @@ int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_w
 				 void *dst, int64_t row0, enum allm_dtype file_dt, const void *src,
 				 int64_t n_rows)
 {
-	int64_t cols = spec_cols(s);
+	int64_t cols = allm_spec_cols(s);
 	size_t rb = allm_qb_row_bytes(file_dt, cols);
 	if (!allm_dtype_is_qblock(file_dt))
 		return -EINVAL;
@@ -239,7 +262,7 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 					    allm_dtype_name(dt), m->be->iface->name(m->be));
 		total += align64(allm_model_spec_bytes(m, &specs[i]));
 	}
-	total += align64((size_t)m->cfg.head_dim / 2 * sizeof(float));
+	total += 2 * align64((size_t)m->cfg.head_dim / 2 * sizeof(float)); /* global and local RoPE */
 
 	/* A clear refusal beats the OOM killer: check against what the device has. */
 	if (!m->be->iface->mem_info(m->be, &free_b, &total_b) && total > free_b)
@@ -259,6 +282,7 @@ int allm_model_alloc_arena(struct allm_model *m, const struct allm_weight_spec *
 		p += align64(allm_model_spec_bytes(m, &specs[i]));
 	}
 	m->inv_freq = (float *)p;
+	m->inv_freq_local = (float *)(p + align64((size_t)m->cfg.head_dim / 2 * sizeof(float)));
 	return 0;
 }
 
@@ -269,11 +293,17 @@ int allm_model_finish(struct allm_model *m, struct allm_err *err)
 		m->lm_head = m->tok_emb;
 		m->lm_head_dt = m->tok_emb_dt;
 	}
-	if (m->cfg.arch != ALLM_ARCH_LLAMA)
+	if (!allm_arch_describe(m->cfg.arch)->rope)
 		return 0;
+	size_t bytes = (size_t)m->cfg.head_dim / 2 * sizeof(float);
 	allm_model_config_inv_freq(&m->cfg, inv);
-	int r = m->be->iface->upload(m->be, m->inv_freq, inv,
-				     (size_t)m->cfg.head_dim / 2 * sizeof(float));
+	int r = m->be->iface->upload(m->be, m->inv_freq, inv, bytes);
+	if (!r && m->cfg.rope_local_theta > 0) {
+		allm_model_config_inv_freq_local(&m->cfg, inv);
+		r = m->be->iface->upload(m->be, m->inv_freq_local, inv, bytes);
+	} else {
+		m->inv_freq_local = m->inv_freq;
+	}
 	if (r)
 		return allm_err_set(err, r, "upload: %s", allm_backend_last_error(m->be));
 	return 0;
@@ -287,214 +317,4 @@ void allm_model_free(struct allm_model *m)
 		m->be->iface->free(m->be, m->arena);
 	allm_free(m->layers);
 	allm_free(m);
-}
-
-/* Finds the file tensor for a spec. Some OPT checkpoints drop the "model." prefix. */
-static const struct allm_st_tensor *find_tensor(const struct allm_st_index *idx,
-						const char *name)
-{
-	const struct allm_st_tensor *t = allm_st_find(idx, name);
-	if (!t && !strncmp(name, "model.", 6))
-		t = allm_st_find(idx, name + 6);
-	return t;
-}
-
-static int check_tensor(const struct allm_st_index *idx, const struct allm_weight_spec *s,
-			const struct allm_st_tensor *t, const char *dir, struct allm_err *err)
-{
-	if (!t)
-		return allm_err_set(err, -ENOENT, "%s: tensor '%s' is missing (config.json implies it)",
-				    dir, s->name);
-	bool ok = t->n_dims == s->n_dims;
-	for (int d = 0; ok && d < s->n_dims; d++)
-		ok = t->shape[d] == s->shape[d];
-	if (!ok) {
-		char have[96] = "", want[96];
-		for (int d = 0; d < t->n_dims && d < 4; d++)
-			snprintf(have + strlen(have), sizeof(have) - strlen(have), "%s%lld", d ? ", " : "",
-				 (long long)t->shape[d]);
-		if (s->n_dims == 2)
-			snprintf(want, sizeof(want), "%lld, %lld", (long long)s->shape[0], (long long)s->shape[1]);
-		else
-			snprintf(want, sizeof(want), "%lld", (long long)s->shape[0]);
-		return allm_err_set(err, -EINVAL,
-				    "%s: tensor '%s' has shape [%s] but config.json implies [%s]",
-				    idx->paths[t->file_idx], s->name, have, want);
-	}
-	return 0;
-}
-
-/* Bytes of staging for one window of reads that need conversion or upload. */
-#define STAGING_WINDOW ((size_t)256 << 20)
-
-struct load_job {
-	const struct allm_weight_spec *spec;
-	const struct allm_st_tensor *t;
-};
-
-/* Reads tensors that need a host copy first (dtype conversion, or a device that is
- * not host memory) in windows of STAGING_WINDOW, converting into place. */
-static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
-		       struct load_job *jobs, size_t n, const struct allm_model_load_opts *o,
-		       uint64_t done_before, uint64_t total, struct allm_err *err)
-{
-	allm_backend_t *be = m->be;
-	size_t max_t = 0, max_c = 0, max_b = 0;
-	void *stage = NULL, *conv = NULL;
-	float *f32 = NULL;
-	struct allm_st_read *reads = NULL;
-	int r = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		max_t = ALLM_MAX(max_t, (size_t)jobs[i].t->nbytes);
-		max_c = ALLM_MAX(max_c, spec_elems(jobs[i].spec));
-		max_b = ALLM_MAX(max_b, allm_model_spec_bytes(m, jobs[i].spec));
-	}
-	size_t win = ALLM_MAX(STAGING_WINDOW, max_t);
-	reads = allm_calloc(n ? n : 1, sizeof(*reads));
-	f32 = allm_malloc(ALLM_MAX(max_c, 1) * sizeof(float));
-	if (!reads || !f32 || (n && (r = be->iface->host_alloc(be, win, &stage)))) {
-		r = allm_err_set(err, -ENOMEM, "cannot allocate %zu MiB of load staging", win >> 20);
-		goto out;
-	}
-	if (!be->device_is_host && !(conv = allm_malloc(ALLM_MAX(max_b, 1)))) {
-		r = allm_err_set(err, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n;) {
-		size_t j = i, used = 0;
-		while (j < n && used + jobs[j].t->nbytes <= win) {
-			reads[j - i].t = jobs[j].t;
-			reads[j - i].dst = (char *)stage + used;
-			used += (jobs[j].t->nbytes + 63) & ~(uint64_t)63;
-			j++;
-		}
-		if (j == i) /* cannot happen: win >= every tensor */
-			j = i + 1;
-		r = allm_st_read_tensors(idx, reads, j - i, NULL, NULL, err);
-		if (r)
-			goto out;
-		for (size_t q = i; q < j; q++) {
-			const struct allm_weight_spec *sp = jobs[q].spec;
-			size_t ne = spec_elems(sp), nb = allm_model_spec_bytes(m, sp);
-			const void *src = reads[q - i].dst; /* in the pinned staging window */
-			if (be->device_is_host || jobs[q].t->dtype != allm_model_spec_dtype(m, sp)) {
-				void *dst = be->device_is_host ? *sp->slot : conv;
-				allm_to_f32(f32, reads[q - i].dst, jobs[q].t->dtype, ne);
-				allm_model_spec_store(m, sp, dst, 0, f32, spec_rows(sp));
-				src = conv;
-			}
-			/* already in the storage dtype: straight from pinned memory */
-			if (!be->device_is_host && (r = be->iface->upload(be, *sp->slot, src, nb))) {
-				r = allm_err_set(err, r, "upload of %s: %s", jobs[q].spec->name,
-						 allm_backend_last_error(be));
-				goto out;
-			}
-			done_before += jobs[q].t->nbytes;
-		}
-		if (o && o->progress)
-			o->progress(o->progress_user, done_before, total);
-		i = j;
-	}
-out:
-	if (stage)
-		be->iface->host_free(be, stage);
-	allm_free(conv);
-	allm_free(f32);
-	allm_free(reads);
-	return r;
-}
-
-struct progress_fwd {
-	const struct allm_model_load_opts *o;
-	uint64_t total;
-};
-
-static void direct_progress(void *user, uint64_t done, uint64_t total)
-{
-	struct progress_fwd *p = user;
-	if (p->o && p->o->progress)
-		p->o->progress(p->o->progress_user, done, p->total);
-}
-
-int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
-		    struct allm_model **ret, struct allm_err *err)
-{
-	struct allm_vdir d = allm_vdir_disk(dir);
-	return allm_model_load_from(be, &d, o, ret, err);
-}
-
-int allm_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
-			 const struct allm_model_load_opts *o, struct allm_model **ret,
-			 struct allm_err *err)
-{
-	const char *dir = vd->path;
-	struct allm_model_config cfg;
-	struct allm_st_index *idx = NULL;
-	struct allm_model *m = NULL;
-	struct allm_weight_spec *specs = NULL;
-	struct load_job *jobs = NULL;
-	struct allm_st_read *direct = NULL;
-	size_t n = 0, n_direct = 0, n_jobs = 0;
-	uint64_t total = 0, direct_bytes = 0;
-	int r;
-
-	if (!allm_vdir_embedded(vd) && allm_gguf_is_file(vd->path))
-		return allm_gguf_model_load(be, vd->path, o, ret, err); /* --model FILE.gguf */
-	if ((r = allm_model_config_load_from(vd, &cfg, err)))
-		goto fail;
-	if ((r = allm_st_open_from(vd, &idx, err)))
-		goto fail;
-	if ((r = allm_model_create_shell(be, &cfg, o ? o->wdtype : ALLM_DTYPE_F32, &m, err)))
-		goto fail;
-	snprintf(m->source, sizeof(m->source), "%s", dir);
-	if ((r = allm_model_weight_specs(m, &specs, &n))) {
-		allm_err_set(err, r, "out of memory");
-		goto fail;
-	}
-	jobs = allm_calloc(n, sizeof(*jobs));
-	direct = allm_calloc(n, sizeof(*direct));
-	if (!jobs || !direct) {
-		r = allm_err_set(err, -ENOMEM, "out of memory");
-		goto fail;
-	}
-	/* Validate everything before allocating or reading anything. */
-	for (size_t i = 0; i < n; i++) {
-		const struct allm_st_tensor *t = find_tensor(idx, specs[i].name);
-		if ((r = check_tensor(idx, &specs[i], t, dir, err)))
-			goto fail;
-		total += t->nbytes;
-		jobs[i].spec = &specs[i];
-		jobs[i].t = t;
-	}
-	if ((r = allm_model_alloc_arena(m, specs, n, err)))
-		goto fail;
-	/* Tensors already in the storage dtype go straight into the weights when the
-	 * device is host memory; the rest take the staged path. */
-	for (size_t i = 0; i < n; i++) {
-		if (be->device_is_host && jobs[i].t->dtype == allm_model_spec_dtype(m, &specs[i])) {
-			direct[n_direct].t = jobs[i].t;
-			direct[n_direct++].dst = *specs[i].slot;
-			direct_bytes += jobs[i].t->nbytes;
-		} else {
-			jobs[n_jobs++] = jobs[i];
-		}
-	}
-	struct progress_fwd pf = {o, total};
-	if (n_direct && (r = allm_st_read_tensors(idx, direct, n_direct, direct_progress, &pf, err)))
-		goto fail;
-	if ((r = load_staged(m, idx, jobs, n_jobs, o, direct_bytes, total, err)))
-		goto fail;
-	if ((r = allm_model_finish(m, err)))
-		goto fail;
-	*ret = m;
-	goto out;
-fail:
-	allm_model_free(m);
-out:
-	allm_free(specs);
-	allm_free(jobs);
-	allm_free(direct);
-	allm_st_close(idx);
-	return r;
 }

@@ -19,6 +19,9 @@ struct allm_layer_weights {
 	void *w_up; /* (F, D) llama up_proj / opt fc1 */
 	void *w_down; /* (D, F) llama down_proj / opt fc2 */
 	void *b_gate, *b_up, *b_down; /* (F), (F), (D) */
+	void *q_norm_w, *k_norm_w; /* (head_dim) per-head RMSNorm of q and k (qk_norm) */
+	void *post_attn_norm_w, *post_mlp_norm_w; /* (D) norms of the attention's and the
+						   * MLP's outputs (post_norms) */
 	/* storage dtype of each matrix: the model's wdtype, but a GGUF file loaded in its
 	 * own formats keeps each tensor's (llama.cpp's quantizer picks them per tensor) */
 	enum allm_dtype wq_dt, wk_dt, wv_dt, wo_dt, w_gate_dt, w_up_dt, w_down_dt;
@@ -42,6 +45,8 @@ struct allm_model {
 	void *final_norm_w, *final_norm_b; /* (D); NULL for post-LN opt */
 	void *lm_head; /* (V, P); == tok_emb when tied */
 	float *inv_freq; /* llama: (head_dim / 2) RoPE inverse frequencies, device */
+	float *inv_freq_local; /* the local layers' (rope_local_theta); == inv_freq when
+				* they share them */
 	struct allm_layer_weights *layers; /* [n_layers] */
 	/* storage dtypes of the tensors above (see allm_layer_weights); lm_head_dt is
 	 * tok_emb_dt when the head is tied */
@@ -57,9 +62,29 @@ struct allm_weight_spec {
 	enum allm_dtype *dt; /* &model->field_dt of a matrix or embedding table (its
 			      * storage dtype); NULL for norms and biases (vdtype) */
 	int kind; /* ALLM_WKIND_*: how --dummy initialises it */
+	/* a slice of a fused file tensor (Phi-3's qkv_proj, gate_up_proj): rows
+	 * src_row0 .. src_row0 + shape[0] of a tensor of src_rows rows; src_rows 0:
+	 * the whole tensor is this one */
+	int64_t src_row0, src_rows;
 };
 
 enum { ALLM_WKIND_MATRIX, ALLM_WKIND_NORM, ALLM_WKIND_BIAS, ALLM_WKIND_EMBED };
+
+/* Rows, columns and elements of a tensor (a vector is one row). */
+static inline int64_t allm_spec_rows(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[0] : 1;
+}
+
+static inline int64_t allm_spec_cols(const struct allm_weight_spec *s)
+{
+	return s->n_dims == 2 ? s->shape[1] : s->shape[0];
+}
+
+static inline size_t allm_spec_elems(const struct allm_weight_spec *s)
+{
+	return (size_t)allm_spec_rows(s) * (size_t)allm_spec_cols(s);
+}
 
 /* Lists the tensors cfg implies, in file order. *ret is allm_malloc'ed. */
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n);
@@ -76,8 +101,10 @@ struct allm_model_load_opts {
 	bool file_types;
 };
 
-/* Loads dir (config.json + safetensors) onto be. Every tensor the config implies
- * must be present with the implied shape. 0 or -errno with err set. */
+/* Loads a model onto be: dir is a Hugging Face directory (config.json +
+ * safetensors: hf-model.h) or a GGUF file (gguf-model.h); model-load.c picks the
+ * loader. Every tensor the config implies must be present with the implied shape.
+ * 0 or -errno with err set. */
 int allm_model_load(allm_backend_t *be, const char *dir, const struct allm_model_load_opts *o,
 		    struct allm_model **ret, struct allm_err *err);
 /* The embedded default model, stories260K (data/models/, compiled in): a

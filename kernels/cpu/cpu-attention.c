@@ -51,14 +51,16 @@ static inline float kv_load(const void *pool, enum allm_dtype dt, size_t at)
 
 void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-		       const int32_t *block_table, int32_t ctx_len, float scale,
+		       const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 		       float *scores)
 {
-	int32_t hd = lay->head_dim, bs = lay->block_size;
+	int32_t hd = lay->head_dim, bs = lay->block_size, n = ctx_len - p0;
 	enum allm_dtype dt = lay->dtype;
 	float mx = -INFINITY;
 
-	for (int32_t p = 0; p < ctx_len; p++) {
+	/* scores[i] is position p0 + i's */
+	for (int32_t i = 0; i < n; i++) {
+		int32_t p = p0 + i;
 		size_t at = kv_off(lay, block_table[p / bs], layer, 0, p % bs, kv_head);
 		float s = 0.0f;
 		if (dt == ALLM_DTYPE_F32) {
@@ -70,21 +72,22 @@ void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 				s += q_row[d] * kv_load(kv_pool, dt, at + d);
 		}
 		s *= scale;
-		scores[p] = s;
+		scores[i] = s;
 		if (s > mx)
 			mx = s;
 	}
 	float sum = 0.0f;
-	for (int32_t p = 0; p < ctx_len; p++) {
-		scores[p] = expf(scores[p] - mx);
-		sum += scores[p];
+	for (int32_t i = 0; i < n; i++) {
+		scores[i] = expf(scores[i] - mx);
+		sum += scores[i];
 	}
 	float inv = 1.0f / sum;
 	for (int32_t d = 0; d < hd; d++)
 		out_row[d] = 0.0f;
-	for (int32_t p = 0; p < ctx_len; p++) {
+	for (int32_t i = 0; i < n; i++) {
+		int32_t p = p0 + i;
 		size_t at = kv_off(lay, block_table[p / bs], layer, 1, p % bs, kv_head);
-		float w = scores[p] * inv;
+		float w = scores[i] * inv;
 		if (dt == ALLM_DTYPE_F32) {
 			const float *vr = (const float *)kv_pool + at;
 			for (int32_t d = 0; d < hd; d++)
@@ -109,10 +112,11 @@ int cpu_ref_attention(float *out, const float *q, const void *kv_pool,
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t] * meta->max_blocks_per_seq;
 		int32_t ctx = meta->tok_pos[t] + 1; /* causal: itself and everything before */
+		int32_t p0 = cpu_window_start(meta, t); /* or the last window positions */
 		for (int32_t h = 0; h < n_heads; h++) {
 			size_t row = ((size_t)t * n_heads + h) * hd;
 			cpu_attention_one(out + row, q + row, kv_pool, lay, layer, h / group, bt,
-					  ctx, scale, scores);
+					  p0, ctx, scale, scores);
 		}
 	}
 	allm_free(scores);

@@ -188,14 +188,34 @@ static int cpu_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 	return 0;
 }
 
-static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
-			int64_t n)
+/* A gated activation, act(gate) * up, by the reference loops or the fast path. */
+static int gated(allm_backend_t *be, float *y, const float *gate, const float *up, int64_t n,
+		 void (*ref)(float *, const float *, const float *, int64_t),
+		 void (*fast)(struct cpu_ctx *, float *, const float *, const float *, int64_t))
 {
 	struct cpu_ctx *c = CTX(be);
 	if (c->reference)
-		cpu_ref_silu_mul(y, gate, up, n);
+		ref(y, gate, up, n);
 	else
-		cpu_fast_silu_mul(c, y, gate, up, n);
+		fast(c, y, gate, up, n);
+	return 0;
+}
+
+static int cpu_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
+			int64_t n)
+{
+	return gated(be, y, gate, up, n, cpu_ref_silu_mul, cpu_fast_silu_mul);
+}
+
+static int cpu_gelu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
+			int64_t n)
+{
+	return gated(be, y, gate, up, n, cpu_ref_gelu_mul, cpu_fast_gelu_mul);
+}
+
+static int cpu_scale(allm_backend_t *be, float *y, const float *x, float s, int64_t n)
+{
+	cpu_ref_scale(y, x, s, n);
 	return 0;
 }
 
@@ -310,6 +330,8 @@ static const struct allm_backend_i cpu_iface = {
 	.timer_start = cpu_timer_start,
 	.timer_stop = cpu_timer_stop,
 	.topk = cpu_topk,
+	.gelu_mul = cpu_gelu_mul,
+	.scale = cpu_scale,
 };
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,

@@ -56,21 +56,32 @@ void cpu_kv_write_with(void *kv_pool, const struct allm_kv_layout *lay, int32_t 
 		       const float *k, const float *v, const struct allm_attn_meta *meta,
 		       void (*to16)(void *dst, const float *src, enum allm_dtype dt, size_t n));
 void cpu_ref_argmax(int32_t *ret_ids, const float *logits, int64_t n, int64_t vocab);
+/* y = gelu_tanh(gate) * up (backend.h) */
+void cpu_ref_gelu_mul(float *y, const float *gate, const float *up, int64_t n);
+void cpu_ref_scale(float *y, const float *x, float s, int64_t n);
 
-/* Attention of query token t, head h: out_row[head_dim] from q_row[head_dim].
- * `scores` is scratch of at least tok_pos[t] + 1 floats. The reduction order
+/* Attention of query token t, head h: out_row[head_dim] from q_row[head_dim] over
+ * positions p0 .. ctx_len - 1 (p0 > 0: a sliding window, cpu_window_start).
+ * `scores` is scratch of at least ctx_len - p0 floats. The reduction order
  * (keys in position order, one pass softmax then weighted sum) is fixed, so the
  * result for a token does not depend on the rest of the batch (DESIGN §6). */
 void cpu_attention_one(float *out_row, const float *q_row, const void *kv_pool,
 		       const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-		       const int32_t *block_table, int32_t ctx_len, float scale,
+		       const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 		       float *scores);
 /* The same with AVX2 + FMA (cpu-simd.c): its own fixed order, used by every x86
  * SIMD level. */
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
 			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 			    float *scores);
+/* The first position token t attends to: 0, or with a sliding window the oldest
+ * of its last meta->window positions. */
+static inline int32_t cpu_window_start(const struct allm_attn_meta *meta, int32_t t)
+{
+	int32_t p0 = meta->window > 0 ? meta->tok_pos[t] + 1 - meta->window : 0;
+	return p0 > 0 ? p0 : 0;
+}
 /* Queries per tile of cpu_attention_tile_simd. */
 #define CPU_ATT_TILE_Q 32
 /* The same for n_q <= CPU_ATT_TILE_Q queries that share a sequence and a KV head:
@@ -102,6 +113,9 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 bool cpu_attention_heads_simd(float *out, const float *q, int32_t ctx, const void *kv_pool,
 			      const struct allm_kv_layout *lay, int32_t layer, int32_t kh0, int32_t kh1,
 			      int32_t group, const int32_t *block_table, float scale, float *scores);
+/* y = gelu_tanh(gate) * up with AVX2 + FMA (tanh from the vector exp; |err| <
+ * 1e-6 of |up| * (|gate| + 1) against the reference). */
+void cpu_gelu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* y = silu(gate) * up with AVX2 + FMA and a vector exp (|rel err| < 1e-6). */
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n);
 /* cpu_ref_kv_write bit for bit, 16-bit pools converted 8 values at a time. */
@@ -134,6 +148,8 @@ int cpu_fast_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
 /* silu_mul over the threads (the SIMD version on x86 levels). */
 void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+/* gelu_mul likewise. */
+void cpu_fast_gelu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 void cpu_fast_rmsnorm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		      enum allm_dtype dt, int64_t n, int64_t dim, float eps);
 void cpu_fast_rope(struct cpu_ctx *c, float *q, float *k, const int32_t *pos, const float *inv_freq,

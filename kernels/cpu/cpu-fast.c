@@ -27,7 +27,7 @@ struct attn_job {
 			* (cpu_attention_heads_simd), its first item doing them */
 	void (*one)(float *out_row, const float *q_row, const void *kv_pool,
 		    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-		    const int32_t *block_table, int32_t ctx_len, float scale, float *scores);
+		    const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale, float *scores);
 	_Atomic int err;
 };
 
@@ -42,13 +42,14 @@ static void attn_worker(void *arg, int tid, int64_t begin, int64_t end)
 	for (int64_t it = begin; it < end; it++) {
 		int32_t t = (int32_t)(it / a->n_heads), h = (int32_t)(it % a->n_heads);
 		int32_t ctx = meta->tok_pos[t] + 1; /* causal: itself and everything before */
-		float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)ALLM_MAX(ctx, 1) * 4, &a->err);
+		int32_t p0 = cpu_window_start(meta, t); /* or its window's */
+		float *scores = cpu_pool_scratch_or_fail(a->pool, tid, (size_t)ALLM_MAX(ctx - p0, 1) * 4, &a->err);
 		if (!scores)
 			return;
 		const int32_t *bt = meta->block_tables +
 				    (size_t)meta->tok_seq[t] * meta->max_blocks_per_seq;
 		size_t row = ((size_t)t * a->n_heads + h) * hd;
-		a->one(a->out + row, a->q + row, a->kv_pool, a->lay, a->layer, h / a->group, bt, ctx,
+		a->one(a->out + row, a->q + row, a->kv_pool, a->lay, a->layer, h / a->group, bt, p0, ctx,
 		       a->scale, scores);
 	}
 }
@@ -161,6 +162,12 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 		.one = c->level->isa == ALLM_CPU_ISA_PORTABLE ? cpu_attention_one
 							      : cpu_attention_one_simd,
 	};
+	/* a sliding window: (token, head) items, each from its window's first
+	 * position (the tiles below read every position from 0) */
+	if (meta->window > 0) {
+		cpu_pool_run_tid(c->pool, (int64_t)meta->n_tokens * n_heads, attn_worker, &a);
+		return atomic_load(&a.err);
+	}
 	/* a decode's heads in groups (cpu_attention_heads_simd): at least one group
 	 * per thread, at most CPU_ATT_HEADS_MAX heads in one */
 	if (a.wide && lay->head_dim % 16 == 0 && a.group <= CPU_ATT_TILE_Q) {
@@ -182,27 +189,32 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 
 #define ELEMWISE_CHUNK 4096 /* elements per item: small enough to share, big enough to pay */
 
-struct silu_job {
+struct act_job {
 	float *y;
 	const float *gate, *up;
 	int64_t n;
-	bool simd;
+	void (*fn)(float *y, const float *gate, const float *up, int64_t n);
 };
 
-static void silu_worker(void *arg, int64_t begin, int64_t end)
+static void act_worker(void *arg, int64_t begin, int64_t end)
 {
-	struct silu_job *j = arg;
+	struct act_job *j = arg;
 	int64_t b = begin * ELEMWISE_CHUNK, e = ALLM_MIN(j->n, end * ELEMWISE_CHUNK);
-	if (j->simd)
-		cpu_silu_mul_simd(j->y + b, j->gate + b, j->up + b, e - b);
-	else
-		cpu_ref_silu_mul(j->y + b, j->gate + b, j->up + b, e - b);
+	j->fn(j->y + b, j->gate + b, j->up + b, e - b);
 }
 
 void cpu_fast_silu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n)
 {
-	struct silu_job j = {y, gate, up, n, c->level->isa != ALLM_CPU_ISA_PORTABLE};
-	cpu_pool_run(c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK, silu_worker, &j);
+	struct act_job j = {y, gate, up, n,
+			    c->level->isa != ALLM_CPU_ISA_PORTABLE ? cpu_silu_mul_simd : cpu_ref_silu_mul};
+	cpu_pool_run(c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK, act_worker, &j);
+}
+
+void cpu_fast_gelu_mul(struct cpu_ctx *c, float *y, const float *gate, const float *up, int64_t n)
+{
+	struct act_job j = {y, gate, up, n,
+			    c->level->isa != ALLM_CPU_ISA_PORTABLE ? cpu_gelu_mul_simd : cpu_ref_gelu_mul};
+	cpu_pool_run(c->pool, (n + ELEMWISE_CHUNK - 1) / ELEMWISE_CHUNK, act_worker, &j);
 }
 
 /* --- row-wise ops ------------------------------------------------------------------ */

@@ -139,6 +139,21 @@ void cpu_ref_silu_mul(float *y, const float *gate, const float *up, int64_t n)
 	}
 }
 
+void cpu_ref_gelu_mul(float *y, const float *gate, const float *up, int64_t n)
+{
+	const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+	for (int64_t i = 0; i < n; i++) {
+		float g = gate[i];
+		y[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
+	}
+}
+
+void cpu_ref_scale(float *y, const float *x, float s, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] * s;
+}
+
 void cpu_ref_relu(float *y, const float *x, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)

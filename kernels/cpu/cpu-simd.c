@@ -83,8 +83,9 @@ INL T2 void exp_row(float *sc, int32_t n, float mx)
 	}
 }
 
-/* Scores of positions p..p+3 (score4) or p (score1) for one query: an 8-lane fma
- * chain over the head's dims, the lane tree, times scale; the running max. */
+/* Scores of positions p..p+3 (score4) or p (score1) for one query into scores[0..]:
+ * an 8-lane fma chain over the head's dims, the lane tree, times scale; the running
+ * max. */
 INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const float *q_row,
 		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
 		   int32_t kv_head, const int32_t *block_table, int32_t p, float scale)
@@ -102,8 +103,8 @@ INL T2 void score4(const enum allm_dtype dt, float *scores, float *mx, const flo
 			acc[i] = _mm256_fmadd_ps(qv, kv8(dt, kv_pool, at[i] + d), acc[i]);
 	}
 	for (int i = 0; i < 4; i++) {
-		scores[p + i] = reduce8(acc[i]) * scale;
-		*mx = scores[p + i] > *mx ? scores[p + i] : *mx;
+		scores[i] = reduce8(acc[i]) * scale;
+		*mx = scores[i] > *mx ? scores[i] : *mx;
 	}
 }
 
@@ -116,27 +117,27 @@ INL T2 void score1(const enum allm_dtype dt, float *scores, float *mx, const flo
 	__m256 acc = _mm256_setzero_ps();
 	for (int32_t d = 0; d < hd; d += 8)
 		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q_row + d), kv8(dt, kv_pool, at + d), acc);
-	scores[p] = reduce8(acc) * scale;
-	*mx = scores[p] > *mx ? scores[p] : *mx;
+	scores[0] = reduce8(acc) * scale;
+	*mx = scores[0] > *mx ? scores[0] : *mx;
 }
 
 INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 		   const void *kv_pool, const struct allm_kv_layout *lay, int32_t layer,
-		   int32_t kv_head, const int32_t *block_table, int32_t ctx_len, float scale,
+		   int32_t kv_head, const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 		   float *scores)
 {
-	const int32_t hd = lay->head_dim, bs = lay->block_size;
+	const int32_t hd = lay->head_dim, bs = lay->block_size, n = ctx_len - p0;
 	float mx = -INFINITY;
-	int32_t p = 0;
+	int32_t p = p0;
 	for (; p + 4 <= ctx_len; p += 4)
-		score4(dt, scores, &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
+		score4(dt, scores + (p - p0), &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
 	for (; p < ctx_len; p++)
-		score1(dt, scores, &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
+		score1(dt, scores + (p - p0), &mx, q_row, kv_pool, lay, layer, kv_head, block_table, p, scale);
 	/* softmax weights; the sum runs in p order */
-	exp_row(scores, ctx_len, mx);
+	exp_row(scores, n, mx);
 	float sum = 0.0f;
-	for (p = 0; p < ctx_len; p++)
-		sum += scores[p];
+	for (int32_t i = 0; i < n; i++)
+		sum += scores[i];
 	const float inv = 1.0f / sum;
 	/* out, 64 dims at a time in registers */
 	for (int32_t d0 = 0; d0 < hd; d0 += 64) {
@@ -144,9 +145,9 @@ INL T2 void attend(const enum allm_dtype dt, float *out_row, const float *q_row,
 		__m256 acc[8];
 		for (int i = 0; i < 8; i++)
 			acc[i] = _mm256_setzero_ps();
-		for (p = 0; p < ctx_len; p++) {
+		for (p = p0; p < ctx_len; p++) {
 			size_t at = kv_off(lay, block_table[p / bs], layer, 1, p % bs, kv_head) + d0;
-			__m256 w = _mm256_set1_ps(scores[p] * inv);
+			__m256 w = _mm256_set1_ps(scores[p - p0] * inv);
 			for (int i = 0; i < nv; i++)
 				acc[i] = _mm256_fmadd_ps(w, kv8(dt, kv_pool, at + 8 * i), acc[i]);
 		}
@@ -872,71 +873,110 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 }
 
 static T2 void attend_f32(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
-			  int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+			int32_t layer, int32_t h, const int32_t *bt, int32_t p0, int32_t n, float s,
+			float *sc)
 {
-	attend(ALLM_DTYPE_F32, o, q, kv, l, layer, h, bt, n, s, sc);
+	attend(ALLM_DTYPE_F32, o, q, kv, l, layer, h, bt, p0, n, s, sc);
 }
 
 static T2 void attend_f16(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
-			  int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+			int32_t layer, int32_t h, const int32_t *bt, int32_t p0, int32_t n, float s,
+			float *sc)
 {
-	attend(ALLM_DTYPE_F16, o, q, kv, l, layer, h, bt, n, s, sc);
+	attend(ALLM_DTYPE_F16, o, q, kv, l, layer, h, bt, p0, n, s, sc);
 }
 
 static T2 void attend_bf16(float *o, const float *q, const void *kv, const struct allm_kv_layout *l,
-			   int32_t layer, int32_t h, const int32_t *bt, int32_t n, float s, float *sc)
+			int32_t layer, int32_t h, const int32_t *bt, int32_t p0, int32_t n, float s,
+			float *sc)
 {
-	attend(ALLM_DTYPE_BF16, o, q, kv, l, layer, h, bt, n, s, sc);
+	attend(ALLM_DTYPE_BF16, o, q, kv, l, layer, h, bt, p0, n, s, sc);
 }
 
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
 			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 			    float *scores)
 {
 	if (lay->head_dim % 8) { /* odd head sizes: the reference loops */
-		cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len,
+		cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, p0, ctx_len,
 				  scale, scores);
 		return;
 	}
 	switch (lay->dtype) {
 	case ALLM_DTYPE_F16:
-		attend_f16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+		attend_f16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, p0, ctx_len, scale, scores);
 		break;
 	case ALLM_DTYPE_BF16:
-		attend_bf16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+		attend_bf16(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, p0, ctx_len, scale, scores);
 		break;
 	default:
-		attend_f32(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale, scores);
+		attend_f32(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, p0, ctx_len, scale, scores);
 	}
 }
 
-/* y = silu(g) * u = g / (1 + exp(-g)) * u, 8 at a time (exp8 needs x <= 0: for
- * g > 0, exp(-g) <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
-static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+/* silu(g) = g / (1 + exp(-g)), 8 at a time (exp8 needs x <= 0: for g > 0, exp(-g)
+ * <= 1 directly; for g < 0, g / (1 + e^-g) = g e^g / (1 + e^g)). */
+INL T2 __m256 silu8(__m256 g)
 {
 	const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+	__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+	__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
+	__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
+	return _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
+}
+
+/* gelu_tanh(g) = 0.5 g (1 + tanh(z)), z = sqrt(2/pi) (g + 0.044715 g^3), 8 at a time:
+ * tanh(|z|) = (1 - e) / (1 + e) with e = exp(-2|z|) <= 1 (exp8's range), the sign
+ * put back after. */
+INL T2 __m256 gelu8(__m256 g)
+{
+	const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+	const __m256 c = _mm256_set1_ps(0.7978845608028654f), k = _mm256_set1_ps(0.044715f);
+	__m256 z = _mm256_mul_ps(c, _mm256_fmadd_ps(_mm256_mul_ps(k, g), _mm256_mul_ps(g, g), g));
+	__m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, z)));
+	__m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+	t = _mm256_or_ps(t, _mm256_and_ps(z, sign)); /* tanh(z) = sign(z) tanh(|z|) */
+	return _mm256_mul_ps(_mm256_mul_ps(half, g), _mm256_add_ps(one, t));
+}
+
+/* y = act(gate) * up, 8 at a time, the tail through a zero-padded 8 */
+INL T2 void gated_avx2(float *y, const float *gate, const float *up, int64_t n, bool gelu)
+{
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 g = _mm256_loadu_ps(gate + i);
-		__m256 e = exp8(_mm256_or_ps(g, sign)); /* exp(-|g|) */
-		__m256 pos = _mm256_div_ps(g, _mm256_add_ps(one, e));
-		__m256 neg = _mm256_div_ps(_mm256_mul_ps(g, e), _mm256_add_ps(one, e));
-		__m256 s = _mm256_blendv_ps(pos, neg, g); /* by the sign bit of g */
-		_mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+		__m256 a = gelu ? gelu8(g) : silu8(g);
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(a, _mm256_loadu_ps(up + i)));
 	}
 	if (i < n) {
 		float g[8] = {0}, u[8] = {0}, t[8];
 		memcpy(g, gate + i, (size_t)(n - i) * 4);
 		memcpy(u, up + i, (size_t)(n - i) * 4);
-		silu_mul_avx2(t, g, u, 8);
+		__m256 a = gelu ? gelu8(_mm256_loadu_ps(g)) : silu8(_mm256_loadu_ps(g));
+		_mm256_storeu_ps(t, _mm256_mul_ps(a, _mm256_loadu_ps(u)));
 		memcpy(y + i, t, (size_t)(n - i) * 4);
 	}
+}
+
+static T2 void silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	gated_avx2(y, gate, up, n, false);
+}
+
+static T2 void gelu_mul_avx2(float *y, const float *gate, const float *up, int64_t n)
+{
+	gated_avx2(y, gate, up, n, true);
 }
 
 void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 {
 	silu_mul_avx2(y, gate, up, n);
+}
+
+void cpu_gelu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	gelu_mul_avx2(y, gate, up, n);
 }
 
 /* One row's y = (x * inv) * w, rounded as the reference rounds it, 8 at a time: the
@@ -1070,6 +1110,11 @@ void cpu_silu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
 	cpu_ref_silu_mul(y, gate, up, n);
 }
 
+void cpu_gelu_mul_simd(float *y, const float *gate, const float *up, int64_t n)
+{
+	cpu_ref_gelu_mul(y, gate, up, n);
+}
+
 bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 			     const int32_t *ctx_lens, int32_t n_q, const void *kv_pool,
 			     const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
@@ -1084,10 +1129,10 @@ bool cpu_attention_tile_simd(float *const *out_rows, const float *const *q_rows,
 
 void cpu_attention_one_simd(float *out_row, const float *q_row, const void *kv_pool,
 			    const struct allm_kv_layout *lay, int32_t layer, int32_t kv_head,
-			    const int32_t *block_table, int32_t ctx_len, float scale,
+			    const int32_t *block_table, int32_t p0, int32_t ctx_len, float scale,
 			    float *scores)
 {
-	cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, ctx_len, scale,
+	cpu_attention_one(out_row, q_row, kv_pool, lay, layer, kv_head, block_table, p0, ctx_len, scale,
 			  scores);
 }
 

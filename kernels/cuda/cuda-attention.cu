@@ -37,6 +37,7 @@ struct attn_args {
 	float scale;
 	int32_t n_tokens, max_blocks;
 	const int32_t *tok_seq, *tok_pos, *block_tables;
+	int32_t window; // > 0: token t reads only positions tok_pos[t] - window + 1 .. tok_pos[t]
 	int32_t n_splits, part; // split path
 	float *ws_acc; // (n_tokens * n_heads, n_splits, head_dim) unnormalised outputs
 	float *ws_ml; // (n_tokens * n_heads, n_splits, 2) running max and sum
@@ -124,15 +125,20 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 	// boundary, each run of same-sequence tokens is one pass.
 	for (int32_t seg = t0; seg < t_end;) {
 		const int32_t seq = a.tok_seq[seg];
-		int32_t seg_end = seg + 1, max_pos = a.tok_pos[seg];
+		int32_t seg_end = seg + 1, max_pos = a.tok_pos[seg], min_pos = a.tok_pos[seg];
 		while (seg_end < t_end && a.tok_seq[seg_end] == seq) {
 			max_pos = max(max_pos, a.tok_pos[seg_end]);
+			min_pos = min(min_pos, a.tok_pos[seg_end]);
 			seg_end++;
 		}
+		// a sliding window: the pass starts at the oldest position a token of it
+		// reads (blocks before it may have been given back: never read)
+		const int32_t lo = a.window > 0 ? max(0, min_pos - a.window + 1) : 0;
 		const int32_t *bt = a.block_tables + (size_t)seq * a.max_blocks;
 		const int32_t t = t0 + r;
 		const bool active = t >= seg && t < seg_end;
 		const int32_t my_pos = active ? a.tok_pos[t] : -1;
+		const int32_t my_lo = a.window > 0 ? my_pos - a.window + 1 : 0;
 
 		__syncthreads(); // the previous pass is done with Qs
 		for (int i = tid; i < PF_BQ * hd; i += PF_THREADS) {
@@ -147,13 +153,13 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 		for (int i = 0; i < HDM / 4; i++)
 			acc[i] = 0.0f;
 
-		for (int32_t kt = 0; kt <= max_pos; kt += BK) {
+		for (int32_t kt = lo / BK * BK; kt <= max_pos; kt += BK) {
 			__syncthreads(); // Qs written; the previous K/V tile consumed
 			for (int i = tid; i < BK * hd; i += PF_THREADS) {
 				int j = i / hd, d = i % hd;
 				int32_t p = kt + j;
 				float kk = 0.0f, vv = 0.0f;
-				if (p <= max_pos) {
+				if (p >= lo && p <= max_pos) {
 					int32_t blk = bt[p / bs];
 					kk = ld(pool, kv_row(a.g, blk, 0, p % bs, kvh) + d);
 					vv = ld(pool, kv_row(a.g, blk, 1, p % bs, kvh) + d);
@@ -178,7 +184,7 @@ __global__ void __launch_bounds__(PF_THREADS) attn_prefill_kernel(attn_args a)
 #pragma unroll
 			for (int jj = 0; jj < KPT; jj++) {
 				int32_t p = kt + c * KPT + jj;
-				s[jj] = p <= my_pos ? s[jj] * a.scale : -CUDART_INF_F; // causal
+				s[jj] = p <= my_pos && p >= my_lo ? s[jj] * a.scale : -CUDART_INF_F; // causal, window
 				mt = fmaxf(mt, s[jj]);
 			}
 			// the 4 threads of a row are adjacent lanes of one warp
@@ -242,14 +248,15 @@ __global__ void __launch_bounds__(SP_THREADS) attn_split_kernel(attn_args a)
 	const int32_t t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
 	const int32_t hd = a.g.head_dim, bs = a.g.block_size;
 	const int32_t ctx = a.tok_pos[t] + 1;
-	const int32_t p0 = split * a.part, p1 = min(ctx, p0 + a.part);
+	const int32_t p1 = min(ctx, split * a.part + a.part);
+	const int32_t p0 = max(split * a.part, a.window > 0 ? ctx - a.window : 0); // the window's first
 	const int32_t kvh = h / a.group;
 	const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.max_blocks;
 	const T *pool = (const T *)a.pool;
 	const size_t row = (size_t)t * a.n_heads + h;
 	const size_t part_at = row * a.n_splits + split;
 
-	if (p0 >= p1) { // this slice lies past the token's context (n_splits > 1)
+	if (p0 >= p1) { // this slice lies past the token's context or before its window
 		if (threadIdx.x == 0) {
 			a.ws_ml[part_at * 2] = -CUDART_INF_F;
 			a.ws_ml[part_at * 2 + 1] = 0.0f;
@@ -462,6 +469,7 @@ extern "C" cudaError_t allm_cuda_attention(cudaStream_t s, float *out, const flo
 	a.tok_seq = meta->tok_seq;
 	a.tok_pos = meta->tok_pos;
 	a.block_tables = meta->block_tables;
+	a.window = meta->window;
 	a.n_splits = plan->n_splits;
 	a.part = plan->part;
 	a.ws_acc = (float *)ws;

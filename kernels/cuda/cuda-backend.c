@@ -346,6 +346,21 @@ static int cu_silu_mul(allm_backend_t *be, float *y, const float *gate, const fl
 	return 0;
 }
 
+static int cu_gelu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
+		       int64_t n)
+{
+	ALIVE(be);
+	LAUNCH(be, allm_cuda_gelu_mul(S, y, gate, up, n));
+	return 0;
+}
+
+static int cu_scale(allm_backend_t *be, float *y, const float *x, float s, int64_t n)
+{
+	ALIVE(be);
+	LAUNCH(be, allm_cuda_scale(S, y, x, s, n));
+	return 0;
+}
+
 static int cu_relu(allm_backend_t *be, float *y, const float *x, int64_t n)
 {
 	ALIVE(be);
@@ -446,6 +461,8 @@ static const struct allm_backend_i cuda_iface = {
 	.gemm = cu_gemm,
 	.rope = cu_rope,
 	.silu_mul = cu_silu_mul,
+	.gelu_mul = cu_gelu_mul,
+	.scale = cu_scale,
 	.relu = cu_relu,
 	.add = cu_add,
 	.gather_rows = cu_gather_rows,

@@ -95,6 +95,9 @@ cudaError_t allm_cuda_rope(cudaStream_t s, float *q, float *k, const int32_t *po
 cudaError_t allm_cuda_silu_mul(cudaStream_t s, float *y, const float *gate, const float *up,
 			       int64_t n);
 cudaError_t allm_cuda_relu(cudaStream_t s, float *y, const float *x, int64_t n);
+cudaError_t allm_cuda_gelu_mul(cudaStream_t s, float *y, const float *gate, const float *up,
+			       int64_t n);
+cudaError_t allm_cuda_scale(cudaStream_t s, float *y, const float *x, float k, int64_t n);
 cudaError_t allm_cuda_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n);
 /* y must not overlap x */
 cudaError_t allm_cuda_gather_rows(cudaStream_t s, float *y, const float *x, const int32_t *rows,

@@ -96,6 +96,23 @@ __global__ void silu_mul_kernel(float *y, const float *g, const float *u, int64_
 	}
 }
 
+// GELU, tanh approximation, gating up (Gemma's MLP)
+__global__ void gelu_mul_kernel(float *y, const float *g, const float *u, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float x = g[i];
+		y[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+	}
+}
+
+__global__ void scale_kernel(float *y, const float *x, float s, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		y[i] = x[i] * s;
+}
+
 __global__ void relu_kernel(float *y, const float *x, int64_t n)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -199,6 +216,23 @@ extern "C" cudaError_t allm_cuda_silu_mul(cudaStream_t s, float *y, const float 
 	if (n <= 0)
 		return cudaSuccess;
 	silu_mul_kernel<<<grid_for(n, 256), 256, 0, s>>>(y, gate, up, n);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t allm_cuda_gelu_mul(cudaStream_t s, float *y, const float *gate,
+					  const float *up, int64_t n)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	gelu_mul_kernel<<<grid_for(n, 256), 256, 0, s>>>(y, gate, up, n);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t allm_cuda_scale(cudaStream_t s, float *y, const float *x, float k, int64_t n)
+{
+	if (n <= 0)
+		return cudaSuccess;
+	scale_kernel<<<grid_for(n, 256), 256, 0, s>>>(y, x, k, n);
 	return cudaGetLastError();
 }
 

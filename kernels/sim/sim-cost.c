@@ -113,23 +113,31 @@ static void add_seq(struct allm_sim_attn_shape *s, int64_t run, int32_t ctx)
 void allm_sim_attn_shape_from(const int32_t *tok_pos, const int32_t *tok_seq, int64_t n_tokens,
 			      struct allm_sim_attn_shape *s)
 {
+	allm_sim_attn_shape_window(tok_pos, tok_seq, n_tokens, 0, s);
+}
+
+void allm_sim_attn_shape_window(const int32_t *tok_pos, const int32_t *tok_seq, int64_t n_tokens,
+				int32_t window, struct allm_sim_attn_shape *s)
+{
 	int64_t run = 0;
-	int32_t ctx = 0;
+	int32_t ctx = 0, lo = INT32_MAX;
 	memset(s, 0, sizeof(*s));
 	s->n_tokens = n_tokens;
 	for (int64_t t = 0; t < n_tokens; t++) {
-		int32_t p = tok_pos[t] + 1;
-		s->sum_ctx += p;
+		int32_t p = tok_pos[t] + 1, first = window > 0 ? ALLM_MAX(p - window, 0) : 0;
+		s->sum_ctx += p - first;
 		if (t > 0 && tok_seq[t] != tok_seq[t - 1]) {
-			add_seq(s, run, ctx);
+			add_seq(s, run, ctx - lo);
 			run = 0;
 			ctx = 0;
+			lo = INT32_MAX;
 		}
 		run++;
 		ctx = ALLM_MAX(ctx, p);
+		lo = ALLM_MIN(lo, first); /* the run reads positions lo .. ctx - 1 */
 	}
 	if (run)
-		add_seq(s, run, ctx);
+		add_seq(s, run, ctx - lo);
 }
 
 double allm_sim_cost_stream(const struct allm_sim_profile *p, enum allm_backend_op op, double bytes)

@@ -43,6 +43,10 @@ struct allm_sim_attn_shape {
  * sequence's tokens contiguous, as the executor lays them out). */
 void allm_sim_attn_shape_from(const int32_t *tok_pos, const int32_t *tok_seq, int64_t n_tokens,
 			      struct allm_sim_attn_shape *ret);
+/* The same for attention through a sliding window of `window` positions (0: none):
+ * each token reads at most the last window positions. */
+void allm_sim_attn_shape_window(const int32_t *tok_pos, const int32_t *tok_seq, int64_t n_tokens,
+				int32_t window, struct allm_sim_attn_shape *ret);
 
 /* Bytes each streaming op touches: what allm_sim_cost_stream() is given, shared
  * with the profile fitter (tools/allm-sim-fit.c) so both count alike. */

@@ -127,6 +127,8 @@ int sim_rope(allm_backend_t *be, float *q, float *k, const int32_t *pos,
 int sim_silu_mul(allm_backend_t *be, float *y, const float *gate, const float *up,
 			int64_t n);
 int sim_relu(allm_backend_t *be, float *y, const float *x, int64_t n);
+int sim_gelu_mul(allm_backend_t *be, float *y, const float *gate, const float *up, int64_t n);
+int sim_scale(allm_backend_t *be, float *y, const float *x, float s, int64_t n);
 int sim_add(allm_backend_t *be, float *y, const float *a, const float *b, int64_t n);
 int sim_gather_rows(allm_backend_t *be, float *y, const float *x, const int32_t *rows,
 			   int64_t n, int64_t dim);

@@ -208,7 +208,31 @@ int sim_attention(allm_backend_t *be, float *out, const float *q, const void *kv
 	struct sim_stamp w0 = sim_stamp(c);
 	if (c->fwd.meta_pos != meta->tok_pos || c->fwd.shape.n_tokens != meta->n_tokens)
 		attn_shape(c, meta);
-	sim_charge(c, allm_sim_cost_attention(c->prof, lay, n_heads, &c->fwd.shape), w0);
+	const struct allm_sim_attn_shape *shape = &c->fwd.shape;
+	struct allm_sim_attn_shape win;
+	/* a local layer reads only its window (unreadable metadata: the full bound) */
+	if (meta->window > 0 && sim_mem_real(&c->mem, meta->tok_pos, (size_t)meta->n_tokens * sizeof(int32_t)) &&
+	    sim_mem_real(&c->mem, meta->tok_seq, (size_t)meta->n_tokens * sizeof(int32_t))) {
+		allm_sim_attn_shape_window(meta->tok_pos, meta->tok_seq, meta->n_tokens, meta->window, &win);
+		shape = &win;
+	}
+	sim_charge(c, allm_sim_cost_attention(c->prof, lay, n_heads, shape), w0);
+	return 0;
+}
+
+int sim_gelu_mul(allm_backend_t *be, float *y, const float *gate, const float *up, int64_t n)
+{
+	struct sim_ctx *c = SIM(be);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_GELU_MUL, allm_sim_bytes_elementwise(n, 3)), w0);
+	return 0;
+}
+
+int sim_scale(allm_backend_t *be, float *y, const float *x, float s, int64_t n)
+{
+	struct sim_ctx *c = SIM(be);
+	struct sim_stamp w0 = sim_stamp(c);
+	sim_charge(c, allm_sim_cost_stream(c->prof, ALLM_OP_SCALE, allm_sim_bytes_elementwise(n, 2)), w0);
 	return 0;
 }
 

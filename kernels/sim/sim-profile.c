@@ -25,7 +25,8 @@ static const char *const op_names[ALLM_OP_COUNT] = {
 	[ALLM_OP_RELU] = "relu",	   [ALLM_OP_ADD] = "add",
 	[ALLM_OP_GATHER_ROWS] = "gather_rows", [ALLM_OP_KV_WRITE] = "kv_write",
 	[ALLM_OP_ATTENTION] = "attention", [ALLM_OP_ARGMAX] = "argmax",
-	[ALLM_OP_TOPK] = "topk",
+	[ALLM_OP_TOPK] = "topk", [ALLM_OP_GELU_MUL] = "gelu_mul", [ALLM_OP_SCALE] = "scale",
+	[ALLM_OP_SLIDING_WINDOW] = "sliding_window",
 };
 
 /* Context of one parse: where errors point. */

@@ -129,6 +129,16 @@ static int call_silu_mul(allm_backend_t *be, void **d, const struct op_case *c)
 	return IF(be)->silu_mul(be, d[0], c->in_place ? d[0] : d[1], d[2], c->n);
 }
 
+static int call_gelu_mul(allm_backend_t *be, void **d, const struct op_case *c)
+{
+	return IF(be)->gelu_mul(be, d[0], c->in_place ? d[0] : d[1], d[2], c->n);
+}
+
+static int call_scale(allm_backend_t *be, void **d, const struct op_case *c)
+{
+	return IF(be)->scale(be, d[0], c->in_place ? d[0] : d[1], c->scale, c->n);
+}
+
 static int call_relu(allm_backend_t *be, void **d, const struct op_case *c)
 {
 	return IF(be)->relu(be, d[0], c->in_place ? d[0] : d[1], c->n);
@@ -155,6 +165,7 @@ static struct allm_attn_meta meta_of(void **d, const struct op_case *c, int firs
 		.tok_pos = d[first + 1],
 		.slot = d[first + 2],
 		.block_tables = d[first + 3],
+		.window = c->window,
 	};
 }
 
@@ -357,6 +368,22 @@ static void elementwise_cases(void)
 			buf(c, ip ? NULL : g, ip ? 4 : F32B(n), OP_CMP_NONE, 0);
 			buf(c, rand_f32((size_t)n, 2), F32B(n), OP_CMP_NONE, 0);
 
+			/* GELU-tanh: the SIMD levels' tanh comes from their vector exp, within
+			 * 1.2e-7 of tanhf near 0, where one value alone (n = 1) has no energy for
+			 * a normalised error to be measured against: n >= 31 */
+			c = add_case(ALLM_OP_GELU_MUL, ALLM_DTYPE_F32, "gelu_mul n=%lld%s", (long long)ALLM_MAX(n, 31), tag);
+			c->n = ALLM_MAX(n, 31), c->in_place = ip, c->call = call_gelu_mul;
+			g = rand_f32((size_t)c->n, 6);
+			buf(c, ip ? g : NULL, F32B(c->n), OP_CMP_NMSE, 1e-12);
+			buf(c, ip ? NULL : g, ip ? 4 : F32B(c->n), OP_CMP_NONE, 0);
+			buf(c, rand_f32((size_t)c->n, 2), F32B(c->n), OP_CMP_NONE, 0);
+
+			c = add_case(ALLM_OP_SCALE, ALLM_DTYPE_F32, "scale n=%lld%s", (long long)n, tag);
+			c->n = n, c->in_place = ip, c->scale = 25.298221f, c->call = call_scale;
+			float *e = rand_f32((size_t)n, 2);
+			buf(c, ip ? e : NULL, F32B(n), OP_CMP_BYTES, 0);
+			buf(c, ip ? NULL : e, ip ? 4 : F32B(n), OP_CMP_NONE, 0);
+
 			c = add_case(ALLM_OP_RELU, ALLM_DTYPE_F32, "relu n=%lld%s", (long long)n, tag);
 			c->n = n, c->in_place = ip, c->call = call_relu;
 			float *x = rand_f32((size_t)n, 2);
@@ -506,6 +533,31 @@ static void attention_cases(void)
 						add_meta(c, meta);
 					}
 				}
+	/* sliding windows (Mistral, Gemma's local layers): shorter than a block, across
+	 * blocks, and longer than every context (the whole context) */
+	static const int32_t windows[] = {1, 5, 40, 4096};
+	for (size_t di = 0; di < 3; di++)
+		for (size_t wi = 0; wi < ALLM_ARRAY_SIZE(windows); wi++)
+			for (size_t ba = 0; ba < ALLM_ARRAY_SIZE(batches); ba++) {
+				enum allm_dtype dt = dts[di];
+				const struct batch_shape *B = &batches[ba];
+				int32_t h = 8, hk = 2, hd = 64, bs = 16;
+				struct op_case *c = add_case(ALLM_OP_SLIDING_WINDOW, dt,
+							     "attention %s heads=%d/%d hd=%d bs=%d %s window=%d",
+							     allm_dtype_name(dt), h, hk, hd, bs, B->what, windows[wi]);
+				c->lay = (struct allm_kv_layout){2, hk, hd, bs, dt};
+				c->layer = 1, c->n_heads = h, c->scale = 1.0f / sqrtf((float)hd);
+				c->window = windows[wi];
+				int32_t nblk;
+				void *meta[4];
+				paged_batch(c, B->ns, B->ctx, B->nn, &nblk, meta);
+				size_t pool_e = allm_kv_block_elems(&c->lay) * (size_t)nblk, T = (size_t)c->n_tokens;
+				c->call = call_attention;
+				buf(c, NULL, F32B(T * h * hd), OP_CMP_NMSE, EXACT_F32);
+				buf(c, rand_f32(T * h * hd, 1), F32B(T * h * hd), OP_CMP_NONE, 0);
+				buf(c, rand_dt(dt, pool_e, 1, 0), DTB(dt, pool_e), OP_CMP_NONE, 0);
+				add_meta(c, meta);
+			}
 }
 
 /* Logits with planted ties: the maximum repeated, a plateau across the k-th

@@ -38,6 +38,7 @@ struct op_case {
 	bool with_w, with_b, in_place;
 	struct allm_kv_layout lay;
 	int32_t n_tokens, n_seqs, max_blocks, max_ctx; /* attention / kv_write */
+	int32_t window; /* attention: a sliding window (op ALLM_OP_SLIDING_WINDOW) */
 };
 
 /* All cases; *ret is malloc'ed. Returns how many. */

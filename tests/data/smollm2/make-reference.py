@@ -24,27 +24,18 @@ What it records (README.md beside this file says how the tests use it):
 """
 import hashlib
 import json
-import math
+import os
 import sys
 
 import llama_cpp
-import llama_cpp.llama
 import numpy as np
 
-# llama.cpp's extra CPU buffer types (AMX tiles, repacked weights) crash on this
-# machine's Xeon (SIGSEGV in ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36): load
-# the model with use_extra_bufts = false, ggml's ordinary CPU path (its Q4_1 x Q8_1
-# dot products), which llama-cpp-python's constructor does not expose.
-_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import llama_cpp_ref  # noqa: E402  (tests/data/llama_cpp_ref.py)
 
-
-def _params_without_extra_bufts():
-    p = _default_params()
-    p.use_extra_bufts = False
-    return p
-
-
-llama_cpp.llama.llama_cpp.llama_model_default_params = _params_without_extra_bufts
+# ggml's ordinary CPU path (its Q4_1 x Q8_1 dot products): the extra buffer types
+# crash on this machine's Xeon (llama_cpp_ref.plain_cpu_path)
+llama_cpp_ref.plain_cpu_path()
 
 N_GEN = 16
 TOP_K = 16
@@ -132,37 +123,15 @@ def main():
     }
     for p in PROMPTS:
         ids = tok(p)
-        llm.reset()
-        llm.eval(ids)
-        gen, tops = [], []
-        while len(gen) < N_GEN:
-            row = llm.scores[llm.n_tokens - 1]
-            t = int(np.argmax(row))
-            gen.append(t)
-            tops.append([[int(k), float(row[k])] for k in np.argsort(-row)[:3]])
-            if t in eog:
-                break
-            llm.eval([t])
+        gen, tops = llama_cpp_ref.greedy(llm, ids, N_GEN, eog, 3)
         ref["greedy"].append({"prompt": p, "prompt_ids": ids, "generated": gen, "top": tops,
                               "text": llm.detokenize(gen).decode("utf-8", "replace")})
 
     ids = tok(LOGITS_TEXT)
-    llm.reset()
-    llm.eval(ids)
-    positions = []
-    nll = 0.0
-    for i in range(len(ids) - 1):
-        row = np.asarray(llm.scores[i], dtype=np.float64)
-        top = np.argsort(-row)[:TOP_K]
-        m = row.max()
-        lse = float(m + math.log(np.exp(row - m).sum()))
-        nll -= row[ids[i + 1]] - lse
-        positions.append({"top": [[int(t), float(row[t])] for t in top], "logsumexp": lse,
-                          "next_logit": float(row[ids[i + 1]])})
+    positions, ppl = llama_cpp_ref.text_logits(llm, ids, TOP_K)
     if len(sys.argv) > 3:  # every logit too, for a whole-vocabulary comparison (not kept)
         np.save(sys.argv[3], np.asarray(llm.scores[:len(ids)], dtype=np.float32))
-    ref["logits"] = {"text": LOGITS_TEXT, "ids": ids, "positions": positions,
-                     "perplexity": math.exp(nll / (len(ids) - 1))}
+    ref["logits"] = {"text": LOGITS_TEXT, "ids": ids, "positions": positions, "perplexity": ppl}
     with open(out, "w") as f:
         json.dump(ref, f, ensure_ascii=False, indent=1)
         f.write("\n")
