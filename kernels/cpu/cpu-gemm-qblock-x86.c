@@ -18,6 +18,8 @@
 #include "cpu-gemm-qblock.h"
 #include "cpu-gemm-x86.h"
 
+#include <math.h>
+
 #ifdef GEMM_X86
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
@@ -29,44 +31,57 @@
 
 /* --- activations (every family's bytes: qb_x_prep_scalar's) ------------------------ */
 
-T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k)
+/* The largest |x| of one block of 32 (zeros past k). */
+INL T2 float block_amax(const float *src)
 {
-	const int64_t nb = allm_qb_blocks(k);
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 mx = _mm256_setzero_ps();
+	for (int i = 0; i < 4; i++)
+		mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * i)));
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
+/* Block b's 32 values, from a zero-padded copy where the block passes k. */
+static inline const float *block_src(const float *x, int64_t k, int64_t b, float tail[32])
+{
+	const float *src = x + b * 32;
+	if (b * 32 + 32 <= k)
+		return src;
+	for (int i = 0; i < 32; i++)
+		tail[i] = b * 32 + i < k ? src[i] : 0.0f;
+	return tail;
+}
+
+T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
+{
+	const int64_t nb = allm_qb_blocks(k), per = grain / 32;
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
-	const __m256 sign = _mm256_set1_ps(-0.0f);
 	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-	for (int64_t b = 0; b < nb; b++) {
-		float tail[32];
-		const float *src = x + b * 32;
-		if (b * 32 + 32 > k) {
-			for (int i = 0; i < 32; i++)
-				tail[i] = b * 32 + i < k ? src[i] : 0.0f;
-			src = tail;
-		}
-		__m256 v[4], mx = _mm256_setzero_ps();
-		for (int i = 0; i < 4; i++) {
-			v[i] = _mm256_loadu_ps(src + 8 * i);
-			mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
-		}
-		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-		float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+	for (int64_t g = 0; g < nb; g += per) {
+		float tail[32], amax = 0.0f;
+		for (int64_t b = g; b < g + per && b < nb; b++)
+			amax = fmaxf(amax, block_amax(block_src(x, k, b, tail)));
 		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-		__m256i q[4], sum = _mm256_setzero_si256();
-		for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
-			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-			sum = _mm256_add_epi32(sum, q[i]);
+		for (int64_t b = g; b < g + per && b < nb; b++) {
+			const float *src = block_src(x, k, b, tail);
+			__m256i q[4], sum = _mm256_setzero_si256();
+			for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
+				q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * i), id));
+				sum = _mm256_add_epi32(sum, q[i]);
+			}
+			__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+			_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
+			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+			dx[b] = amax / 127.0f;
+			s[b] = _mm_cvtsi128_si32(s4);
+			sx[b] = dx[b] * (float)s[b];
 		}
-		__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-		_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
-		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-		dx[b] = amax / 127.0f;
-		s[b] = _mm_cvtsi128_si32(s4);
-		sx[b] = dx[b] * (float)s[b];
 	}
 }
 
@@ -118,10 +133,27 @@ INL T2 void scales8(const enum allm_dtype dt, const uint8_t *blk0, __m256i gidx,
 	const __m256i lo16 = _mm256_set1_epi32(0xffff);
 	__m256i dd = _mm256_and_si256(g, lo16);
 	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
-	if (dt == ALLM_DTYPE_Q4_1) {
+	if (allm_qb_has_min(dt)) {
 		__m256i mm = _mm256_srli_epi32(g, 16);
 		*m = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
 	}
+}
+
+/* Q5_0/Q5_1: the fifth bits of two rows' blocks (qh at ha, hb) as 16 (0 or 16) per
+ * byte, a 128-bit lane per row: values 0..15 (from = 0) or 16..31 (from = 2), in the
+ * order of the quants' bytes. */
+INL T2 __m256i q5_bits(const uint8_t *ha, const uint8_t *hb, int from)
+{
+	int32_t a, b;
+	memcpy(&a, ha, 4);
+	memcpy(&b, hb, 4);
+	const __m256i h = _mm256_setr_epi32(a, 0, 0, 0, b, 0, 0, 0);
+	const __m256i ctl = from ? _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303,
+						      0x0202020202020202, 0x0303030303030303)
+				 : _mm256_setr_epi64x(0, 0x0101010101010101, 0, 0x0101010101010101);
+	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(h, ctl), bit);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
 }
 
 /* Rows w[0..8) (an item's half), one token: the 8 sums in lane order. */
@@ -159,6 +191,10 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[2 * i] + off + qo))),
 					_mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off + qo)), 1);
 				__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+				if (dt == ALLM_DTYPE_Q5_0 || dt == ALLM_DTYPE_Q5_1) { /* the fifth bits */
+					lo = _mm256_or_si256(lo, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 0));
+					hi = _mm256_or_si256(hi, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 2));
+				}
 				/* nibble x int8 pairs: |.| <= 2 * 15 * 127, twice that summed */
 				p[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
 									  _mm256_maddubs_epi16(hi, xhi)),
@@ -167,9 +203,11 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 			isum = pair64(pair32(p[0], p[1]), pair32(p[2], p[3]));
 			if (dt == ALLM_DTYPE_Q4_0) /* (q - 8) x: take 8 sum(x) back out */
 				isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.s[b]));
+			if (dt == ALLM_DTYPE_Q5_0) /* (q - 16) x */
+				isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * x.s[b]));
 		}
 		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(x.dx[b])), acc);
-		if (dt == ALLM_DTYPE_Q4_1)
+		if (allm_qb_has_min(dt))
 			acc = _mm256_fmadd_ps(m, _mm256_set1_ps(x.sx[b]), acc);
 	}
 	return acc;
@@ -201,13 +239,177 @@ INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const
 	}
 }
 
-static T2 void item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
-			 int64_t t1, const uint8_t *next)
+/* --- AVX2, the K formats: 8 rows a pass, a super-block's integer per row ----------- */
+
+/* The 8 rows' integer sums I (lane = row, in order) from their 8 per-row vectors. */
+INL T2 __m256i rows8(const __m256i *a)
+{
+	__m256i u0 = pair64(pair32(a[0], a[1]), pair32(a[2], a[3]));
+	__m256i u1 = pair64(pair32(a[4], a[5]), pair32(a[6], a[7]));
+	return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* Q4_K/Q5_K: the eight 6-bit scales (bytes 0..7) and mins (8..15) of the 12 packed
+ * bytes, as allm_qb_k_scale_min unpacks them, with four 32-bit words. */
+static inline __m128i k4_scales_mins(const uint8_t *p)
+{
+	uint32_t u[4];
+	memcpy(u, p, 12);
+	const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+	u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4-7 */
+	const uint32_t mins03 = u[1] & m6;
+	u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4-7 */
+	u[2] = mins03;
+	u[0] &= m6; /* scales 0-3 */
+	return _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+}
+
+/* One row's super-block of Q4_K/Q5_K against xq (256 values): the integer sum I in
+ * 8 lanes (to be added up), and M = sum of m_j * s_j. */
+INL T2 __m256i k4_row(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
+		      int32_t *ret_m)
+{
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
+	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+	__m128i mv = _mm_madd_epi16(mins, s16);
+	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0x4e));
+	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0xb1));
+	*ret_m = _mm_cvtsi128_si32(mv);
+	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
+	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
+							 : offsetof(struct allm_block_q5_K, qs));
+	__m256i hb = _mm256_setzero_si256();
+	if (dt == ALLM_DTYPE_Q5_K)
+		hb = _mm256_loadu_si256((const __m256i *)(blk + offsetof(struct allm_block_q5_K, qh)));
+	__m256i a = _mm256_setzero_si256();
+	UNROLL
+	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
+		__m256i z = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+		if (dt == ALLM_DTYPE_Q5_K) {
+			const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c)), b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+			const __m256i f = _mm256_set1_epi8(16);
+			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), f));
+			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+		}
+		/* the scale of sub-block j as 16 int16: bytes 2j, 2j + 1 of sc */
+		const __m256i c0 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 1) + 4 * c));
+		const __m256i c1 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 3) + 4 * c + 2));
+		/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
+		__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * c)));
+		__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * c + 32)));
+		a = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc, c0)),
+							 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc, c1))));
+	}
+	return a;
+}
+
+/* One row's super-block of Q6_K: I in 8 lanes. */
+INL T2 __m256i k6_row(const uint8_t *blk, const int8_t *xq)
+{
+	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
+	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	__m256i a = _mm256_setzero_si256();
+	UNROLL
+	for (int h = 0; h < 2; h++) {
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+		const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+		UNROLL
+		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
+			const __m256i l = c % 2 ? l1 : l0;
+			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
+			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
+			/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
+			__m256i x = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * c));
+			__m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q));
+			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
+			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
+			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(p, sc));
+		}
+	}
+	return a;
+}
+
+/* Rows w[0..8) of a K format, one token: the 8 sums, lane = row. */
+INL T2 __m256 half_k(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
+		     struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const size_t off = (size_t)sb * bb;
+		prefetch_next(next, sb, bb);
+		const int8_t *xq = x.xq + sb * 256;
+		const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+						    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+		__m256i a[8];
+		int32_t msum[8];
+		uint16_t dh[8], mh[8];
+		UNROLL
+		for (int r = 0; r < 8; r++) {
+			const uint8_t *blk = w[r] + off;
+			if (dt == ALLM_DTYPE_Q6_K) {
+				a[r] = k6_row(blk, xq);
+				dh[r] = allm_le16(((const struct allm_block_q6_K *)blk)->d);
+			} else {
+				a[r] = k4_row(dt, blk, xq, s16, &msum[r]);
+				msum[r] = -msum[r];
+				dh[r] = allm_le16(((const struct allm_block_q4_K *)blk)->d);
+				mh[r] = allm_le16(((const struct allm_block_q4_K *)blk)->dmin);
+			}
+		}
+		const __m256 dx = _mm256_set1_ps(x.dx[sb * 8]);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(a)), _mm256_mul_ps(d, dx), acc);
+		if (dt != ALLM_DTYPE_Q6_K) {
+			const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)msum)),
+					      _mm256_mul_ps(dm, dx), acc);
+		}
+	}
+	return acc;
+}
+
+INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+		      int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	for (int h = 0; h < 2 && 8 * h < rows; h++) {
+		const uint8_t *w[8];
+		int8_t perm_h[8];
+		for (int e = 0; e < 8; e++) { /* rows past m read the last real one, unused */
+			w[e] = base + (size_t)ALLM_MIN(8 * h + e, rows - 1) * j->rb;
+			perm_h[e] = (int8_t)(8 * h + e);
+		}
+		for (int64_t t = t0; t < t1; t++) {
+			float sums[8];
+			_mm256_storeu_ps(sums, half_k(dt, j, w, qb_xrow(j->xbuf, j->k, t), t == t0 && h == 1 ? next : NULL));
+			store_rows(mt, t, o, rows, sums, perm_h, 8);
+		}
+	}
+}
+
+T2 void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+		     int64_t t1, const uint8_t *next)
 {
 	switch (j->dt) {
 	case ALLM_DTYPE_Q8_0: item_avx2_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q4_0: item_avx2_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
-	default: item_avx2_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_1: item_avx2_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_0: item_avx2_dt(ALLM_DTYPE_Q5_0, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_1: item_avx2_dt(ALLM_DTYPE_Q5_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_K: item_k_dt(ALLM_DTYPE_Q4_K, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_K: item_k_dt(ALLM_DTYPE_Q5_K, j, mt, o, t0, t1, next); break;
+	default: item_k_dt(ALLM_DTYPE_Q6_K, j, mt, o, t0, t1, next); break;
 	}
 }
 
@@ -348,25 +550,18 @@ T5V void qb_item_vnni(const struct qb_job *j, const struct qb_mat *mt, int64_t o
 	switch (j->dt) {
 	case ALLM_DTYPE_Q8_0: item_vnni_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q4_0: item_vnni_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
-	default: item_vnni_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_1: item_vnni_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	/* Q5_0, Q5_1 and the K formats: the AVX2 items, the same code as every level */
+	default: qb_item_avx2(j, mt, o, t0, t1, next); break;
 	}
 }
 
-const struct qb_impl qb_impl_avx2 = { .x_prep = qb_x_prep_avx2, .item = item_avx2 };
+const struct qb_impl qb_impl_avx2 = { .x_prep = qb_x_prep_avx2, .item = qb_item_avx2 };
 const struct qb_impl qb_impl_avx512_vnni = { .x_prep = qb_x_prep_avx2, .item = qb_item_vnni };
 
-/* The gemm_kern entries the levels point at: [0] q8_0, [1] q4_0, [2] q4_1. */
-QB_KERN_FNS(avx2_q8_0, qb_impl_avx2, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(avx2_q4_0, qb_impl_avx2, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(avx2_q4_1, qb_impl_avx2, ALLM_DTYPE_Q4_1)
-QB_KERN_FNS(vnni_q8_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(vnni_q4_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(vnni_q4_1, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_1)
-QB_KERN_FNS(amx_q8_0, qb_impl_amx, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(amx_q4_0, qb_impl_amx, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(amx_q4_1, qb_impl_amx, ALLM_DTYPE_Q4_1)
-const struct gemm_kern gemm_qb_avx2[3] = { QB_KERN(avx2_q8_0), QB_KERN(avx2_q4_0), QB_KERN(avx2_q4_1) };
-const struct gemm_kern gemm_qb_vnni[3] = { QB_KERN(vnni_q8_0), QB_KERN(vnni_q4_0), QB_KERN(vnni_q4_1) };
-const struct gemm_kern gemm_qb_amx[3] = { QB_KERN(amx_q8_0), QB_KERN(amx_q4_0), QB_KERN(amx_q4_1) };
+/* The gemm_kern entries the levels point at (QB_KERN_TABLE's order). */
+QB_KERN_TABLE(, gemm_qb_avx2, avx2, qb_impl_avx2)
+QB_KERN_TABLE(, gemm_qb_vnni, vnni, qb_impl_avx512_vnni)
+QB_KERN_TABLE(, gemm_qb_amx, amx, qb_impl_amx)
 
 #endif /* GEMM_X86 */
