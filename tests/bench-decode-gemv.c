@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { M_Q, M_K, M_V, M_O, M_G, M_U, M_D, M_PER_LAYER };
@@ -172,6 +173,15 @@ static int load_file(const char *path, const char *only, void **w, size_t *lens,
 	return n;
 }
 
+/* CPU seconds of the whole process (every thread): on a host busier than its cores
+ * the rate per CPU second is what a kernel does with the core it is given. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -292,7 +302,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
+	double cpu_step = 0, cpu_read = 0;
 	while (!r && n_t < cap && (allm_now() - t0 < min_s || n_t < 5)) {
+		double c0 = cpu_now();
 		double s0 = allm_now();
 		for (int i = 0; file && i < n_bufs && !r; i++)
 			r = be->iface->gemm(be, y[0], x, w[i], NULL, fm[i].dt, n, fm[i].k, fm[i].m);
@@ -312,11 +324,12 @@ int main(int argc, char **argv)
 		}
 		if (!r && !file)
 			r = be->iface->gemm(be, logits, x, head, NULL, dt, n, D, V);
-		double s1 = allm_now();
+		double s1 = allm_now(), c1 = cpu_now();
 		pthread_barrier_wait(&start);
 		rd[0].sink += read_slices(&rd[0]);
 		pthread_barrier_wait(&stop);
-		double s2 = allm_now();
+		double s2 = allm_now(), c2 = cpu_now();
+		cpu_step += c1 - c0, cpu_read += c2 - c1;
 		t[n_t] = s1 - s0, tr[n_t] = s2 - s1;
 		ratio[n_t] = tr[n_t] / t[n_t];
 		n_t++;
@@ -348,6 +361,10 @@ int main(int argc, char **argv)
 	printf("read_best_gbs %.2f\n", total / tr[0] * 1e-9);
 	printf("read_median_gbs %.2f\n", total / tr[n_t / 2] * 1e-9);
 	printf("paired_ratio %.3f\n", ratio[n_t / 2]);
+	/* per CPU second (all threads): a loaded host's time slices left out */
+	printf("cpu_gbs %.2f\n", (double)total * (double)n_t / cpu_step * 1e-9);
+	printf("read_cpu_gbs %.2f\n", (double)total * (double)n_t / cpu_read * 1e-9);
+	printf("cpu_ratio %.3f\n", cpu_read / cpu_step);
 	printf("paired_ratio_p10_p90 %.3f %.3f\n", ratio[n_t / 10], ratio[n_t * 9 / 10]);
 	if (rd[0].sink == 42) /* keeps the reads */
 		fputc(' ', stderr);
