@@ -250,23 +250,25 @@ INL T2 __m256i rows8(const __m256i *a)
 }
 
 /* Q4_K/Q5_K: the eight 6-bit scales (bytes 0..7) and mins (8..15) of the 12 packed
- * bytes, as allm_qb_k_scale_min unpacks them, with four 32-bit words. */
-static inline __m128i k4_scales_mins(const uint8_t *p)
+ * bytes at p (u0, u1, u2 as 32-bit words; 4 more bytes of the block read, unused),
+ * as allm_qb_k_scale_min unpacks them: scales 0-3 u0 & 0x3f.., scales 4-7 the low
+ * nibbles of u2 with u0's top 2 bits of each byte above them, mins 0-3 u1 & 0x3f..,
+ * mins 4-7 u2's high nibbles with u1's top bits. */
+INL T2 __m128i k4_scales_mins(const uint8_t *p)
 {
-	uint32_t u[4];
-	memcpy(u, p, 12);
-	const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-	u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4-7 */
-	const uint32_t mins03 = u[1] & m6;
-	u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4-7 */
-	u[2] = mins03;
-	u[0] &= m6; /* scales 0-3 */
-	return _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+	const __m128i v = _mm_loadu_si128((const __m128i *)p);
+	const __m128i m6 = _mm_set1_epi32(0x3f3f3f3f), m4 = _mm_set1_epi32(0x0f0f0f0f), m2 = _mm_set1_epi32(0x03030303);
+	const __m128i lo6 = _mm_and_si128(v, m6); /* [scales 0-3, mins 0-3, ..] */
+	const __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), m2), 4); /* u0's, u1's */
+	const __m128i u2 = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0)), m4);
+	return _mm_unpacklo_epi32(lo6, _mm_or_si128(u2, top)); /* [sc 0-3, sc 4-7, m 0-3, m 4-7] */
 }
 
-/* One row's super-block of Q4_K/Q5_K against xq (256 values): the integer sum I in
- * 8 lanes (to be added up), and M = sum of m_j * s_j. */
-INL T2 __m256i k4_row(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
+/* Decode (one token): one row's super-block of Q4_K/Q5_K against xq (256 values):
+ * the integer sum I in 8 lanes (to be added up), and M = sum of m_j * s_j. The
+ * several-token pass below gives the same integers; this one keeps a token's
+ * pass lean (its arrays of several tokens' sums cost a third of the decode rate). */
+INL T2 __m256i k4_row1(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
 		      int32_t *ret_m)
 {
 	const __m256i m4 = _mm256_set1_epi8(15);
@@ -306,7 +308,7 @@ INL T2 __m256i k4_row(const enum allm_dtype dt, const uint8_t *blk, const int8_t
 }
 
 /* One row's super-block of Q6_K: I in 8 lanes. */
-INL T2 __m256i k6_row(const uint8_t *blk, const int8_t *xq)
+INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
 {
 	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
 	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
@@ -338,20 +340,172 @@ INL T2 __m256i k6_row(const uint8_t *blk, const int8_t *xq)
 	return a;
 }
 
-/* Rows w[0..8) of a K format, one token: the 8 sums, lane = row. */
-INL T2 __m256 half_k(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
-		     struct qb_xrow x, const uint8_t *next)
+/* The sum of a vector's 8 int32 lanes (exact: any order). */
+INL T2 int32_t hsum8(__m256i a)
+{
+	__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+	return _mm_cvtsi128_si32(v);
+}
+
+/* Decode: one row of a K format, one token, the super-blocks in order: its sum.
+ * A row at a time (its integers reduced in place, the fmas scalar) keeps the
+ * working set in registers; 8 rows side by side spilled a third of the
+ * instructions. next: this row's share of the next item's rows, prefetched. */
+INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w,
+		    struct qb_xrow x, const uint8_t *next)
 {
 	const size_t bb = j->bb;
-	__m256 acc = _mm256_setzero_ps();
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *blk = w + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 2 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 2 * bb + o, _MM_HINT_T1);
+		const __m128 dx = _mm_set_ss(x.dx[sb * 8]);
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+			const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(b->d)));
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum8(k6_row1(blk, xq))), _mm_mul_ss(d, dx), acc);
+		} else {
+			const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk;
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			int32_t m;
+			const int32_t i = hsum8(k4_row1(dt, blk, xq, s16, &m));
+			const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(b->d)));
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), i), _mm_mul_ss(dm, dx), acc);
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), -m),
+					   _mm_mul_ss(_mm_movehdup_ps(dm), dx), acc);
+		}
+	}
+	return _mm_cvtss_f32(acc);
+}
+
+/* Tokens a K pass takes at once: their integer sums share one unpacking of a row's
+ * quants and scales (prefill). */
+#define QB_K_TOK 4
+
+/* One row's super-block of Q4_K/Q5_K against R tokens' xq (256 values each): a[t],
+ * the integer sum I in 8 lanes (to be added up), and mv[t], M = sum of m_j * s_j in
+ * 4 lanes (likewise). */
+INL T2 void k4_row(const int R, const enum allm_dtype dt, const uint8_t *blk, const int8_t *const *xq,
+		   const __m128i *s16, __m256i *a, __m128i *mv)
+{
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
+	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+	UNROLL
+	for (int t = 0; t < R; t++) {
+		mv[t] = _mm_madd_epi16(mins, s16[t]);
+		a[t] = _mm256_setzero_si256();
+	}
+	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
+	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
+							 : offsetof(struct allm_block_q5_K, qs));
+	__m256i hb = _mm256_setzero_si256();
+	if (dt == ALLM_DTYPE_Q5_K)
+		hb = _mm256_loadu_si256((const __m256i *)(blk + offsetof(struct allm_block_q5_K, qh)));
+	UNROLL
+	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
+		__m256i z = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+		if (dt == ALLM_DTYPE_Q5_K) {
+			const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c)), b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+			const __m256i f = _mm256_set1_epi8(16);
+			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), f));
+			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+		}
+		/* the scale of sub-block j as 16 int16: bytes 2j, 2j + 1 of sc */
+		const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * c + 1) + 4 * c)));
+		const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * c + 3) + 4 * c + 2)));
+		UNROLL
+		for (int t = 0; t < R; t++) {
+			/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
+			__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq[t] + 64 * c)));
+			__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq[t] + 64 * c + 32)));
+			a[t] = _mm256_add_epi32(a[t], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
+		}
+	}
+}
+
+/* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. */
+INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, __m256i *a)
+{
+	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
+	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	UNROLL
+	for (int t = 0; t < R; t++)
+		a[t] = _mm256_setzero_si256();
+	UNROLL
+	for (int h = 0; h < 2; h++) {
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+		const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+		UNROLL
+		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
+			const __m256i l = c % 2 ? l1 : l0;
+			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
+			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
+			__m256i aq = _mm256_abs_epi8(q);
+			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
+			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
+			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			UNROLL
+			for (int t = 0; t < R; t++) {
+				/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
+				__m256i x = _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c));
+				__m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(x, q));
+				a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, sc));
+			}
+		}
+	}
+}
+
+/* 8 rows' M from their 4-lane vectors mv[0..8), lane = row. */
+INL T2 __m256i rows8_m(const __m128i *mv)
+{
+	__m256i p[4];
+	UNROLL
+	for (int i = 0; i < 4; i++)
+		p[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(mv[2 * i]), mv[2 * i + 1], 1);
+	/* pair sums end with lane e = row 2 (e % 4) + e / 4: back to row order */
+	return _mm256_permutevar8x32_epi32(pair64(pair32(p[0], p[1]), pair32(p[2], p[3])),
+					   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Rows w[0..8) of a K format, R tokens from t: acc[i] the 8 sums of token t + i,
+ * lane = row. gidx: the rows' offsets from w[0] (for the scales' gather). */
+INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
+		   __m256i gidx, int64_t t, const uint8_t *next, __m256 *acc)
+{
+	const size_t bb = j->bb;
+	struct qb_xrow x[QB_K_TOK];
+	UNROLL
+	for (int i = 0; i < R; i++) {
+		x[i] = qb_xrow(j->xbuf, j->k, t + i);
+		acc[i] = _mm256_setzero_ps();
+	}
+	const __m256i lo16 = _mm256_set1_epi32(0xffff);
 	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
 		const size_t off = (size_t)sb * bb;
-		const int8_t *xq = x.xq + sb * 256;
-		const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
-						    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
-		__m256i a[8];
-		int32_t msum[8];
-		uint16_t dh[8], mh[8];
+		const int8_t *xq[QB_K_TOK];
+		__m128i s16[QB_K_TOK];
+		UNROLL
+		for (int i = 0; i < R; i++) {
+			xq[i] = x[i].xq + sb * 256;
+			s16[i] = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x[i].s + sb * 8)),
+						 _mm_loadu_si128((const __m128i *)(x[i].s + sb * 8 + 4)));
+		}
+		__m256i a[8][QB_K_TOK];
+		__m128i mv[QB_K_TOK][8];
 		UNROLL
 		for (int r = 0; r < 8; r++) {
 			const uint8_t *blk = w[r] + off;
@@ -363,25 +517,39 @@ INL T2 __m256 half_k(const enum allm_dtype dt, const struct qb_job *j, const uin
 					_mm_prefetch((const char *)next + (size_t)sb * QB_OUT * bb + (size_t)r * 2 * bb + o,
 						     _MM_HINT_T1);
 			if (dt == ALLM_DTYPE_Q6_K) {
-				a[r] = k6_row(blk, xq);
-				dh[r] = allm_le16(((const struct allm_block_q6_K *)blk)->d);
+				k6_row(R, blk, xq, a[r]);
 			} else {
-				a[r] = k4_row(dt, blk, xq, s16, &msum[r]);
-				msum[r] = -msum[r];
-				dh[r] = allm_le16(((const struct allm_block_q4_K *)blk)->d);
-				mh[r] = allm_le16(((const struct allm_block_q4_K *)blk)->dmin);
+				__m128i m[QB_K_TOK];
+				k4_row(R, dt, blk, xq, s16, a[r], m);
+				UNROLL
+				for (int i = 0; i < R; i++)
+					mv[i][r] = m[i];
 			}
 		}
-		const __m256 dx = _mm256_set1_ps(x.dx[sb * 8]);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
-		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(a)), _mm256_mul_ps(d, dx), acc);
+		/* the rows' f16 d (and dmin after it; Q6_K's d ends its block: read from two
+		 * bytes before it, the top half) */
+		__m256i g = _mm256_i32gather_epi32((const int *)(w[0] + off + (dt == ALLM_DTYPE_Q6_K ? 206 : 0)), gidx, 1);
+		__m256i dd = dt == ALLM_DTYPE_Q6_K ? _mm256_srli_epi32(g, 16) : _mm256_and_si256(g, lo16);
+		const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
+		__m256 dm = _mm256_setzero_ps();
 		if (dt != ALLM_DTYPE_Q6_K) {
-			const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh));
-			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)msum)),
-					      _mm256_mul_ps(dm, dx), acc);
+			__m256i mm = _mm256_srli_epi32(g, 16);
+			dm = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
+		}
+		UNROLL
+		for (int i = 0; i < R; i++) {
+			__m256i ai[8];
+			UNROLL
+			for (int r = 0; r < 8; r++)
+				ai[r] = a[r][i];
+			const __m256 dx = _mm256_set1_ps(x[i].dx[sb * 8]);
+			acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(ai)), _mm256_mul_ps(d, dx), acc[i]);
+			if (dt != ALLM_DTYPE_Q6_K) {
+				__m256i msum = _mm256_sub_epi32(_mm256_setzero_si256(), rows8_m(mv[i]));
+				acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dm, dx), acc[i]);
+			}
 		}
 	}
-	return acc;
 }
 
 INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
@@ -392,14 +560,37 @@ INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const st
 	for (int h = 0; h < 2 && 8 * h < rows; h++) {
 		const uint8_t *w[8];
 		int8_t perm_h[8];
+		int32_t idx[8];
 		for (int e = 0; e < 8; e++) { /* rows past m read the last real one, unused */
 			w[e] = base + (size_t)ALLM_MIN(8 * h + e, rows - 1) * j->rb;
+			idx[e] = (int32_t)(w[e] - w[0]);
 			perm_h[e] = (int8_t)(8 * h + e);
 		}
-		for (int64_t t = t0; t < t1; t++) {
-			float sums[8];
-			_mm256_storeu_ps(sums, half_k(dt, j, w, qb_xrow(j->xbuf, j->k, t), t == t0 && h == 1 ? next : NULL));
-			store_rows(mt, t, o, rows, sums, perm_h, 8);
+		const __m256i gidx = _mm256_loadu_si256((const __m256i *)idx);
+		for (int64_t t = t0; t < t1; t += QB_K_TOK) {
+			__m256 acc[QB_K_TOK];
+			const uint8_t *pf = t == t0 && h == 1 ? next : NULL; /* later tokens find W in cache */
+			if (t1 - t == 1) { /* decode: a row at a time */
+				struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+				float *y = mt->y + t * mt->m + o;
+				for (int r = 8 * h; r < ALLM_MIN(8 * h + 8, rows); r++) {
+					/* the next item's rows: this row's share (2 of 16 rows a pass) */
+					const uint8_t *pr = pf ? pf + (size_t)(r - 8) * 2 * j->rb : NULL;
+					float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
+					y[r] = mt->bias ? v + mt->bias[o + r] : v;
+				}
+				break;
+			}
+			switch (ALLM_MIN((int64_t)QB_K_TOK, t1 - t)) {
+			case 2: half_k(2, dt, j, w, gidx, t, pf, acc); break;
+			case 3: half_k(3, dt, j, w, gidx, t, pf, acc); break;
+			default: half_k(4, dt, j, w, gidx, t, pf, acc); break;
+			}
+			for (int i = 0; i < QB_K_TOK && t + i < t1; i++) {
+				float sums[8];
+				_mm256_storeu_ps(sums, acc[i]);
+				store_rows(mt, t + i, o, rows, sums, perm_h, 8);
+			}
 		}
 	}
 }
