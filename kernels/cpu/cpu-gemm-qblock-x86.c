@@ -19,6 +19,8 @@
 #include "cpu-gemm-x86.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #ifdef GEMM_X86
 
@@ -127,9 +129,27 @@ INL T2 __m256i pair64(__m256i a, __m256i b)
 }
 
 /* The 8 block scales (and Q4_1 mins) of block b: one 32-bit word per row. */
-INL T2 void scales8(const enum allm_dtype dt, const uint8_t *blk0, __m256i gidx, __m256 *d, __m256 *m)
+/* How the items fetch the 8 or 16 rows' block scales: one gather, or a load per row
+ * (idx: the offsets gidx holds). The same words either way, so the same bits; which
+ * is faster is the CPU's affair (Zen 3: the loads, by 10-15 % on Q4_0's L2-resident
+ * GEMV; a gather is cheap on Intel cores), so it is measured once per process
+ * (qb_tune) rather than named per vendor. */
+static int qb_loads8 = -1, qb_loads16 = -1; /* 1: loads, 0: gather; set once */
+
+static inline int32_t ld32(const uint8_t *p)
 {
-	const __m256i g = _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
+	int32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+INL T2 void scales8(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m256i gidx,
+		    const int32_t *idx, __m256 *d, __m256 *m)
+{
+	const __m256i g = lds ? _mm256_setr_epi32(ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
+						 ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
+						 ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))
+			      : _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
 	const __m256i lo16 = _mm256_set1_epi32(0xffff);
 	__m256i dd = _mm256_and_si256(g, lo16);
 	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
@@ -157,8 +177,9 @@ INL T2 __m256i q5_bits(const uint8_t *ha, const uint8_t *hb, int from)
 }
 
 /* Rows w[0..8) (an item's half), one token: the 8 sums in lane order. */
-INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
-			__m256i gidx, struct qb_xrow x, const uint8_t *next)
+INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+			const uint8_t *const *w, __m256i gidx, const int32_t *idx, struct qb_xrow x,
+			const uint8_t *next)
 {
 	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
 	const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
@@ -167,7 +188,7 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 		const size_t off = (size_t)b * bb;
 		prefetch_next(next, b, bb);
 		__m256 d, m = _mm256_setzero_ps();
-		scales8(dt, w[0] + off, gidx, &d, &m);
+		scales8(dt, lds, w[0] + off, gidx, idx, &d, &m);
 		__m256i isum;
 		if (dt == ALLM_DTYPE_Q8_0) {
 			__m256i xv = _mm256_loadu_si256((const __m256i *)(x.xq + b * 32)), p[8];
@@ -213,8 +234,8 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 	return acc;
 }
 
-INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
-			 int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+INL T2 void item_avx2_dt(const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+			 const struct qb_mat *mt, int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
 {
 	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
 	const int8_t *perm = dt == ALLM_DTYPE_Q8_0 ? perm2_q8 : perm2_q4;
@@ -232,7 +253,7 @@ INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const
 			perm_h[e] = (int8_t)(8 * h + perm[e]);
 		for (int64_t t = t0; t < t1; t++) {
 			float sums[8];
-			_mm256_storeu_ps(sums, half_avx2(dt, j, w, gidx, qb_xrow(j->xbuf, j->k, t),
+			_mm256_storeu_ps(sums, half_avx2(dt, lds, j, w, gidx, idx, qb_xrow(j->xbuf, j->k, t),
 							 t == t0 && h == 1 ? next : NULL));
 			store_rows(mt, t, o, rows, sums, perm_h, 8);
 		}
@@ -595,15 +616,88 @@ INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const st
 	}
 }
 
+/* --- the scale fetch, measured once (qb_loads8/16) --------------------------------- */
+
+/* A Q4_0 GEMV of 64 x 4096 (147 KB: in L2) for qb_tune: the job, its weights and its
+ * token (any values: the time is what counts). */
+struct tune_case {
+	struct qb_job j;
+	uint8_t *w;
+	void *xbuf;
+	float y[64];
+};
+
+static bool tune_case_make(struct tune_case *tc)
+{
+	enum { M = 64, K = 4096 };
+	const size_t rb = allm_qb_row_bytes(ALLM_DTYPE_Q4_0, K), xb = qb_x_row_bytes(K);
+	tc->w = aligned_alloc(64, (M * rb + 63) & ~(size_t)63);
+	tc->xbuf = aligned_alloc(64, xb);
+	float *x = malloc(K * sizeof(float));
+	if (!tc->w || !tc->xbuf || !x) {
+		free(tc->w), free(tc->xbuf), free(x);
+		return false;
+	}
+	for (size_t i = 0; i < M * rb; i++)
+		tc->w[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (size_t b = 0; b < M * rb / 18; b++) /* d = 2^-7 */
+		tc->w[18 * b] = 0, tc->w[18 * b + 1] = 0x20;
+	for (int i = 0; i < K; i++)
+		x[i] = (float)(i % 17) - 8.0f;
+	qb_x_prep_avx2(tc->xbuf, x, K, 32);
+	free(x);
+	tc->j = (struct qb_job){ .dt = ALLM_DTYPE_Q4_0, .n_mats = 1, .xbuf = tc->xbuf, .n = 1, .k = K,
+				 .nb = K / 32, .rb = rb, .bb = allm_qb_block_bytes(ALLM_DTYPE_Q4_0) };
+	tc->j.mat[0] = (struct qb_mat){ tc->y, tc->w, NULL, M };
+	return true;
+}
+
+/* ALLM_QB_SCALES=gather|loads: the choice forced (the tests run both); -1 if unset. */
+static int tune_forced(void)
+{
+	const char *e = getenv("ALLM_QB_SCALES");
+	return e && !strcmp(e, "loads") ? 1 : e && !strcmp(e, "gather") ? 0 : -1;
+}
+
+/* The faster of the two fetches for the AVX2 items: the best of 7 alternating runs
+ * of each (a few ms). */
+static T2 void tune8(void)
+{
+	struct tune_case tc;
+	if ((qb_loads8 = tune_forced()) >= 0 || !tune_case_make(&tc)) {
+		qb_loads8 = qb_loads8 >= 0 ? qb_loads8 : 0;
+		return;
+	}
+	double best[2] = { 1e30, 1e30 };
+	for (int rep = 0; rep < 7; rep++)
+		for (int v = 0; v < 2; v++) {
+			double t0 = allm_now();
+			for (int64_t o = 0; o < tc.j.mat[0].m; o += QB_OUT) {
+				if (v)
+					item_avx2_dt(ALLM_DTYPE_Q4_0, true, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+				else
+					item_avx2_dt(ALLM_DTYPE_Q4_0, false, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+			}
+			best[v] = fmin(best[v], allm_now() - t0);
+		}
+	qb_loads8 = best[1] < best[0];
+	free(tc.w), free(tc.xbuf);
+}
+
+static pthread_once_t tune8_once = PTHREAD_ONCE_INIT, tune16_once = PTHREAD_ONCE_INIT;
+
 T2 void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		     int64_t t1, const uint8_t *next)
 {
+	pthread_once(&tune8_once, tune8);
+#define AVX2_DT(dt) \
+	(qb_loads8 ? item_avx2_dt(dt, true, j, mt, o, t0, t1, next) : item_avx2_dt(dt, false, j, mt, o, t0, t1, next))
 	switch (j->dt) {
-	case ALLM_DTYPE_Q8_0: item_avx2_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
-	case ALLM_DTYPE_Q4_0: item_avx2_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
-	case ALLM_DTYPE_Q4_1: item_avx2_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
-	case ALLM_DTYPE_Q5_0: item_avx2_dt(ALLM_DTYPE_Q5_0, j, mt, o, t0, t1, next); break;
-	case ALLM_DTYPE_Q5_1: item_avx2_dt(ALLM_DTYPE_Q5_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q8_0: AVX2_DT(ALLM_DTYPE_Q8_0); break;
+	case ALLM_DTYPE_Q4_0: AVX2_DT(ALLM_DTYPE_Q4_0); break;
+	case ALLM_DTYPE_Q4_1: AVX2_DT(ALLM_DTYPE_Q4_1); break;
+	case ALLM_DTYPE_Q5_0: AVX2_DT(ALLM_DTYPE_Q5_0); break;
+	case ALLM_DTYPE_Q5_1: AVX2_DT(ALLM_DTYPE_Q5_1); break;
 	case ALLM_DTYPE_Q4_K: item_k_dt(ALLM_DTYPE_Q4_K, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q5_K: item_k_dt(ALLM_DTYPE_Q5_K, j, mt, o, t0, t1, next); break;
 	default: item_k_dt(ALLM_DTYPE_Q6_K, j, mt, o, t0, t1, next); break;
@@ -630,18 +724,28 @@ INL T5V __m512i pair64_5(__m512i a, __m512i b)
 }
 
 /* 16 rows' scales (and mins) of one block, gathered in lane order. */
-INL T5V void scales16(const enum allm_dtype dt, const uint8_t *blk0, __m512i gidx, __m512 *d, __m512 *m)
+INL T5V void scales16(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m512i gidx,
+		      const int32_t *idx, __m512 *d, __m512 *m)
 {
-	__m512i g = _mm512_i32gather_epi32(gidx, blk0, 1);
+	__m512i g = lds ? _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi32(
+						     ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
+						     ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
+						     ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))),
+					     _mm256_setr_epi32(ld32(blk0 + idx[8]), ld32(blk0 + idx[9]),
+							       ld32(blk0 + idx[10]), ld32(blk0 + idx[11]),
+							       ld32(blk0 + idx[12]), ld32(blk0 + idx[13]),
+							       ld32(blk0 + idx[14]), ld32(blk0 + idx[15])),
+					     1)
+			: _mm512_i32gather_epi32(gidx, blk0, 1);
 	*d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 	if (dt == ALLM_DTYPE_Q4_1)
 		*m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
 }
 
 /* R tokens from t, 16 rows w[0..16): acc[i] += the tokens' blocks (cpu-gemm.h). */
-INL T5V void run_vnni(const int R, const enum allm_dtype dt, const struct qb_job *j,
-		      const uint8_t *const *w, __m512i gidx, int64_t t, const uint8_t *next,
-		      __m512 acc[QB_VNNI_TOK])
+INL T5V void run_vnni(const int R, const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+		      const uint8_t *const *w, __m512i gidx, const int32_t *idx, int64_t t,
+		      const uint8_t *next, __m512 acc[QB_VNNI_TOK])
 {
 	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
 	const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
@@ -655,7 +759,7 @@ INL T5V void run_vnni(const int R, const enum allm_dtype dt, const struct qb_job
 		const size_t off = (size_t)b * bb;
 		prefetch_next(next, b, bb);
 		__m512 d, m = _mm512_setzero_ps();
-		scales16(dt, w[0] + off, gidx, &d, &m);
+		scales16(dt, lds, w[0] + off, gidx, idx, &d, &m);
 		if (dt == ALLM_DTYPE_Q8_0) {
 			__m512i z[8];
 			UNROLL
@@ -724,14 +828,15 @@ INL T5V void item_vnni_dt(const enum allm_dtype dt, const struct qb_job *j, cons
 		idx[r] = (int32_t)((size_t)ALLM_MIN(perm[r], rows - 1) * j->rb);
 	}
 	const __m512i gidx = _mm512_loadu_si512(idx);
+	const bool lds = qb_loads16 == 1;
 	for (int64_t t = t0; t < t1; t += QB_VNNI_TOK) {
 		__m512 acc[QB_VNNI_TOK];
 		const uint8_t *pf = t == t0 ? next : NULL; /* later groups find W in cache */
 		switch (ALLM_MIN((int64_t)QB_VNNI_TOK, t1 - t)) {
-		case 1: run_vnni(1, dt, j, w, gidx, t, pf, acc); break;
-		case 2: run_vnni(2, dt, j, w, gidx, t, pf, acc); break;
-		case 3: run_vnni(3, dt, j, w, gidx, t, pf, acc); break;
-		default: run_vnni(4, dt, j, w, gidx, t, pf, acc); break;
+		case 1: run_vnni(1, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		case 2: run_vnni(2, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		case 3: run_vnni(3, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		default: run_vnni(4, dt, lds, j, w, gidx, idx, t, pf, acc); break;
 		}
 		for (int i = 0; i < QB_VNNI_TOK && t + i < t1; i++) {
 			float sums[QB_OUT];
@@ -741,9 +846,31 @@ INL T5V void item_vnni_dt(const enum allm_dtype dt, const struct qb_job *j, cons
 	}
 }
 
+/* The same choice for the AVX512-VNNI items (a 16-element gather). */
+static T5V void tune16(void)
+{
+	struct tune_case tc;
+	if ((qb_loads16 = tune_forced()) >= 0 || !tune_case_make(&tc)) {
+		qb_loads16 = qb_loads16 >= 0 ? qb_loads16 : 0;
+		return;
+	}
+	double best[2] = { 1e30, 1e30 };
+	for (int rep = 0; rep < 7; rep++)
+		for (int v = 0; v < 2; v++) {
+			qb_loads16 = v; /* read by item_vnni_dt: nobody else runs until this returns */
+			double t0 = allm_now();
+			for (int64_t o = 0; o < tc.j.mat[0].m; o += QB_OUT)
+				item_vnni_dt(ALLM_DTYPE_Q4_0, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+			best[v] = fmin(best[v], allm_now() - t0);
+		}
+	qb_loads16 = best[1] < best[0];
+	free(tc.w), free(tc.xbuf);
+}
+
 T5V void qb_item_vnni(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		      int64_t t1, const uint8_t *next)
 {
+	pthread_once(&tune16_once, tune16);
 	switch (j->dt) {
 	case ALLM_DTYPE_Q8_0: item_vnni_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q4_0: item_vnni_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
