@@ -23,6 +23,11 @@ const char *allm_dtype_name(enum allm_dtype dt)
 	case ALLM_DTYPE_Q8_0: return "q8_0";
 	case ALLM_DTYPE_Q4_0: return "q4_0";
 	case ALLM_DTYPE_Q4_1: return "q4_1";
+	case ALLM_DTYPE_Q5_0: return "q5_0";
+	case ALLM_DTYPE_Q5_1: return "q5_1";
+	case ALLM_DTYPE_Q4_K: return "q4_k";
+	case ALLM_DTYPE_Q5_K: return "q5_k";
+	case ALLM_DTYPE_Q6_K: return "q6_k";
 	default: return "?";
 	}
 }

@@ -31,18 +31,26 @@ enum allm_dtype {
 	ALLM_DTYPE_Q8_0 = 17,
 	ALLM_DTYPE_Q4_0 = 18,
 	ALLM_DTYPE_Q4_1 = 19,
+	/* More of GGUF's block formats, computed in their own layouts (a file's
+	 * tensors only: --quant does not write them): Q5_0 and Q5_1 (32 weights a
+	 * block), the K formats Q4_K, Q5_K and Q6_K (256 a super-block). */
+	ALLM_DTYPE_Q5_0 = 20,
+	ALLM_DTYPE_Q5_1 = 21,
+	ALLM_DTYPE_Q4_K = 22,
+	ALLM_DTYPE_Q5_K = 23,
+	ALLM_DTYPE_Q6_K = 24,
 };
 
-/* Whether dt is one of GGUF's block formats (Q8_0, Q4_0, Q4_1). */
+/* Whether dt is one of GGUF's block formats (Q8_0 .. Q6_K above). */
 static inline bool allm_dtype_is_qblock(enum allm_dtype dt)
 {
-	return dt == ALLM_DTYPE_Q8_0 || dt == ALLM_DTYPE_Q4_0 || dt == ALLM_DTYPE_Q4_1;
+	return dt >= ALLM_DTYPE_Q8_0 && dt <= ALLM_DTYPE_Q6_K;
 }
 
 /* Bytes per element of a dtype (Q8 and the GGUF block formats: 1, rounded up and the
  * scales not counted; see allm_q8_bytes, allm_qb_bytes). */
 size_t allm_dtype_size(enum allm_dtype dt);
-/* "f32", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1". */
+/* "f32", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k". */
 const char *allm_dtype_name(enum allm_dtype dt);
 /* Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; -EINVAL otherwise. */
 int allm_dtype_parse(const char *s, enum allm_dtype *ret);

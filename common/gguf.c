@@ -3,6 +3,7 @@
  * or a length that points past the end of the file stops it before anything is
  * allocated for it. */
 #include "gguf.h"
+#include "gguf-blocks.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,23 +14,49 @@
 
 #define GGUF_MAGIC "GGUF"
 
+/* The geometry of every type: its name, values per block and bytes per block, the
+ * bytes from gguf-blocks.h's structs (the element types: their scalar's size). */
+#define BLK(name, t, block) {name, block, sizeof(struct allm_block_##t)}
 static const struct {
 	const char *name;
 	uint32_t block, bytes; /* 0: not a type ggml assigns */
 } ttypes[ALLM_GGML_TTYPE_COUNT] = {
-	[0] = {"F32", 1, 4},	      [1] = {"F16", 1, 2},	   [2] = {"Q4_0", 32, 18},
-	[3] = {"Q4_1", 32, 20},	      [6] = {"Q5_0", 32, 22},	   [7] = {"Q5_1", 32, 24},
-	[8] = {"Q8_0", 32, 34},	      [9] = {"Q8_1", 32, 36},	   [10] = {"Q2_K", 256, 84},
-	[11] = {"Q3_K", 256, 110},    [12] = {"Q4_K", 256, 144},   [13] = {"Q5_K", 256, 176},
-	[14] = {"Q6_K", 256, 210},    [15] = {"Q8_K", 256, 292},   [16] = {"IQ2_XXS", 256, 66},
-	[17] = {"IQ2_XS", 256, 74},   [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50},
-	[20] = {"IQ4_NL", 32, 18},    [21] = {"IQ3_S", 256, 110},  [22] = {"IQ2_S", 256, 82},
-	[23] = {"IQ4_XS", 256, 136},  [24] = {"I8", 1, 1},	   [25] = {"I16", 1, 2},
-	[26] = {"I32", 1, 4},	      [27] = {"I64", 1, 8},	   [28] = {"F64", 1, 8},
-	[29] = {"IQ1_M", 256, 56},    [30] = {"BF16", 1, 2},	   [34] = {"TQ1_0", 256, 54},
-	[35] = {"TQ2_0", 256, 66},    [39] = {"MXFP4", 32, 17},	   [40] = {"NVFP4", 64, 36},
-	[41] = {"Q1_0", 128, 18},
+	[0] = {"F32", 1, 4},
+	[1] = {"F16", 1, 2},
+	[2] = BLK("Q4_0", q4_0, ALLM_QK),
+	[3] = BLK("Q4_1", q4_1, ALLM_QK),
+	[6] = BLK("Q5_0", q5_0, ALLM_QK),
+	[7] = BLK("Q5_1", q5_1, ALLM_QK),
+	[8] = BLK("Q8_0", q8_0, ALLM_QK),
+	[9] = BLK("Q8_1", q8_1, ALLM_QK),
+	[10] = BLK("Q2_K", q2_K, ALLM_QK_K),
+	[11] = BLK("Q3_K", q3_K, ALLM_QK_K),
+	[12] = BLK("Q4_K", q4_K, ALLM_QK_K),
+	[13] = BLK("Q5_K", q5_K, ALLM_QK_K),
+	[14] = BLK("Q6_K", q6_K, ALLM_QK_K),
+	[15] = BLK("Q8_K", q8_K, ALLM_QK_K),
+	[16] = BLK("IQ2_XXS", iq2_xxs, ALLM_QK_K),
+	[17] = BLK("IQ2_XS", iq2_xs, ALLM_QK_K),
+	[18] = BLK("IQ3_XXS", iq3_xxs, ALLM_QK_K),
+	[19] = BLK("IQ1_S", iq1_s, ALLM_QK_K),
+	[20] = BLK("IQ4_NL", iq4_nl, ALLM_QK),
+	[21] = BLK("IQ3_S", iq3_s, ALLM_QK_K),
+	[22] = BLK("IQ2_S", iq2_s, ALLM_QK_K),
+	[23] = BLK("IQ4_XS", iq4_xs, ALLM_QK_K),
+	[24] = {"I8", 1, 1},
+	[25] = {"I16", 1, 2},
+	[26] = {"I32", 1, 4},
+	[27] = {"I64", 1, 8},
+	[28] = {"F64", 1, 8},
+	[29] = BLK("IQ1_M", iq1_m, ALLM_QK_K),
+	[30] = {"BF16", 1, 2},
+	[34] = BLK("TQ1_0", tq1_0, ALLM_QK_K),
+	[35] = BLK("TQ2_0", tq2_0, ALLM_QK_K),
+	[39] = BLK("MXFP4", mxfp4, ALLM_QK),
+	[40] = BLK("NVFP4", nvfp4, 64),
+	[41] = BLK("Q1_0", q1_0, 128),
 };
+#undef BLK
 
 /* Bytes of one scalar of each value type (0: not a fixed-size scalar). */
 static const uint8_t vsize[ALLM_GGUF_VTYPE_COUNT] = {

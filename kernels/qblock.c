@@ -1,7 +1,8 @@
-/* GGUF block formats: quantizing at load (--quant q8_0|q4_0|q4_1) and dequantizing
- * a row (format in qblock.h). The quantizers restate ggml's reference ones
+/* GGUF block formats: quantizing at load (--quant q8_0|q4_0|q4_1) and the one
+ * dequantizer (formats in qblock.h). The quantizers restate ggml's reference ones
  * (ggml-quants.c, quantize_row_q{8_0,4_0,4_1}_ref) so the bytes agree with
- * llama.cpp's for the same input. */
+ * llama.cpp's for the same input; the dequantizer its dequantize_row_* float for
+ * float (tests/test-gguf-blocks.c holds it to gguf-py's). */
 #include "qblock.h"
 
 #include <float.h>
@@ -78,21 +79,45 @@ void allm_qb_quantize_rows(enum allm_dtype dt, void *dst, int64_t k, int64_t row
 				quantize_q8_0(blk, x);
 			else if (dt == ALLM_DTYPE_Q4_0)
 				quantize_q4_0(blk, x);
-			else
+			else if (dt == ALLM_DTYPE_Q4_1)
 				quantize_q4_1(blk, x);
+			else
+				ALLM_ASSERT(!"allm_qb_quantize_rows: --quant writes Q8_0, Q4_0, Q4_1 only");
 		}
 	}
+}
+
+/* Value l of sub-block j of a K super-block. */
+static float k_value(enum allm_dtype dt, const uint8_t *blk, int j, int l)
+{
+	float q = (float)allm_qb_k_quant(dt, blk, j, l);
+	if (dt == ALLM_DTYPE_Q6_K) {
+		const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+		return allm_f16_to_f32(allm_le16(b->d)) * (float)b->scales[2 * j + l / 16] * q;
+	}
+	const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk; /* Q5_K: same head */
+	int sc, m;
+	allm_qb_k_scale_min(b->scales, j, &sc, &m);
+	float d = allm_f16_to_f32(allm_le16(b->d)) * (float)sc;
+	float dm = allm_f16_to_f32(allm_le16(b->dmin)) * (float)m;
+	return d * q - dm;
+}
+
+float allm_qb_value(enum allm_dtype dt, const uint8_t *blk, int j)
+{
+	if (allm_qb_is_k(dt))
+		return k_value(dt, blk, j / ALLM_QB_BLOCK, j % ALLM_QB_BLOCK);
+	float v = (float)allm_qb_quant(dt, blk, j) * allm_qb_d(blk);
+	return allm_qb_has_min(dt) ? v + allm_qb_m(blk) : v;
 }
 
 void allm_qb_dequantize_row(enum allm_dtype dt, float *dst, const void *w, int64_t k,
 			    int64_t i)
 {
-	for (int64_t b = 0; b * ALLM_QB_BLOCK < k; b++) { /* allm_qb_get's values, a block at a time */
+	const int64_t v = allm_qb_values(dt);
+	for (int64_t b = 0; b * v < k; b++) {
 		const uint8_t *blk = allm_qb_block(w, dt, k, i, b);
-		float d = allm_qb_d(blk), m = dt == ALLM_DTYPE_Q4_1 ? allm_qb_m(blk) : 0.0f;
-		for (int j = 0; j < ALLM_QB_BLOCK && b * ALLM_QB_BLOCK + j < k; j++) {
-			float v = (float)allm_qb_quant(dt, blk, j) * d;
-			dst[b * ALLM_QB_BLOCK + j] = dt == ALLM_DTYPE_Q4_1 ? v + m : v;
-		}
+		for (int j = 0; j < v && b * v + j < k; j++)
+			dst[b * v + j] = allm_qb_value(dt, blk, j);
 	}
 }

@@ -15,7 +15,8 @@ static inline int bench_dtype_parse(const char *s, enum allm_dtype *ret)
 {
 	static const struct { const char *name; enum allm_dtype dt; } q[] = {
 		{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
-		{"q4_1", ALLM_DTYPE_Q4_1},
+		{"q4_1", ALLM_DTYPE_Q4_1}, {"q5_0", ALLM_DTYPE_Q5_0}, {"q5_1", ALLM_DTYPE_Q5_1},
+		{"q4_k", ALLM_DTYPE_Q4_K}, {"q5_k", ALLM_DTYPE_Q5_K}, {"q6_k", ALLM_DTYPE_Q6_K},
 	};
 	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
 		if (!strcmp(s, q[i].name)) {
@@ -35,9 +36,27 @@ static inline size_t bench_w_bytes(enum allm_dtype dt, int64_t m, int64_t k)
 	return (size_t)(m * k) * allm_dtype_size(dt);
 }
 
-/* f[m * k] into w in dt. */
+/* f[m * k] into w in dt. The formats --quant does not write (Q5_0 .. Q6_K) get
+ * random quants instead, their f16 scales 2^-8 (what they compute does not matter
+ * here, only how fast). */
 static inline void bench_w_store(enum allm_dtype dt, void *w, const float *f, int64_t m, int64_t k)
 {
+	if (dt >= ALLM_DTYPE_Q5_0 && dt <= ALLM_DTYPE_Q6_K) {
+		size_t bytes = allm_qb_bytes(dt, m, k), bb = allm_qb_block_bytes(dt);
+		uint8_t *p = w;
+		uint32_t r = 12345;
+		for (size_t i = 0; i < bytes; i++)
+			p[i] = (uint8_t)((r = r * 1103515245u + 12345u) >> 16);
+		size_t d_at = dt == ALLM_DTYPE_Q6_K ? 208 : 0; /* d, and Q5_1/Q4_K/Q5_K's m or dmin after it */
+		bool two = dt == ALLM_DTYPE_Q5_1 || dt == ALLM_DTYPE_Q4_K || dt == ALLM_DTYPE_Q5_K;
+		for (size_t b = 0; b < bytes / bb; b++) {
+			p[b * bb + d_at] = 0, p[b * bb + d_at + 1] = 0x1c;
+			if (two)
+				p[b * bb + 2] = 0, p[b * bb + 3] = 0x1c;
+		}
+		(void)f;
+		return;
+	}
 	if (dt == ALLM_DTYPE_Q8)
 		allm_q8_quantize_rows(w, k, 0, f, m);
 	else if (allm_dtype_is_qblock(dt))

@@ -25,6 +25,10 @@ static float frand(void) /* uniform in [-1, 1) */
 static const enum allm_dtype dts[] = {ALLM_DTYPE_F32,  ALLM_DTYPE_F16,  ALLM_DTYPE_BF16, ALLM_DTYPE_Q8,
 				      ALLM_DTYPE_Q8_0, ALLM_DTYPE_Q4_0, ALLM_DTYPE_Q4_1};
 
+/* --qblock-only: the GGUF block formats alone (the runs with each scale fetch forced,
+ * ALLM_QB_SCALES). */
+static bool qb_only;
+
 /* Weights whose bias is f32 (the quantized formats). */
 static bool f32_bias(enum allm_dtype dt)
 {
@@ -190,6 +194,8 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
 		for (size_t s = 0; s < ALLM_ARRAY_SIZE(shapes); s++) {
 			enum allm_dtype dt = dts[di];
+			if (qb_only && !allm_dtype_is_qblock(dt))
+				continue;
 			int64_t n = shapes[s].n, k = shapes[s].k, m = shapes[s].m;
 			float *x = malloc((size_t)(n * k) * 4), *wf, *y = malloc((size_t)(n * m + 8) * 4);
 			float *yr = malloc((size_t)(n * m) * 4), *bias = malloc((size_t)m * 4);
@@ -287,6 +293,8 @@ static void test_level_invariance(allm_backend_t **bes, int n_bes, enum allm_cpu
 	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
 		for (size_t s = 0; s < ALLM_ARRAY_SIZE(km); s++) {
 			enum allm_dtype dt = dts[di];
+			if (qb_only && !allm_dtype_is_qblock(dt))
+				continue;
 			int64_t k = km[s][0], m = km[s][1];
 			float *x = malloc((size_t)(nmax * k) * 4), *x2 = malloc((size_t)(nmax * k) * 4), *wf;
 			float *full = malloc((size_t)(nmax * m) * 4), *y = malloc((size_t)(nmax * m) * 4);
@@ -335,6 +343,8 @@ static void test_level_multi(allm_backend_t *be, enum allm_cpu_isa isa)
 	for (size_t di = 0; di < ALLM_ARRAY_SIZE(dts); di++)
 		for (size_t j = 0; j < ALLM_ARRAY_SIZE(ns); j++) {
 			enum allm_dtype dt = dts[di];
+			if (qb_only && !allm_dtype_is_qblock(dt))
+				continue;
 			int64_t n = ns[j];
 			float *x = malloc((size_t)(n * k) * 4), *wf[3], *ys[3], *want[3], bias[700];
 			void *ws[3], *bs[3];
@@ -370,8 +380,9 @@ static void test_level_multi(allm_backend_t *be, enum allm_cpu_isa isa)
 		}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	qb_only = argc > 1 && !strcmp(argv[1], "--qblock-only");
 	struct allm_err err = {{0}};
 	struct allm_backend_opts o_ref = {.reference = true};
 	allm_backend_t *ref = NULL;

@@ -307,9 +307,8 @@ static void native_mixed_blocks(const char *dir)
 
 /* The K formats as llama.cpp's Q4_K_M lays them out: Q4_K matrices, Q6_K ffn_down,
  * token_embd (the head) and some attn_v, Q5_0 where a row is not whole 256-blocks
- * (here one ffn_up). With file types the Q4_K tensors run as Q4_1 blocks
- * (test-gguf-blocks: the same quants, scales rounded to f16) and the Q6_K and Q5_0
- * ones as Q8_0 (layer 1's q, k, v and layer 0's gate, up in two formats: one GEMM
+ * (here one ffn_up). With file types every tensor runs in its own format, its bytes
+ * as stored (layer 1's q, k, v and layer 0's gate, up in two formats: one GEMM
  * each); --dtype f32 holds their exact values. Both stay near the directory's f32. */
 static void native_kquants(const char *dir)
 {
@@ -322,14 +321,14 @@ static void native_kquants(const char *dir)
 	struct allm_model *n = load_auto(path), *f = load(path, ALLM_DTYPE_F32), *d32 = load(dir, ALLM_DTYPE_F32);
 	if (n && f && d32) {
 		const struct allm_layer_weights *L0 = &n->layers[0], *L1 = &n->layers[1];
-		CHECK(n->wdtype == ALLM_DTYPE_Q4_1 && L0->wv_dt == ALLM_DTYPE_Q4_1 && L1->wq_dt == ALLM_DTYPE_Q4_1 &&
-		      L1->wv_dt == ALLM_DTYPE_Q8_0 && L0->w_gate_dt == ALLM_DTYPE_Q4_1 &&
-		      L0->w_up_dt == ALLM_DTYPE_Q8_0 && L1->w_up_dt == ALLM_DTYPE_Q4_1 &&
-		      L0->w_down_dt == ALLM_DTYPE_Q8_0 && L1->w_down_dt == ALLM_DTYPE_Q8_0 &&
-		      n->tok_emb_dt == ALLM_DTYPE_Q8_0 && n->lm_head_dt == ALLM_DTYPE_Q8_0,
+		CHECK(n->wdtype == ALLM_DTYPE_Q4_K && L0->wv_dt == ALLM_DTYPE_Q4_K && L1->wq_dt == ALLM_DTYPE_Q4_K &&
+		      L1->wv_dt == ALLM_DTYPE_Q6_K && L0->w_gate_dt == ALLM_DTYPE_Q4_K &&
+		      L0->w_up_dt == ALLM_DTYPE_Q5_0 && L1->w_up_dt == ALLM_DTYPE_Q4_K &&
+		      L0->w_down_dt == ALLM_DTYPE_Q6_K && L1->w_down_dt == ALLM_DTYPE_Q6_K &&
+		      n->tok_emb_dt == ALLM_DTYPE_Q6_K && n->lm_head_dt == ALLM_DTYPE_Q6_K,
 		      "q4_k_m: stored as %s", allm_dtype_name(n->wdtype));
 		double agree, dn = compare(f, n, &agree), agree_f, df = compare(d32, f, &agree_f);
-		printf("Q4_K + Q6_K: f32 load %.4f from the directory's f32 (argmax %.0f %%); as Q4_1 + Q8_0 "
+		printf("Q4_K + Q6_K: f32 load %.4f from the directory's f32 (argmax %.0f %%); in their own "
 		       "blocks %.4f from the f32 load (argmax %.0f %%)\n", df, 100 * agree_f, dn, 100 * agree);
 		CHECK(df > 0 && df < 2.0 && dn > 0 && dn < 1.0 && agree >= 0.75,
 		      "q4_k_m: %g from f32, %g native from its f32 load", df, dn);
@@ -342,7 +341,7 @@ static void native_kquants(const char *dir)
 /* --- errors: a minimal valid model, then one thing broken at a time ------------ */
 
 enum breakage {
-	OK, ARCH, NO_BLOCKS, BLOCKS_STR, NO_TENSOR, SHAPE, TYPE_Q5K, EXTRA, ROPE_FREQS, PARTIAL, VOCAB, YARN,
+	OK, ARCH, NO_BLOCKS, BLOCKS_STR, NO_TENSOR, SHAPE, TYPE_Q3K, EXTRA, ROPE_FREQS, PARTIAL, VOCAB, YARN,
 };
 
 static void write_min(const char *path, enum breakage b)
@@ -380,9 +379,9 @@ static void write_min(const char *path, enum breakage b)
 	}
 	gguf_w_tensor_f32(w, "blk.0.ffn_gate.weight", ALLM_GGML_F32, 2, (int64_t[]){D, F}, v);
 	gguf_w_tensor_f32(w, "blk.0.ffn_up.weight", ALLM_GGML_F32, 2, (int64_t[]){D, F}, v);
-	if (b == TYPE_Q5K) { /* 256-value blocks of 176 bytes: readable, not loadable */
-		uint8_t zero[176 * 8] = {0};
-		gguf_w_tensor(w, "blk.0.ffn_down.weight", ALLM_GGML_Q5_K, 2, (int64_t[]){256, 8}, zero, sizeof(zero));
+	if (b == TYPE_Q3K) { /* 256-value blocks of 110 bytes: readable, not loadable */
+		uint8_t zero[110 * 8] = {0};
+		gguf_w_tensor(w, "blk.0.ffn_down.weight", ALLM_GGML_Q3_K, 2, (int64_t[]){256, 8}, zero, sizeof(zero));
 	} else {
 		gguf_w_tensor_f32(w, "blk.0.ffn_down.weight", ALLM_GGML_F32, 2, (int64_t[]){F, D}, v);
 	}
@@ -406,7 +405,7 @@ static void errors(void)
 		{BLOCKS_STR, -EINVAL, "key 'llama.block_count' is a string, expected an integer"},
 		{NO_TENSOR, -ENOENT, "tensor 'blk.0.attn_v.weight' is missing"},
 		{SHAPE, -EINVAL, "tensor 'blk.0.attn_k.weight' has shape [32, 64] (ggml order) but the metadata implies [32, 32]"},
-		{TYPE_Q5K, -ENOTSUP, "has type Q5_K, which this engine does not load"},
+		{TYPE_Q3K, -ENOTSUP, "has type Q3_K, which this engine does not load"},
 		{EXTRA, -ENOTSUP, "tensor 'blk.0.ffn_gate_exps.weight' is not part of the llama graph"},
 		{ROPE_FREQS, -ENOTSUP, "rope_freqs.weight"},
 		{PARTIAL, -ENOTSUP, "partial rotary"},

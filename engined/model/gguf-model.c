@@ -95,7 +95,7 @@ static int check_tensor(const struct allm_gguf *g, const struct allm_weight_spec
 				    g->path, name);
 	if (!allm_gguf_dequant_supported(t->type))
 		return allm_err_set(err, -ENOTSUP, "%s: GGUF: tensor '%s' has type %s, which this engine does "
-				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)",
+				    "not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
 				    g->path, name, allm_gguf_ttype_name(t->type));
 	/* GGUF lists dims innermost first: a (rows, cols) matrix is ne = [cols, rows] */
 	int64_t rows = s->src_rows ? s->src_rows : s->shape[0]; /* a slice of a fused tensor */

@@ -61,7 +61,8 @@ bool allm_gguf_dequant_supported(enum allm_gguf_ttype type);
  * ALLM_DTYPE_COUNT for a type this engine does not load. */
 enum allm_dtype allm_gguf_native_dtype(enum allm_gguf_ttype type);
 /* Whether rows of this type can be written as blocks of dt by
- * allm_gguf_rows_as_blocks (the same format, Q4_K as Q4_1, Q5_0 as Q8_0). */
+ * allm_gguf_rows_as_blocks: dt is the type's own block format, kept as the file
+ * stores it. */
 bool allm_gguf_blocks_as(enum allm_gguf_ttype type, enum allm_dtype dt);
 /* Rows row0 .. row0 + n_rows of t as dt blocks (kernels/qblock.h layout) into dst;
  * allm_gguf_blocks_as(t->type, dt) must hold. */

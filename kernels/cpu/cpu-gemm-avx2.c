@@ -309,7 +309,7 @@ static const struct gemm_kern k_q8_vnni = {
 	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,
 };
 
-#define QB_AVX2 &gemm_qb_avx2[0], &gemm_qb_avx2[1], &gemm_qb_avx2[2]
+#define QB_AVX2 gemm_qb_avx2
 const struct gemm_level gemm_level_avx2 = { ALLM_CPU_ISA_AVX2, &k_f32, &k_f16, &k_bf16, &k_q8, QB_AVX2 };
 const struct gemm_level gemm_level_avx2_vnni = {
 	ALLM_CPU_ISA_AVX2_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni, QB_AVX2,

@@ -367,8 +367,8 @@ static const struct gemm_kern k_bf16_dp = {
 
 /* GGUF block weights (cpu-gemm-qblock-x86.c): without VNNI the AVX2 family's
  * kernels, with it the 16-row vpdpbusd items */
-#define QB_AVX2 &gemm_qb_avx2[0], &gemm_qb_avx2[1], &gemm_qb_avx2[2]
-#define QB_VNNI &gemm_qb_vnni[0], &gemm_qb_vnni[1], &gemm_qb_vnni[2]
+#define QB_AVX2 gemm_qb_avx2
+#define QB_VNNI gemm_qb_vnni
 const struct gemm_level gemm_level_avx512 = {
 	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8, QB_AVX2,
 };
@@ -392,7 +392,7 @@ static const struct gemm_kern k_q8_amx = {
 /* and GGUF block weights on tiles from a few tokens on (cpu-gemm-qblock-amx.c) */
 const struct gemm_level gemm_level_amx_int8 = {
 	ALLM_CPU_ISA_AMX_INT8, &k_f32, &k_f16, &k_bf16_amx, &k_q8_amx,
-	&gemm_qb_amx[0], &gemm_qb_amx[1], &gemm_qb_amx[2],
+	gemm_qb_amx,
 };
 
 #endif /* GEMM_X86 */

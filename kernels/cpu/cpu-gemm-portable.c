@@ -37,12 +37,8 @@ static void tile_q8(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_Q8)
 static const struct gemm_kern k_f32 = KERN(tile_f32), k_f16 = KERN(tile_f16),
 			       k_bf16 = KERN(tile_bf16), k_q8 = KERN(tile_q8);
 
-QB_KERN_FNS(qb_q8_0, qb_impl_portable, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(qb_q4_0, qb_impl_portable, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(qb_q4_1, qb_impl_portable, ALLM_DTYPE_Q4_1)
-static const struct gemm_kern k_q8_0 = QB_KERN(qb_q8_0), k_q4_0 = QB_KERN(qb_q4_0),
-			       k_q4_1 = QB_KERN(qb_q4_1);
+QB_KERN_TABLE(static, k_qb, qb, qb_impl_portable)
 
 const struct gemm_level gemm_level_portable = {
-	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, &k_q8, &k_q8_0, &k_q4_0, &k_q4_1,
+	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, &k_q8, k_qb,
 };

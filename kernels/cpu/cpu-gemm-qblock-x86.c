@@ -18,6 +18,10 @@
 #include "cpu-gemm-qblock.h"
 #include "cpu-gemm-x86.h"
 
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
 #ifdef GEMM_X86
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
@@ -29,44 +33,57 @@
 
 /* --- activations (every family's bytes: qb_x_prep_scalar's) ------------------------ */
 
-T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k)
+/* The largest |x| of one block of 32 (zeros past k). */
+INL T2 float block_amax(const float *src)
 {
-	const int64_t nb = allm_qb_blocks(k);
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 mx = _mm256_setzero_ps();
+	for (int i = 0; i < 4; i++)
+		mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * i)));
+	__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
+/* Block b's 32 values, from a zero-padded copy where the block passes k. */
+static inline const float *block_src(const float *x, int64_t k, int64_t b, float tail[32])
+{
+	const float *src = x + b * 32;
+	if (b * 32 + 32 <= k)
+		return src;
+	for (int i = 0; i < 32; i++)
+		tail[i] = b * 32 + i < k ? src[i] : 0.0f;
+	return tail;
+}
+
+T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
+{
+	const int64_t nb = allm_qb_blocks(k), per = grain / 32;
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
-	const __m256 sign = _mm256_set1_ps(-0.0f);
 	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-	for (int64_t b = 0; b < nb; b++) {
-		float tail[32];
-		const float *src = x + b * 32;
-		if (b * 32 + 32 > k) {
-			for (int i = 0; i < 32; i++)
-				tail[i] = b * 32 + i < k ? src[i] : 0.0f;
-			src = tail;
-		}
-		__m256 v[4], mx = _mm256_setzero_ps();
-		for (int i = 0; i < 4; i++) {
-			v[i] = _mm256_loadu_ps(src + 8 * i);
-			mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
-		}
-		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-		float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+	for (int64_t g = 0; g < nb; g += per) {
+		float tail[32], amax = 0.0f;
+		for (int64_t b = g; b < g + per && b < nb; b++)
+			amax = fmaxf(amax, block_amax(block_src(x, k, b, tail)));
 		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-		__m256i q[4], sum = _mm256_setzero_si256();
-		for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
-			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-			sum = _mm256_add_epi32(sum, q[i]);
+		for (int64_t b = g; b < g + per && b < nb; b++) {
+			const float *src = block_src(x, k, b, tail);
+			__m256i q[4], sum = _mm256_setzero_si256();
+			for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
+				q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * i), id));
+				sum = _mm256_add_epi32(sum, q[i]);
+			}
+			__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+			_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
+			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+			dx[b] = amax / 127.0f;
+			s[b] = _mm_cvtsi128_si32(s4);
+			sx[b] = dx[b] * (float)s[b];
 		}
-		__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-		_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
-		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-		dx[b] = amax / 127.0f;
-		s[b] = _mm_cvtsi128_si32(s4);
-		sx[b] = dx[b] * (float)s[b];
 	}
 }
 
@@ -112,21 +129,57 @@ INL T2 __m256i pair64(__m256i a, __m256i b)
 }
 
 /* The 8 block scales (and Q4_1 mins) of block b: one 32-bit word per row. */
-INL T2 void scales8(const enum allm_dtype dt, const uint8_t *blk0, __m256i gidx, __m256 *d, __m256 *m)
+/* How the items fetch the 8 or 16 rows' block scales: one gather, or a load per row
+ * (idx: the offsets gidx holds). The same words either way, so the same bits; which
+ * is faster is the CPU's affair (Zen 3: the loads, by 10-15 % on Q4_0's L2-resident
+ * GEMV; a gather is cheap on Intel cores), so it is measured once per process
+ * (qb_tune) rather than named per vendor. */
+static int qb_loads8 = -1, qb_loads16 = -1; /* 1: loads, 0: gather; set once */
+
+static inline int32_t ld32(const uint8_t *p)
 {
-	const __m256i g = _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
+	int32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+INL T2 void scales8(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m256i gidx,
+		    const int32_t *idx, __m256 *d, __m256 *m)
+{
+	const __m256i g = lds ? _mm256_setr_epi32(ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
+						 ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
+						 ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))
+			      : _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
 	const __m256i lo16 = _mm256_set1_epi32(0xffff);
 	__m256i dd = _mm256_and_si256(g, lo16);
 	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
-	if (dt == ALLM_DTYPE_Q4_1) {
+	if (allm_qb_has_min(dt)) {
 		__m256i mm = _mm256_srli_epi32(g, 16);
 		*m = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
 	}
 }
 
+/* Q5_0/Q5_1: the fifth bits of two rows' blocks (qh at ha, hb) as 16 (0 or 16) per
+ * byte, a 128-bit lane per row: values 0..15 (from = 0) or 16..31 (from = 2), in the
+ * order of the quants' bytes. */
+INL T2 __m256i q5_bits(const uint8_t *ha, const uint8_t *hb, int from)
+{
+	int32_t a, b;
+	memcpy(&a, ha, 4);
+	memcpy(&b, hb, 4);
+	const __m256i h = _mm256_setr_epi32(a, 0, 0, 0, b, 0, 0, 0);
+	const __m256i ctl = from ? _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303,
+						      0x0202020202020202, 0x0303030303030303)
+				 : _mm256_setr_epi64x(0, 0x0101010101010101, 0, 0x0101010101010101);
+	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(h, ctl), bit);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+
 /* Rows w[0..8) (an item's half), one token: the 8 sums in lane order. */
-INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
-			__m256i gidx, struct qb_xrow x, const uint8_t *next)
+INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+			const uint8_t *const *w, __m256i gidx, const int32_t *idx, struct qb_xrow x,
+			const uint8_t *next)
 {
 	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
 	const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
@@ -135,7 +188,7 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 		const size_t off = (size_t)b * bb;
 		prefetch_next(next, b, bb);
 		__m256 d, m = _mm256_setzero_ps();
-		scales8(dt, w[0] + off, gidx, &d, &m);
+		scales8(dt, lds, w[0] + off, gidx, idx, &d, &m);
 		__m256i isum;
 		if (dt == ALLM_DTYPE_Q8_0) {
 			__m256i xv = _mm256_loadu_si256((const __m256i *)(x.xq + b * 32)), p[8];
@@ -159,6 +212,10 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[2 * i] + off + qo))),
 					_mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off + qo)), 1);
 				__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+				if (dt == ALLM_DTYPE_Q5_0 || dt == ALLM_DTYPE_Q5_1) { /* the fifth bits */
+					lo = _mm256_or_si256(lo, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 0));
+					hi = _mm256_or_si256(hi, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 2));
+				}
 				/* nibble x int8 pairs: |.| <= 2 * 15 * 127, twice that summed */
 				p[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
 									  _mm256_maddubs_epi16(hi, xhi)),
@@ -167,16 +224,18 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const struct qb_job *j, const 
 			isum = pair64(pair32(p[0], p[1]), pair32(p[2], p[3]));
 			if (dt == ALLM_DTYPE_Q4_0) /* (q - 8) x: take 8 sum(x) back out */
 				isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * x.s[b]));
+			if (dt == ALLM_DTYPE_Q5_0) /* (q - 16) x */
+				isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(16 * x.s[b]));
 		}
 		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(x.dx[b])), acc);
-		if (dt == ALLM_DTYPE_Q4_1)
+		if (allm_qb_has_min(dt))
 			acc = _mm256_fmadd_ps(m, _mm256_set1_ps(x.sx[b]), acc);
 	}
 	return acc;
 }
 
-INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
-			 int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+INL T2 void item_avx2_dt(const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+			 const struct qb_mat *mt, int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
 {
 	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
 	const int8_t *perm = dt == ALLM_DTYPE_Q8_0 ? perm2_q8 : perm2_q4;
@@ -194,20 +253,454 @@ INL T2 void item_avx2_dt(const enum allm_dtype dt, const struct qb_job *j, const
 			perm_h[e] = (int8_t)(8 * h + perm[e]);
 		for (int64_t t = t0; t < t1; t++) {
 			float sums[8];
-			_mm256_storeu_ps(sums, half_avx2(dt, j, w, gidx, qb_xrow(j->xbuf, j->k, t),
+			_mm256_storeu_ps(sums, half_avx2(dt, lds, j, w, gidx, idx, qb_xrow(j->xbuf, j->k, t),
 							 t == t0 && h == 1 ? next : NULL));
 			store_rows(mt, t, o, rows, sums, perm_h, 8);
 		}
 	}
 }
 
-static T2 void item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
-			 int64_t t1, const uint8_t *next)
+/* --- AVX2, the K formats: 8 rows a pass, a super-block's integer per row ----------- */
+
+/* The 8 rows' integer sums I (lane = row, in order) from their 8 per-row vectors. */
+INL T2 __m256i rows8(const __m256i *a)
 {
+	__m256i u0 = pair64(pair32(a[0], a[1]), pair32(a[2], a[3]));
+	__m256i u1 = pair64(pair32(a[4], a[5]), pair32(a[6], a[7]));
+	return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* Q4_K/Q5_K: the eight 6-bit scales (bytes 0..7) and mins (8..15) of the 12 packed
+ * bytes at p (u0, u1, u2 as 32-bit words; 4 more bytes of the block read, unused),
+ * as allm_qb_k_scale_min unpacks them: scales 0-3 u0 & 0x3f.., scales 4-7 the low
+ * nibbles of u2 with u0's top 2 bits of each byte above them, mins 0-3 u1 & 0x3f..,
+ * mins 4-7 u2's high nibbles with u1's top bits. */
+INL T2 __m128i k4_scales_mins(const uint8_t *p)
+{
+	const __m128i v = _mm_loadu_si128((const __m128i *)p);
+	const __m128i m6 = _mm_set1_epi32(0x3f3f3f3f), m4 = _mm_set1_epi32(0x0f0f0f0f), m2 = _mm_set1_epi32(0x03030303);
+	const __m128i lo6 = _mm_and_si128(v, m6); /* [scales 0-3, mins 0-3, ..] */
+	const __m128i top = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(v, 6), m2), 4); /* u0's, u1's */
+	const __m128i u2 = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0)), m4);
+	return _mm_unpacklo_epi32(lo6, _mm_or_si128(u2, top)); /* [sc 0-3, sc 4-7, m 0-3, m 4-7] */
+}
+
+/* Decode (one token): one row's super-block of Q4_K/Q5_K against xq (256 values):
+ * the integer sum I in 8 lanes (to be added up), and M = sum of m_j * s_j. The
+ * several-token pass below gives the same integers; this one keeps a token's
+ * pass lean (its arrays of several tokens' sums cost a third of the decode rate). */
+INL T2 __m256i k4_row1(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
+		      int32_t *ret_m)
+{
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
+	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+	__m128i mv = _mm_madd_epi16(mins, s16);
+	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0x4e));
+	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0xb1));
+	*ret_m = _mm_cvtsi128_si32(mv);
+	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
+	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
+							 : offsetof(struct allm_block_q5_K, qs));
+	__m256i hb = _mm256_setzero_si256();
+	if (dt == ALLM_DTYPE_Q5_K)
+		hb = _mm256_loadu_si256((const __m256i *)(blk + offsetof(struct allm_block_q5_K, qh)));
+	__m256i a = _mm256_setzero_si256();
+	UNROLL
+	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
+		__m256i z = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+		if (dt == ALLM_DTYPE_Q5_K) {
+			const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c)), b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+			const __m256i f = _mm256_set1_epi8(16);
+			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), f));
+			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+		}
+		/* the scale of sub-block j as 16 int16: bytes 2j, 2j + 1 of sc */
+		const __m256i c0 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 1) + 4 * c));
+		const __m256i c1 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 3) + 4 * c + 2));
+		/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
+		__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * c)));
+		__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * c + 32)));
+		a = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc, c0)),
+							 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc, c1))));
+	}
+	return a;
+}
+
+/* One row's super-block of Q6_K: I in 8 lanes. */
+INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
+{
+	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
+	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	__m256i a = _mm256_setzero_si256();
+	UNROLL
+	for (int h = 0; h < 2; h++) {
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+		const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+		UNROLL
+		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
+			const __m256i l = c % 2 ? l1 : l0;
+			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
+			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
+			/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
+			__m256i x = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * c));
+			__m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q));
+			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
+			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
+			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			a = _mm256_add_epi32(a, _mm256_madd_epi16(p, sc));
+		}
+	}
+	return a;
+}
+
+/* The sum of a vector's 8 int32 lanes (exact: any order). */
+INL T2 int32_t hsum8(__m256i a)
+{
+	__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+	return _mm_cvtsi128_si32(v);
+}
+
+/* Decode: one row of a K format, one token, the super-blocks in order: its sum.
+ * A row at a time (its integers reduced in place, the fmas scalar) keeps the
+ * working set in registers; 8 rows side by side spilled a third of the
+ * instructions. next: this row's share of the next item's rows, prefetched. */
+INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w,
+		    struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *blk = w + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 2 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 2 * bb + o, _MM_HINT_T1);
+		const __m128 dx = _mm_set_ss(x.dx[sb * 8]);
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+			const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(b->d)));
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum8(k6_row1(blk, xq))), _mm_mul_ss(d, dx), acc);
+		} else {
+			const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk;
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			int32_t m;
+			const int32_t i = hsum8(k4_row1(dt, blk, xq, s16, &m));
+			const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(b->d)));
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), i), _mm_mul_ss(dm, dx), acc);
+			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), -m),
+					   _mm_mul_ss(_mm_movehdup_ps(dm), dx), acc);
+		}
+	}
+	return _mm_cvtss_f32(acc);
+}
+
+/* Tokens a K pass takes at once: their integer sums share one unpacking of a row's
+ * quants and scales (prefill). */
+#define QB_K_TOK 4
+
+/* One row's super-block of Q4_K/Q5_K against R tokens' xq (256 values each): a[t],
+ * the integer sum I in 8 lanes (to be added up), and mv[t], M = sum of m_j * s_j in
+ * 4 lanes (likewise). */
+INL T2 void k4_row(const int R, const enum allm_dtype dt, const uint8_t *blk, const int8_t *const *xq,
+		   const __m128i *s16, __m256i *a, __m128i *mv)
+{
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
+	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+	UNROLL
+	for (int t = 0; t < R; t++) {
+		mv[t] = _mm_madd_epi16(mins, s16[t]);
+		a[t] = _mm256_setzero_si256();
+	}
+	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
+	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
+							 : offsetof(struct allm_block_q5_K, qs));
+	__m256i hb = _mm256_setzero_si256();
+	if (dt == ALLM_DTYPE_Q5_K)
+		hb = _mm256_loadu_si256((const __m256i *)(blk + offsetof(struct allm_block_q5_K, qh)));
+	UNROLL
+	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
+		__m256i z = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+		__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+		if (dt == ALLM_DTYPE_Q5_K) {
+			const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c)), b1 = _mm256_set1_epi8((char)(2 << 2 * c));
+			const __m256i f = _mm256_set1_epi8(16);
+			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), f));
+			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+		}
+		/* the scale of sub-block j as 16 int16: bytes 2j, 2j + 1 of sc */
+		const __m256i s0 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * c + 1) + 4 * c)));
+		const __m256i s1 = _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(0x0100 * (4 * c + 3) + 4 * c + 2)));
+		UNROLL
+		for (int t = 0; t < R; t++) {
+			/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
+			__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq[t] + 64 * c)));
+			__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq[t] + 64 * c + 32)));
+			a[t] = _mm256_add_epi32(a[t], _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1)));
+		}
+	}
+}
+
+/* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. */
+INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, __m256i *a)
+{
+	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
+	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	UNROLL
+	for (int t = 0; t < R; t++)
+		a[t] = _mm256_setzero_si256();
+	UNROLL
+	for (int h = 0; h < 2; h++) {
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+		const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+		UNROLL
+		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
+			const __m256i l = c % 2 ? l1 : l0;
+			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
+			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
+			__m256i aq = _mm256_abs_epi8(q);
+			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
+			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
+			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			UNROLL
+			for (int t = 0; t < R; t++) {
+				/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
+				__m256i x = _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c));
+				__m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(x, q));
+				a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, sc));
+			}
+		}
+	}
+}
+
+/* 8 rows' M from their 4-lane vectors mv[0..8), lane = row. */
+INL T2 __m256i rows8_m(const __m128i *mv)
+{
+	__m256i p[4];
+	UNROLL
+	for (int i = 0; i < 4; i++)
+		p[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(mv[2 * i]), mv[2 * i + 1], 1);
+	/* pair sums end with lane e = row 2 (e % 4) + e / 4: back to row order */
+	return _mm256_permutevar8x32_epi32(pair64(pair32(p[0], p[1]), pair32(p[2], p[3])),
+					   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Rows w[0..8) of a K format, R tokens from t: acc[i] the 8 sums of token t + i,
+ * lane = row. gidx: the rows' offsets from w[0] (for the scales' gather). */
+INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j, const uint8_t *const *w,
+		   __m256i gidx, int64_t t, const uint8_t *next, __m256 *acc)
+{
+	const size_t bb = j->bb;
+	struct qb_xrow x[QB_K_TOK];
+	UNROLL
+	for (int i = 0; i < R; i++) {
+		x[i] = qb_xrow(j->xbuf, j->k, t + i);
+		acc[i] = _mm256_setzero_ps();
+	}
+	const __m256i lo16 = _mm256_set1_epi32(0xffff);
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const size_t off = (size_t)sb * bb;
+		const int8_t *xq[QB_K_TOK];
+		__m128i s16[QB_K_TOK];
+		UNROLL
+		for (int i = 0; i < R; i++) {
+			xq[i] = x[i].xq + sb * 256;
+			s16[i] = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x[i].s + sb * 8)),
+						 _mm_loadu_si128((const __m128i *)(x[i].s + sb * 8 + 4)));
+		}
+		__m256i a[8][QB_K_TOK];
+		__m128i mv[QB_K_TOK][8];
+		UNROLL
+		for (int r = 0; r < 8; r++) {
+			const uint8_t *blk = w[r] + off;
+			/* the next item's share of this super-block, a row's worth at a time: a
+			 * burst of 36 lines stalls the core on its miss buffers (a fifth of
+			 * the time, Zen 3) */
+			if (next)
+				for (size_t o = 0; o < 2 * bb; o += 64)
+					_mm_prefetch((const char *)next + (size_t)sb * QB_OUT * bb + (size_t)r * 2 * bb + o,
+						     _MM_HINT_T1);
+			if (dt == ALLM_DTYPE_Q6_K) {
+				k6_row(R, blk, xq, a[r]);
+			} else {
+				__m128i m[QB_K_TOK];
+				k4_row(R, dt, blk, xq, s16, a[r], m);
+				UNROLL
+				for (int i = 0; i < R; i++)
+					mv[i][r] = m[i];
+			}
+		}
+		/* the rows' f16 d (and dmin after it; Q6_K's d ends its block: read from two
+		 * bytes before it, the top half) */
+		__m256i g = _mm256_i32gather_epi32((const int *)(w[0] + off + (dt == ALLM_DTYPE_Q6_K ? 206 : 0)), gidx, 1);
+		__m256i dd = dt == ALLM_DTYPE_Q6_K ? _mm256_srli_epi32(g, 16) : _mm256_and_si256(g, lo16);
+		const __m256 d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
+		__m256 dm = _mm256_setzero_ps();
+		if (dt != ALLM_DTYPE_Q6_K) {
+			__m256i mm = _mm256_srli_epi32(g, 16);
+			dm = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
+		}
+		UNROLL
+		for (int i = 0; i < R; i++) {
+			__m256i ai[8];
+			UNROLL
+			for (int r = 0; r < 8; r++)
+				ai[r] = a[r][i];
+			const __m256 dx = _mm256_set1_ps(x[i].dx[sb * 8]);
+			acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows8(ai)), _mm256_mul_ps(d, dx), acc[i]);
+			if (dt != ALLM_DTYPE_Q6_K) {
+				__m256i msum = _mm256_sub_epi32(_mm256_setzero_si256(), rows8_m(mv[i]));
+				acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dm, dx), acc[i]);
+			}
+		}
+	}
+}
+
+INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+		      int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	for (int h = 0; h < 2 && 8 * h < rows; h++) {
+		const uint8_t *w[8];
+		int8_t perm_h[8];
+		int32_t idx[8];
+		for (int e = 0; e < 8; e++) { /* rows past m read the last real one, unused */
+			w[e] = base + (size_t)ALLM_MIN(8 * h + e, rows - 1) * j->rb;
+			idx[e] = (int32_t)(w[e] - w[0]);
+			perm_h[e] = (int8_t)(8 * h + e);
+		}
+		const __m256i gidx = _mm256_loadu_si256((const __m256i *)idx);
+		for (int64_t t = t0; t < t1; t += QB_K_TOK) {
+			__m256 acc[QB_K_TOK];
+			const uint8_t *pf = t == t0 && h == 1 ? next : NULL; /* later tokens find W in cache */
+			if (t1 - t == 1) { /* decode: a row at a time */
+				struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+				float *y = mt->y + t * mt->m + o;
+				for (int r = 8 * h; r < ALLM_MIN(8 * h + 8, rows); r++) {
+					/* the next item's rows: this row's share (2 of 16 rows a pass) */
+					const uint8_t *pr = pf ? pf + (size_t)(r - 8) * 2 * j->rb : NULL;
+					float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
+					y[r] = mt->bias ? v + mt->bias[o + r] : v;
+				}
+				break;
+			}
+			switch (ALLM_MIN((int64_t)QB_K_TOK, t1 - t)) {
+			case 2: half_k(2, dt, j, w, gidx, t, pf, acc); break;
+			case 3: half_k(3, dt, j, w, gidx, t, pf, acc); break;
+			default: half_k(4, dt, j, w, gidx, t, pf, acc); break;
+			}
+			for (int i = 0; i < QB_K_TOK && t + i < t1; i++) {
+				float sums[8];
+				_mm256_storeu_ps(sums, acc[i]);
+				store_rows(mt, t + i, o, rows, sums, perm_h, 8);
+			}
+		}
+	}
+}
+
+/* --- the scale fetch, measured once (qb_loads8/16) --------------------------------- */
+
+/* A Q4_0 GEMV of 64 x 4096 (147 KB: in L2) for qb_tune: the job, its weights and its
+ * token (any values: the time is what counts). */
+struct tune_case {
+	struct qb_job j;
+	uint8_t *w;
+	void *xbuf;
+	float y[64];
+};
+
+static bool tune_case_make(struct tune_case *tc)
+{
+	enum { M = 64, K = 4096 };
+	const size_t rb = allm_qb_row_bytes(ALLM_DTYPE_Q4_0, K), xb = qb_x_row_bytes(K);
+	tc->w = aligned_alloc(64, (M * rb + 63) & ~(size_t)63);
+	tc->xbuf = aligned_alloc(64, xb);
+	float *x = malloc(K * sizeof(float));
+	if (!tc->w || !tc->xbuf || !x) {
+		free(tc->w), free(tc->xbuf), free(x);
+		return false;
+	}
+	for (size_t i = 0; i < M * rb; i++)
+		tc->w[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (size_t b = 0; b < M * rb / 18; b++) /* d = 2^-7 */
+		tc->w[18 * b] = 0, tc->w[18 * b + 1] = 0x20;
+	for (int i = 0; i < K; i++)
+		x[i] = (float)(i % 17) - 8.0f;
+	qb_x_prep_avx2(tc->xbuf, x, K, 32);
+	free(x);
+	tc->j = (struct qb_job){ .dt = ALLM_DTYPE_Q4_0, .n_mats = 1, .xbuf = tc->xbuf, .n = 1, .k = K,
+				 .nb = K / 32, .rb = rb, .bb = allm_qb_block_bytes(ALLM_DTYPE_Q4_0) };
+	tc->j.mat[0] = (struct qb_mat){ tc->y, tc->w, NULL, M };
+	return true;
+}
+
+/* ALLM_QB_SCALES=gather|loads: the choice forced (the tests run both); -1 if unset. */
+static int tune_forced(void)
+{
+	const char *e = getenv("ALLM_QB_SCALES");
+	return e && !strcmp(e, "loads") ? 1 : e && !strcmp(e, "gather") ? 0 : -1;
+}
+
+/* The faster of the two fetches for the AVX2 items: the best of 7 alternating runs
+ * of each (a few ms). */
+static T2 void tune8(void)
+{
+	struct tune_case tc;
+	if ((qb_loads8 = tune_forced()) >= 0 || !tune_case_make(&tc)) {
+		qb_loads8 = qb_loads8 >= 0 ? qb_loads8 : 0;
+		return;
+	}
+	double best[2] = { 1e30, 1e30 };
+	for (int rep = 0; rep < 7; rep++)
+		for (int v = 0; v < 2; v++) {
+			double t0 = allm_now();
+			for (int64_t o = 0; o < tc.j.mat[0].m; o += QB_OUT) {
+				if (v)
+					item_avx2_dt(ALLM_DTYPE_Q4_0, true, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+				else
+					item_avx2_dt(ALLM_DTYPE_Q4_0, false, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+			}
+			best[v] = fmin(best[v], allm_now() - t0);
+		}
+	qb_loads8 = best[1] < best[0];
+	free(tc.w), free(tc.xbuf);
+}
+
+static pthread_once_t tune8_once = PTHREAD_ONCE_INIT, tune16_once = PTHREAD_ONCE_INIT;
+
+T2 void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+		     int64_t t1, const uint8_t *next)
+{
+	pthread_once(&tune8_once, tune8);
+#define AVX2_DT(dt) \
+	(qb_loads8 ? item_avx2_dt(dt, true, j, mt, o, t0, t1, next) : item_avx2_dt(dt, false, j, mt, o, t0, t1, next))
 	switch (j->dt) {
-	case ALLM_DTYPE_Q8_0: item_avx2_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
-	case ALLM_DTYPE_Q4_0: item_avx2_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
-	default: item_avx2_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q8_0: AVX2_DT(ALLM_DTYPE_Q8_0); break;
+	case ALLM_DTYPE_Q4_0: AVX2_DT(ALLM_DTYPE_Q4_0); break;
+	case ALLM_DTYPE_Q4_1: AVX2_DT(ALLM_DTYPE_Q4_1); break;
+	case ALLM_DTYPE_Q5_0: AVX2_DT(ALLM_DTYPE_Q5_0); break;
+	case ALLM_DTYPE_Q5_1: AVX2_DT(ALLM_DTYPE_Q5_1); break;
+	case ALLM_DTYPE_Q4_K: item_k_dt(ALLM_DTYPE_Q4_K, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_K: item_k_dt(ALLM_DTYPE_Q5_K, j, mt, o, t0, t1, next); break;
+	default: item_k_dt(ALLM_DTYPE_Q6_K, j, mt, o, t0, t1, next); break;
 	}
 }
 
@@ -231,18 +724,28 @@ INL T5V __m512i pair64_5(__m512i a, __m512i b)
 }
 
 /* 16 rows' scales (and mins) of one block, gathered in lane order. */
-INL T5V void scales16(const enum allm_dtype dt, const uint8_t *blk0, __m512i gidx, __m512 *d, __m512 *m)
+INL T5V void scales16(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m512i gidx,
+		      const int32_t *idx, __m512 *d, __m512 *m)
 {
-	__m512i g = _mm512_i32gather_epi32(gidx, blk0, 1);
+	__m512i g = lds ? _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi32(
+						     ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
+						     ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
+						     ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))),
+					     _mm256_setr_epi32(ld32(blk0 + idx[8]), ld32(blk0 + idx[9]),
+							       ld32(blk0 + idx[10]), ld32(blk0 + idx[11]),
+							       ld32(blk0 + idx[12]), ld32(blk0 + idx[13]),
+							       ld32(blk0 + idx[14]), ld32(blk0 + idx[15])),
+					     1)
+			: _mm512_i32gather_epi32(gidx, blk0, 1);
 	*d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
 	if (dt == ALLM_DTYPE_Q4_1)
 		*m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
 }
 
 /* R tokens from t, 16 rows w[0..16): acc[i] += the tokens' blocks (cpu-gemm.h). */
-INL T5V void run_vnni(const int R, const enum allm_dtype dt, const struct qb_job *j,
-		      const uint8_t *const *w, __m512i gidx, int64_t t, const uint8_t *next,
-		      __m512 acc[QB_VNNI_TOK])
+INL T5V void run_vnni(const int R, const enum allm_dtype dt, const bool lds, const struct qb_job *j,
+		      const uint8_t *const *w, __m512i gidx, const int32_t *idx, int64_t t,
+		      const uint8_t *next, __m512 acc[QB_VNNI_TOK])
 {
 	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
 	const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80);
@@ -256,7 +759,7 @@ INL T5V void run_vnni(const int R, const enum allm_dtype dt, const struct qb_job
 		const size_t off = (size_t)b * bb;
 		prefetch_next(next, b, bb);
 		__m512 d, m = _mm512_setzero_ps();
-		scales16(dt, w[0] + off, gidx, &d, &m);
+		scales16(dt, lds, w[0] + off, gidx, idx, &d, &m);
 		if (dt == ALLM_DTYPE_Q8_0) {
 			__m512i z[8];
 			UNROLL
@@ -325,14 +828,15 @@ INL T5V void item_vnni_dt(const enum allm_dtype dt, const struct qb_job *j, cons
 		idx[r] = (int32_t)((size_t)ALLM_MIN(perm[r], rows - 1) * j->rb);
 	}
 	const __m512i gidx = _mm512_loadu_si512(idx);
+	const bool lds = qb_loads16 == 1;
 	for (int64_t t = t0; t < t1; t += QB_VNNI_TOK) {
 		__m512 acc[QB_VNNI_TOK];
 		const uint8_t *pf = t == t0 ? next : NULL; /* later groups find W in cache */
 		switch (ALLM_MIN((int64_t)QB_VNNI_TOK, t1 - t)) {
-		case 1: run_vnni(1, dt, j, w, gidx, t, pf, acc); break;
-		case 2: run_vnni(2, dt, j, w, gidx, t, pf, acc); break;
-		case 3: run_vnni(3, dt, j, w, gidx, t, pf, acc); break;
-		default: run_vnni(4, dt, j, w, gidx, t, pf, acc); break;
+		case 1: run_vnni(1, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		case 2: run_vnni(2, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		case 3: run_vnni(3, dt, lds, j, w, gidx, idx, t, pf, acc); break;
+		default: run_vnni(4, dt, lds, j, w, gidx, idx, t, pf, acc); break;
 		}
 		for (int i = 0; i < QB_VNNI_TOK && t + i < t1; i++) {
 			float sums[QB_OUT];
@@ -342,31 +846,46 @@ INL T5V void item_vnni_dt(const enum allm_dtype dt, const struct qb_job *j, cons
 	}
 }
 
+/* The same choice for the AVX512-VNNI items (a 16-element gather). */
+static T5V void tune16(void)
+{
+	struct tune_case tc;
+	if ((qb_loads16 = tune_forced()) >= 0 || !tune_case_make(&tc)) {
+		qb_loads16 = qb_loads16 >= 0 ? qb_loads16 : 0;
+		return;
+	}
+	double best[2] = { 1e30, 1e30 };
+	for (int rep = 0; rep < 7; rep++)
+		for (int v = 0; v < 2; v++) {
+			qb_loads16 = v; /* read by item_vnni_dt: nobody else runs until this returns */
+			double t0 = allm_now();
+			for (int64_t o = 0; o < tc.j.mat[0].m; o += QB_OUT)
+				item_vnni_dt(ALLM_DTYPE_Q4_0, &tc.j, &tc.j.mat[0], o, 0, 1, NULL);
+			best[v] = fmin(best[v], allm_now() - t0);
+		}
+	qb_loads16 = best[1] < best[0];
+	free(tc.w), free(tc.xbuf);
+}
+
 T5V void qb_item_vnni(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		      int64_t t1, const uint8_t *next)
 {
+	pthread_once(&tune16_once, tune16);
 	switch (j->dt) {
 	case ALLM_DTYPE_Q8_0: item_vnni_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q4_0: item_vnni_dt(ALLM_DTYPE_Q4_0, j, mt, o, t0, t1, next); break;
-	default: item_vnni_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_1: item_vnni_dt(ALLM_DTYPE_Q4_1, j, mt, o, t0, t1, next); break;
+	/* Q5_0, Q5_1 and the K formats: the AVX2 items, the same code as every level */
+	default: qb_item_avx2(j, mt, o, t0, t1, next); break;
 	}
 }
 
-const struct qb_impl qb_impl_avx2 = { .x_prep = qb_x_prep_avx2, .item = item_avx2 };
+const struct qb_impl qb_impl_avx2 = { .x_prep = qb_x_prep_avx2, .item = qb_item_avx2 };
 const struct qb_impl qb_impl_avx512_vnni = { .x_prep = qb_x_prep_avx2, .item = qb_item_vnni };
 
-/* The gemm_kern entries the levels point at: [0] q8_0, [1] q4_0, [2] q4_1. */
-QB_KERN_FNS(avx2_q8_0, qb_impl_avx2, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(avx2_q4_0, qb_impl_avx2, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(avx2_q4_1, qb_impl_avx2, ALLM_DTYPE_Q4_1)
-QB_KERN_FNS(vnni_q8_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(vnni_q4_0, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(vnni_q4_1, qb_impl_avx512_vnni, ALLM_DTYPE_Q4_1)
-QB_KERN_FNS(amx_q8_0, qb_impl_amx, ALLM_DTYPE_Q8_0)
-QB_KERN_FNS(amx_q4_0, qb_impl_amx, ALLM_DTYPE_Q4_0)
-QB_KERN_FNS(amx_q4_1, qb_impl_amx, ALLM_DTYPE_Q4_1)
-const struct gemm_kern gemm_qb_avx2[3] = { QB_KERN(avx2_q8_0), QB_KERN(avx2_q4_0), QB_KERN(avx2_q4_1) };
-const struct gemm_kern gemm_qb_vnni[3] = { QB_KERN(vnni_q8_0), QB_KERN(vnni_q4_0), QB_KERN(vnni_q4_1) };
-const struct gemm_kern gemm_qb_amx[3] = { QB_KERN(amx_q8_0), QB_KERN(amx_q4_0), QB_KERN(amx_q4_1) };
+/* The gemm_kern entries the levels point at (QB_KERN_TABLE's order). */
+QB_KERN_TABLE(, gemm_qb_avx2, avx2, qb_impl_avx2)
+QB_KERN_TABLE(, gemm_qb_vnni, vnni, qb_impl_avx512_vnni)
+QB_KERN_TABLE(, gemm_qb_amx, amx, qb_impl_amx)
 
 #endif /* GEMM_X86 */

@@ -12,34 +12,34 @@
 /* Quantizing this many activations is worth the workers too (cpu-gemm.c's). */
 #define QB_PREP_PARALLEL (1 << 16)
 
-void qb_x_prep_scalar(void *dst, const float *x, int64_t k)
+void qb_x_prep_scalar(void *dst, const float *x, int64_t k, int64_t grain)
 {
-	const int64_t nb = allm_qb_blocks(k);
+	const int64_t nb = allm_qb_blocks(k), per = grain / 32;
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
-	for (int64_t b = 0; b < nb; b++) {
-		float v[32] = {0}, amax = 0.0f;
-		for (int i = 0; i < 32 && b * 32 + i < k; i++)
-			v[i] = x[b * 32 + i];
-		for (int i = 0; i < 32; i++)
-			amax = fmaxf(amax, fabsf(v[i]));
+	for (int64_t g = 0; g < nb; g += per) { /* a grain: `per` blocks of 32 */
+		float amax = 0.0f;
+		for (int64_t p = 32 * g; p < 32 * (g + per) && p < k; p++)
+			amax = fmaxf(amax, fabsf(x[p]));
 		float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-		int32_t sum = 0;
-		for (int i = 0; i < 32; i++) {
-			/* the product rounded to f32, then to the nearest integer, ties to
-			 * even: what cvtps2dq does to the SIMD families' product */
-			long q = lrintf(v[i] * id);
-			xq[b * 32 + i] = (int8_t)q;
-			sum += (int32_t)q;
+		for (int64_t b = g; b < g + per && b < nb; b++) {
+			int32_t sum = 0;
+			for (int i = 0; i < 32; i++) {
+				/* the product rounded to f32, then to the nearest integer, ties
+				 * to even: what cvtps2dq does to the SIMD families' product */
+				long q = b * 32 + i < k ? lrintf(x[b * 32 + i] * id) : 0;
+				xq[b * 32 + i] = (int8_t)q;
+				sum += (int32_t)q;
+			}
+			dx[b] = amax / 127.0f;
+			s[b] = sum;
+			sx[b] = dx[b] * (float)sum;
 		}
-		dx[b] = amax / 127.0f;
-		s[b] = sum;
-		sx[b] = dx[b] * (float)sum;
 	}
 }
 
-/* The order of cpu-gemm.h for one output of one token. */
+/* The order of cpu-gemm.h for one output of one token: the 32-value formats. */
 static float dot_scalar(enum allm_dtype dt, const uint8_t *row, size_t bb, struct qb_xrow x,
 			int64_t nb)
 {
@@ -51,8 +51,48 @@ static float dot_scalar(enum allm_dtype dt, const uint8_t *row, size_t bb, struc
 			dot += allm_qb_quant(dt, blk, i) * x.xq[b * 32 + i];
 		float scale = allm_qb_d(blk) * x.dx[b];
 		acc = fmaf((float)dot, scale, acc);
-		if (dt == ALLM_DTYPE_Q4_1)
+		if (allm_qb_has_min(dt))
 			acc = fmaf(allm_qb_m(blk), x.sx[b], acc);
+	}
+	return acc;
+}
+
+/* The K formats: per super-block B (8 blocks of 32 sharing one activation scale
+ * dx), I = sum over sub-blocks j of sc_j * (the exact integer sum of q * xq) (Q6_K:
+ * over its 16 groups of 16 with their int8 scales), then acc = fma((float)I, d * dx,
+ * acc); Q4_K/Q5_K then M = sum of m_j * s_j, acc = fma((float)-M, dmin * dx, acc).
+ * |I| < 2^28, |M| < 2^21: exact in int32. */
+static float dot_scalar_k(enum allm_dtype dt, const uint8_t *row, size_t bb, struct qb_xrow x,
+			  int64_t nb)
+{
+	float acc = 0.0f;
+	for (int64_t sb = 0; sb < nb / 8; sb++) {
+		const uint8_t *blk = row + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		int32_t isum = 0, msum = 0;
+		for (int j = 0; j < 8; j++) {
+			int32_t dot[2] = {0, 0}; /* the two groups of 16 */
+			for (int l = 0; l < 32; l++)
+				dot[l / 16] += allm_qb_k_quant(dt, blk, j, l) * xq[32 * j + l];
+			if (dt == ALLM_DTYPE_Q6_K) {
+				const int8_t *sc = ((const struct allm_block_q6_K *)blk)->scales;
+				isum += sc[2 * j] * dot[0] + sc[2 * j + 1] * dot[1];
+			} else {
+				int sc, m;
+				allm_qb_k_scale_min(((const struct allm_block_q4_K *)blk)->scales, j, &sc, &m);
+				isum += sc * (dot[0] + dot[1]);
+				msum += m * x.s[sb * 8 + j];
+			}
+		}
+		const float dx = x.dx[sb * 8];
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
+			acc = fmaf((float)isum, allm_f16_to_f32(allm_le16(b->d)) * dx, acc);
+		} else {
+			const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk;
+			acc = fmaf((float)isum, allm_f16_to_f32(allm_le16(b->d)) * dx, acc);
+			acc = fmaf((float)-msum, allm_f16_to_f32(allm_le16(b->dmin)) * dx, acc);
+		}
 	}
 	return acc;
 }
@@ -65,7 +105,9 @@ static void item_scalar(const struct qb_job *j, const struct qb_mat *mt, int64_t
 	for (int64_t t = t0; t < t1; t++) {
 		struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
 		for (int r = 0; r < rows; r++) {
-			float acc = dot_scalar(j->dt, mt->w + (size_t)(o + r) * j->rb, j->bb, x, j->nb);
+			const uint8_t *row = mt->w + (size_t)(o + r) * j->rb;
+			float acc = allm_qb_is_k(j->dt) ? dot_scalar_k(j->dt, row, j->bb, x, j->nb)
+							: dot_scalar(j->dt, row, j->bb, x, j->nb);
 			mt->y[t * mt->m + o + r] = mt->bias ? acc + mt->bias[o + r] : acc;
 		}
 	}
@@ -97,7 +139,7 @@ static void prep_worker(void *arg, int tid, int64_t begin, int64_t end)
 	struct qb_run *r = arg;
 	for (int64_t t = begin; t < end; t++)
 		r->impl->x_prep(r->xbuf + (size_t)t * qb_x_row_bytes(r->j->k), r->x + t * r->j->k,
-				r->j->k);
+				r->j->k, qb_grain(r->j->dt));
 }
 
 /* The W rows after item `it` when this thread does that item next (prefetched). */
@@ -139,6 +181,8 @@ int gemm_qb_run(const struct qb_impl *impl, enum allm_dtype dt, struct cpu_pool 
 		const void *const *ws, const float *const *biases, int64_t n, int64_t k,
 		const int64_t *ms)
 {
+	if (allm_qb_is_k(dt) && k % ALLM_QK_K)
+		return -EINVAL; /* a file's K rows are whole super-blocks */
 	struct qb_job j = {
 		.dt = dt, .n_mats = n_mats, .xbuf = xbuf, .n = n, .k = k, .nb = allm_qb_blocks(k),
 		.rb = allm_qb_row_bytes(dt, k), .bb = allm_qb_block_bytes(dt), .pool = pool,
@@ -149,7 +193,8 @@ int gemm_qb_run(const struct qb_impl *impl, enum allm_dtype dt, struct cpu_pool 
 	}
 	struct qb_run r = { &j, impl, x, xbuf };
 	gemm_run_items(pool, inline_run || n * k < QB_PREP_PARALLEL, n, prep_worker, &r);
-	if (impl->whole && n >= impl->whole_min_rows)
+	/* the AMX tiles take the formats whose quants they unpack (Q8_0, Q4_0, Q4_1) */
+	if (impl->whole && n >= impl->whole_min_rows && dt <= ALLM_DTYPE_Q4_1)
 		return impl->whole(&j, inline_run, (char *)xbuf + (size_t)n * qb_x_row_bytes(k));
 	if (!inline_run && n <= 2)
 		cpu_pool_run_chunks(pool, j.first[n_mats], QB_DECODE_CHUNKS, item_worker, &r);

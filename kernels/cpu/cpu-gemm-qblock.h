@@ -1,4 +1,4 @@
-/* GEMMs of GGUF block weights (Q8_0, Q4_0, Q4_1; kernels/qblock.h) on the CPU fast
+/* GEMMs of GGUF block weights (Q8_0 .. Q6_K; kernels/qblock.h) on the CPU fast
  * path: one driver (cpu-gemm-qblock.c: activation quantization, items of 16 outputs,
  * threads) and one item kernel per SIMD family (portable C in the driver, AVX2 and
  * AVX-512 in cpu-gemm-qblock-x86.c, AMX tiles for many rows in
@@ -6,8 +6,9 @@
  *
  * Every level computes the same bits (the order is in cpu-gemm.h): the activations
  * are quantized per block of 32 by one formula, a block's integer dot product is
- * exact whatever instructions add it up, and what follows is one fma (Q4_1: two)
- * per block in increasing block order. */
+ * exact whatever instructions add it up, and what follows is one fma (with a min:
+ * two) per block in increasing block order; the K formats' activations share one
+ * scale per super-block of 256, so their integer and its fmas are per super-block. */
 #ifndef ALLM_CPU_GEMM_QBLOCK_H
 #define ALLM_CPU_GEMM_QBLOCK_H
 
@@ -16,14 +17,29 @@
 
 #define QB_OUT 16 /* outputs (W rows) per item */
 
-/* Bytes of one token's prepared activations for a k of nb blocks:
+/* The block dtypes, in the order of a level's table of them (gemm_level.qb). */
+#define QB_N_DTYPES 8
+static inline int qb_dtype_index(enum allm_dtype dt)
+{
+	return (int)dt - (int)ALLM_DTYPE_Q8_0; /* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K */
+}
+
+/* Bytes of one token's prepared activations for a k of nb blocks of 32:
  *   int8 xq[32 nb] | f32 dx[nb] | f32 sx[nb] | int32 s[nb]   (padded to 64)
- * xq = round-half-even(x * 127 / amax) per block (zero past k), dx = amax / 127,
- * s = the block's sum of xq, sx = dx * (float)s (Q4_1's min term). */
+ * xq = round-half-even(x * 127 / amax) (zero past k), amax the largest |x| of the
+ * block's grain (32 values; 256 for the K formats: qb_grain), dx = amax / 127 (the
+ * same for the 8 blocks of a super-block), s = the block's sum of xq, sx = dx *
+ * (float)s (the min term of the 32-value formats). */
 static inline size_t qb_x_row_bytes(int64_t k)
 {
 	size_t nb = (size_t)allm_qb_blocks(k);
 	return (32 * nb + 12 * nb + 63) & ~(size_t)63;
+}
+
+/* Values that share one activation scale for weights of dt. */
+static inline int64_t qb_grain(enum allm_dtype dt)
+{
+	return allm_qb_values(dt);
 }
 
 struct qb_xrow {
@@ -65,9 +81,9 @@ struct qb_job {
 
 /* A family's kernels. */
 struct qb_impl {
-	/* One token's activations into dst (qb_x_row_bytes(k)); every family's bytes
-	 * are the same. */
-	void (*x_prep)(void *dst, const float *x, int64_t k);
+	/* One token's activations into dst (qb_x_row_bytes(k)), one scale per grain
+	 * (32 or 256) values; every family's bytes are the same. */
+	void (*x_prep)(void *dst, const float *x, int64_t k, int64_t grain);
 	/* Outputs [o, o + min(QB_OUT, m - o)) of matrix mt for tokens [t0, t1): y
 	 * (+ bias). next: the W rows the thread reads after these (prefetched as it
 	 * goes), or NULL. */
@@ -82,12 +98,18 @@ struct qb_impl {
 
 /* The portable family (scalar C: the order of cpu-gemm.h written out). */
 extern const struct qb_impl qb_impl_portable;
-void qb_x_prep_scalar(void *dst, const float *x, int64_t k);
+void qb_x_prep_scalar(void *dst, const float *x, int64_t k, int64_t grain);
 #ifdef GEMM_X86
 extern const struct qb_impl qb_impl_avx2, qb_impl_avx512_vnni, qb_impl_amx;
-/* The levels' gemm_kern entries: [0] q8_0, [1] q4_0, [2] q4_1. */
-extern const struct gemm_kern gemm_qb_avx2[3], gemm_qb_vnni[3], gemm_qb_amx[3];
-void qb_x_prep_avx2(void *dst, const float *x, int64_t k);
+/* The levels' gemm_kern entries, QB_KERN_DTYPES' order. */
+extern const struct gemm_kern gemm_qb_avx2[QB_N_DTYPES], gemm_qb_vnni[QB_N_DTYPES],
+	gemm_qb_amx[QB_N_DTYPES];
+void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain);
+/* The AVX2 items of the formats the AVX512-VNNI family computes with them (Q5_0,
+ * Q5_1 and the K formats): the same code on every x86 level, so its bits are
+ * those the avx2 level's tests check. */
+void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
+		  int64_t t1, const uint8_t *next);
 /* AVX512-VNNI's item (the AMX family's few-row path). */
 void qb_item_vnni(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		  int64_t t1, const uint8_t *next);
@@ -119,5 +141,19 @@ int gemm_qb_run(const struct qb_impl *impl, enum allm_dtype dt, struct cpu_pool 
 	}
 #define QB_KERN(name) \
 	{ .whole_x_bytes = gemm_qb_x_bytes, .whole = name, .whole_multi = name##_multi }
+
+/* A level's table of every block dtype's entries with impl's kernels. */
+#define QB_KERN_TABLE(storage, table, pre, impl) \
+	QB_KERN_FNS(pre##_q8_0, impl, ALLM_DTYPE_Q8_0) \
+	QB_KERN_FNS(pre##_q4_0, impl, ALLM_DTYPE_Q4_0) \
+	QB_KERN_FNS(pre##_q4_1, impl, ALLM_DTYPE_Q4_1) \
+	QB_KERN_FNS(pre##_q5_0, impl, ALLM_DTYPE_Q5_0) \
+	QB_KERN_FNS(pre##_q5_1, impl, ALLM_DTYPE_Q5_1) \
+	QB_KERN_FNS(pre##_q4_k, impl, ALLM_DTYPE_Q4_K) \
+	QB_KERN_FNS(pre##_q5_k, impl, ALLM_DTYPE_Q5_K) \
+	QB_KERN_FNS(pre##_q6_k, impl, ALLM_DTYPE_Q6_K) \
+	storage const struct gemm_kern table[QB_N_DTYPES] = { QB_KERN(pre##_q8_0), QB_KERN(pre##_q4_0), QB_KERN(pre##_q4_1), \
+			       QB_KERN(pre##_q5_0), QB_KERN(pre##_q5_1), QB_KERN(pre##_q4_k), \
+			       QB_KERN(pre##_q5_k), QB_KERN(pre##_q6_k) };
 
 #endif

@@ -301,10 +301,7 @@ static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_d
 	case ALLM_DTYPE_F16: return lv->f16;
 	case ALLM_DTYPE_BF16: return lv->bf16;
 	case ALLM_DTYPE_Q8: return lv->q8;
-	case ALLM_DTYPE_Q8_0: return lv->q8_0;
-	case ALLM_DTYPE_Q4_0: return lv->q4_0;
-	case ALLM_DTYPE_Q4_1: return lv->q4_1;
-	default: return NULL;
+	default: return allm_dtype_is_qblock(dt) ? &lv->qb[dt - ALLM_DTYPE_Q8_0] : NULL;
 	}
 }
 

@@ -38,16 +38,28 @@
  *             exact integer sum of the block's 32 products; y = acc + bias
  *             (cpu-gemm-amx-int8.c).
  *
- *   q8_0, q4_0, q4_1 (GGUF block weights, kernels/qblock.h; every level, portable
- *             included, computes these bits, cpu-gemm-qblock.h): each row of x is
- *             quantized per block of 32 as the VNNI levels quantize it (xq, dx; and
- *             s_b, the block's sum of xq); per output element, from +0, for each
- *             block b in increasing order: acc = fma((float)I_b, dw_b * dx_b, acc),
- *             I_b the exact integer sum of the block's 32 products xq * q (q as in
- *             qblock.h's formula: q8_0 -128..127, q4_0 -8..7, q4_1 0..15); q4_1
- *             then acc = fma(m_b, dx_b * (float)s_b, acc); y = acc + bias. The
- *             integers may be added in any order (AVX2 pairs, VNNI quads, AMX
+ *   q8_0, q4_0, q4_1, q5_0, q5_1 (GGUF block weights, kernels/qblock.h; every
+ *             level, portable included, computes these bits, cpu-gemm-qblock.h):
+ *             each row of x is quantized per block of 32 as the VNNI levels
+ *             quantize it (xq, dx; and s_b, the block's sum of xq); per output
+ *             element, from +0, for each block b in increasing order: acc =
+ *             fma((float)I_b, dw_b * dx_b, acc), I_b the exact integer sum of the
+ *             block's 32 products xq * q (q as in qblock.h's formula: q8_0
+ *             -128..127, q4_0 -8..7, q4_1 0..15, q5_0 -16..15, q5_1 0..31); q4_1
+ *             and q5_1 then acc = fma(m_b, dx_b * (float)s_b, acc); y = acc + bias.
+ *             The integers may be added in any order (AVX2 pairs, VNNI quads, AMX
  *             tiles): they are exact.
+ *   q4_k, q5_k, q6_k (GGUF's K formats, 256 weights a super-block; every level):
+ *             x quantized as above but with one amax per 256 values (dx the same
+ *             for the super-block's 8 blocks of 32; s_b still per 32); per output
+ *             element, from +0, for each super-block B in increasing order: I_B =
+ *             sum over its sub-blocks j of sc_j * (the exact integer sum of xq * q)
+ *             (q4_k/q5_k: the 6-bit scale of each 32, q 0..15 / 0..31; q6_k: the
+ *             int8 scale of each 16, q -32..31), acc = fma((float)I_B, d * dx_B,
+ *             acc); q4_k/q5_k then M_B = sum of m_j * s_j (6-bit mins), acc =
+ *             fma((float)-M_B, dmin * dx_B, acc); y = acc + bias. |I_B| < 2^28:
+ *             exact in int32, added in any order. (One scale per 256 is ggml's
+ *             Q8_K choice too: the integers of a super-block meet one float.)
  *
  * Zero steps past k change nothing (an accumulator that starts at +0 never becomes
  * -0 under fma with finite inputs), so tails are zero-padded or masked freely, and
@@ -140,7 +152,7 @@ struct gemm_kern {
 struct gemm_level {
 	enum allm_cpu_isa isa;
 	const struct gemm_kern *f32, *f16, *bf16, *q8;
-	const struct gemm_kern *q8_0, *q4_0, *q4_1; /* GGUF blocks (cpu-gemm-qblock.h) */
+	const struct gemm_kern *qb; /* GGUF blocks: [qb_dtype_index(dt)] (cpu-gemm-qblock.h) */
 };
 
 /* A whole_multi function named name. */
@@ -201,10 +213,8 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 	case ALLM_DTYPE_F16: return allm_f16_to_f32(((const uint16_t *)w)[i * k + p]);
 	case ALLM_DTYPE_BF16: return allm_bf16_to_f32(((const uint16_t *)w)[i * k + p]);
 	case ALLM_DTYPE_Q8: return allm_q8_get(w, k, i, p);
-	case ALLM_DTYPE_Q8_0:
-	case ALLM_DTYPE_Q4_0:
-	case ALLM_DTYPE_Q4_1: return allm_qb_get(w, dt, k, i, p);
-	default: return ((const float *)w)[i * k + p];
+	case ALLM_DTYPE_F32: return ((const float *)w)[i * k + p];
+	default: return allm_qb_get(w, dt, k, i, p);
 	}
 }
 
