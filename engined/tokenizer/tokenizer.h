@@ -82,6 +82,12 @@ bool allm_tokenizer_is_special(const struct allm_tokenizer *tok, int32_t id);
 /* Vocabulary string of id (as in tokenizer.json, e.g. "Ġthe", "▁time", "<0x0A>"),
  * NULL when id is out of range or unassigned. Owned by tok. */
 const char *allm_tokenizer_id_to_token(const struct allm_tokenizer *tok, int32_t id);
+/* The bytes id decodes to on its own (the decoder's per-token bytes: a byte-level
+ * token's raw bytes, a SentencePiece piece with its spaces, an added token's
+ * text), *ret_len of them; NULL when id is out of range. Owned by tok. What
+ * allm_tokenizer_decode concatenates (before a leading strip and the UTF-8
+ * repair), so a grammar can match tokens byte by byte. */
+const char *allm_tokenizer_token_bytes(const struct allm_tokenizer *tok, int32_t id, size_t *ret_len);
 /* Exact lookup of a vocabulary / added-token string, -1 if absent. */
 int32_t allm_tokenizer_token_to_id(const struct allm_tokenizer *tok, const char *s);
 
