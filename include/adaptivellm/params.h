@@ -55,6 +55,20 @@ extern "C" {
 #define ALLM_LOGIT_BIAS_LO -100.0
 #define ALLM_LOGIT_BIAS_HI 100.0
 
+/* What a request's grammar text is (it constrains what may be generated;
+ * engined/grammar/). The text travels in the prompt arena (protocol.h). */
+enum allm_grammar_kind {
+	ALLM_GRAMMAR_NONE = 0,        /* no grammar */
+	ALLM_GRAMMAR_GBNF = 1,        /* llama.cpp's GBNF; generation starts at rule root */
+	ALLM_GRAMMAR_JSON_SCHEMA = 2, /* a JSON Schema: one JSON text it validates */
+	ALLM_GRAMMAR_REGEX = 3,       /* a regular expression the whole text matches */
+	ALLM_GRAMMAR_CHOICE = 4,      /* a JSON array of strings: exactly one of them */
+	ALLM_GRAMMAR_JSON_OBJECT = 5, /* any JSON object (no text) */
+};
+#define ALLM_GRAMMAR_KIND_MAX ALLM_GRAMMAR_JSON_OBJECT
+/* Bytes of grammar text a request carries at most. */
+#define ALLM_GRAMMAR_TEXT_MAX (256u << 10)
+
 /* A logit bias entry: bias (in [ALLM_LOGIT_BIAS_LO, ALLM_LOGIT_BIAS_HI]) added to
  * the logit of token_id (>= 0). They travel in the prompt arena (protocol.h). */
 struct allm_logit_bias {
