@@ -244,6 +244,23 @@ size_t allm_params_help(char *buf, size_t len);
 int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **ret, size_t *ret_n, char *why,
 		       size_t len);
 
+/* A request's grammar as the CLIs take it: --grammar FILE (GBNF), --json-schema
+ * FILE, --regex RE, --choice JSON-ARRAY, --json-object. */
+struct allm_grammar_arg {
+	uint32_t kind; /* enum allm_grammar_kind; ALLM_GRAMMAR_NONE: no flag given */
+	char *text;    /* malloc'ed (free()), NUL-terminated; NULL for json_object */
+	size_t len;    /* bytes of text */
+};
+/* If argv[*i] is a grammar flag, reads it (and its file) into *g and advances
+ * *i: 1; 0 when it is not one; -EINVAL (a second grammar flag, a missing value,
+ * a file past ALLM_GRAMMAR_TEXT_MAX) or -errno of the file, with why. */
+int allm_grammar_parse_flag(struct allm_grammar_arg *g, int argc, char *const *argv, int *i, char *why,
+			    size_t len);
+/* The kind's name ("gbnf", "json_schema", "regex", "choice", "json_object";
+ * "none"), and back: 0 or -EINVAL. */
+const char *allm_grammar_kind_name(uint32_t kind);
+int allm_grammar_kind_parse(const char *name, uint32_t *ret);
+
 /* --- the layout is the ABI --------------------------------------------------------- */
 
 #ifdef __cplusplus
