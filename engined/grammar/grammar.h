@@ -117,6 +117,9 @@ bool allm_grammar_matcher_can_end(const struct allm_grammar_matcher *m);
  * allowed tokens get logit 0. Returns how many ids are allowed (> 0 unless the
  * vocabulary cannot spell any continuation: then the end ids are allowed). */
 int32_t allm_grammar_matcher_apply(struct allm_grammar_matcher *m, float *logits, int32_t vocab);
+/* How many times, in this process, allm_grammar_matcher_apply found no id the
+ * grammar allows (0 unless a vocabulary cannot spell some byte). For tests. */
+uint64_t allm_grammar_empty_masks(void);
 /* The allowed ids as a bitset (bit i of word i / 64), valid until the next call
  * on m; n_words = (vocab + 63) / 64. For tests and benchmarks. */
 const uint64_t *allm_grammar_matcher_mask(struct allm_grammar_matcher *m);

@@ -25,6 +25,13 @@
 #define MASK_CACHE_BYTES (64u << 20) /* per grammar; cleared when full */
 #define NO_AFTER UINT32_MAX
 
+static atomic_uint_fast64_t n_empty_masks;
+
+uint64_t allm_grammar_empty_masks(void)
+{
+	return atomic_load(&n_empty_masks);
+}
+
 struct node {
 	uint32_t pos;    /* top of this stack: an element position (UINT32_MAX: empty stack) */
 	uint32_t parent; /* the stack below (node id; 0 = empty) */
@@ -525,6 +532,7 @@ int32_t allm_grammar_matcher_apply(struct allm_grammar_matcher *m, float *logits
 	if (!n_allowed) {
 		/* no token spells a continuation (a vocabulary without some byte):
 		 * end the text rather than emit what the grammar refuses */
+		atomic_fetch_add(&n_empty_masks, 1);
 		for (int32_t i = 0; i < m->n_end; i++)
 			if (m->end_ids[i] >= 0 && m->end_ids[i] < vocab)
 				logits[m->end_ids[i]] = 0.0f, n_allowed++;
