@@ -64,6 +64,8 @@ struct allm_grammar_vocab {
 	int32_t n_sorted;
 	int32_t *sorted; /* [n_sorted] the ids with bytes, their bytes ascending */
 	uint32_t *lcp;   /* [n_sorted] bytes shared with the previous one (0 for the first) */
+	uint8_t *sdata;  /* the sorted tokens' bytes in their order (the walk reads them in turn) */
+	uint32_t *soff;  /* [n_sorted + 1] sorted token k is sdata[soff[k] .. soff[k + 1]) */
 	uint32_t max_len;
 };
 

@@ -129,6 +129,20 @@ int allm_grammar_vocab_create(int32_t n_ids, const uint8_t *const *bytes, const 
 	sort_vocab = v;
 	qsort(v->sorted, (size_t)v->n_sorted, sizeof(int32_t), by_bytes);
 	sort_vocab = NULL;
+	v->sdata = allm_malloc((size_t)k + 1);
+	v->soff = allm_malloc(((size_t)v->n_sorted + 1) * sizeof(uint32_t));
+	if (!v->sdata || !v->soff) {
+		allm_grammar_vocab_free(v);
+		return -ENOMEM;
+	}
+	for (int32_t j = 0, at = 0; j <= v->n_sorted; j++) {
+		v->soff[j] = (uint32_t)at;
+		if (j == v->n_sorted)
+			break;
+		uint32_t l = vocab_len(v, v->sorted[j]);
+		memcpy(v->sdata + at, v->data + v->off[v->sorted[j]], l);
+		at += (int32_t)l;
+	}
 	for (int32_t j = 0; j < v->n_sorted; j++) {
 		uint32_t l = 0;
 		if (j > 0) {
@@ -175,6 +189,8 @@ void allm_grammar_vocab_free(struct allm_grammar_vocab *v)
 	allm_free(v->off);
 	allm_free(v->sorted);
 	allm_free(v->lcp);
+	allm_free(v->sdata);
+	allm_free(v->soff);
 	allm_free(v);
 }
 

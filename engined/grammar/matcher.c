@@ -24,6 +24,8 @@
 
 #define MASK_CACHE_BYTES (64u << 20) /* per grammar; cleared when full */
 #define NO_AFTER UINT32_MAX
+#define NO_SET UINT32_MAX
+#define DFA_BYTES (16u << 20) /* per matcher, for transition rows */
 
 static atomic_uint_fast64_t n_empty_masks;
 
@@ -64,8 +66,21 @@ struct allm_grammar_matcher {
 	struct ids work; /* expansion stack, pairs (pos, parent) */
 	struct ids state; /* the current set */
 	struct ids tmp[2];
-	struct ids depth; /* the mask walk's sets, level after level */
-	uint32_t *doff;   /* [max_len + 2] where level d starts in depth */
+	/* the lazy DFA: sets of stacks interned (set 0 the empty one, which
+	 * nothing follows), their transitions by byte computed at first use, so
+	 * the mask walk and accept() are table look-ups once warm */
+	struct ids pool;   /* every set's node ids, sorted */
+	uint32_t *set_off, *set_n; /* [cap_sets] set k is pool.v[set_off[k] ..) */
+	uint64_t *set_hash;
+	uint32_t n_sets, cap_sets;
+	uint32_t *set_tab; /* hash -> set + 1 */
+	uint32_t set_tab_cap;
+	uint32_t **next;   /* [cap_sets] per set its 256 transitions (NO_SET: not yet),
+			    * made at its first step; NULL past the budget (then
+			    * every step is computed) */
+	size_t next_bytes;
+	uint32_t cur;      /* the set of state */
+	uint32_t *level;   /* [max_len + 1] the mask walk's set per depth */
 	bool ended;       /* an end token was accepted */
 	bool oom;
 	uint64_t *mask;   /* [n_words] the last mask */
@@ -239,6 +254,93 @@ static void advance(struct allm_grammar_matcher *m, const uint32_t *in, uint32_t
 	}
 }
 
+/* The set of v[0..n) (sorted here, in place), interned: its index, UINT32_MAX
+ * when out of memory. The empty list is set 0. */
+static uint32_t set_intern(struct allm_grammar_matcher *m, uint32_t *v, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++) /* small: insertion sort */
+		for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			uint32_t t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	uint64_t h = 0x84222325cbf29ce4ull ^ n;
+	for (uint32_t i = 0; i < n; i++)
+		h = mix(h ^ v[i]);
+	if ((m->n_sets + 1) * 2 > m->set_tab_cap) {
+		uint32_t cap = m->set_tab_cap ? 2 * m->set_tab_cap : 256;
+		uint32_t *t = allm_calloc(cap, sizeof(*t));
+		if (!t)
+			return m->oom = true, UINT32_MAX;
+		for (uint32_t k = 0; k < m->n_sets; k++) {
+			uint32_t j = (uint32_t)m->set_hash[k] & (cap - 1);
+			while (t[j])
+				j = (j + 1) & (cap - 1);
+			t[j] = k + 1;
+		}
+		allm_free(m->set_tab);
+		m->set_tab = t;
+		m->set_tab_cap = cap;
+	}
+	uint32_t j = (uint32_t)h & (m->set_tab_cap - 1);
+	for (; m->set_tab[j]; j = (j + 1) & (m->set_tab_cap - 1)) {
+		uint32_t k = m->set_tab[j] - 1;
+		if (m->set_hash[k] == h && m->set_n[k] == n &&
+		    !memcmp(m->pool.v + m->set_off[k], v, (size_t)n * sizeof(uint32_t)))
+			return k;
+	}
+	if (m->n_sets == m->cap_sets) {
+		uint32_t cap = m->cap_sets ? 2 * m->cap_sets : 256;
+		uint32_t *o = allm_realloc(m->set_off, cap * sizeof(*o));
+		if (o)
+			m->set_off = o;
+		uint32_t *c = o ? allm_realloc(m->set_n, cap * sizeof(*c)) : NULL;
+		if (c)
+			m->set_n = c;
+		uint64_t *hh = c ? allm_realloc(m->set_hash, cap * sizeof(*hh)) : NULL;
+		if (hh)
+			m->set_hash = hh;
+		uint32_t **nx = hh ? allm_realloc(m->next, cap * sizeof(*nx)) : NULL;
+		if (!nx)
+			return m->oom = true, UINT32_MAX;
+		memset(nx + m->cap_sets, 0, (cap - m->cap_sets) * sizeof(*nx));
+		m->next = nx;
+		m->cap_sets = cap;
+	}
+	uint32_t k = m->n_sets++;
+	m->set_off[k] = m->pool.n;
+	m->set_n[k] = n;
+	m->set_hash[k] = h;
+	for (uint32_t i = 0; i < n; i++)
+		ids_push(m, &m->pool, v[i]);
+	m->set_tab[j] = k + 1;
+	return k;
+}
+
+/* The set after byte c from set s (0: nothing follows). */
+static uint32_t dfa_step(struct allm_grammar_matcher *m, uint32_t s, uint8_t c)
+{
+	if (!s)
+		return 0;
+	uint32_t *row = m->next[s];
+	if (row && row[c] != NO_SET)
+		return row[c];
+	if (!row && m->next_bytes + 256 * sizeof(uint32_t) <= DFA_BYTES &&
+	    (row = allm_malloc(256 * sizeof(uint32_t)))) {
+		memset(row, 0xff, 256 * sizeof(uint32_t));
+		m->next[s] = row;
+		m->next_bytes += 256 * sizeof(uint32_t);
+	}
+	/* advance() only reads the pool: the pointer holds until set_intern */
+	advance(m, m->pool.v + m->set_off[s], m->set_n[s], c, &m->tmp[0]);
+	uint32_t t = m->oom ? UINT32_MAX : set_intern(m, m->tmp[0].v, m->tmp[0].n);
+	if (t == UINT32_MAX)
+		return 0;
+	if (row)
+		row[c] = t;
+	return t;
+}
+
 int allm_grammar_matcher_create(struct allm_grammar *g, const int32_t *end_ids, int32_t n_end,
 				struct allm_grammar_matcher **ret)
 {
@@ -254,9 +356,9 @@ int allm_grammar_matcher_create(struct allm_grammar *g, const int32_t *end_ids, 
 	m->stamp_set = allm_calloc(m->cap_nodes, sizeof(uint32_t));
 	m->htab = allm_calloc(m->hcap, sizeof(uint32_t));
 	m->mask = allm_malloc((size_t)m->n_words * sizeof(uint64_t));
-	m->doff = allm_malloc(((size_t)g->vocab->max_len + 2) * sizeof(uint32_t));
+	m->level = allm_malloc(((size_t)g->vocab->max_len + 2) * sizeof(uint32_t));
 	m->end_ids = allm_malloc((size_t)(n_end > 0 ? n_end : 1) * sizeof(int32_t));
-	if (!m->nodes || !m->stamp_exp || !m->stamp_set || !m->htab || !m->mask || !m->doff || !m->end_ids) {
+	if (!m->nodes || !m->stamp_exp || !m->stamp_set || !m->htab || !m->mask || !m->level || !m->end_ids) {
 		allm_grammar_matcher_free(m);
 		return -ENOMEM;
 	}
@@ -284,6 +386,11 @@ int allm_grammar_matcher_create(struct allm_grammar *g, const int32_t *end_ids, 
 		if (el[a].type == GE_END)
 			break;
 	}
+	set_intern(m, NULL, 0); /* set 0: the empty set */
+	m->tmp[0].n = 0;
+	for (uint32_t i = 0; i < m->state.n; i++)
+		ids_push(m, &m->tmp[0], m->state.v[i]);
+	m->cur = set_intern(m, m->tmp[0].v, m->tmp[0].n);
 	if (m->oom) {
 		allm_grammar_matcher_free(m);
 		return -ENOMEM;
@@ -307,8 +414,15 @@ void allm_grammar_matcher_free(struct allm_grammar_matcher *m)
 	allm_free(m->state.v);
 	allm_free(m->tmp[0].v);
 	allm_free(m->tmp[1].v);
-	allm_free(m->depth.v);
-	allm_free(m->doff);
+	allm_free(m->pool.v);
+	allm_free(m->set_off);
+	allm_free(m->set_n);
+	allm_free(m->set_hash);
+	allm_free(m->set_tab);
+	for (uint32_t k = 0; m->next && k < m->n_sets; k++)
+		allm_free(m->next[k]);
+	allm_free(m->next);
+	allm_free(m->level);
 	allm_free(m->mask);
 	allm_free(m);
 }
@@ -346,20 +460,15 @@ bool allm_grammar_matcher_accept(struct allm_grammar_matcher *m, int32_t id)
 	if (!len)
 		return false;
 	const uint8_t *b = v->data + v->off[id];
-	const uint32_t *in = m->state.v;
-	uint32_t n = m->state.n;
-	for (uint32_t i = 0; i < len; i++) {
-		struct ids *out = &m->tmp[i & 1];
-		advance(m, in, n, b[i], out);
-		if (!out->n || m->oom)
-			return false;
-		in = out->v;
-		n = out->n;
-	}
-	struct ids *last = &m->tmp[(len - 1) & 1];
-	struct ids t = m->state;
-	m->state = *last;
-	*last = t;
+	uint32_t cur = m->cur;
+	for (uint32_t i = 0; i < len && cur; i++)
+		cur = dfa_step(m, cur, b[i]);
+	if (!cur || m->oom)
+		return false;
+	m->cur = cur;
+	m->state.n = 0;
+	for (uint32_t i = 0; i < m->set_n[cur]; i++)
+		ids_push(m, &m->state, m->pool.v[m->set_off[cur] + i]);
 	return true;
 }
 
@@ -375,37 +484,25 @@ static void state_key(const struct allm_grammar_matcher *m, uint64_t *k1, uint64
 	*k2 = b;
 }
 
-/* The mask of the current state over the vocabulary (end ids not set). */
+/* The mask of the current state over the vocabulary (end ids not set): the
+ * vocabulary in byte order, each token from the longest prefix it shares with
+ * the one before, a refused prefix skipping every token that shares it. */
 static void compute_mask(struct allm_grammar_matcher *m, uint64_t *bits)
 {
 	const struct allm_grammar_vocab *v = m->g->vocab;
 	memset(bits, 0, (size_t)m->n_words * sizeof(uint64_t));
-	/* level 0: the state itself */
-	m->depth.n = 0;
-	for (uint32_t i = 0; i < m->state.n; i++)
-		ids_push(m, &m->depth, m->state.v[i]);
-	m->doff[0] = 0;
-	m->doff[1] = m->depth.n;
+	m->level[0] = m->cur;
 	uint32_t valid = 0; /* levels 0..valid hold the previous token's prefixes */
 	for (int32_t k = 0; k < v->n_sorted && !m->oom;) {
 		int32_t id = v->sorted[k];
-		const uint8_t *b = v->data + v->off[id];
-		uint32_t len = vocab_len(v, id), d = v->lcp[k] < valid ? v->lcp[k] : valid;
+		const uint8_t *b = v->sdata + v->soff[k];
+		uint32_t len = v->soff[k + 1] - v->soff[k], d = v->lcp[k] < valid ? v->lcp[k] : valid;
 		bool ok = true;
-		for (; d < len; d++) {
-			/* level d + 1 from level d, written after it */
-			uint32_t s = m->doff[d], e = m->doff[d + 1];
-			m->depth.n = e;
-			/* advance() writes to its own array; copy to the level after */
-			advance(m, m->depth.v + s, e - s, b[d], &m->tmp[0]);
-			for (uint32_t i = 0; i < m->tmp[0].n; i++)
-				ids_push(m, &m->depth, m->tmp[0].v[i]);
-			m->doff[d + 2] = m->depth.n;
-			if (!m->tmp[0].n) {
+		for (; d < len; d++)
+			if (!(m->level[d + 1] = dfa_step(m, m->level[d], b[d]))) {
 				ok = false;
 				break;
 			}
-		}
 		valid = d;
 		if (ok) {
 			bits[id >> 6] |= 1ull << (id & 63);
