@@ -322,7 +322,7 @@ int allm_params_parse_flag(struct allm_params *p, int argc, char *const *argv, i
 	}
 	for (size_t k = 0; k < N_ROWS; k++) {
 		const struct allm_param_desc *d = &rows[k];
-		if (strcmp(f, d->flag))
+		if ((d->flags & ALLM_PARAM_F_NO_CLI) || strcmp(f, d->flag))
 			continue;
 		if (d->type == ALLM_PARAM_BOOL) {
 			set(p, d, 1);
@@ -405,6 +405,8 @@ size_t allm_params_help(char *buf, size_t len)
 		buf[0] = '\0';
 	for (size_t k = 0; k < N_ROWS; k++) {
 		const struct allm_param_desc *d = &rows[k];
+		if (d->flags & ALLM_PARAM_F_NO_CLI)
+			continue;
 		snprintf(flag, sizeof(flag), "%s%s%s", d->flag, d->meta ? " " : "", d->meta ? d->meta : "");
 		if (d->type == ALLM_PARAM_BOOL)
 			snprintf(text, sizeof(text), "%s", d->help);

@@ -100,6 +100,8 @@ enum allm_param_type {
 #define ALLM_PARAM_F_JSON_CUSTOM (1u << 3) /* the gateway reads this key itself: its
 					    * meaning differs by endpoint (the range
 					    * still comes from here) */
+#define ALLM_PARAM_F_NO_CLI (1u << 4) /* no CLI flag of its own: other flags set it
+				       * (the grammar's: allm_grammar_parse_flag) */
 
 /* Column OFF of a parameter that is never off (a length, a temperature). */
 #define ALLM_PARAM_ALWAYS NAN
@@ -130,11 +132,15 @@ enum allm_param_type {
 	X(logprobs, I32, 80, 1, 1 + ALLM_LOGPROBS_MAX, 0, 0, ALLM_PARAM_F_PLUS_ONE | ALLM_PARAM_F_JSON_CUSTOM, \
 	  "--logprobs", "K", "logprobs", "each token's log-probability and the K most likely tokens'")   \
 	X(min_tokens, I32, 84, 0, 2147483647, 0, 0, 0, "--min-tokens", "N", "min_tokens",                  \
-	  "no EOS or stop id before N tokens (at most max_tokens)")
+	  "no EOS or stop id before N tokens (at most max_tokens)")                                     \
+	X(grammar_kind, I32, 88, 1, ALLM_GRAMMAR_KIND_MAX, 0, 0, ALLM_PARAM_F_JSON_CUSTOM | ALLM_PARAM_F_NO_CLI,  \
+	  "--grammar-kind", "KIND", "grammar_kind",                                                     \
+	  "what the request's grammar text is (enum allm_grammar_kind); the text travels beside")
 
 /* Sizes struct allm_params had, oldest first (what a writer built then sends). */
 #define ALLM_PARAMS_SIZE_VER0 88 /* size .. min_tokens */
-#define ALLM_PARAMS_SIZE_LATEST ALLM_PARAMS_SIZE_VER0
+#define ALLM_PARAMS_SIZE_VER1 96 /* .. grammar_kind (and 4 bytes of padding) */
+#define ALLM_PARAMS_SIZE_LATEST ALLM_PARAMS_SIZE_VER1
 /* The largest struct a reader takes (a newer writer's, its tail zero). */
 #define ALLM_PARAMS_SIZE_MAX 4096
 
