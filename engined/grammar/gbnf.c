@@ -902,11 +902,13 @@ static int flatten(struct gbuild *b, uint32_t root, struct allm_grammar **ret)
 	uint32_t k = 0;
 	for (uint32_t r = 0; r < b->n_rules; r++) {
 		g->rule_start[r] = k;
-		memcpy(g->el + k, b->rules[r].v, b->rules[r].n * sizeof(*g->el));
+		if (b->rules[r].n) /* a group spliced into its user is left empty */
+			memcpy(g->el + k, b->rules[r].v, b->rules[r].n * sizeof(*g->el));
 		k += b->rules[r].n;
 		g->el[k++] = (struct gelem){ GE_END, 0 };
 	}
-	memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(*g->sets));
+	if (b->n_sets)
+		memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(*g->sets));
 	g->n_el = k;
 	g->n_rules = b->n_rules;
 	g->n_sets = b->n_sets;
