@@ -522,6 +522,6 @@ def test_parameters_come_from_the_library_table():
     helptext = out.stdout + out.stderr
     for p in adaptivellm.PARAMETERS.values():
         if p.flags & adaptivellm._native.PARAM_F_NO_CLI:
-            continue  # set by other flags (grammar_kind: --json-schema, --grammar, ...)
+            continue  # set by other flags and fields (grammar_kind: --json-schema, json_schema=, ...)
         assert p.cli_flag and p.cli_flag in helptext, p.name
         assert p.json_key

@@ -101,7 +101,9 @@ enum allm_param_type {
 					    * meaning differs by endpoint (the range
 					    * still comes from here) */
 #define ALLM_PARAM_F_NO_CLI (1u << 4) /* no CLI flag of its own: other flags set it
-				       * (the grammar's: allm_grammar_parse_flag) */
+				       * (the grammar's: allm_grammar_parse_flag); its
+				       * JSON key is NULL: the gateway maps its own
+				       * fields (response_format, ...) onto it */
 
 /* Column OFF of a parameter that is never off (a length, a temperature). */
 #define ALLM_PARAM_ALWAYS NAN
@@ -133,8 +135,7 @@ enum allm_param_type {
 	  "--logprobs", "K", "logprobs", "each token's log-probability and the K most likely tokens'")   \
 	X(min_tokens, I32, 84, 0, 2147483647, 0, 0, 0, "--min-tokens", "N", "min_tokens",                  \
 	  "no EOS or stop id before N tokens (at most max_tokens)")                                     \
-	X(grammar_kind, I32, 88, 1, ALLM_GRAMMAR_KIND_MAX, 0, 0, ALLM_PARAM_F_JSON_CUSTOM | ALLM_PARAM_F_NO_CLI,  \
-	  "--grammar-kind", "KIND", "grammar_kind",                                                     \
+	X(grammar_kind, I32, 88, 1, ALLM_GRAMMAR_KIND_MAX, 0, 0, ALLM_PARAM_F_NO_CLI, "--grammar-kind", "KIND", NULL, \
 	  "what the request's grammar text is (enum allm_grammar_kind); the text travels beside")
 
 /* Sizes struct allm_params had, oldest first (what a writer built then sends). */
@@ -179,7 +180,7 @@ struct allm_param_desc {
 	double dflt;        /* the stored default */
 	const char *flag;   /* the CLIs' flag ("--top-p") */
 	const char *meta;   /* the flag's value in --help ("P"); NULL for BOOL */
-	const char *json;   /* the gateway's JSON key */
+	const char *json;   /* the gateway's JSON key (NULL: none, ALLM_PARAM_F_NO_CLI rows) */
 	const char *help;   /* what it does, one line */
 };
 
