@@ -26,6 +26,7 @@ struct cli_args {
 	const char *name, *runtime_dir;
 	const char *prompt, *prompt_ids;
 	struct allm_params params; /* the table's flags (params.h) */
+	struct allm_grammar_arg grammar; /* --grammar, --json-schema, --regex, --choice, --json-object */
 	bool ids, json, posix_shm;
 };
 
@@ -75,6 +76,8 @@ static int parse_args(int argc, char **argv, struct cli_args *a)
 			exit(0);
 		}
 		int r = allm_params_parse_flag(&a->params, argc, argv, &i, why, sizeof(why));
+		if (r == 0 && (r = allm_grammar_parse_flag(&a->grammar, argc, argv, &i, why, sizeof(why))) > 0)
+			a->params.grammar_kind = (int32_t)a->grammar.kind;
 		if (r < 0) {
 			fprintf(stderr, PROG ": %s\n", why);
 			return -1;
@@ -293,15 +296,15 @@ struct result {
 
 /* Submits (retrying while the rings are busy) and collects events until FINAL.
  * Returns 0 (result->final holds the end) or a negative errno (message printed). */
-static int run_request(allm_client_t *c, const struct allm_request_params *p, bool stream,
-		       struct result *res)
+static int run_request(allm_client_t *c, const struct allm_request_params *p, const struct allm_grammar_arg *g,
+		       bool stream, struct result *res)
 {
 	struct allm_event ev;
 	uint64_t request_id = 0;
 	bool cancel_sent = false;
 	int r;
 
-	while ((r = allm_client_submit(c, p)) == -EAGAIN)
+	while ((r = allm_client_submit_grammar(c, p, g->text, g->len)) == -EAGAIN)
 		if ((r = allm_client_wait(c, &ev, 100)) < 0 && r != -EINTR)
 			break;
 	if (r < 0) {
@@ -479,7 +482,7 @@ int main(int argc, char **argv)
 	p.params = a.params;
 
 	bool stream = !a.ids && !a.json;
-	if ((r = run_request(c, &p, stream, &res))) {
+	if ((r = run_request(c, &p, &a.grammar, stream, &res))) {
 		rc = r == -EINTR ? 130 : 1;
 		goto out;
 	}
@@ -491,5 +494,6 @@ out:
 	free(res.ids.p);
 	free(res.lps.p);
 	free(prompt);
+	free(a.grammar.text);
 	return rc;
 }

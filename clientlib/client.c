@@ -207,8 +207,23 @@ static int check_prompt(const struct allm_request_params *p, uint64_t *ret_bytes
  * the one name in client.h's sense: the version says which struct it takes. */
 __asm__(".symver allm_client_submit_v1,allm_client_submit@@ADAPTIVELLM_1");
 
+static int submit(allm_client_t *c, const struct allm_request_params *p, const char *grammar, size_t grammar_len);
+
 /* Returns 0 or -errno; see client.h. */
 int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
+{
+	return submit(c, p, NULL, 0);
+}
+
+/* Returns 0 or -errno; see client.h. */
+int allm_client_submit_grammar(allm_client_t *c, const struct allm_request_params *p, const char *text, size_t len)
+{
+	if (len && !text)
+		return -EINVAL;
+	return submit(c, p, text, len);
+}
+
+static int submit(allm_client_t *c, const struct allm_request_params *p, const char *grammar, size_t grammar_len)
 {
 	struct allm_params params;
 	uint64_t bytes;
@@ -229,10 +244,18 @@ int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
 	if ((p->n_logit_bias && !p->logit_bias) ||
 	    allm_logit_bias_check(p->logit_bias, p->n_logit_bias, NULL, 0))
 		return -EINVAL;
-	/* prompt, params, logit bias: one span (protocol.h) */
+	/* a grammar text needs its kind, and a kind other than json_object its text */
+	if (grammar_len > ALLM_GRAMMAR_TEXT_MAX)
+		return -E2BIG;
+	if ((grammar_len && !params.grammar_kind) ||
+	    (!grammar_len && params.grammar_kind && params.grammar_kind != ALLM_GRAMMAR_JSON_OBJECT))
+		return -EINVAL;
+	/* prompt, params, logit bias, grammar text: one span (protocol.h) */
 	uint64_t prompt_bytes = bytes, params_at = allm_sqe_params_off(0, bytes);
 	uint64_t bias_at = allm_logit_bias_off(0, bytes, sizeof(params));
-	bytes = bias_at + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
+	uint64_t grammar_at = allm_grammar_text_off(0, bytes, sizeof(params), p->n_logit_bias);
+	bytes = grammar_len ? grammar_at + grammar_len
+			    : bias_at + (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias);
 	if (bytes > c->arena_size)
 		return -E2BIG;
 	if ((r = check_lease(c)))
@@ -253,6 +276,8 @@ int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
 	if (p->n_logit_bias)
 		allm_shm_arena_copy_in(c->seg, off + bias_at, p->logit_bias,
 				       (uint64_t)p->n_logit_bias * sizeof(struct allm_logit_bias));
+	if (grammar_len)
+		allm_shm_arena_copy_in(c->seg, off + grammar_at, grammar, grammar_len);
 
 	struct allm_sqe e = {
 		.opcode = ALLM_SQE_OP_SUBMIT,
@@ -262,6 +287,7 @@ int allm_client_submit_v1(allm_client_t *c, const struct allm_request_params *p)
 		.prompt_off = off,
 		.prompt_len = (uint32_t)prompt_bytes,
 		.n_logit_bias = (uint16_t)p->n_logit_bias,
+		.grammar_len = (uint32_t)grammar_len,
 	};
 	if ((r = push_sqe(c, &e)))
 		arena_unalloc_last(c); /* -EAGAIN cannot happen (space checked); -EPROTO */

@@ -311,7 +311,7 @@ int allm_params_parse_flag(struct allm_params *p, int argc, char *const *argv, i
 	}
 	for (size_t k = 0; k < N_ROWS; k++) {
 		const struct allm_param_desc *d = &rows[k];
-		if (strcmp(f, d->flag))
+		if ((d->flags & ALLM_PARAM_F_NO_CLI) || strcmp(f, d->flag))
 			continue;
 		if (d->type == ALLM_PARAM_BOOL) {
 			set(p, d, 1);
@@ -367,6 +367,25 @@ static void help_line(char *buf, size_t len, size_t *at, const char *flag, const
 	add(buf, len, at, "\n");
 }
 
+#define ALLM_ARRAY_SIZE_(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The grammar flags both CLIs take (allm_grammar_parse_flag). */
+static const struct grammar_flag {
+	const char *flag, *usage, *help;
+	uint32_t kind;
+	bool file; /* the value names a file holding the text */
+} grammar_flags[] = {
+	{ "--grammar", "--grammar FILE", "generate only what the GBNF grammar in FILE allows (rule root)",
+	  ALLM_GRAMMAR_GBNF, true },
+	{ "--json-schema", "--json-schema FILE", "generate one JSON text the JSON Schema in FILE validates",
+	  ALLM_GRAMMAR_JSON_SCHEMA, true },
+	{ "--regex", "--regex RE", "generate a text the regular expression RE matches whole", ALLM_GRAMMAR_REGEX,
+	  false },
+	{ "--choice", "--choice JSON", "generate one of the strings of a JSON array ('[\"yes\",\"no\"]')",
+	  ALLM_GRAMMAR_CHOICE, false },
+	{ "--json-object", "--json-object", "generate one JSON object", ALLM_GRAMMAR_JSON_OBJECT, false },
+};
+
 size_t allm_params_help(char *buf, size_t len)
 {
 	size_t at = 0;
@@ -375,6 +394,8 @@ size_t allm_params_help(char *buf, size_t len)
 		buf[0] = '\0';
 	for (size_t k = 0; k < N_ROWS; k++) {
 		const struct allm_param_desc *d = &rows[k];
+		if (d->flags & ALLM_PARAM_F_NO_CLI)
+			continue;
 		snprintf(flag, sizeof(flag), "%s%s%s", d->flag, d->meta ? " " : "", d->meta ? d->meta : "");
 		if (d->type == ALLM_PARAM_BOOL)
 			snprintf(text, sizeof(text), "%s", d->help);
@@ -388,5 +409,89 @@ size_t allm_params_help(char *buf, size_t len)
 	}
 	snprintf(text, sizeof(text), "up to %d extra stop token ids", ALLM_PARAMS_MAX_STOP);
 	help_line(buf, len, &at, "--stop-ids LIST", text);
+	for (size_t k = 0; k < ALLM_ARRAY_SIZE_(grammar_flags); k++)
+		help_line(buf, len, &at, grammar_flags[k].usage, grammar_flags[k].help);
 	return at;
+}
+
+static const char *const kind_names[] = { "none", "gbnf", "json_schema", "regex", "choice", "json_object" };
+
+const char *allm_grammar_kind_name(uint32_t kind)
+{
+	return kind < ALLM_ARRAY_SIZE_(kind_names) ? kind_names[kind] : "?";
+}
+
+int allm_grammar_kind_parse(const char *name, uint32_t *ret)
+{
+	for (uint32_t k = 0; k < ALLM_ARRAY_SIZE_(kind_names); k++)
+		if (!strcmp(name, kind_names[k])) {
+			*ret = k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* The whole of a grammar file, at most ALLM_GRAMMAR_TEXT_MAX bytes. */
+static int read_text(const char *flag, const char *path, char **ret, size_t *ret_n, char *why, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return allm_errtext(why, len, -errno, "%s: cannot open '%s': %s", flag, path, strerror(errno));
+	char *buf = malloc(ALLM_GRAMMAR_TEXT_MAX + 1);
+	if (!buf) {
+		fclose(f);
+		return allm_errtext(why, len, -ENOMEM, "out of memory");
+	}
+	size_t n = fread(buf, 1, ALLM_GRAMMAR_TEXT_MAX + 1, f);
+	int err = ferror(f);
+	fclose(f);
+	if (err || n > ALLM_GRAMMAR_TEXT_MAX) {
+		free(buf);
+		return err ? allm_errtext(why, len, -EIO, "%s: cannot read '%s'", flag, path)
+			   : allm_errtext(why, len, -EINVAL, "%s: '%s' is larger than %u bytes", flag, path, ALLM_GRAMMAR_TEXT_MAX);
+	}
+	buf[n] = 0;
+	*ret = buf;
+	*ret_n = n;
+	return 0;
+}
+
+int allm_grammar_parse_flag(struct allm_grammar_arg *g, int argc, char *const *argv, int *i, char *why,
+			    size_t len)
+{
+	const char *f = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+	size_t k = 0;
+	while (k < ALLM_ARRAY_SIZE_(grammar_flags) && strcmp(f, grammar_flags[k].flag))
+		k++;
+	if (k == ALLM_ARRAY_SIZE_(grammar_flags))
+		return 0;
+	const struct grammar_flag *d = &grammar_flags[k];
+	if (g->kind != ALLM_GRAMMAR_NONE)
+		return allm_errtext(why, len, -EINVAL, "%s: a request takes one grammar (already %s)", f,
+			   allm_grammar_kind_name(g->kind));
+	if (d->kind == ALLM_GRAMMAR_JSON_OBJECT) {
+		g->kind = d->kind;
+		*i += 1;
+		return 1;
+	}
+	if (!v)
+		return allm_errtext(why, len, -EINVAL, "%s needs a value (see --help)", f);
+	char *text = NULL;
+	size_t n = 0;
+	if (d->file) {
+		int r = read_text(f, v, &text, &n, why, len);
+		if (r)
+			return r;
+	} else {
+		n = strlen(v);
+		if (n > ALLM_GRAMMAR_TEXT_MAX)
+			return allm_errtext(why, len, -EINVAL, "%s: longer than %u bytes", f, ALLM_GRAMMAR_TEXT_MAX);
+		if (!(text = strdup(v)))
+			return allm_errtext(why, len, -ENOMEM, "out of memory");
+	}
+	g->kind = d->kind;
+	g->text = text;
+	g->len = n;
+	*i += 2;
+	return 1;
 }

@@ -1,4 +1,4 @@
-/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties, logprobs, logit bias entries (too many, past the arena, out of range) and min_tokens, random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
+/* Description: hostile clients against a real allm-engined (run by daemon-hostile.sh): raw handshakes over the socket with shm/ calls (not clientlib) pushing malformed SQEs (bad offsets, huge lengths, offset overflow, bad token prompts, unknown opcodes, bad flags, reserved bytes set (SQEs of every opcode, hellos), odd sampling values, penalties, logprobs, logit bias entries (too many, past the arena, out of range), min_tokens and grammars (not compiling, kind out of range, length past the limit or the arena, text without a kind), random garbage, a scribbled header, cancelling another client's request), a corrupt SQ tail, a corrupt CQ head, bytes on the lease after the ack, garbage or partial hellos, silent and never-acking connections; each gets error FINALs or is disconnected, the daemon stays up, and a normal libadaptivellm client connected throughout keeps getting its exact ids.
  *
  *   daemon-hostile --name NAME --runtime-dir DIR --expect FILE --daemon-pid PID
  *   FILE: one line "I\tIDS,...\tEXPECTED IDS" (greedy, 24 tokens), as daemon-common.sh
@@ -214,6 +214,17 @@ static void odd_values(struct raw *r)
 	}
 	p = odd(r, t++, &q), p->max_tokens = 4, p->min_tokens = 5, raw_push(r, &q);
 	p = odd(r, t++, &q), p->min_tokens = -1, raw_push(r, &q);
+	/* grammars (issue 51): text that does not compile, a kind out of range, a
+	 * length past the limit or the arena, text without a kind */
+	p = odd(r, t++, &q), p->grammar_kind = ALLM_GRAMMAR_GBNF, q.grammar_len = 5,
+	memcpy(arena + allm_grammar_text_off(q.prompt_off, q.prompt_len, q.params_size, 0), "\x01((\xff", 5),
+	raw_push(r, &q);
+	p = odd(r, t++, &q), p->grammar_kind = 9, raw_push(r, &q);
+	p = odd(r, t++, &q), p->grammar_kind = ALLM_GRAMMAR_REGEX, q.grammar_len = ALLM_GRAMMAR_TEXT_MAX + 1,
+	raw_push(r, &q);
+	q = raw_submit_sqe(r, t++, r->arena_size - 8 - sizeof(struct allm_params), 5, ALLM_PROMPT_TEXT);
+	raw_params(r, &q)->grammar_kind = ALLM_GRAMMAR_JSON_SCHEMA, q.grammar_len = 64, raw_push(r, &q);
+	p = odd(r, t++, &q), q.grammar_len = 3, raw_push(r, &q);
 	/* a parameter this engine does not know (a newer client's): refused, not dropped */
 	p = odd(r, t++, &q), q.params_size = p->size = sizeof(*p) + 8, memset((char *)p + sizeof(*p), 0, 8),
 	((char *)p)[sizeof(*p) + 3] = 1, raw_push(r, &q);
@@ -235,7 +246,8 @@ static void odd_values(struct raw *r)
 		memcpy(msg, r->last_final[i].u.final.error, ALLM_CQE_ERROR_MAX);
 		CHECK(r->last_final[i].finish_reason == ALLM_FINISH_ERROR &&
 			      (strstr(msg, "penalty") || strstr(msg, "logprobs") || strstr(msg, "logit_bias") ||
-			       strstr(msg, "min_tokens") || strstr(msg, "does not know")),
+			       strstr(msg, "min_tokens") || strstr(msg, "does not know") || strstr(msg, "grammar") ||
+			       strstr(msg, "GBNF")),
 		      "a bad penalty, logprobs or parameter (tag %llu) was not refused: '%s'", (unsigned long long)i, msg);
 	}
 	char which[64] = "";
@@ -268,8 +280,10 @@ static void garbage_sqes(struct raw *r)
 		if (!answered) { /* reserved bytes set would be answered (reserved_fields) */
 			memset(q.reserved, 0, sizeof(q.reserved));
 			q.reserved0 = 0;
+			q.reserved1 = 0;
 			q.params_size = 0;
 			q.n_logit_bias = 0;
+			q.grammar_len = 0;
 		}
 		expect_final += answered;
 		raw_push(r, &q);
@@ -319,8 +333,16 @@ static void reserved_fields(struct raw *r)
 	q.reserved0 = 1;
 	q.user_tag = 1503;
 	raw_push(r, &q);
-	expect_errors(r, 1500, 1504, "reserved SQE bytes set");
-	for (uint64_t t = 1500; t < 1504; t++)
+	q.reserved0 = 0; /* and the two after n_logit_bias */
+	q.reserved1 = 1;
+	q.user_tag = 1504;
+	raw_push(r, &q);
+	q.reserved1 = 0; /* a grammar's length means nothing to a CANCEL */
+	q.grammar_len = 5;
+	q.user_tag = 1505;
+	raw_push(r, &q);
+	expect_errors(r, 1500, 1506, "reserved SQE bytes set");
+	for (uint64_t t = 1500; t < 1506; t++)
 		CHECK(r->last_final[t].status == -EINVAL &&
 			      strstr(r->last_final[t].u.final.error, "reserved SQE bytes must be zero"),
 		      "reserved SQE bytes: tag %llu: status %d '%.64s'", (unsigned long long)t,

@@ -28,8 +28,8 @@ flags = table["flags"]
 n = 0
 for row in table["rows"]:
     key, lo, hi, t = row["json"], row["lo"], row["hi"], row["type"]
-    if t in ("u64", "bool"):
-        continue  # every value of a seed is one; a flag is true or false
+    if t in ("u64", "bool") or key is None:
+        continue  # every value of a seed is one; a flag is true or false; no JSON key (grammar_kind)
     k = 1 if row["flags"] & flags["plus_one"] else 0  # users write the stored value - 1
     inside = (lo + hi) / 2 if t == "f32" else int(lo) - k
     if key == "max_tokens":

@@ -337,6 +337,27 @@ def test_engine_error_is_a_python_exception_with_its_message(client):
     assert client.generate(PROMPT, max_tokens=3, temperature=0).completion_tokens == 3  # still serving
 
 
+def test_grammars_constrain_and_equal_allm_generate(client, tmp_path):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                               "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+              "required": ["name", "n"], "additionalProperties": False}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    want = allm_ids("--prompt", PROMPT, "--max-tokens", "60", "--temperature", "1", "--seed", "5",
+                    "--json-schema", str(path))
+    r = client.generate(PROMPT, max_tokens=60, temperature=1, seed=5, json_schema=schema)
+    assert r.ids == want
+    o = json.loads(r.text)
+    assert set(o) == {"name", "n"} and len(o["name"]) <= 8 and 0 <= o["n"] <= 9
+    assert client.generate(PROMPT, max_tokens=8, temperature=0, choice=["yes", "no"]).text in ("yes", "no")
+    assert client.generate(PROMPT, max_tokens=40, temperature=1, json_object=True).text.startswith("{")
+    with pytest.raises(RequestError) as e:
+        client.generate(PROMPT, max_tokens=3, gbnf='root ::= "a" foo')
+    assert "GBNF line 1 col 14" in e.value.message
+    with pytest.raises(TypeError):
+        client.generate(PROMPT, max_tokens=3, regex="a", choice=["b"])
+
+
 def test_no_engine_raises_connect_error():
     with pytest.raises(ConnectError) as e:
         Client(name="no-such-engine", runtime_dir=RUNTIME_DIR, timeout=1)
@@ -500,5 +521,7 @@ def test_parameters_come_from_the_library_table():
     out = subprocess.run([ALLM, "generate", "--help"], capture_output=True, text=True, timeout=30)
     helptext = out.stdout + out.stderr
     for p in adaptivellm.PARAMETERS.values():
+        if p.flags & adaptivellm._native.PARAM_F_NO_CLI:
+            continue  # set by other flags and fields (grammar_kind: --json-schema, json_schema=, ...)
         assert p.cli_flag and p.cli_flag in helptext, p.name
         assert p.json_key

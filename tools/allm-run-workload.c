@@ -233,6 +233,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 				.prompt = q->prompt_ids,
 				.n_prompt = q->n_prompt,
 				.params = a->params,
+				.grammar = a->compiled, /* --json-schema etc.: every request */
 				.tag = (uint64_t)q->index,
 				.arrival = t0 + q->arrival_s,
 			};

@@ -54,6 +54,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 		int r = allm_engine_opts_parse(&a->eng, argc, argv, &i, &err);
 		if (r == 0)
 			r = allm_params_parse_flag(&a->params, argc, argv, &i, err.msg, sizeof(err.msg));
+		if (r == 0)
+			r = allm_grammar_parse_flag(&a->grammar, argc, argv, &i, err.msg, sizeof(err.msg));
 		if (r < 0) {
 			fprintf(stderr, "allm-run: %s\n", err.msg);
 			return -1;
@@ -244,7 +246,8 @@ static int generate(struct allm_runtime *rt, const int32_t *prompt, int32_t n_pr
 		.sched = a->eng.sched,
 	};
 	struct allm_engine_events ev = {.user = g, .on_token = on_token, .on_finish = on_finish};
-	struct allm_submit sub = {.prompt = prompt, .n_prompt = n_prompt, .params = a->params};
+	struct allm_submit sub = {.prompt = prompt, .n_prompt = n_prompt, .params = a->params,
+				  .grammar = a->compiled};
 	if ((r = allm_predictor_create(&key, &pred)) ? (allm_err_set(err, r, "out of memory"), 1) : 0)
 		goto out;
 	if ((r = allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, err)))
@@ -332,6 +335,7 @@ int main(int argc, char **argv)
 	struct allm_progress prog = {.label = "loading weights", .min_total = 64 << 20};
 	struct gen_result g = {0};
 	int32_t *prompt = NULL, n_prompt = 0;
+	struct allm_grammar_vocab *vocab = NULL;
 	int rc = 1, r;
 
 	if (parse_args(argc, argv, &a))
@@ -359,6 +363,27 @@ int main(int argc, char **argv)
 		rt->model_desc, allm_arch_name(c->arch), c->n_layers, allm_dtype_name(rt->model->wdtype),
 		emb, rt->be->iface->describe(rt->be), rt->load_seconds);
 
+	if (a.grammar.kind != ALLM_GRAMMAR_NONE) {
+		/* compiled once, before the prompt: a grammar that does not compile
+		 * is refused with its place */
+		double t0 = allm_now(), t1;
+		if (!rt->tok) {
+			fprintf(stderr, "allm-run: a grammar needs the model's tokenizer\n");
+			goto out;
+		}
+		if ((r = allm_grammar_vocab_from_tokenizer(rt->tok, &vocab))) {
+			fprintf(stderr, "allm-run: out of memory\n");
+			goto out;
+		}
+		t1 = allm_now();
+		if ((r = allm_grammar_compile((int)a.grammar.kind, a.grammar.text ? a.grammar.text : "", a.grammar.len,
+					      vocab, &a.compiled, &err))) {
+			fprintf(stderr, "allm-run: %s\n", r == -ENOMEM && !err.msg[0] ? "out of memory" : err.msg);
+			goto out;
+		}
+		fprintf(stderr, "allm-run: %s grammar compiled in %.2f ms (the vocabulary's trie, once per model: %.1f ms)\n",
+			allm_grammar_kind_name(a.grammar.kind), (allm_now() - t1) * 1e3, (t1 - t0) * 1e3);
+	}
 	if (a.workload) {
 		rc = allm_run_workload(rt, &a);
 		goto out;
@@ -438,6 +463,15 @@ int main(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	if (a.compiled && a.bench) {
+		struct allm_grammar_stats st;
+		allm_grammar_stats(a.compiled, &st);
+		fprintf(stderr, "allm-run: grammar: %u rules, masks: %llu computed, %llu from the cache\n", st.n_rules,
+			(unsigned long long)st.mask_misses, (unsigned long long)st.mask_hits);
+	}
+	allm_grammar_unref(a.compiled);
+	allm_grammar_vocab_free(vocab);
+	free(a.grammar.text);
 	allm_free(g.ids);
 	allm_free(g.lp);
 	allm_free(prompt);

@@ -4,6 +4,7 @@
 
 #include "runtime.h"
 #include "sampler.h"
+#include "grammar.h"
 
 struct run_args {
 	struct allm_engine_opts eng;
@@ -19,6 +20,8 @@ struct run_args {
 	/* the request's parameters: the table's flags (params.h); a workload's own
 	 * lengths replace max_tokens */
 	struct allm_params params;
+	struct allm_grammar_arg grammar; /* --grammar, --json-schema, --regex, --choice, --json-object */
+	struct allm_grammar *compiled;   /* that grammar, compiled for the model's vocabulary */
 	bool ids, json, bench;
 };
 

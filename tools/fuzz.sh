@@ -18,6 +18,8 @@
 #     gguf     a GGUF file (--model FILE.gguf): its header, the model loaded onto the
 #              CPU backend in each storage dtype, its tokenizer encoding and decoding
 #              a text (inputs up to 64 KiB)
+#     grammar  a request's grammar (GBNF, JSON Schema, regex, choice) compiled, and
+#              a matcher walked by token ids: masks must agree with accept()
 # The corpus lives in build-fuzz/corpus-TARGET and grows from run to run (seeded from
 # tests/fuzz/corpus-TARGET, the regression corpus meson's suite "fuzz" replays).
 # --merge then adds the inputs that reach new code to tests/fuzz/corpus-TARGET (commit
@@ -25,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=sqe
-case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile | chat | gguf) TARGET=$1; shift ;; esac
+case "${1:-}" in sqe | hello | ctl | gateway | tokenizer | model | profile | chat | gguf | grammar) TARGET=$1; shift ;; esac
 RUNS=1000000
 case "${1:-}" in '' | -*) ;; *) RUNS=$1; shift ;; esac
 MERGE=0
@@ -37,7 +39,8 @@ mkdir -p "$CORPUS"
 cp -n "$SEEDS"/* "$CORPUS/" 2>/dev/null || true
 
 INC=(-Icommon -Ikernels -Ikernels/cpu -Ishm -Iinclude -Iengined/ctlserver -Ictl)
-SRC=($(ls common/*.c | grep -v params-json.c) shm/*.c) # params-json.c is a program (its main)
+SRC=(shm/*.c)
+for f in common/*.c; do [ "$f" = common/params-json.c ] || SRC+=("$f"); done # that one is a program
 PKGS=(jansson liburing)
 # what meson generates from data/: the embedded default model (engined/model; the
 # gateway's without the weights) and the simulated device's profiles (kernels)
@@ -79,6 +82,9 @@ elif [ "$TARGET" = gguf ]; then
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   INC+=(-Iengined/model -Iengined/tokenizer)
   SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c engined/model/*.c engined/tokenizer/*.c tests/fuzz-gguf.c)
+elif [ "$TARGET" = grammar ]; then
+  INC+=(-Iengined/tokenizer -Iengined/grammar)
+  SRC+=(engined/tokenizer/*.c engined/grammar/*.c tests/fuzz-grammar.c)
 elif [ "$TARGET" = tokenizer ]; then
   INC+=(-Iengined/tokenizer)
   SRC+=(engined/tokenizer/*.c tests/fuzz-tokenizer.c)
@@ -97,7 +103,7 @@ else
   SRC+=(kernels/*.c kernels/cpu/*.c kernels/sim/*.c tests/fuzz-daemon.c "tests/fuzz-$TARGET.c")
   [ "$TARGET" = hello ] && SRC+=(tests/raw-client.c)
   # the daemon's main and the control server (ZeroMQ) are not under test here
-  for d in tokenizer model kv exec sched workload serve; do
+  for d in tokenizer grammar model kv exec sched workload serve; do
     INC+=("-Iengined/$d")
     for f in engined/$d/*.c; do [ "$f" = engined/serve/daemon.c ] || SRC+=("$f"); done
   done

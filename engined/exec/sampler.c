@@ -1,6 +1,7 @@
 #include "sampler.h"
 
 #include "backend.h"
+#include "grammar.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,7 +15,34 @@
 
 bool allm_sampler_processed(const struct allm_sampler *s)
 {
-	return allm_params_penalized(&s->p) || s->n_bias > 0 || s->mask_stops;
+	return allm_params_penalized(&s->p) || s->n_bias > 0 || s->mask_stops || s->grammar;
+}
+
+void allm_sampler_set_grammar(struct allm_sampler *s, struct allm_grammar_matcher *m)
+{
+	allm_grammar_matcher_free(s->grammar);
+	s->grammar = m;
+}
+
+int32_t allm_sampler_sample_grammar(struct allm_sampler *s, float *logits)
+{
+	int32_t id = allm_sampler_sample(s, logits);
+	if (!s->grammar || allm_grammar_matcher_accept(s->grammar, id))
+		return id;
+	/* refused: the mask (most often from the grammar's cache), then a draw
+	 * from what is left; apply() leaves at least one id */
+	s->n_grammar_masked++;
+	allm_grammar_matcher_apply(s->grammar, logits, s->vocab);
+	id = allm_sampler_sample(s, logits);
+	if (allm_grammar_matcher_accept(s->grammar, id))
+		return id;
+	/* only a row the draw cannot read (NaN logits) gets here: the first id the
+	 * grammar allows, so the text stays in the grammar */
+	const uint64_t *bits = allm_grammar_matcher_mask(s->grammar);
+	for (int32_t i = 0; i < s->vocab; i++)
+		if (((bits[i >> 6] >> (i & 63)) & 1) && allm_grammar_matcher_accept(s->grammar, i))
+			return i;
+	return id;
 }
 
 void allm_sampler_mask(const struct allm_sampler *s, float *logits, const int32_t *ids, int32_t n)
@@ -115,6 +143,8 @@ void allm_sampler_fini(struct allm_sampler *s)
 	allm_free(s->count);
 	allm_free(s->raw);
 	allm_free(s->bias);
+	allm_grammar_matcher_free(s->grammar);
+	s->grammar = NULL;
 	s->bias = NULL;
 	s->n_bias = 0;
 	s->probs = NULL;

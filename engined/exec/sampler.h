@@ -7,6 +7,8 @@
 
 #include <adaptivellm/params.h>
 
+struct allm_grammar_matcher;
+
 /* A request's parameters are struct allm_params (include/adaptivellm/params.h):
  * its table holds every range; the sampler applies them. Penalties on tokens
  * already there come first, as vLLM and the OpenAI API define them: repetition
@@ -43,12 +45,28 @@ struct allm_sampler {
 	int32_t *count; /* [vocab] zero between calls: allm_sampler_penalize's */
 	float *raw; /* [vocab] the row before penalties and bias, with logprobs and either */
 	struct allm_logit_bias *bias; /* [n_bias] the request's logit bias, its own copy */
+	/* the request's grammar (owned; NULL: none): allm_sampler_sample_grammar */
+	struct allm_grammar_matcher *grammar;
+	int64_t n_grammar_masked; /* tokens whose first draw the grammar refused */
 };
+
+/* Gives s a grammar (s owns m from here: allm_sampler_fini frees it). */
+void allm_sampler_set_grammar(struct allm_sampler *s, struct allm_grammar_matcher *m);
+/* Picks the next token of a request with a grammar from its processed row (after
+ * penalties, bias and stop masks) and advances the grammar past it: the token is
+ * drawn as allm_sampler_sample does; if the grammar refuses it, the row is
+ * masked to what the grammar allows and drawn again. For plain temperature
+ * sampling the result is exactly the masked distribution (p(t) + p(refused) p(t)
+ * / p(allowed) = p(t) / p(allowed)) and greedy is the masked argmax, while a
+ * token the grammar allows is the very id an unconstrained request would get;
+ * with top-k/top-p the cut is made on the unmasked row first (as llama.cpp's
+ * sampler does). Without a grammar: allm_sampler_sample. */
+int32_t allm_sampler_sample_grammar(struct allm_sampler *s, float *logits);
 
 /* Whether p asks for any penalty. */
 bool allm_params_penalized(const struct allm_params *p);
-/* Whether s changes the row before sampling: penalties, a logit bias, or stop
- * tokens masked. */
+/* Whether s changes the row before sampling: penalties, a logit bias, stop
+ * tokens masked, or a grammar. */
 bool allm_sampler_processed(const struct allm_sampler *s);
 /* Adds the request's logit bias to its row (after allm_sampler_penalize). */
 void allm_sampler_apply_bias(const struct allm_sampler *s, float *logits);

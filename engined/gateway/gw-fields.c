@@ -135,7 +135,7 @@ const char *gw_fields_refused(json_t *b, unsigned ep, char *why, size_t len)
 		if (!f) {
 			snprintf(why, len,
 				 "'%.60s' is not a field of %s this server knows (refused rather than ignored; the "
-				 "fields it takes are in the README's gateway section)",
+				 "fields it takes are in docs/USAGE.md, section 'OpenAI-compatible HTTP')",
 				 k, endpoint_name(ep));
 			return k;
 		}

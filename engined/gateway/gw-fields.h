@@ -4,7 +4,7 @@
  * too. Nothing a client sends is dropped without a word. The table is the one
  * place to change when a field becomes supported (structured output: flip its
  * row from REFUSED to APPLIED and read it where the request is parsed). The
- * README's gateway section lists the same rows (tests/gateway-api.sh checks it
+ * docs/USAGE.md's gateway section lists the same rows (tests/gateway-api.sh checks it
  * against `allm-gateway --list-fields`). */
 #ifndef ALLM_GW_FIELDS_H
 #define ALLM_GW_FIELDS_H

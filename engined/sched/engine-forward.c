@@ -76,7 +76,7 @@ static int32_t sample_row(const struct allm_engine *e, struct allm_request *r, f
 			allm_sampler_mask(s, row, s->p.stop_ids, (int32_t)s->p.n_stop);
 		}
 	}
-	int32_t id = allm_sampler_sample(s, row);
+	int32_t id = allm_sampler_sample_grammar(s, row);
 	if (s->p.logprobs > 0)
 		allm_sampler_logprobs(s, raw, id, &r->lp);
 	return id;

@@ -1,6 +1,7 @@
 /* The engine's requests and queues: submission, cancellation, retirement, run-time
  * settings, stats and the decision log. The step itself is in engine-step.c. */
 #include "engine-internal.h"
+#include "grammar.h"
 
 #include <errno.h>
 #include <math.h>
@@ -292,6 +293,20 @@ int allm_engine_submit(struct allm_engine *e, const struct allm_submit *s, int64
 	if ((rc = allm_sampler_init(&r->sampler, &s->params, s->bias, s->n_bias, c->vocab_size))) {
 		free_request(r); /* the sampler's own errno: a refused parameter is not memory */
 		return allm_err_set(err, rc, "sampler: %s", rc == -ENOMEM ? "out of memory" : strerror(-rc));
+	}
+	if (s->grammar) {
+		/* the ends a grammar allows where it may end: EOS and the stop ids */
+		int32_t ends[ALLM_MAX_EOS + ALLM_PARAMS_MAX_STOP], n_end = 0;
+		for (int i = 0; i < c->n_eos; i++)
+			ends[n_end++] = c->eos_ids[i];
+		for (uint32_t i = 0; i < s->params.n_stop; i++)
+			ends[n_end++] = s->params.stop_ids[i];
+		struct allm_grammar_matcher *m;
+		if ((rc = allm_grammar_matcher_create(s->grammar, ends, n_end, &m))) {
+			free_request(r);
+			return allm_err_set(err, -ENOMEM, "out of memory");
+		}
+		allm_sampler_set_grammar(&r->sampler, m);
 	}
 	allm_engine_prefix_init(e, r, s);
 	r->tag = s->tag;

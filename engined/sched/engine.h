@@ -123,6 +123,9 @@ struct allm_submit {
 	struct allm_params params;
 	const struct allm_logit_bias *bias; /* [n_bias] its logit bias, copied */
 	int32_t n_bias;
+	/* what it may generate (NULL: anything): a compiled grammar the request
+	 * takes a reference to (engined/grammar/grammar.h) */
+	struct allm_grammar *grammar;
 	uint64_t tag; /* the caller's handle (client tag, workload index) */
 	void *user; /* the caller's per-request state */
 	double arrival; /* engine-clock time it arrived; 0 = now */

@@ -332,6 +332,11 @@ int daemon_prompt_limits(struct daemon *d)
 	d->prompt_buf = allm_malloc(d->prompt_buf_cap);
 	d->piece_cap = d->rt->tok ? allm_detok_piece_cap(d->rt->tok) : 1;
 	d->piece = allm_malloc(d->piece_cap);
+	/* 64 compiled grammars kept: an agent's few schemas compile once */
+	if (d->rt->tok && (allm_grammar_vocab_from_tokenizer(d->rt->tok, &d->gvocab) ||
+			   allm_grammar_cache_create(d->gvocab, 64, &d->grammars) ||
+			   !(d->grammar_buf = allm_malloc(ALLM_GRAMMAR_TEXT_MAX))))
+		return -ENOMEM;
 	return d->prompt_buf && d->piece ? 0 : -ENOMEM;
 }
 
@@ -435,19 +440,50 @@ static int read_params(struct daemon *d, struct dclient *c, const struct allm_sq
 		s->bias = bias;
 		s->n_bias = q->n_logit_bias; /* the engine's submit checks them */
 	}
+	if (q->grammar_len > ALLM_GRAMMAR_TEXT_MAX)
+		return refuse(d, c, q->user_tag, -E2BIG, "grammar text of %u bytes (at most %u)", q->grammar_len,
+			      ALLM_GRAMMAR_TEXT_MAX);
+	if (q->grammar_len && !s->params.grammar_kind)
+		return refuse(d, c, q->user_tag, -EINVAL, "grammar text without params.grammar_kind");
+	if (s->params.grammar_kind) {
+		struct allm_err err = { { 0 } };
+		if (!d->grammars)
+			return refuse(d, c, q->user_tag, -EINVAL, "model has no tokenizer: grammars need one");
+		at = allm_grammar_text_off(q->prompt_off, q->prompt_len, q->params_size, q->n_logit_bias);
+		if (q->grammar_len && allm_shm_arena_copy_out(c->seg, at, q->grammar_len, d->grammar_buf,
+							      ALLM_GRAMMAR_TEXT_MAX))
+			return refuse(d, c, q->user_tag, -EINVAL, "grammar text outside the arena");
+		/* compiled here, on the loop: a grammar that does not compile is the
+		 * request's error, naming the place; the cache makes a repeated
+		 * grammar free */
+		if ((r = allm_grammar_cache_get(d->grammars, (int)s->params.grammar_kind, d->grammar_buf,
+						q->grammar_len, &s->grammar, &err)))
+			return refuse(d, c, q->user_tag, r, "%s", err.msg); /* names its kind */
+	}
 	return 0;
 }
 
+static int submit_read(struct daemon *d, struct dclient *c, const struct allm_sqe *q, struct allm_submit *sp);
+
 static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
+{
+	struct allm_logit_bias bias[ALLM_LOGIT_BIAS_MAX];
+	struct allm_submit s = {.tag = q->user_tag, .cache_uid = (uint32_t)c->acct->uid};
+	if (precheck_submit(d, c, q) || read_params(d, c, q, &s, bias))
+		return -1;
+	int r = submit_read(d, c, q, &s);
+	allm_grammar_unref(s.grammar); /* the request holds its own reference */
+	return r;
+}
+
+/* The rest of a SUBMIT, its parameters read into *sp: the prompt, then the engine. */
+static int submit_read(struct daemon *d, struct dclient *c, const struct allm_sqe *q, struct allm_submit *sp)
 {
 	const struct allm_model_config *mc = &d->rt->model->cfg;
 	struct allm_err err = {{0}};
-	struct allm_logit_bias bias[ALLM_LOGIT_BIAS_MAX];
-	struct allm_submit s = {.tag = q->user_tag, .cache_uid = (uint32_t)c->acct->uid};
+	struct allm_submit s = *sp;
 	int32_t *ids = NULL;
 	size_t n = 0;
-	if (precheck_submit(d, c, q) || read_params(d, c, q, &s, bias))
-		return -1;
 	/* the engine bounds the length by the context itself; this keeps
 	 * n_prompt + max_tokens within int32_t for whoever adds them */
 	s.params.max_tokens = ALLM_MIN(s.params.max_tokens, mc->max_pos);
@@ -510,8 +546,8 @@ static int handle_submit(struct daemon *d, struct dclient *c, const struct allm_
 void daemon_handle_sqe(struct daemon *d, struct dclient *c, const struct allm_sqe *q)
 {
 	/* reserved bytes are zero, so a later ABI version can give them a meaning */
-	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0 ||
-	    (q->opcode != ALLM_SQE_OP_SUBMIT && (q->params_size || q->n_logit_bias))) {
+	if (!all_zero(q->reserved, sizeof(q->reserved)) || q->reserved0 || q->reserved1 ||
+	    (q->opcode != ALLM_SQE_OP_SUBMIT && (q->params_size || q->n_logit_bias || q->grammar_len))) {
 		refuse(d, c, q->user_tag, -EINVAL, "reserved SQE bytes must be zero");
 		return;
 	}

@@ -711,6 +711,9 @@ out:
 	allm_runtime_close(d.rt);
 	allm_free(d.prompt_buf);
 	allm_free(d.piece);
+	allm_grammar_cache_free(d.grammars);
+	allm_grammar_vocab_free(d.gvocab);
+	allm_free(d.grammar_buf);
 	if (d.runtime_fd >= 0)
 		close(d.runtime_fd);
 	return rc;

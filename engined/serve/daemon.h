@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "event-loop.h"
 #include "runtime.h"
+#include "grammar.h"
 
 #include "adaptivellm/protocol.h"
 #include "shm-doorbell.h"
@@ -105,6 +106,13 @@ struct dreq {
 
 struct daemon {
 	struct allm_runtime *rt;
+	/* grammars (issue 51): the model's tokens as bytes, the compiled grammars
+	 * by hash (shared across requests and clients: a grammar holds no prompt),
+	 * and where a request's text is copied out of its arena; NULL without a
+	 * tokenizer */
+	struct allm_grammar_vocab *gvocab;
+	struct allm_grammar_cache *grammars;
+	char *grammar_buf; /* [ALLM_GRAMMAR_TEXT_MAX] */
 	struct allm_engine *eng;
 	struct allm_predictor *pred;
 	struct allm_loop *loop;

@@ -224,17 +224,17 @@ size_t allm_detok_piece_cap(const struct allm_tokenizer *tok)
 	return 3 * ((size_t)tok->max_dec_len + 8) + 1;
 }
 
-size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok)
-{
-	return tok->max_dec_len;
-}
-
 const char *allm_tokenizer_token_bytes(const struct allm_tokenizer *tok, int32_t id, size_t *ret_len)
 {
 	if (id < 0 || id >= tok->n_ids)
 		return NULL;
-	*ret_len = tok->dec_off[id + 1] - tok->dec_off[id];
-	return (const char *)tok->dec + tok->dec_off[id];
+	*ret_len = (size_t)(tok->dec_off[id + 1] - tok->dec_off[id]);
+	return tok->dec + tok->dec_off[id];
+}
+
+size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok)
+{
+	return tok->max_dec_len;
 }
 
 int allm_detok_create(const struct allm_tokenizer *tok, bool skip_special,

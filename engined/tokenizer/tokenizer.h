@@ -88,6 +88,14 @@ bool allm_tokenizer_is_special(const struct allm_tokenizer *tok, int32_t id);
 /* Vocabulary string of id (as in tokenizer.json, e.g. "Ġthe", "▁time", "<0x0A>"),
  * NULL when id is out of range or unassigned. Owned by tok. */
 const char *allm_tokenizer_id_to_token(const struct allm_tokenizer *tok, int32_t id);
+/* The bytes id decodes to on its own (the decoder's per-token bytes: a byte-level
+ * token's raw bytes, a SentencePiece piece with its spaces, an added token's
+ * text), *ret_len of them; NULL when id is out of range. Owned by tok. What
+ * allm_tokenizer_decode concatenates (before a leading strip and the UTF-8
+ * repair), so a grammar can match tokens byte by byte, and what an API's
+ * log-probability "bytes" are, so a client can rebuild text split inside a
+ * character. */
+const char *allm_tokenizer_token_bytes(const struct allm_tokenizer *tok, int32_t id, size_t *ret_len);
 /* Exact lookup of a vocabulary / added-token string, -1 if absent. */
 int32_t allm_tokenizer_token_to_id(const struct allm_tokenizer *tok, const char *s);
 
@@ -180,13 +188,6 @@ size_t allm_detok_piece_cap(const struct allm_tokenizer *tok);
  * cover about n times this many bytes of text at most, so a caller can refuse a
  * text that cannot fit a context before it spends time encoding it. */
 size_t allm_tokenizer_max_token_bytes(const struct allm_tokenizer *tok);
-/* The bytes token id decodes to on its own, before any UTF-8 repair: a byte token's
- * byte, a byte-level token's bytes, SentencePiece's "▁" as a space (kept: the
- * start-of-text strip is the decoder's, not the token's). What an API's
- * log-probability "bytes" are, so a client can rebuild text split inside a
- * character. *ret_len bytes (not NUL-terminated), valid while tok lives; NULL for
- * an id outside the vocabulary. */
-const char *allm_tokenizer_token_bytes(const struct allm_tokenizer *tok, int32_t id, size_t *ret_len);
 
 #ifdef __cplusplus
 }

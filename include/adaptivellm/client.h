@@ -161,6 +161,19 @@ static inline void allm_request_params_init(struct allm_request_params *p)
  * Thread-safety: one thread per handle. */
 int allm_client_submit(allm_client_t *c, const struct allm_request_params *p);
 
+/* As allm_client_submit, constrained by a grammar: p->params.grammar_kind (enum
+ * allm_grammar_kind, params.h) says what text[0..len) is: GBNF, a JSON Schema, a
+ * regex, a JSON array of strings to choose from, or nothing (json_object, len 0).
+ * The text travels in the arena beside the prompt (at most ALLM_GRAMMAR_TEXT_MAX
+ * bytes). A grammar the engine cannot compile ends the request with a FINAL
+ * ALLM_FINISH_ERROR whose error names the place ("GBNF line 3 col 7: ...",
+ * "JSON Schema at /properties/a: ..."). Returns as allm_client_submit, and
+ * -EINVAL for text without a kind or a kind (other than json_object) without
+ * text, -E2BIG for a text longer than ALLM_GRAMMAR_TEXT_MAX. An engine older than
+ * grammars refuses the request (a parameter it does not know). */
+int allm_client_submit_grammar(allm_client_t *c, const struct allm_request_params *p, const char *text,
+			       size_t len);
+
 /* Asks the engine to cancel request_id (from its ACCEPTED event). The request
  * then ends with a FINAL event whose finish_reason is ALLM_FINISH_CANCELLED (or
  * its normal end, if that came first). Returns 0, -EAGAIN (SQ ring full: consume

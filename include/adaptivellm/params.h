@@ -55,6 +55,20 @@ extern "C" {
 #define ALLM_LOGIT_BIAS_LO -100.0
 #define ALLM_LOGIT_BIAS_HI 100.0
 
+/* What a request's grammar text is (it constrains what may be generated;
+ * engined/grammar/). The text travels in the prompt arena (protocol.h). */
+enum allm_grammar_kind {
+	ALLM_GRAMMAR_NONE = 0,        /* no grammar */
+	ALLM_GRAMMAR_GBNF = 1,        /* llama.cpp's GBNF; generation starts at rule root */
+	ALLM_GRAMMAR_JSON_SCHEMA = 2, /* a JSON Schema: one JSON text it validates */
+	ALLM_GRAMMAR_REGEX = 3,       /* a regular expression the whole text matches */
+	ALLM_GRAMMAR_CHOICE = 4,      /* a JSON array of strings: exactly one of them */
+	ALLM_GRAMMAR_JSON_OBJECT = 5, /* any JSON object (no text) */
+};
+#define ALLM_GRAMMAR_KIND_MAX ALLM_GRAMMAR_JSON_OBJECT
+/* Bytes of grammar text a request carries at most. */
+#define ALLM_GRAMMAR_TEXT_MAX (256u << 10)
+
 /* A logit bias entry: bias (in [ALLM_LOGIT_BIAS_LO, ALLM_LOGIT_BIAS_HI]) added to
  * the logit of token_id (>= 0). They travel in the prompt arena (protocol.h). */
 struct allm_logit_bias {
@@ -86,6 +100,10 @@ enum allm_param_type {
 #define ALLM_PARAM_F_JSON_CUSTOM (1u << 3) /* the gateway reads this key itself: its
 					    * meaning differs by endpoint (the range
 					    * still comes from here) */
+#define ALLM_PARAM_F_NO_CLI (1u << 4) /* no CLI flag of its own: other flags set it
+				       * (the grammar's: allm_grammar_parse_flag); its
+				       * JSON key is NULL: the gateway maps its own
+				       * fields (response_format, ...) onto it */
 
 /* Column OFF of a parameter that is never off (a length, a temperature). */
 #define ALLM_PARAM_ALWAYS NAN
@@ -118,11 +136,13 @@ enum allm_param_type {
 	X(min_tokens, I32, 84, 0, 2147483647, 0, 0, 0, "--min-tokens", "N", "min_tokens",                  \
 	  "no EOS or stop id before N tokens (at most max_tokens)")                                     \
 	X(min_p, F32, 88, 0, 1, 0, 0, 0, "--min-p", "P", "min_p",                                            \
-	  "keep only tokens at least P times as likely as the most likely one (after top-k, top-p)")
+	  "keep only tokens at least P times as likely as the most likely one (after top-k, top-p)")      \
+	X(grammar_kind, I32, 92, 1, ALLM_GRAMMAR_KIND_MAX, 0, 0, ALLM_PARAM_F_NO_CLI, "--grammar-kind", "KIND", NULL, \
+	  "what the request's grammar text is (enum allm_grammar_kind); the text travels beside")
 
 /* Sizes struct allm_params had, oldest first (what a writer built then sends). */
 #define ALLM_PARAMS_SIZE_VER0 88 /* size .. min_tokens */
-#define ALLM_PARAMS_SIZE_VER1 96 /* .. min_p (and 4 bytes of padding, zero) */
+#define ALLM_PARAMS_SIZE_VER1 96 /* .. min_p, grammar_kind */
 #define ALLM_PARAMS_SIZE_LATEST ALLM_PARAMS_SIZE_VER1
 /* The largest struct a reader takes (a newer writer's, its tail zero). */
 #define ALLM_PARAMS_SIZE_MAX 4096
@@ -162,7 +182,7 @@ struct allm_param_desc {
 	double dflt;        /* the stored default */
 	const char *flag;   /* the CLIs' flag ("--top-p") */
 	const char *meta;   /* the flag's value in --help ("P"); NULL for BOOL */
-	const char *json;   /* the gateway's JSON key */
+	const char *json;   /* the gateway's JSON key (NULL: none, ALLM_PARAM_F_NO_CLI rows) */
 	const char *help;   /* what it does, one line */
 };
 
@@ -232,6 +252,23 @@ size_t allm_params_help(char *buf, size_t len);
  * the caller frees) and *ret_n. Returns 0, -EINVAL (why: names flag), -ENOMEM. */
 int allm_parse_id_list(const char *flag, const char *s, size_t max, int32_t **ret, size_t *ret_n, char *why,
 		       size_t len);
+
+/* A request's grammar as the CLIs take it: --grammar FILE (GBNF), --json-schema
+ * FILE, --regex RE, --choice JSON-ARRAY, --json-object. */
+struct allm_grammar_arg {
+	uint32_t kind; /* enum allm_grammar_kind; ALLM_GRAMMAR_NONE: no flag given */
+	char *text;    /* malloc'ed (free()), NUL-terminated; NULL for json_object */
+	size_t len;    /* bytes of text */
+};
+/* If argv[*i] is a grammar flag, reads it (and its file) into *g and advances
+ * *i: 1; 0 when it is not one; -EINVAL (a second grammar flag, a missing value,
+ * a file past ALLM_GRAMMAR_TEXT_MAX) or -errno of the file, with why. */
+int allm_grammar_parse_flag(struct allm_grammar_arg *g, int argc, char *const *argv, int *i, char *why,
+			    size_t len);
+/* The kind's name ("gbnf", "json_schema", "regex", "choice", "json_object";
+ * "none"), and back: 0 or -EINVAL. */
+const char *allm_grammar_kind_name(uint32_t kind);
+int allm_grammar_kind_parse(const char *name, uint32_t *ret);
 
 /* --- the layout is the ABI --------------------------------------------------------- */
 

@@ -123,7 +123,8 @@ enum allm_prompt_kind {
  * multiple of 8 from the one before:
  *   prompt_len bytes of prompt at prompt_off,
  *   params_size bytes of struct allm_params at allm_sqe_params_off(),
- *   n_logit_bias struct allm_logit_bias at allm_logit_bias_off(). */
+ *   n_logit_bias struct allm_logit_bias at allm_logit_bias_off(),
+ *   grammar_len bytes of grammar text at allm_grammar_text_off(). */
 struct allm_sqe {
 	uint8_t opcode;       /* enum allm_sqe_op */
 	uint8_t flags;        /* none defined yet: must be 0 */
@@ -137,7 +138,10 @@ struct allm_sqe {
 	uint32_t prompt_off;  /* SUBMIT: prompt bytes at arena + prompt_off */
 	uint32_t prompt_len;  /* SUBMIT: bytes (not tokens) */
 	uint16_t n_logit_bias; /* SUBMIT: entries, <= ALLM_LOGIT_BIAS_MAX */
-	uint8_t reserved[128 - 34]; /* zero */
+	uint16_t reserved1;    /* zero */
+	uint32_t grammar_len;  /* SUBMIT: bytes of grammar text (params.grammar_kind says
+				* what it is), <= ALLM_GRAMMAR_TEXT_MAX */
+	uint8_t reserved[128 - 40]; /* zero */
 };
 
 /* Where a SUBMIT's parameters start in the arena: after its prompt. */
@@ -149,6 +153,13 @@ static inline uint64_t allm_sqe_params_off(uint64_t prompt_off, uint64_t prompt_
 static inline uint64_t allm_logit_bias_off(uint64_t prompt_off, uint64_t prompt_len, uint64_t params_size)
 {
 	return allm_sqe_params_off(prompt_off, prompt_len) + ((params_size + 7) & ~(uint64_t)7);
+}
+
+/* Where its grammar text starts: after its logit bias entries. */
+static inline uint64_t allm_grammar_text_off(uint64_t prompt_off, uint64_t prompt_len, uint64_t params_size,
+					     uint64_t n_logit_bias)
+{
+	return allm_logit_bias_off(prompt_off, prompt_len, params_size) + ((n_logit_bias * sizeof(struct allm_logit_bias) + 7) & ~(uint64_t)7);
 }
 
 /* --- completion queue entry (engine -> client) --------------------------- */
@@ -341,7 +352,9 @@ ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, request_id) == 16, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, prompt_off) == 24, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, prompt_len) == 28, "sqe");
 ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, n_logit_bias) == 32, "sqe");
-ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 34, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved1) == 34, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, grammar_len) == 36, "sqe");
+ALLM_WIRE_ASSERT(offsetof(struct allm_sqe, reserved) == 40, "sqe");
 ALLM_WIRE_ASSERT(sizeof(struct allm_sqe) == 128, "sqe size");
 
 ALLM_WIRE_ASSERT(offsetof(struct allm_cqe, status) == 4, "cqe");

@@ -103,7 +103,8 @@ class Core:
         if self.dead:
             raise self.dead
         try:
-            ok = self.h.submit(r.tag, q.prompt, q.prompt_ids, q.values, q.stop_ids, q.logit_bias, q.cache_salt)
+            ok = self.h.submit(r.tag, q.prompt, q.prompt_ids, q.values, q.stop_ids, q.logit_bias, q.cache_salt,
+                               q.grammar)
         except OSError as e:
             err = from_oserror(e)
             if isinstance(err, EngineGoneError):

@@ -15,6 +15,7 @@ anything is sent, with the library's words.
 """
 from __future__ import annotations
 
+import json
 import math
 import operator
 from dataclasses import dataclass
@@ -136,6 +137,24 @@ MAX_STOP: int = _native.MAX_STOP
 LOGIT_BIAS_MAX: int = _native.LOGIT_BIAS_MAX
 CACHE_SALT_BYTES: int = _native.CACHE_SALT_BYTES
 LIST_PARAMS = ("stop_ids", "logit_bias", "cache_salt")
+# What the generated text must be (one of them; the engine compiles it, and a grammar
+# it cannot compile fails the request naming the place): the keyword, its kind
+# (enum allm_grammar_kind, params.h) and how its value becomes the text.
+GRAMMARS = {
+    "gbnf": (1, lambda v: _text("gbnf", v)),  # llama.cpp's GBNF, generation starts at rule root
+    "json_schema": (2, lambda v: _text("json_schema", v if isinstance(v, (str, bytes)) else json.dumps(v))),
+    "regex": (3, lambda v: _text("regex", v)),
+    "choice": (4, lambda v: _text("choice", json.dumps(list(v)) if not isinstance(v, (str, bytes)) else v)),
+    "json_object": (5, lambda v: None),  # any JSON object: json_object=True
+}
+
+
+def _text(name: str, v: Any) -> bytes:
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    raise TypeError(f"{name} must be str or bytes, not {type(v).__name__}")
 # a bias's range: params.h's
 _BIAS_RANGE = (_native.LOGIT_BIAS_LO, _native.LOGIT_BIAS_HI)
 
@@ -153,6 +172,7 @@ class Request:
     logit_bias: Optional[tuple]
     cache_salt: Optional[bytes]
     logprobs: bool  # whether tokens carry log-probabilities
+    grammar: Optional[bytes] = None  # the grammar's text (values' grammar_kind says what it is)
 
 
 def _integer(label: str, x: Any) -> int:
@@ -200,10 +220,19 @@ def build(prompt: Optional[Prompt], prompt_ids: Optional[Sequence[int]], samplin
         if not ids:
             raise ParameterError("prompt_ids", prompt_ids, "at least one token id")
     values = [None] * _N
-    stop = bias = salt = None
+    stop = bias = salt = grammar = None
+    kind = None
     for key, value in sampling.items():
         p = PARAMS.get(key)
-        if p is not None:
+        if key in GRAMMARS and value is not None and value is not False:
+            if kind is not None or "grammar_kind" in sampling:
+                raise TypeError("give one grammar: gbnf=, json_schema=, regex=, choice= or json_object=True")
+            kind, make = GRAMMARS[key]
+            grammar = make(value)
+            values[PARAMS["grammar_kind"].index] = PARAMS["grammar_kind"].store(kind)
+        elif key in GRAMMARS:
+            continue
+        elif p is not None:
             values[p.index] = p.store(value)
         elif key == "stop_ids":
             stop = _ids("stop_ids", value, MAX_STOP) if value is not None else None
@@ -213,10 +242,10 @@ def build(prompt: Optional[Prompt], prompt_ids: Optional[Sequence[int]], samplin
             salt = _salt(value) if value is not None else None
         else:
             raise TypeError(f"unknown parameter {key!r}; the parameters are: "
-                            + ", ".join(list(PARAMS) + list(LIST_PARAMS)))
+                            + ", ".join(list(PARAMS) + list(LIST_PARAMS) + list(GRAMMARS)))
     lp = PARAMS.get("logprobs")
     wants_lp = lp is not None and bool(values[lp.index])
-    return Request(text, ids, tuple(values), stop, bias, salt, wants_lp)
+    return Request(text, ids, tuple(values), stop, bias, salt, wants_lp, grammar)
 
 
 def _logit_bias(value: Any) -> tuple:
@@ -254,4 +283,5 @@ def describe() -> str:
     lines.append(f"stop_ids: up to {MAX_STOP} extra stop token ids")
     lines.append(f"logit_bias: {{token id: bias}}, up to {LOGIT_BIAS_MAX} entries")
     lines.append(f"cache_salt: up to {CACHE_SALT_BYTES} bytes; requests share cached KV only with the same salt")
+    lines.append("gbnf= / json_schema= / regex= / choice= / json_object=True: what the text must be (one of them)")
     return "\n".join(lines)

@@ -83,6 +83,8 @@ static PyObject *native_load(PyObject *mod, PyObject *arg)
 		}
 		*syms[i].slot = f;
 	}
+	/* optional: a library before grammars (ADAPTIVELLM_2) serves everything else */
+	api.submit_grammar = (__typeof__(api.submit_grammar))dlvsym(dl, "allm_client_submit_grammar", "ADAPTIVELLM_2");
 	api.dl = dl; /* never closed: Handles may outlive everything else */
 	if (native_load_rows() < 0) {
 		memset(&api, 0, sizeof(api));
@@ -159,6 +161,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	    PyModule_AddIntConstant(m, "PARAM_BOOL", ALLM_PARAM_BOOL) ||
 	    PyModule_AddIntConstant(m, "PARAM_F_LO_OPEN", ALLM_PARAM_F_LO_OPEN) ||
 	    PyModule_AddIntConstant(m, "PARAM_F_PLUS_ONE", ALLM_PARAM_F_PLUS_ONE) ||
+	    PyModule_AddIntConstant(m, "PARAM_F_NO_CLI", ALLM_PARAM_F_NO_CLI) ||
 	    PyModule_AddIntConstant(m, "MAX_STOP", ALLM_PARAMS_MAX_STOP) ||
 	    PyModule_AddIntConstant(m, "LOGPROBS_MAX", ALLM_LOGPROBS_MAX) ||
 	    PyModule_AddIntConstant(m, "LOGIT_BIAS_MAX", ALLM_LOGIT_BIAS_MAX) ||

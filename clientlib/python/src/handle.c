@@ -80,21 +80,31 @@ static PyObject *handle_close(Handle *h, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* submit(tag, prompt, prompt_ids, scalars, stop_ids, logit_bias, cache_salt) -> bool
+/* submit(tag, prompt, prompt_ids, scalars, stop_ids, logit_bias, cache_salt[, grammar]) -> bool
  *   prompt: bytes or None; prompt_ids: a sequence of ints or None (one of the two);
  *   values: one per row of param_table(), in order (the stored value, or None for
  *   the library's default); stop_ids: sequence of
  *   ints or None; logit_bias: sequence of (id, bias) or None; cache_salt: bytes
- *   (<= ALLM_CACHE_SALT_BYTES) or None.
+ *   (<= ALLM_CACHE_SALT_BYTES) or None; grammar: bytes (the text of the kind the
+ *   grammar_kind value says) or None.
  * True: queued; False: the SQ ring or the arena is full (consume events, retry);
  * OSError otherwise (EINVAL: the library refused the parameters; E2BIG: the
  * prompt is larger than the arena; EPIPE / EPROTO: the handle is dead). */
 static PyObject *handle_submit(Handle *h, PyObject *args)
 {
 	unsigned long long tag;
-	PyObject *prompt, *ids, *values, *stops, *bias, *salt;
-	if (!PyArg_ParseTuple(args, "KOOO!OOO", &tag, &prompt, &ids, &PyTuple_Type, &values, &stops, &bias, &salt))
+	PyObject *prompt, *ids, *values, *stops, *bias, *salt, *grammar = Py_None;
+	if (!PyArg_ParseTuple(args, "KOOO!OOO|O", &tag, &prompt, &ids, &PyTuple_Type, &values, &stops, &bias, &salt,
+			      &grammar))
 		return NULL;
+	if (grammar != Py_None && !PyBytes_Check(grammar)) {
+		PyErr_SetString(PyExc_TypeError, "grammar must be bytes or None");
+		return NULL;
+	}
+	if (grammar != Py_None && !api.submit_grammar) {
+		PyErr_SetString(PyExc_RuntimeError, "this libadaptivellm has no grammars (allm_client_submit_grammar)");
+		return NULL;
+	}
 	if (need_open(h))
 		return NULL;
 	struct allm_request_params p;
@@ -104,7 +114,9 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 	p.user_tag = tag;
 	if (native_request_build(&p, &mem, prompt, ids, values, stops, bias, salt))
 		goto out;
-	int r = api.submit(h->c, &p); /* non-blocking: no GIL release */
+	/* non-blocking: no GIL release */
+	int r = grammar == Py_None ? api.submit(h->c, &p)
+				   : api.submit_grammar(h->c, &p, PyBytes_AS_STRING(grammar), (size_t)PyBytes_GET_SIZE(grammar));
 	if (r == 0)
 		ret = Py_NewRef(Py_True);
 	else if (r == -EAGAIN)
@@ -113,7 +125,7 @@ static PyObject *handle_submit(Handle *h, PyObject *args)
 		if (r == -EPIPE || r == -EPROTO)
 			h->dead = r;
 		raise_errno(r, r == -EINVAL ? "libadaptivellm refused the request's parameters"
-				: r == -E2BIG ? "the prompt does not fit the engine's prompt arena"
+				: r == -E2BIG ? "the prompt (or grammar) does not fit the engine's prompt arena"
 					      : dead_message(r));
 	}
 out:

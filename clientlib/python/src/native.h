@@ -15,6 +15,7 @@ struct native_api {
 	__typeof__(allm_client_disconnect) *disconnect;
 	__typeof__(allm_request_params_init_sized) *params_init;
 	__typeof__(allm_client_submit) *submit;
+	__typeof__(allm_client_submit_grammar) *submit_grammar; /* NULL: a library older than grammars */
 	__typeof__(allm_client_cancel) *cancel;
 	__typeof__(allm_client_poll_sized) *poll;
 	__typeof__(allm_client_wait_sized) *wait;
