@@ -599,7 +599,7 @@ out:
 
 int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 {
-	int32_t n = 0;
+	int32_t live = pc->n_live;
 	pc->quiet = true; /* one CLEARED, not a REMOVED per entry */
 	for (int32_t e = 0; e < pc->cap; e++) {
 		struct allm_pc_entry *x = &pc->ent[e];
@@ -612,13 +612,12 @@ int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 		int32_t b = x->block;
 		unplace(pc, e);
 		free_lower(pc, t, b);
-		forget(pc, e);
-		n++;
+		forget(pc, e); /* with what hangs below it */
 	}
 	pc->quiet = false;
 	notify(pc, ALLM_PC_CLEARED, -1, ALLM_KV_TIER_DEVICE);
 	allm_pc_announce_all(pc);
-	return n;
+	return live - pc->n_live;
 }
 
 struct depth_entry {
