@@ -115,7 +115,7 @@ static inline const struct allm_logprob *gw_lps_at(const struct gw_lps *l, size_
 }
 /* Appends a token's (0, -ENOMEM); copies tokens [from, from + n) of src into an
  * empty dst (0, -ENOMEM); frees (accepts an empty one). gw-slots.c. */
-int gw_lps_push(struct gw_lps *l, const struct allm_cqe_logprobs *lp);
+int gw_lps_push(struct gw_lps *l, const struct allm_logprobs *lp);
 int gw_lps_copy(struct gw_lps *dst, const struct gw_lps *src, size_t from, size_t n);
 void gw_lps_free(struct gw_lps *l);
 

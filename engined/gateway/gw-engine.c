@@ -172,7 +172,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		size_t n = ev->text_len;
 		if (ev->token_id >= 0)
 			r->n_tokens++;
-		if (ev->logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->logprobs)) {
+		if (ev->all_logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->all_logprobs)) {
 			send_cancel(gw, r); /* out of memory: end it here, as a stop would */
 			r->out.stopped = true;
 			break;
