@@ -64,6 +64,10 @@ struct gw_opts {
 				     * completions, the context's room for chat) */
 	int threads;              /* HTTP threads */
 	enum allm_log_level log_level;
+	/* test hook ALLM_GW_TEST_PUMP_BUSY=1: the pump never waits in poll, as
+	 * under a flood of events, so only its busy-time look at the sockets
+	 * can notice a hang-up (tests/gateway-hardening.sh, issue 49 item 6) */
+	bool test_pump_busy;
 };
 
 /* What the gateway knows of the model the engine serves: immutable once built,

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Between connection attempts while the engine is away. */
@@ -494,6 +495,10 @@ static void *pump_main(void *arg)
 			break;
 		if (lost)
 			continue;
+		if (gw->o.test_pump_busy && !busy) {
+			busy = true; /* as if events kept coming: a short nap, never poll */
+			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+		}
 		if (busy) {
 			if (allm_now() - watched >= GW_HANGUP_CHECK_S) {
 				pthread_mutex_lock(&gw->lock);
