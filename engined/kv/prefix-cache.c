@@ -695,7 +695,8 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 			continue;
 		int32_t kids = 0, listed = 0;
 		for (int32_t c = 0; c < pc->cap; c++)
-			kids += pc->ent[c].tier >= 0 && pc->ent[c].parent == e && pc->ent[c].parent_gen == x->gen;
+			kids += pc->ent[c].tier >= 0 && !pc->ent[c].orphan && pc->ent[c].parent == e &&
+				pc->ent[c].parent_gen == x->gen;
 		for (int32_t c = x->first_child, prev = -1; c >= 0 && listed <= kids; prev = c, c = pc->ent[c].next_sibling) {
 			const struct allm_pc_entry *y = &pc->ent[c];
 			if (y->tier < 0 || y->orphan || y->parent != e || y->prev_sibling != prev)
@@ -704,8 +705,9 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 		}
 		if (kids != x->n_children || listed != kids)
 			return -EFAULT;
-		/* an orphan's parent is gone; anyone else's is there */
-		if (x->parent >= 0 && x->orphan == (pc->ent[x->parent].tier >= 0 && pc->ent[x->parent].gen == x->parent_gen))
+		/* an orphan's parent is gone or an orphan; anyone else's is there */
+		const struct allm_pc_entry *p = x->parent >= 0 ? &pc->ent[x->parent] : NULL;
+		if (x->orphan == (!p || (p->tier >= 0 && p->gen == x->parent_gen && !p->orphan)))
 			return -EFAULT;
 	}
 	for (uint32_t k = 0; k < pc->n_buckets; k++)
