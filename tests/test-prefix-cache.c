@@ -71,6 +71,20 @@ static void on_change(void *ctx, enum allm_pc_change what, int32_t e, enum allm_
 	seen.in[s][t]++;
 }
 
+/* The cache's own count per tier equals what the events said (a router's index
+ * against the engine's status, as the soak compares them). */
+static void agree(void)
+{
+	struct allm_pc_stats st;
+	allm_pc_get_stats(cur_pc, &st);
+	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++) {
+		int32_t n = 0;
+		for (int i = 0; i < seen.n; i++)
+			n += seen.in[i][t];
+		CHECK(n == st.blocks[t], "tier %d: %d stored as the events say, %d as the cache counts", t, n, st.blocks[t]);
+	}
+}
+
 /* Tiers a key is stored in, as the events said. */
 static int32_t stored(const struct allm_pc_key *k)
 {
@@ -142,6 +156,7 @@ static int32_t publish(struct rig *r, int64_t owner, const struct allm_pc_key *k
 	int rc = allm_pc_publish(r->pc, owner, *blk, &keys[i], parent, i, tok + 2 * i, &r->dom, &e);
 	CHECK(rc == want_rc, "publish block %d: %d, wanted %d", i, rc, want_rc);
 	CHECK(allm_pc_check(r->pc) == 0, "check after publish");
+	agree();
 	return e;
 }
 
@@ -157,6 +172,7 @@ static void evict_device(struct rig *r, int k)
 	while (n > 0)
 		allm_block_pool_release(&r->kv->gpu, X, ids[--n]);
 	CHECK(allm_pc_check(r->pc) == 0, "check after evicting");
+	agree();
 }
 
 /* --- the cases --------------------------------------------------------------------------- */
@@ -222,6 +238,9 @@ static void held_child_orphaned(void)
 	CHECK(stored(&k[0]) == 0 && stored(&k[1]) == 0, "parent %d, held child %d tiers", stored(&k[0]),
 	      stored(&k[1]));
 	CHECK(allm_pc_entry(r.pc, e1) && allm_pc_entry(r.pc, e1)->orphan, "the held child is an orphan");
+	allm_block_pool_release(&r.kv->gpu, 2, b1); /* let go and taken again: still nobody's cache */
+	CHECK(allm_block_pool_ref(&r.kv->gpu, b1) == 0, "ref");
+	agree();
 	/* nothing may follow it */
 	CHECK(allm_block_pool_alloc(&r.kv->gpu, 2, &x) == 0, "alloc");
 	int32_t e2 = -1;

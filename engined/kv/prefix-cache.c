@@ -207,7 +207,8 @@ static void unplace(struct allm_prefix_cache *pc, int32_t e)
 	if (entry_at(pc, (enum allm_kv_tier)x->tier, x->block) == e) {
 		notify(pc, ALLM_PC_REMOVED, e, x->tier);
 		pc->map[x->tier][x->block] = -1;
-		pc->st.blocks[x->tier]--;
+		if (!x->orphan) /* an orphan left the count when it became one */
+			pc->st.blocks[x->tier]--;
 	}
 	x->block = -1;
 }
@@ -318,6 +319,7 @@ static void strand(struct allm_prefix_cache *pc, int32_t c)
 	int32_t b = x->block;
 	if (b >= 0 && allm_kv_tier_pool(pc->kv, t)->refs[b] > 0) {
 		notify(pc, ALLM_PC_REMOVED, c, t);
+		pc->st.blocks[t]--; /* cached no more, as routers now see it */
 		x->orphan = true;
 		strand_children(pc, c);
 		return;
@@ -671,7 +673,7 @@ void allm_pc_reset_stats(struct allm_prefix_cache *pc)
 
 int allm_pc_check(const struct allm_prefix_cache *pc)
 {
-	int32_t per[ALLM_KV_TIER_COUNT] = {0}, live = 0, chained = 0;
+	int32_t per[ALLM_KV_TIER_COUNT] = {0}, orphans[ALLM_KV_TIER_COUNT] = {0}, live = 0, chained = 0;
 	for (int32_t e = 0; e < pc->cap; e++) {
 		const struct allm_pc_entry *x = &pc->ent[e];
 		if (x->tier < 0)
@@ -686,7 +688,10 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 		/* only the device's blocks are ever held (lower tiers: pinned during a restore) */
 		if (x->tier != ALLM_KV_TIER_DEVICE && p->refs[x->block] != 0)
 			return -EFAULT;
-		per[x->tier]++;
+		if (x->orphan)
+			orphans[x->tier]++; /* not in the stats' count */
+		else
+			per[x->tier]++;
 	}
 	/* children counts: each live entry's live children */
 	for (int32_t e = 0; e < pc->cap; e++) {
@@ -725,7 +730,7 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 		int32_t cached = 0;
 		for (int32_t i = 0; p && i < p->capacity; i++)
 			cached += p->owner[i] == ALLM_BLOCK_CACHED;
-		if (p && cached != per[t])
+		if (p && cached != per[t] + orphans[t])
 			return -EFAULT;
 	}
 	return 0;

@@ -87,7 +87,8 @@ struct allm_pc_observer {
 
 /* Counters since creation (or allm_pc_reset_stats). */
 struct allm_pc_stats {
-	int32_t blocks[ALLM_KV_TIER_COUNT]; /* entries per tier now */
+	int32_t blocks[ALLM_KV_TIER_COUNT]; /* entries per tier now (orphans not: they
+					     * are cached for nobody, KV events said so) */
 	int64_t written[ALLM_KV_TIER_COUNT]; /* evicted blocks written into tier t */
 	double write_seconds[ALLM_KV_TIER_COUNT]; /* what those writes took */
 	int64_t skipped[ALLM_KV_TIER_COUNT]; /* not written into t: the reuse would not pay */
