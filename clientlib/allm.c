@@ -288,7 +288,7 @@ static void on_sigint(int sig)
 
 struct result {
 	struct buf text, ids; /* ids: int32_t values */
-	struct buf lps;       /* struct allm_cqe_logprobs of each token, with --logprobs */
+	struct buf lps;       /* struct allm_logprobs of each token, with --logprobs */
 	struct allm_event final;
 	char error[ALLM_CQE_ERROR_MAX + 1];
 	bool finished;
@@ -342,7 +342,7 @@ static int run_request(allm_client_t *c, const struct allm_request_params *p, co
 		case ALLM_EVENT_TOKEN:
 			if (buf_add(&res->text, ev.text, ev.text_len) ||
 			    (ev.token_id >= 0 && buf_add(&res->ids, &ev.token_id, sizeof(int32_t))) ||
-			    (ev.logprobs && buf_add(&res->lps, ev.logprobs, sizeof(*ev.logprobs)))) {
+			    (ev.all_logprobs && buf_add(&res->lps, ev.all_logprobs, sizeof(*ev.all_logprobs)))) {
 				fprintf(stderr, PROG ": out of memory\n");
 				return -ENOMEM;
 			}
@@ -384,7 +384,7 @@ static void print_json(allm_client_t *c, const int32_t *prompt, size_t n_prompt,
 	else
 		fputs("null", o);
 	if (res->lps.len) { /* as allm-run --logprobs prints them */
-		const struct allm_cqe_logprobs *l = (const void *)res->lps.p;
+		const struct allm_logprobs *l = (const void *)res->lps.p;
 		fputs(", \"logprobs\": [", o);
 		for (size_t i = 0; i < res->lps.len / sizeof(*l); i++) {
 			fprintf(o, "%s{\"id\": %d, \"logprob\": %.9g, \"top\": [", i ? ", " : "", l[i].sampled.token_id,

@@ -39,7 +39,7 @@ struct allm_request_params_v0 {
 _Static_assert(sizeof(void *) != 8 || (sizeof(struct allm_request_params_v0) == 144 &&
 					  offsetof(struct allm_request_params_v0, cache_salt) == 124),
 	       "the old struct's layout (main's client.h)");
-_Static_assert(sizeof(struct allm_event) == ALLM_EVENT_SIZE_VER0, "old programs' events are VER0's");
+_Static_assert(offsetof(struct allm_event, all_logprobs) == ALLM_EVENT_SIZE_VER0, "old programs' events are VER0's");
 
 #define OLD(fn, name) __asm__(".symver " #fn "," #name "@ADAPTIVELLM_0")
 

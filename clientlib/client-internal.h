@@ -55,10 +55,13 @@ struct allm_client {
 	struct allm_partial_piece *partials; /* pieces being reassembled */
 	size_t n_partials, partials_cap;
 
-	/* the last LOGPROBS entry: it waits for its token's TOKEN entries (the
-	 * engine sends them back to back), whose event then points at it */
+	/* the last token's LOGPROBS entries: they wait for its TOKEN entries (the
+	 * engine sends them back to back), whose event then points at them: lp
+	 * the first entry, lp_all all of them joined */
 	struct allm_cqe_logprobs lp;
-	uint64_t lp_request; /* lp's request while it waits, else 0 */
+	struct allm_logprobs lp_all;
+	uint64_t lp_request; /* their request while they wait, else 0 */
+	bool lp_more;        /* the last one said more follow */
 
 	char *text;           /* the last TOKEN event's text (reassembled pieces) */
 	size_t text_cap;

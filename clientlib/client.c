@@ -46,7 +46,7 @@ int allm_client_attach(struct allm_client *c)
 	return 0;
 }
 
-_Static_assert(sizeof(struct allm_event) == ALLM_EVENT_SIZE_VER0, "a new event field needs a new size");
+_Static_assert(sizeof(struct allm_event) == ALLM_EVENT_SIZE_VER1, "a new event field needs a new size");
 
 /* Returns 0 or -EINVAL; see client.h. */
 int allm_request_params_init_sized(struct allm_request_params *p, size_t size)
@@ -375,8 +375,8 @@ static int validate_cqe(const struct allm_cqe *e)
 		bool zero = true;
 		for (size_t i = 0; i < sizeof(l->reserved); i++)
 			zero &= l->reserved[i] == 0;
-		if (e->flags || e->finish_reason || e->status || e->request_id == 0 || e->text_len ||
-		    l->n_top > ALLM_LOGPROBS_MAX || !zero)
+		if ((e->flags & ~ALLM_CQE_F_CONTINUED) || e->finish_reason || e->status || e->request_id == 0 ||
+		    e->text_len || l->n_top > ALLM_CQE_LOGPROBS_TOP || !zero)
 			return -EPROTO;
 		return 0;
 	}
@@ -426,6 +426,28 @@ static int token_event(struct allm_client *c, const struct allm_cqe *e, struct a
 	return 1;
 }
 
+/* A LOGPROBS entry: the first of its token's, or the next of a chain (the same
+ * request and token, right after one flagged continued). 0 or -EPROTO. */
+static int logprobs_entry(struct allm_client *c, const struct allm_cqe *e)
+{
+	const struct allm_cqe_logprobs *l = &e->u.logprobs;
+	if (c->lp_request && c->lp_more) {
+		struct allm_logprobs *a = &c->lp_all;
+		if (c->lp_request != e->request_id || l->index != a->index || l->sampled.token_id != a->sampled.token_id ||
+		    a->n_top + l->n_top > ALLM_LOGPROBS_MAX)
+			return -EPROTO;
+		memcpy(a->top + a->n_top, l->top, l->n_top * sizeof(*l->top));
+		a->n_top += l->n_top;
+	} else {
+		c->lp = *l;
+		c->lp_all = (struct allm_logprobs){.index = l->index, .n_top = l->n_top, .sampled = l->sampled};
+		memcpy(c->lp_all.top, l->top, l->n_top * sizeof(*l->top));
+		c->lp_request = e->request_id;
+	}
+	c->lp_more = e->flags & ALLM_CQE_F_CONTINUED;
+	return 0;
+}
+
 /* Turns one validated-or-not CQE into an event. Returns 1 (event), 0 (consumed,
  * no event yet), -EPROTO or -ENOMEM. */
 static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct allm_event *ev)
@@ -443,14 +465,15 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 		ev->kind = ALLM_EVENT_ACCEPTED;
 		return 1;
 	case ALLM_CQE_LOGPROBS:
-		c->lp = e->u.logprobs;
-		c->lp_request = e->request_id;
-		return 0;
+		return logprobs_entry(c, e);
 	case ALLM_CQE_TOKEN: {
 		ev->kind = ALLM_EVENT_TOKEN;
 		int r = token_event(c, e, ev);
 		if (r == 1 && c->lp_request == e->request_id) {
+			if (c->lp_more)
+				return -EPROTO; /* the rest of its alternatives never came */
 			ev->logprobs = &c->lp; /* valid until the next call, as the rest */
+			ev->all_logprobs = &c->lp_all;
 			c->lp_request = 0;
 		}
 		return r;
@@ -458,8 +481,10 @@ static int handle_cqe(struct allm_client *c, const struct allm_cqe *e, struct al
 	default: { /* ALLM_CQE_FINAL */
 		const struct allm_cqe_final *f = &e->u.final;
 		struct allm_partial_piece *pp;
-		if (c->lp_request == e->request_id)
+		if (c->lp_request == e->request_id) {
 			c->lp_request = 0; /* its token never came: nothing to show */
+			c->lp_more = false;
+		}
 		if (e->request_id == 0)
 			arena_free_tag(c, e->user_tag); /* refused before acceptance */
 		else if ((pp = find_partial(c, e->request_id)))

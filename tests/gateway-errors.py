@@ -48,8 +48,8 @@ def sdk():
                  lambda: gc(model=model, prompt="hi", frequency_penalty=3))
     expect_error("400 repetition_penalty 0", openai.BadRequestError, 400, None,
                  lambda: gc(model=model, prompt="hi", extra_body={"repetition_penalty": 0}))
-    expect_error("400 logprobs 11 (at most 10 alternatives)", openai.BadRequestError, 400, None,
-                 lambda: gc(model=model, prompt="hi", logprobs=11))
+    expect_error("400 logprobs 21 (at most 20 alternatives)", openai.BadRequestError, 400, None,
+                 lambda: gc(model=model, prompt="hi", logprobs=21))
     expect_error("400 logit_bias key not a token id", openai.BadRequestError, 400, None,
                  lambda: gc(model=model, prompt="hi", logit_bias={"x": 1}))
     expect_error("400 logit_bias 101", openai.BadRequestError, 400, None,

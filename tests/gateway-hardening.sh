@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: the gateway's part of issue 49, on loopback where 127.0.0.1, .2 and .3 are three client addresses: a keyless gateway scopes the prefix cache by the user the quotas count (its address) so another address sending the same prompt hits nothing, not even with the same "EMPTY" key, and a ring client of the gateway's uid shares nothing with HTTP users (item 3); one address holds at most --max-connections-per-address connections, and a peer that trickles headers is closed after --header-timeout, not --timeout, while another address is served (item 4); a client that hangs up on n=64 has its choices cancelled at once (item 6); the admin and metrics keys come from files and the environment, never argv (item 7); /metrics needs a key once any key is set, and is answered at once, from figures the gateway keeps, while the engine is stopped mid-step (item 8).
+# Description: the gateway's part of issue 49, on loopback where 127.0.0.1, .2 and .3 are three client addresses: a keyless gateway scopes the prefix cache by the user the quotas count (its address) so another address sending the same prompt hits nothing, not even with the same "EMPTY" key, and a ring client of the gateway's uid shares nothing with HTTP users (item 3); one address holds at most --max-connections-per-address connections, and a peer that trickles headers is closed after --header-timeout, not --timeout, while another address is served (item 4); a client that hangs up on n=64 has its choices cancelled at once though the gateway's pump never idles (item 6); the admin and metrics keys come from files and the environment, never argv (item 7); /metrics needs a key once any key is set, and is answered at once, from figures the gateway keeps, while the engine is stopped mid-step (item 8).
 . "$(dirname "$0")/gateway-common.sh"
 ALLM=$BUILD_DIR/clientlib/allm
 [ -x "$ALLM" ] || { echo "FAIL: $ALLM not built"; exit 1; }
@@ -10,8 +10,9 @@ ctl_start gwhard --model "$M" --profile "$tmp/profile.json" --max-num-seqs 4
 printf '# the admin key\nadm-from-file\n' >"$tmp/admin.key"
 printf 'scrape-from-file\n' >"$tmp/metrics.key"
 chmod 600 "$tmp/admin.key" "$tmp/metrics.key"
-# a keyless gateway (item 3, 4, 6)
-gw_start gwhard --max-connections 40 --max-connections-per-address 8 --header-timeout 1 --timeout 60
+# a keyless gateway (item 3, 4, 6); its pump never idles, as under a flood of events
+# (the test hook): only its busy-time look at the sockets can see item 6's hang-up
+ALLM_GW_TEST_PUMP_BUSY=1 gw_start gwhard --max-connections 40 --max-connections-per-address 8 --header-timeout 1 --timeout 60
 K_URL=$GW_URL K_PID=$GW_PID K_PORT=$GW_PORT K_LOG=$GW_LOG
 # keys from files and the environment (items 7, 8)
 ALLM_METRICS_API_KEY=scrape-from-env gw_start gwhard --api-key user-key --admin-api-key-file "$tmp/admin.key"
@@ -100,7 +101,9 @@ sec = time.monotonic() - t0 + 0.3
 for s in slow + [ninth]:
     s.close()
 
-# item 6: a hang-up cancels every choice at once (the engine runs 4 at a time; 60 wait here)
+# item 6: a hang-up cancels every choice at once (the engine runs 4 at a time; 60 wait here),
+# though the pump is never idle (ALLM_GW_TEST_PUMP_BUSY: on a small model it idles between
+# steps and its idle poll saw the hang-up even before the fix)
 def engine_status():
     return json.loads(subprocess.run([ctl, "--name", engine, "status", "--json"], capture_output=True,
                                      text=True).stdout)

@@ -1,12 +1,13 @@
 # Description: test client for gateway-openai.sh (not a test by itself): the official openai Python SDK and prometheus-client's text parser against a running allm-gateway.
 # env: GW_URL, GW_MODEL (the model id), GW_REF (JSON file: {"completion": allm-run's text
 # for PROMPT, 40 tokens; "penalized": the same with penalties; "logprobs": allm-run
-# --logprobs 3's per token}), GW_CHAT (JSON: [{url, name, model}] of gateways with chat
+# --logprobs 20's per token}), GW_CHAT (JSON: [{url, name, model}] of gateways with chat
 # templates), GW_OUT (a file this writes the chat answers to).
 import json
 import os
 import time
 import urllib.request
+import urllib.error
 
 import openai
 from checks import check, fail, finish, ok
@@ -81,6 +82,26 @@ check(L is not None and len(L.tokens) == 40 and "".join(L.tokens) == ref["comple
       all(o == len("".join(L.tokens[:i])) for i, o in enumerate(L.text_offset)),
       "logprobs 3: allm-run's log-probabilities, tokens joining to the text, offsets (%s)"
       % json.dumps(L and L.tokens[:3]))
+# the most alternatives (20, OpenAI's limit: two ring entries a token): the engine's, best first, distinct
+L20 = create(model=model, prompt=PROMPT, max_tokens=40, temperature=0, logprobs=20).choices[0].logprobs
+check(L20 is not None and len(L20.top_logprobs) == 40 and
+      all(len(R[i]["top"]) == 20 and len(t) == 20 and
+          all(near(v, R[i]["top"][k][1]) for k, v in enumerate(t.values())) and
+          all(a >= b for a, b in zip(list(t.values()), list(t.values())[1:])) and
+          len({r[0] for r in R[i]["top"]}) == 20
+          for i, t in enumerate(L20.top_logprobs)),
+      "logprobs 20: allm-run's 20 alternatives a token, in order, distinct (%s)"
+      % json.dumps(L20 and [len(t) for t in L20.top_logprobs[:5]]))
+for body, field in (({"prompt": PROMPT, "max_tokens": 2, "logprobs": 21}, "logprobs"),):
+    rq = urllib.request.Request(url + "/v1/completions", data=json.dumps(dict(body, model=model)).encode(),
+                                headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(rq)
+        st, err = 200, {}
+    except urllib.error.HTTPError as ex:
+        st, err = ex.code, json.loads(ex.read()).get("error", {})
+    check(st == 400 and err.get("param") == field and field in err.get("message", ""),
+          "%s 21: a 400 naming it (%s %s)" % (field, st, err))
 H = create(model=model, prompt=PROMPT, max_tokens=40, temperature=2, seed=3, logprobs=1).choices[0].logprobs
 check(all(tok in H.top_logprobs[i] and len(H.top_logprobs[i]) <= 2 for i, tok in enumerate(H.tokens)) and
       any(len(H.top_logprobs[i]) == 2 for i in range(len(H.tokens))),
@@ -297,6 +318,20 @@ for g in chats:
               all(t.logprob <= 0 and len(t.top_logprobs) == 2 and near(t.top_logprobs[0].logprob, t.logprob) and
                   bytes(t.bytes).decode("utf8") == t.token for t in C),
               "%s: chat logprobs (greedy: the best alternative is the token; bytes are its UTF-8)" % g["name"])
+        l20 = cc.chat.completions.create(model=g["model"], messages=mine, max_tokens=8, temperature=0,
+                                         logprobs=True, top_logprobs=20)
+        C = (l20.choices[0].logprobs and l20.choices[0].logprobs.content) or []
+        check(len(C) == 8 and all(len(t.top_logprobs) == 20 and near(t.top_logprobs[0].logprob, t.logprob) and
+                                  all(a.logprob >= b.logprob for a, b in zip(t.top_logprobs, t.top_logprobs[1:])) and
+                                  len({bytes(a.bytes) for a in t.top_logprobs}) == 20 for t in C),
+              "%s: chat top_logprobs 20: 20 alternatives a token, best first, distinct" % g["name"])
+        try:
+            cc.chat.completions.create(model=g["model"], messages=mine, max_tokens=2, logprobs=True, top_logprobs=21)
+            fail("%s: chat top_logprobs 21 was accepted" % g["name"])
+        except openai.BadRequestError as ex:
+            e21 = ex.body or {}
+            check(e21.get("param") == "top_logprobs" and "top_logprobs" in e21.get("message", ""),
+                  "%s: chat top_logprobs 21: a 400 naming it (%s)" % (g["name"], e21))
     check(role == "assistant" and fin == "length" and len(out) > 0 and out == whole.choices[0].message.content and
           whole.object == "chat.completion" and whole.usage.completion_tokens == 20,
           "%s: streamed chat (role, %s..., length) equals the whole answer" % (g["name"], json.dumps(out[:30])))

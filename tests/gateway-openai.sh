@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: allm-gateway through clients no one here wrote: the openai Python SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's / with a logit bias / with min_tokens / with echo, with n > 1 (whole, streamed, seeded, aborted), a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through prometheus-client's parser and byte-equal to allmctl metrics.
+# Description: allm-gateway through clients no one here wrote: the openai Python SDK (models, completions plain / streamed / with stop strings / with penalties / with logprobs equal to allm-run's, 20 alternatives included, and 21 refused by name / with a logit bias / with min_tokens / with echo, with n > 1 (whole, streamed, seeded, aborted), a stream it aborts, streamed chat on Llama 2, Llama 3, Mistral, ChatML and Qwen templates whose rendered prompts must equal Jinja's), curl -N for raw SSE, /metrics through prometheus-client's parser and byte-equal to allmctl metrics.
 . "$(dirname "$0")/gateway-common.sh"
 gw_py
 
@@ -25,8 +25,8 @@ done
 CHAT="${CHAT%,}]"
 gw_up "$MAIN_URL" || exit 1
 
-# allm-run's log-probabilities of the same 40 tokens, 3 alternatives each
-"$RUN" --model "$M" --device cpu --prompt "Once upon a time" --max-tokens 40 --temperature 0 --logprobs 3 \
+# allm-run's log-probabilities of the same 40 tokens, 20 alternatives each (the most)
+"$RUN" --model "$M" --device cpu --prompt "Once upon a time" --max-tokens 40 --temperature 0 --logprobs 20 \
 	--json 2>/dev/null >"$tmp/lp.json"
 printf '{"completion": %s, "penalized": %s, "logprobs": %s}\n' "$(reference_text "Once upon a time" 40)" \
 	"$(reference_text "Once upon a time" 40 --repetition-penalty 1.3 --frequency-penalty 0.5 \
@@ -52,7 +52,7 @@ for g in chats:
         messages=answers[g["name"]]["messages"], add_generation_prompt=True,
         bos_token=cfg.get("bos_token"), eos_token=cfg.get("eos_token"))
     got = [json.loads(m.group(1)) for m in re.finditer(r"chat prompt \([^)]*\): (.*)$", open(g["log"]).read(), re.M)]
-    if len(got) != (4 if g is chats[0] else 2) or any(p != want for p in got):  # the first: + n 2, logprobs
+    if len(got) != (5 if g is chats[0] else 2) or any(p != want for p in got):  # the first: + n 2, logprobs, top_logprobs 20
         print("FAIL: %s rendered %r, Jinja %r" % (g["name"], got, want)); bad += 1
     else:
         print("ok: %s: the prompt sent to the engine is Jinja's rendering" % g["name"])

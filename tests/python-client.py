@@ -137,6 +137,12 @@ def test_logprobs_are_the_engines(client):
         assert len(top) == 3 and top[0][0] == tid and top[0][1] == pytest.approx(lp)  # greedy: the best one
         assert lp <= 0
     assert client.generate(PROMPT, max_tokens=4, temperature=0).logprobs is None
+    # the most alternatives (two ring entries a token): the first 3 as above, best first, distinct
+    r20 = client.generate(PROMPT, max_tokens=12, temperature=0, logprobs=20)
+    assert r20.ids == r.ids and r20.logprobs == pytest.approx(r.logprobs)
+    for top, top3 in zip(r20.top_logprobs, r.top_logprobs):
+        assert len(top) == 20 and len({i for i, _ in top}) == 20 and top[:3] == top3
+        assert all(a[1] >= b[1] for a, b in zip(top, top[1:]))
 
 
 # --- cancellation frees the engine's blocks -----------------------------------------------
@@ -468,7 +474,7 @@ BAD = [
     (dict(top_k=-1), ParameterError, "top_k"),
     (dict(presence_penalty=2.5), ParameterError, "presence_penalty"),
     (dict(frequency_penalty=-3), ParameterError, "frequency_penalty"),
-    (dict(logprobs=11), ParameterError, "logprobs"),
+    (dict(logprobs=21), ParameterError, "logprobs"),
     (dict(seed=-1), ParameterError, "seed"),
     (dict(ignore_eos="yes"), TypeError, "ignore_eos"),
     (dict(min_tokens=10, max_tokens=5), ParameterError, "min_tokens"),

@@ -123,16 +123,25 @@ static int push_token(struct eng *e, uint64_t tag, uint64_t id, int32_t tok, con
 	return eng_push(e, &q);
 }
 
-/* A LOGPROBS entry: token tok at -0.5 - index, n alternatives tok + k at -k. */
+/* A token's LOGPROBS entries, as the engine chains them (protocol.h): token
+ * tok at -0.5 - index, n alternatives tok + k at -k. */
 static int push_logprobs(struct eng *e, uint64_t tag, uint64_t id, uint32_t index, int32_t tok, int n)
 {
-	struct allm_cqe q = { .kind = ALLM_CQE_LOGPROBS, .user_tag = tag, .request_id = id };
-	q.u.logprobs.index = index;
-	q.u.logprobs.n_top = (uint32_t)n;
-	q.u.logprobs.sampled = (struct allm_logprob){ tok, -0.5f - (float)index };
-	for (int k = 0; k < n; k++)
-		q.u.logprobs.top[k] = (struct allm_logprob){ tok + k, -(float)k };
-	return eng_push(e, &q);
+	int from = 0;
+	do {
+		int m = n - from < ALLM_CQE_LOGPROBS_TOP ? n - from : ALLM_CQE_LOGPROBS_TOP;
+		struct allm_cqe q = { .kind = ALLM_CQE_LOGPROBS, .user_tag = tag, .request_id = id };
+		q.flags = from + m < n ? ALLM_CQE_F_CONTINUED : 0;
+		q.u.logprobs.index = index;
+		q.u.logprobs.n_top = (uint32_t)m;
+		q.u.logprobs.sampled = (struct allm_logprob){ tok, -0.5f - (float)index };
+		for (int k = 0; k < m; k++)
+			q.u.logprobs.top[k] = (struct allm_logprob){ tok + from + k, -(float)(from + k) };
+		if (eng_push(e, &q))
+			return -1;
+		from += m;
+	} while (from < n);
+	return 0;
 }
 
 static int push_final(struct eng *e, uint64_t tag, uint64_t id, int reason, int32_t status,
@@ -188,8 +197,16 @@ static int garbage(struct eng *e, uint64_t tag, uint64_t id)
 	case 2: q.kind = ALLM_CQE_FINAL; q.finish_reason = 9; break;
 	case 3: q.kind = ALLM_CQE_ACCEPTED; q.user_tag = 12345; q.request_id = 99; break;
 	case 4: q.flags = 0x80; break;                     /* unknown flag */
-	case 5: q.kind = ALLM_CQE_LOGPROBS; q.u.logprobs.n_top = ALLM_LOGPROBS_MAX + 1; break;
+	case 5: q.kind = ALLM_CQE_LOGPROBS; q.u.logprobs.n_top = ALLM_CQE_LOGPROBS_TOP + 1; break;
 	case 6: q.kind = ALLM_CQE_LOGPROBS; q.u.logprobs.reserved[3] = 1; break;
+	case 7: /* a chain of alternatives cut short: its token follows at once */
+		q.kind = ALLM_CQE_LOGPROBS;
+		q.flags = ALLM_CQE_F_CONTINUED;
+		q.u.logprobs.n_top = ALLM_CQE_LOGPROBS_TOP;
+		if (eng_push(e, &q))
+			return -1;
+		q = (struct allm_cqe){ .kind = ALLM_CQE_TOKEN, .user_tag = tag, .request_id = id, .text_len = 1 };
+		break;
 	default: q.kind = ALLM_CQE_FINAL; q.finish_reason = ALLM_FINISH_EOS; q.status = 5; break;
 	}
 	return eng_push(e, &q);
@@ -850,10 +867,11 @@ static void test_engine_death(void)
 	fake_stop(&f, true);
 }
 
-/* A request with logprobs: its TOKEN events carry the LOGPROBS entry that came
- * just before them (a piece split over entries included), the others NULL; and
- * out-of-range logprobs never reach the engine. */
-static void test_logprobs(void)
+/* A request with logprobs: its TOKEN events carry the LOGPROBS entries that
+ * came just before them (a piece split over entries included; k alternatives
+ * over as many entries as hold them: all in all_logprobs, the first entry's in
+ * logprobs), the others NULL; and out-of-range logprobs never reach the engine. */
+static void test_logprobs_k(int k)
 {
 	struct fake f;
 	fake_init(&f, tmpdir, "t", true);
@@ -869,31 +887,59 @@ static void test_logprobs(void)
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "logprobs past the most alternatives");
 	p.params.logprobs = -1;
 	CHECK(allm_client_submit(c, &p) == -EINVAL, "negative logprobs");
-	p.params.logprobs = 1 + 3;
+	p.params.logprobs = 1 + k;
 	CHECK(allm_client_submit(c, &p) == 0, "submit with logprobs");
 	int r = allm_client_wait(c, &ev, 5000);
-	CHECK(r == 1 && ev.kind == ALLM_EVENT_ACCEPTED && !ev.logprobs, "accepted");
+	CHECK(r == 1 && ev.kind == ALLM_EVENT_ACCEPTED && !ev.logprobs && !ev.all_logprobs, "accepted");
 	for (uint32_t i = 0; i < 3; i++) {
 		r = allm_client_wait(c, &ev, 5000);
 		CHECK(r == 1 && ev.kind == ALLM_EVENT_TOKEN && ev.token_id == 100 + (int32_t)i, "token %u", i);
 		const struct allm_cqe_logprobs *l = ev.logprobs;
+		const struct allm_logprobs *a = ev.all_logprobs;
 		if (i == 2) {
-			CHECK(!l, "token 2 came without logprobs but has some");
+			CHECK(!l && !a, "token 2 came without logprobs but has some");
 			continue;
 		}
+		int first = k < ALLM_CQE_LOGPROBS_TOP ? k : ALLM_CQE_LOGPROBS_TOP;
 		CHECK(l && l->index == i && l->sampled.token_id == 100 + (int32_t)i && l->sampled.logprob == -0.5f - i &&
-			      l->n_top == 3 && l->top[2].token_id == 102 + (int32_t)i && l->top[2].logprob == -2.0f,
-		      "token %u: logprobs %s", i, l ? "wrong" : "missing");
+			      l->n_top == (uint32_t)first && l->top[first - 1].token_id == 100 + first - 1 + (int32_t)i &&
+			      l->top[first - 1].logprob == (float)(1 - first),
+		      "k %d token %u: logprobs %s", k, i, l ? "wrong" : "missing");
+		bool all = a && a->index == i && a->sampled.token_id == 100 + (int32_t)i && a->n_top == (uint32_t)k;
+		for (int j = 0; all && j < k; j++)
+			all = a->top[j].token_id == 100 + (int32_t)i + j && a->top[j].logprob == (float)-j;
+		CHECK(all, "k %d token %u: all_logprobs %s", k, i, a ? "wrong" : "missing");
 	}
 	r = allm_client_wait(c, &ev, 5000);
 	CHECK(r == 1 && ev.kind == ALLM_EVENT_FINAL && !ev.logprobs, "final");
+	/* a program built before all_logprobs reads the first entry's alone */
+	struct allm_event old;
+	p.user_tag = 6;
+	CHECK(allm_client_submit(c, &p) == 0, "submit again");
+	CHECK(allm_client_wait_sized(c, &old, ALLM_EVENT_SIZE_VER0, 5000) == 1 && old.kind == ALLM_EVENT_ACCEPTED,
+	      "accepted (old size)");
+	old.all_logprobs = (const void *)&old; /* past its size: must stay untouched */
+	CHECK(allm_client_wait_sized(c, &old, ALLM_EVENT_SIZE_VER0, 5000) == 1 && old.kind == ALLM_EVENT_TOKEN &&
+		      old.logprobs && old.logprobs->n_top == (uint32_t)(k < ALLM_CQE_LOGPROBS_TOP ? k : ALLM_CQE_LOGPROBS_TOP) &&
+		      old.all_logprobs == (const void *)&old,
+	      "an old program's token event");
+	while (allm_client_wait(c, &ev, 5000) == 1 && ev.kind != ALLM_EVENT_FINAL)
+		;
 	allm_client_disconnect(c);
 	fake_stop(&f, true);
 }
 
+static void test_logprobs(void)
+{
+	test_logprobs_k(3);
+	test_logprobs_k(ALLM_CQE_LOGPROBS_TOP);
+	test_logprobs_k(ALLM_CQE_LOGPROBS_TOP + 1);
+	test_logprobs_k(ALLM_LOGPROBS_MAX);
+}
+
 static void test_garbage(void)
 {
-	for (uint64_t v = 0; v < 8; v++) {
+	for (uint64_t v = 0; v < 9; v++) {
 		struct fake f;
 		fake_init(&f, tmpdir, "t", true);
 		struct allm_client_opts o = { 0 };

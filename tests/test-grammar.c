@@ -260,6 +260,67 @@ static void test_end(void)
 	allm_grammar_unref(g);
 }
 
+/* The fewest bytes to the end, and masks that keep to a budget: random walks
+ * whose every step keeps only what can still end within the tokens left end
+ * whole, at the shortest budget that allows it. */
+static void test_budget(void)
+{
+	int32_t eos = EOS_ID;
+	struct allm_grammar_matcher *m;
+	struct allm_grammar *g = compile(ALLM_GRAMMAR_GBNF, "root ::= \"ab\" [0-9]* \"c\"");
+	T(g && allm_grammar_matcher_create(g, &eos, 1, &m) == 0);
+	T(allm_grammar_matcher_left(m) == 3);
+	T(allm_grammar_matcher_left_after(m, 'a') == 2 && allm_grammar_matcher_left_after(m, 256 + 9) == 1);
+	T(allm_grammar_matcher_left_after(m, 'x') == UINT32_MAX && allm_grammar_matcher_left_after(m, EOS_ID) == UINT32_MAX);
+	T(allm_grammar_matcher_left(m) == 3); /* looking moved nothing */
+	T(allm_grammar_matcher_accept(m, 256 + 9));
+	T(allm_grammar_matcher_left_after(m, '7') == 1 && allm_grammar_matcher_left_after(m, 'c') == 0);
+	float logits[VOCAB];
+	for (int32_t i = 0; i < VOCAB; i++)
+		logits[i] = 0;
+	T(allm_grammar_matcher_apply_within(m, logits, VOCAB, 0) == 1 && logits['c'] == 0 && logits['7'] == -INFINITY);
+	T(allm_grammar_matcher_accept(m, 'c') && allm_grammar_matcher_left(m) == 0);
+	allm_grammar_matcher_free(m);
+	allm_grammar_unref(g);
+
+	static const char *const schema = "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, "
+					  "\"b\": {\"type\": \"string\"}}, \"required\": [\"a\", \"b\"]}";
+	T((g = compile(ALLM_GRAMMAR_JSON_SCHEMA, schema)) != NULL);
+	T(allm_grammar_matcher_create(g, &eos, 1, &m) == 0);
+	uint32_t least = allm_grammar_matcher_left(m); /* {"a":0,"b":""} */
+	T(least == 14);
+	allm_grammar_matcher_free(m);
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int whole = 0;
+	for (int walk = 0; walk < 200; walk++) {
+		uint32_t budget = least + (uint32_t)(walk % 12);
+		T(allm_grammar_matcher_create(g, &eos, 1, &m) == 0);
+		for (uint32_t k = 0; k < budget; k++) {
+			for (int32_t i = 0; i < VOCAB; i++)
+				logits[i] = 0;
+			int32_t n = allm_grammar_matcher_apply_within(m, logits, VOCAB, budget - k - 1), pick = -1;
+			T(n > 0);
+			/* every id kept ends in time, brute force */
+			for (int32_t i = 0; i < VOCAB; i++)
+				if (logits[i] == 0)
+					T(allm_grammar_matcher_left_after(m, i) <= budget - k - 1);
+			rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+			for (int32_t i = 0, c = (int32_t)(rng % (uint64_t)(n > 0 ? n : 1)); i < VOCAB; i++)
+				if (logits[i] == 0 && c-- == 0) {
+					pick = i;
+					break;
+				}
+			T(pick >= 0 && allm_grammar_matcher_accept(m, pick));
+			if (pick == EOS_ID)
+				break;
+		}
+		whole += allm_grammar_matcher_can_end(m);
+		allm_grammar_matcher_free(m);
+	}
+	T(whole == 200);
+	allm_grammar_unref(g);
+}
+
 static void test_cache(void)
 {
 	struct allm_grammar_cache *c;
@@ -291,6 +352,7 @@ int main(void)
 	test_json_schema();
 	test_regex_choice();
 	test_end();
+	test_budget();
 	test_cache();
 	allm_grammar_vocab_free(vocab);
 	T(allm_mem_in_use() == 0);

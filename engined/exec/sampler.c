@@ -12,6 +12,10 @@
 #endif
 
 #define SUM_CK 64 /* terms between the checkpoints of a draw's running sum */
+/* A grammar's masked draw also keeps to max_tokens (every allowed token's end
+ * distance looked at) while fewer than this many bytes more than the grammar
+ * needs are left; further away, a first draw that would overrun is rare. */
+#define GRAMMAR_BUDGET_SCAN 64u
 
 bool allm_sampler_processed(const struct allm_sampler *s)
 {
@@ -27,12 +31,22 @@ void allm_sampler_set_grammar(struct allm_sampler *s, struct allm_grammar_matche
 int32_t allm_sampler_sample_grammar(struct allm_sampler *s, float *logits)
 {
 	int32_t id = allm_sampler_sample(s, logits);
-	if (!s->grammar || allm_grammar_matcher_accept(s->grammar, id))
+	if (!s->grammar)
+		return id;
+	/* the bytes the grammar may still take before the end: one per token
+	 * left after this one */
+	int32_t left = s->p.max_tokens - ++s->n_grammar_drawn;
+	uint32_t budget = left > 0 ? (uint32_t)left : 0;
+	if (allm_grammar_matcher_left_after(s->grammar, id) <= budget && allm_grammar_matcher_accept(s->grammar, id))
 		return id;
 	/* refused: the mask (most often from the grammar's cache), then a draw
-	 * from what is left; apply() leaves at least one id */
+	 * from what is left; apply() leaves at least one id. The budget's scan
+	 * costs a walk per allowed token: only while the end is near */
 	s->n_grammar_masked++;
-	allm_grammar_matcher_apply(s->grammar, logits, s->vocab);
+	if (budget < allm_grammar_matcher_left(s->grammar) + GRAMMAR_BUDGET_SCAN)
+		allm_grammar_matcher_apply_within(s->grammar, logits, s->vocab, budget);
+	else
+		allm_grammar_matcher_apply(s->grammar, logits, s->vocab);
 	id = allm_sampler_sample(s, logits);
 	if (allm_grammar_matcher_accept(s->grammar, id))
 		return id;

@@ -48,6 +48,7 @@ struct allm_sampler {
 	/* the request's grammar (owned; NULL: none): allm_sampler_sample_grammar */
 	struct allm_grammar_matcher *grammar;
 	int64_t n_grammar_masked; /* tokens whose first draw the grammar refused */
+	int32_t n_grammar_drawn; /* tokens allm_sampler_sample_grammar gave */
 };
 
 /* Gives s a grammar (s owns m from here: allm_sampler_fini frees it). */
@@ -60,7 +61,11 @@ void allm_sampler_set_grammar(struct allm_sampler *s, struct allm_grammar_matche
  * / p(allowed) = p(t) / p(allowed)) and greedy is the masked argmax, while a
  * token the grammar allows is the very id an unconstrained request would get;
  * with top-k/top-p the cut is made on the unmasked row first (as llama.cpp's
- * sampler does). Without a grammar: allm_sampler_sample. */
+ * sampler does). A draw after which the grammar could not end within the
+ * tokens max_tokens leaves (one a byte at worst) counts as refused, and the
+ * mask then keeps only tokens that can (allm_grammar_matcher_apply_within): a
+ * structured answer is whole when max_tokens allows it at all, as a length cut
+ * would otherwise leave it broken. Without a grammar: allm_sampler_sample. */
 int32_t allm_sampler_sample_grammar(struct allm_sampler *s, float *logits);
 
 /* Whether p asks for any penalty. */

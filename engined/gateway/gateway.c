@@ -213,6 +213,7 @@ static int parse_args(int argc, char **argv, struct gw_opts *o)
 		.max_body = 4u << 20,
 		.threads = cpus > 4 ? 4 : cpus > 0 ? (int)cpus : 1,
 		.log_level = ALLM_LOG_INFO,
+		.test_pump_busy = getenv("ALLM_GW_TEST_PUMP_BUSY") && !strcmp(getenv("ALLM_GW_TEST_PUMP_BUSY"), "1"),
 	};
 	bool keys_given = false; /* flags replace $ALLM_API_KEY */
 	if (env_key("ALLM_METRICS_API_KEY", &o->metrics_api_key) || env_key("ALLM_ADMIN_API_KEY", &o->admin_api_key))

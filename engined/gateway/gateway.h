@@ -64,6 +64,10 @@ struct gw_opts {
 				     * completions, the context's room for chat) */
 	int threads;              /* HTTP threads */
 	enum allm_log_level log_level;
+	/* test hook ALLM_GW_TEST_PUMP_BUSY=1: the pump never waits in poll, as
+	 * under a flood of events, so only its busy-time look at the sockets
+	 * can notice a hang-up (tests/gateway-hardening.sh, issue 49 item 6) */
+	bool test_pump_busy;
 };
 
 /* What the gateway knows of the model the engine serves: immutable once built,
@@ -115,7 +119,7 @@ static inline const struct allm_logprob *gw_lps_at(const struct gw_lps *l, size_
 }
 /* Appends a token's (0, -ENOMEM); copies tokens [from, from + n) of src into an
  * empty dst (0, -ENOMEM); frees (accepts an empty one). gw-slots.c. */
-int gw_lps_push(struct gw_lps *l, const struct allm_cqe_logprobs *lp);
+int gw_lps_push(struct gw_lps *l, const struct allm_logprobs *lp);
 int gw_lps_copy(struct gw_lps *dst, const struct gw_lps *src, size_t from, size_t n);
 void gw_lps_free(struct gw_lps *l);
 

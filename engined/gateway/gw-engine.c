@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Between connection attempts while the engine is away. */
@@ -172,7 +173,7 @@ static void on_event(struct gw *gw, struct resume_list *rl, const struct allm_ev
 		size_t n = ev->text_len;
 		if (ev->token_id >= 0)
 			r->n_tokens++;
-		if (ev->logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->logprobs)) {
+		if (ev->all_logprobs && ev->token_id >= 0 && gw_lps_push(&r->lps, ev->all_logprobs)) {
 			send_cancel(gw, r); /* out of memory: end it here, as a stop would */
 			r->out.stopped = true;
 			break;
@@ -494,6 +495,10 @@ static void *pump_main(void *arg)
 			break;
 		if (lost)
 			continue;
+		if (gw->o.test_pump_busy && !busy) {
+			busy = true; /* as if events kept coming: a short nap, never poll */
+			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+		}
 		if (busy) {
 			if (allm_now() - watched >= GW_HANGUP_CHECK_S) {
 				pthread_mutex_lock(&gw->lock);

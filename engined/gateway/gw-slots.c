@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gw_lps_push(struct gw_lps *l, const struct allm_cqe_logprobs *lp)
+int gw_lps_push(struct gw_lps *l, const struct allm_logprobs *lp)
 {
 	uint32_t k = l->stride ? l->stride - 1 : 0;
 	if (l->n == l->cap) {

@@ -47,6 +47,9 @@ struct allm_grammar {
 	uint64_t (*sets)[4]; /* [n_sets] 256-bit sets of bytes */
 	uint32_t n_sets;
 	uint32_t root; /* the rule generation starts in */
+	/* [n_el] the fewest bytes that finish the alternative from each position
+	 * (UINT32_MAX: none can), for ending within a budget (matcher.c) */
+	uint32_t *rest;
 	/* masks already computed, by state (matcher.c); mu guards them */
 	pthread_mutex_t mu;
 	struct mask_entry *tab; /* open addressing, [tab_cap] */
@@ -118,6 +121,8 @@ int allm_regex_to_gbnf(const char *re, size_t len, bool json_string, struct sbuf
  * "json-root" for an object. */
 void allm_json_any_gbnf(struct sbuf *out);
 
+/* Fills g->rest (matcher.c). 0 or -ENOMEM. */
+int allm_grammar_min_lengths(struct allm_grammar *g);
 /* Frees what a grammar holds (the mask cache: matcher.c). */
 void allm_grammar_masks_free(struct allm_grammar *g);
 

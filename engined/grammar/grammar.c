@@ -289,6 +289,8 @@ int allm_grammar_compile(int kind, const char *text, size_t len, const struct al
 	if (!rc && kind == ALLM_GRAMMAR_GBNF && memchr(text, 0, len))
 		rc = allm_err_set(err, -EINVAL, "GBNF: a NUL byte in the text");
 	allm_free(gbnf);
+	if (!rc && allm_grammar_min_lengths(g))
+		rc = allm_err_set(err, -ENOMEM, "out of memory");
 	if (rc) {
 		allm_grammar_unref(g);
 		return rc;
@@ -313,6 +315,7 @@ void allm_grammar_unref(struct allm_grammar *g)
 	allm_free(g->el);
 	allm_free(g->rule_start);
 	allm_free(g->sets);
+	allm_free(g->rest);
 	allm_free(g);
 }
 

@@ -117,6 +117,18 @@ bool allm_grammar_matcher_can_end(const struct allm_grammar_matcher *m);
  * allowed tokens get logit 0. Returns how many ids are allowed (> 0 unless the
  * vocabulary cannot spell any continuation: then the end ids are allowed). */
 int32_t allm_grammar_matcher_apply(struct allm_grammar_matcher *m, float *logits, int32_t vocab);
+/* The fewest bytes the grammar needs before it may end (0: it may end here;
+ * UINT32_MAX: it never can). */
+uint32_t allm_grammar_matcher_left(const struct allm_grammar_matcher *m);
+/* The same after token id, were it accepted (m does not move; UINT32_MAX when
+ * id may not come next). */
+uint32_t allm_grammar_matcher_left_after(struct allm_grammar_matcher *m, int32_t id);
+/* allm_grammar_matcher_apply, then a budget: only the tokens after which the
+ * grammar may end within max_left more bytes stay allowed (so with a token left
+ * per byte, the text is whole when max_tokens runs out); when none may, those
+ * that leave the fewest. Returns how many ids are allowed. */
+int32_t allm_grammar_matcher_apply_within(struct allm_grammar_matcher *m, float *logits, int32_t vocab,
+					  uint32_t max_left);
 /* How many times, in this process, allm_grammar_matcher_apply found no id the
  * grammar allows (0 unless a vocabulary cannot spell some byte). For tests. */
 uint64_t allm_grammar_empty_masks(void);

@@ -37,6 +37,7 @@ uint64_t allm_grammar_empty_masks(void)
 struct node {
 	uint32_t pos;    /* top of this stack: an element position (UINT32_MAX: empty stack) */
 	uint32_t parent; /* the stack below (node id; 0 = empty) */
+	uint32_t left;   /* the fewest bytes that empty the stack (UINT32_MAX: none can) */
 	uint64_t h1, h2; /* structural hash of the whole stack */
 	uint32_t after_off, after_n; /* memo: the set after the top matched (NO_AFTER: not yet) */
 };
@@ -86,6 +87,44 @@ struct allm_grammar_matcher {
 	uint64_t *mask;   /* [n_words] the last mask */
 	uint32_t n_words;
 };
+
+static inline uint32_t sat_add(uint32_t a, uint32_t b)
+{
+	return a > UINT32_MAX - b ? UINT32_MAX : a + b;
+}
+
+int allm_grammar_min_lengths(struct allm_grammar *g)
+{
+	uint32_t *rule = allm_malloc((size_t)(g->n_rules ? g->n_rules : 1) * sizeof(uint32_t));
+	g->rest = allm_malloc((size_t)(g->n_el + 1) * sizeof(uint32_t));
+	if (!rule || !g->rest) {
+		allm_free(rule);
+		return -ENOMEM;
+	}
+	for (uint32_t r = 0; r < g->n_rules; r++)
+		rule[r] = UINT32_MAX;
+	/* a fixpoint: a rule's fewest bytes are its shortest alternative's, which
+	 * only fall as the rules it refers to get theirs */
+	for (bool changed = true; changed;) {
+		changed = false;
+		g->rest[g->n_el] = 0;
+		for (uint32_t p = g->n_el; p-- > 0;) {
+			struct gelem e = g->el[p];
+			g->rest[p] = gelem_ends_alt(e) ? 0 : sat_add(e.type == GE_BYTES ? 1 : rule[e.arg], g->rest[p + 1]);
+		}
+		for (uint32_t r = 0; r < g->n_rules; r++)
+			for (uint32_t a = g->rule_start[r];; a++) {
+				if ((a == g->rule_start[r] || g->el[a - 1].type == GE_ALT) && g->rest[a] < rule[r]) {
+					rule[r] = g->rest[a];
+					changed = true;
+				}
+				if (g->el[a].type == GE_END)
+					break;
+			}
+	}
+	allm_free(rule);
+	return 0;
+}
 
 static inline uint64_t mix(uint64_t x)
 {
@@ -162,6 +201,7 @@ static uint32_t intern(struct allm_grammar_matcher *m, uint32_t pos, uint32_t pa
 	m->nodes[id] = (struct node){
 		.pos = pos,
 		.parent = parent,
+		.left = sat_add(m->g->rest[pos], p->left),
 		.h1 = mix(p->h1 ^ mix((uint64_t)pos + 0x9e3779b97f4a7c15ull)),
 		.h2 = mix(p->h2 + mix((uint64_t)pos * 0xff51afd7ed558ccdull + 1)),
 		.after_off = 0,
@@ -366,7 +406,7 @@ int allm_grammar_matcher_create(struct allm_grammar *g, const int32_t *end_ids, 
 		memcpy(m->end_ids, end_ids, (size_t)n_end * sizeof(int32_t));
 	m->n_end = n_end;
 	/* node 0: the empty stack */
-	m->nodes[0] = (struct node){ .pos = UINT32_MAX, .h1 = 0x6a09e667f3bcc908ull, .h2 = 0xbb67ae8584caa73bull,
+	m->nodes[0] = (struct node){ .pos = UINT32_MAX, .left = 0, .h1 = 0x6a09e667f3bcc908ull, .h2 = 0xbb67ae8584caa73bull,
 				     .after_n = 0 };
 	m->n_nodes = 1;
 	/* the start: every alternative of the root rule, over the empty stack,
@@ -641,4 +681,59 @@ int32_t allm_grammar_matcher_apply(struct allm_grammar_matcher *m, float *logits
 			if ((bits[i >> 6] >> (i & 63)) & 1)
 				logits[i] = 0.0f;
 	return n_allowed;
+}
+
+/* The fewest bytes after which set s may end (UINT32_MAX: none, or s is dead). */
+static uint32_t set_left(const struct allm_grammar_matcher *m, uint32_t s)
+{
+	uint32_t best = UINT32_MAX;
+	for (uint32_t i = 0; s && i < m->set_n[s]; i++) {
+		uint32_t x = m->nodes[m->pool.v[m->set_off[s] + i]].left;
+		best = x < best ? x : best;
+	}
+	return best;
+}
+
+uint32_t allm_grammar_matcher_left(const struct allm_grammar_matcher *m)
+{
+	return m->ended ? 0 : set_left(m, m->cur);
+}
+
+uint32_t allm_grammar_matcher_left_after(struct allm_grammar_matcher *m, int32_t id)
+{
+	const struct allm_grammar_vocab *v = m->g->vocab;
+	if (is_end(m, id))
+		return allm_grammar_matcher_can_end(m) ? 0 : UINT32_MAX;
+	if (m->ended || id < 0 || id >= v->n_ids || m->oom || !vocab_len(v, id))
+		return UINT32_MAX;
+	const uint8_t *b = v->data + v->off[id];
+	uint32_t cur = m->cur;
+	for (uint32_t i = 0; i < vocab_len(v, id) && cur; i++)
+		cur = dfa_step(m, cur, b[i]);
+	return m->oom ? UINT32_MAX : set_left(m, cur);
+}
+
+int32_t allm_grammar_matcher_apply_within(struct allm_grammar_matcher *m, float *logits, int32_t vocab,
+					  uint32_t max_left)
+{
+	int32_t n = allm_grammar_matcher_apply(m, logits, vocab);
+	if (n <= 0 || m->ended)
+		return n;
+	uint32_t best = UINT32_MAX;
+	for (int32_t i = 0; i < vocab && best > max_left; i++)
+		if (logits[i] > -INFINITY) {
+			uint32_t x = allm_grammar_matcher_left_after(m, i);
+			best = x < best ? x : best;
+		}
+	/* none ends in time: those that bring the end nearest */
+	uint32_t keep = best > max_left ? best : max_left;
+	n = 0;
+	for (int32_t i = 0; i < vocab; i++)
+		if (logits[i] > -INFINITY) {
+			if (allm_grammar_matcher_left_after(m, i) > keep)
+				logits[i] = -INFINITY;
+			else
+				n++;
+		}
+	return n;
 }

@@ -35,7 +35,8 @@ static void on_evict(void *ctx, struct allm_block_pool *p, int32_t id);
 
 static void notify(struct allm_prefix_cache *pc, enum allm_pc_change what, int32_t e, int t)
 {
-	if (pc->obs.changed && !pc->quiet)
+	/* an orphan was heard leaving when it became one */
+	if (pc->obs.changed && !pc->quiet && (e < 0 || !pc->ent[e].orphan))
 		pc->obs.changed(pc->obs.ctx, what, e, (enum allm_kv_tier)t);
 }
 
@@ -206,7 +207,8 @@ static void unplace(struct allm_prefix_cache *pc, int32_t e)
 	if (entry_at(pc, (enum allm_kv_tier)x->tier, x->block) == e) {
 		notify(pc, ALLM_PC_REMOVED, e, x->tier);
 		pc->map[x->tier][x->block] = -1;
-		pc->st.blocks[x->tier]--;
+		if (!x->orphan) /* an orphan left the count when it became one */
+			pc->st.blocks[x->tier]--;
 	}
 	x->block = -1;
 }
@@ -254,7 +256,35 @@ static int grow_entries(struct allm_prefix_cache *pc)
 	return 0;
 }
 
-/* Unlinks entry e from its bucket and frees its slot. Its block must be gone. */
+static void free_lower(struct allm_prefix_cache *pc, enum allm_kv_tier t, int32_t block);
+static void strand(struct allm_prefix_cache *pc, int32_t c);
+
+/* Takes entry c out of its parent's child list. */
+static void unlink_child(struct allm_prefix_cache *pc, int32_t c)
+{
+	struct allm_pc_entry *x = &pc->ent[c], *p = &pc->ent[x->parent];
+	if (x->prev_sibling >= 0)
+		pc->ent[x->prev_sibling].next_sibling = x->next_sibling;
+	else
+		p->first_child = x->next_sibling;
+	if (x->next_sibling >= 0)
+		pc->ent[x->next_sibling].prev_sibling = x->prev_sibling;
+	x->prev_sibling = x->next_sibling = -1;
+	p->n_children--;
+}
+
+/* Strands every child of entry e (which is going): see strand. */
+static void strand_children(struct allm_prefix_cache *pc, int32_t e)
+{
+	while (pc->ent[e].first_child >= 0) {
+		int32_t c = pc->ent[e].first_child;
+		unlink_child(pc, c);
+		strand(pc, c);
+	}
+}
+
+/* Unlinks entry e from its bucket and frees its slot. Its block must be gone
+ * (or, an orphan's, be on its way back to its pool). Its children go too. */
 static void forget(struct allm_prefix_cache *pc, int32_t e)
 {
 	struct allm_pc_entry *x = &pc->ent[e];
@@ -265,13 +295,42 @@ static void forget(struct allm_prefix_cache *pc, int32_t e)
 	}
 	*pp = x->next;
 	unplace(pc, e);
-	if (x->parent >= 0 && pc->ent[x->parent].tier >= 0 && pc->ent[x->parent].gen == x->parent_gen)
-		pc->ent[x->parent].n_children--;
+	if (x->parent >= 0 && !x->orphan)
+		unlink_child(pc, e);
+	strand_children(pc, e);
 	x->tier = -1;
+	x->orphan = false;
 	x->gen++;
 	x->next = pc->free_head;
 	pc->free_head = e;
 	pc->n_live--;
+}
+
+/* Entry c's parent is going: no match walks to c (or below it) again, since a
+ * hit starts at a chain's first block and checks each parent, so c must not
+ * look cached to anyone (KV events: the same chain stored again would show its
+ * key twice, in two tiers) nor keep a block. Its block goes back to its pool
+ * now, or, while requests hold it, c stays as a silent orphan (its holders'
+ * KV is theirs) until the pool reclaims the block. */
+static void strand(struct allm_prefix_cache *pc, int32_t c)
+{
+	struct allm_pc_entry *x = &pc->ent[c];
+	enum allm_kv_tier t = (enum allm_kv_tier)x->tier;
+	int32_t b = x->block;
+	if (b >= 0 && allm_kv_tier_pool(pc->kv, t)->refs[b] > 0) {
+		notify(pc, ALLM_PC_REMOVED, c, t);
+		pc->st.blocks[t]--; /* cached no more, as routers now see it */
+		x->orphan = true;
+		strand_children(pc, c);
+		return;
+	}
+	if (b >= 0) { /* b < 0: its block is being reclaimed right now (on_evict) */
+		unplace(pc, c); /* heard leaving */
+		free_lower(pc, t, b);
+	}
+	x->orphan = true; /* out of its parent's list already */
+	pc->st.stranded++;
+	forget(pc, c);
 }
 
 /* Whether entry e is the block after `parent` (-1: a chain's first) of
@@ -325,7 +384,7 @@ int allm_pc_take(struct allm_prefix_cache *pc, int32_t e, int32_t *ret_block)
 	return 0;
 }
 
-/* Lets a lower-tier block go that no entry points at any more. */
+/* Lets a cached block nobody holds go, no entry pointing at it any more. */
 static void free_lower(struct allm_prefix_cache *pc, enum allm_kv_tier t, int32_t block)
 {
 	struct allm_block_pool *p = allm_kv_tier_pool(pc->kv, t);
@@ -340,6 +399,8 @@ int allm_pc_publish(struct allm_prefix_cache *pc, int64_t owner, int32_t block, 
 		    int32_t parent, int32_t depth, const int32_t *tokens, const struct allm_pc_domain *dom,
 		    int32_t *ret_entry)
 {
+	if (parent >= 0 && pc->ent[parent].orphan)
+		return -ESTALE; /* no match reaches what would follow it */
 	if (map_fit(pc, ALLM_KV_TIER_DEVICE))
 		return -ENOMEM;
 	int32_t e = find(pc, key, parent, tokens, dom);
@@ -367,16 +428,22 @@ int allm_pc_publish(struct allm_prefix_cache *pc, int64_t owner, int32_t block, 
 	uint32_t gen = x->gen;
 	*x = (struct allm_pc_entry){.key = *key, .dom = *dom, .parent = parent,
 				    .parent_gen = parent >= 0 ? pc->ent[parent].gen : 0, .gen = gen,
-				    .depth = depth, .tier = -1, .block = -1};
-	if (parent >= 0)
-		x->parent_key = pc->ent[parent].key;
+				    .depth = depth, .tier = -1, .block = -1, .first_child = -1,
+				    .prev_sibling = -1, .next_sibling = -1};
+	if (parent >= 0) {
+		struct allm_pc_entry *p = &pc->ent[parent];
+		x->parent_key = p->key;
+		x->next_sibling = p->first_child;
+		if (p->first_child >= 0)
+			pc->ent[p->first_child].prev_sibling = e;
+		p->first_child = e;
+		p->n_children++;
+	}
 	memcpy(pc->tokens + (size_t)e * pc->block_size, tokens, (size_t)pc->block_size * sizeof(int32_t));
 	uint32_t k = bucket_of(pc, key);
 	x->next = pc->bucket[k];
 	pc->bucket[k] = e;
 	pc->n_live++;
-	if (parent >= 0)
-		pc->ent[parent].n_children++;
 	place(pc, e, ALLM_KV_TIER_DEVICE, block);
 	*ret_entry = e;
 	return 1;
@@ -399,9 +466,15 @@ static bool write_down(struct allm_prefix_cache *pc, int32_t e, enum allm_kv_tie
 {
 	struct allm_block_pool *p = allm_kv_tier_pool(pc->kv, to);
 	struct allm_swap_result res = {0};
+	uint32_t gen = pc->ent[e].gen;
 	int32_t id;
 	if (map_fit(pc, to) || allm_block_pool_alloc(p, PC_OWNER, &id))
 		return false;
+	if (pc->ent[e].gen != gen) {
+		/* the allocation reclaimed e's parent in tier `to`, and e went with it */
+		allm_block_pool_release(p, PC_OWNER, id);
+		return false;
+	}
 	if (allm_kv_tier_copy(pc->kv, from, &from_block, to, &id, 1, &res, NULL)) {
 		pc->st.write_errors++;
 		allm_block_pool_release(p, PC_OWNER, id);
@@ -428,10 +501,11 @@ static void on_evict(void *ctx, struct allm_block_pool *p, int32_t id)
 	int32_t e = from < ALLM_KV_TIER_COUNT ? entry_at(pc, from, id) : -1;
 	if (e < 0)
 		return; /* a block no entry points at (a restore moved it) */
+	uint32_t gen = pc->ent[e].gen;
 	unplace(pc, e);
 	if (from == ALLM_KV_TIER_DISK)
 		allm_kv_disk_drain(pc->kv->disk, &id, 1);
-	for (int t = from + 1; t < ALLM_KV_TIER_COUNT; t++) {
+	for (int t = from + 1; t < ALLM_KV_TIER_COUNT && !pc->ent[e].orphan; t++) {
 		struct allm_block_pool *lp = allm_kv_tier_pool(pc->kv, (enum allm_kv_tier)t);
 		if (!lp || lp->n_total == 0)
 			continue; /* no such tier: the next one down */
@@ -441,6 +515,8 @@ static void on_evict(void *ctx, struct allm_block_pool *p, int32_t id)
 		}
 		if (allm_block_pool_avail(lp) > 0 && write_down(pc, e, from, id, (enum allm_kv_tier)t))
 			return;
+		if (pc->ent[e].gen != gen)
+			return; /* forgotten meanwhile, with its parent */
 	}
 	pc->st.dropped[from]++;
 	forget(pc, e);
@@ -525,7 +601,7 @@ out:
 
 int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 {
-	int32_t n = 0;
+	int32_t live = pc->n_live;
 	pc->quiet = true; /* one CLEARED, not a REMOVED per entry */
 	for (int32_t e = 0; e < pc->cap; e++) {
 		struct allm_pc_entry *x = &pc->ent[e];
@@ -538,13 +614,12 @@ int32_t allm_pc_reset(struct allm_prefix_cache *pc)
 		int32_t b = x->block;
 		unplace(pc, e);
 		free_lower(pc, t, b);
-		forget(pc, e);
-		n++;
+		forget(pc, e); /* with what hangs below it */
 	}
 	pc->quiet = false;
 	notify(pc, ALLM_PC_CLEARED, -1, ALLM_KV_TIER_DEVICE);
 	allm_pc_announce_all(pc);
-	return n;
+	return live - pc->n_live;
 }
 
 struct depth_entry {
@@ -564,7 +639,7 @@ void allm_pc_announce_all(struct allm_prefix_cache *pc)
 	struct depth_entry *v = allm_malloc((size_t)pc->n_live * sizeof(*v));
 	int32_t n = 0;
 	for (int32_t e = 0; e < pc->cap; e++)
-		if (pc->ent[e].tier >= 0) {
+		if (pc->ent[e].tier >= 0 && !pc->ent[e].orphan) {
 			if (v)
 				v[n] = (struct depth_entry){pc->ent[e].depth, e};
 			n++;
@@ -575,7 +650,7 @@ void allm_pc_announce_all(struct allm_prefix_cache *pc)
 		if (v) {
 			e = v[i].e;
 		} else { /* no memory for the order: entries in slot order, still all of them */
-			while (pc->ent[e].tier < 0)
+			while (pc->ent[e].tier < 0 || pc->ent[e].orphan)
 				e++;
 		}
 		notify(pc, ALLM_PC_STORED, e, pc->ent[e].tier);
@@ -598,7 +673,7 @@ void allm_pc_reset_stats(struct allm_prefix_cache *pc)
 
 int allm_pc_check(const struct allm_prefix_cache *pc)
 {
-	int32_t per[ALLM_KV_TIER_COUNT] = {0}, live = 0, chained = 0;
+	int32_t per[ALLM_KV_TIER_COUNT] = {0}, orphans[ALLM_KV_TIER_COUNT] = {0}, live = 0, chained = 0;
 	for (int32_t e = 0; e < pc->cap; e++) {
 		const struct allm_pc_entry *x = &pc->ent[e];
 		if (x->tier < 0)
@@ -613,17 +688,31 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 		/* only the device's blocks are ever held (lower tiers: pinned during a restore) */
 		if (x->tier != ALLM_KV_TIER_DEVICE && p->refs[x->block] != 0)
 			return -EFAULT;
-		per[x->tier]++;
+		if (x->orphan)
+			orphans[x->tier]++; /* not in the stats' count */
+		else
+			per[x->tier]++;
 	}
 	/* children counts: each live entry's live children */
 	for (int32_t e = 0; e < pc->cap; e++) {
 		const struct allm_pc_entry *x = &pc->ent[e];
 		if (x->tier < 0)
 			continue;
-		int32_t kids = 0;
+		int32_t kids = 0, listed = 0;
 		for (int32_t c = 0; c < pc->cap; c++)
-			kids += pc->ent[c].tier >= 0 && pc->ent[c].parent == e && pc->ent[c].parent_gen == x->gen;
-		if (kids != x->n_children)
+			kids += pc->ent[c].tier >= 0 && !pc->ent[c].orphan && pc->ent[c].parent == e &&
+				pc->ent[c].parent_gen == x->gen;
+		for (int32_t c = x->first_child, prev = -1; c >= 0 && listed <= kids; prev = c, c = pc->ent[c].next_sibling) {
+			const struct allm_pc_entry *y = &pc->ent[c];
+			if (y->tier < 0 || y->orphan || y->parent != e || y->prev_sibling != prev)
+				return -EFAULT;
+			listed++;
+		}
+		if (kids != x->n_children || listed != kids)
+			return -EFAULT;
+		/* an orphan's parent is gone or an orphan; anyone else's is there */
+		const struct allm_pc_entry *p = x->parent >= 0 ? &pc->ent[x->parent] : NULL;
+		if (x->orphan == (!p || (p->tier >= 0 && p->gen == x->parent_gen && !p->orphan)))
 			return -EFAULT;
 	}
 	for (uint32_t k = 0; k < pc->n_buckets; k++)
@@ -641,7 +730,7 @@ int allm_pc_check(const struct allm_prefix_cache *pc)
 		int32_t cached = 0;
 		for (int32_t i = 0; p && i < p->capacity; i++)
 			cached += p->owner[i] == ALLM_BLOCK_CACHED;
-		if (p && cached != per[t])
+		if (p && cached != per[t] + orphans[t])
 			return -EFAULT;
 	}
 	return 0;

@@ -51,7 +51,12 @@ struct allm_pc_entry {
 	int32_t block; /* its block in that tier's pool */
 	int32_t next; /* the next entry of its hash bucket (or of the free list) */
 	uint32_t hits; /* lookups that used it */
-	int32_t n_children; /* live entries whose parent it is: forgetting it strands them */
+	int32_t n_children; /* live entries whose parent it is (its child list) */
+	int32_t first_child, prev_sibling, next_sibling; /* that list, -1 ends it */
+	/* its parent was forgotten while a request held it: no match reaches it
+	 * again, observers heard it leave, and its block is reclaimed, never
+	 * written down, once its holders let go */
+	bool orphan;
 };
 
 /* How evictions go: the scheduler's side (its predictors). keep: whether a
@@ -82,7 +87,8 @@ struct allm_pc_observer {
 
 /* Counters since creation (or allm_pc_reset_stats). */
 struct allm_pc_stats {
-	int32_t blocks[ALLM_KV_TIER_COUNT]; /* entries per tier now */
+	int32_t blocks[ALLM_KV_TIER_COUNT]; /* entries per tier now (orphans not: they
+					     * are cached for nobody, KV events said so) */
 	int64_t written[ALLM_KV_TIER_COUNT]; /* evicted blocks written into tier t */
 	double write_seconds[ALLM_KV_TIER_COUNT]; /* what those writes took */
 	int64_t skipped[ALLM_KV_TIER_COUNT]; /* not written into t: the reuse would not pay */
@@ -90,6 +96,7 @@ struct allm_pc_stats {
 	int64_t hit_blocks[ALLM_KV_TIER_COUNT]; /* blocks that served a hit from t */
 	int64_t restored[ALLM_KV_TIER_COUNT]; /* of those, copied from t to the device */
 	int64_t write_errors; /* writes that failed (the block was dropped) */
+	int64_t stranded; /* forgotten with their parent (no match could reach them) */
 };
 
 struct allm_prefix_cache;

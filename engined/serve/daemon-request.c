@@ -132,21 +132,28 @@ static void emit_text(struct daemon *d, struct dclient *c, const struct dreq *dr
 }
 
 
-/* The token's LOGPROBS entry, right before its TOKEN entries. */
+/* The token's LOGPROBS entries, right before its TOKEN entries: one, or a
+ * chain of them when it has more alternatives than one holds (protocol.h). */
 static void emit_logprobs(struct daemon *d, struct dclient *c, const struct dreq *dr,
 			  const struct allm_token_out *t, uint32_t index)
 {
-	struct allm_cqe e;
-	memset(&e, 0, sizeof(e));
-	e.kind = ALLM_CQE_LOGPROBS;
-	e.user_tag = dr->user_tag;
-	e.request_id = (uint64_t)t->id;
-	e.u.logprobs.index = index;
-	e.u.logprobs.n_top = (uint32_t)t->lp->n_top;
-	e.u.logprobs.sampled = (struct allm_logprob){t->lp->id, t->lp->logprob};
-	for (int32_t i = 0; i < t->lp->n_top; i++)
-		e.u.logprobs.top[i] = (struct allm_logprob){t->lp->top_id[i], t->lp->top_logprob[i]};
-	emit(d, c, &e);
+	int32_t from = 0;
+	do {
+		int32_t n = ALLM_MIN(t->lp->n_top - from, (int32_t)ALLM_CQE_LOGPROBS_TOP);
+		struct allm_cqe e;
+		memset(&e, 0, sizeof(e));
+		e.kind = ALLM_CQE_LOGPROBS;
+		e.flags = from + n < t->lp->n_top ? ALLM_CQE_F_CONTINUED : 0;
+		e.user_tag = dr->user_tag;
+		e.request_id = (uint64_t)t->id;
+		e.u.logprobs.index = index;
+		e.u.logprobs.n_top = (uint32_t)n;
+		e.u.logprobs.sampled = (struct allm_logprob){t->lp->id, t->lp->logprob};
+		for (int32_t i = 0; i < n; i++)
+			e.u.logprobs.top[i] = (struct allm_logprob){t->lp->top_id[from + i], t->lp->top_logprob[from + i]};
+		emit(d, c, &e);
+		from += n;
+	} while (from < t->lp->n_top);
 }
 
 void daemon_on_token(void *user, const struct allm_token_out *t)

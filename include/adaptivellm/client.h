@@ -187,6 +187,15 @@ enum allm_event_kind {
 	ALLM_EVENT_FINAL = 3,    /* the request ended; no more events for it */
 };
 
+/* A token's log-probabilities whole: its LOGPROBS entries joined (protocol.h). */
+struct allm_logprobs {
+	uint32_t index;  /* the token's index in the request's output */
+	uint32_t n_top;  /* entries used in top, <= ALLM_LOGPROBS_MAX */
+	struct allm_logprob sampled; /* the token sampled */
+	struct allm_logprob top[ALLM_LOGPROBS_MAX]; /* the most likely, best first
+						     * (lower id first on a tie) */
+};
+
 /* One event. Pointers in it stay valid until the next call on the same handle. */
 struct allm_event {
 	enum allm_event_kind kind;
@@ -201,7 +210,9 @@ struct allm_event {
 	size_t text_len;     /* ... this many bytes; may be 0 (a token whose text is
 	                      * still incomplete UTF-8 arrives with a later one) */
 	const struct allm_cqe_logprobs *logprobs; /* the token's log-probabilities when
-	                      * the request asked (params.logprobs), else NULL */
+	                      * the request asked (params.logprobs), else NULL: its
+	                      * first ALLM_CQE_LOGPROBS_TOP alternatives (what a
+	                      * program built before all_logprobs can read) */
 	/* FINAL */
 	int finish_reason;   /* enum allm_finish_reason (protocol.h) */
 	int32_t status;      /* 0, or a negative errno with ALLM_FINISH_ERROR */
@@ -210,10 +221,15 @@ struct allm_event {
 	/* the finish record's counters (protocol.h, ALLM_FINAL_FIELDS: queue_us,
 	 * ttft_us, total_us, n_prompt, n_generated, n_preemptions, n_cached) */
 	ALLM_FINAL_FIELDS(ALLM_FINAL_DECL_)
+	/* TOKEN: every alternative the request asked for (up to ALLM_LOGPROBS_MAX),
+	 * NULL exactly when logprobs is */
+	const struct allm_logprobs *all_logprobs;
 	/* new fields go here, at the end (read by size: allm_client_poll) */
 };
-/* The size struct allm_event had first: the least a caller may pass. */
+/* The sizes struct allm_event had, oldest first; VER0 is the least a caller
+ * may pass. */
 #define ALLM_EVENT_SIZE_VER0 112
+#define ALLM_EVENT_SIZE_VER1 120 /* + all_logprobs */
 
 /* Takes the next event without blocking. Returns 1 (an event in *ev), 0 (none
  * ready), -EPIPE (the engine went away: the lease socket hung up; events the

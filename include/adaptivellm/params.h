@@ -48,8 +48,11 @@ extern "C" {
 #define ALLM_PARAMS_MAX_STOP 4
 /* Bytes of a request's cache salt (allm_params.cache_salt). */
 #define ALLM_CACHE_SALT_BYTES 16
-/* Most alternatives a token's log-probabilities carry (the logprobs row). */
-#define ALLM_LOGPROBS_MAX 10
+/* Most alternatives a token's log-probabilities carry (the logprobs row):
+ * OpenAI's top_logprobs limit. 10 before: an engine of then refuses more by
+ * name, and a request of 10 or fewer reads the same both ways (protocol.h,
+ * ALLM_CQE_LOGPROBS_TOP). */
+#define ALLM_LOGPROBS_MAX 20
 /* Most logit bias entries per request, and the range of a bias. */
 #define ALLM_LOGIT_BIAS_MAX 300
 #define ALLM_LOGIT_BIAS_LO -100.0

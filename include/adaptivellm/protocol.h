@@ -168,14 +168,19 @@ enum allm_cqe_kind {
 	ALLM_CQE_ACCEPTED = 1, /* the request got request_id (CANCEL uses it) */
 	ALLM_CQE_TOKEN = 2,    /* one generated token, its text in token.text */
 	ALLM_CQE_FINAL = 3,    /* the request ended; no further entries for it */
-	ALLM_CQE_LOGPROBS = 4, /* the next token's log-probabilities (SQE logprobs > 0):
-				* right before that token's TOKEN entries */
+	ALLM_CQE_LOGPROBS = 4, /* the next token's log-probabilities (params.logprobs
+				* > 0): right before that token's TOKEN entries;
+				* more than ALLM_CQE_LOGPROBS_TOP alternatives
+				* continue in the next LOGPROBS entry (flags) */
 };
 
 /* allm_cqe.flags */
 /* TOKEN: the text piece continues in the next TOKEN entry of the same request
  * (a piece longer than ALLM_CQE_TEXT_MAX is split; only the last part lacks
- * this flag, and only it counts as a token). */
+ * this flag, and only it counts as a token).
+ * LOGPROBS: the token's alternatives continue in the next entry, a LOGPROBS
+ * entry of the same token (its index and sampled again, its top the next
+ * alternatives, best first); only the last lacks this flag. */
 #define ALLM_CQE_F_CONTINUED (1u << 0)
 
 enum allm_finish_reason {
@@ -235,12 +240,21 @@ struct allm_logprob {
 			* distribution (before penalties and temperature) */
 };
 
+/* Alternatives one LOGPROBS entry holds. A request that asks for more (up to
+ * ALLM_LOGPROBS_MAX, params.h) gets each token's in several entries, chained by
+ * ALLM_CQE_F_CONTINUED; one that asks for this many or fewer (all that version
+ * 3 first took) gets one entry as before, so no new wire version: a client
+ * that never asks for more never sees the flag, and an older engine refuses
+ * the bigger ask by name. */
+#define ALLM_CQE_LOGPROBS_TOP 10
+
 struct allm_cqe_logprobs {
 	uint32_t index;  /* the token's index, as in its TOKEN entries */
-	uint32_t n_top;  /* entries used in top, <= ALLM_LOGPROBS_MAX */
+	uint32_t n_top;  /* entries used in top, <= ALLM_CQE_LOGPROBS_TOP */
 	struct allm_logprob sampled; /* the token sampled */
-	struct allm_logprob top[ALLM_LOGPROBS_MAX]; /* the most likely, best first
-						     * (lower id first on a tie) */
+	struct allm_logprob top[ALLM_CQE_LOGPROBS_TOP]; /* the most likely, best
+							 * first (lower id first on
+							 * a tie) */
 	uint8_t reserved[8]; /* zero */
 };
 

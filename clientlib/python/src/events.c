@@ -27,8 +27,8 @@ static PyObject *token_object(const struct allm_event *ev)
 	PyObject *id = PyLong_FromLong(ev->token_id);
 	PyObject *text = PyUnicode_DecodeUTF8(ev->text, (Py_ssize_t)ev->text_len, "replace");
 	PyObject *lp = NULL, *top = NULL;
-	if (ev->logprobs) {
-		const struct allm_cqe_logprobs *l = ev->logprobs;
+	if (ev->all_logprobs) {
+		const struct allm_logprobs *l = ev->all_logprobs;
 		uint32_t n = l->n_top < ALLM_LOGPROBS_MAX ? l->n_top : ALLM_LOGPROBS_MAX;
 		lp = PyFloat_FromDouble(l->sampled.logprob);
 		top = PyTuple_New(n);
