@@ -198,6 +198,7 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 	if (!d)
 		return;
 	d->measured_s = seconds;
+	allm_decision_error_observe(&e->derr, d);
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, true);
 }

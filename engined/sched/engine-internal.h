@@ -2,6 +2,7 @@
 #ifndef ALLM_ENGINE_INTERNAL_H
 #define ALLM_ENGINE_INTERNAL_H
 
+#include "decision-error.h"
 #include "engine.h"
 
 /* A growable array of requests: one per queue. */
@@ -27,6 +28,7 @@ struct allm_engine {
 	struct allm_decision *dlog; /* ring of ALLM_ENGINE_DECISIONS */
 	int64_t n_decisions; /* ever made; the next seq_no */
 	struct allm_engine_stats st; /* counters (queue/pool fields filled on read) */
+	struct allm_decision_error derr; /* the decisions' own error; reset with st */
 	float *logits; /* [logits_rows][vocab] */
 	int32_t logits_rows;
 	struct allm_batch_seq *batch;

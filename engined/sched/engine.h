@@ -110,6 +110,11 @@ struct allm_decision {
 	enum allm_choice choice;
 	enum allm_reason reason;
 	double measured_s; /* NAN until the chosen action has run */
+	/* PREEMPT under the regret probe (allm_engine_config.probe_other): what the
+	 * path not taken cost, timed right after the choice ran (swap chosen: a
+	 * prefill of what recompute would re-prefill; recompute chosen: a copy of
+	 * its blocks out and back); NAN otherwise */
+	double other_measured_s;
 };
 
 
@@ -280,6 +285,10 @@ struct allm_engine_config {
 	bool prefix_caching;
 	/* requests of different uids may share cached blocks (still not across salts) */
 	bool share_prefix_cache;
+	/* a bench and test hook (allm-run --probe-regret): each victim's other
+	 * path is timed too (decision other_measured_s), so regret can be
+	 * counted; it costs that path's time on every preemption */
+	bool probe_other;
 	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
 	double (*clock)(void *user);
 	void *clock_user;
@@ -312,6 +321,11 @@ struct allm_engine_stats {
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
 	double mape_disk;
+	/* the decisions' own error (decision-error.h): the prediction of the path
+	 * a victim took against its measured cost, rolling; NAN before one */
+	double dec_mape_swap, dec_mape_recompute;
+	int64_t dec_measured; /* preemption decisions whose cost was measured */
+	int64_t dec_probed, dec_regret; /* of them, the other path timed; of those, regretted */
 	/* the prefix cache (DESIGN §9's prefix_cache): first admissions only */
 	int64_t pc_queried_tokens; /* prompt tokens looked up */
 	int64_t pc_hit_tokens; /* of them found cached (and used) */
