@@ -138,6 +138,13 @@ def predictors(res, args):
                 dat[kind] += [(pol, rep) + p for p in pts]
                 r["dec_" + kind] = {"n": len(pts), "mape": mape_of(pts),
                                     "median_ape": median([abs(p - m) / m * 100 for _, p, m in pts if m > 0])}
+                # the part other processes took: decisions whose engine thread ran
+                # >= 90 % of their time against the rest
+                calm = [(x["tokens"], x[key] * 1e3, x["measured_s"] * 1e3) for x in ds
+                        if x["choice"] == kind and x.get("oncpu_frac", 0) >= 0.9]
+                r["dec_" + kind]["calm_n"] = len(calm)
+                r["dec_" + kind]["calm_mape"] = mape_of(calm)
+                r["dec_" + kind]["median_oncpu"] = median([x.get("oncpu_frac") for x in ds if x["choice"] == kind])
             pm = run.get("predictor_mape", {})
             r["step_mape"] = {"swap": pm.get("swap"), "recompute": pm.get("recompute")}
             probed = [x for x in ds if x.get("other_measured_s") is not None]

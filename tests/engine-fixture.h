@@ -358,6 +358,7 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 				CHECK(!f->dec[i].measured, "decision %lld measured twice", (long long)d->seq_no);
 				f->dec[i].measured = true;
 				f->dec[i].d.measured_s = d->measured_s;
+				f->dec[i].d.oncpu_frac = d->oncpu_frac;
 				f->n_measured++;
 				break;
 			}

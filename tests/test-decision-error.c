@@ -112,6 +112,13 @@ static void run(enum fx_pred pred, bool chunked, bool probe)
 	      (long long)st.dec_measured, f.n_measured);
 	CHECK(isfinite(got) && fabs(got - want) <= 1e-3 * fmax(want, 1e-3),
 	      "%s: decision MAPE %g, by hand %g over %d", name, got, want, n);
+	/* each measured preemption says how much of its time the engine thread ran */
+	for (int i = 0; i < f.n_dec; i++) {
+		const struct allm_decision *d = &f.dec[i].d;
+		if (f.dec[i].measured && d->kind == ALLM_DECISION_PREEMPT && d->measured_s > 0)
+			CHECK(d->oncpu_frac >= 0 && d->oncpu_frac <= 1, "%s: decision %lld on-CPU share %g", name,
+			      (long long)d->seq_no, d->oncpu_frac);
+	}
 	if (!probe) {
 		CHECK(st.dec_probed == 0 && st.dec_regret == 0, "%s: probed without the probe", name);
 	} else {

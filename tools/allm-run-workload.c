@@ -69,6 +69,8 @@ static void write_decision(FILE *f, const struct allm_decision *d)
 		json_object_set_new(j, "restored_blocks", json_integer(d->n_restored));
 	}
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
+	if (isfinite(d->oncpu_frac))
+		json_object_set_new(j, "oncpu_frac", json_real(d->oncpu_frac));
 	if (isfinite(d->other_measured_s)) {
 		json_object_set_new(j, "other_measured_s", json_real(d->other_measured_s));
 		json_object_set_new(j, "regret", json_boolean(allm_decision_regret(d)));

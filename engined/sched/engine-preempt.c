@@ -19,6 +19,7 @@ struct allm_decision *allm_engine_record_decision(struct allm_engine *e)
 	d->seq_no = e->n_decisions++;
 	d->measured_s = NAN;
 	d->other_measured_s = NAN;
+	d->oncpu_frac = NAN;
 	return d;
 }
 
@@ -208,11 +209,15 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		d->reason = ALLM_REASON_HOST_MADE_ROOM;
 	}
 	v->pending_rc_s = 0;
+	v->pending_oncpu_s = 0;
 	struct allm_swap_result res;
 	struct allm_err err = {{0}};
 	if (d->choice == ALLM_CHOICE_SWAP) {
+		double cpu0 = allm_engine_thread_cpu();
 		if (table(&v->cpu_blocks, n) &&
 		    allm_kv_swap_out(kv, v->id, v->seq.blocks, n, v->cpu_blocks, &res, NULL) == 0) {
+			/* the copies run on this thread: its CPU time is theirs */
+			v->pending_oncpu_s = ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 			v->n_cpu_blocks = n;
 			v->seq.n_blocks = 0; /* the GPU blocks went back to the pool */
 			v->pending_swap_out_s = res.seconds;
@@ -337,8 +342,11 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 	allm_rq_remove(&e->swapped, r);
 	/* its block table still has room for the n blocks it held */
 	ALLM_ASSERT(r->seq.cap_blocks >= n);
+	double cpu0 = allm_engine_thread_cpu();
 	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &res, &err)
 		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err);
+	if (!rc)
+		r->pending_oncpu_s += ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 	swapped_in(e, r, disk, n, rc, &res, &err, now);
 }
 

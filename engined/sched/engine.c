@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 
 /* The device's clock: wall time, or a simulated device's virtual time. */
 static double default_clock(void *user)
@@ -72,6 +73,14 @@ bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r)
 			return true;
 		}
 	return false;
+}
+
+double allm_engine_thread_cpu(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return NAN;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,

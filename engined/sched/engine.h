@@ -115,6 +115,11 @@ struct allm_decision {
 	 * prefill of what recompute would re-prefill; recompute chosen: a copy of
 	 * its blocks out and back); NAN otherwise */
 	double other_measured_s;
+	/* of measured_s, the share the engine thread was on a CPU (thread CPU
+	 * time over wall time: the caller computes steps and runs the copies); a
+	 * low one says the machine's other processes took the time, not the
+	 * work (issue 53's "error you can explain"); NAN until measured */
+	double oncpu_frac;
 };
 
 
@@ -183,6 +188,9 @@ struct allm_request {
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
 	double pending_rc_s; /* chunked re-prefill: its share of each step so far */
+	/* of that measured time, the part the engine thread spent on a CPU (its
+	 * thread CPU time): the rest other processes had (decision oncpu_frac) */
+	double pending_oncpu_s;
 	int64_t arrival_step; /* engine step count when it arrived (aging counts steps) */
 	int64_t admit_step; /* step it was last admitted or swapped in */
 	int32_t chunk; /* this step: prompt tokens fed (0 = a decode row) */
