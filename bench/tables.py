@@ -161,10 +161,12 @@ def predictors(res, args):
             r["mean_weighted_turnaround"] = run.get("mean_weighted_turnaround")
             r["preemptions"] = run.get("preemptions")
             out["runs"][tag] = r
-            rows.append("| %s | %d | %d / %d | %s (%s) | %s (%s) | %s | %s | %s | %.1f | %.3f |" % (
+            rows.append("| %s | %d | %d / %d | %s (%s) | %s (%s) | %s / %s (%d / %d) | %s | %s | %s | %.1f | %.3f |" % (
                 pol, rep, r["dec_swap"]["n"], r["dec_recompute"]["n"],
                 fmt(r["dec_swap"]["mape"]), fmt(r["dec_swap"]["median_ape"]),
                 fmt(r["dec_recompute"]["mape"]), fmt(r["dec_recompute"]["median_ape"]),
+                fmt(r["dec_swap"]["calm_mape"]), fmt(r["dec_recompute"]["calm_mape"]),
+                r["dec_swap"]["calm_n"], r["dec_recompute"]["calm_n"],
                 fmt(r["step_mape"]["swap"]), fmt(r["step_mape"]["recompute"]),
                 "%d / %d (%s %%)" % (r["regret"], r["probed"],
                                      fmt(100.0 * r["regret"] / r["probed"] if r["probed"] else None))
@@ -187,14 +189,17 @@ def predictors(res, args):
             "dec_recompute_mape": median([r["dec_recompute"]["mape"] for r in rs]),
             "step_swap_mape": median([r["step_mape"]["swap"] for r in rs]),
             "step_recompute_mape": median([r["step_mape"]["recompute"] for r in rs]),
+            "calm_swap_mape": median([r["dec_swap"]["calm_mape"] for r in rs]),
+            "calm_recompute_mape": median([r["dec_recompute"]["calm_mape"] for r in rs]),
             "regret": sum(r["regret"] for r in rs), "probed": sum(r["probed"] for r in rs),
         }
     out["summary"] = summ
     json.dump(out, open(os.path.join(res, "predictors.json"), "w"), indent=1)
     print("| policy | rep | measured swap / recompute decisions | decision MAPE swap % (median) "
-          "| decision MAPE recompute % (median) | step model: copy MAPE % | step model: prefill MAPE % "
+          "| decision MAPE recompute % (median) | on CPU >= 90 %: MAPE swap / recompute (n) "
+          "| step model: copy MAPE % | step model: prefill MAPE % "
           "| regret (of probed) | tok/s | weighted turnaround |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print()
     same = [r for r in out["runs"].values() if r.get("same_decisions", {}).get("n")]
@@ -211,8 +216,10 @@ def predictors(res, args):
                   1e3 * x["all_swap_s"], 1e3 * x["all_recompute_s"], fmt(x["adaptive_s"] / best if best > 0 else None, "%.2f")))
         print()
     for pol, s_ in summ.items():
-        print("%s, median of %d: decisions swap %s %%, recompute %s %%; step models copy %s %%, prefill %s %%%s" % (
+        print("%s, median of %d: decisions swap %s %%, recompute %s %% (on CPU >= 90 %%: %s %%, %s %%); "
+              "step models copy %s %%, prefill %s %%%s" % (
             pol, s_["reps"], fmt(s_["dec_swap_mape"]), fmt(s_["dec_recompute_mape"]),
+            fmt(s_["calm_swap_mape"]), fmt(s_["calm_recompute_mape"]),
             fmt(s_["step_swap_mape"]), fmt(s_["step_recompute_mape"]),
             "; regret %d of %d probed" % (s_["regret"], s_["probed"]) if s_["probed"] else ""))
 
