@@ -11,7 +11,7 @@
 # and the decisions' own (decision_mape: the chosen path's prediction against its
 # cost). Writes RESULTS/predictors.json, .md, fig5-*.dat and the logs.
 # Usage: bench/predictors.sh   (environment: bench/common.sh, plus WORKLOAD=summary
-# OUT_LEN=256 REPS=1 PROBE=0: long prompts give a wide range of lengths)
+# OUT_LEN=256 REPS=1 PROBE=0 CALIBRATE=1: long prompts give a wide range of lengths)
 . "$(dirname "$0")/common.sh"
 WORKLOAD=${WORKLOAD:-summary}
 OUT_LEN=${OUT_LEN:-256}
@@ -19,6 +19,10 @@ REPS=${REPS:-1}
 PROBE=${PROBE:-0}
 machine_note predictors
 mkdir -p "$RESULTS/predictors"
+# the paper's predictors are calibrated before serving: the first run times the grid
+# and saves the profile (common.sh's PROFILE), every later one loads it; CALIBRATE=0
+# measures the first estimate learning online instead
+[ "${CALIBRATE:-1}" = 1 ] && ENGINE_ARGS+=(--calibrate-at-start)
 rm -f "$RESULTS"/predictors/run-*.json "$RESULTS"/predictors/decisions-*.jsonl
 for rep in $(seq 1 "$REPS"); do
 	for p in adaptive swap recompute; do
