@@ -198,7 +198,12 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 	if (!d)
 		return;
 	d->measured_s = seconds;
-	d->oncpu_frac = seconds > 0 && r->pending_oncpu_s >= 0 ? ALLM_MIN(1.0, r->pending_oncpu_s / seconds) : NAN;
+	/* a simulated device's seconds are virtual, all its own work: the host
+	 * thread's CPU time says nothing about them (and would make two runs' logs
+	 * differ) */
+	d->oncpu_frac = e->model->be->simulated ? 1.0
+			: seconds > 0 && r->pending_oncpu_s >= 0 ? ALLM_MIN(1.0, r->pending_oncpu_s / seconds)
+								 : NAN;
 	r->pending_oncpu_s = 0;
 	allm_decision_error_observe(&e->derr, d);
 	if (e->ev.on_decision)
