@@ -99,51 +99,129 @@ def load_decisions(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 
 
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def mape_of(pts):
+    errs = [abs(p - m) / m for _, p, m in pts if m > 0]
+    return 100 * sum(errs) / len(errs) if errs else None
+
+
 def predictors(res, args):
-    out = {}
+    """Per policy and repetition (run-POLICY[-rN].json, decisions-*.jsonl): the
+    decisions' MAPE of the chosen path, the step and copy models' rolling MAPE, and
+    (adaptive with --probe-regret) regret."""
+    d = os.path.join(res, "predictors")
+    runs = {}
+    for f in sorted(os.listdir(d)):
+        if f.startswith("run-") and f.endswith(".json"):
+            tag = f[4:-5]
+            pol, _, rep = tag.partition("-r")
+            runs.setdefault(pol, []).append((int(rep or 1), tag))
+    out = {"runs": {}}
+    dat = {"swap": [], "recompute": []}
     rows = []
-    for kind in ["swap", "recompute"]:
-        ds = [d for d in load_decisions(os.path.join(res, "predictors", "decisions-%s.jsonl" % kind))
-              if d["choice"] == kind and d.get("measured_s")]
-        key = "pred_swap_s" if kind == "swap" else "pred_recompute_s"
-        pts = [(d["tokens"], d[key] * 1e3, d["measured_s"] * 1e3) for d in ds]
+    for pol in ["adaptive", "swap", "recompute"]:
+        for rep, tag in sorted(runs.get(pol, [])):
+            run = json.load(open(os.path.join(d, "run-%s.json" % tag)))
+            ds = [x for x in load_decisions(os.path.join(d, "decisions-%s.jsonl" % tag))
+                  if x.get("measured_s") and x["kind"] == "preempt"]
+            r = {"policy": pol, "rep": rep}
+            for kind in ["swap", "recompute"]:
+                key = "pred_swap_s" if kind == "swap" else "pred_recompute_s"
+                pts = [(x["tokens"], x[key] * 1e3, x["measured_s"] * 1e3) for x in ds if x["choice"] == kind]
+                dat[kind] += [(pol, rep) + p for p in pts]
+                r["dec_" + kind] = {"n": len(pts), "mape": mape_of(pts),
+                                    "median_ape": median([abs(p - m) / m * 100 for _, p, m in pts if m > 0])}
+                # the part other processes took: decisions whose engine thread ran
+                # >= 90 % of their time against the rest
+                calm = [(x["tokens"], x[key] * 1e3, x["measured_s"] * 1e3) for x in ds
+                        if x["choice"] == kind and x.get("oncpu_frac", 0) >= 0.9]
+                r["dec_" + kind]["calm_n"] = len(calm)
+                r["dec_" + kind]["calm_mape"] = mape_of(calm)
+                r["dec_" + kind]["median_oncpu"] = median([x.get("oncpu_frac") for x in ds if x["choice"] == kind])
+            pm = run.get("predictor_mape", {})
+            r["step_mape"] = {"swap": pm.get("swap"), "recompute": pm.get("recompute")}
+            probed = [x for x in ds if x.get("other_measured_s") is not None]
+            r["probed"] = len(probed)
+            r["regret"] = sum(1 for x in probed if x.get("regret"))
+            # the preemption choice alone, on the same admission, order and victims:
+            # each probed decision's cost had it swapped and had it recomputed
+            both = [x for x in probed if x["choice"] in ("swap", "recompute")]
+            cs = sum(x["measured_s"] if x["choice"] == "swap" else x["other_measured_s"] for x in both)
+            cr = sum(x["measured_s"] if x["choice"] == "recompute" else x["other_measured_s"] for x in both)
+            ca = sum(x["measured_s"] for x in both)
+            r["same_decisions"] = {"n": len(both), "adaptive_s": ca, "all_swap_s": cs, "all_recompute_s": cr}
+            r["throughput_tok_s"] = run.get("throughput_tok_s")
+            r["mean_weighted_turnaround"] = run.get("mean_weighted_turnaround")
+            r["preemptions"] = run.get("preemptions")
+            out["runs"][tag] = r
+            rows.append("| %s | %d | %d / %d | %s (%s) | %s (%s) | %s / %s (%d / %d) | %s | %s | %s | %.1f | %.3f |" % (
+                pol, rep, r["dec_swap"]["n"], r["dec_recompute"]["n"],
+                fmt(r["dec_swap"]["mape"]), fmt(r["dec_swap"]["median_ape"]),
+                fmt(r["dec_recompute"]["mape"]), fmt(r["dec_recompute"]["median_ape"]),
+                fmt(r["dec_swap"]["calm_mape"]), fmt(r["dec_recompute"]["calm_mape"]),
+                r["dec_swap"]["calm_n"], r["dec_recompute"]["calm_n"],
+                fmt(r["step_mape"]["swap"]), fmt(r["step_mape"]["recompute"]),
+                "%d / %d (%s %%)" % (r["regret"], r["probed"],
+                                     fmt(100.0 * r["regret"] / r["probed"] if r["probed"] else None))
+                if r["probed"] else "-",
+                r["throughput_tok_s"] or 0, r["mean_weighted_turnaround"] or 0))
+    for kind in dat:
         with open(os.path.join(res, "fig5-%s.dat" % kind), "w") as f:
-            f.write("# tokens predicted_ms measured_ms\n")
-            for t, p, m in pts:
-                f.write("%d %.6f %.6f\n" % (t, p, m))
-        errs = [abs(p - m) / m for _, p, m in pts if m > 0]
-        out[kind] = {
-            "n": len(pts),
-            "mape_percent": 100 * sum(errs) / len(errs) if errs else None,
-            "mean_predicted_ms": sum(p for _, p, _ in pts) / len(pts) if pts else None,
-            "mean_measured_ms": sum(m for _, _, m in pts) / len(pts) if pts else None,
+            f.write("# tokens predicted_ms measured_ms (policy rep)\n")
+            for pol, rep, t, p, m in dat[kind]:
+                f.write("%d %.6f %.6f # %s %d\n" % (t, p, m, pol, rep))
+    # medians over repetitions, per policy
+    summ = {}
+    for pol in ["adaptive", "swap", "recompute"]:
+        rs = [r for r in out["runs"].values() if r["policy"] == pol]
+        if not rs:
+            continue
+        summ[pol] = {
+            "reps": len(rs),
+            "dec_swap_mape": median([r["dec_swap"]["mape"] for r in rs]),
+            "dec_recompute_mape": median([r["dec_recompute"]["mape"] for r in rs]),
+            "step_swap_mape": median([r["step_mape"]["swap"] for r in rs]),
+            "step_recompute_mape": median([r["step_mape"]["recompute"] for r in rs]),
+            "calm_swap_mape": median([r["dec_swap"]["calm_mape"] for r in rs]),
+            "calm_recompute_mape": median([r["dec_recompute"]["calm_mape"] for r in rs]),
+            "regret": sum(r["regret"] for r in rs), "probed": sum(r["probed"] for r in rs),
         }
-        o = out[kind]
-        rows.append("| %s (under --preempt %s) | %d | %s | %s | %s |" % (
-            kind, kind, o["n"], fmt(o["mean_predicted_ms"], "%.3f"), fmt(o["mean_measured_ms"], "%.3f"),
-            fmt(o["mape_percent"], "%.1f")))
-    # what the cost model saw when it had the choice
-    ad = load_decisions(os.path.join(res, "predictors", "decisions-adaptive.jsonl"))
-    chose = {k: sum(1 for d in ad if d["choice"] == k) for k in ["swap", "recompute"]}
-    ratio = [d["pred_recompute_s"] / d["pred_swap_s"] for d in ad if d["pred_swap_s"] > 0]
-    out["adaptive"] = {
-        "decisions": len(ad), "chose": chose,
-        "mean_pred_swap_ms": 1e3 * sum(d["pred_swap_s"] for d in ad) / len(ad) if ad else None,
-        "mean_pred_recompute_ms": 1e3 * sum(d["pred_recompute_s"] for d in ad) / len(ad) if ad else None,
-        "mean_recompute_over_swap": sum(ratio) / len(ratio) if ratio else None,
-        "reasons": sorted({d["reason"] for d in ad}),
-    }
+    out["summary"] = summ
     json.dump(out, open(os.path.join(res, "predictors.json"), "w"), indent=1)
-    print("| predictor | measured decisions | mean predicted ms | mean measured ms | MAPE % |")
-    print("|---|---|---|---|---|")
+    print("| policy | rep | measured swap / recompute decisions | decision MAPE swap % (median) "
+          "| decision MAPE recompute % (median) | on CPU >= 90 %: MAPE swap / recompute (n) "
+          "| step model: copy MAPE % | step model: prefill MAPE % "
+          "| regret (of probed) | tok/s | weighted turnaround |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    a = out["adaptive"]
     print()
-    print("Under --preempt adaptive: %d decisions, %d swap / %d recompute; mean predicted swap %s ms vs "
-          "recompute %s ms (recompute/swap %s x); reasons: %s" % (
-              a["decisions"], chose["swap"], chose["recompute"], fmt(a["mean_pred_swap_ms"], "%.3f"),
-              fmt(a["mean_pred_recompute_ms"], "%.3f"), fmt(a["mean_recompute_over_swap"], "%.1f"),
-              "; ".join(a["reasons"])))
+    same = [r for r in out["runs"].values() if r.get("same_decisions", {}).get("n")]
+    if same:
+        print("The preemption choice alone (adaptive runs, the decisions whose other path was timed: "
+              "the same admission, order and victims for all three):")
+        print()
+        print("| rep | decisions | adaptive's choices ms | all swap ms | all recompute ms | adaptive / best fixed |")
+        print("|---|---|---|---|---|---|")
+        for r in sorted(same, key=lambda r: r["rep"]):
+            x = r["same_decisions"]
+            best = min(x["all_swap_s"], x["all_recompute_s"])
+            print("| %d | %d | %.3f | %.3f | %.3f | %s |" % (r["rep"], x["n"], 1e3 * x["adaptive_s"],
+                  1e3 * x["all_swap_s"], 1e3 * x["all_recompute_s"], fmt(x["adaptive_s"] / best if best > 0 else None, "%.2f")))
+        print()
+    for pol, s_ in summ.items():
+        print("%s, median of %d: decisions swap %s %%, recompute %s %% (on CPU >= 90 %%: %s %%, %s %%); "
+              "step models copy %s %%, prefill %s %%%s" % (
+            pol, s_["reps"], fmt(s_["dec_swap_mape"]), fmt(s_["dec_recompute_mape"]),
+            fmt(s_["calm_swap_mape"]), fmt(s_["calm_recompute_mape"]),
+            fmt(s_["step_swap_mape"]), fmt(s_["step_recompute_mape"]),
+            "; regret %d of %d probed" % (s_["regret"], s_["probed"]) if s_["probed"] else ""))
 
 
 if __name__ == "__main__":

@@ -158,6 +158,9 @@ static void print_status(const msgpack_object *m)
 	printf("%-12s MAPE swap %s %%, recompute %s %%\n", "predictors",
 	       num(gd(m, "predictor_mape.swap"), d, sizeof(d)),
 	       num(gd(m, "predictor_mape.recompute"), e, sizeof(e)));
+	printf("%-12s MAPE swap %s %%, recompute %s %% over %lld measured; regret %lld\n", "decisions",
+	       num(gd(m, "decision_mape.swap"), d, sizeof(d)), num(gd(m, "decision_mape.recompute"), e, sizeof(e)),
+	       (long long)gi(m, "decision_mape.measured"), (long long)gi(m, "decision_mape.regret"));
 	printf("%-12s %lld\n", "clients", (long long)gi(m, "clients"));
 }
 

@@ -20,6 +20,7 @@ void top_model_init(struct top_state *s)
 	s->uptime_s = NAN;
 	s->ttft.p50 = s->ttft.p99 = s->tpot.p50 = s->tpot.p99 = NAN;
 	s->mwt = s->mape_swap = s->mape_recompute = s->mape_disk = NAN;
+	s->dec_mape_swap = s->dec_mape_recompute = NAN;
 	s->spark_last_s = NAN;
 }
 
@@ -202,6 +203,8 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->mape_swap = top_dbl(m, "predictor_mape.swap");
 	s->mape_recompute = top_dbl(m, "predictor_mape.recompute");
 	s->mape_disk = top_dbl(m, "predictor_mape.disk");
+	s->dec_mape_swap = top_dbl(m, "decision_mape.swap");
+	s->dec_mape_recompute = top_dbl(m, "decision_mape.recompute");
 	s->n_clients = top_i64(m, "clients");
 	top_read_clients(s, m);
 	top_spark_push(s);

@@ -246,6 +246,19 @@ void top_panel_predictor(const struct top_state *s, const struct top_view *v,
 					  mape[i] < 20 ? TOP_A_GOOD : mape[i] < 50 ? TOP_A_WARN : TOP_A_BAD,
 					  "%.1f %%", mape[i]);
 	}
+	/* the decisions' own error: each measured preemption's prediction of the
+	 * path it took against what that cost (the step and copy models above
+	 * learn from every prefill step and copy) */
+	double dm[2] = { s->dec_mape_swap, s->dec_mape_recompute };
+	const char *dl[2] = { "  | decisions: swap ", " recompute " };
+	for (i = 0; i < 2; i++) {
+		x = top_grid_put(g, y, x, end, TOP_A_DIM, dl[i]);
+		if (isnan(dm[i]))
+			x = top_grid_put(g, y, x, end, TOP_A_DIM, "-");
+		else
+			x = top_grid_putf(g, y, x, end, dm[i] < 20 ? TOP_A_GOOD : dm[i] < 50 ? TOP_A_WARN : TOP_A_BAD,
+					  "%.1f %%", dm[i]);
+	}
 }
 
 /* How much of a decision line fits: the reason (up to ~28 columns: "swap cheaper,

@@ -95,6 +95,7 @@ struct top_state {
 	double mwt;                     /* mean weighted turnaround; NAN before any finished */
 	double mape_swap, mape_recompute; /* percent; NAN before samples */
 	double mape_disk;
+	double dec_mape_swap, dec_mape_recompute; /* the decisions' own error; NAN before one */
 	int64_t n_clients;              /* the engine's count (may exceed n_client_rows) */
 	struct top_client clients[TOP_CLIENTS];
 	int n_client_rows;

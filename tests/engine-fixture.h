@@ -358,6 +358,7 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 				CHECK(!f->dec[i].measured, "decision %lld measured twice", (long long)d->seq_no);
 				f->dec[i].measured = true;
 				f->dec[i].d.measured_s = d->measured_s;
+				f->dec[i].d.oncpu_frac = d->oncpu_frac;
 				f->n_measured++;
 				break;
 			}
@@ -491,6 +492,7 @@ struct fx_opts {
 	double overcommit; /* admission by commitment (fair) */
 	int32_t disk_blocks; /* > 0: a disk tier in a private temporary directory */
 	bool prefix_caching; /* automatic prefix caching (DESIGN §5b) */
+	bool probe_other; /* the regret probe: each victim's other path timed too */
 };
 
 /* The model and backend, shared by every engine of a test program. */
@@ -621,6 +623,7 @@ static int fx_init(struct fx *f, const struct fx_opts *o)
 		.max_wait_factor = o->max_wait_factor,
 		.admit_overcommit = o->overcommit,
 		.prefix_caching = o->prefix_caching,
+		.probe_other = o->probe_other,
 		.clock = fx_clock,
 		.clock_user = f,
 	};

@@ -2,6 +2,7 @@
  * step loop (all requests at t = 0, or Poisson arrivals), printing the summary of
  * DESIGN §12. Start-up work (load, calibration) is not in the measured time. */
 #include "allm-run.h"
+#include "decision-error.h"
 
 #include "engine-calib.h"
 #include "metrics.h"
@@ -68,6 +69,12 @@ static void write_decision(FILE *f, const struct allm_decision *d)
 		json_object_set_new(j, "restored_blocks", json_integer(d->n_restored));
 	}
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
+	if (isfinite(d->oncpu_frac))
+		json_object_set_new(j, "oncpu_frac", json_real(d->oncpu_frac));
+	if (isfinite(d->other_measured_s)) {
+		json_object_set_new(j, "other_measured_s", json_real(d->other_measured_s));
+		json_object_set_new(j, "regret", json_boolean(allm_decision_regret(d)));
+	}
 	json_dumpf(j, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', f);
 	json_decref(j);
@@ -100,12 +107,14 @@ static void print_table(const struct allm_run_summary *s, const struct run_args 
 		"mean weighted turnaround %.3f\n"
 		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | e2e p50 %.1f ms\n"
 		"  preemptions: swap %lld, recompute %lld, disk %lld | predictor MAPE: swap %.2f %%, recompute %.2f %%\n"
+		"  decisions: %lld measured, MAPE swap %.2f %%, recompute %.2f %% | regret %lld of %lld probed\n"
 		"  policy %s/%s | outputs_sha256 %s\n",
 		a->workload, (long long)s->requests, s->duration_s, s->throughput_tok_s,
 		s->gen_throughput_tok_s, s->req_s, s->mean_weighted_turnaround, s->ttft_ms.p50,
 		s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, s->e2e_ms.p50,
 		(long long)s->preempt_swap, (long long)s->preempt_recompute, (long long)s->preempt_disk, s->mape_swap,
-		s->mape_recompute, allm_preempt_name(a->eng.preempt), allm_sched_name(a->eng.sched),
+		s->mape_recompute, (long long)s->dec_measured, s->dec_mape_swap, s->dec_mape_recompute,
+		(long long)s->dec_regret, (long long)s->dec_probed, allm_preempt_name(a->eng.preempt), allm_sched_name(a->eng.sched),
 		s->outputs_sha256);
 	(void)st;
 }
@@ -201,6 +210,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 		goto out;
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&a->eng, &ec);
+	ec.probe_other = a->probe_regret;
 	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision,
 					.on_note = on_note};
 	if (a->decisions && !(run.decisions = fopen(a->decisions, "w"))) {
@@ -273,6 +283,11 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	sum.preempt_recompute = st.preempt_recompute;
 	sum.mape_swap = st.mape_swap;
 	sum.mape_recompute = st.mape_recompute;
+	sum.dec_mape_swap = st.dec_mape_swap;
+	sum.dec_mape_recompute = st.dec_mape_recompute;
+	sum.dec_measured = st.dec_measured;
+	sum.dec_probed = st.dec_probed;
+	sum.dec_regret = st.dec_regret;
 	sum.has_disk = rt->kv->disk != NULL;
 	sum.preempt_disk = st.preempt_disk;
 	sum.mape_disk = st.mape_disk;

@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"  --output-dist D        fixed (default) or uniform output lengths\n"
 		"  --records FILE         per-request records as JSONL\n"
 		"  --decisions FILE       every preemption decision (predicted and measured cost) as JSONL\n"
+		"  --probe-regret         also time each victim's other path (swap or recompute; a\n"
+		"                         bench hook: costs that time) so regret can be counted\n"
 		"%s",
 		params, allm_engine_opts_help());
 }
@@ -74,6 +76,8 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 			a->json = true;
 		else if (!strcmp(f, "--bench"))
 			a->bench = true;
+		else if (!strcmp(f, "--probe-regret"))
+			a->probe_regret = true;
 		else
 			flag = false;
 		if (flag) {

@@ -16,6 +16,7 @@ struct run_args {
 	double rate; /* --rate, 0 = all at t = 0 */
 	const char *records; /* --records FILE: per-request JSONL */
 	const char *decisions; /* --decisions FILE: every preemption decision, JSONL */
+	bool probe_regret; /* --probe-regret: time each victim's other path too */
 	const char *output_dist; /* --output-dist fixed|uniform */
 	/* the request's parameters: the table's flags (params.h); a workload's own
 	 * lengths replace max_tokens */

@@ -103,7 +103,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 35);
+	allm_ctl_enc_map(e, 36);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -180,6 +180,12 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kdouble(e, "swap", st.mape_swap);
 	allm_ctl_enc_kdouble(e, "recompute", st.mape_recompute);
 	allm_ctl_enc_kdouble(e, "disk", st.disk_total ? st.mape_disk : NAN);
+	/* the decisions' own error: the prediction of the path taken against its cost */
+	allm_ctl_enc_kmap(e, "decision_mape", 4);
+	allm_ctl_enc_kdouble(e, "swap", st.dec_mape_swap);
+	allm_ctl_enc_kdouble(e, "recompute", st.dec_mape_recompute);
+	allm_ctl_enc_kint(e, "measured", st.dec_measured);
+	allm_ctl_enc_kint(e, "regret", st.dec_regret);
 	/* extension: counted allocations (common/common.h), for the dashboard */
 	allm_ctl_enc_kint(e, "memory_bytes", (int64_t)allm_mem_in_use());
 	enc_clients(s, e); /* clients, client_list */

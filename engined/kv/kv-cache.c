@@ -346,6 +346,36 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32
 	return rc ? rc : res.seconds;
 }
 
+int allm_kv_time_roundtrip(struct allm_kv_cache *kv, const int32_t *gpu, int32_t n, double *ret_out,
+			   double *ret_in)
+{
+	const int64_t owner = INT64_MAX; /* no request's id */
+	struct allm_swap_result res;
+	int32_t *cpu, got = 0;
+	int r = 0;
+	if (n <= 0)
+		return -EINVAL;
+	if (allm_block_pool_avail(&kv->cpu) < n)
+		return -ENOSPC;
+	if (!(cpu = allm_malloc((size_t)n * sizeof(int32_t))))
+		return -ENOMEM;
+	for (; got < n; got++)
+		if ((r = allm_block_pool_alloc(&kv->cpu, owner, &cpu[got])))
+			goto out;
+	kvc_touch_ids(kv, false, cpu, n);
+	if ((r = kvc_copy_blocks(kv, gpu, cpu, n, true, &res, NULL)))
+		goto out;
+	*ret_out = res.seconds;
+	if ((r = kvc_copy_blocks(kv, cpu, gpu, n, false, &res, NULL)))
+		goto out;
+	*ret_in = res.seconds;
+out:
+	for (int32_t i = 0; i < got; i++)
+		allm_block_pool_release(&kv->cpu, owner, cpu[i]);
+	allm_free(cpu);
+	return r;
+}
+
 /* ---- staging through host memory ------------------------------------------------ */
 
 /* Copies device blocks dev[0..n) into blocks of host memory at base (the

@@ -184,4 +184,14 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, enum allm_disk_dir dir, int32
  * Returns seconds, or a negative errno. */
 double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32_t n, int32_t n_runs);
 
+/* The regret probe's swap (the engine's probe_other): copies the n device blocks
+ * gpu[] out to n host blocks taken for the moment and back into the same device
+ * blocks (contents unchanged), as swapping them out and in would, while serving;
+ * *ret_out and *ret_in get the two copies' seconds. 0; -ENOSPC when the host pool
+ * has fewer than n free blocks (nothing copied); -ENOMEM; a copy's error (the
+ * device blocks are then not to be trusted: call it only on blocks about to be
+ * dropped). */
+int allm_kv_time_roundtrip(struct allm_kv_cache *kv, const int32_t *gpu, int32_t n, double *ret_out,
+			   double *ret_in);
+
 #endif

@@ -27,10 +27,8 @@ struct calib_ctx {
 
 /* Times a prefill of n_seqs sequences of len pseudo-random tokens on the real
  * executor, with scratch sequences whose blocks go straight back. */
-static double time_prefill(void *user, int32_t n_seqs, int32_t len)
+double allm_engine_time_prefill(struct allm_engine *e, int32_t n_seqs, int32_t len)
 {
-	struct calib_ctx *c = user;
-	struct allm_engine *e = c->e;
 	struct allm_seq *seqs = allm_calloc((size_t)n_seqs, sizeof(*seqs));
 	int32_t *ids = allm_malloc((size_t)len * sizeof(int32_t));
 	float *logits = allm_malloc((size_t)n_seqs * e->model->cfg.vocab_size * sizeof(float));
@@ -62,6 +60,12 @@ out:
 	allm_free(logits);
 	allm_free(b);
 	return t;
+}
+
+static double time_prefill(void *user, int32_t n_seqs, int32_t len)
+{
+	struct calib_ctx *c = user;
+	return allm_engine_time_prefill(c->e, n_seqs, len);
 }
 
 static double time_swap(void *user, enum allm_copy_dir dir, int32_t n_blocks, int32_t n_runs)

@@ -25,6 +25,12 @@ int allm_engine_prepare_predictor(struct allm_engine *e, const char *profile_pat
  * enough becomes calibrated, its profile is saved, and on_note says so. */
 void allm_engine_predictor_learned(struct allm_engine *e);
 
+/* Times a prefill of n_seqs scratch sequences of len tokens on the real
+ * executor (their blocks go straight back): seconds, or -ENOSPC when the device
+ * pool lacks the blocks, -ENOMEM, -EIO. Calibration's timer, and the regret
+ * probe's (engine-preempt.c) while serving, between steps. */
+double allm_engine_time_prefill(struct allm_engine *e, int32_t n_seqs, int32_t len);
+
 /* Runs calibration now (the control plane's `calibrate`), regardless of profile. */
 int allm_engine_calibrate(struct allm_engine *e, void (*progress)(void *user, int done, int total),
 			  void *user, struct allm_err *err);

@@ -198,6 +198,14 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 	if (!d)
 		return;
 	d->measured_s = seconds;
+	/* a simulated device's seconds are virtual, all its own work: the host
+	 * thread's CPU time says nothing about them (and would make two runs' logs
+	 * differ) */
+	d->oncpu_frac = e->model->be->simulated ? 1.0
+			: seconds > 0 && r->pending_oncpu_s >= 0 ? ALLM_MIN(1.0, r->pending_oncpu_s / seconds)
+								 : NAN;
+	r->pending_oncpu_s = 0;
+	allm_decision_error_observe(&e->derr, d);
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, true);
 }
@@ -208,8 +216,10 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
  * decodes and chunks: each chunk's share is its marginal predicted cost over the
  * step's predicted cost, summed over the steps its re-prefill rides in. */
 static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct allm_prefill_shape *step,
-		  double secs)
+		  double secs, double cpu)
 {
+	/* the share of the step the engine thread was on a CPU (NAN: unknown) */
+	double oncpu = secs > 0 && cpu >= 0 ? ALLM_MIN(1.0, cpu / secs) : NAN;
 	double pred_step = allm_predict_prefill(e->pred, step);
 	allm_predictor_observe_prefill(e->pred, step, secs);
 	if (e->pred->estimated)
@@ -228,15 +238,18 @@ static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct a
 		e->st.recompute_tokens += q->chunk;
 		if (!e->cfg.chunked_prefill) {
 			double mine = allm_predict_recompute(e->pred, q->seq.n_tokens);
-			allm_engine_attach_measured(e, q, pred_step > 0 ? secs * ALLM_MIN(1.0, mine / pred_step)
-								       : secs);
+			double share = pred_step > 0 ? secs * ALLM_MIN(1.0, mine / pred_step) : secs;
+			q->pending_oncpu_s = share * oncpu;
+			allm_engine_attach_measured(e, q, share);
 			continue;
 		}
 		struct allm_prefill_shape c = {0};
 		add_row(&c, q->seq.n_cached, q->chunk);
-		q->pending_rc_s += pred_step > 0
-					   ? secs * ALLM_MIN(1.0, allm_predict_prefill_marginal(e->pred, &c) / pred_step)
-					   : 0;
+		double share = pred_step > 0
+				       ? secs * ALLM_MIN(1.0, allm_predict_prefill_marginal(e->pred, &c) / pred_step)
+				       : 0;
+		q->pending_rc_s += share;
+		q->pending_oncpu_s += share * oncpu;
 		if (!partial(q))
 			allm_engine_attach_measured(e, q, q->pending_rc_s);
 	}
@@ -268,6 +281,7 @@ int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct
 		add_row(&shape, e->batch[i].start_pos, e->batch[i].n_new);
 	}
 	bool dev = e->ex->device_sampling;
+	double cpu0 = allm_engine_thread_cpu();
 	r = allm_executor_forward(e->ex, e->batch, sel->n, false, dev ? NULL : e->logits, err);
 	if (!r && dev)
 		r = sample_on_device(e, sel, err);
@@ -284,7 +298,7 @@ int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct
 	e->st.mixed_steps += prefill_tokens > 0 && decodes > 0;
 	e->st.prompt_tokens += prefill_tokens;
 	if (prefill_tokens > 0)
-		learn(e, sel, &shape, e->ex->last_seconds);
+		learn(e, sel, &shape, e->ex->last_seconds, allm_engine_thread_cpu() - cpu0);
 	emit(e, sel);
 	return (int)ALLM_MIN(prefill_tokens + decodes, (int64_t)INT32_MAX);
 }

@@ -2,6 +2,7 @@
 #ifndef ALLM_ENGINE_INTERNAL_H
 #define ALLM_ENGINE_INTERNAL_H
 
+#include "decision-error.h"
 #include "engine.h"
 
 /* A growable array of requests: one per queue. */
@@ -27,6 +28,7 @@ struct allm_engine {
 	struct allm_decision *dlog; /* ring of ALLM_ENGINE_DECISIONS */
 	int64_t n_decisions; /* ever made; the next seq_no */
 	struct allm_engine_stats st; /* counters (queue/pool fields filled on read) */
+	struct allm_decision_error derr; /* the decisions' own error; reset with st */
 	float *logits; /* [logits_rows][vocab] */
 	int32_t logits_rows;
 	struct allm_batch_seq *batch;
@@ -38,6 +40,8 @@ struct allm_engine {
 };
 
 double allm_engine_now(const struct allm_engine *e);
+/* CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID). */
+double allm_engine_thread_cpu(void);
 int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r);
 void allm_rq_remove_at(struct allm_rq_vec *q, int32_t i);
 bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);

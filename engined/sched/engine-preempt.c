@@ -4,6 +4,7 @@
  * tier order host > disk > recompute (`swap`) or always recompute; and the way
  * back in. A failed copy or disk I/O costs time, never the request: it falls
  * back to recompute. Which request is the victim is engine-step.c's business. */
+#include "engine-calib.h"
 #include "engine-internal.h"
 #include "engine-policy.h"
 
@@ -17,6 +18,8 @@ struct allm_decision *allm_engine_record_decision(struct allm_engine *e)
 	memset(d, 0, sizeof(*d));
 	d->seq_no = e->n_decisions++;
 	d->measured_s = NAN;
+	d->other_measured_s = NAN;
+	d->oncpu_frac = NAN;
 	return d;
 }
 
@@ -121,6 +124,32 @@ static bool demote_for(struct allm_engine *e, int32_t n, double priority, double
 	return allm_block_pool_avail(&e->kv->cpu) >= n;
 }
 
+/* The regret probe (cfg.probe_other), swap chosen: the victim's blocks are on
+ * the host now; a scratch prefill of what recompute would have re-prefilled
+ * (from `kept` on) takes their place for a moment. With chunked prefill a
+ * re-prefill costs what it adds to steps that run anyway: the prefill's time is
+ * scaled to that share by the model, as learn() shares out a step's time. */
+static void probe_recompute(struct allm_engine *e, struct allm_decision *d, int32_t kept)
+{
+	int32_t len = d->n_tokens - kept;
+	if (len <= 0)
+		return;
+	double t = allm_engine_time_prefill(e, 1, len);
+	double full = allm_predict_recompute(e->pred, len);
+	if (t >= 0 && full > 0)
+		d->other_measured_s = e->cfg.chunked_prefill ? t * ALLM_MIN(1.0, d->pred_recompute_s / full) : t;
+}
+
+/* The regret probe, recompute chosen: the victim's blocks, about to be
+ * dropped, copied out to the host and back as a swap would (nothing when the
+ * host pool has no room: then swap was no alternative). */
+static void probe_swap(struct allm_engine *e, struct allm_request *v, struct allm_decision *d)
+{
+	double out = 0, in = 0;
+	if (v->seq.n_blocks > 0 && allm_kv_time_roundtrip(e->kv, v->seq.blocks, v->seq.n_blocks, &out, &in) == 0)
+		d->other_measured_s = out + in;
+}
+
 static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_request *v,
 		   struct allm_decision *d)
 {
@@ -169,7 +198,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	/* recompute re-prefills everything it had (prompt + generated so far) but
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
-	d->pred_recompute_s = allm_engine_predict_reprefill(e, allm_engine_prefix_kept(e, v), v->seq.n_tokens);
+	int32_t kept = allm_engine_prefix_kept(e, v);
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens);
 	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */
@@ -179,11 +209,15 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		d->reason = ALLM_REASON_HOST_MADE_ROOM;
 	}
 	v->pending_rc_s = 0;
+	v->pending_oncpu_s = 0;
 	struct allm_swap_result res;
 	struct allm_err err = {{0}};
 	if (d->choice == ALLM_CHOICE_SWAP) {
+		double cpu0 = allm_engine_thread_cpu();
 		if (table(&v->cpu_blocks, n) &&
 		    allm_kv_swap_out(kv, v->id, v->seq.blocks, n, v->cpu_blocks, &res, NULL) == 0) {
+			/* the copies run on this thread: its CPU time is theirs */
+			v->pending_oncpu_s = ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 			v->n_cpu_blocks = n;
 			v->seq.n_blocks = 0; /* the GPU blocks went back to the pool */
 			v->pending_swap_out_s = res.seconds;
@@ -192,6 +226,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 			e->st.preempt_swap++;
 			v->n_preempt_swap++;
 			v->state = ALLM_REQ_SWAPPED;
+			if (e->cfg.probe_other)
+				probe_recompute(e, d, kept);
 			return pushed(e, &e->swapped, v, d);
 		}
 		/* the copy failed: dropping the KV loses nothing but time */
@@ -226,6 +262,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * admitted bought nothing: the thrash fair must avoid */
 	if (allm_request_n_generated(v) - v->gen_at_admit <= 1)
 		e->st.wasted_prefill_tokens += v->seq.n_cached;
+	if (e->cfg.probe_other && d->choice == ALLM_CHOICE_RECOMPUTE)
+		probe_swap(e, v, d);
 	allm_seq_release(&v->seq, kv);
 	e->st.preempt_recompute++;
 	v->n_preempt_recompute++;
@@ -304,8 +342,11 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 	allm_rq_remove(&e->swapped, r);
 	/* its block table still has room for the n blocks it held */
 	ALLM_ASSERT(r->seq.cap_blocks >= n);
+	double cpu0 = allm_engine_thread_cpu();
 	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &res, &err)
 		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err);
+	if (!rc)
+		r->pending_oncpu_s += ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 	swapped_in(e, r, disk, n, rc, &res, &err, now);
 }
 

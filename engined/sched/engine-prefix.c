@@ -317,6 +317,8 @@ static struct allm_decision *record_restore(struct allm_engine *e, struct allm_r
 	d->priority = allm_engine_priority(r, now);
 	d->estimated = !allm_predictor_calibrated(e->pred);
 	d->measured_s = NAN;
+	d->other_measured_s = NAN;
+	d->oncpu_frac = NAN;
 	return d;
 }
 

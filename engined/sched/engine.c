@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 
 /* The device's clock: wall time, or a simulated device's virtual time. */
 static double default_clock(void *user)
@@ -72,6 +73,14 @@ bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r)
 			return true;
 		}
 	return false;
+}
+
+double allm_engine_thread_cpu(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return NAN;
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
@@ -544,11 +553,17 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 		ret->disk_cached = ret->pc_blocks[ALLM_KV_TIER_DISK];
 	}
 	ret->mape_recompute = e->pred ? allm_predictor_mape_recompute(e->pred) : NAN;
+	ret->dec_mape_swap = allm_decision_error_mape(&e->derr, ALLM_CHOICE_SWAP);
+	ret->dec_mape_recompute = allm_decision_error_mape(&e->derr, ALLM_CHOICE_RECOMPUTE);
+	ret->dec_measured = e->derr.n[0] + e->derr.n[1] + e->derr.n[2];
+	ret->dec_probed = e->derr.probed;
+	ret->dec_regret = e->derr.regret;
 }
 
 void allm_engine_reset_stats(struct allm_engine *e)
 {
 	memset(&e->st, 0, sizeof(e->st));
+	memset(&e->derr, 0, sizeof(e->derr));
 	if (e->pc)
 		allm_pc_reset_stats(e->pc);
 }

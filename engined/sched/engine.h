@@ -110,6 +110,16 @@ struct allm_decision {
 	enum allm_choice choice;
 	enum allm_reason reason;
 	double measured_s; /* NAN until the chosen action has run */
+	/* PREEMPT under the regret probe (allm_engine_config.probe_other): what the
+	 * path not taken cost, timed right after the choice ran (swap chosen: a
+	 * prefill of what recompute would re-prefill; recompute chosen: a copy of
+	 * its blocks out and back); NAN otherwise */
+	double other_measured_s;
+	/* of measured_s, the share the engine thread was on a CPU (thread CPU
+	 * time over wall time: the caller computes steps and runs the copies); a
+	 * low one says the machine's other processes took the time, not the
+	 * work (issue 53's "error you can explain"); NAN until measured */
+	double oncpu_frac;
 };
 
 
@@ -178,6 +188,9 @@ struct allm_request {
 	int64_t pending_decision; /* decision waiting for its measured cost, or -1 */
 	double pending_swap_out_s; /* measured swap-out time of that decision */
 	double pending_rc_s; /* chunked re-prefill: its share of each step so far */
+	/* of that measured time, the part the engine thread spent on a CPU (its
+	 * thread CPU time): the rest other processes had (decision oncpu_frac) */
+	double pending_oncpu_s;
 	int64_t arrival_step; /* engine step count when it arrived (aging counts steps) */
 	int64_t admit_step; /* step it was last admitted or swapped in */
 	int32_t chunk; /* this step: prompt tokens fed (0 = a decode row) */
@@ -280,6 +293,10 @@ struct allm_engine_config {
 	bool prefix_caching;
 	/* requests of different uids may share cached blocks (still not across salts) */
 	bool share_prefix_cache;
+	/* a bench and test hook (allm-run --probe-regret): each victim's other
+	 * path is timed too (decision other_measured_s), so regret can be
+	 * counted; it costs that path's time on every preemption */
+	bool probe_other;
 	/* engine clock; NULL = allm_now(). Tests pass a fake one. */
 	double (*clock)(void *user);
 	void *clock_user;
@@ -312,6 +329,11 @@ struct allm_engine_stats {
 	int64_t finished, failed;
 	double mape_swap, mape_recompute; /* percent, NAN before any sample */
 	double mape_disk;
+	/* the decisions' own error (decision-error.h): the prediction of the path
+	 * a victim took against its measured cost, rolling; NAN before one */
+	double dec_mape_swap, dec_mape_recompute;
+	int64_t dec_measured; /* preemption decisions whose cost was measured */
+	int64_t dec_probed, dec_regret; /* of them, the other path timed; of those, regretted */
 	/* the prefix cache (DESIGN §9's prefix_cache): first admissions only */
 	int64_t pc_queried_tokens; /* prompt tokens looked up */
 	int64_t pc_hit_tokens; /* of them found cached (and used) */

@@ -49,8 +49,10 @@ static void swap_features(uint64_t bytes, int32_t n_runs, double x[4])
 
 /* ---- rolling error ---- */
 
-static void ring_push(struct allm_pred_ring *r, double pred, double meas)
+void allm_pred_ring_push(struct allm_pred_ring *r, double pred, double meas)
 {
+	if (!(meas > 0) || !isfinite(meas) || !isfinite(pred))
+		return;
 	double pct = fabs(pred - meas) / meas * 100.0;
 	r->pct[r->head] = (float)fmin(pct, 1e9);
 	r->head = (r->head + 1) % ALLM_PRED_RING;
@@ -58,9 +60,9 @@ static void ring_push(struct allm_pred_ring *r, double pred, double meas)
 		r->n++;
 }
 
-static double ring_mean(const struct allm_pred_ring *r)
+double allm_pred_ring_mape(const struct allm_pred_ring *r, int32_t min_n)
 {
-	if (r->n < ALLM_PRED_MAPE_MIN)
+	if (r->n < ALLM_MAX(min_n, 1))
 		return NAN;
 	double s = 0;
 	for (int32_t i = 0; i < r->n; i++)
@@ -217,7 +219,7 @@ void allm_predictor_observe_prefill(struct allm_predictor *p, const struct allm_
 	double x[4];
 	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
 		return;
-	ring_push(&p->rc_err, allm_predict_prefill(p, s), seconds);
+	allm_pred_ring_push(&p->rc_err, allm_predict_prefill(p, s), seconds);
 	allm_pred_rc_features(s, x);
 	allm_pred_lsq_observe(&p->rc, x, seconds, PRED_RC_FLOOR);
 	p->n_prefill_obs++;
@@ -229,7 +231,7 @@ void allm_predictor_observe_swap(struct allm_predictor *p, enum allm_copy_dir di
 	ALLM_ASSERT((unsigned)dir <= 1);
 	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
 		return;
-	ring_push(&p->swap_err, allm_predict_swap(p, dir, bytes, n_runs), seconds);
+	allm_pred_ring_push(&p->swap_err, allm_predict_swap(p, dir, bytes, n_runs), seconds);
 	swap_features(bytes, n_runs, x);
 	allm_pred_lsq_observe(&p->swap[dir], x, seconds, PRED_SWAP_FLOOR);
 	p->swap_bw[dir] = allm_pred_swap_bw(&p->swap[dir]);
@@ -242,7 +244,7 @@ void allm_predictor_observe_disk(struct allm_predictor *p, enum allm_disk_dir di
 	ALLM_ASSERT((unsigned)dir <= 1);
 	if (!(seconds >= PRED_MIN_SAMPLE) || !isfinite(seconds))
 		return;
-	ring_push(&p->disk_err, allm_predict_disk(p, dir, bytes, n_runs), seconds);
+	allm_pred_ring_push(&p->disk_err, allm_predict_disk(p, dir, bytes, n_runs), seconds);
 	swap_features(bytes, n_runs, x);
 	allm_pred_lsq_observe(&p->disk[dir], x, seconds, PRED_SWAP_FLOOR);
 	p->disk_bw[dir] = allm_pred_swap_bw(&p->disk[dir]);
@@ -266,17 +268,17 @@ void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, 
 
 double allm_predictor_mape_disk(const struct allm_predictor *p)
 {
-	return ring_mean(&p->disk_err);
+	return allm_pred_ring_mape(&p->disk_err, ALLM_PRED_MAPE_MIN);
 }
 
 double allm_predictor_mape_recompute(const struct allm_predictor *p)
 {
-	return ring_mean(&p->rc_err);
+	return allm_pred_ring_mape(&p->rc_err, ALLM_PRED_MAPE_MIN);
 }
 
 double allm_predictor_mape_swap(const struct allm_predictor *p)
 {
-	return ring_mean(&p->swap_err);
+	return allm_pred_ring_mape(&p->swap_err, ALLM_PRED_MAPE_MIN);
 }
 
 void allm_predictor_reset_stats(struct allm_predictor *p)

@@ -49,8 +49,11 @@ enum {
 	ALLM_PRED_SWAP_NF = 2, /* swap features: runs, bytes/1e6 */
 	ALLM_PRED_RING = 100, /* samples in the rolling error */
 	/* samples before the rolling error is reported: a mean of one or two
-	 * (the first requests' cold-start timings) says nothing about the model */
-	ALLM_PRED_MAPE_MIN = 10,
+	 * (the first requests' cold-start timings) says nothing about the model.
+	 * Five, not more: a burst of requests admitted together is one prefill
+	 * step, so a chat workload may see only a handful of prefill steps in its
+	 * first seconds (issue 53: ten hid the error behind "-" for whole runs) */
+	ALLM_PRED_MAPE_MIN = 5,
 };
 
 /* Weighted least squares with exponential forgetting, pulled toward a prior. Each
@@ -77,6 +80,13 @@ struct allm_pred_ring {
 	int32_t n; /* valid entries, <= ALLM_PRED_RING */
 	int32_t head; /* next slot written */
 };
+
+/* A measured cost against its prediction, into the ring (the percentage error,
+ * |pred - meas| / meas); ignored unless both are finite and meas > 0. Also the
+ * engine's per-decision error (engine.h, struct allm_decision_error). */
+void allm_pred_ring_push(struct allm_pred_ring *r, double pred, double meas);
+/* The ring's mean in percent; NAN with fewer than min_n samples. */
+double allm_pred_ring_mape(const struct allm_pred_ring *r, int32_t min_n);
 
 /* Fields are read-only to callers: go through the functions. Public so tests and
  * the profile code can see them. */

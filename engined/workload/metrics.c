@@ -165,6 +165,7 @@ int allm_metrics_summarize(const struct allm_req_record *recs, int64_t n, double
 	s.e2e_ms = stats_ms(e2e, n);
 	s.mape_swap = NAN;
 	s.mape_recompute = NAN;
+	s.dec_mape_swap = s.dec_mape_recompute = NAN;
 	*ret = s;
 out:
 	allm_free(byidx);
@@ -233,6 +234,10 @@ json_t *allm_metrics_summary_json(const struct allm_run_summary *s)
 	bad |= json_object_set_new(o, "predictor_mape",
 				   pair_json("swap", num(s->mape_swap), "recompute",
 					     num(s->mape_recompute)));
+	bad |= json_object_set_new(o, "decision_mape",
+				   json_pack("{s:o, s:o, s:I, s:I, s:I}", "swap", num(s->dec_mape_swap), "recompute",
+					     num(s->dec_mape_recompute), "measured", (json_int_t)s->dec_measured,
+					     "probed", (json_int_t)s->dec_probed, "regret", (json_int_t)s->dec_regret));
 	if (s->has_disk) {
 		bad |= json_object_set_new(json_object_get(o, "preemptions"), "disk",
 					   json_integer(s->preempt_disk));

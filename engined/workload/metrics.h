@@ -24,7 +24,10 @@
  *                     [1][2,3] differ. Lower-case hex. Equal hashes = equal outputs.
  *   preemptions       sums of the per-record counts.
  *   predictor_mape    not derivable from the records: summarize sets NAN and the
- *                     caller fills in the predictor's figures (JSON null while NAN). */
+ *                     caller fills in the predictor's figures (JSON null while NAN).
+ *   decision_mape     the same for the decisions' own error (the prediction of the
+ *                     path a victim took against its measured cost), with how many
+ *                     were measured, probed (the other path timed) and regretted. */
 #ifndef ALLM_METRICS_H
 #define ALLM_METRICS_H
 
@@ -76,6 +79,8 @@ struct allm_run_summary {
 	bool has_disk; /* a disk tier: preemptions and predictor_mape gain "disk" */
 	int64_t preempt_disk;
 	double mape_disk;
+	double dec_mape_swap, dec_mape_recompute; /* NAN unless the caller fills them */
+	int64_t dec_measured, dec_probed, dec_regret;
 	char outputs_sha256[65];
 	int64_t prompt_tokens, generated_tokens;
 	struct allm_prefix_summary prefix; /* filled by the caller (not in records) */
