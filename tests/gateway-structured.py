@@ -1,4 +1,4 @@
-# Description: test client for gateway-structured.sh and real-model-tools.sh (not a test by itself): structured output and tool calling through the openai SDK against allm-gateway. Env: GW_URL, GW_MODEL, GW_SEEDS (samples per check at temperature 1), GW_AUTO_CALLS ("1": tool_choice auto must call the weather tool, for a model that does).
+# Description: test client for gateway-structured.sh and real-model-tools.sh (not a test by itself): structured output and tool calling through the openai SDK against allm-gateway. Env: GW_URL, GW_MODEL, GW_SEEDS (samples per check at temperature 1), GW_AUTO_CALLS ("1": tool_choice auto must call the weather tool, for a model that does), GW_ONLY ("tools": those checks alone), GW_PARALLEL ("1": streamed calls with parallel_tool_calls).
 import json
 import os
 import re
@@ -25,7 +25,13 @@ def fail(m):
     print("FAIL: " + m)
 
 
+ONLY = os.environ.get("GW_ONLY")  # "tools": the tool-calling checks alone
+section = "structured"
+
+
 def check(what, fn):
+    if ONLY and ONLY != section:
+        return
     try:
         good, detail = fn()
     except Exception as e:  # one check's exception fails that check alone
@@ -149,6 +155,7 @@ check("tool_choice required and a grammar: 400",
                        "tool_choice": "required"}, "tool_choice", ["structured output"]))
 
 # --- tool calling -------------------------------------------------------------------------------
+section = "tools"
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city now",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},

@@ -79,6 +79,10 @@ static void parsing(void)
 	expect(GW_TOOLS_HERMES, false, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}", "", 1, "f",
 	       "{\"x\":1}");
 	expect(GW_TOOLS_HERMES, false, "  \n", "  \n", 0, NULL, NULL);
+	/* a bare call object as the whole output (no tags), and JSON that is not a call */
+	expect(GW_TOOLS_HERMES, false, "\n{\"name\": \"f\", \"arguments\": {\"x\": 2}}\n", "", 1, "f", "{\"x\":2}");
+	expect(GW_TOOLS_HERMES, false, "{\"x\": 2} <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
+	       "{\"x\": 2}", 1, "f", "{}");
 	expect(GW_TOOLS_LLAMA3, true, "{\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}", "", 1, "f", "{\"q\":\"x\"}");
 	expect(GW_TOOLS_LLAMA3, true, "Hello {there}", "Hello {there}", 0, NULL, NULL);
 	expect(GW_TOOLS_LLAMA3, true, "{\"not\": \"a call\"}", "{\"not\": \"a call\"}", 0, NULL, NULL);

@@ -473,11 +473,32 @@ static int to_opener(struct gw_tool_parse *p, const char *open, bool end)
 	return rc;
 }
 
-/* Hermes: <tool_call> JSON </tool_call>, anywhere, any number. */
+/* Hermes: <tool_call> JSON </tool_call>, anywhere, any number; or the whole
+ * output one bare JSON call. */
 static int feed_hermes(struct gw_tool_parse *p, bool end)
 {
 	static const char open[] = "<tool_call>", close[] = "</tool_call>";
 	int rc;
+	/* a whole output that is one bare call object, without the tags (Qwen2.5-Coder
+	 * answers so at times): held to the end, calls if it parses, else Hermes text */
+	if (p->said == 0 && !p->in_calls && !p->bare_seen) {
+		size_t s = p->at;
+		while (s < p->len && is_ws(p->buf[s]))
+			s++;
+		if (s == p->len && !end)
+			return 0;
+		p->bare_seen = true;
+		p->bare = s < p->len && p->buf[s] == '{';
+	}
+	if (p->bare) {
+		if (!end)
+			return 0;
+		p->bare = false;
+		if ((rc = take_json(p, p->at, p->len)) != 0) {
+			p->at = rc == 1 ? p->len : p->at;
+			return rc < 0 ? rc : 0;
+		}
+	}
 	for (;;) {
 		if (!p->in_calls && ((rc = to_opener(p, open, end)) || !p->in_calls))
 			return rc;

@@ -62,6 +62,8 @@ struct gw_tool_parse {
 	size_t len, cap;
 	size_t at;         /* buf[0, at) is said: content out, or calls taken */
 	bool in_calls;     /* the calls have started: what follows is calls */
+	bool bare_seen;    /* Hermes: the output's first character was looked at ... */
+	bool bare;         /* ... and is "{": maybe one bare call, held to the end */
 	struct gw_tool_call *calls; /* every call found so far */
 	uint32_t n_calls, cap_calls;
 	char *out;         /* this feed's content */
