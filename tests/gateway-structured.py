@@ -292,4 +292,31 @@ check("tools on /v1/completions: 400 naming tools", lambda: (lambda st_e: (
     st_e[0] == 400 and st_e[1]["error"]["param"] == "tools", str(st_e)[:200]))(
     post("/v1/completions", {"model": model, "prompt": "x", "tools": TOOLS})))
 
+# --- LangChain's ChatOpenAI: bind_tools and with_structured_output, as its users write them ------
+def langchain():
+    os.environ.setdefault("OPENAI_API_KEY", "EMPTY")
+    from langchain_openai import ChatOpenAI
+    return ChatOpenAI(base_url=url + "/v1", model=model, temperature=1, max_tokens=150, max_retries=0, seed=1)
+
+
+def lc_bind_tools():
+    m = langchain().bind_tools(TOOLS, tool_choice="get_weather")
+    msg = m.invoke(ASK)
+    c = msg.tool_calls[0]
+    jsonschema.validate(c["args"], SCHEMA["get_weather"])
+    return c["name"] == "get_weather" and c["id"].startswith("call_"), repr(c)
+
+
+def lc_structured():
+    schema = dict(PERSON, title="Person", description="a person")
+    out = langchain().with_structured_output(schema, method="json_schema", strict=True).invoke(MSGS)
+    jsonschema.validate(out, PERSON)
+    return True, repr(out)
+
+
+if os.environ.get("GW_LANGCHAIN") == "1":
+    check("LangChain bind_tools(tool_choice=get_weather): a call that validates", lc_bind_tools)
+    section = "structured"
+    check("LangChain with_structured_output(json_schema, strict): a dict that validates", lc_structured)
+
 sys.exit(1 if failed else 0)
