@@ -365,11 +365,14 @@ static int say(struct gw_tool_parse *p, size_t from, size_t to)
 	if (k > from) { /* text: the white space held before it is content too */
 		if (grow(&p->out, &p->out_cap, p->out_len + p->ws_len + (k - from)))
 			return -ENOMEM;
-		memcpy(p->out + p->out_len, p->ws, p->ws_len);
+		if (p->ws_len) /* (memcpy from a NULL buffer is undefined even for 0 bytes) */
+			memcpy(p->out + p->out_len, p->ws, p->ws_len);
 		memcpy(p->out + p->out_len + p->ws_len, p->buf + from, k - from);
 		p->out_len += p->ws_len + (k - from);
 		p->ws_len = 0;
 	}
+	if (to == k)
+		return 0;
 	if (grow(&p->ws, &p->ws_cap, p->ws_len + (to - k)))
 		return -ENOMEM;
 	memcpy(p->ws + p->ws_len, p->buf + k, to - k);
@@ -581,7 +584,7 @@ int gw_tool_parse_feed(struct gw_tool_parse *p, const char *text, size_t n, bool
 		p->ws_len = 0;
 	}
 	p->said += p->out_len;
-	*content = p->out;
+	*content = p->out ? p->out : "";
 	*content_len = p->out_len;
 	return 0;
 }
