@@ -80,6 +80,8 @@ struct gw_model {
 	int32_t context;         /* max_position_embeddings; 0 = unknown */
 	struct allm_chat_template *tmpl; /* NULL: chat completions refused with why */
 	struct allm_chat_template *tmpl_tools; /* the "tool_use" one of a named list, for requests with tools; else NULL */
+	int tool_format;         /* enum gw_tool_format (gw-tools.h): how its template has the model call tools */
+	bool tool_section;       /* its template renders `tools` (else the gateway's preamble does) */
 	char why_no_chat[320];
 	char source[300];        /* where the tokenizer came from, for the log */
 	char engine[128];        /* the model as the engine named it (its welcome) */
@@ -141,6 +143,9 @@ struct gw_req {
 	struct MHD_Connection *conn;
 	int sock;                /* the connection's socket, watched for hang-ups */
 	bool chat, stream, include_usage;
+	bool tools_on;           /* chat with tools (tool_choice not none): the output is parsed for calls */
+	bool tools_one;          /* ... one call at most (parallel_tool_calls false, or the format's) */
+	uint8_t tool_format;     /* ... in this format (enum gw_tool_format) */
 	char id[48];             /* "cmpl-..." / "chatcmpl-..." */
 	long long created;       /* unix time */
 	struct gw_model *model;  /* a reference */
@@ -155,7 +160,10 @@ struct gw_req {
 	size_t echo_len;
 	struct allm_logit_bias *logit_bias; /* owned */
 	uint32_t n_logit_bias;
-	struct gw_req *owner;    /* NULL: ids, text, echo and logit_bias are its own; else
+	char *grammar;           /* the grammar text of params.grammar_kind (gw-structured.c,
+				  * gw-tools.c), NULL for none or json_object (owned) */
+	size_t grammar_len;
+	struct gw_req *owner;    /* NULL: ids, text, echo, logit_bias and grammar are its own; else
 				  * they are this choice's (its prompt's first), shared by
 				  * the n choices of a prompt, and it holds a reference to
 				  * it (once enqueued): 128 choices, one prompt (issue 49) */

@@ -15,6 +15,7 @@
 #include "gw-body.h"
 
 #include "gw-openai.h"
+#include "gw-tools.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@ struct gw_body {
 	enum body_part part;
 	uint32_t choice;      /* current choice */
 	size_t tok;           /* current token in a log-probability section */
+	bool called;          /* the current choice called tools (finish_reason tool_calls) */
 	char *buf;            /* made, not yet handed over: buf[off, len) */
 	size_t len, cap, off;
 };
@@ -102,6 +104,31 @@ static const struct gw_req *cur(const struct gw_body *b)
 	return gw_choice(b->lead, b->choice);
 }
 
+/* A chat choice with tools: "message":{"role", "content" (null when it is only
+ * calls), "tool_calls"},"logprobs":null (refused with tools: gw-tools.c). */
+static int tool_message(struct gw_body *b, const struct gw_req *r)
+{
+	struct gw_tool_parse p;
+	const char *content;
+	size_t n;
+	uint32_t first;
+	gw_tool_parse_init(&p, (enum gw_tool_format)r->tool_format, r->tools_one);
+	int rc = gw_tool_parse_feed(&p, r->out.buf ? r->out.buf : "", r->out.ready, true, &content, &n, &first);
+	json_t *msg = rc ? NULL : json_pack("{s:s, s:o}", "role", "assistant", "content",
+					   n || !p.n_calls ? gw_api_text_json(content, n) : json_null());
+	if (msg && p.n_calls) {
+		json_t *l = json_array();
+		for (uint32_t i = 0; i < p.n_calls; i++)
+			json_array_append_new(l, gw_tool_call_json(&p.calls[i]));
+		json_object_set_new(msg, "tool_calls", l);
+	}
+	b->called = p.n_calls > 0;
+	gw_tool_parse_free(&p);
+	rc = puts_(b, "\"message\":") | put_json(b, msg) | puts_(b, ",\"logprobs\":null");
+	b->part = B_CHOICE_END;
+	return rc;
+}
+
 /* {"index":i,"text":"..." or "message":{...},"logprobs": */
 static int choice_open(struct gw_body *b)
 {
@@ -119,6 +146,11 @@ static int choice_open(struct gw_body *b)
 		text = gw_api_text_json(r->out.buf ? r->out.buf : "", r->out.ready);
 	}
 	int rc = put_fmt(b, "%s{\"index\":%u,", b->choice ? "," : "", r->index);
+	b->called = false;
+	if (r->tools_on) {
+		json_decref(text);
+		return tool_message(b, r) | rc;
+	}
 	if (r->chat)
 		rc |= puts_(b, "\"message\":{\"role\":\"assistant\",\"content\":") | put_json(b, text) | puts_(b, "},");
 	else
@@ -205,7 +237,7 @@ static int step(struct gw_body *b)
 	}
 	case B_CHOICE: return choice_open(b);
 	case B_CHOICE_END: {
-		int rc = puts_(b, ",\"finish_reason\":") | put_json(b, json_string(gw_api_finish_name(cur(b)->finish))) |
+		int rc = puts_(b, ",\"finish_reason\":") | put_json(b, json_string(gw_api_finish_name(cur(b)->finish, b->called))) |
 			 puts_(b, "}");
 		b->part = ++b->choice < lead->n_choices ? B_CHOICE : B_TAIL;
 		return rc;

@@ -327,7 +327,9 @@ static int submit_waiting(struct gw *gw, struct resume_list *rl)
 		p.n_prompt_ids = r->n_ids;
 		p.logit_bias = r->logit_bias;
 		p.n_logit_bias = r->n_logit_bias;
-		int e = allm_client_submit(gw->client, &p);
+		/* a grammar's text travels beside the prompt (gw-structured.c) */
+		int e = r->params.grammar_kind ? allm_client_submit_grammar(gw->client, &p, r->grammar, r->grammar_len)
+					       : allm_client_submit(gw->client, &p);
 		if (e == -EAGAIN) {
 			gw_slot_put(gw, r);
 			gw->sq_full = true; /* the engine's answers wake us when it took some */

@@ -15,9 +15,8 @@
 #define T GW_EP_TOKENIZE
 #define D GW_EP_DETOKENIZE
 
-/* Structured output and tool calling: refused until the grammar engine lands
- * (issue 50); the rows to flip to APPLIED then. */
-#define STRUCTURED "structured output and tool calling are not supported by this server yet"
+/* Tool calling is a chat's (gw-tools.c); the older functions API is not taken. */
+#define TOOLS "tool calling is on POST /v1/chat/completions (tools, tool_choice)"
 
 static const struct gw_field {
 	const char *name;
@@ -47,11 +46,28 @@ static const struct gw_field {
 	{"echo", C, GW_FIELD_APPLIED, NULL, "the prompt's text before the output"},
 	{"add_generation_prompt", H | T, GW_FIELD_APPLIED, NULL, "the template's assistant header (vLLM's)"},
 	{"cache_salt", C | H, GW_FIELD_APPLIED, NULL, "shares cached KV only within the same salt (vLLM's)"},
+	/* structured output (gw-structured.c): one grammar a request, compiled here first */
+	{"response_format", C | H, GW_FIELD_APPLIED, NULL, "type text, json_object (llama.cpp's: with a schema) or "
+							 "json_schema {schema, strict}: the output follows it"},
+	{"grammar", C | H, GW_FIELD_APPLIED, NULL, "a GBNF grammar the output follows (llama.cpp's)"},
+	{"json_schema", C | H, GW_FIELD_APPLIED, NULL, "a JSON Schema the output follows (llama.cpp's)"},
+	{"structured_outputs", C | H, GW_FIELD_APPLIED, NULL, "one of json, regex, choice, grammar, json_object "
+							      "(vLLM's)"},
+	{"guided_json", C | H, GW_FIELD_APPLIED, NULL, "a JSON Schema (vLLM's older name)"},
+	{"guided_regex", C | H, GW_FIELD_APPLIED, NULL, "a regular expression the whole output matches (vLLM's)"},
+	{"guided_choice", C | H, GW_FIELD_APPLIED, NULL, "a list of strings: the output is one of them (vLLM's)"},
+	{"guided_grammar", C | H, GW_FIELD_APPLIED, NULL, "a GBNF grammar (vLLM's older name)"},
 	{"role", M, GW_FIELD_APPLIED, NULL, "system, developer (as system), user, assistant, tool"},
 	{"content", M, GW_FIELD_APPLIED, NULL, "a text or text parts; null for an assistant's"},
 	{"tool_call_id", M, GW_FIELD_APPLIED, NULL, "a tool message's call id, as the template renders it"},
 	{"name", M, GW_FIELD_APPLIED, NULL, "passed to the template (most render none)"},
 	{"tool_calls", M, GW_FIELD_APPLIED, NULL, "an assistant's calls, rendered by the template"},
+	/* tool calling (gw-tools.c) */
+	{"tools", H, GW_FIELD_APPLIED, NULL, "functions the model may call: rendered by the model's template, or "
+					     "the gateway's Hermes preamble"},
+	{"tool_choice", H, GW_FIELD_APPLIED, NULL, "none, auto, required or a named function (the last two held to "
+						   "a call by a grammar)"},
+	{"parallel_tool_calls", H, GW_FIELD_APPLIED, NULL, "false: one call at most"},
 	/* refused unless neutral */
 	{"suffix", C, GW_FIELD_REFUSED, "\"\"", "insertion (a suffix) is not supported"},
 	{"priority", C | H, GW_FIELD_REFUSED, "0", "the engine orders requests by its own fairness"},
@@ -61,24 +77,15 @@ static const struct gw_field {
 	{"prediction", H, GW_FIELD_REFUSED, NULL, "predicted outputs are not supported"},
 	{"reasoning_effort", H, GW_FIELD_REFUSED, NULL, "the model has no reasoning setting here"},
 	{"web_search_options", H, GW_FIELD_REFUSED, NULL, "this server does not search the web"},
-	{"response_format", C | H, GW_FIELD_REFUSED, "{\"type\": \"text\"}", STRUCTURED},
-	{"tools", C | H, GW_FIELD_REFUSED, "[]", STRUCTURED},
-	{"tool_choice", C | H, GW_FIELD_REFUSED, "\"none\"", STRUCTURED},
-	{"functions", H, GW_FIELD_REFUSED, "[]", STRUCTURED},
-	{"function_call", H, GW_FIELD_REFUSED, "\"none\"", STRUCTURED},
-	{"guided_json", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"guided_regex", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"guided_choice", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"guided_grammar", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"structured_outputs", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"grammar", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
-	{"json_schema", C | H, GW_FIELD_REFUSED, NULL, STRUCTURED},
+	{"tools", C, GW_FIELD_REFUSED, "[]", TOOLS},
+	{"tool_choice", C, GW_FIELD_REFUSED, "\"none\"", TOOLS},
+	{"functions", H, GW_FIELD_REFUSED, "[]", "the deprecated functions API: send tools"},
+	{"function_call", H, GW_FIELD_REFUSED, "\"none\"", "the deprecated functions API: send tool_choice"},
 	/* accepted without effect: the short list the README repeats */
 	{"user", C | H, GW_FIELD_IGNORED, NULL, "an end-user id for a provider's abuse monitoring"},
 	{"metadata", H, GW_FIELD_IGNORED, NULL, "tags for a provider's stored completions"},
 	{"store", H, GW_FIELD_IGNORED, NULL, "nothing is stored"},
 	{"service_tier", C | H, GW_FIELD_IGNORED, NULL, "one tier"},
-	{"parallel_tool_calls", H, GW_FIELD_IGNORED, NULL, "no tools are called (tools is refused)"},
 };
 
 static const struct gw_field *find(const char *k, unsigned ep)

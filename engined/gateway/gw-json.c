@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *gw_api_finish_name(int finish)
+const char *gw_api_finish_name(int finish, bool called)
 {
 	switch (finish) {
 	case ALLM_FINISH_EOS:
-	case ALLM_FINISH_STOP: return "stop";
+	case ALLM_FINISH_STOP: return called ? "tool_calls" : "stop";
 	case ALLM_FINISH_LENGTH: return "length";
 	default: return "abort"; /* cancelled (vLLM's word) */
 	}
@@ -271,6 +271,17 @@ int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_
 				   gw_api_text_json(text ? text : "", text ? n : 0), "logprobs", lp, "finish_reason",
 				   fin);
 	}
+	return sse(choice ? chunk(r, json_pack("[o]", choice)) : NULL, buf, len, cap);
+}
+
+int gw_api_sse_tool_delta(const struct gw_req *r, bool first, json_t *call, char **buf, size_t *len, size_t *cap)
+{
+	json_t *delta = call ? json_pack("{s:[o]}", "tool_calls", call) : NULL;
+	if (delta && first)
+		json_object_set_new(delta, "role", json_string("assistant"));
+	json_t *choice = delta ? json_pack("{s:i, s:o, s:n, s:n}", "index", (int)r->index, "delta", delta, "logprobs",
+					   "finish_reason")
+			       : NULL;
 	return sse(choice ? chunk(r, json_pack("[o]", choice)) : NULL, buf, len, cap);
 }
 

@@ -4,6 +4,8 @@
  * effect), never silently ignored. */
 #include "gw-fields.h"
 #include "gw-openai.h"
+#include "gw-structured.h"
+#include "gw-tools.h"
 
 #include "sha256.h"
 
@@ -366,6 +368,7 @@ void gw_api_discard(struct gw_req *r)
 	if (!r->owner) {
 		free(r->ids);
 		free(r->logit_bias);
+		free(r->grammar);
 		free(r->echo);
 		free(r->text);
 	}
@@ -409,6 +412,13 @@ int gw_api_parse(struct gw *gw, struct gw_model *m, bool chat, const char *body,
 	r->model = gw_model_ref(m);
 	if (parse_sampling(b, chat, r, &n, e) || gw_api_get_bool(b, "stream", &r->stream, e) ||
 	    parse_cache_salt(b, r, e))
+		goto fail;
+	struct gw_grammar g;
+	int gr = gw_structured_parse(b, &g, e);
+	r->params.grammar_kind = (int32_t)g.kind;
+	r->grammar = g.text;
+	r->grammar_len = g.len;
+	if (gr || (chat && gw_tools_parse(b, m, r, e)))
 		goto fail;
 	json_t *so = json_object_get(b, "stream_options");
 	if (so && !json_is_null(so)) {

@@ -63,8 +63,9 @@ void gw_api_discard(struct gw_req *r);
 
 /* {"error": {...}} as compact JSON (malloc'ed). */
 char *gw_api_error_json(const struct gw_api_err *e, size_t *len);
-/* "stop", "length", "abort" for a finish reason. */
-const char *gw_api_finish_name(int finish);
+/* "stop", "length", "abort" for a finish reason; "tool_calls" for a stop after
+ * the choice called tools. */
+const char *gw_api_finish_name(int finish, bool called);
 /* A JSON string of n bytes of text (U+FFFD if it is not UTF-8); {"prompt_tokens",
  * "completion_tokens", "total_tokens"}. */
 json_t *gw_api_text_json(const char *p, size_t n);
@@ -98,6 +99,9 @@ int32_t gw_api_last_prompt_id(const struct gw_req *r);
  * null), and finish (NULL while running). */
 int gw_api_sse_chunk(const struct gw_req *r, bool first, const char *text, size_t n, json_t *logprobs,
 		     const char *finish, char **buf, size_t *len, size_t *cap);
+/* A chunk whose delta is one of tool_calls (call: gw_tool_call_delta_json,
+ * consumed; chat's first chunk carries the role). */
+int gw_api_sse_tool_delta(const struct gw_req *r, bool first, json_t *call, char **buf, size_t *len, size_t *cap);
 /* The usage chunk (stream_options.include_usage), an error event, and the end. */
 int gw_api_sse_usage(const struct gw_req *r, uint32_t n_prompt, uint32_t n_gen, uint32_t n_cached, char **buf,
 		     size_t *len, size_t *cap);

@@ -4,6 +4,7 @@
  * the context checked; and the request's choices, one per prompt x n. */
 #include "gw-fields.h"
 #include "gw-openai.h"
+#include "gw-tools.h"
 
 #include "common.h"
 
@@ -338,8 +339,12 @@ int gw_prompt_render(struct gw *gw, json_t *b, const struct gw_model *m, char **
 	json_t *cm = chat_messages(msgs, e);
 	if (!cm)
 		return -1;
-	json_t *tools = json_object_get(b, "tools"); /* [] or a list of tools (gw-fields.c) */
-	bool with_tools = json_array_size(tools) > 0;
+	/* the template's tools, or none (tool_choice none; or the gateway's preamble
+	 * written into cm for a template without a tool section: gw-tools.c) */
+	json_t *tools;
+	if (gw_tools_prompt(b, m, cm, &tools, e))
+		goto out;
+	bool with_tools = tools != NULL;
 	const struct allm_chat_template *ct = with_tools && m->tmpl_tools ? m->tmpl_tools : m->tmpl;
 	int tr = allm_chat_template_render(ct, cm, with_tools ? tools : NULL, agp, &out, err, sizeof(err));
 	if (tr == -ENOMEM) {
@@ -442,11 +447,13 @@ static struct gw_req *copy_choice(const struct gw_model *m, struct gw_req *r, st
 		c->text = c->echo = NULL;
 		c->n_ids = c->text_len = c->echo_len = 0;
 		c->logit_bias = NULL;
+		c->grammar = NULL;
 	}
 	memset(&c->stops, 0, sizeof(c->stops));
 	c->model = gw_model_ref(src->model);
 	r->choices[r->n_choices++] = c;
 	if ((!share && copy_of(&c->logit_bias, src->logit_bias, src->n_logit_bias * sizeof(*src->logit_bias))) ||
+	    (!share && copy_of(&c->grammar, src->grammar, src->grammar_len)) ||
 	    gw_stops_copy(&c->stops, &src->stops)) {
 		gw_api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
 		return NULL;

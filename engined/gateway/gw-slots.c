@@ -66,6 +66,7 @@ static void req_free(struct gw *gw, struct gw_req *r)
 	if (!owner) {
 		free(r->ids);
 		free(r->logit_bias);
+		free(r->grammar);
 		free(r->echo);
 		free(r->text);
 	}

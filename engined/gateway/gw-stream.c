@@ -6,6 +6,7 @@
 #include "gw-stream.h"
 
 #include "gw-openai.h"
+#include "gw-tools.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ struct gw_stream_choice {
 	size_t text_sent;   /* and their bytes (completions' text_offset) */
 	bool echo_sent;     /* completions' echo: the prompt's chunk went out */
 	bool finish_sent;   /* its last chunk (finish_reason) went out */
+	bool tp_on;         /* a chat with tools: its text goes through tp */
+	struct gw_tool_parse tp; /* ... which holds what may be a call until it is known */
 };
 
 /* A streamed response: its own reference to each choice, because libmicrohttpd
@@ -71,6 +74,45 @@ static void take_pending(struct gw_req *r, const struct gw_stream_choice *st, st
 	p->lp_prev = at > 0 && at - 1 < r->lps.n ? gw_lps_at(&r->lps, at - 1)->token_id : gw_api_last_prompt_id(r);
 }
 
+/* put_choice for a chat with tools: content as it is known not to start a call,
+ * then each call as OpenAI streams them (index, id, type and name first, then
+ * the arguments), finish_reason "tool_calls" after calls. */
+static int put_tools(struct gw_stream *s, struct gw_req *r, struct gw_stream_choice *st, const struct gw_pending *p,
+		     bool failed)
+{
+	const char *content;
+	size_t n;
+	uint32_t first;
+	int rc = 0;
+	bool end = p->done && !failed;
+	if (!st->tp_on) {
+		gw_tool_parse_init(&st->tp, (enum gw_tool_format)r->tool_format, r->tools_one);
+		st->tp_on = true;
+	}
+	if (gw_tool_parse_feed(&st->tp, p->text ? p->text : "", p->n, end, &content, &n, &first))
+		return -1;
+	if (!st->role_sent) { /* at once, as without tools: the client sees the answer started */
+		rc |= gw_api_sse_chunk(r, true, "", 0, NULL, NULL, &s->buf, &s->len, &s->cap);
+		st->role_sent = true;
+	}
+	if (n)
+		rc |= gw_api_sse_chunk(r, false, content, n, NULL, NULL, &s->buf, &s->len, &s->cap);
+	for (uint32_t i = first; i < st->tp.n_calls; i++) {
+		rc |= gw_api_sse_tool_delta(r, false, gw_tool_call_delta_json(&st->tp.calls[i], i, true), &s->buf,
+					    &s->len, &s->cap);
+		rc |= gw_api_sse_tool_delta(r, false, gw_tool_call_delta_json(&st->tp.calls[i], i, false), &s->buf,
+					    &s->len, &s->cap);
+	}
+	st->pieces_sent += p->n_pieces;
+	st->text_sent += p->n;
+	if (p->done && !failed && !st->finish_sent) {
+		rc |= gw_api_sse_chunk(r, false, NULL, 0, NULL, gw_api_finish_name(p->finish, st->tp.n_calls > 0),
+				       &s->buf, &s->len, &s->cap);
+		st->finish_sent = true;
+	}
+	return rc;
+}
+
 /* Formats choice r's pending pieces (and its finish, once done) into s->buf. */
 static int put_choice(struct gw_stream *s, struct gw_req *r, struct gw_stream_choice *st,
 		      const struct gw_pending *p, bool failed)
@@ -79,6 +121,8 @@ static int put_choice(struct gw_stream *s, struct gw_req *r, struct gw_stream_ch
 	 * events); chat's first event also carries the role */
 	int rc = 0;
 	size_t at = 0;
+	if (r->tools_on)
+		return put_tools(s, r, st, p, failed);
 	if (r->echo && !st->echo_sent) { /* the prompt first, as vLLM streams an echo */
 		rc |= gw_api_sse_chunk(r, false, r->echo, r->echo_len, NULL, NULL, &s->buf, &s->len, &s->cap);
 		st->echo_sent = true;
@@ -98,7 +142,7 @@ static int put_choice(struct gw_stream *s, struct gw_req *r, struct gw_stream_ch
 	st->pieces_sent += p->n_pieces;
 	st->text_sent += at;
 	if (p->done && !failed && !st->finish_sent) {
-		rc |= gw_api_sse_chunk(r, false, NULL, 0, NULL, gw_api_finish_name(p->finish), &s->buf, &s->len,
+		rc |= gw_api_sse_chunk(r, false, NULL, 0, NULL, gw_api_finish_name(p->finish, false), &s->buf, &s->len,
 				       &s->cap);
 		st->finish_sent = true;
 	}
@@ -176,7 +220,9 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 {
 	struct gw_stream *s = cls;
-	if (s->off == s->len) {
+	/* a fill may format nothing (a tool call's text held): fill again, which
+	 * suspends when nothing is pending */
+	while (s->off == s->len) {
 		if (s->ended)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		s->off = s->len = 0;
@@ -202,6 +248,8 @@ static void stream_unref_locked(struct gw_stream *s)
 static void stream_free(void *cls)
 {
 	struct gw_stream *s = cls;
+	for (uint32_t i = 0; i < s->r->n_choices; i++) /* before the choices may go */
+		gw_tool_parse_free(&s->cs[i].tp);
 	pthread_mutex_lock(&s->gw->lock);
 	stream_unref_locked(s);
 	pthread_mutex_unlock(&s->gw->lock);
