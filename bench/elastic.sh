@@ -23,7 +23,7 @@ BASE=("${MODEL_ARGS[@]}" --device "$DEVICE" --block-size "$BLOCK_SIZE" --cpu-blo
 W=(--workload "$WORKLOAD" -n "$N" --max-output "$OUT_LEN" --output-dist fixed "${SAMPLING[@]}")
 
 # the budget from the model's own sizes (allm-run prints them with a generous budget)
-probe=$("$ALLM_RUN" "${BASE[@]}" --memory-budget 1024 --elastic-memory off "${W[@]}" -n 1 --max-output 1 \
+probe=$("$ALLM_RUN" "${BASE[@]}" --memory-budget 8 --elastic-memory off "${W[@]}" -n 1 --max-output 1 \
 	--json 2>&1 >/dev/null | grep -E 'memory budget|KV blocks' || true)
 echo "$probe" >&2
 BUDGET=$(python3 - "$probe" "$KV_BLOCKS" <<'PY'
