@@ -7,7 +7,8 @@
 # that the static split preempts. Runs alternate (static, elastic) REPEAT times.
 # Writes RESULTS/elastic/*.json and prints a markdown table.
 # Usage: bench/elastic.sh  (environment: bench/common.sh's MODEL, DEVICE, N,
-#        plus KV_BLOCKS=96 OUT_LEN=256 REPEAT=2 WORKLOAD=chatbot EXTRA="")
+#        plus KV_BLOCKS=96 OUT_LEN=256 REPEAT=2 WORKLOAD=chatbot EXTRA="" PROBE_GIB=8:
+#        a budget that holds the weights, for reading the sizes)
 . "$(dirname "$0")/common.sh"
 KV_BLOCKS=${KV_BLOCKS:-96}
 OUT_LEN=${OUT_LEN:-256}
@@ -23,7 +24,7 @@ BASE=("${MODEL_ARGS[@]}" --device "$DEVICE" --block-size "$BLOCK_SIZE" --cpu-blo
 W=(--workload "$WORKLOAD" -n "$N" --max-output "$OUT_LEN" --output-dist fixed "${SAMPLING[@]}")
 
 # the budget from the model's own sizes (allm-run prints them with a generous budget)
-probe=$("$ALLM_RUN" "${BASE[@]}" --memory-budget 8 --elastic-memory off "${W[@]}" -n 1 --max-output 1 \
+probe=$("$ALLM_RUN" "${BASE[@]}" --memory-budget "${PROBE_GIB:-8}" --elastic-memory off "${W[@]}" -n 1 --max-output 1 \
 	--json 2>&1 >/dev/null | grep -E 'memory budget|KV blocks' || true)
 echo "$probe" >&2
 BUDGET=$(python3 - "$probe" "$KV_BLOCKS" <<'PY'
@@ -50,18 +51,21 @@ import json, sys, statistics as S
 out, wl, rep, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 rows = {m: [json.load(open(f"{out}/{wl}-{m}-{i}.json")) for i in range(1, rep + 1)] for m in ("off", "on")}
 def med(m, f): return S.median(f(r) for r in rows[m])
+# generated tokens over the steps that decoded: the running batch on average
+def mean_batch(r): return r["generated_tokens"] / max(1, r["steps"]["decode"] + r["steps"]["mixed"])
 print(f"budget {budget} GiB; medians of {rep} runs each")
-print("| split | largest batch | gen tok/s | TTFT p99 ms | TPOT p50 ms | preemptions (swap/recompute) | pool decisions (inflate/deflate) | outputs_sha256 |")
-print("|---|---|---|---|---|---|---|---|")
+print("| split | largest batch | mean batch | gen tok/s | TTFT p99 ms | TPOT p50 ms | preemptions (swap/recompute) | pool decisions (inflate/deflate) | outputs_sha256 |")
+print("|---|---|---|---|---|---|---|---|---|")
 for m, name in (("off", "static"), ("on", "elastic")):
     r = rows[m][0]
-    print(f"| {name} | {med(m, lambda r: r['max_running']):.0f} | {med(m, lambda r: r['gen_throughput_tok_s']):.1f} | "
+    print(f"| {name} | {med(m, lambda r: r['max_running']):.0f} | {med(m, mean_batch):.1f} | {med(m, lambda r: r['gen_throughput_tok_s']):.1f} | "
           f"{med(m, lambda r: r['ttft_ms']['p99']):.0f} | {med(m, lambda r: r['tpot_ms']['p50']):.1f} | "
           f"{r['preemptions']['swap']}/{r['preemptions']['recompute']} | {r['memory']['inflations']}/{r['memory']['deflations']} | "
           f"{r['outputs_sha256'][:12]} |")
 b = med("on", lambda r: r['max_running']) / med("off", lambda r: r['max_running'])
+mb = med("on", mean_batch) / med("off", mean_batch)
 t = med("on", lambda r: r['gen_throughput_tok_s']) / med("off", lambda r: r['gen_throughput_tok_s'])
 p = med("on", lambda r: r['ttft_ms']['p99']) / med("off", lambda r: r['ttft_ms']['p99'])
 same = len({r['outputs_sha256'] for m in rows for r in rows[m]}) == 1
-print(f"\nelastic / static: batch {b:.2f}x, decode throughput {t:.2f}x, TTFT p99 {p:.2f}x; outputs identical: {same}")
+print(f"\nelastic / static: largest batch {b:.2f}x, mean batch {mb:.2f}x, decode throughput {t:.2f}x, TTFT p99 {p:.2f}x; outputs identical: {same}")
 PY
