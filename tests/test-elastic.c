@@ -46,6 +46,8 @@ struct result {
 	struct allm_engine_stats st;
 };
 
+static bool prefix_caching; /* the last case: blocks the cache holds stay mapped */
+
 static void opts(struct allm_engine_opts *o, const char *dummy, double budget, bool elastic,
 		 enum allm_preempt_mode pm)
 {
@@ -59,7 +61,7 @@ static void opts(struct allm_engine_opts *o, const char *dummy, double budget, b
 	o->max_num_seqs = 64;
 	o->swap_space_gib = 0.0625;
 	o->preempt = pm;
-	o->prefix_caching = false;
+	o->prefix_caching = prefix_caching;
 }
 
 /* The budget: the weights, activations for a 128-token step, and `blocks`
@@ -183,6 +185,16 @@ static void model(const char *dummy)
 	/* a client dies mid-flight: its requests cancelled, nothing stays mapped */
 	struct result c;
 	run(dummy, budget, true, ALLM_PREEMPT_ADAPTIVE, 25, &c);
+	/* with the prefix cache: a deflation may reclaim cached blocks nobody
+	 * holds (evicted down the tiers), idle keeps what the cache holds mapped */
+	struct result pc_off, pc_on;
+	prefix_caching = true;
+	run(dummy, budget, false, ALLM_PREEMPT_ADAPTIVE, 0, &pc_off);
+	run(dummy, budget, true, ALLM_PREEMPT_ADAPTIVE, 0, &pc_on);
+	prefix_caching = false;
+	for (int i = 0; i < N_REQ; i++)
+		CHECK(pc_off.out.hash[i] == pc_on.out.hash[i] && pc_off.out.n[i] == pc_on.out.n[i],
+		      "%s, prefix caching: request %d differs with elastic memory", name, i);
 }
 
 int main(void)
