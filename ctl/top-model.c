@@ -163,6 +163,12 @@ int top_model_apply_stats(struct top_state *s, const struct msgpack_object *m)
 	s->gpu_cached = top_i64(m, "blocks.gpu.cached");
 	s->cpu_cached = top_i64(m, "blocks.cpu.cached");
 	s->disk_cached = top_i64(m, "blocks.disk.cached");
+	s->mem_elastic = false;
+	allm_ctl_get_bool(m, "memory.elastic", &s->mem_elastic);
+	s->mem_kv_bytes = top_i64(m, "memory.kv_bytes");
+	s->mem_scratch_bytes = top_i64(m, "memory.scratch_bytes");
+	s->mem_inflations = top_i64(m, "memory.inflations");
+	s->mem_deflations = top_i64(m, "memory.deflations");
 	s->pc_enabled = false;
 	allm_ctl_get_bool(m, "prefix_cache.enabled", &s->pc_enabled);
 	s->pc_queried = top_i64(m, "prefix_cache.queried_tokens");

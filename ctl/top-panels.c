@@ -87,6 +87,11 @@ void top_panel_blocks(const struct top_state *s, const struct top_view *v,
 			      "cache %s hit %s  %lld/%lld/%lld blk", s->pc_enabled ? "on" : "off", hit,
 			      (long long)s->pc_blocks[0], (long long)s->pc_blocks[1], (long long)s->pc_blocks[2]);
 	}
+	/* elastic memory's line between KV and activations, when there is a row */
+	if (s->mem_elastic && TOP_ROWS(r) > tiers + 1)
+		top_grid_putf(g, r.y + 2 + tiers, r.x, end, TOP_A_NORMAL, "pool KV %.0fM act %.0fM  +%lld/-%lld",
+			      (double)s->mem_kv_bytes / 1048576.0, (double)s->mem_scratch_bytes / 1048576.0,
+			      (long long)s->mem_inflations, (long long)s->mem_deflations);
 	for (i = 0; i < tiers && i < TOP_ROWS(r); i++) {
 		int y = r.y + 1 + i;
 		char num[48];

@@ -79,6 +79,9 @@ struct top_state {
 	int64_t disk_used, disk_total; /* 0/0 without a disk tier */
 	int64_t gpu_cached, cpu_cached, disk_cached; /* held by the prefix cache alone */
 	bool pc_enabled;
+	/* elastic memory (status "memory"): the pool's split and its decisions */
+	bool mem_elastic;
+	int64_t mem_kv_bytes, mem_scratch_bytes, mem_inflations, mem_deflations;
 	int64_t pc_queried, pc_hit, pc_restored, pc_recomputed; /* tokens */
 	int64_t pc_blocks[3]; /* cached blocks: device, host, disk */
 	int64_t pre_swap, pre_recompute, pre_disk;

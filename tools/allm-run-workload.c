@@ -87,6 +87,24 @@ static void on_decision(void *user, const struct allm_decision *d, bool measured
 		write_decision(w->decisions, d);
 }
 
+/* Elastic memory's decisions go to the same file, kind "pool". */
+static void on_pool(void *user, const struct allm_pool_decision *d)
+{
+	struct wl_run *w = user;
+	if (!w->decisions)
+		return;
+	json_t *j = json_pack("{s:s, s:I, s:f, s:s, s:s, s:i, s:i, s:I, s:I}", "kind", "pool", "seq",
+			      (json_int_t)d->seq_no, "time", d->time, "choice", d->inflate ? "inflate" : "deflate",
+			      "reason", allm_pool_reason_name(d->reason), "blocks", d->blocks, "kv_blocks",
+			      d->kv_blocks, "scratch_tokens", (json_int_t)d->scratch_tokens, "scratch_bytes",
+			      (json_int_t)d->scratch_bytes);
+	if (!j)
+		return;
+	json_dumpf(j, w->decisions, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	fputc('\n', w->decisions);
+	json_decref(j);
+}
+
 static void calib_progress(void *user, int done, int total)
 {
 	struct allm_progress *p = user;
@@ -108,15 +126,14 @@ static void print_table(const struct allm_run_summary *s, const struct run_args 
 		"  TTFT p50 %.1f ms p99 %.1f ms | TPOT p50 %.2f ms p99 %.2f ms | e2e p50 %.1f ms\n"
 		"  preemptions: swap %lld, recompute %lld, disk %lld | predictor MAPE: swap %.2f %%, recompute %.2f %%\n"
 		"  decisions: %lld measured, MAPE swap %.2f %%, recompute %.2f %% | regret %lld of %lld probed\n"
-		"  policy %s/%s | outputs_sha256 %s\n",
+		"  policy %s/%s | largest running batch %d | outputs_sha256 %s\n",
 		a->workload, (long long)s->requests, s->duration_s, s->throughput_tok_s,
 		s->gen_throughput_tok_s, s->req_s, s->mean_weighted_turnaround, s->ttft_ms.p50,
 		s->ttft_ms.p99, s->tpot_ms.p50, s->tpot_ms.p99, s->e2e_ms.p50,
 		(long long)s->preempt_swap, (long long)s->preempt_recompute, (long long)s->preempt_disk, s->mape_swap,
 		s->mape_recompute, (long long)s->dec_measured, s->dec_mape_swap, s->dec_mape_recompute,
 		(long long)s->dec_regret, (long long)s->dec_probed, allm_preempt_name(a->eng.preempt), allm_sched_name(a->eng.sched),
-		s->outputs_sha256);
-	(void)st;
+		st->max_running, s->outputs_sha256);
 }
 
 static double sim_wall(allm_backend_t *be)
@@ -212,7 +229,7 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	allm_engine_config_from_opts(&a->eng, &ec);
 	ec.probe_other = a->probe_regret;
 	struct allm_engine_events ev = {.user = &run, .on_finish = on_finish, .on_decision = on_decision,
-					.on_note = on_note};
+					.on_note = on_note, .on_pool = on_pool};
 	if (a->decisions && !(run.decisions = fopen(a->decisions, "w"))) {
 		fprintf(stderr, "allm-run: --decisions %s: %s\n", a->decisions, strerror(errno));
 		goto out;
@@ -228,6 +245,8 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 	fprintf(stderr, "allm-run: KV blocks: %d GPU, %d CPU (block size %d, %s, %.1f KiB each)\n",
 		rt->kv->gpu.n_total, rt->kv->cpu.n_total, rt->kv->lay.block_size,
 		allm_dtype_name(rt->kv->lay.dtype), rt->kv->block_bytes / 1024.0);
+	if (rt->memory_note[0])
+		fprintf(stderr, "allm-run: %s\n", rt->memory_note);
 	allm_engine_reset_stats(e);
 
 	/* the device's clock: a simulated device's runs are in simulated time */
@@ -341,6 +360,13 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 							  (json_int_t)(st.decode_steps - st.mixed_steps),
 							  "mixed", (json_int_t)st.mixed_steps, "prefill",
 							  (json_int_t)(st.prefill_steps - st.mixed_steps)));
+		json_object_set_new(j, "max_running", json_integer(st.max_running));
+		json_object_set_new(j, "memory", json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "elastic", st.elastic,
+							   "pool_bytes", (json_int_t)st.pool_bytes, "inflations",
+							   (json_int_t)st.inflations, "deflations", (json_int_t)st.deflations,
+							   "blocks_inflated", (json_int_t)st.blocks_inflated,
+							   "blocks_deflated", (json_int_t)st.blocks_deflated,
+							   "over_budget_steps", (json_int_t)st.over_budget_steps));
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
 		json_object_set_new(j, "max_wait_ratio", json_real(st.max_wait_ratio));

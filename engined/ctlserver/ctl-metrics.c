@@ -91,7 +91,7 @@ void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r)
 /* --- the reply ------------------------------------------------------------------- */
 
 /* Families in the reply; fam() calls below must add up to this. */
-#define CTL_METRIC_FAMILIES 28
+#define CTL_METRIC_FAMILIES 31
 
 static void fam(struct allm_ctl_enc *e, const char *name, const char *type, const char *help,
 		uint32_t n_samples)
@@ -213,7 +213,7 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	       "KV-cache usage: fraction of device blocks requests hold (cached blocks nobody holds are "
 	       "free to take; 1 means 100 percent).",
 	       frac(st.gpu_used, st.gpu_total));
-	/* ours (10 families) */
+	/* ours (13 families) */
 	fam(e, "allm_prefix_cache_hits_total", "counter",
 	    "Prompt tokens found in the prefix cache, by the tier they were found in.", 3);
 	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++)
@@ -246,6 +246,15 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	value(e, mn, "pool", "disk", "state", "used", st.disk_used);
 	value(e, mn, "pool", "disk", "state", "cached", st.disk_cached);
 	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used - st.disk_cached);
+	fam(e, "allm_memory_pool_bytes", "gauge", "Elastic memory: the pool's split between the KV "
+	    "blocks and the activation scratch (0 without --memory-budget and elastic memory).", 2);
+	value(e, mn, "part", "kv", NULL, NULL, st.elastic ? (double)st.gpu_total * (double)s->h.rt->kv->block_bytes : 0);
+	value(e, mn, "part", "scratch", NULL, NULL, (double)st.scratch_bytes);
+	fam(e, "allm_memory_pool_decisions_total", "counter",
+	    "Elastic memory: blocks lent to the KV cache (inflate) or to the scratch (deflate).", 2);
+	value(e, mn, "kind", "inflate", NULL, NULL, (double)st.inflations);
+	value(e, mn, "kind", "deflate", NULL, NULL, (double)st.deflations);
+	single(e, mn, "allm_max_running", "gauge", "The largest running batch since start.", (double)st.max_running);
 	fam(e, "allm_swap_bytes_total", "counter", "KV-cache bytes swapped, by direction and tier.", 4);
 	value(e, mn, "direction", "out", "tier", "cpu", (double)st.swap_out_bytes);
 	value(e, mn, "direction", "in", "tier", "cpu", (double)st.swap_in_bytes);

@@ -103,7 +103,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 36);
+	allm_ctl_enc_map(e, 37);
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -139,6 +139,18 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "total", st.disk_total);
 	allm_ctl_enc_kint(e, "used", st.disk_used);
 	allm_ctl_enc_kint(e, "cached", st.disk_cached);
+	/* elastic memory (DESIGN §5c): the pool's split now, its decisions so far */
+	allm_ctl_enc_kmap(e, "memory", 10);
+	allm_ctl_enc_kbool(e, "elastic", st.elastic);
+	allm_ctl_enc_kint(e, "pool_bytes", st.pool_bytes);
+	allm_ctl_enc_kint(e, "kv_bytes", (int64_t)st.gpu_total * (int64_t)h->rt->kv->block_bytes);
+	allm_ctl_enc_kint(e, "scratch_bytes", st.scratch_bytes);
+	allm_ctl_enc_kint(e, "resident_bytes", st.resident_bytes);
+	allm_ctl_enc_kint(e, "inflations", st.inflations);
+	allm_ctl_enc_kint(e, "deflations", st.deflations);
+	allm_ctl_enc_kint(e, "blocks_inflated", st.blocks_inflated);
+	allm_ctl_enc_kint(e, "blocks_deflated", st.blocks_deflated);
+	allm_ctl_enc_kint(e, "max_running", st.max_running);
 	ctl_encode_prefix(e, &st, cfg->prefix_caching);
 	ctl_kvevents_encode_status(s->kv, e); /* who reads the KV events, what replays cost */
 	allm_ctl_enc_kmap(e, "preemptions", 3);

@@ -2,6 +2,7 @@
  * its optional parts read from the architecture's description (model-config.h,
  * struct allm_arch_desc) and the config's values. */
 #include "executor.h"
+#include "kv-elastic.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,6 +51,12 @@ static size_t act_floats(const struct allm_model_config *c, int64_t T, struct ac
 	TAKE(logits, V);
 #undef TAKE
 	return off;
+}
+
+size_t allm_executor_scratch_bytes(const struct allm_model_config *c, int64_t T)
+{
+	struct acts a;
+	return act_floats(c, T, &a, NULL) * sizeof(float);
 }
 
 int allm_executor_check_ops(allm_backend_t *be, const struct allm_model_config *c,
@@ -447,7 +454,8 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 		.slot = d + 4 * T,
 		.block_tables = d + 5 * T + S,
 	};
-	act_floats(c, ex->cap_tokens, &a, ex->scratch);
+	/* elastic: from the start, so the step maps only what it uses */
+	act_floats(c, ex->elastic ? T : ex->cap_tokens, &a, ex->scratch);
 
 	BE->timer_start(be);
 	CHECK(embed(ex, &a, T, d, d + 2 * T));
@@ -542,4 +550,29 @@ int32_t *allm_executor_picked(struct allm_executor *ex, int32_t n)
 		ex->picked_cap = cap;
 	}
 	return ex->picked;
+}
+
+int allm_executor_set_elastic(struct allm_executor *ex, int64_t max_tokens, struct allm_err *err)
+{
+	int r = reserve(ex, max_tokens, 0, err);
+	if (r)
+		return r;
+	ex->elastic = true;
+	return 0;
+}
+
+void allm_executor_trim(struct allm_executor *ex, int64_t keep_tokens)
+{
+	if (!ex->elastic || !ex->scratch || !ex->be->device_is_host || ex->be->simulated)
+		return;
+	size_t cap = allm_executor_scratch_bytes(&ex->model->cfg, ex->cap_tokens);
+	size_t keep = allm_executor_scratch_bytes(&ex->model->cfg, ALLM_MIN(keep_tokens, ex->cap_tokens));
+	allm_mem_release((char *)ex->scratch + keep, cap - keep);
+}
+
+size_t allm_executor_scratch_resident(const struct allm_executor *ex)
+{
+	if (!ex->scratch || !ex->be->device_is_host || ex->be->simulated)
+		return 0;
+	return allm_mem_resident(ex->scratch, allm_executor_scratch_bytes(&ex->model->cfg, ex->cap_tokens));
 }

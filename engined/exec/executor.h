@@ -22,6 +22,10 @@ struct allm_executor {
 	struct allm_kv_cache *kv; /* not owned */
 	allm_backend_t *be;
 	int64_t cap_tokens; /* scratch sized for this many tokens */
+	/* elastic memory (allm_executor_set_elastic): scratch is one reservation
+	 * for cap_tokens whose pages a step touches from its start only (the
+	 * layout follows the step's tokens) and allm_executor_trim returns */
+	bool elastic;
 	int32_t cap_seqs;
 	int32_t cap_blocks; /* block-table entries */
 	void *scratch; /* device: activations */
@@ -58,6 +62,19 @@ void allm_executor_free(struct allm_executor *ex);
 int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 			  int32_t n_seqs, bool all_logits, float *ret_logits,
 			  struct allm_err *err);
+
+/* Bytes of activation scratch a step of T tokens takes (model config c): what
+ * an elastic memory pool lends the executor for it. */
+size_t allm_executor_scratch_bytes(const struct allm_model_config *c, int64_t T);
+/* Elastic memory: reserves scratch for max_tokens once (address space; pages
+ * mapped as steps touch them), laid out per step from its start, so a step of
+ * T tokens maps only allm_executor_scratch_bytes(T). */
+int allm_executor_set_elastic(struct allm_executor *ex, int64_t max_tokens, struct allm_err *err);
+/* Returns the scratch pages past what keep_tokens need to the system (host
+ * memory; a no-op elsewhere). */
+void allm_executor_trim(struct allm_executor *ex, int64_t keep_tokens);
+/* Scratch bytes mapped now (host memory; 0 elsewhere). For tests and status. */
+size_t allm_executor_scratch_resident(const struct allm_executor *ex);
 
 /* Forces device sampling on or off (tests run the device path on the CPU
  * backend this way). -ENOTSUP when the backend lacks argmax or topk. */

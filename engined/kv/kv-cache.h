@@ -61,6 +61,11 @@ struct allm_kv_cache {
 	int32_t *ahead_free;
 	int32_t n_ahead_slots, n_ahead_free;
 	struct allm_prefix_cache *pc; /* the prefix cache over these pools (not owned), or NULL */
+	/* elastic memory (DESIGN §5c): bytes of the one pool the device blocks and
+	 * the activation scratch share under --memory-budget; the device pool's
+	 * memory holds all of it as blocks and the engine retires what scratch
+	 * takes (kv-elastic.h). 0: a static split. */
+	size_t elastic_pool;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many

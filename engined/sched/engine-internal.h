@@ -12,6 +12,16 @@ struct allm_rq_vec {
 	int32_t cap;
 };
 
+/* Elastic memory's state (engine-elastic.c); pool 0: off. */
+struct allm_elastic {
+	size_t pool; /* bytes the KV blocks and the scratch share (kv->elastic_pool) */
+	int64_t scratch_tokens; /* the scratch's share: a step of this many tokens fits */
+	uint8_t *maybe; /* [kv->gpu.capacity] device blocks that may hold pages */
+	bool trimmed; /* idle: every free page returned */
+	bool sweep; /* the first step returns every retired block's pages */
+	int64_t n_pool_decisions;
+};
+
 struct allm_engine {
 	struct allm_model *model; /* not owned */
 	struct allm_kv_cache *kv; /* not owned */
@@ -37,6 +47,7 @@ struct allm_engine {
 	char profile_path[4096]; /* where the predictor's profile goes once learned online ("": nowhere) */
 	struct allm_rq_vec sel; /* scratch: requests picked this step */
 	struct allm_rq_vec sel2;
+	struct allm_elastic el;
 };
 
 double allm_engine_now(const struct allm_engine *e);
@@ -45,6 +56,21 @@ double allm_engine_thread_cpu(void);
 int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r);
 void allm_rq_remove_at(struct allm_rq_vec *q, int32_t i);
 bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);
+
+/* engine-elastic.c: elastic memory (DESIGN §5c). Set up from kv->elastic_pool
+ * at create (0, nothing done, when off). */
+int allm_elastic_init(struct allm_engine *e, struct allm_err *err);
+void allm_elastic_fini(struct allm_engine *e);
+/* The step begins: coming back from idle; inflation (no prompt waiting, or
+ * short_blocks > 0 blocks missing for the running batch's next tokens). */
+void allm_elastic_begin(struct allm_engine *e, int32_t short_blocks);
+/* Before the forward of sel (and the largest batch counted, elastic or not): the scratch grows to the step's tokens from at
+ * most spare free blocks (deflation), prompt chunks shrink where it cannot. */
+void allm_elastic_fit(struct allm_engine *e, struct allm_rq_vec *sel, int32_t spare);
+/* The step ended (or a request was cancelled): idle, every free page returned. */
+void allm_elastic_end(struct allm_engine *e);
+/* Device blocks the KV share can grow to (admission's bound): gpu.n_total when off. */
+int32_t allm_elastic_max_blocks(const struct allm_engine *e);
 
 /* Releases everything r holds in either pool. */
 void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);

@@ -24,6 +24,8 @@ struct allm_engine_opts {
 	int32_t gpu_blocks; /* --gpu-blocks (0 = derived) */
 	double gpu_mem_util; /* --gpu-memory-utilization */
 	double kv_cache_gib; /* --kv-cache-memory: cpu backend "GPU" pool size */
+	double memory_budget_gib; /* --memory-budget (0 = off): weights + activations + KV */
+	bool elastic_memory; /* --elastic-memory on|off: one elastic pool under that budget */
 	int32_t cpu_blocks; /* --cpu-blocks (-1 = derived) */
 	double swap_space_gib; /* --swap-space */
 	double disk_swap_gib; /* --disk-swap-space (0 = no disk tier) */

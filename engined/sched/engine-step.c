@@ -263,7 +263,7 @@ static void fail_unfittable(struct allm_engine *e)
 		for (int32_t i = 0; i < qs[q]->n;) {
 			struct allm_request *r = qs[q]->v[i];
 			int32_t need = allm_kv_blocks_for(e->kv, allm_engine_max_len(e, r));
-			if (need <= e->kv->gpu.n_total) {
+			if (need <= allm_elastic_max_blocks(e)) {
 				i++;
 				continue;
 			}
@@ -489,6 +489,7 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	bool chunked = e->cfg.chunked_prefill;
 	e->step_no++;
 	e->st.steps++;
+	allm_elastic_begin(e, running_need(e) + e->kv->gpu.deficit - allm_block_pool_avail(&e->kv->gpu));
 	fail_unfittable(e);
 	bool preempted = mem_schedule(e, now);
 	age(e);
@@ -561,8 +562,10 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 				goto oom;
 		}
 	}
+	allm_elastic_fit(e, sel, allm_block_pool_avail(&e->kv->gpu) - e->kv->gpu.deficit - running_need(e));
 	int rc = allm_engine_run_batch(e, sel, err);
 	finish_loads(e, allm_engine_now(e));
+	allm_elastic_end(e);
 	return rc;
 oom:
 	finish_loads(e, now); /* the reads ahead land either way */

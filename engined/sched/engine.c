@@ -2,6 +2,7 @@
  * settings, stats and the decision log. The step itself is in engine-step.c. */
 #include "engine-internal.h"
 #include "grammar.h"
+#include "kv-elastic.h"
 
 #include <errno.h>
 #include <math.h>
@@ -116,7 +117,7 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 		r = allm_err_set(err, -EBUSY, "the KV cache already has a prefix cache (another engine)");
 		goto fail;
 	}
-	if ((r = allm_engine_prefix_create(e, err)))
+	if ((r = allm_engine_prefix_create(e, err)) || (r = allm_elastic_init(e, err)))
 		goto fail;
 	allm_engine_reset_stats(e);
 	*ret = e;
@@ -232,6 +233,7 @@ void allm_engine_free(struct allm_engine *e)
 		allm_free(qs[i]->v);
 	allm_free(e->sel.v);
 	allm_free(e->sel2.v);
+	allm_elastic_fini(e);
 	allm_prefix_cache_free(e->pc);
 	allm_executor_free(e->ex);
 	allm_free(e->dlog);
@@ -356,6 +358,7 @@ int allm_engine_cancel(struct allm_engine *e, int64_t id)
 	if (!r)
 		return -ENOENT;
 	allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
+	allm_elastic_end(e);
 	return 0;
 }
 
@@ -376,6 +379,7 @@ void allm_engine_cancel_req(struct allm_engine *e, struct allm_request *r)
 {
 	if (r->state != ALLM_REQ_FINISHED)
 		allm_engine_retire(e, r, ALLM_END_CANCELLED, 0, NULL);
+	allm_elastic_end(e); /* the last one gone (a client's death): pages go back now */
 }
 
 bool allm_engine_idle(const struct allm_engine *e)
@@ -385,6 +389,8 @@ bool allm_engine_idle(const struct allm_engine *e)
 
 int allm_engine_set_gpu_blocks(struct allm_engine *e, int32_t n, struct allm_err *err)
 {
+	if (e->el.pool)
+		return allm_err_set(err, -EBUSY, "elastic memory sizes the device pool from --memory-budget");
 	/* a shrink below use leaves a deficit that the next step's Alg. 1 preempts away */
 	return allm_kv_resize_gpu(e->kv, n, err);
 }
@@ -558,6 +564,12 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 	ret->dec_measured = e->derr.n[0] + e->derr.n[1] + e->derr.n[2];
 	ret->dec_probed = e->derr.probed;
 	ret->dec_regret = e->derr.regret;
+	ret->elastic = e->el.pool > 0;
+	if (ret->elastic) {
+		ret->pool_bytes = (int64_t)e->el.pool;
+		ret->scratch_bytes = (int64_t)allm_executor_scratch_bytes(&e->model->cfg, e->el.scratch_tokens);
+		ret->resident_bytes = (int64_t)(allm_kv_resident_bytes(e->kv) + allm_executor_scratch_resident(e->ex));
+	}
 }
 
 void allm_engine_reset_stats(struct allm_engine *e)

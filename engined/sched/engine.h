@@ -253,6 +253,27 @@ struct allm_result {
 	double arrival, first_sched, first_token, finish;
 	bool scheduled, got_token;
 };
+/* Elastic memory (DESIGN §5c): the scheduler moved the line between the KV
+ * blocks and the activation scratch of one pool. */
+enum allm_pool_reason {
+	ALLM_POOL_DECODE_PHASE = 0, /* inflate: no prompt waiting, decodes need little scratch */
+	ALLM_POOL_KV_SHORT = 1, /* inflate: the running batch's next tokens need blocks */
+	ALLM_POOL_PREFILL = 2, /* deflate: this step's prompt tokens need scratch (free blocks only) */
+};
+/* "decode phase", "KV short", "prefill". */
+const char *allm_pool_reason_name(enum allm_pool_reason r);
+
+struct allm_pool_decision {
+	int64_t seq_no; /* increasing */
+	double time; /* engine clock */
+	bool inflate; /* blocks to the KV share (else to the scratch) */
+	enum allm_pool_reason reason;
+	int32_t blocks; /* blocks moved */
+	int32_t kv_blocks; /* the KV share after it */
+	int64_t scratch_tokens; /* the scratch's share after it, in tokens of a step */
+	int64_t scratch_bytes;
+};
+
 struct allm_engine_events {
 	void *user;
 	/* each new token of a request */
@@ -261,6 +282,8 @@ struct allm_engine_events {
 	void (*on_finish)(void *user, const struct allm_result *res);
 	/* a preemption was decided (measured_s NAN), or its cost became known */
 	void (*on_decision)(void *user, const struct allm_decision *d, bool measured);
+	/* optional: elastic memory moved blocks between the KV cache and scratch */
+	void (*on_pool)(void *user, const struct allm_pool_decision *d);
 	/* optional: something the operator should hear of (a disk I/O failed and a
 	 * request fell back to recompute); the engine never prints */
 	void (*on_note)(void *user, const char *msg);
@@ -351,6 +374,17 @@ struct allm_engine_stats {
 	int32_t gpu_cached_free; /* of gpu_total: cached blocks nobody holds (reclaimable) */
 	int32_t cpu_cached, disk_cached; /* of cpu_/disk_total: cached blocks */
 	struct allm_pc_stats pc; /* the cache's own counters (writes down, drops) */
+	int32_t max_running; /* the largest running batch since start / reset */
+	/* elastic memory (DESIGN §5c); zeros without it */
+	bool elastic;
+	int64_t pool_bytes; /* the pool the KV blocks and the scratch share */
+	int64_t scratch_bytes; /* the scratch's share of it now (gpu_total blocks: the KV's) */
+	int64_t inflations, deflations; /* pool decisions (allm_pool_decision) */
+	int64_t blocks_inflated, blocks_deflated;
+	/* steps whose activations exceeded the scratch's share (a whole prompt
+	 * without chunked prefill when no free block was left to lend) */
+	int64_t over_budget_steps;
+	int64_t resident_bytes; /* pages mapped now: device pool + scratch (host memory only) */
 };
 
 struct allm_engine;
@@ -416,6 +450,12 @@ struct allm_prefix_cache *allm_engine_prefix_cache(struct allm_engine *e);
 const struct allm_engine_config *allm_engine_get_config(const struct allm_engine *e);
 
 void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats *ret);
+/* Elastic memory's invariants (DESIGN §5c): the KV share and the scratch's fit
+ * the pool; no retired block holds pages; the scratch maps no more than its
+ * share; idle (nothing queued or running): only blocks held (by requests or
+ * the prefix cache) hold pages and the scratch none. 0 without elastic memory
+ * or when they hold, else -EFAULT with err. For tests. */
+int allm_engine_elastic_check(const struct allm_engine *e, bool idle, struct allm_err *err);
 void allm_engine_reset_stats(struct allm_engine *e);
 /* Copies up to max decision records with seq_no >= since, oldest first; returns
  * how many. The engine keeps the last ALLM_ENGINE_DECISIONS of them. */

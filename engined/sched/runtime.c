@@ -108,6 +108,40 @@ static enum allm_dtype kv_dtype(const struct allm_runtime *rt)
 	return rt->be->device_is_host ? ALLM_DTYPE_F32 : rt->model->wdtype;
 }
 
+/* --memory-budget: the weights first, then one pool. Static (--elastic-memory
+ * off, or a single prompt): activations sized for the largest step
+ * (max_num_batched_tokens, or a full batch of decodes), the KV blocks get the
+ * rest, as vLLM splits a GPU. Elastic: the device pool is made as large as the
+ * whole pool and the engine lends scratch what it retires (kv-elastic.h). */
+static int budget_split(struct allm_runtime *rt, const struct allm_kv_layout *lay, bool single,
+			int32_t *ret_n, size_t *ret_pool, struct allm_err *err)
+{
+	const struct allm_engine_opts *o = &rt->opts;
+	const struct allm_model_config *c = &rt->model->cfg;
+	double gib = 1073741824.0, budget = o->memory_budget_gib * gib;
+	double weights = (double)rt->model->arena_bytes;
+	int64_t T = ALLM_MAX(o->max_num_batched_tokens, o->max_num_seqs);
+	double scratch = (double)allm_executor_scratch_bytes(c, T);
+	bool elastic = o->elastic_memory && !single;
+	double pool = budget - weights;
+	double kv = elastic ? pool : pool - scratch;
+	int32_t n = kv > 0 ? allm_kv_blocks_in(lay, (size_t)kv) : 0;
+	if (n < 1 || (elastic && n < 2))
+		return allm_err_set(err, -ENOMEM,
+				    "--memory-budget %.3g GiB leaves no room for KV blocks: the weights take "
+				    "%.3f GiB and activations for %lld tokens %.3f GiB",
+				    o->memory_budget_gib, weights / gib, (long long)T, scratch / gib);
+	if (single)
+		n = ALLM_MIN(n, (c->max_pos + lay->block_size - 1) / lay->block_size);
+	*ret_n = n;
+	*ret_pool = elastic ? (size_t)pool : 0;
+	snprintf(rt->memory_note, sizeof(rt->memory_note),
+		 "memory budget %.3f GiB: weights %.3f GiB, %s pool %.3f GiB (%s)", budget / gib, weights / gib,
+		 elastic ? "elastic" : "static", pool / gib,
+		 elastic ? "KV blocks and each step's activations" : "activations for the largest step, the rest KV");
+	return 0;
+}
+
 static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 {
 	const struct allm_model_config *c = &rt->model->cfg;
@@ -121,8 +155,12 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 	};
 	bool single = cap < 0; /* one sequence: never more than its context, never preempted */
 	int32_t n = o->gpu_blocks;
+	size_t elastic_pool = 0;
 	int r;
-	if (n <= 0) {
+	if (n <= 0 && o->memory_budget_gib > 0) {
+		if ((r = budget_split(rt, &lay, single, &n, &elastic_pool, err)))
+			return r;
+	} else if (n <= 0) {
 		size_t bytes;
 		if (rt->be->device_is_host) {
 			bytes = (size_t)(o->kv_cache_gib * 1073741824.0);
@@ -157,8 +195,10 @@ static int open_kv(struct allm_runtime *rt, int32_t cap, struct allm_err *err)
 	if (nc < 0)
 		nc = single ? 0 : allm_kv_blocks_in(&lay, (size_t)(o->swap_space_gib * 1073741824.0));
 	r = allm_kv_cache_create(rt->be, &lay, n, nc, &rt->kv, err);
-	if (!r)
+	if (!r) {
 		allm_kv_set_env(rt->kv, &o->kv_env);
+		rt->kv->elastic_pool = elastic_pool;
+	}
 	return r;
 }
 

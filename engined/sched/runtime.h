@@ -22,6 +22,7 @@ struct allm_runtime {
 	bool disk_failed; /* asked for, but unusable: serving without it */
 	double load_seconds;
 	size_t activation_peak; /* device bytes the largest step needs (GPU backends) */
+	char memory_note[240]; /* --memory-budget: how it was split, or "" */
 };
 
 /* Opens the runtime. max_kv_blocks > 0 caps the KV pool; -1 caps it at one

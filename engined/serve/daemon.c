@@ -427,6 +427,17 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 	}
 }
 
+/* Elastic memory's decisions: the log's line (debug), as the others. */
+static void on_pool(void *user, const struct allm_pool_decision *dec)
+{
+	struct daemon *d = user;
+	if (d->log_level >= ALLM_LOG_DEBUG)
+		dlog(d, ALLM_LOG_DEBUG, "pool decision %lld: %s %d blocks (%s): KV %d blocks, scratch %lld tokens (%.1f MiB)",
+		     (long long)dec->seq_no, dec->inflate ? "inflate, to the KV cache" : "deflate, to the scratch",
+		     dec->blocks, allm_pool_reason_name(dec->reason), dec->kv_blocks, (long long)dec->scratch_tokens,
+		     dec->scratch_bytes / 1048576.0);
+}
+
 /* --- what the control server sees of the daemon (struct ctl_host) ---------------- */
 
 static void host_log(void *user, enum allm_log_level level, const char *fmt, va_list ap)
@@ -629,6 +640,8 @@ int main(int argc, char **argv)
 		dlog(&d, ALLM_LOG_INFO, "%s", d.rt->device_note);
 	if (d.rt->disk_note[0])
 		dlog(&d, d.rt->disk_failed ? 1 : 2, "%s", d.rt->disk_note);
+	if (d.rt->memory_note[0])
+		dlog(&d, ALLM_LOG_INFO, "%s", d.rt->memory_note);
 	if (d.rt->default_model)
 		dlog(&d, ALLM_LOG_INFO, "%s", ALLM_DEFAULT_MODEL_NOTE);
 	struct allm_predictor_key key;
@@ -637,7 +650,7 @@ int main(int argc, char **argv)
 	allm_engine_config_from_opts(&o, &ec);
 	ec.share_prefix_cache = d.share_prefix_cache;
 	struct allm_engine_events ev = {.user = &d, .on_token = daemon_on_token,
-					.on_finish = on_finish, .on_decision = on_decision,
+					.on_finish = on_finish, .on_decision = on_decision, .on_pool = on_pool,
 					.on_note = on_note};
 	if (allm_predictor_create(&key, &d.pred) ||
 	    allm_engine_create(d.rt->model, d.rt->kv, d.pred, &ec, &ev, &d.eng, &err) ||

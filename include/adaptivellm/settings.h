@@ -95,6 +95,16 @@ X(gpu_mem_util, "gpu_memory_utilization", F64, OPT, NO, 0.01, 1.0, 0, "0.9", "--
   "fraction of device memory to use\n") \
 X(kv_cache_gib, "kv_cache_memory", F64, OPT, NO, 1e-6, ALLM_GIB_MAX, 0, "1", "--kv-cache-memory", "GiB", NULL, MODEL, NULL, \
   "cpu backend: size of the device KV pool\n") \
+X(memory_budget_gib, "memory_budget", F64, OPT, NO, 1e-3, ALLM_GIB_MAX, ALLM_SET_F_ZERO_OFF, "0", "--memory-budget", "GiB", NULL, MODEL, NULL, \
+  "one budget for the device: the weights, then one\n" \
+  "pool for the steps' activations and the KV blocks\n" \
+  "(0: off, KV from --kv-cache-memory or\n" \
+  "--gpu-memory-utilization)\n") \
+X(elastic_memory, "elastic_memory", BOOL, OPT, NO, 0, 0, 0, "on", "--elastic-memory", "on|off", "off|on", MODEL, NULL, \
+  "with --memory-budget: the KV blocks grow into what\n" \
+  "the activations leave unused and give it back for a\n" \
+  "large prefill (off: activations sized for the\n" \
+  "largest step, the KV blocks get the rest)\n") \
 X(kv_cache_dtype, "kv_cache_dtype", CUSTOM, OPT, NO, 0, 0, 0, "auto", "--kv-cache-dtype", "auto|f32|f16|bf16", NULL, MODEL, NULL, \
   "K/V storage dtype (auto: f32 on\n" \
   "cpu, the weights' dtype on a GPU); 16 bits halve\n" \

@@ -1,0 +1,207 @@
+/* Description: elastic memory (DESIGN §5c) on the CPU backend with stories260K and --dummy tiny: under one --memory-budget tight enough that the static split preempts, staggered arrivals make the scheduler inflate and deflate the pool every few steps; the generated ids are bit-identical with elastic memory on and off under the adaptive, swap and recompute policies, the elastic run holds a larger running batch, and after every step the pool's invariants hold (the KV share and the scratch fit the pool, no retired block and no scratch past its share holds pages); idle, and after every request of a client is cancelled mid-flight, only blocks held map pages and the scratch none. */
+#include "engine-calib.h"
+#include "engine.h"
+#include "executor.h"
+#include "kv-elastic.h"
+#include "predictor.h"
+#include "runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_fail;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			n_fail++; \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+		} \
+	} while (0)
+
+enum { N_REQ = 20, EVERY = 3 };
+
+struct out {
+	uint64_t hash[N_REQ];
+	int32_t n[N_REQ];
+	int done;
+};
+
+static void on_finish(void *user, const struct allm_result *res)
+{
+	struct out *o = user;
+	uint64_t h = 1469598103934665603ull;
+	for (int32_t i = 0; i < res->n_generated; i++)
+		h = (h ^ (uint32_t)res->generated[i]) * 1099511628211ull;
+	o->hash[res->tag] = h;
+	o->n[res->tag] = res->n_generated;
+	o->done++;
+}
+
+struct result {
+	struct out out;
+	struct allm_engine_stats st;
+};
+
+static bool prefix_caching; /* the last case: blocks the cache holds stay mapped */
+
+static void opts(struct allm_engine_opts *o, const char *dummy, double budget, bool elastic,
+		 enum allm_preempt_mode pm)
+{
+	allm_engine_opts_default(o);
+	o->dummy = dummy;
+	o->device = "cpu";
+	o->threads = 1;
+	o->memory_budget_gib = budget;
+	o->elastic_memory = elastic;
+	o->max_num_batched_tokens = 128;
+	o->max_num_seqs = 64;
+	o->swap_space_gib = 0.0625;
+	o->preempt = pm;
+	o->prefix_caching = prefix_caching;
+}
+
+/* The budget: the weights, activations for a 128-token step, and `blocks`
+ * KV blocks (the static split's share). */
+static double budget_for(const char *dummy, int32_t blocks)
+{
+	struct allm_engine_opts o;
+	struct allm_runtime *rt;
+	struct allm_err err = {{0}};
+	opts(&o, dummy, 1, false, ALLM_PREEMPT_ADAPTIVE);
+	if (allm_runtime_open(&o, 0, NULL, NULL, &rt, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		exit(1);
+	}
+	double b = (double)rt->model->arena_bytes + (double)allm_executor_scratch_bytes(&rt->model->cfg, 128) +
+		   ((double)blocks + 0.5) * (double)rt->kv->block_bytes;
+	allm_runtime_close(rt);
+	return b / 1073741824.0;
+}
+
+/* Runs N_REQ greedy requests arriving one every EVERY steps (cancel_at > 0:
+ * cancels everything after that many steps, as when the client dies). */
+static void run(const char *dummy, double budget, bool elastic, enum allm_preempt_mode pm, int cancel_at,
+		struct result *res)
+{
+	struct allm_engine_opts o;
+	struct allm_runtime *rt;
+	struct allm_predictor_key key;
+	struct allm_predictor *pred;
+	struct allm_engine *e;
+	struct allm_err err = {{0}};
+	memset(res, 0, sizeof(*res));
+	opts(&o, dummy, budget, elastic, pm);
+	if (allm_runtime_open(&o, 0, NULL, NULL, &rt, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		exit(1);
+	}
+	struct allm_engine_config ec;
+	allm_engine_config_from_opts(&o, &ec);
+	struct allm_engine_events ev = {.user = &res->out, .on_finish = on_finish};
+	allm_engine_predictor_key(rt->model, rt->kv, &key);
+	if (allm_predictor_create(&key, &pred) || allm_engine_create(rt->model, rt->kv, pred, &ec, &ev, &e, &err)) {
+		fprintf(stderr, "%s\n", err.msg);
+		exit(1);
+	}
+	int64_t ids[N_REQ];
+	uint64_t rng = 0x1234567ull;
+	int submitted = 0;
+	for (int step = 0; res->out.done < N_REQ; step++) {
+		if (submitted < N_REQ && step % EVERY == 0) {
+			int32_t prompt[96];
+			int32_t n = 24 + (int32_t)(rng % 64);
+			for (int32_t i = 0; i < n; i++) {
+				rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+				prompt[i] = 1 + (int32_t)((rng >> 33) % (uint64_t)(rt->model->cfg.vocab_size - 1));
+			}
+			struct allm_submit s = {.prompt = prompt, .n_prompt = n, .tag = (uint64_t)submitted};
+			allm_params_init(&s.params);
+			s.params.temperature = 0;
+			s.params.ignore_eos = true;
+			s.params.max_tokens = 96 + (int32_t)(rng % 64);
+			if (allm_engine_submit(e, &s, &ids[submitted], &err)) {
+				fprintf(stderr, "%s\n", err.msg);
+				exit(1);
+			}
+			submitted++;
+		}
+		if (cancel_at > 0 && step == cancel_at) {
+			for (int i = 0; i < submitted; i++)
+				allm_engine_cancel(e, ids[i]);
+			res->out.done = N_REQ;
+			break;
+		}
+		if (allm_engine_step(e, &err) < 0) {
+			fprintf(stderr, "step: %s\n", err.msg);
+			exit(1);
+		}
+		CHECK(allm_block_pool_check(&rt->kv->gpu) == 0, "step %d", step);
+		CHECK(allm_engine_elastic_check(e, false, &err) == 0, "step %d: %s", step, err.msg);
+	}
+	CHECK(allm_engine_idle(e), "requests left");
+	CHECK(allm_engine_elastic_check(e, true, &err) == 0, "idle: %s", err.msg);
+	allm_engine_get_stats(e, &res->st);
+	allm_engine_free(e);
+	allm_predictor_free(pred);
+	allm_runtime_close(rt);
+}
+
+static void model(const char *dummy)
+{
+	const char *name = dummy ? dummy : "stories260K";
+	double budget = budget_for(dummy, 40);
+	static const enum allm_preempt_mode pms[] = {ALLM_PREEMPT_ADAPTIVE, ALLM_PREEMPT_SWAP, ALLM_PREEMPT_RECOMPUTE};
+	for (size_t p = 0; p < ALLM_ARRAY_SIZE(pms); p++) {
+		struct result off, on;
+		run(dummy, budget, false, pms[p], 0, &off);
+		run(dummy, budget, true, pms[p], 0, &on);
+		const char *pn = allm_preempt_name(pms[p]);
+		for (int i = 0; i < N_REQ; i++)
+			CHECK(off.out.hash[i] == on.out.hash[i] && off.out.n[i] == on.out.n[i],
+			      "%s %s: request %d differs with elastic memory (%d vs %d tokens)", name, pn, i,
+			      off.out.n[i], on.out.n[i]);
+		CHECK(!off.st.elastic && on.st.elastic, "%s: elastic flags", name);
+		/* recompute's admission keeps room for growth: fewer run, none preempted */
+		CHECK(pms[p] == ALLM_PREEMPT_RECOMPUTE || off.st.preempt_swap + off.st.preempt_recompute > 0,
+		      "%s %s: the static split never preempted", name, pn);
+		CHECK(on.st.max_running > off.st.max_running, "%s %s: elastic ran %d at most, static %d", name, pn,
+		      on.st.max_running, off.st.max_running);
+		/* the stress: the line moves both ways, again and again */
+		CHECK(on.st.inflations >= 5 && on.st.deflations >= 5, "%s %s: %lld inflations, %lld deflations",
+		      name, pn, (long long)on.st.inflations, (long long)on.st.deflations);
+		CHECK(on.st.over_budget_steps == 0, "%s %s: %lld steps over budget", name, pn,
+		      (long long)on.st.over_budget_steps);
+		printf("%s %s: largest batch static %d, elastic %d; preemptions static %lld, elastic %lld; "
+		       "pool decisions %lld inflate, %lld deflate\n",
+		       name, pn, off.st.max_running, on.st.max_running,
+		       (long long)(off.st.preempt_swap + off.st.preempt_recompute),
+		       (long long)(on.st.preempt_swap + on.st.preempt_recompute), (long long)on.st.inflations,
+		       (long long)on.st.deflations);
+	}
+	/* a client dies mid-flight: its requests cancelled, nothing stays mapped */
+	struct result c;
+	run(dummy, budget, true, ALLM_PREEMPT_ADAPTIVE, 25, &c);
+	/* with the prefix cache: a deflation may reclaim cached blocks nobody
+	 * holds (evicted down the tiers), idle keeps what the cache holds mapped */
+	struct result pc_off, pc_on;
+	prefix_caching = true;
+	run(dummy, budget, false, ALLM_PREEMPT_ADAPTIVE, 0, &pc_off);
+	run(dummy, budget, true, ALLM_PREEMPT_ADAPTIVE, 0, &pc_on);
+	prefix_caching = false;
+	for (int i = 0; i < N_REQ; i++)
+		CHECK(pc_off.out.hash[i] == pc_on.out.hash[i] && pc_off.out.n[i] == pc_on.out.n[i],
+		      "%s, prefix caching: request %d differs with elastic memory", name, i);
+}
+
+int main(void)
+{
+	model(NULL); /* the embedded stories260K */
+	model("tiny");
+	if (n_fail)
+		fprintf(stderr, "%d failures\n", n_fail);
+	return n_fail ? 1 : 0;
+}
