@@ -174,9 +174,13 @@ struct shape {
 
 static const struct shape shapes_32[] = {
 	{1, 32, 5}, {3, 33, 17}, {2, 64, 300}, {13, 512, 16}, {40, 96, 33},
+	/* 4+ tokens over whole items of 16 rows: the repacked prefill items
+	 * (cpu-gemm-qblock-r8.c), a chunk of 32 blocks and one more, 1-3 tokens left */
+	{7, 1056, 32},
 };
 static const struct shape shapes_256[] = {
 	{1, 256, 17}, {3, 512, 33}, {9, 768, 16}, {17, 256, 40}, {2, 2048, 100}, {40, 1024, 9},
+	{5, 1280, 32}, {6, 2304, 16}, /* the repacked items: chunks of 4 super-blocks and a part */
 };
 
 static void test_values(allm_backend_t *be, enum allm_cpu_isa isa, enum allm_dtype dt,

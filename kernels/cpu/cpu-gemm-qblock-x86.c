@@ -689,6 +689,8 @@ static pthread_once_t tune8_once = PTHREAD_ONCE_INIT, tune16_once = PTHREAD_ONCE
 T2 void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		     int64_t t1, const uint8_t *next)
 {
+	if (qb_r8_item(j, mt, o, t0, t1, next))
+		return;
 	pthread_once(&tune8_once, tune8);
 #define AVX2_DT(dt) \
 	(qb_loads8 ? item_avx2_dt(dt, true, j, mt, o, t0, t1, next) : item_avx2_dt(dt, false, j, mt, o, t0, t1, next))

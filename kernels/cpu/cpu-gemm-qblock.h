@@ -105,6 +105,13 @@ extern const struct qb_impl qb_impl_avx2, qb_impl_avx512_vnni, qb_impl_amx;
 extern const struct gemm_kern gemm_qb_avx2[QB_N_DTYPES], gemm_qb_vnni[QB_N_DTYPES],
 	gemm_qb_amx[QB_N_DTYPES];
 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain);
+/* Prefill (QB_R8_MIN_TOK+ tokens, a whole item of QB_OUT rows): the item's rows
+ * repacked eight at a time into row-interleaved groups and computed as an outer
+ * product (cpu-gemm-qblock-r8.c), the same bits. false where it does not apply
+ * (the caller's kernels run). */
+#define QB_R8_MIN_TOK 4
+bool qb_r8_item(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0, int64_t t1,
+		const uint8_t *next);
 /* The AVX2 items of the formats the AVX512-VNNI family computes with them (Q5_0,
  * Q5_1 and the K formats): the same code on every x86 level, so its bits are
  * those the avx2 level's tests check. */
