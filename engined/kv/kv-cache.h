@@ -61,6 +61,13 @@ struct allm_kv_cache {
 	int32_t *ahead_free;
 	int32_t n_ahead_slots, n_ahead_free;
 	struct allm_prefix_cache *pc; /* the prefix cache over these pools (not owned), or NULL */
+	/* > 0: the window every layer of the model attends through (set by the
+	 * engine from allm_model_passed_window; 0: some layer reads everything). A
+	 * sequence gives back the device blocks that lie wholly before the window
+	 * of the next position it feeds (allm_seq_pass_window): one block holds K
+	 * and V of every layer, so with local and global layers (Gemma 3) no block
+	 * is ever passed by all of them and nothing goes back. */
+	int32_t window;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many
