@@ -715,7 +715,7 @@ static int fx_submit_ids(struct fx *f, const int32_t *prompt, int32_t n_prompt, 
 	return tag;
 }
 
-static int fx_submit(struct fx *f, int32_t n_prompt, int32_t max_tokens, double arrival,
+static inline int fx_submit(struct fx *f, int32_t n_prompt, int32_t max_tokens, double arrival,
 		     uint64_t seed)
 {
 	int32_t ids[1024];
@@ -799,7 +799,23 @@ static void fx_check_pools(struct fx *f)
 			for (int32_t b = 0; b < r->n_disk_blocks; b++)
 				CHECK(dp && dp->owner[r->disk_blocks[b]] == r->id, "disk block %d of request %lld",
 				      r->disk_blocks[b], (long long)r->id);
-			for (int32_t b = 0; b < r->seq.n_blocks; b++) {
+			/* entries a window passed went back (-1); the rest are held, and
+			 * with every layer windowed never more than the window's blocks
+			 * and two (the window straddles one boundary; the next token's)
+			 * besides those a prefill in chunks reserved past its cached part */
+			CHECK(r->seq.n_gone >= 0 && r->seq.n_gone <= r->seq.n_blocks && (kv->window > 0 || !r->seq.n_gone),
+			      "request %lld: %d of %d entries gone, window %d", (long long)r->id, r->seq.n_gone,
+			      r->seq.n_blocks, kv->window);
+			for (int32_t b = 0; b < r->seq.n_gone; b++)
+				CHECK(r->seq.blocks[b] == -1, "request %lld: gone entry %d is %d", (long long)r->id, b,
+				      r->seq.blocks[b]);
+			if (kv->window > 0 && r->seq.n_blocks > r->seq.n_gone)
+				CHECK(allm_seq_held(&r->seq) - (r->seq.n_blocks - allm_kv_blocks_for(kv, r->seq.n_cached + 1)) <=
+					      (kv->window + kv->lay.block_size - 1) / kv->lay.block_size + 2,
+				      "request %lld holds %d blocks (%d tokens, %d cached) with a window of %d (step %lld)",
+				      (long long)r->id, allm_seq_held(&r->seq), r->seq.n_tokens, r->seq.n_cached, kv->window,
+				      (long long)f->step);
+			for (int32_t b = r->seq.n_gone; b < r->seq.n_blocks; b++) {
 				int32_t id = r->seq.blocks[b];
 				CHECK(id >= 0 && id < kv->gpu.capacity &&
 					      (kv->gpu.owner[id] == r->id || kv->gpu.owner[id] == ALLM_BLOCK_CACHED),
@@ -814,11 +830,11 @@ static void fx_check_pools(struct fx *f)
 				CHECK(r->seq.n_blocks == 0 && r->n_cpu_blocks == 0 && r->n_disk_blocks == 0,
 				      "waiting request %lld holds blocks", (long long)r->id);
 			if (s == ALLM_REQ_SWAPPED)
-				CHECK(r->seq.n_blocks == 0 && (r->n_cpu_blocks > 0) != (r->n_disk_blocks > 0),
+				CHECK(allm_seq_held(&r->seq) == 0 && (r->n_cpu_blocks > 0) != (r->n_disk_blocks > 0),
 				      "swapped request %lld: %d GPU, %d CPU, %d disk blocks", (long long)r->id,
 				      r->seq.n_blocks, r->n_cpu_blocks, r->n_disk_blocks);
 			if (s == ALLM_REQ_RUNNING)
-				CHECK(r->n_cpu_blocks == 0 && r->n_disk_blocks == 0 && r->seq.n_blocks > 0 &&
+				CHECK(r->n_cpu_blocks == 0 && r->n_disk_blocks == 0 && allm_seq_held(&r->seq) > 0 &&
 					      (r->seq.n_cached == r->seq.n_tokens - 1 ||
 					       (f->chunked && r->seq.n_cached < r->seq.n_tokens - 1)),
 				      "running request %lld: %d GPU, %d CPU blocks, %d/%d cached",

@@ -167,6 +167,10 @@ static void run(const struct run_cfg *c, bool reference)
 	bool write_fault_in_cache = c->prefix && c->fault && strstr(c->fault, "write");
 	if (c->gpu >= 256) /* plentiful */
 		CHECK(f.n_dec == 0, "%s: %d preemptions with plentiful blocks", c->name, f.n_dec);
+	else if (f.kv->window > 0)
+		; /* every layer windowed (ALLM_FX_ARCH=mistral): the blocks the windows
+		   * passed went back, so these pools rarely run short and no kind of
+		   * preemption is certain (test-kv-window preempts under windows) */
 	else if (c->disk)
 		CHECK(st.preempt_disk + st.disk_fallbacks > 0 && (!c->fault || st.disk_fallbacks + st.pc.write_errors + st.pc_restore_failures > 0 || write_fault_in_cache) &&
 			      (c->no_uring ? st.disk_reads_ahead == 0 : st.disk_reads_ahead > 0),
@@ -197,7 +201,7 @@ static void run(const struct run_cfg *c, bool reference)
 		tot_written[t] += st.pc.written[t];
 	}
 	tot_restore_dec += f.n_restore_dec;
-	if (c->cancel_loading)
+	if (c->cancel_loading && !f.kv->window)
 		CHECK(f.cancelled_loading >= 0 && f.req[f.cancelled_loading].finish == ALLM_END_CANCELLED,
 		      "%s: no request cancelled while its read ran ahead", c->name);
 	if (c->resize == 1)

@@ -1,4 +1,4 @@
-/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models and the other families (Mistral's window, Qwen2's biases, Qwen3's q/k norms, Gemma 3's local and global layers, Phi-3's fused matrices, written as transformers saves them), and greedy ids agree over 32 steps, with the reference, SIMD and OpenBLAS CPU paths. */
+/* Description: engine logits (paged KV, backend ops) match an independent dense reference on random tiny Llama and OPT models and the other families (Mistral's window, Qwen2's biases, Qwen3's q/k norms, Gemma 3's local and global layers, Phi-3's fused matrices, written as transformers saves them), and greedy ids agree over 32 steps with the blocks every layer's window passed given back (their table entries -1), with the reference, SIMD and OpenBLAS CPU paths. */
 #include "dense-ref.h"
 #include "executor.h"
 #include "model-writer.h"
@@ -139,6 +139,9 @@ static void run_variant(const struct variant *v, const char *tmp, enum mode mode
 	if (!kv || !ex)
 		goto out;
 	scatter(kv);
+	/* every layer windowed (Mistral's, Phi-3's): the blocks the window passed
+	 * go back as the engine gives them back, and attention must not miss them */
+	kv->window = allm_model_passed_window(c);
 
 	/* 1. prefill of two prompts of different lengths in one forward, all logits */
 	enum { N1 = 21, N2 = 9, STEPS = 32 };
@@ -163,6 +166,8 @@ static void run_variant(const struct variant *v, const char *tmp, enum mode mode
 	}
 	s1.n_cached = N1;
 	s2.n_cached = N2;
+	allm_seq_pass_window(&s1, kv);
+	allm_seq_pass_window(&s2, kv);
 	EXPECT(!dense_ref_forward(ref, p1, N1, rl), "dense forward");
 	float d1 = max_abs_diff(el, rl, (size_t)N1 * V);
 	EXPECT(!dense_ref_forward(ref, p2, N2, rl), "dense forward");
@@ -185,8 +190,14 @@ static void run_variant(const struct variant *v, const char *tmp, enum mode mode
 			goto out;
 		}
 		s1.n_cached = s1.n_tokens;
+		allm_seq_pass_window(&s1, kv);
 		next = allm_argmax(el, V);
 	}
+	/* the window passed blocks of s1 (every layer windowed) or none (not) */
+	int32_t want_gone = kv->window > 0 ? (s1.n_tokens - 1 + 1 - kv->window) / 16 : 0;
+	EXPECT(s1.n_gone == want_gone && allm_block_pool_used(&kv->gpu) == 4 + allm_seq_held(&s1) + allm_seq_held(&s2),
+	       "%s/%s: %d blocks gone (want %d), %d used", v->name, tag, s1.n_gone, want_gone,
+	       allm_block_pool_used(&kv->gpu));
 	for (int i = 0; i < STEPS; i++)
 		EXPECT(eng_ids[i] == ref_ids[i], "%s/%s: greedy step %d: engine %d, reference %d",
 		       v->name, tag, i, eng_ids[i], ref_ids[i]);
@@ -194,8 +205,8 @@ static void run_variant(const struct variant *v, const char *tmp, enum mode mode
 	EXPECT(!dense_ref_forward(ref, s1.tokens, s1.n_tokens - 1, rl), "dense forward");
 	dmax = max_abs_diff(el, rl + (size_t)(s1.n_tokens - 2) * V, (size_t)V);
 	EXPECT(dmax <= 1e-4f, "%s/%s: decode logits differ by %g", v->name, tag, dmax);
-	printf("%-20s %-9s prefill max|d| %.2e / %.2e, decode max|d| %.2e, 32 greedy ids %s\n",
-	       v->name, tag, d1, d2, dmax,
+	printf("%-20s %-9s prefill max|d| %.2e / %.2e, decode max|d| %.2e, %d blocks passed, 32 greedy ids %s\n",
+	       v->name, tag, d1, d2, dmax, s1.n_gone,
 	       memcmp(eng_ids, ref_ids, sizeof(eng_ids)) ? "DIFFER" : "identical");
 out:
 	free(el);

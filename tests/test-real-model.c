@@ -336,7 +336,7 @@ int main(int argc, char **argv)
 		const char *what;
 		struct allm_model_load_opts lo;
 	} loads[] = {
-		{"native (the file's Q4_1 and Q8_0 blocks)", {.wdtype = ALLM_DTYPE_Q4_1, .file_types = true}},
+		{"native (the file's own block types)", {.wdtype = ALLM_DTYPE_Q4_1, .file_types = true}},
 		{"f32 (dequantized at load)", {.wdtype = ALLM_DTYPE_F32}},
 	};
 	float *out[2] = {NULL, NULL};

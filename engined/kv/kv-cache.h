@@ -66,6 +66,13 @@ struct allm_kv_cache {
 	 * memory holds all of it as blocks and the engine retires what scratch
 	 * takes (kv-elastic.h). 0: a static split. */
 	size_t elastic_pool;
+	/* > 0: the window every layer of the model attends through (set by the
+	 * engine from allm_model_passed_window; 0: some layer reads everything). A
+	 * sequence gives back the device blocks that lie wholly before the window
+	 * of the next position it feeds (allm_seq_pass_window): one block holds K
+	 * and V of every layer, so with local and global layers (Gemma 3) no block
+	 * is ever passed by all of them and nothing goes back. */
+	int32_t window;
 };
 
 /* Outcome of one swap: how long the copies took on the device and how many

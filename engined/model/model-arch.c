@@ -50,6 +50,14 @@ bool allm_model_layer_local(const struct allm_model_config *c, int32_t l)
 	return c->sliding_window > 0 && (c->swa_pattern <= 0 || (l + 1) % c->swa_pattern != 0);
 }
 
+int32_t allm_model_passed_window(const struct allm_model_config *c)
+{
+	for (int32_t l = 0; l < c->n_layers; l++)
+		if (!allm_model_layer_local(c, l))
+			return 0;
+	return c->sliding_window;
+}
+
 float allm_model_attn_scale(const struct allm_model_config *c)
 {
 	return c->query_scale > 0 ? c->query_scale : 1.0f / sqrtf((float)c->head_dim);

@@ -142,6 +142,11 @@ void allm_model_config_inv_freq(const struct allm_model_config *cfg, float *ret)
 void allm_model_config_inv_freq_local(const struct allm_model_config *cfg, float *ret);
 /* Whether layer l attends through the sliding window. */
 bool allm_model_layer_local(const struct allm_model_config *cfg, int32_t l);
+/* The window every layer attends through (Mistral's, a Llama's or Phi-3's with
+ * one), 0 when some layer attends to everything (no window; Gemma 3's global
+ * layers): the K/V of positions more than this far back are never read again,
+ * so the KV cache may give their blocks back (kv-cache.h, window). */
+int32_t allm_model_passed_window(const struct allm_model_config *cfg);
 /* The attention score scale of cfg (query_scale or 1 / sqrt(head_dim)). */
 float allm_model_attn_scale(const struct allm_model_config *cfg);
 

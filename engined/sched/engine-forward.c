@@ -82,6 +82,14 @@ static int32_t sample_row(const struct allm_engine *e, struct allm_request *r, f
 	return id;
 }
 
+/* r's cached count grew: the prefix cache takes its new full blocks, then
+ * the blocks every layer's window has passed go back to the pool. */
+static void cached_grew(struct allm_engine *e, struct allm_request *r)
+{
+	allm_engine_prefix_publish(e, r);
+	allm_seq_pass_window(&r->seq, e->kv);
+}
+
 /* Samples the next token of each row that has one and retires the requests that
  * are done; partial rows only advance their cached count. */
 static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
@@ -93,12 +101,12 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		struct allm_request *r = sel->v[i];
 		if (partial(r)) {
 			r->seq.n_cached += r->chunk;
-			allm_engine_prefix_publish(e, r);
+			cached_grew(e, r);
 			continue;
 		}
 		r->seq.n_cached = r->seq.n_tokens;
 		r->prefilling = false;
-		allm_engine_prefix_publish(e, r);
+		cached_grew(e, r);
 		int32_t id = picked ? picked[i] : sample_row(e, r, e->logits + (size_t)i * V);
 		if (allm_seq_append(&r->seq, id)) {
 			allm_engine_retire(e, r, ALLM_END_ERROR, -ENOMEM, "out of memory");

@@ -146,7 +146,8 @@ static void probe_recompute(struct allm_engine *e, struct allm_decision *d, int3
 static void probe_swap(struct allm_engine *e, struct allm_request *v, struct allm_decision *d)
 {
 	double out = 0, in = 0;
-	if (v->seq.n_blocks > 0 && allm_kv_time_roundtrip(e->kv, v->seq.blocks, v->seq.n_blocks, &out, &in) == 0)
+	if (allm_seq_held(&v->seq) > 0 &&
+	    allm_kv_time_roundtrip(e->kv, v->seq.blocks + v->seq.n_gone, allm_seq_held(&v->seq), &out, &in) == 0)
 		d->other_measured_s = out + in;
 }
 
@@ -167,14 +168,15 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	/* a chunked re-prefill cut short: its earlier decision cost what it got */
 	if (v->pending_decision >= 0)
 		allm_engine_attach_measured(e, v, v->pending_rc_s);
-	int32_t n = v->seq.n_blocks;
+	/* what it holds: the blocks its window passed went back already */
+	int32_t n = allm_seq_held(&v->seq), *held = v->seq.blocks + v->seq.n_gone;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
 	for (int32_t i = 0; i < n; i++) /* these stay: others hold them */
-		e->st.pc_victim_shared_blocks += kv->gpu.owner[v->seq.blocks[i]] == ALLM_BLOCK_CACHED &&
-						 kv->gpu.refs[v->seq.blocks[i]] > 1;
+		e->st.pc_victim_shared_blocks += kv->gpu.owner[held[i]] == ALLM_BLOCK_CACHED &&
+						 kv->gpu.refs[held[i]] > 1;
 	/* the coalesced copies a swap takes: runs of its block table (the other
 	 * side's blocks come off a stack, so they are mostly consecutive) */
-	int32_t runs = allm_kv_count_runs(v->seq.blocks, NULL, n);
+	int32_t runs = allm_kv_count_runs(held, NULL, n);
 	struct allm_decision *d = allm_engine_record_decision(e);
 	d->time = now;
 	d->req_id = v->id;
@@ -215,11 +217,11 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	if (d->choice == ALLM_CHOICE_SWAP) {
 		double cpu0 = allm_engine_thread_cpu();
 		if (table(&v->cpu_blocks, n) &&
-		    allm_kv_swap_out(kv, v->id, v->seq.blocks, n, v->cpu_blocks, &res, NULL) == 0) {
+		    allm_kv_swap_out(kv, v->id, held, n, v->cpu_blocks, &res, NULL) == 0) {
 			/* the copies run on this thread: its CPU time is theirs */
 			v->pending_oncpu_s = ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 			v->n_cpu_blocks = n;
-			v->seq.n_blocks = 0; /* the GPU blocks went back to the pool */
+			v->seq.n_blocks = v->seq.n_gone; /* the GPU blocks went back to the pool */
 			v->pending_swap_out_s = res.seconds;
 			allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res.bytes, res.n_runs, res.seconds);
 			e->st.swap_out_bytes += (int64_t)res.bytes;
@@ -235,9 +237,9 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 		d->reason = ALLM_REASON_SWAP_FAILED;
 	} else if (d->choice == ALLM_CHOICE_DISK) {
 		if (table(&v->disk_blocks, n) &&
-		    allm_kv_disk_out(kv, v->id, v->seq.blocks, n, v->disk_blocks, &res, &err) == 0) {
+		    allm_kv_disk_out(kv, v->id, held, n, v->disk_blocks, &res, &err) == 0) {
 			v->n_disk_blocks = n;
-			v->seq.n_blocks = 0;
+			v->seq.n_blocks = v->seq.n_gone;
 			v->pending_swap_out_s = res.seconds;
 			if (res.behind) /* a copy to the stage, as a swap-out is */
 				allm_predictor_observe_swap(e->pred, ALLM_COPY_D2H, res.bytes, res.n_runs, res.seconds);
@@ -303,7 +305,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		allm_engine_retire(e, r, ALLM_END_ERROR, rc, err->msg); /* the swap-in's errno */
 		return;
 	}
-	r->seq.n_blocks = n;
+	r->seq.n_blocks = r->seq.n_gone + n; /* back after the entries its window passed */
 	if (disk) {
 		allm_predictor_observe_disk_outcome(e->pred, false, now);
 		r->n_disk_blocks = 0;
@@ -340,11 +342,13 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 	bool disk = r->n_disk_blocks > 0;
 	int32_t n = disk ? r->n_disk_blocks : r->n_cpu_blocks;
 	allm_rq_remove(&e->swapped, r);
-	/* its block table still has room for the n blocks it held */
-	ALLM_ASSERT(r->seq.cap_blocks >= n);
+	/* its block table still has room for the n blocks it held, after those its
+	 * window passed */
+	int32_t *to = r->seq.blocks + r->seq.n_gone;
+	ALLM_ASSERT(r->seq.cap_blocks >= r->seq.n_gone + n);
 	double cpu0 = allm_engine_thread_cpu();
-	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &res, &err)
-		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, r->seq.blocks, &res, &err);
+	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, to, &res, &err)
+		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, to, &res, &err);
 	if (!rc)
 		r->pending_oncpu_s += ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
 	swapped_in(e, r, disk, n, rc, &res, &err, now);
@@ -356,8 +360,9 @@ bool allm_engine_load_start(struct allm_engine *e, struct allm_request *r, doubl
 	int32_t n = r->n_disk_blocks, ticket = -1;
 	if (n <= 0)
 		return false;
-	ALLM_ASSERT(r->seq.cap_blocks >= n);
-	int rc = allm_kv_disk_in_start(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, &ticket, &err);
+	ALLM_ASSERT(r->seq.cap_blocks >= r->seq.n_gone + n);
+	int rc = allm_kv_disk_in_start(e->kv, r->id, r->disk_blocks, n, r->seq.blocks + r->seq.n_gone, &ticket,
+				       &err);
 	if (rc == -EAGAIN)
 		return false;
 	allm_rq_remove(&e->swapped, r);
@@ -381,13 +386,13 @@ void allm_engine_load_finish(struct allm_engine *e, struct allm_request *r, doub
 	int32_t n = r->n_disk_blocks;
 	ALLM_ASSERT(r->load_ticket >= 0);
 	allm_rq_remove(&e->loading, r);
-	int rc = allm_kv_disk_in_wait(e->kv, r->id, r->disk_blocks, n, r->seq.blocks, r->load_ticket, &res,
-				      &err);
+	int rc = allm_kv_disk_in_wait(e->kv, r->id, r->disk_blocks, n, r->seq.blocks + r->seq.n_gone,
+				      r->load_ticket, &res, &err);
 	r->load_ticket = -1;
 	if (join) {
 		swapped_in(e, r, true, n, rc, &res, &err, now);
 	} else if (!rc) { /* retired while its read was in flight: the blocks are its own again */
-		r->seq.n_blocks = n;
+		r->seq.n_blocks = r->seq.n_gone + n;
 		r->n_disk_blocks = 0;
 	}
 }

@@ -493,6 +493,8 @@ void allm_engine_prefix_publish(struct allm_engine *e, struct allm_request *r)
 		int32_t i = s->n_linked, ent;
 		if (i > 0 && !allm_pc_alive(e->pc, s->link_ent, s->link_gen))
 			return; /* its parent was evicted: the chain cannot go on from here */
+		if (s->blocks[i] < 0)
+			return; /* its window passed it before it could be published */
 		if (allm_pc_publish(e->pc, r->id, s->blocks[i], &s->keys[i], i ? s->link_ent : -1, i,
 				    s->tokens + (size_t)i * bs, &r->dom, &ent) < 0)
 			return;
@@ -510,7 +512,8 @@ int32_t allm_engine_prefix_kept(const struct allm_engine *e, const struct allm_r
 	int32_t n = 0;
 	if (!e->cfg.prefix_caching || !e->pc)
 		return 0;
-	while (n < r->seq.n_linked && n < r->seq.n_blocks && p->owner[r->seq.blocks[n]] == ALLM_BLOCK_CACHED &&
+	while (n < r->seq.n_linked && n < r->seq.n_blocks && r->seq.blocks[n] >= 0 &&
+	       p->owner[r->seq.blocks[n]] == ALLM_BLOCK_CACHED &&
 	       p->refs[r->seq.blocks[n]] > 1)
 		n++;
 	return n * bsize(e);

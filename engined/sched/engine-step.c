@@ -103,7 +103,7 @@ static bool host_pool_full(const struct allm_engine *e)
 {
 	int32_t biggest = 0;
 	for (int32_t i = 0; i < e->running.n; i++)
-		biggest = ALLM_MAX(biggest, e->running.v[i]->seq.n_blocks);
+		biggest = ALLM_MAX(biggest, allm_seq_held(&e->running.v[i]->seq));
 	struct allm_block_pool *dp = allm_kv_disk_blocks(e->kv);
 	return !allm_policy_of(e->cfg.preempt)->swaps ||
 	       (allm_block_pool_avail(&e->kv->cpu) < biggest && (!dp || allm_block_pool_avail(dp) < biggest));
@@ -282,11 +282,12 @@ static double mean_priority(const struct allm_rq_vec *q, double now)
 }
 
 /* GPU blocks admitting r takes now (a prompt: less the cached blocks others
- * hold already, by its plan). */
+ * hold already, by its plan; a swapped request: less those its window passed). */
 static int32_t admit_blocks(const struct allm_engine *e, const struct allm_request *r, bool prefill)
 {
 	int32_t b = allm_kv_blocks_for(e->kv, r->seq.n_tokens);
-	return prefill ? allm_engine_prefix_blocks(e, r, b) : ALLM_MAX(ALLM_MAX(r->n_cpu_blocks, r->n_disk_blocks), b);
+	return prefill ? allm_engine_prefix_blocks(e, r, b)
+		       : ALLM_MAX(ALLM_MAX(r->n_cpu_blocks, r->n_disk_blocks), b - r->seq.n_gone);
 }
 
 /* Blocks r holds at its longest (prompt + max output). */

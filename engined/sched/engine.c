@@ -38,7 +38,7 @@ void allm_engine_info(const struct allm_request *r, double now, struct allm_requ
 		.n_prompt = r->seq.n_prompt,
 		.n_generated = allm_request_n_generated(r),
 		.length = r->seq.n_tokens,
-		.blocks_gpu = r->seq.n_blocks,
+		.blocks_gpu = allm_seq_held(&r->seq),
 		.blocks_cpu = r->n_cpu_blocks,
 		.n_preemptions = r->n_preempt_swap + r->n_preempt_recompute,
 		.age_s = now - r->arrival,
@@ -119,6 +119,8 @@ int allm_engine_create(struct allm_model *model, struct allm_kv_cache *kv,
 	}
 	if ((r = allm_engine_prefix_create(e, err)) || (r = allm_elastic_init(e, err)))
 		goto fail;
+	/* every layer windowed: blocks all windows passed go back (sequence.h) */
+	kv->window = allm_model_passed_window(&model->cfg);
 	allm_engine_reset_stats(e);
 	*ret = e;
 	return 0;

@@ -64,13 +64,29 @@ int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_tot
 
 void allm_seq_release(struct allm_seq *s, struct allm_kv_cache *kv)
 {
-	for (int32_t i = s->n_blocks - 1; i >= 0; i--) {
+	for (int32_t i = s->n_blocks - 1; i >= s->n_gone; i--) {
 		int r = allm_block_pool_release(&kv->gpu, s->id, s->blocks[i]);
 		ALLM_ASSERT(r == 0);
 	}
 	s->n_blocks = 0;
+	s->n_gone = 0;
 	s->n_cached = 0;
 	s->n_linked = 0;
+}
+
+int32_t allm_seq_pass_window(struct allm_seq *s, struct allm_kv_cache *kv)
+{
+	int32_t w = kv->window, bs = kv->lay.block_size, n = 0;
+	if (w <= 0 || s->n_cached + 1 - w < bs)
+		return 0;
+	/* the last block is never passed: the next position lies in or after it */
+	int32_t passed = ALLM_MIN((s->n_cached + 1 - w) / bs, s->n_blocks - 1);
+	for (; s->n_gone < passed; s->n_gone++, n++) {
+		int r = allm_block_pool_release(&kv->gpu, s->id, s->blocks[s->n_gone]);
+		ALLM_ASSERT(r == 0);
+		s->blocks[s->n_gone] = -1;
+	}
+	return n;
 }
 
 int allm_seq_keys(struct allm_seq *s, const struct allm_prefix_cache *pc, int32_t n_tokens)

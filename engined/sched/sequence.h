@@ -16,8 +16,12 @@ struct allm_seq {
 	int32_t n_prompt;
 	int32_t n_cached; /* leading tokens whose K/V are in the cache */
 	int32_t *blocks; /* block table: device block ids (owned, or cached and held) */
-	int32_t n_blocks;
+	int32_t n_blocks; /* entries of the table (n_tokens' positions it covers) */
 	int32_t cap_blocks;
+	/* leading entries given back (-1) because every layer's window has passed
+	 * them (allm_seq_pass_window): the device holds blocks[n_gone .. n_blocks),
+	 * and a swap moves only those */
+	int32_t n_gone;
 	/* the prefix cache's view (prefix-cache.h): keys[i] of full block i (the
 	 * chain from root), for i < n_keys */
 	struct allm_pc_key root;
@@ -36,6 +40,18 @@ int allm_seq_append(struct allm_seq *s, int32_t token);
 /* Makes the block table cover n_total tokens, all or nothing: -ENOSPC (and no
  * block taken) when the pool has too few free blocks. */
 int allm_seq_reserve(struct allm_seq *s, struct allm_kv_cache *kv, int32_t n_total);
+/* Blocks it holds on the device (the table less what windows passed). */
+static inline int32_t allm_seq_held(const struct allm_seq *s)
+{
+	return s->n_blocks - s->n_gone;
+}
+/* With kv->window > 0: gives back the blocks that lie wholly before the window
+ * of the next position it feeds (n_cached: a token there reads positions
+ * n_cached - window + 1 .. n_cached, and every later one less), their entries
+ * becoming -1. A cached block loses this holder only (prefix-cache.h: it stays
+ * cached for others). Call after n_cached grew and the prefix cache had its
+ * look at the new full blocks. Returns how many went back. */
+int32_t allm_seq_pass_window(struct allm_seq *s, struct allm_kv_cache *kv);
 /* Returns every block to the pool, the last first (cached ones go on the
  * pool's LRU list tail first, so a chain's tail is reclaimed before its
  * head), and forgets the cached K/V (n_cached = 0). */
