@@ -1,4 +1,5 @@
 # Description: test client for gateway-structured.sh and real-model-tools.sh (not a test by itself): structured output and tool calling through the openai SDK against allm-gateway. Env: GW_URL, GW_MODEL, GW_SEEDS (samples per check at temperature 1), GW_AUTO_CALLS ("1": tool_choice auto must call the weather tool, for a model that does), GW_ONLY ("tools": those checks alone), GW_PARALLEL ("1": streamed calls with parallel_tool_calls).
+from types import SimpleNamespace
 import json
 import os
 import re
@@ -318,5 +319,35 @@ if os.environ.get("GW_LANGCHAIN") == "1":
     check("LangChain bind_tools(tool_choice=get_weather): a call that validates", lc_bind_tools)
     section = "structured"
     check("LangChain with_structured_output(json_schema, strict): a dict that validates", lc_structured)
+
+
+# --- LiteLLM's OpenAI-compatible provider: a forced call, whole and streamed ------------------
+def ll_tools(stream):
+    import litellm
+    kw = dict(model="openai/" + model, api_base=url + "/v1", api_key="EMPTY", num_retries=0, messages=ASK,
+              tools=TOOLS, tool_choice={"type": "function", "function": {"name": "add"}}, max_tokens=150,
+              temperature=1, seed=2)
+    if not stream:
+        c = litellm.completion(**kw).choices[0]
+        calls = c.message.tool_calls
+        assert c.finish_reason == "tool_calls", c.finish_reason
+    else:
+        parts = {}
+        for ch in litellm.completion(stream=True, **kw):
+            for d in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+                p = parts.setdefault(d.index, {"id": None, "name": None, "args": ""})
+                p["id"] = p["id"] or d.id
+                p["name"] = p["name"] or (d.function.name if d.function else None)
+                p["args"] += (d.function.arguments or "") if d.function else ""
+        assert parts, "no streamed tool call"
+        calls = [SimpleNamespace(type="function", id=p["id"], function=SimpleNamespace(name=p["name"],
+                 arguments=p["args"])) for p in parts.values()]
+    calls_ok(calls, "add")
+    return True, calls[0].function.arguments
+
+
+if os.environ.get("GW_LITELLM") == "1":
+    check("LiteLLM tool_choice add: a call that validates", lambda: ll_tools(False))
+    check("LiteLLM tool_choice add, streamed: a call that validates", lambda: ll_tools(True))
 
 sys.exit(1 if failed else 0)
