@@ -6,8 +6,9 @@
 #
 # --sanitize: instead, build build-asan/ with AddressSanitizer, UndefinedBehavior-
 # Sanitizer and LeakSanitizer (no CUDA module: the sanitizers and the CUDA runtime do
-# not mix) and run the unit, integration and fuzz suites there; any report fails
-# its test. --tsan: the same with ThreadSanitizer in build-tsan/.
+# not mix) and run the unit, integration and fuzz suites there, but for the tests
+# also in suite `slow` (minutes under the sanitizers, re-driving code that the
+# others already run there: tests/README.md); any report fails its test. --tsan: the same with ThreadSanitizer in build-tsan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --tsan ]; then
@@ -37,7 +38,7 @@ if [ "${1:-}" = --sanitize ]; then
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87
 	export LSAN_OPTIONS=exitcode=88
 	exec meson test -C build-asan --print-errorlogs --num-processes "$(nproc)" \
-		--suite unit --suite integration --suite fuzz --timeout-multiplier 3 "$@"
+		--suite unit --suite integration --suite fuzz --no-suite slow --timeout-multiplier 3 "$@"
 fi
 source tools/build.sh
 # the Python clients the gateway tests drive it with (openai, prometheus-client), from
