@@ -367,28 +367,28 @@ static struct tnode *not_expr(struct parser *P)
 	return compare(P);
 }
 
-static struct tnode *and_expr(struct parser *P)
+/* A left-associative chain of the keyword word (and, or) over next. */
+static struct tnode *keyword_chain(struct parser *P, const char *word, int kind,
+				   struct tnode *(*next)(struct parser *))
 {
-	struct tnode *n = not_expr(P);
-	while (accept_name(P, "and")) {
-		struct tnode *m = node(P, N_AND);
+	struct tnode *n = next(P);
+	while (accept_name(P, word)) {
+		struct tnode *m = node(P, kind);
 		m->a = n;
-		m->b = not_expr(P);
+		m->b = next(P);
 		n = m;
 	}
 	return n;
 }
 
+static struct tnode *and_expr(struct parser *P)
+{
+	return keyword_chain(P, "and", N_AND, not_expr);
+}
+
 static struct tnode *or_expr(struct parser *P)
 {
-	struct tnode *n = and_expr(P);
-	while (accept_name(P, "or")) {
-		struct tnode *m = node(P, N_OR);
-		m->a = n;
-		m->b = and_expr(P);
-		n = m;
-	}
-	return n;
+	return keyword_chain(P, "or", N_OR, and_expr);
 }
 
 static struct tnode *cond_expr(struct parser *P)
