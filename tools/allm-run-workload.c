@@ -93,13 +93,19 @@ static void on_pool(void *user, const struct allm_pool_decision *d)
 	struct wl_run *w = user;
 	if (!w->decisions)
 		return;
-	json_t *j = json_pack("{s:s, s:I, s:f, s:s, s:s, s:i, s:i, s:I, s:I}", "kind", "pool", "seq",
-			      (json_int_t)d->seq_no, "time", d->time, "choice", d->inflate ? "inflate" : "deflate",
+	bool slo = d->reason == ALLM_POOL_SLO_TPOT || d->reason == ALLM_POOL_SLO_TTFT;
+	const char *choice = slo ? (d->inflate ? "shrink" : "grow") : d->inflate ? "inflate" : "deflate";
+	json_t *j = json_pack("{s:s, s:I, s:f, s:s, s:s, s:i, s:i, s:I, s:I, s:I}", "kind", "pool", "seq",
+			      (json_int_t)d->seq_no, "time", d->time, "choice", choice,
 			      "reason", allm_pool_reason_name(d->reason), "blocks", d->blocks, "kv_blocks",
 			      d->kv_blocks, "scratch_tokens", (json_int_t)d->scratch_tokens, "scratch_bytes",
-			      (json_int_t)d->scratch_bytes);
+			      (json_int_t)d->scratch_bytes, "buffer_tokens", (json_int_t)d->buffer_tokens);
 	if (!j)
 		return;
+	if (slo) { /* what the window saw against its target */
+		json_object_set_new(j, "observed_ms", json_real(d->observed_ms));
+		json_object_set_new(j, "target_ms", json_real(d->target_ms));
+	}
 	json_dumpf(j, w->decisions, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	fputc('\n', w->decisions);
 	json_decref(j);
@@ -367,6 +373,10 @@ int allm_run_workload(struct allm_runtime *rt, const struct run_args *a)
 							   "blocks_inflated", (json_int_t)st.blocks_inflated,
 							   "blocks_deflated", (json_int_t)st.blocks_deflated,
 							   "over_budget_steps", (json_int_t)st.over_budget_steps));
+		json_object_set_new(j, "slo", json_pack("{s:I, s:I, s:I, s:I}", "buffer_tokens",
+							(json_int_t)st.slo_buffer_tokens, "shrinks", (json_int_t)st.slo_shrinks,
+							"grows", (json_int_t)st.slo_grows, "phase_swaps",
+							(json_int_t)st.phase_swaps));
 		json_object_set_new(j, "wasted_prefill_tokens", json_integer(st.wasted_prefill_tokens));
 		json_object_set_new(j, "max_wait_steps", json_integer(st.max_wait_steps));
 		json_object_set_new(j, "max_wait_ratio", json_real(st.max_wait_ratio));

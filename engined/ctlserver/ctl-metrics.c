@@ -91,7 +91,7 @@ void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r)
 /* --- the reply ------------------------------------------------------------------- */
 
 /* Families in the reply; fam() calls below must add up to this. */
-#define CTL_METRIC_FAMILIES 31
+#define CTL_METRIC_FAMILIES 34
 
 static void fam(struct allm_ctl_enc *e, const char *name, const char *type, const char *help,
 		uint32_t n_samples)
@@ -213,7 +213,7 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	       "KV-cache usage: fraction of device blocks requests hold (cached blocks nobody holds are "
 	       "free to take; 1 means 100 percent).",
 	       frac(st.gpu_used, st.gpu_total));
-	/* ours (13 families) */
+	/* ours (16 families) */
 	fam(e, "allm_prefix_cache_hits_total", "counter",
 	    "Prompt tokens found in the prefix cache, by the tier they were found in.", 3);
 	for (int t = 0; t < ALLM_KV_TIER_COUNT; t++)
@@ -255,6 +255,14 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	value(e, mn, "kind", "inflate", NULL, NULL, (double)st.inflations);
 	value(e, mn, "kind", "deflate", NULL, NULL, (double)st.deflations);
 	single(e, mn, "allm_max_running", "gauge", "The largest running batch since start.", (double)st.max_running);
+	single(e, mn, "allm_slo_buffer_tokens", "gauge", "The SLO buffer: prompt tokens a step may carry "
+	       "(0 without --slo-ttft-ms or --slo-tpot-ms).", (double)st.slo_buffer_tokens);
+	fam(e, "allm_slo_buffer_decisions_total", "counter",
+	    "The SLO buffer's moves: halved for TPOT (shrink), doubled for TTFT (grow).", 2);
+	value(e, mn, "kind", "shrink", NULL, NULL, (double)st.slo_shrinks);
+	value(e, mn, "kind", "grow", NULL, NULL, (double)st.slo_grows);
+	single(e, mn, "allm_phase_swaps_total", "counter", "Decoding requests swapped to the host so that a "
+	       "prefill chunk got its scratch (phase-aware placement).", (double)st.phase_swaps);
 	fam(e, "allm_swap_bytes_total", "counter", "KV-cache bytes swapped, by direction and tier.", 4);
 	value(e, mn, "direction", "out", "tier", "cpu", (double)st.swap_out_bytes);
 	value(e, mn, "direction", "in", "tier", "cpu", (double)st.swap_in_bytes);

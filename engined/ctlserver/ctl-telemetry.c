@@ -140,7 +140,7 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "used", st.disk_used);
 	allm_ctl_enc_kint(e, "cached", st.disk_cached);
 	/* elastic memory (DESIGN §5c): the pool's split now, its decisions so far */
-	allm_ctl_enc_kmap(e, "memory", 10);
+	allm_ctl_enc_kmap(e, "memory", 14);
 	allm_ctl_enc_kbool(e, "elastic", st.elastic);
 	allm_ctl_enc_kint(e, "pool_bytes", st.pool_bytes);
 	allm_ctl_enc_kint(e, "kv_bytes", (int64_t)st.gpu_total * (int64_t)h->rt->kv->block_bytes);
@@ -151,6 +151,11 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_ctl_enc_kint(e, "blocks_inflated", st.blocks_inflated);
 	allm_ctl_enc_kint(e, "blocks_deflated", st.blocks_deflated);
 	allm_ctl_enc_kint(e, "max_running", st.max_running);
+	/* the SLO buffer (0: no SLO set), its moves; phase-aware swaps */
+	allm_ctl_enc_kint(e, "slo_buffer_tokens", st.slo_buffer_tokens);
+	allm_ctl_enc_kint(e, "slo_shrinks", st.slo_shrinks);
+	allm_ctl_enc_kint(e, "slo_grows", st.slo_grows);
+	allm_ctl_enc_kint(e, "phase_swaps", st.phase_swaps);
 	ctl_encode_prefix(e, &st, cfg->prefix_caching);
 	ctl_kvevents_encode_status(s->kv, e); /* who reads the KV events, what replays cost */
 	allm_ctl_enc_kmap(e, "preemptions", 3);

@@ -19,6 +19,7 @@
 #include "kv-elastic.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 const char *allm_pool_reason_name(enum allm_pool_reason r)
@@ -27,6 +28,8 @@ const char *allm_pool_reason_name(enum allm_pool_reason r)
 	case ALLM_POOL_DECODE_PHASE: return "decode phase";
 	case ALLM_POOL_KV_SHORT: return "KV short";
 	case ALLM_POOL_PREFILL: return "prefill";
+	case ALLM_POOL_SLO_TPOT: return "TPOT over SLO";
+	case ALLM_POOL_SLO_TTFT: return "TTFT over SLO";
 	}
 	return "?";
 }
@@ -70,6 +73,9 @@ static void decide(struct allm_engine *e, bool inflate, enum allm_pool_reason wh
 		.kv_blocks = e->kv->gpu.n_total,
 		.scratch_tokens = e->el.scratch_tokens,
 		.scratch_bytes = (int64_t)scratch_bytes(e, e->el.scratch_tokens),
+		.buffer_tokens = e->slo.buffer,
+		.observed_ms = NAN,
+		.target_ms = NAN,
 	};
 	if (inflate) {
 		e->st.inflations++;
@@ -145,13 +151,14 @@ void allm_elastic_fini(struct allm_engine *e)
 
 /* The scratch the next step keeps at least: a token for every row (running,
  * loading back, and as many newcomers as may join) and, while prompts wait or
- * prefill, a minimum chunk, so a prompt always moves. */
-static int64_t floor_tokens(const struct allm_engine *e, bool prefilling)
+ * prefill, a minimum chunk, so a prompt always moves; with reserve and an SLO
+ * set, the SLO buffer instead when larger (engine-slo.c). */
+static int64_t floor_tokens(const struct allm_engine *e, bool prefilling, bool reserve)
 {
 	int64_t T = (int64_t)e->running.n + e->loading.n;
 	if (e->waiting.n || prefilling)
 		T += ALLM_MIN((int64_t)e->waiting.n, (int64_t)ALLM_MAX(0, e->cfg.max_num_seqs - e->running.n)) +
-		     4 * (int64_t)e->kv->lay.block_size;
+		     ALLM_MAX(4 * (int64_t)e->kv->lay.block_size, reserve ? e->slo.buffer : 0);
 	return ALLM_MIN(ALLM_MAX(T, 1), e->ex->cap_tokens);
 }
 
@@ -180,17 +187,65 @@ void allm_elastic_begin(struct allm_engine *e, int32_t short_blocks)
 		e->el.trimmed = false;
 	}
 	bool prefilling = any_prefilling(e);
-	int64_t T = floor_tokens(e, prefilling);
-	if (T >= e->el.scratch_tokens)
-		return;
 	/* the first waiting prompt cannot get its blocks: admission's turn */
 	bool head_short = e->waiting.n && allm_kv_blocks_for(e->kv, e->waiting.v[0]->seq.n_tokens) > -short_blocks;
+	/* the SLO buffer is kept from the running batch's growth only (Alg. 1
+	 * preempts instead): admission may always take it, so that whatever
+	 * waits can get in once nothing runs */
+	int64_t T;
+	enum allm_pool_reason why = ALLM_POOL_KV_SHORT;
 	if (short_blocks > 0)
-		set_scratch(e, T, ALLM_POOL_KV_SHORT);
+		T = floor_tokens(e, prefilling, true);
 	else if (!e->waiting.n && !prefilling)
-		set_scratch(e, T, ALLM_POOL_DECODE_PHASE);
+		T = floor_tokens(e, prefilling, false), why = ALLM_POOL_DECODE_PHASE;
 	else if (head_short)
-		set_scratch(e, T, ALLM_POOL_KV_SHORT);
+		T = floor_tokens(e, prefilling, false);
+	else
+		return;
+	if (T < e->el.scratch_tokens)
+		set_scratch(e, T, why);
+}
+
+/* Phase-aware placement (eLLM's phase-aware scheduling, as a cost-model
+ * choice): the step's prompt tokens T exceed the scratch that free blocks
+ * allow (fit); decoding requests, lowest priority first, are priced as
+ * victims whose blocks would raise it (engine-preempt.c, the policy's
+ * phase: their swap's round trip against the prompt's tokens waiting for a
+ * step of their own). Those taken go to the host and sit out this step;
+ * admission brings them back (Alg. 2) when the next steps' scratch shrinks
+ * again (the decode phase inflates). */
+static void phase_out(struct allm_engine *e, struct allm_rq_vec *sel, int64_t *T, int64_t *fit, int32_t *lend,
+		      int32_t spare)
+{
+	double now = allm_engine_now(e);
+	for (int32_t i = 0; i < e->running.n && *T > *fit;) {
+		struct allm_request *v = e->running.v[i]; /* in victim order (mem_schedule) */
+		int32_t n = allm_seq_held(&v->seq);
+		/* one just back (swapped in this step) does not go out again */
+		if (v->prefilling || n <= 0 || v->admit_step == e->step_no) {
+			i++;
+			continue;
+		}
+		int64_t more = tokens_leaving(e, e->kv->gpu.n_total - (*lend + n)) - *fit;
+		if (more <= 0)
+			break; /* a block's scratch is more than any one victim frees */
+		int32_t avail = allm_block_pool_avail(&e->kv->gpu);
+		bool in_sel = false;
+		for (int32_t k = 0; k < sel->n && !in_sel; k++)
+			in_sel = sel->v[k] == v;
+		if (!allm_engine_phase_out(e, v, ALLM_MIN(more, *T - *fit), now)) {
+			i++;
+			continue;
+		}
+		if (in_sel) { /* its decode row leaves the step */
+			allm_rq_remove(sel, v);
+			(*T)--;
+		}
+		/* blocks it shared with the prefix cache stay: only what it freed */
+		spare += allm_block_pool_avail(&e->kv->gpu) - avail;
+		*lend = ALLM_MAX(0, ALLM_MIN(spare, allm_block_pool_avail(&e->kv->gpu)));
+		*fit = ALLM_MAX(e->el.scratch_tokens, tokens_leaving(e, e->kv->gpu.n_total - *lend));
+	}
 }
 
 void allm_elastic_fit(struct allm_engine *e, struct allm_rq_vec *sel, int32_t spare)
@@ -208,6 +263,8 @@ void allm_elastic_fit(struct allm_engine *e, struct allm_rq_vec *sel, int32_t sp
 	/* the most the free blocks allow (never below what is held) */
 	int32_t lend = ALLM_MAX(0, ALLM_MIN(spare, allm_block_pool_avail(&e->kv->gpu)));
 	int64_t fit = ALLM_MAX(e->el.scratch_tokens, tokens_leaving(e, e->kv->gpu.n_total - lend));
+	if (T > fit && e->cfg.phase_placement)
+		phase_out(e, sel, &T, &fit, &lend, spare);
 	if (T > fit && e->cfg.chunked_prefill) {
 		/* prompt chunks shrink, the newest first, each by at most all but a token */
 		for (int32_t i = sel->n - 1; i >= 0 && T > fit; i--) {
@@ -241,7 +298,7 @@ void allm_elastic_end(struct allm_engine *e)
 
 int32_t allm_elastic_max_blocks(const struct allm_engine *e)
 {
-	return e->el.pool ? share_blocks(e, floor_tokens(e, true)) : e->kv->gpu.n_total;
+	return e->el.pool ? share_blocks(e, floor_tokens(e, true, false)) : e->kv->gpu.n_total;
 }
 
 int allm_engine_elastic_check(const struct allm_engine *e, bool idle, struct allm_err *err)

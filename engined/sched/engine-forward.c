@@ -117,8 +117,10 @@ static void emit(struct allm_engine *e, struct allm_rq_vec *sel)
 		if (r->sampler.mask_stops &&
 		    (r->sampler.p.ignore_eos || allm_request_n_generated(r) >= r->sampler.p.min_tokens))
 			r->sampler.mask_stops = false;
-		if (!r->first_token)
+		if (!r->first_token) {
 			r->first_token = now;
+			allm_slo_first_token(e, r, now);
+		}
 		e->st.generated_tokens++;
 		if (e->ev.on_token) {
 			struct allm_token_out t = {

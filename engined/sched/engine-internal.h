@@ -22,6 +22,17 @@ struct allm_elastic {
 	int64_t n_pool_decisions;
 };
 
+/* The SLO buffer's state (engine-slo.c); buffer 0: no SLO set. */
+struct allm_slo {
+	int64_t buffer; /* prompt tokens a step may carry */
+	int32_t steps; /* steps in the window so far */
+	double step_t0; /* the running step's start (engine clock) */
+	bool step_decodes; /* the running step decodes (its time is a TPOT sample) */
+	double tpot_sum; /* the window's decoding steps' seconds */
+	int32_t tpot_n;
+	double ttft_worst; /* the window's worst time to first token, seconds (-1: none) */
+};
+
 struct allm_engine {
 	struct allm_model *model; /* not owned */
 	struct allm_kv_cache *kv; /* not owned */
@@ -48,6 +59,7 @@ struct allm_engine {
 	struct allm_rq_vec sel; /* scratch: requests picked this step */
 	struct allm_rq_vec sel2;
 	struct allm_elastic el;
+	struct allm_slo slo;
 };
 
 double allm_engine_now(const struct allm_engine *e);
@@ -72,6 +84,18 @@ void allm_elastic_end(struct allm_engine *e);
 /* Device blocks the KV share can grow to (admission's bound): gpu.n_total when off. */
 int32_t allm_elastic_max_blocks(const struct allm_engine *e);
 
+/* engine-slo.c: the SLO buffer (cfg.slo_ttft_ms, cfg.slo_tpot_ms). */
+/* The step begins: the buffer follows the settings (set, dropped, bounded). */
+void allm_slo_sync(struct allm_engine *e);
+/* Prompt tokens this step may carry: INT64_MAX with no SLO set. */
+int64_t allm_slo_prompt_tokens(const struct allm_engine *e);
+/* Around the forward of sel: its time, a TPOT sample when it decodes; at
+ * the window's end the buffer moves (a pool decision, ALLM_POOL_SLO_*). */
+void allm_slo_before(struct allm_engine *e, const struct allm_rq_vec *sel);
+void allm_slo_after(struct allm_engine *e);
+/* r got its first token at now (a TTFT sample). */
+void allm_slo_first_token(struct allm_engine *e, const struct allm_request *r, double now);
+
 /* Releases everything r holds in either pool. */
 void allm_engine_drop_blocks(struct allm_engine *e, struct allm_request *r);
 /* Takes r out of its queue, frees its blocks, reports and frees it. For
@@ -87,6 +111,12 @@ struct allm_decision *allm_engine_decision_at(struct allm_engine *e, int64_t seq
 struct allm_decision *allm_engine_pending_decision(struct allm_engine *e, struct allm_request *r);
 /* engine-preempt.c: Alg. 1's choice for victim v and its execution. */
 void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now);
+/* Phase-aware placement: decoding request v (running) is priced as a victim
+ * whose blocks would give a prefill's chunk `tokens` more tokens of scratch
+ * this step; when the policy takes the swap (engine-policy.h's phase) it
+ * leaves the running batch for the host as a preemption whose decision says
+ * so, and true is returned; false: nothing done. */
+bool allm_engine_phase_out(struct allm_engine *e, struct allm_request *v, int64_t tokens, double now);
 /* Brings swapped r back (host or disk) into the running batch; a failed disk read
  * sends it to waiting to recompute. */
 void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double now);

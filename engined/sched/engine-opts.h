@@ -39,6 +39,8 @@ struct allm_engine_opts {
 	double max_wait_factor; /* --max-wait-factor F (fair; 0 = off) */
 	double admit_overcommit; /* --admit-overcommit F (fair; 0 = off) */
 	bool prefix_caching; /* --prefix-caching on|off */
+	double slo_ttft_ms, slo_tpot_ms; /* --slo-ttft-ms, --slo-tpot-ms (0 = off) */
+	bool phase_placement; /* --phase-placement on|off */
 	bool calibrate_at_start; /* --calibrate-at-start: the grid before serving, not a first estimate */
 	const char *profile; /* --profile FILE */
 	enum allm_log_level log_level;

@@ -60,6 +60,37 @@ static void victim_adaptive(const struct allm_victim_room *room, struct allm_dec
 	}
 }
 
+/* --- phase-aware placement: a decoder out for a prefill --------------------------------- */
+
+/* adaptive: the swap's round trip against what cutting the chunk costs */
+static bool phase_adaptive(const struct allm_victim_room *room, struct allm_decision *d)
+{
+	if (!room->host || !(d->pred_swap_s < d->pred_chunk_s))
+		return false;
+	d->choice = ALLM_CHOICE_SWAP;
+	d->reason = ALLM_REASON_PHASE_SWAP_CHEAPER;
+	return true;
+}
+
+/* swap: as its victims, the host whenever it has room, no cost test (the
+ * baseline the cost model's choice is measured against) */
+static bool phase_swap(const struct allm_victim_room *room, struct allm_decision *d)
+{
+	if (!room->host)
+		return false;
+	d->choice = ALLM_CHOICE_SWAP;
+	d->reason = ALLM_REASON_PHASE_SWAP_POLICY;
+	return true;
+}
+
+/* recompute: KV never leaves for a lower tier; chunks shrink instead */
+static bool phase_never(const struct allm_victim_room *room, struct allm_decision *d)
+{
+	(void)room;
+	(void)d;
+	return false;
+}
+
 /* --- a cached prefix in a lower tier --------------------------------------------------- */
 
 /* total[k]: the predicted cost of restoring the first k of m blocks and
@@ -94,10 +125,12 @@ static int32_t restore_never(const double *total, int32_t m, enum allm_reason *w
 }
 
 static const struct allm_policy policies[] = {
-	[ALLM_PREEMPT_ADAPTIVE] = {.victim = victim_adaptive, .restore = restore_adaptive, .swaps = true, .restores = true},
-	[ALLM_PREEMPT_RECOMPUTE] = {.victim = victim_recompute, .restore = restore_never, .swaps = false, .restores = false},
-	[ALLM_PREEMPT_SWAP] = {.victim = victim_swap, .restore = restore_always, .swaps = true, .restores = true,
-				.keeps_all = true},
+	[ALLM_PREEMPT_ADAPTIVE] = {.victim = victim_adaptive, .restore = restore_adaptive, .phase = phase_adaptive,
+				    .swaps = true, .restores = true},
+	[ALLM_PREEMPT_RECOMPUTE] = {.victim = victim_recompute, .restore = restore_never, .phase = phase_never,
+				     .swaps = false, .restores = false},
+	[ALLM_PREEMPT_SWAP] = {.victim = victim_swap, .restore = restore_always, .phase = phase_swap, .swaps = true,
+				.restores = true, .keeps_all = true},
 };
 
 const struct allm_policy *allm_policy_of(enum allm_preempt_mode m)
@@ -142,6 +175,8 @@ const char *allm_reason_text(enum allm_reason r)
 		[ALLM_REASON_POLICY_RESTORE] = "policy swap: restore",
 		[ALLM_REASON_POLICY_RECOMPUTE_CACHED] = "policy recompute: recompute",
 		[ALLM_REASON_RESTORE_FAILED] = "restore failed: recomputed",
+		[ALLM_REASON_PHASE_SWAP_CHEAPER] = "phase: swap out cheaper than a smaller chunk",
+		[ALLM_REASON_PHASE_SWAP_POLICY] = "phase: policy swap, out for a prefill",
 	};
 	return (unsigned)r < ALLM_REASON_COUNT && text[r] ? text[r] : "?";
 }

@@ -20,6 +20,11 @@ struct allm_policy {
 	 * to restore, given total[k] (k = 0..m), the predicted cost of restoring k
 	 * and recomputing the rest; *why gets the reason */
 	int32_t (*restore)(const double *total, int32_t m, enum allm_reason *why);
+	/* phase-aware placement: a decoding request whose blocks would let a
+	 * prefill's chunk keep d->pred_chunk_s worth of tokens this step; whether
+	 * to swap it out to the host for the prefill (d->choice, d->reason set
+	 * when it does) from d->pred_swap_s against d->pred_chunk_s */
+	bool (*phase)(const struct allm_victim_room *room, struct allm_decision *d);
 	bool swaps; /* victims may keep their KV in the host or disk pool */
 	bool restores; /* cached blocks in a lower tier may come back (else writing them there is waste) */
 	bool keeps_all; /* an evicted cached block goes down wherever there is room, no cost test */

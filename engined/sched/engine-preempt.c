@@ -20,6 +20,7 @@ struct allm_decision *allm_engine_record_decision(struct allm_engine *e)
 	d->measured_s = NAN;
 	d->other_measured_s = NAN;
 	d->oncpu_frac = NAN;
+	d->pred_chunk_s = NAN;
 	return d;
 }
 
@@ -161,23 +162,20 @@ static void pushed(struct allm_engine *e, struct allm_rq_vec *q, struct allm_req
 		allm_engine_retire(e, v, ALLM_END_ERROR, -ENOMEM, "out of memory");
 }
 
-void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now)
+/* Victim v's predictions into d (no side effects): its swap round trip,
+ * disk round trip, re-prefill; *kept: its leading blocks the prefix cache
+ * would keep. */
+static void predict_victim(const struct allm_engine *e, const struct allm_request *v, double now,
+			   struct allm_decision *d, int32_t *kept)
 {
 	struct allm_kv_cache *kv = e->kv;
-	allm_engine_prefix_settle(e, v);
-	/* a chunked re-prefill cut short: its earlier decision cost what it got */
-	if (v->pending_decision >= 0)
-		allm_engine_attach_measured(e, v, v->pending_rc_s);
 	/* what it holds: the blocks its window passed went back already */
-	int32_t n = allm_seq_held(&v->seq), *held = v->seq.blocks + v->seq.n_gone;
+	int32_t n = allm_seq_held(&v->seq);
+	const int32_t *held = v->seq.blocks + v->seq.n_gone;
 	uint64_t bytes = (uint64_t)n * kv->block_bytes;
-	for (int32_t i = 0; i < n; i++) /* these stay: others hold them */
-		e->st.pc_victim_shared_blocks += kv->gpu.owner[held[i]] == ALLM_BLOCK_CACHED &&
-						 kv->gpu.refs[held[i]] > 1;
 	/* the coalesced copies a swap takes: runs of its block table (the other
 	 * side's blocks come off a stack, so they are mostly consecutive) */
 	int32_t runs = allm_kv_count_runs(held, NULL, n);
-	struct allm_decision *d = allm_engine_record_decision(e);
 	d->time = now;
 	d->req_id = v->id;
 	d->tag = v->tag;
@@ -200,9 +198,71 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	/* recompute re-prefills everything it had (prompt + generated so far) but
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
-	int32_t kept = allm_engine_prefix_kept(e, v);
-	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens);
-	choose(e, d, n, now);
+	*kept = allm_engine_prefix_kept(e, v);
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, *kept, v->seq.n_tokens);
+	d->pred_chunk_s = NAN;
+}
+
+static void execute(struct allm_engine *e, struct allm_request *v, struct allm_decision *d, int32_t kept,
+		    double now);
+
+/* What a preemption does first, whatever it chooses: v's restore decision
+ * settles, a chunked re-prefill cut short gets its cost, its shared blocks
+ * are counted. */
+static void leave_running(struct allm_engine *e, struct allm_request *v)
+{
+	const struct allm_kv_cache *kv = e->kv;
+	allm_engine_prefix_settle(e, v);
+	/* a chunked re-prefill cut short: its earlier decision cost what it got */
+	if (v->pending_decision >= 0)
+		allm_engine_attach_measured(e, v, v->pending_rc_s);
+	int32_t n = allm_seq_held(&v->seq), *held = v->seq.blocks + v->seq.n_gone;
+	for (int32_t i = 0; i < n; i++) /* these stay: others hold them */
+		e->st.pc_victim_shared_blocks += kv->gpu.owner[held[i]] == ALLM_BLOCK_CACHED &&
+						 kv->gpu.refs[held[i]] > 1;
+}
+
+void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double now)
+{
+	int32_t kept;
+	leave_running(e, v);
+	struct allm_decision *d = allm_engine_record_decision(e);
+	predict_victim(e, v, now, d, &kept);
+	choose(e, d, d->n_blocks, now);
+	execute(e, v, d, kept, now);
+}
+
+bool allm_engine_phase_out(struct allm_engine *e, struct allm_request *v, int64_t tokens, double now)
+{
+	struct allm_decision p = {0};
+	int32_t kept;
+	predict_victim(e, v, now, &p, &kept);
+	/* the other choice: the chunk loses these tokens, and the prompt's first
+	 * token waits for a step that carries them */
+	p.pred_chunk_s = allm_predict_recompute(e->pred, tokens);
+	struct allm_victim_room room = {.host = p.n_blocks > 0 && allm_block_pool_avail(&e->kv->cpu) >= p.n_blocks};
+	if (!allm_policy_of(e->cfg.preempt)->phase(&room, &p))
+		return false;
+	allm_rq_remove(&e->running, v);
+	leave_running(e, v);
+	struct allm_decision *d = allm_engine_record_decision(e);
+	int64_t seq_no = d->seq_no;
+	*d = p;
+	d->seq_no = seq_no;
+	d->measured_s = d->other_measured_s = d->oncpu_frac = NAN;
+	int64_t swaps = e->st.preempt_swap;
+	execute(e, v, d, kept, now);
+	e->st.phase_swaps += e->st.preempt_swap > swaps;
+	return true;
+}
+
+/* Runs d's choice for victim v (out of the running batch): its KV to the
+ * host or disk, or dropped. */
+static void execute(struct allm_engine *e, struct allm_request *v, struct allm_decision *d, int32_t kept,
+		    double now)
+{
+	struct allm_kv_cache *kv = e->kv;
+	int32_t n = d->n_blocks, *held = v->seq.blocks + v->seq.n_gone;
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */
 	if (d->choice == ALLM_CHOICE_DISK && allm_block_pool_avail(&kv->cpu) < n && kv->cpu.n_total >= n &&

@@ -445,10 +445,10 @@ static int admit_prompts(struct allm_engine *e, struct allm_rq_vec *w, double no
 
 /* Prompt tokens a chunked step can still carry after its decodes and the
  * chunks of the prompts already being prefilled (whose chunks are set here,
- * oldest admission first). */
+ * oldest admission first), within the SLO buffer's prompt tokens. */
 static int64_t continue_prefills(struct allm_engine *e)
 {
-	int64_t left = e->cfg.max_num_batched_tokens;
+	int64_t left = e->cfg.max_num_batched_tokens, prompt = allm_slo_prompt_tokens(e);
 	for (int32_t i = 0; i < e->running.n; i++) {
 		struct allm_request *r = e->running.v[i];
 		r->chunk = 0;
@@ -469,10 +469,11 @@ static int64_t continue_prefills(struct allm_engine *e)
 		if (!best)
 			break;
 		/* a prefill in progress always moves, by at least one token */
-		best->chunk = (int32_t)ALLM_MAX(1, ALLM_MIN(left, best->seq.n_tokens - best->seq.n_cached));
+		best->chunk = (int32_t)ALLM_MAX(1, ALLM_MIN(ALLM_MIN(left, prompt), best->seq.n_tokens - best->seq.n_cached));
 		left -= best->chunk;
+		prompt -= best->chunk;
 	}
-	return ALLM_MAX(left, 0);
+	return ALLM_MAX(ALLM_MIN(left, prompt), 0);
 }
 
 /* The reads ahead started this step land; their requests join the running
@@ -490,6 +491,7 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 	bool chunked = e->cfg.chunked_prefill;
 	e->step_no++;
 	e->st.steps++;
+	allm_slo_sync(e);
 	allm_elastic_begin(e, running_need(e) + e->kv->gpu.deficit - allm_block_pool_avail(&e->kv->gpu));
 	fail_unfittable(e);
 	bool preempted = mem_schedule(e, now);
@@ -503,7 +505,8 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 			room_for_aged(e, now);
 	}
 
-	int64_t tokens = chunked ? continue_prefills(e) : e->cfg.max_num_batched_tokens;
+	int64_t tokens = chunked ? continue_prefills(e)
+				 : ALLM_MIN((int64_t)e->cfg.max_num_batched_tokens, allm_slo_prompt_tokens(e));
 	int32_t budget = allm_block_pool_avail(&e->kv->gpu) - e->kv->gpu.deficit - running_need(e) - lookahead_need(e);
 	int32_t slots = e->cfg.max_num_seqs - e->running.n;
 	struct allm_rq_vec *s_sche = &e->sel, *w_sche = &e->sel2;
@@ -564,7 +567,9 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 		}
 	}
 	allm_elastic_fit(e, sel, allm_block_pool_avail(&e->kv->gpu) - e->kv->gpu.deficit - running_need(e));
+	allm_slo_before(e, sel);
 	int rc = allm_engine_run_batch(e, sel, err);
+	allm_slo_after(e);
 	finish_loads(e, allm_engine_now(e));
 	allm_elastic_end(e);
 	return rc;

@@ -566,6 +566,7 @@ void allm_engine_get_stats(const struct allm_engine *e, struct allm_engine_stats
 	ret->dec_measured = e->derr.n[0] + e->derr.n[1] + e->derr.n[2];
 	ret->dec_probed = e->derr.probed;
 	ret->dec_regret = e->derr.regret;
+	ret->slo_buffer_tokens = e->slo.buffer;
 	ret->elastic = e->el.pool > 0;
 	if (ret->elastic) {
 		ret->pool_bytes = (int64_t)e->el.pool;

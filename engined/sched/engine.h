@@ -79,6 +79,10 @@ enum allm_reason {
 	ALLM_REASON_POLICY_RESTORE, /* swap: always restore */
 	ALLM_REASON_POLICY_RECOMPUTE_CACHED, /* recompute: never restore */
 	ALLM_REASON_RESTORE_FAILED, /* the copy failed: recomputed */
+	/* phase-aware placement (engine-elastic.c): a decoding request's KV to the
+	 * host for a step, so that a prefill's chunk gets its scratch */
+	ALLM_REASON_PHASE_SWAP_CHEAPER, /* "phase: swap out cheaper than a smaller chunk" */
+	ALLM_REASON_PHASE_SWAP_POLICY, /* "phase: policy swap, out for a prefill" */
 	ALLM_REASON_COUNT,
 };
 
@@ -110,6 +114,10 @@ struct allm_decision {
 	enum allm_choice choice;
 	enum allm_reason reason;
 	double measured_s; /* NAN until the chosen action has run */
+	/* PREEMPT with ALLM_REASON_PHASE_*: the predicted cost of the other
+	 * choice, cutting the prefill's chunk by what the victim's blocks would
+	 * give the scratch (a step of its own for those tokens); NAN otherwise */
+	double pred_chunk_s;
 	/* PREEMPT under the regret probe (allm_engine_config.probe_other): what the
 	 * path not taken cost, timed right after the choice ran (swap chosen: a
 	 * prefill of what recompute would re-prefill; recompute chosen: a copy of
@@ -259,8 +267,10 @@ enum allm_pool_reason {
 	ALLM_POOL_DECODE_PHASE = 0, /* inflate: no prompt waiting, decodes need little scratch */
 	ALLM_POOL_KV_SHORT = 1, /* inflate: the running batch's next tokens need blocks */
 	ALLM_POOL_PREFILL = 2, /* deflate: this step's prompt tokens need scratch (free blocks only) */
+	ALLM_POOL_SLO_TPOT = 3, /* the SLO buffer halved: the window's TPOT over its target */
+	ALLM_POOL_SLO_TTFT = 4, /* the SLO buffer doubled: the window's TTFT over its target */
 };
-/* "decode phase", "KV short", "prefill". */
+/* "decode phase", "KV short", "prefill", "TPOT over SLO", "TTFT over SLO". */
 const char *allm_pool_reason_name(enum allm_pool_reason r);
 
 struct allm_pool_decision {
@@ -272,6 +282,13 @@ struct allm_pool_decision {
 	int32_t kv_blocks; /* the KV share after it */
 	int64_t scratch_tokens; /* the scratch's share after it, in tokens of a step */
 	int64_t scratch_bytes;
+	/* the SLO buffer after it: the prompt tokens a step may carry and, with
+	 * elastic memory, the scratch inflation leaves while prompts wait (0: no
+	 * SLO set). ALLM_POOL_SLO_*: blocks 0, inflate = the buffer shrank (room
+	 * for the decodes' KV), observed_ms the window's mean TPOT or worst TTFT
+	 * (prompts still waiting count by their age) against target_ms */
+	int64_t buffer_tokens;
+	double observed_ms, target_ms;
 };
 
 struct allm_engine_events {
@@ -314,6 +331,13 @@ struct allm_engine_config {
 	double admit_overcommit;
 	/* automatic prefix caching (DESIGN §5b): full blocks outlive their request */
 	bool prefix_caching;
+	/* the SLO buffer (engine-slo.c): targets in milliseconds, 0 = off; with
+	 * either set, the prompt tokens a step carries are capped by a buffer
+	 * that a TPOT violation halves and a TTFT violation doubles */
+	double slo_ttft_ms, slo_tpot_ms;
+	/* elastic memory: a prefill short of scratch may swap decoding requests'
+	 * KV out for a step when the cost model says that beats chunking */
+	bool phase_placement;
 	/* requests of different uids may share cached blocks (still not across salts) */
 	bool share_prefix_cache;
 	/* a bench and test hook (allm-run --probe-regret): each victim's other
@@ -385,6 +409,12 @@ struct allm_engine_stats {
 	 * without chunked prefill when no free block was left to lend) */
 	int64_t over_budget_steps;
 	int64_t resident_bytes; /* pages mapped now: device pool + scratch (host memory only) */
+	/* the SLO buffer (engine-slo.c): its size now (0: no SLO set), its moves */
+	int64_t slo_buffer_tokens;
+	int64_t slo_shrinks, slo_grows;
+	/* phase-aware placement: decoding requests swapped out so that a prefill
+	 * chunk got its scratch (also counted in preempt_swap) */
+	int64_t phase_swaps;
 };
 
 struct allm_engine;

@@ -431,6 +431,12 @@ static void on_decision(void *user, const struct allm_decision *dec, bool measur
 static void on_pool(void *user, const struct allm_pool_decision *dec)
 {
 	struct daemon *d = user;
+	if (dec->reason == ALLM_POOL_SLO_TPOT || dec->reason == ALLM_POOL_SLO_TTFT) {
+		dlog(d, ALLM_LOG_INFO, "pool decision %lld: SLO buffer %s to %lld prompt tokens a step (%s: %.1f ms, target %.1f ms)",
+		     (long long)dec->seq_no, dec->inflate ? "shrinks" : "grows", (long long)dec->buffer_tokens,
+		     allm_pool_reason_name(dec->reason), dec->observed_ms, dec->target_ms);
+		return;
+	}
 	if (d->log_level >= ALLM_LOG_DEBUG)
 		dlog(d, ALLM_LOG_DEBUG, "pool decision %lld: %s %d blocks (%s): KV %d blocks, scratch %lld tokens (%.1f MiB)",
 		     (long long)dec->seq_no, dec->inflate ? "inflate, to the KV cache" : "deflate, to the scratch",

@@ -147,6 +147,18 @@ X(admit_overcommit, "admit_overcommit", F64, OPT, CFG, 0.1, 1e6, ALLM_SET_F_ZERO
   "its longest fits F x the device, host and disk blocks\n" \
   "(0 = off; 1: victims almost always have swap\n" \
   "room, fewer requests run early)\n") \
+X(slo_ttft_ms, "slo_ttft_ms", F64, OPT, CFG, 0.001, 1e7, ALLM_SET_F_ZERO_OFF, "0", "--slo-ttft-ms", "MS", NULL, SCHED, "policy", \
+  "time-to-first-token SLO: over a 5-step window a\n" \
+  "violation doubles the SLO buffer (the prompt tokens a\n" \
+  "step carries, reserved from an elastic pool) (0 = off)\n") \
+X(slo_tpot_ms, "slo_tpot_ms", F64, OPT, CFG, 0.001, 1e7, ALLM_SET_F_ZERO_OFF, "0", "--slo-tpot-ms", "MS", NULL, SCHED, "policy", \
+  "time-per-output-token SLO: a violation halves the\n" \
+  "SLO buffer: smaller prefill chunks, more room for\n" \
+  "the decodes' KV (0 = off)\n") \
+X(phase_placement, "phase_placement", BOOL, OPT, CFG, 0, 0, 0, "off", "--phase-placement", "on|off", "off|on", SCHED, "policy", \
+  "elastic memory: a prefill chunk short of scratch may\n" \
+  "swap decoding requests' KV to the host for a step\n" \
+  "when the cost model prices that below chunking\n") \
 X(profile, "profile", TEXT, OPT, NO, 0, 0, 0, NULL, "--profile", "FILE", NULL, SCHED, NULL, \
   "predictor profile (calibrated once, then reused)\n") \
 X(calibrate_at_start, "calibrate_at_start", BOOL, OPT, NO, 0, 0, 0, NULL, "--calibrate-at-start", "", NULL, SCHED, NULL, \
