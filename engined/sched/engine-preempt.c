@@ -288,7 +288,8 @@ static void execute(struct allm_engine *e, struct allm_request *v, struct allm_d
 			e->st.preempt_swap++;
 			v->n_preempt_swap++;
 			v->state = ALLM_REQ_SWAPPED;
-			if (e->cfg.probe_other)
+			/* a phase swap's other path is a smaller chunk, not a recompute */
+			if (e->cfg.probe_other && isnan(d->pred_chunk_s))
 				probe_recompute(e, d, kept);
 			return pushed(e, &e->swapped, v, d);
 		}
