@@ -12,6 +12,7 @@
 
 #include "chat-template.h"
 #include "gw-cors.h"
+#include "gw-opts.h"
 #include "gw-text.h"
 #include "tokenizer.h"
 
@@ -29,46 +30,6 @@ struct pollfd;
 struct gw_scrape;
 struct allm_ctl_client;
 
-struct gw_opts {
-	const char *engine;       /* engine name (--engine), "default" */
-	const char *runtime_dir;  /* NULL: the default rule (client.h) */
-	const char *host;         /* --host, "127.0.0.1" */
-	int port;                 /* --port, 8000; 0 = any free port */
-	const char **api_keys;    /* --api-key (repeatable), --api-key-file, $ALLM_API_KEY;
-				   * each key is one user (gw-users.c); none: no auth */
-	int n_api_keys;
-	const char *metrics_api_key; /* --metrics-api-key[-file], $ALLM_METRICS_API_KEY: GET
-				      * /metrics needs it; NULL: see metrics_open */
-	bool metrics_open;        /* --metrics-open: GET /metrics needs no key even when API
-				   * or admin keys are set (without it, it then needs the
-				   * metrics or admin key) */
-	const char *admin_api_key; /* --admin-api-key[-file], $ALLM_ADMIN_API_KEY: POST
-				    * /reset_prefix_cache needs it; NULL: no route */
-	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
-	int max_inflight;         /* --max-inflight: choices of all users on the engine at
-				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
-	int max_inflight_per_user; /* --max-inflight-per-user: ... of one user; 0: 7/8 of that */
-	double engine_timeout_s;  /* --engine-timeout: /health says 503 past this silence */
-	int max_connections;      /* --max-connections */
-	int max_conns_per_addr;   /* --max-connections-per-address (default half the above) */
-	int timeout_s;            /* --timeout: idle connection limit, seconds */
-	int header_timeout_s;     /* --header-timeout: a request's line and headers must be in
-				   * within this of the connection or the previous answer */
-	size_t max_body;          /* --max-body-bytes: request body cap */
-	const char *model_dir;    /* --model: tokenizer and chat template from here */
-	const char *served_name;  /* --served-model-name: the model id clients use */
-	const char *chat_template; /* --chat-template FILE: instead of the model's */
-	struct gw_cors cors;      /* --allowed-origins, --allowed-headers, --allowed-methods */
-	int32_t max_tokens_default; /* --max-tokens-default: a request without max_tokens
-				     * gets this many at most; 0: OpenAI's (16 for
-				     * completions, the context's room for chat) */
-	int threads;              /* HTTP threads */
-	enum allm_log_level log_level;
-	/* test hook ALLM_GW_TEST_PUMP_BUSY=1: the pump never waits in poll, as
-	 * under a flood of events, so only its busy-time look at the sockets
-	 * can notice a hang-up (tests/gateway-hardening.sh, issue 49 item 6) */
-	bool test_pump_busy;
-};
 
 /* What the gateway knows of the model the engine serves: immutable once built,
  * shared by reference count (a reconnect to an engine serving another model
