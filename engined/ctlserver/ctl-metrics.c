@@ -3,7 +3,9 @@
  * bounds are vLLM's (vllm/engine/metrics.py), so its Grafana dashboards read
  * ours unchanged. */
 #include "ctl-enc-check.h"
-#include "ctl-internal.h"
+#include "ctl-host.h"
+#include "ctl-metrics.h"
+#include "ctl-stats.h"
 
 #include <math.h>
 #include <string.h>
@@ -193,14 +195,14 @@ static double frac(int64_t used, int64_t total)
 	return total > 0 ? (double)used / (double)total : 0;
 }
 
-void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
+void ctl_metrics_encode(const struct ctl_metrics *m, const struct ctl_host *h, struct ctl_stats *stats,
+			struct allm_ctl_enc *e)
 {
-	const struct ctl_metrics *m = &s->metrics;
-	const char *mn = s->h.rt->model_desc;
+	const char *mn = h->rt->model_desc;
 	struct allm_engine_stats st;
 	struct ctl_stats_view v;
-	allm_engine_get_stats(s->h.eng, &st);
-	ctl_stats_view(&s->stats, &v);
+	allm_engine_get_stats(h->eng, &st);
+	ctl_stats_view(stats, &v);
 
 	size_t start = e->sb.size;
 	allm_ctl_enc_map(e, 1);
@@ -285,7 +287,7 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used - st.disk_cached);
 	fam(e, "allm_memory_pool_bytes", "gauge", "Elastic memory: the pool's split between the KV "
 	    "blocks and the activation scratch (0 without --memory-budget and elastic memory).", 2);
-	value(e, mn, "part", "kv", NULL, NULL, st.elastic ? (double)st.gpu_total * (double)s->h.rt->kv->block_bytes : 0);
+	value(e, mn, "part", "kv", NULL, NULL, st.elastic ? (double)st.gpu_total * (double)h->rt->kv->block_bytes : 0);
 	value(e, mn, "part", "scratch", NULL, NULL, (double)st.scratch_bytes);
 	fam(e, "allm_memory_pool_decisions_total", "counter",
 	    "Elastic memory: blocks lent to the KV cache (inflate) or to the scratch (deflate).", 2);
@@ -306,7 +308,7 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	       "finished requests (NaN before one).",
 	       v.mean_weighted_turnaround);
 	single(e, mn, "allm_clients", "gauge", "Ring clients connected (an allm-gateway is one).",
-	       s->h.ops->clients(s->h.user, NULL, 0));
+	       h->ops->clients(h->user, NULL, 0));
 	/* always on: a few KB unpacked a second; the keys do not depend on the run, so
 	 * every test that asks fails on a drift, and a build never ships one */
 	char why[128];
