@@ -233,7 +233,7 @@ static inline bool gw_prompt_first(const struct gw_req *r)
 	return r->lead->n_per_prompt <= 1 || r->index % r->lead->n_per_prompt == 0;
 }
 
-/* gateway.c */
+/* gw-log.c */
 void gw_log(const struct gw *gw, enum allm_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* gw-model.c */
@@ -244,46 +244,13 @@ int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_m
 struct gw_model *gw_model_ref(struct gw_model *m);
 void gw_model_unref(struct gw_model *m);
 
-/* gw-engine.c */
-int gw_engine_start(struct gw *gw);
-/* Ends every request still running or queued with a 503 (shutdown's deadline). */
-void gw_engine_abort(struct gw *gw);
-/* Requests not yet freed (shutdown waits for 0). */
-int64_t gw_engine_live(struct gw *gw);
-/* Stops the pump and disconnects. */
-void gw_engine_stop(struct gw *gw);
-/* The HTTP side is done with the lead's request: cancels every choice that still runs. */
-void gw_engine_release(struct gw *gw, struct gw_req *lead);
-/* Wakes the pump if it sleeps (after changing what it should look at). */
-void gw_engine_wake(struct gw *gw);
+/* gw-state.c: what the layers share under gw->lock (and the pump's doorbell) */
 /* The current model (a new reference) or NULL, and whether the engine is up. */
-struct gw_model *gw_engine_model(struct gw *gw, bool *up);
-/* gw-slots.c (under lock) */
-/* Frees r when its last reference goes. */
-void gw_req_unref_locked(struct gw *gw, struct gw_req *r);
-/* A slot and tag for r (0, -ENOMEM); its release; the request of a tag or NULL. */
-int gw_slot_take(struct gw *gw, struct gw_req *r);
-void gw_slot_put(struct gw *gw, struct gw_req *r);
-struct gw_req *gw_slot_find(struct gw *gw, uint64_t tag);
-
-/* gw-conns.c: the per-connection deadline for receiving a whole request */
-enum MHD_ConnectionNotificationCode;
-/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the gw). */
-void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-		     enum MHD_ConnectionNotificationCode code);
-/* working: a whole request is in and being answered (no deadline); false: the
- * answer is done, the next request's deadlines start. */
-void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working);
-/* The request's line and headers are in: its --header-timeout is met. */
-void gw_conns_head_in(struct gw *gw, struct MHD_Connection *conn);
-int gw_conns_start(struct gw *gw);
-void gw_conns_stop(struct gw *gw);
-
-/* gw-http.c */
-/* Listens (--host, --port) and serves; gw->port is the bound port. */
-int gw_http_start(struct gw *gw);
-/* Stops accepting connections (shutdown); those open keep being served. */
-void gw_http_quiesce(struct gw *gw);
-void gw_http_stop(struct gw *gw);
+struct gw_model *gw_state_model(struct gw *gw, bool *up);
+/* Seconds since the engine last said anything (ring or control plane); 0 while
+ * no engine is connected. */
+double gw_state_silence(struct gw *gw);
+/* Wakes the pump if it sleeps (after changing what it should look at). */
+void gw_wake_pump(struct gw *gw);
 
 #endif

@@ -21,7 +21,7 @@
  *   HELP     the help's lines, each ending with \n; --help adds "(default DEF)"
  *
  * The environment ($ALLM_API_KEY, $ALLM_METRICS_API_KEY, $ALLM_ADMIN_API_KEY and the
- * test hook $ALLM_GW_TEST_PUMP_BUSY) is read by the program, gateway.c, once, and
+ * test hook $ALLM_GW_TEST_PUMP_BUSY) is read by the program, tools/allm-gateway.c, once, and
  * handed to gw_opts_parse in struct gw_env. */
 #ifndef ALLM_GW_OPTS_H
 #define ALLM_GW_OPTS_H

@@ -1,10 +1,12 @@
 /* allm-gateway: an OpenAI-compatible HTTP server in front of one allm-engined
  * (DESIGN §9b). A separate process and an ordinary ring client of the engine, so a
  * slow HTTP peer never touches the step loop. Flags, logging, signals and the
- * order of start and shutdown live here; gateway.h maps the rest. */
-#include "gateway.h"
+ * order of start and shutdown live here, out of the library (liballm-gateway,
+ * engined/gateway/); gateway.h maps the rest. */
 #include "gw-ctl.h"
 #include "gw-fields.h"
+#include "gw-http.h"
+#include "gw-pump.h"
 
 #include "common.h"
 
