@@ -96,13 +96,13 @@ static void formats(void)
 {
 	bool sec;
 	const char qwen[] = "{% if tools %}<tools>{{ tool }}</tools> <tool_call>{% endif %}";
-	CHECK(gw_tools_format_of(qwen, strlen(qwen), &sec) == GW_TOOLS_HERMES && sec, "qwen's");
+	CHECK(allm_chat_template_tool_format(qwen, strlen(qwen), &sec) == GW_TOOLS_HERMES && sec, "qwen's");
 	const char chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}";
-	CHECK(gw_tools_format_of(chatml, strlen(chatml), &sec) == GW_TOOLS_HERMES && !sec, "chatml: no section");
+	CHECK(allm_chat_template_tool_format(chatml, strlen(chatml), &sec) == GW_TOOLS_HERMES && !sec, "chatml: no section");
 	const char llama[] = "<|start_header_id|>{% if tools %}\"parameters\"{% endif %}";
-	CHECK(gw_tools_format_of(llama, strlen(llama), &sec) == GW_TOOLS_LLAMA3 && sec, "llama 3.1's");
+	CHECK(allm_chat_template_tool_format(llama, strlen(llama), &sec) == GW_TOOLS_LLAMA3 && sec, "llama 3.1's");
 	const char mistral[] = "{% if tools %}[AVAILABLE_TOOLS][TOOL_CALLS]{% endif %}";
-	CHECK(gw_tools_format_of(mistral, strlen(mistral), &sec) == GW_TOOLS_MISTRAL && sec, "mistral's");
+	CHECK(allm_chat_template_tool_format(mistral, strlen(mistral), &sec) == GW_TOOLS_MISTRAL && sec, "mistral's");
 }
 
 /* Whether g accepts text byte by byte and may end there (a vocabulary of the 256 bytes). */

@@ -95,7 +95,7 @@ elif [ "$TARGET" = gateway ]; then
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json
   INC+=(-Iengined/tokenizer -Iengined/gateway -Iengined/template -Iclientlib)
   SRC+=(engined/tokenizer/*.c engined/template/*.c clientlib/client.c clientlib/client-connect.c tests/fuzz-gateway.c)
-  for f in chat-template gw-text gw-model gw-openai gw-prompt gw-json gw-log; do SRC+=("engined/gateway/$f.c"); done
+  for f in chat-template gw-text gw-model gw-api-err gw-openai gw-prompt gw-json gw-log; do SRC+=("engined/gateway/$f.c"); done
 else
   embed_model allm_default_model $M/config.json $M/generation_config.json $M/model.safetensors \
     $M/special_tokens_map.json $M/tokenizer.json $M/tokenizer_config.json

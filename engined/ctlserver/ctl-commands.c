@@ -223,7 +223,7 @@ int ctl_dispatch(struct ctl_server *s, const msgpack_object *req, char *err, siz
 	} else if (allm_ctl_str_eq(cmd, "metrics")) {
 		if ((r = no_args(args, "metrics", err, errlen)))
 			return r;
-		ctl_metrics_encode(s, b);
+		ctl_metrics_encode(&s->metrics, &s->h, &s->stats, b);
 	} else if (allm_ctl_str_eq(cmd, "set")) {
 		char keys[256];
 		r = ctl_cmd_set(s, args, err, errlen, keys, sizeof(keys));

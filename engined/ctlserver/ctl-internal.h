@@ -6,7 +6,7 @@
 #include "ctl-kvevents.h"
 #include "ctl-metrics.h"
 #include "ctl-proto.h"
-#include "ctl-server.h"
+#include "ctl-host.h"
 #include "ctl-stats.h"
 
 #include <adaptivellm/errtext.h>

@@ -2,7 +2,10 @@
  * and the `metrics` reply built from them and the engine's counters. Bucket
  * bounds are vLLM's (vllm/engine/metrics.py), so its Grafana dashboards read
  * ours unchanged. */
-#include "ctl-internal.h"
+#include "ctl-enc-check.h"
+#include "ctl-host.h"
+#include "ctl-metrics.h"
+#include "ctl-stats.h"
 
 #include <math.h>
 #include <string.h>
@@ -90,8 +93,46 @@ void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r)
 
 /* --- the reply ------------------------------------------------------------------- */
 
-/* Families in the reply; fam() calls below must add up to this. */
-#define CTL_METRIC_FAMILIES 34
+/* The families in the reply, in the order ctl_metrics_encode writes them: the
+ * array's count is this table's, and ctl_metrics_encode asserts that what it wrote
+ * is exactly these families (one added below and not here fails every test that
+ * asks for the metrics). */
+static const char *const metric_families[] = {
+	"vllm:num_requests_running",
+	"vllm:num_requests_waiting",
+	"vllm:num_requests_swapped",
+	"vllm:gpu_cache_usage_perc",
+	"vllm:cpu_cache_usage_perc",
+	"vllm:num_preemptions_total",
+	"vllm:prompt_tokens_total",
+	"vllm:generation_tokens_total",
+	"vllm:request_success_total",
+	"vllm:time_to_first_token_seconds",
+	"vllm:time_per_output_token_seconds",
+	"vllm:e2e_request_latency_seconds",
+	"vllm:request_queue_time_seconds",
+	"vllm:request_prompt_tokens",
+	"vllm:request_generation_tokens",
+	"vllm:prefix_cache_queries_total",
+	"vllm:prefix_cache_hits_total",
+	"vllm:kv_cache_usage_perc",
+	"allm_prefix_cache_hits_total",
+	"allm_prefix_restores_total",
+	"allm_preemptions_total",
+	"allm_predictor_mape",
+	"allm_blocks",
+	"allm_memory_pool_bytes",
+	"allm_memory_pool_decisions_total",
+	"allm_max_running",
+	"allm_slo_buffer_tokens",
+	"allm_slo_buffer_decisions_total",
+	"allm_phase_swaps_total",
+	"allm_swap_bytes_total",
+	"allm_recomputed_tokens_total",
+	"allm_requests_failed_total",
+	"allm_mean_weighted_turnaround",
+	"allm_clients",
+};
 
 static void fam(struct allm_ctl_enc *e, const char *name, const char *type, const char *help,
 		uint32_t n_samples)
@@ -157,17 +198,18 @@ static double frac(int64_t used, int64_t total)
 	return total > 0 ? (double)used / (double)total : 0;
 }
 
-void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
+void ctl_metrics_encode(const struct ctl_metrics *m, const struct ctl_host *h, struct ctl_stats *stats,
+			struct allm_ctl_enc *e)
 {
-	const struct ctl_metrics *m = &s->metrics;
-	const char *mn = s->h.rt->model_desc;
+	const char *mn = h->rt->model_desc;
 	struct allm_engine_stats st;
 	struct ctl_stats_view v;
-	allm_engine_get_stats(s->h.eng, &st);
-	ctl_stats_view(&s->stats, &v);
+	allm_engine_get_stats(h->eng, &st);
+	ctl_stats_view(stats, &v);
 
+	size_t start = e->sb.size;
 	allm_ctl_enc_map(e, 1);
-	allm_ctl_enc_karray(e, "families", CTL_METRIC_FAMILIES);
+	allm_ctl_enc_karray(e, "families", (uint32_t)ALLM_ARRAY_SIZE(metric_families));
 	/* vLLM's names (15 families) */
 	single(e, mn, "vllm:num_requests_running", "gauge",
 	       "Number of requests in the running batch (KV cache in GPU blocks).", st.running);
@@ -248,7 +290,7 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	value(e, mn, "pool", "disk", "state", "free", st.disk_total - st.disk_used - st.disk_cached);
 	fam(e, "allm_memory_pool_bytes", "gauge", "Elastic memory: the pool's split between the KV "
 	    "blocks and the activation scratch (0 without --memory-budget and elastic memory).", 2);
-	value(e, mn, "part", "kv", NULL, NULL, st.elastic ? (double)st.gpu_total * (double)s->h.rt->kv->block_bytes : 0);
+	value(e, mn, "part", "kv", NULL, NULL, st.elastic ? (double)st.gpu_total * (double)h->rt->kv->block_bytes : 0);
 	value(e, mn, "part", "scratch", NULL, NULL, (double)st.scratch_bytes);
 	fam(e, "allm_memory_pool_decisions_total", "counter",
 	    "Elastic memory: blocks lent to the KV cache (inflate) or to the scratch (deflate).", 2);
@@ -277,5 +319,13 @@ void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e)
 	       "finished requests (NaN before one).",
 	       v.mean_weighted_turnaround);
 	single(e, mn, "allm_clients", "gauge", "Ring clients connected (an allm-gateway is one).",
-	       s->h.ops->clients(s->h.user, NULL, 0));
+	       h->ops->clients(h->user, NULL, 0));
+	/* always on: a few KB unpacked a second; the keys do not depend on the run, so
+	 * every test that asks fails on a drift, and a build never ships one */
+	char why[128];
+	if (ctl_enc_check_named(e, start, "families", metric_families, (uint32_t)ALLM_ARRAY_SIZE(metric_families), why,
+				sizeof(why))) {
+		fprintf(stderr, "metrics: %s\n", why);
+		abort();
+	}
 }

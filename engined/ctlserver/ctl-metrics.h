@@ -40,9 +40,13 @@ void ctl_metrics_reset(struct ctl_metrics *m, int32_t max_model_len);
 /* One finished request (any reason). */
 void ctl_metrics_on_finish(struct ctl_metrics *m, const struct allm_result *r);
 
-struct ctl_server;
+struct ctl_host;
+struct ctl_stats;
 struct allm_ctl_enc;
-/* The `metrics` result map ({"families": [...]}, PROTOCOL.md) into e. */
-void ctl_metrics_encode(struct ctl_server *s, struct allm_ctl_enc *e);
+/* The `metrics` result map ({"families": [...]}, PROTOCOL.md) into e: m's, the
+ * host's engine's and the rolling stats' figures. (Not the server's state: ctl-internal.h
+ * holds a struct ctl_metrics, so this file never includes it.) */
+void ctl_metrics_encode(const struct ctl_metrics *m, const struct ctl_host *h, struct ctl_stats *stats,
+			struct allm_ctl_enc *e);
 
 #endif

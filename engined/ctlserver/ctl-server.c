@@ -2,6 +2,7 @@
  * bounds, the reply envelope), and the telemetry the engine's events produce.
  * What each command does is in ctl-commands.c, the status map in ctl-telemetry.c. */
 #include "ctl-internal.h"
+#include "ctl-server.h"
 
 #include <errno.h>
 #include <math.h>

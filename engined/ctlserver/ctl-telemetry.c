@@ -1,6 +1,7 @@
 /* The status map of ctl/PROTOCOL.md: the `status` reply and the `stats` telemetry
  * body (10 Hz), built straight into msgpack from the engine's counters, queues,
  * the rolling windows and the daemon's clients. */
+#include "ctl-enc-check.h"
 #include "ctl-internal.h"
 
 #include <math.h>
@@ -93,6 +94,53 @@ static void enc_clients(struct ctl_server *s, struct allm_ctl_enc *e)
 	}
 }
 
+/* status' keys, in the order ctl_encode_status writes them: the map's count is this
+ * table's, and ctl_encode_status asserts what it wrote has exactly these keys (a key
+ * added below and not here, or here and not below, fails every test that asks for
+ * the status). */
+#define CTL_STATUS_KEYS(X) \
+	X(model) \
+	X(device) \
+	X(name) \
+	X(pid) \
+	X(uptime_s) \
+	X(state) \
+	X(policy) \
+	X(limits) \
+	X(block_size) \
+	X(queues) \
+	X(top) \
+	X(blocks) \
+	X(memory) \
+	X(prefix_cache) \
+	X(prefix_tiers) \
+	X(kv_events) \
+	X(preemptions) \
+	X(disk_bytes) \
+	X(swapped_bytes) \
+	X(recomputed_tokens) \
+	X(steps) \
+	X(wasted_prefill_tokens) \
+	X(max_wait_steps) \
+	X(max_wait_ratio) \
+	X(tokens) \
+	X(requests) \
+	X(throughput_tok_s) \
+	X(gen_throughput_tok_s) \
+	X(ttft_ms) \
+	X(tpot_ms) \
+	X(e2e_ms) \
+	X(mean_weighted_turnaround) \
+	X(predictor_mape) \
+	X(decision_mape) \
+	X(memory_bytes) \
+	X(clients) \
+	X(client_list)
+
+#define CTL_STATUS_KEY_STR_(k) #k,
+static const char *const status_keys[] = {CTL_STATUS_KEYS(CTL_STATUS_KEY_STR_)};
+#undef CTL_STATUS_KEY_STR_
+
 void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 {
 	const struct ctl_host *h = &s->h;
@@ -103,7 +151,8 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	allm_engine_get_stats(h->eng, &st);
 	ctl_stats_view(&s->stats, &v);
 
-	allm_ctl_enc_map(e, 37);
+	size_t start = e->sb.size;
+	allm_ctl_enc_map(e, (uint32_t)ALLM_ARRAY_SIZE(status_keys));
 	allm_ctl_enc_kstr(e, "model", h->rt->model_desc);
 	allm_ctl_enc_kstr(e, "device", h->rt->be->iface->describe(h->rt->be));
 	allm_ctl_enc_kstr(e, "name", h->name);
@@ -206,4 +255,11 @@ void ctl_encode_status(struct ctl_server *s, struct allm_ctl_enc *e)
 	/* extension: counted allocations (common/common.h), for the dashboard */
 	allm_ctl_enc_kint(e, "memory_bytes", (int64_t)allm_mem_in_use());
 	enc_clients(s, e); /* clients, client_list */
+	/* always on: a few KB unpacked a second; the keys do not depend on the run, so
+	 * every test that asks fails on a drift, and a build never ships one */
+	char why[128];
+	if (ctl_enc_check_map(e, start, status_keys, (uint32_t)ALLM_ARRAY_SIZE(status_keys), why, sizeof(why))) {
+		fprintf(stderr, "status: %s\n", why);
+		abort();
+	}
 }

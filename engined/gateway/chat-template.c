@@ -111,3 +111,24 @@ out:
 	json_decref(data);
 	return r;
 }
+
+/* The model's template says how it calls tools (the gateway's tool parsers,
+ * gw-tools.c, read that format): here, with the template, so that the model's
+ * description (gw-model.c) needs nothing of the API layer. */
+static bool has(const char *t, size_t len, const char *s)
+{
+	return memmem(t, len, s, strlen(s)) != NULL;
+}
+
+enum gw_tool_format allm_chat_template_tool_format(const char *t, size_t len, bool *section)
+{
+	*section = has(t, len, "tools");
+	if (has(t, len, "[TOOL_CALLS]"))
+		return GW_TOOLS_MISTRAL;
+	if (has(t, len, "<tool_call>"))
+		return GW_TOOLS_HERMES;
+	if (has(t, len, "<|start_header_id|>") && has(t, len, "parameters"))
+		return GW_TOOLS_LLAMA3;
+	/* a section whose output we do not know, or none (the preamble asks for Hermes') */
+	return GW_TOOLS_HERMES;
+}

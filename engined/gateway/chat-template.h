@@ -57,4 +57,14 @@ int allm_chat_template_render(const struct allm_chat_template *t, const json_t *
 			      const json_t *tools, bool add_generation_prompt, struct allm_tmpl_out *out,
 			      char *err, size_t errlen);
 
+enum gw_tool_format {
+	GW_TOOLS_HERMES = 0, /* <tool_call>{"name", "arguments"}</tool_call>, one or more */
+	GW_TOOLS_LLAMA3 = 1, /* the whole output one {"name", "parameters"} object */
+	GW_TOOLS_MISTRAL = 2, /* [TOOL_CALLS] [{"name", "arguments"}, ...] */
+};
+
+/* From a chat template's text: the format its model calls tools in, and whether
+ * it renders `tools` itself (*section). */
+enum gw_tool_format allm_chat_template_tool_format(const char *tmpl, size_t len, bool *section);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "chat-template.h"
 #include "gw-cors.h"
+#include "gw-opts.h"
 #include "gw-text.h"
 #include "tokenizer.h"
 
@@ -29,46 +30,6 @@ struct pollfd;
 struct gw_scrape;
 struct allm_ctl_client;
 
-struct gw_opts {
-	const char *engine;       /* engine name (--engine), "default" */
-	const char *runtime_dir;  /* NULL: the default rule (client.h) */
-	const char *host;         /* --host, "127.0.0.1" */
-	int port;                 /* --port, 8000; 0 = any free port */
-	const char **api_keys;    /* --api-key (repeatable), --api-key-file, $ALLM_API_KEY;
-				   * each key is one user (gw-users.c); none: no auth */
-	int n_api_keys;
-	const char *metrics_api_key; /* --metrics-api-key[-file], $ALLM_METRICS_API_KEY: GET
-				      * /metrics needs it; NULL: see metrics_open */
-	bool metrics_open;        /* --metrics-open: GET /metrics needs no key even when API
-				   * or admin keys are set (without it, it then needs the
-				   * metrics or admin key) */
-	const char *admin_api_key; /* --admin-api-key[-file], $ALLM_ADMIN_API_KEY: POST
-				    * /reset_prefix_cache needs it; NULL: no route */
-	int max_queued_per_user;  /* --max-queued-per-user: choices waiting or running */
-	int max_inflight;         /* --max-inflight: choices of all users on the engine at
-				   * once; 0: the engine's max_num_seqs (gw_users_caps) */
-	int max_inflight_per_user; /* --max-inflight-per-user: ... of one user; 0: 7/8 of that */
-	double engine_timeout_s;  /* --engine-timeout: /health says 503 past this silence */
-	int max_connections;      /* --max-connections */
-	int max_conns_per_addr;   /* --max-connections-per-address (default half the above) */
-	int timeout_s;            /* --timeout: idle connection limit, seconds */
-	int header_timeout_s;     /* --header-timeout: a request's line and headers must be in
-				   * within this of the connection or the previous answer */
-	size_t max_body;          /* --max-body-bytes: request body cap */
-	const char *model_dir;    /* --model: tokenizer and chat template from here */
-	const char *served_name;  /* --served-model-name: the model id clients use */
-	const char *chat_template; /* --chat-template FILE: instead of the model's */
-	struct gw_cors cors;      /* --allowed-origins, --allowed-headers, --allowed-methods */
-	int32_t max_tokens_default; /* --max-tokens-default: a request without max_tokens
-				     * gets this many at most; 0: OpenAI's (16 for
-				     * completions, the context's room for chat) */
-	int threads;              /* HTTP threads */
-	enum allm_log_level log_level;
-	/* test hook ALLM_GW_TEST_PUMP_BUSY=1: the pump never waits in poll, as
-	 * under a flood of events, so only its busy-time look at the sockets
-	 * can notice a hang-up (tests/gateway-hardening.sh, issue 49 item 6) */
-	bool test_pump_busy;
-};
 
 /* What the gateway knows of the model the engine serves: immutable once built,
  * shared by reference count (a reconnect to an engine serving another model
@@ -272,7 +233,7 @@ static inline bool gw_prompt_first(const struct gw_req *r)
 	return r->lead->n_per_prompt <= 1 || r->index % r->lead->n_per_prompt == 0;
 }
 
-/* gateway.c */
+/* gw-log.c */
 void gw_log(const struct gw *gw, enum allm_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* gw-model.c */
@@ -283,46 +244,13 @@ int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_m
 struct gw_model *gw_model_ref(struct gw_model *m);
 void gw_model_unref(struct gw_model *m);
 
-/* gw-engine.c */
-int gw_engine_start(struct gw *gw);
-/* Ends every request still running or queued with a 503 (shutdown's deadline). */
-void gw_engine_abort(struct gw *gw);
-/* Requests not yet freed (shutdown waits for 0). */
-int64_t gw_engine_live(struct gw *gw);
-/* Stops the pump and disconnects. */
-void gw_engine_stop(struct gw *gw);
-/* The HTTP side is done with the lead's request: cancels every choice that still runs. */
-void gw_engine_release(struct gw *gw, struct gw_req *lead);
-/* Wakes the pump if it sleeps (after changing what it should look at). */
-void gw_engine_wake(struct gw *gw);
+/* gw-state.c: what the layers share under gw->lock (and the pump's doorbell) */
 /* The current model (a new reference) or NULL, and whether the engine is up. */
-struct gw_model *gw_engine_model(struct gw *gw, bool *up);
-/* gw-slots.c (under lock) */
-/* Frees r when its last reference goes. */
-void gw_req_unref_locked(struct gw *gw, struct gw_req *r);
-/* A slot and tag for r (0, -ENOMEM); its release; the request of a tag or NULL. */
-int gw_slot_take(struct gw *gw, struct gw_req *r);
-void gw_slot_put(struct gw *gw, struct gw_req *r);
-struct gw_req *gw_slot_find(struct gw *gw, uint64_t tag);
-
-/* gw-conns.c: the per-connection deadline for receiving a whole request */
-enum MHD_ConnectionNotificationCode;
-/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the gw). */
-void gw_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-		     enum MHD_ConnectionNotificationCode code);
-/* working: a whole request is in and being answered (no deadline); false: the
- * answer is done, the next request's deadlines start. */
-void gw_conns_working(struct gw *gw, struct MHD_Connection *conn, bool working);
-/* The request's line and headers are in: its --header-timeout is met. */
-void gw_conns_head_in(struct gw *gw, struct MHD_Connection *conn);
-int gw_conns_start(struct gw *gw);
-void gw_conns_stop(struct gw *gw);
-
-/* gw-http.c */
-/* Listens (--host, --port) and serves; gw->port is the bound port. */
-int gw_http_start(struct gw *gw);
-/* Stops accepting connections (shutdown); those open keep being served. */
-void gw_http_quiesce(struct gw *gw);
-void gw_http_stop(struct gw *gw);
+struct gw_model *gw_state_model(struct gw *gw, bool *up);
+/* Seconds since the engine last said anything (ring or control plane); 0 while
+ * no engine is connected. */
+double gw_state_silence(struct gw *gw);
+/* Wakes the pump if it sleeps (after changing what it should look at). */
+void gw_wake_pump(struct gw *gw);
 
 #endif

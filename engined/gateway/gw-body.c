@@ -15,6 +15,7 @@
 #include "gw-body.h"
 
 #include "gw-openai.h"
+#include "gw-pump.h"
 #include "gw-tools.h"
 
 #include <stdarg.h>
@@ -269,8 +270,7 @@ static void body_free(void *cls)
 {
 	struct gw_body *b = cls;
 	pthread_mutex_lock(&b->gw->lock);
-	for (uint32_t i = b->lead->n_choices; i-- > 0;)
-		gw_req_unref_locked(b->gw, gw_choice(b->lead, i));
+	gw_req_drop_choices_locked(b->gw, b->lead);
 	pthread_mutex_unlock(&b->gw->lock);
 	gw_toktext_free(&b->tt);
 	free(b->buf);
@@ -303,8 +303,7 @@ enum MHD_Result gw_body_respond(struct gw *gw, struct MHD_Connection *c, struct 
 		return MHD_NO;
 	}
 	pthread_mutex_lock(&gw->lock);
-	for (uint32_t i = 0; i < lead->n_choices; i++)
-		gw_choice(lead, i)->refs++;
+	gw_req_hold_choices_locked(lead);
 	pthread_mutex_unlock(&gw->lock);
 	struct MHD_Response *res = NULL;
 	if (fill(b, GW_BODY_INLINE + 1)) {

@@ -12,7 +12,7 @@
  * is shut down only while the connection is on our list, and libmicrohttpd tells
  * us it closes (MHD_CONNECTION_NOTIFY_CLOSED, under our lock) before it closes the
  * descriptor, so a reused descriptor is never touched. */
-#include "gateway.h"
+#include "gw-http.h"
 
 #include "common.h"
 

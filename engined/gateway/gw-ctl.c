@@ -56,14 +56,6 @@
 /* The figures are kept fresh this long after the last scrape. */
 #define GW_METRICS_KEEP_S 300.0
 
-double gw_engine_silence(struct gw *gw)
-{
-	pthread_mutex_lock(&gw->lock);
-	double s = gw->engine_up ? allm_now() - gw->engine_heard : 0;
-	pthread_mutex_unlock(&gw->lock);
-	return s;
-}
-
 static void heard(struct gw *gw)
 {
 	pthread_mutex_lock(&gw->lock);
@@ -113,7 +105,7 @@ static int metrics_render(struct gw *gw, const msgpack_object *result, char **te
 			  size_t errlen)
 {
 	bool up;
-	struct gw_model *m = gw_engine_model(gw, &up);
+	struct gw_model *m = gw_state_model(gw, &up);
 	if (m)
 		relabel((msgpack_object *)result, m->id);
 	int r = allm_ctl_prom_render(result, text, len, err, errlen);
@@ -172,7 +164,7 @@ static bool metrics_due_locked(struct gw *gw, double every)
 {
 	double now = allm_now();
 	return gw->metrics_text && now - gw->metrics_asked < GW_METRICS_KEEP_S && now - gw->metrics_at >= every &&
-	       now - gw->metrics_tried >= every && gw_engine_silence(gw) <= gw->o.engine_timeout_s;
+	       now - gw->metrics_tried >= every && gw_state_silence(gw) <= gw->o.engine_timeout_s;
 }
 
 /* One call of job for the connections s[0..n) that asked it: each gets the
@@ -189,7 +181,7 @@ static void call_job(struct gw *gw, enum gw_ctl_job job, struct gw_scrape **s, u
 	struct allm_ctl_msg *m = NULL;
 	char err[256] = "", *text = NULL;
 	size_t len = 0;
-	double silent = gw_engine_silence(gw);
+	double silent = gw_state_silence(gw);
 	int r;
 	if (silent > gw->o.engine_timeout_s) {
 		snprintf(err, sizeof(err), "the engine has not answered for %.0f s (stopped or stuck?)", silent);
@@ -267,7 +259,7 @@ static void probe(struct gw *gw)
 			gw->want_limits = false;
 		}
 		pthread_mutex_unlock(&gw->lock);
-		gw_engine_wake(gw); /* the caps may have grown: more may go */
+		gw_wake_pump(gw); /* the caps may have grown: more may go */
 	}
 	allm_ctl_msg_free(m);
 }
@@ -290,7 +282,7 @@ static void *ctl_main(void *arg)
 		bool refresh = false;
 		pthread_mutex_lock(&gw->ctl_lock);
 		while (!gw->ctl_stop && gw->n_scrapes == 0) {
-			double silent = gw_engine_silence(gw), every = probe_every(gw);
+			double silent = gw_state_silence(gw), every = probe_every(gw);
 			/* a busy engine is probed too: its state (drained?) is news */
 			silent = ALLM_MAX(silent, allm_now() - probed);
 			if ((refresh = metrics_due_locked(gw, every)) || silent >= every || limits_wanted(gw))

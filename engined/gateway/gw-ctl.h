@@ -40,8 +40,5 @@ int gw_ctl_metrics_now(struct gw *gw, char **text, size_t *len);
 /* Wakes the thread to look again (a new engine: its limits are wanted). Not
  * under gw->lock. */
 void gw_ctl_kick(struct gw *gw);
-/* Seconds since the engine last said anything (ring or control plane); 0 while
- * no engine is connected. */
-double gw_engine_silence(struct gw *gw);
 
 #endif

@@ -3,8 +3,8 @@
  * submission ring, routes completion events to their requests by user_tag,
  * applies stop strings, cancels requests whose HTTP client hung up, and resumes
  * the suspended connections that have something to send. */
-#include "gateway.h"
 #include "gw-ctl.h"
+#include "gw-pump.h"
 #include "gw-users.h"
 
 #include "common.h"
@@ -67,14 +67,6 @@ static void resume_all(struct resume_list *rl)
 	for (size_t i = 0; i < rl->n; i++)
 		MHD_resume_connection(rl->c[i]);
 	rl->n = 0;
-}
-
-void gw_engine_wake(struct gw *gw)
-{
-	uint64_t one = 1;
-	if (atomic_load(&gw->pump_sleeping) && write(gw->wake_fd, &one, sizeof(one)) < 0) {
-		/* the counter is already non-zero: the pump wakes anyway */
-	}
 }
 
 /* The engine's refusal as an HTTP status (the OpenAI error shape's type). */
@@ -574,16 +566,7 @@ void gw_engine_release(struct gw *gw, struct gw_req *lead)
 	}
 	pthread_mutex_unlock(&gw->lock);
 	if (wake)
-		gw_engine_wake(gw);
-}
-
-struct gw_model *gw_engine_model(struct gw *gw, bool *up)
-{
-	pthread_mutex_lock(&gw->lock);
-	struct gw_model *m = gw_model_ref(gw->model);
-	*up = gw->engine_up;
-	pthread_mutex_unlock(&gw->lock);
-	return m;
+		gw_wake_pump(gw);
 }
 
 int gw_engine_start(struct gw *gw)

@@ -7,7 +7,9 @@
  * deadline for a whole request, which silence-based timeouts cannot give. */
 #include "gw-body.h"
 #include "gw-ctl.h"
+#include "gw-http.h"
 #include "gw-openai.h"
+#include "gw-pump.h"
 #include "gw-stream.h"
 #include "gw-users.h"
 
@@ -123,10 +125,10 @@ static enum MHD_Result no_engine(struct gw *gw, struct MHD_Connection *c, struct
 static enum MHD_Result get_health(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
 	bool up;
-	gw_model_unref(gw_engine_model(gw, &up));
+	gw_model_unref(gw_state_model(gw, &up));
 	if (!up || atomic_load(&gw->stopping))
 		return no_engine(gw, c, x);
-	double silent = gw_engine_silence(gw);
+	double silent = gw_state_silence(gw);
 	if (silent > gw->o.engine_timeout_s) {
 		struct gw_api_err e;
 		gw_api_fail(&e, 503, "service_unavailable", NULL, NULL,
@@ -165,7 +167,7 @@ static json_t *model_card(struct gw *gw, const struct gw_model *m)
 static enum MHD_Result get_models(struct gw *gw, struct MHD_Connection *c, struct gw_http *x)
 {
 	bool up;
-	struct gw_model *m = gw_engine_model(gw, &up);
+	struct gw_model *m = gw_state_model(gw, &up);
 	if (!m)
 		return no_engine(gw, c, x);
 	if (x->route == R_MODEL && strcmp(x->model_id, m->id)) {
@@ -205,7 +207,7 @@ static enum MHD_Result ctl_answer(struct gw *gw, struct MHD_Connection *c, struc
 	/* the figures kept fresh by the control-plane thread: never wait on a step */
 	if (metrics && gw_ctl_metrics_now(gw, &kept, &len) == 0)
 		return respond(c, x, 200, ALLM_CTL_PROM_CONTENT_TYPE, kept, len);
-	gw_model_unref(gw_engine_model(gw, &up));
+	gw_model_unref(gw_state_model(gw, &up));
 	if (!up)
 		return no_engine(gw, c, x);
 	x->scrape.conn = c;
@@ -230,7 +232,7 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	if (x->too_big)
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
 			    "the request body is larger than --max-body-bytes");
-	struct gw_model *m = gw_engine_model(gw, &up);
+	struct gw_model *m = gw_state_model(gw, &up);
 	if (!m || !up || atomic_load(&gw->stopping)) {
 		gw_model_unref(m);
 		return no_engine(gw, c, x);
@@ -258,19 +260,10 @@ static enum MHD_Result post_generate(struct gw *gw, struct MHD_Connection *c, st
 	}
 	r->suspended = true;
 	MHD_suspend_connection(c);
-	for (uint32_t i = 0; i < r->n_choices; i++) {
-		struct gw_req *q = gw_choice(r, i);
-		q->sock = ci ? ci->connect_fd : -1;
-		q->refs = 2; /* this side (released at completion) and the pump (at the end) */
-		gw->live++;
-	}
-	r->refs += (int)r->n_choices - 1; /* one held by each other choice */
-	for (uint32_t i = 0; i < r->n_choices; i++)
-		if (gw_choice(r, i)->owner)
-			gw_choice(r, i)->owner->refs++; /* its prompt's buffers */
+	gw_req_enqueue_locked(gw, r, ci ? ci->connect_fd : -1);
 	x->req = r;
 	pthread_mutex_unlock(&gw->lock);
-	gw_engine_wake(gw);
+	gw_wake_pump(gw);
 	return MHD_YES;
 }
 
@@ -285,7 +278,7 @@ static enum MHD_Result post_tokenize(struct gw *gw, struct MHD_Connection *c, st
 	if (x->too_big)
 		return fail(c, x, 413, "invalid_request_error", "body_too_large",
 			    "the request body is larger than --max-body-bytes");
-	struct gw_model *m = gw_engine_model(gw, &up);
+	struct gw_model *m = gw_state_model(gw, &up);
 	if (!m)
 		return no_engine(gw, c, x);
 	int rc = gw_api_tokenize(gw, m, x->route == R_DETOKENIZE, x->body ? x->body : "", x->len, &out, &len, &e);

@@ -7,7 +7,6 @@
  * With no --model it follows the engine: the directory the engine names, the
  * embedded default for "default", nothing for a --dummy engine. */
 #include "gateway.h"
-#include "gw-tools.h"
 
 #include "gguf.h"
 #include "vdir.h"
@@ -151,7 +150,7 @@ static void load_template(struct gw_model *m, const struct gw_opts *o, const str
 	}
 	if (!text)
 		return;
-	m->tool_format = (int)gw_tools_format_of(text, len, &m->tool_section);
+	m->tool_format = (int)allm_chat_template_tool_format(text, len, &m->tool_section);
 	if (allm_chat_template_parse(text, len, special(cfg, "bos_token"), special(cfg, "eos_token"),
 				     &m->tmpl, err, sizeof(err)))
 		snprintf(m->why_no_chat, sizeof(m->why_no_chat), "the model's chat template cannot be parsed: %.250s",
@@ -166,7 +165,7 @@ static void load_template(struct gw_model *m, const struct gw_opts *o, const str
 				     &m->tmpl_tools, err, sizeof(err)))
 		m->tmpl_tools = NULL; /* requests with tools use the default one */
 	else if (m->tmpl_tools)
-		m->tool_format = (int)gw_tools_format_of(tools, strlen(tools), &m->tool_section);
+		m->tool_format = (int)allm_chat_template_tool_format(tools, strlen(tools), &m->tool_section);
 }
 
 int gw_model_load(const struct gw_opts *o, const char *engine_model, struct gw_model **ret)

@@ -2,7 +2,7 @@
  * to in O(1) (tag = generation << 32 | slot, so a stale event of a finished request
  * never reaches the next one in the same slot), and requests are freed when their
  * last reference goes. All under gw->lock. */
-#include "gateway.h"
+#include "gw-pump.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -80,6 +80,32 @@ static void req_free(struct gw *gw, struct gw_req *r)
 		gw_req_unref_locked(gw, owner);
 	if (lead != r) /* the reference each other choice holds */
 		gw_req_unref_locked(gw, lead);
+}
+
+void gw_req_enqueue_locked(struct gw *gw, struct gw_req *lead, int sock)
+{
+	for (uint32_t i = 0; i < lead->n_choices; i++) {
+		struct gw_req *q = gw_choice(lead, i);
+		q->sock = sock;
+		q->refs = 2; /* the HTTP side (gw_engine_release) and the pump (at the end) */
+		gw->live++;
+	}
+	lead->refs += (int)lead->n_choices - 1; /* one held by each other choice */
+	for (uint32_t i = 0; i < lead->n_choices; i++)
+		if (gw_choice(lead, i)->owner)
+			gw_choice(lead, i)->owner->refs++; /* its prompt's buffers */
+}
+
+void gw_req_hold_choices_locked(struct gw_req *lead)
+{
+	for (uint32_t i = 0; i < lead->n_choices; i++)
+		gw_choice(lead, i)->refs++;
+}
+
+void gw_req_drop_choices_locked(struct gw *gw, struct gw_req *lead)
+{
+	for (uint32_t i = lead->n_choices; i-- > 0;) /* the lead last: the others hold it */
+		gw_req_unref_locked(gw, gw_choice(lead, i));
 }
 
 void gw_req_unref_locked(struct gw *gw, struct gw_req *r)

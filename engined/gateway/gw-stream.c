@@ -6,6 +6,7 @@
 #include "gw-stream.h"
 
 #include "gw-openai.h"
+#include "gw-pump.h"
 #include "gw-tools.h"
 
 #include <stdlib.h>
@@ -196,7 +197,7 @@ static int stream_fill(struct gw_stream *s, struct MHD_Connection *c)
 		MHD_suspend_connection(c);
 		pthread_mutex_unlock(&gw->lock);
 		pending_free(p, n);
-		gw_engine_wake(gw); /* so it watches this socket for a hang-up */
+		gw_wake_pump(gw); /* so it watches this socket for a hang-up */
 		return 0;
 	}
 	pthread_mutex_unlock(&gw->lock);
@@ -241,8 +242,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 /* Under lock: the stream's references to every choice (the lead last). */
 static void stream_unref_locked(struct gw_stream *s)
 {
-	for (uint32_t i = s->r->n_choices; i-- > 0;)
-		gw_req_unref_locked(s->gw, gw_choice(s->r, i));
+	gw_req_drop_choices_locked(s->gw, s->r);
 }
 
 static void stream_free(void *cls)
@@ -269,8 +269,7 @@ enum MHD_Result gw_stream_start(struct gw *gw, struct MHD_Connection *c, struct 
 	s->conn = c;
 	s->r = lead;
 	pthread_mutex_lock(&gw->lock);
-	for (uint32_t i = 0; i < s->r->n_choices; i++)
-		gw_choice(s->r, i)->refs++;
+	gw_req_hold_choices_locked(s->r);
 	pthread_mutex_unlock(&gw->lock);
 	struct MHD_Response *res =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, GW_SSE_BLOCK, stream_read, s, stream_free);

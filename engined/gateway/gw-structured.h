@@ -12,7 +12,7 @@
 #ifndef ALLM_GW_STRUCTURED_H
 #define ALLM_GW_STRUCTURED_H
 
-#include "gw-openai.h"
+#include "gw-api-err.h"
 
 #include <jansson.h>
 #include <stddef.h>

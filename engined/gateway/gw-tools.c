@@ -18,24 +18,6 @@
 /* Tools a request may offer. */
 #define GW_MAX_TOOLS 128
 
-static bool has(const char *t, size_t len, const char *s)
-{
-	return memmem(t, len, s, strlen(s)) != NULL;
-}
-
-enum gw_tool_format gw_tools_format_of(const char *t, size_t len, bool *section)
-{
-	*section = has(t, len, "tools");
-	if (has(t, len, "[TOOL_CALLS]"))
-		return GW_TOOLS_MISTRAL;
-	if (has(t, len, "<tool_call>"))
-		return GW_TOOLS_HERMES;
-	if (has(t, len, "<|start_header_id|>") && has(t, len, "parameters"))
-		return GW_TOOLS_LLAMA3;
-	/* a section whose output we do not know, or none (the preamble asks for Hermes') */
-	return GW_TOOLS_HERMES;
-}
-
 /* --- the request ------------------------------------------------------------------ */
 
 /* tools[i]: {"type": "function", "function": {"name", "description",

@@ -18,22 +18,15 @@
 #ifndef ALLM_GW_TOOLS_H
 #define ALLM_GW_TOOLS_H
 
-#include "gw-openai.h"
+#include "chat-template.h" /* enum gw_tool_format */
+#include "gw-api-err.h"
+#include "gateway.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-enum gw_tool_format {
-	GW_TOOLS_HERMES = 0, /* <tool_call>{"name", "arguments"}</tool_call>, one or more */
-	GW_TOOLS_LLAMA3 = 1, /* the whole output one {"name", "parameters"} object */
-	GW_TOOLS_MISTRAL = 2, /* [TOOL_CALLS] [{"name", "arguments"}, ...] */
-};
-
-/* From a chat template's text: the format its model calls tools in, and whether
- * it renders `tools` itself (*section). */
-enum gw_tool_format gw_tools_format_of(const char *tmpl, size_t len, bool *section);
 
 /* Reads a chat body's tools, tool_choice and parallel_tool_calls into r
  * (r->tools_on, tool_format, tools_one; with required or a named function a GBNF

@@ -1,7 +1,5 @@
 #include "engine-opts.h"
 
-#include "engine.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,15 +168,4 @@ int allm_engine_opts_parse(struct allm_engine_opts *o, int argc, char **argv, in
 	*i += v ? 2 : 1;
 	int r = store(o, d, v, err);
 	return r ? r : 1;
-}
-
-void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_engine_config *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-#define COPY_CFG(id) ret->id = o->id;
-#define COPY_POOL(id)
-#define COPY_NO(id)
-#define COPY_(id, key, type, opt, live, ...) COPY_##live(id)
-	ALLM_SETTINGS_TABLE(COPY_)
-#undef COPY_
 }

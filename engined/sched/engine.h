@@ -349,7 +349,7 @@ struct allm_engine_config {
 	void *clock_user;
 };
 
-/* The engine settings the shared flags give (engine-opts.c). */
+/* The engine settings the shared flags give (engine-config.c). */
 void allm_engine_config_from_opts(const struct allm_engine_opts *o, struct allm_engine_config *ret);
 
 struct allm_engine_stats {

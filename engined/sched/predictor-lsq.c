@@ -2,6 +2,7 @@
  * solver, exponential forgetting with a bias-driven speed-up, and a prior from
  * calibration that moves with the device's drift. */
 #include "predictor-lsq.h"
+#include "predictor-tune.h"
 
 #include <errno.h>
 #include <math.h>

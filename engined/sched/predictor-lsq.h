@@ -1,39 +1,37 @@
-/* Private to predictor*.c: the weighted least-squares fitter both cost models
- * are made of (struct allm_pred_lsq in predictor.h), and the constants that tune
- * its forgetting, prior and clamps. */
+/* The weighted least-squares fitter both cost models are made of: its state
+ * (struct allm_pred_lsq, embedded in struct allm_predictor, predictor.h) and its
+ * steps. The constants that tune its forgetting, prior and clamps are
+ * predictor-tune.h, private to predictor*.c. It knows nothing of the predictor:
+ * predictor.h includes this, never the other way (no file circle). */
 #ifndef ALLM_PREDICTOR_LSQ_H
 #define ALLM_PREDICTOR_LSQ_H
 
-#include "predictor.h"
+#include <stdbool.h>
+#include <stdint.h>
 
-/* Forgetting per observation: in steady state the live data have an effective
- * window of ~20 samples, enough to average 4 coefficients over the noise. When
- * the predictions are biased (|EWMA of log error| above PRED_BIAS_LO) the device
- * has changed and forgetting speeds up, down to PRED_LAMBDA_FAST at PRED_BIAS_HI,
- * so a 2x slowdown is tracked within a few % after ~20 samples instead of ~100. */
-#define PRED_LAMBDA 0.95
-#define PRED_LAMBDA_FAST 0.6
-#define PRED_BIAS_ALPHA 0.3
-#define PRED_BIAS_LO 0.05
-#define PRED_BIAS_HI 0.15
-/* Weight (in samples) the calibration grid is seeded with in the live statistics,
- * and the weight of the permanent prior built from the same grid. */
-#define PRED_SEED_W 20.0
-#define PRED_PRIOR_W 2.0
-/* EWMA step of the device-wide drift factor that moves the prior. */
-#define PRED_SCALE_ALPHA 0.2
-/* Relative ridge: conditioning only, far below any sample's weight. It pulls
- * directions no sample constrains toward the prior instead of toward zero. */
-#define PRED_RIDGE 1e-9
-/* Predictions are clamped into [floor, PRED_CEIL] so the scheduler never sees a
- * negative, zero, NaN or infinite cost. */
-#define PRED_RC_FLOOR 1e-6
-#define PRED_SWAP_FLOOR 1e-9
-#define PRED_CEIL 1e9
-/* Shortest measurement we learn from: below it the clock, not the work, is measured. */
-#define PRED_MIN_SAMPLE 1e-9
-/* Swap: seconds per MB never below this (bandwidth <= 1e18 B/s), so bw is finite. */
-#define PRED_SWAP_MIN_SPMB 1e-12
+/* The models' feature counts (k): the fitter keeps a swap model's bandwidth finite. */
+enum {
+	ALLM_PRED_RC_NF = 4, /* recompute features: 1, tokens/1e3, tokens_sq/1e6, n_seqs */
+	ALLM_PRED_SWAP_NF = 2, /* swap features: runs, bytes/1e6 */
+};
+
+/* Weighted least squares with exponential forgetting, pulled toward a prior. Each
+ * sample is weighted 1/y^2 so the fit minimises relative error (a 10 ms prefill
+ * matters as much as a 1 s one). The prior keeps directions the live traffic does
+ * not excite (e.g. long prompts on a chat workload) at their calibrated values
+ * times `scale`, instead of letting forgetting wind them down to the ridge. */
+struct allm_pred_lsq {
+	int32_t k; /* features in use: ALLM_PRED_RC_NF or ALLM_PRED_SWAP_NF */
+	uint32_t nonneg; /* bit i set: coef[i] is constrained to >= 0 */
+	double xtx[4][4]; /* sum of lambda^age * w * x x^T, seeded from calibration */
+	double xty[4]; /* sum of lambda^age * w * x y */
+	double prior_xtx[4][4]; /* calibration design scaled to a few samples' weight */
+	double base[4]; /* calibrated coefficients (before calibration: a built-in guess) */
+	double scale; /* EWMA of measured / base prediction: drift of the whole device */
+	double bias; /* EWMA of log(measured / predicted): a persistent one means the device
+		      * changed, and old samples are forgotten faster */
+	double coef[4]; /* current fit: predictions use only this */
+};
 
 double allm_pred_dot(int k, const double *a, const double *b);
 /* t clamped into [floor, PRED_CEIL]; NaN becomes floor. */
@@ -43,6 +41,9 @@ double allm_pred_clamp(double t, double floor);
  * 0 or -EDOM. */
 int allm_pred_lsq_fit(int k, const double A[4][4], const double b[4], const double (*P)[4],
 		      const double cp[4], uint32_t nonneg, double c[4]);
+/* Recomputes q->coef from its statistics; keeps the old coefficients if the
+ * system is singular. */
+void allm_pred_lsq_refit(struct allm_pred_lsq *q);
 /* Keeps a swap model's bandwidth finite. */
 void allm_pred_lsq_fix(int k, double c[4]);
 /* Adds one sample weighted 1/y^2 to A, b (scaled by f: +1 adds, -1 removes). */

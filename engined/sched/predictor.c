@@ -1,6 +1,7 @@
 /* Cost predictors: the models, online learning and calibration. The fitter is
  * predictor-lsq.c; profiles (JSON) are in predictor-profile.c. */
-#include "predictor-lsq.h"
+#include "predictor.h"
+#include "predictor-tune.h"
 
 #include <errno.h>
 #include <math.h>

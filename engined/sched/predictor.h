@@ -12,6 +12,7 @@
 #include "backend.h" /* enum allm_copy_dir */
 #include "common.h"
 #include "kv-disk.h" /* enum allm_disk_dir */
+#include "predictor-lsq.h" /* struct allm_pred_lsq */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -45,8 +46,6 @@ struct allm_prefill_shape {
 };
 
 enum {
-	ALLM_PRED_RC_NF = 4, /* recompute features: 1, tokens/1e3, tokens_sq/1e6, n_seqs */
-	ALLM_PRED_SWAP_NF = 2, /* swap features: runs, bytes/1e6 */
 	ALLM_PRED_RING = 100, /* samples in the rolling error */
 	/* samples before the rolling error is reported: a mean of one or two
 	 * (the first requests' cold-start timings) says nothing about the model.
@@ -56,23 +55,6 @@ enum {
 	ALLM_PRED_MAPE_MIN = 5,
 };
 
-/* Weighted least squares with exponential forgetting, pulled toward a prior. Each
- * sample is weighted 1/y^2 so the fit minimises relative error (a 10 ms prefill
- * matters as much as a 1 s one). The prior keeps directions the live traffic does
- * not excite (e.g. long prompts on a chat workload) at their calibrated values
- * times `scale`, instead of letting forgetting wind them down to the ridge. */
-struct allm_pred_lsq {
-	int32_t k; /* features in use: ALLM_PRED_RC_NF or ALLM_PRED_SWAP_NF */
-	uint32_t nonneg; /* bit i set: coef[i] is constrained to >= 0 */
-	double xtx[4][4]; /* sum of lambda^age * w * x x^T, seeded from calibration */
-	double xty[4]; /* sum of lambda^age * w * x y */
-	double prior_xtx[4][4]; /* calibration design scaled to a few samples' weight */
-	double base[4]; /* calibrated coefficients (before calibration: a built-in guess) */
-	double scale; /* EWMA of measured / base prediction: drift of the whole device */
-	double bias; /* EWMA of log(measured / predicted): a persistent one means the device
-		      * changed, and old samples are forgotten faster */
-	double coef[4]; /* current fit: predictions use only this */
-};
 
 /* Last ALLM_PRED_RING absolute percentage errors. */
 struct allm_pred_ring {
@@ -241,9 +223,6 @@ struct allm_predictor_info {
 void allm_predictor_get_info(const struct allm_predictor *p, struct allm_predictor_info *ret);
 
 /* Shared by predictor.c and predictor-profile.c. */
-/* Recomputes q->coef from its statistics; keeps the old coefficients if the
- * system is singular. */
-void allm_pred_lsq_refit(struct allm_pred_lsq *q);
 /* Features of a prefill shape, sanitised (never NaN, never negative). */
 void allm_pred_rc_features(const struct allm_prefill_shape *s, double x[4]);
 /* Bandwidth from a swap model's coefficients. */
