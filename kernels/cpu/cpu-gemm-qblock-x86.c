@@ -62,6 +62,7 @@ T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
+	int16_t *h = (int16_t *)(s + nb);
 	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	for (int64_t g = 0; g < nb; g += per) {
 		float tail[32], amax = 0.0f;
@@ -70,18 +71,20 @@ T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
 		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
 		for (int64_t b = g; b < g + per && b < nb; b++) {
 			const float *src = block_src(x, k, b, tail);
-			__m256i q[4], sum = _mm256_setzero_si256();
-			for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
+			__m256i q[4];
+			for (int i = 0; i < 4; i++) /* round half to even (MXCSR default) */
 				q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * i), id));
-				sum = _mm256_add_epi32(sum, q[i]);
-			}
 			__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
 			_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
-			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+			/* the halves' sums: [lo, lo, hi, hi] per 128-bit lane, then [lo, hi] */
+			__m256i hs = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(hs), _mm256_extracti128_si256(hs, 1));
+			s4 = _mm_hadd_epi32(s4, s4);
+			const int32_t h0 = _mm_cvtsi128_si32(s4), h1 = _mm_extract_epi32(s4, 1);
 			dx[b] = amax / 127.0f;
-			s[b] = _mm_cvtsi128_si32(s4);
+			s[b] = h0 + h1;
+			h[2 * b] = (int16_t)h0;
+			h[2 * b + 1] = (int16_t)h1;
 			sx[b] = dx[b] * (float)s[b];
 		}
 	}
@@ -286,19 +289,15 @@ INL T2 __m128i k4_scales_mins(const uint8_t *p)
 }
 
 /* Decode (one token): one row's super-block of Q4_K/Q5_K against xq (256 values):
- * the integer sum I in 8 lanes (to be added up), and M = sum of m_j * s_j. The
+ * the integer sum I in 8 lanes and M = sum of m_j * s_j in 4 (to be added up). The
  * several-token pass below gives the same integers; this one keeps a token's
  * pass lean (its arrays of several tokens' sums cost a third of the decode rate). */
 INL T2 __m256i k4_row1(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
-		      int32_t *ret_m)
+		      __m128i *ret_m)
 {
 	const __m256i m4 = _mm256_set1_epi8(15);
 	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
-	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-	__m128i mv = _mm_madd_epi16(mins, s16);
-	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0x4e));
-	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0xb1));
-	*ret_m = _mm_cvtsi128_si32(mv);
+	*ret_m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), s16);
 	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
 	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
 							 : offsetof(struct allm_block_q5_K, qs));
@@ -328,16 +327,20 @@ INL T2 __m256i k4_row1(const enum allm_dtype dt, const uint8_t *blk, const int8_
 	return a;
 }
 
-/* One row's super-block of Q6_K: I in 8 lanes. */
-INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
+/* One row's super-block of Q6_K: I in 8 lanes. The quants enter unsigned (q + 32,
+ * 0..63) and the offset comes out once per super-block from the activations' sums
+ * per 16 (h16): sum_g sc_g (sum (q + 32) x - 32 h_g), the same exact integer. */
+INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq, const int16_t *h16)
 {
 	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
-	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
 	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
 	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
 	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
 	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
-	__m256i a = _mm256_setzero_si256();
+	/* 32 sum_g sc_g h_g in 8 lanes, taken out at the start */
+	__m256i a = _mm256_sub_epi32(_mm256_setzero_si256(),
+				     _mm256_slli_epi32(_mm256_madd_epi16(v, _mm256_loadu_si256((const __m256i *)h16)), 5));
 	UNROLL
 	for (int h = 0; h < 2; h++) {
 		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
@@ -347,11 +350,12 @@ INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
 		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
 			const __m256i l = c % 2 ? l1 : l0;
 			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
-			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
-			/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
-			__m256i x = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * c));
-			__m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q));
+			/* bits 2c, 2c + 1 of qh to bits 4-5 (the shifts move whole
+			 * 16-bit words; the mask keeps each byte's own bits) */
+			__m256i hi2 = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : c == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			__m256i q = _mm256_or_si256(nib, _mm256_and_si256(hi2, m30));
+			/* (q + 32) x pairs: <= 2 * 63 * 128 */
+			__m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * c)));
 			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
 			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
 			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
@@ -361,23 +365,17 @@ INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
 	return a;
 }
 
-/* The sum of a vector's 8 int32 lanes (exact: any order). */
-INL T2 int32_t hsum8(__m256i a)
-{
-	__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-	return _mm_cvtsi128_si32(v);
-}
-
 /* Decode: one row of a K format, one token, the super-blocks in order: its sum.
  * A row at a time (its integers reduced in place, the fmas scalar) keeps the
  * working set in registers; 8 rows side by side spilled a third of the
- * instructions. next: this row's share of the next item's rows, prefetched. */
+ * instructions. I and M are added up together and converted in the vector unit
+ * (no trip through the integer registers). next: this row's share of the next
+ * item's rows, prefetched. */
 INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w,
 		    struct qb_xrow x, const uint8_t *next)
 {
 	const size_t bb = j->bb;
+	const __m128 neg_hi = _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f);
 	__m128 acc = _mm_setzero_ps();
 	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
 		const uint8_t *blk = w + (size_t)sb * bb;
@@ -385,22 +383,26 @@ INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint
 		if (next)
 			for (size_t o = 0; o < 2 * bb; o += 64)
 				_mm_prefetch((const char *)next + (size_t)sb * 2 * bb + o, _MM_HINT_T1);
-		const __m128 dx = _mm_set_ss(x.dx[sb * 8]);
+		const __m128 dx = _mm_broadcast_ss(x.dx + sb * 8);
+		__m256i a;
+		__m128i mv = _mm_setzero_si128();
+		__m128 d;
 		if (dt == ALLM_DTYPE_Q6_K) {
-			const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
-			const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(b->d)));
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum8(k6_row1(blk, xq))), _mm_mul_ss(d, dx), acc);
+			a = k6_row1(blk, xq, x.h + sb * 16);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(((const struct allm_block_q6_K *)blk)->d)));
 		} else {
-			const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk;
 			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
 							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
-			int32_t m;
-			const int32_t i = hsum8(k4_row1(dt, blk, xq, s16, &m));
-			const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(b->d)));
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), i), _mm_mul_ss(dm, dx), acc);
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), -m),
-					   _mm_mul_ss(_mm_movehdup_ps(dm), dx), acc);
+			a = k4_row1(dt, blk, xq, s16, &mv);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(blk))); /* d, dmin */
 		}
+		/* [I, M, I, M] exactly, then as floats */
+		__m128i t = _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)), mv);
+		const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(t, t));
+		const __m128 sd = _mm_xor_ps(_mm_mul_ps(d, dx), neg_hi); /* d dx, -(dmin dx) */
+		acc = _mm_fmadd_ss(f, sd, acc);
+		if (dt != ALLM_DTYPE_Q6_K) /* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(sd), acc);
 	}
 	return _mm_cvtss_f32(acc);
 }
@@ -573,11 +575,44 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 	}
 }
 
+/* Decode: the item's rows for token t, a row at a time. Out of line per format:
+ * inlined into the item with the several-token passes, it shared their register
+ * allocation (dx and the masks went through the stack every super-block). */
+INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+		    int64_t o, int64_t t, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	const struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+	float *y = mt->y + t * mt->m + o;
+	for (int r = 0; r < rows; r++) {
+		/* the next item's rows: this row's share (2 rows each for rows 8..15) */
+		const uint8_t *pr = next && r >= 8 ? next + (size_t)(r - 8) * 2 * j->rb : NULL;
+		float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
+		y[r] = mt->bias ? v + mt->bias[o + r] : v;
+	}
+}
+
+#define ROWS_K1(name, dt) \
+	static __attribute__((noinline)) T2 void name(const struct qb_job *j, const struct qb_mat *mt, \
+						      int64_t o, int64_t t, const uint8_t *next) \
+	{ \
+		rows_k1(dt, j, mt, o, t, next); \
+	}
+ROWS_K1(rows_k1_q4_k, ALLM_DTYPE_Q4_K)
+ROWS_K1(rows_k1_q5_k, ALLM_DTYPE_Q5_K)
+ROWS_K1(rows_k1_q6_k, ALLM_DTYPE_Q6_K)
+
 INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
 		      int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
 {
 	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	if (t1 - t0 == 1) {
+		(dt == ALLM_DTYPE_Q4_K ? rows_k1_q4_k : dt == ALLM_DTYPE_Q5_K ? rows_k1_q5_k : rows_k1_q6_k)(
+			j, mt, o, t0, next);
+		return;
+	}
 	for (int h = 0; h < 2 && 8 * h < rows; h++) {
 		const uint8_t *w[8];
 		int8_t perm_h[8];
@@ -591,17 +626,6 @@ INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const st
 		for (int64_t t = t0; t < t1; t += QB_K_TOK) {
 			__m256 acc[QB_K_TOK];
 			const uint8_t *pf = t == t0 && h == 1 ? next : NULL; /* later tokens find W in cache */
-			if (t1 - t == 1) { /* decode: a row at a time */
-				struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
-				float *y = mt->y + t * mt->m + o;
-				for (int r = 8 * h; r < ALLM_MIN(8 * h + 8, rows); r++) {
-					/* the next item's rows: this row's share (2 of 16 rows a pass) */
-					const uint8_t *pr = pf ? pf + (size_t)(r - 8) * 2 * j->rb : NULL;
-					float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
-					y[r] = mt->bias ? v + mt->bias[o + r] : v;
-				}
-				break;
-			}
 			switch (ALLM_MIN((int64_t)QB_K_TOK, t1 - t)) {
 			case 2: half_k(2, dt, j, w, gidx, t, pf, acc); break;
 			case 3: half_k(3, dt, j, w, gidx, t, pf, acc); break;
