@@ -407,6 +407,56 @@ INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint
 	return _mm_cvtss_f32(acc);
 }
 
+/* Decode, two rows side by side (w0, w1), one token: their sums in lanes 0 and 1.
+ * Each lane does row_k1's arithmetic (the same fmas in the same order); the two
+ * rows share one reduction of their integers, one conversion and the fmas' issue,
+ * a third of a row's instructions per super-block alone. next: the pair's share
+ * of the next item's rows. */
+INL T2 __m128 rows_k2(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w0,
+		      const uint8_t *w1, struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	const __m128 neg = _mm_set1_ps(-0.0f);
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *b0 = w0 + (size_t)sb * bb, *b1 = w1 + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 4 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 4 * bb + o, _MM_HINT_T1);
+		const __m128 dx = _mm_broadcast_ss(x.dx + sb * 8);
+		__m256i a0, a1;
+		__m128i m0 = _mm_setzero_si128(), m1 = _mm_setzero_si128();
+		__m128 d;
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const size_t od = offsetof(struct allm_block_q6_K, d);
+			a0 = k6_row1(b0, xq, x.h + sb * 16);
+			a1 = k6_row1(b1, xq, x.h + sb * 16);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(allm_le16(b0 + od) | (uint32_t)allm_le16(b1 + od) << 16)));
+		} else {
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			a0 = k4_row1(dt, b0, xq, s16, &m0);
+			a1 = k4_row1(dt, b1, xq, s16, &m1);
+			/* [d0, dmin0, d1, dmin1] */
+			d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(allm_le32(b0) | (uint64_t)allm_le32(b1) << 32)));
+		}
+		/* [I0, I1, M0, M1] exactly, then as floats */
+		const __m128i t = _mm_hadd_epi32(
+			_mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1)),
+			_mm_add_epi32(_mm256_castsi256_si128(a1), _mm256_extracti128_si256(a1, 1)));
+		const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(t, _mm_hadd_epi32(m0, m1)));
+		const __m128 sd = _mm_mul_ps(d, dx);
+		if (dt == ALLM_DTYPE_Q6_K) {
+			acc = _mm_fmadd_ps(f, sd, acc);
+		} else { /* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ps(f, _mm_shuffle_ps(sd, sd, 0x08), acc);
+			acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_xor_ps(_mm_shuffle_ps(sd, sd, 0x0d), neg), acc);
+		}
+	}
+	return acc;
+}
+
 /* Tokens a K pass takes at once: their integer sums share one unpacking of a row's
  * quants and scales (prefill). */
 #define QB_K_TOK 4
@@ -585,11 +635,17 @@ INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const stru
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
 	const struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
 	float *y = mt->y + t * mt->m + o;
-	for (int r = 0; r < rows; r++) {
-		/* the next item's rows: this row's share (2 rows each for rows 8..15) */
+	for (int r = 0; r < rows; r += 2) {
+		/* the next item's rows: these rows' share (2 rows each for rows 8..15) */
 		const uint8_t *pr = next && r >= 8 ? next + (size_t)(r - 8) * 2 * j->rb : NULL;
-		float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
-		y[r] = mt->bias ? v + mt->bias[o + r] : v;
+		const uint8_t *w = base + (size_t)r * j->rb;
+		float v[4];
+		if (r + 1 < rows)
+			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, pr));
+		else
+			v[0] = row_k1(dt, j, w, x, pr);
+		for (int i = 0; i < 2 && r + i < rows; i++)
+			y[r + i] = mt->bias ? v[i] + mt->bias[o + r + i] : v[i];
 	}
 }
 
