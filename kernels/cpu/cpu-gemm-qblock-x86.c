@@ -62,6 +62,7 @@ T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
+	int16_t *h = (int16_t *)(s + nb);
 	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	for (int64_t g = 0; g < nb; g += per) {
 		float tail[32], amax = 0.0f;
@@ -70,18 +71,20 @@ T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
 		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
 		for (int64_t b = g; b < g + per && b < nb; b++) {
 			const float *src = block_src(x, k, b, tail);
-			__m256i q[4], sum = _mm256_setzero_si256();
-			for (int i = 0; i < 4; i++) { /* round half to even (MXCSR default) */
+			__m256i q[4];
+			for (int i = 0; i < 4; i++) /* round half to even (MXCSR default) */
 				q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + 8 * i), id));
-				sum = _mm256_add_epi32(sum, q[i]);
-			}
 			__m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
 			_mm256_storeu_si256((__m256i *)(xq + b * 32), _mm256_permutevar8x32_epi32(q8, order));
-			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-			s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+			/* the halves' sums: [lo, lo, hi, hi] per 128-bit lane, then [lo, hi] */
+			__m256i hs = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+			__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(hs), _mm256_extracti128_si256(hs, 1));
+			s4 = _mm_hadd_epi32(s4, s4);
+			const int32_t h0 = _mm_cvtsi128_si32(s4), h1 = _mm_extract_epi32(s4, 1);
 			dx[b] = amax / 127.0f;
-			s[b] = _mm_cvtsi128_si32(s4);
+			s[b] = h0 + h1;
+			h[2 * b] = (int16_t)h0;
+			h[2 * b + 1] = (int16_t)h1;
 			sx[b] = dx[b] * (float)s[b];
 		}
 	}
@@ -285,126 +288,6 @@ INL T2 __m128i k4_scales_mins(const uint8_t *p)
 	return _mm_unpacklo_epi32(lo6, _mm_or_si128(u2, top)); /* [sc 0-3, sc 4-7, m 0-3, m 4-7] */
 }
 
-/* Decode (one token): one row's super-block of Q4_K/Q5_K against xq (256 values):
- * the integer sum I in 8 lanes (to be added up), and M = sum of m_j * s_j. The
- * several-token pass below gives the same integers; this one keeps a token's
- * pass lean (its arrays of several tokens' sums cost a third of the decode rate). */
-INL T2 __m256i k4_row1(const enum allm_dtype dt, const uint8_t *blk, const int8_t *xq, __m128i s16,
-		      int32_t *ret_m)
-{
-	const __m256i m4 = _mm256_set1_epi8(15);
-	const __m128i sm = k4_scales_mins(blk + offsetof(struct allm_block_q4_K, scales));
-	const __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
-	__m128i mv = _mm_madd_epi16(mins, s16);
-	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0x4e));
-	mv = _mm_add_epi32(mv, _mm_shuffle_epi32(mv, 0xb1));
-	*ret_m = _mm_cvtsi128_si32(mv);
-	const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* 8 int16, twice */
-	const uint8_t *qs = blk + (dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs)
-							 : offsetof(struct allm_block_q5_K, qs));
-	__m256i hb = _mm256_setzero_si256();
-	if (dt == ALLM_DTYPE_Q5_K)
-		hb = _mm256_loadu_si256((const __m256i *)(blk + offsetof(struct allm_block_q5_K, qh)));
-	__m256i a = _mm256_setzero_si256();
-	UNROLL
-	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
-		__m256i z = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-		__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
-		if (dt == ALLM_DTYPE_Q5_K) {
-			const __m256i b0 = _mm256_set1_epi8((char)(1 << 2 * c)), b1 = _mm256_set1_epi8((char)(2 << 2 * c));
-			const __m256i f = _mm256_set1_epi8(16);
-			lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b0), b0), f));
-			hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
-		}
-		/* the scale of sub-block j as 16 int16: bytes 2j, 2j + 1 of sc */
-		const __m256i c0 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 1) + 4 * c));
-		const __m256i c1 = _mm256_set1_epi16((short)(0x0100 * (4 * c + 3) + 4 * c + 2));
-		/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
-		__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xq + 64 * c)));
-		__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 64 * c + 32)));
-		a = _mm256_add_epi32(a, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc, c0)),
-							 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc, c1))));
-	}
-	return a;
-}
-
-/* One row's super-block of Q6_K: I in 8 lanes. */
-INL T2 __m256i k6_row1(const uint8_t *blk, const int8_t *xq)
-{
-	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
-	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
-	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
-	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
-	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
-	__m256i a = _mm256_setzero_si256();
-	UNROLL
-	for (int h = 0; h < 2; h++) {
-		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-		const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-		const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-		UNROLL
-		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
-			const __m256i l = c % 2 ? l1 : l0;
-			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
-			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
-			/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
-			__m256i x = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * c));
-			__m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(x, q));
-			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
-			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
-			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
-			a = _mm256_add_epi32(a, _mm256_madd_epi16(p, sc));
-		}
-	}
-	return a;
-}
-
-/* The sum of a vector's 8 int32 lanes (exact: any order). */
-INL T2 int32_t hsum8(__m256i a)
-{
-	__m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-	v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-	return _mm_cvtsi128_si32(v);
-}
-
-/* Decode: one row of a K format, one token, the super-blocks in order: its sum.
- * A row at a time (its integers reduced in place, the fmas scalar) keeps the
- * working set in registers; 8 rows side by side spilled a third of the
- * instructions. next: this row's share of the next item's rows, prefetched. */
-INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w,
-		    struct qb_xrow x, const uint8_t *next)
-{
-	const size_t bb = j->bb;
-	__m128 acc = _mm_setzero_ps();
-	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
-		const uint8_t *blk = w + (size_t)sb * bb;
-		const int8_t *xq = x.xq + sb * 256;
-		if (next)
-			for (size_t o = 0; o < 2 * bb; o += 64)
-				_mm_prefetch((const char *)next + (size_t)sb * 2 * bb + o, _MM_HINT_T1);
-		const __m128 dx = _mm_set_ss(x.dx[sb * 8]);
-		if (dt == ALLM_DTYPE_Q6_K) {
-			const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
-			const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(b->d)));
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), hsum8(k6_row1(blk, xq))), _mm_mul_ss(d, dx), acc);
-		} else {
-			const struct allm_block_q4_K *b = (const struct allm_block_q4_K *)blk;
-			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
-							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
-			int32_t m;
-			const int32_t i = hsum8(k4_row1(dt, blk, xq, s16, &m));
-			const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(b->d)));
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), i), _mm_mul_ss(dm, dx), acc);
-			acc = _mm_fmadd_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), -m),
-					   _mm_mul_ss(_mm_movehdup_ps(dm), dx), acc);
-		}
-	}
-	return _mm_cvtss_f32(acc);
-}
-
 /* Tokens a K pass takes at once: their integer sums share one unpacking of a row's
  * quants and scales (prefill). */
 #define QB_K_TOK 4
@@ -452,18 +335,23 @@ INL T2 void k4_row(const int R, const enum allm_dtype dt, const uint8_t *blk, co
 	}
 }
 
-/* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. */
-INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, __m256i *a)
+/* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. The quants
+ * enter unsigned (q + 32, 0..63: one vpmaddubsw with no sign trick) and the offset
+ * comes out once per super-block from each token's sums per 16 (h16[t]): sum_g sc_g
+ * (sum (q + 32) x - 32 h_g), the same exact integer. */
+INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, const int16_t *const *h16,
+		   __m256i *a)
 {
 	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
-	const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
 	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
 	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
 	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
 	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
 	UNROLL
-	for (int t = 0; t < R; t++)
-		a[t] = _mm256_setzero_si256();
+	for (int t = 0; t < R; t++) /* 32 sum_g sc_g h_g in 8 lanes, taken out first */
+		a[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+					_mm256_slli_epi32(_mm256_madd_epi16(v, _mm256_loadu_si256((const __m256i *)h16[t])), 5));
 	UNROLL
 	for (int h = 0; h < 2; h++) {
 		const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
@@ -473,21 +361,115 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, __m
 		for (int c = 0; c < 4; c++) { /* sub-block j = 4 h + c: groups 2j, 2j + 1 */
 			const __m256i l = c % 2 ? l1 : l0;
 			__m256i nib = c < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-			__m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), m2);
-			__m256i q = _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_slli_epi16(hi2, 4)), o32);
-			__m256i aq = _mm256_abs_epi8(q);
+			/* bits 2c, 2c + 1 of qh to bits 4-5 (the shifts move whole
+			 * 16-bit words; the mask keeps each byte's own bits) */
+			__m256i hi2 = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : c == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			__m256i q = _mm256_or_si256(nib, _mm256_and_si256(hi2, m30));
 			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
 			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
 			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
 			UNROLL
 			for (int t = 0; t < R; t++) {
-				/* |q| * sign-moved x: pairs <= 2 * 32 * 127 */
-				__m256i x = _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c));
-				__m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(x, q));
+				/* (q + 32) x pairs: <= 2 * 63 * 128 */
+				__m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c)));
 				a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, sc));
 			}
 		}
 	}
+}
+
+/* Decode: one row of a K format, one token, the super-blocks in order: its sum.
+ * A row at a time (its integers reduced in place, the fmas scalar) keeps the
+ * working set in registers; 8 rows side by side spilled a third of the
+ * instructions. I and M are added up together and converted in the vector unit
+ * (no trip through the integer registers). next: this row's share of the next
+ * item's rows, prefetched. */
+INL T2 float row_k1(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w,
+		    struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	const __m128 neg_hi = _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f);
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *blk = w + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 2 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 2 * bb + o, _MM_HINT_T1);
+		const __m128 dx = _mm_broadcast_ss(x.dx + sb * 8);
+		__m256i a;
+		__m128i mv = _mm_setzero_si128();
+		__m128 d;
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const int16_t *h16 = x.h + sb * 16;
+			k6_row(1, blk, &xq, &h16, &a);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128(allm_le16(((const struct allm_block_q6_K *)blk)->d)));
+		} else {
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			k4_row(1, dt, blk, &xq, &s16, &a, &mv);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)allm_le32(blk))); /* d, dmin */
+		}
+		/* [I, M, I, M] exactly, then as floats */
+		__m128i t = _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)), mv);
+		const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(t, t));
+		const __m128 sd = _mm_xor_ps(_mm_mul_ps(d, dx), neg_hi); /* d dx, -(dmin dx) */
+		acc = _mm_fmadd_ss(f, sd, acc);
+		if (dt != ALLM_DTYPE_Q6_K) /* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(sd), acc);
+	}
+	return _mm_cvtss_f32(acc);
+}
+
+/* Decode, two rows side by side (w0, w1), one token: their sums in lanes 0 and 1.
+ * Each lane does row_k1's arithmetic (the same fmas in the same order); the two
+ * rows share one reduction of their integers, one conversion and the fmas' issue,
+ * a third of a row's instructions per super-block alone. next: the pair's share
+ * of the next item's rows. */
+INL T2 __m128 rows_k2(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w0,
+		      const uint8_t *w1, struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	const __m128 neg = _mm_set1_ps(-0.0f);
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *b0 = w0 + (size_t)sb * bb, *b1 = w1 + (size_t)sb * bb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 4 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 4 * bb + o, _MM_HINT_T1);
+		const __m128 dx = _mm_broadcast_ss(x.dx + sb * 8);
+		__m256i a0, a1;
+		__m128i m0 = _mm_setzero_si128(), m1 = _mm_setzero_si128();
+		__m128 d;
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const size_t od = offsetof(struct allm_block_q6_K, d);
+			const int16_t *h16 = x.h + sb * 16;
+			k6_row(1, b0, &xq, &h16, &a0);
+			k6_row(1, b1, &xq, &h16, &a1);
+			d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(allm_le16(b0 + od) | (uint32_t)allm_le16(b1 + od) << 16)));
+		} else {
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			k4_row(1, dt, b0, &xq, &s16, &a0, &m0);
+			k4_row(1, dt, b1, &xq, &s16, &a1, &m1);
+			/* [d0, dmin0, d1, dmin1] */
+			d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(allm_le32(b0) | (uint64_t)allm_le32(b1) << 32)));
+		}
+		/* [I0, I1, M0, M1] exactly, then as floats */
+		const __m128i t = _mm_hadd_epi32(
+			_mm_add_epi32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1)),
+			_mm_add_epi32(_mm256_castsi256_si128(a1), _mm256_extracti128_si256(a1, 1)));
+		const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(t, _mm_hadd_epi32(m0, m1)));
+		const __m128 sd = _mm_mul_ps(d, dx);
+		if (dt == ALLM_DTYPE_Q6_K) {
+			acc = _mm_fmadd_ps(f, sd, acc);
+		} else { /* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ps(f, _mm_shuffle_ps(sd, sd, 0x08), acc);
+			acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_xor_ps(_mm_shuffle_ps(sd, sd, 0x0d), neg), acc);
+		}
+	}
+	return acc;
 }
 
 /* 8 rows' M from their 4-lane vectors mv[0..8), lane = row. */
@@ -518,10 +500,12 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
 		const size_t off = (size_t)sb * bb;
 		const int8_t *xq[QB_K_TOK];
+		const int16_t *h16[QB_K_TOK];
 		__m128i s16[QB_K_TOK];
 		UNROLL
 		for (int i = 0; i < R; i++) {
 			xq[i] = x[i].xq + sb * 256;
+			h16[i] = x[i].h + sb * 16;
 			s16[i] = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x[i].s + sb * 8)),
 						 _mm_loadu_si128((const __m128i *)(x[i].s + sb * 8 + 4)));
 		}
@@ -538,7 +522,7 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 					_mm_prefetch((const char *)next + (size_t)sb * QB_OUT * bb + (size_t)r * 2 * bb + o,
 						     _MM_HINT_T1);
 			if (dt == ALLM_DTYPE_Q6_K) {
-				k6_row(R, blk, xq, a[r]);
+				k6_row(R, blk, xq, h16, a[r]);
 			} else {
 				__m128i m[QB_K_TOK];
 				k4_row(R, dt, blk, xq, s16, a[r], m);
@@ -573,11 +557,50 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 	}
 }
 
+/* Decode: the item's rows for token t, a row at a time. Out of line per format:
+ * inlined into the item with the several-token passes, it shared their register
+ * allocation (dx and the masks went through the stack every super-block). */
+INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
+		    int64_t o, int64_t t, const uint8_t *next)
+{
+	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
+	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	const struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+	float *y = mt->y + t * mt->m + o;
+	for (int r = 0; r < rows; r += 2) {
+		/* the next item's rows: these rows' share (2 rows each for rows 8..15) */
+		const uint8_t *pr = next && r >= 8 ? next + (size_t)(r - 8) * 2 * j->rb : NULL;
+		const uint8_t *w = base + (size_t)r * j->rb;
+		float v[4];
+		if (r + 1 < rows)
+			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, pr));
+		else
+			v[0] = row_k1(dt, j, w, x, pr);
+		for (int i = 0; i < 2 && r + i < rows; i++)
+			y[r + i] = mt->bias ? v[i] + mt->bias[o + r + i] : v[i];
+	}
+}
+
+#define ROWS_K1(name, dt) \
+	static __attribute__((noinline)) T2 void name(const struct qb_job *j, const struct qb_mat *mt, \
+						      int64_t o, int64_t t, const uint8_t *next) \
+	{ \
+		rows_k1(dt, j, mt, o, t, next); \
+	}
+ROWS_K1(rows_k1_q4_k, ALLM_DTYPE_Q4_K)
+ROWS_K1(rows_k1_q5_k, ALLM_DTYPE_Q5_K)
+ROWS_K1(rows_k1_q6_k, ALLM_DTYPE_Q6_K)
+
 INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
 		      int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
 {
 	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
+	if (t1 - t0 == 1) {
+		(dt == ALLM_DTYPE_Q4_K ? rows_k1_q4_k : dt == ALLM_DTYPE_Q5_K ? rows_k1_q5_k : rows_k1_q6_k)(
+			j, mt, o, t0, next);
+		return;
+	}
 	for (int h = 0; h < 2 && 8 * h < rows; h++) {
 		const uint8_t *w[8];
 		int8_t perm_h[8];
@@ -591,17 +614,6 @@ INL T2 void item_k_dt(const enum allm_dtype dt, const struct qb_job *j, const st
 		for (int64_t t = t0; t < t1; t += QB_K_TOK) {
 			__m256 acc[QB_K_TOK];
 			const uint8_t *pf = t == t0 && h == 1 ? next : NULL; /* later tokens find W in cache */
-			if (t1 - t == 1) { /* decode: a row at a time */
-				struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
-				float *y = mt->y + t * mt->m + o;
-				for (int r = 8 * h; r < ALLM_MIN(8 * h + 8, rows); r++) {
-					/* the next item's rows: this row's share (2 of 16 rows a pass) */
-					const uint8_t *pr = pf ? pf + (size_t)(r - 8) * 2 * j->rb : NULL;
-					float v = row_k1(dt, j, base + (size_t)r * j->rb, x, pr);
-					y[r] = mt->bias ? v + mt->bias[o + r] : v;
-				}
-				break;
-			}
 			switch (ALLM_MIN((int64_t)QB_K_TOK, t1 - t)) {
 			case 2: half_k(2, dt, j, w, gidx, t, pf, acc); break;
 			case 3: half_k(3, dt, j, w, gidx, t, pf, acc); break;
@@ -686,20 +698,36 @@ static T2 void tune8(void)
 
 static pthread_once_t tune8_once = PTHREAD_ONCE_INIT, tune16_once = PTHREAD_ONCE_INIT;
 
+/* The 32-value formats' items, out of line per format and scale fetch: inlined
+ * into one function with every other format's passes they shared its register
+ * allocation (row pointers and masks reloaded from the stack every block). */
+#define ITEM_AVX2(name, dt) \
+	static __attribute__((noinline)) T2 void name(const struct qb_job *j, const struct qb_mat *mt, \
+						      int64_t o, int64_t t0, int64_t t1, const uint8_t *next) \
+	{ \
+		if (qb_loads8) \
+			item_avx2_dt(dt, true, j, mt, o, t0, t1, next); \
+		else \
+			item_avx2_dt(dt, false, j, mt, o, t0, t1, next); \
+	}
+ITEM_AVX2(item_avx2_q8_0, ALLM_DTYPE_Q8_0)
+ITEM_AVX2(item_avx2_q4_0, ALLM_DTYPE_Q4_0)
+ITEM_AVX2(item_avx2_q4_1, ALLM_DTYPE_Q4_1)
+ITEM_AVX2(item_avx2_q5_0, ALLM_DTYPE_Q5_0)
+ITEM_AVX2(item_avx2_q5_1, ALLM_DTYPE_Q5_1)
+
 T2 void qb_item_avx2(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0,
 		     int64_t t1, const uint8_t *next)
 {
 	if (qb_r8_item(j, mt, o, t0, t1, next))
 		return;
 	pthread_once(&tune8_once, tune8);
-#define AVX2_DT(dt) \
-	(qb_loads8 ? item_avx2_dt(dt, true, j, mt, o, t0, t1, next) : item_avx2_dt(dt, false, j, mt, o, t0, t1, next))
 	switch (j->dt) {
-	case ALLM_DTYPE_Q8_0: AVX2_DT(ALLM_DTYPE_Q8_0); break;
-	case ALLM_DTYPE_Q4_0: AVX2_DT(ALLM_DTYPE_Q4_0); break;
-	case ALLM_DTYPE_Q4_1: AVX2_DT(ALLM_DTYPE_Q4_1); break;
-	case ALLM_DTYPE_Q5_0: AVX2_DT(ALLM_DTYPE_Q5_0); break;
-	case ALLM_DTYPE_Q5_1: AVX2_DT(ALLM_DTYPE_Q5_1); break;
+	case ALLM_DTYPE_Q8_0: item_avx2_q8_0(j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_0: item_avx2_q4_0(j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q4_1: item_avx2_q4_1(j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_0: item_avx2_q5_0(j, mt, o, t0, t1, next); break;
+	case ALLM_DTYPE_Q5_1: item_avx2_q5_1(j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q4_K: item_k_dt(ALLM_DTYPE_Q4_K, j, mt, o, t0, t1, next); break;
 	case ALLM_DTYPE_Q5_K: item_k_dt(ALLM_DTYPE_Q5_K, j, mt, o, t0, t1, next); break;
 	default: item_k_dt(ALLM_DTYPE_Q6_K, j, mt, o, t0, t1, next); break;

@@ -18,22 +18,26 @@ void qb_x_prep_scalar(void *dst, const float *x, int64_t k, int64_t grain)
 	int8_t *xq = dst;
 	float *dx = (float *)(xq + 32 * nb), *sx = dx + nb;
 	int32_t *s = (int32_t *)(sx + nb);
+	int16_t *h = (int16_t *)(s + nb);
 	for (int64_t g = 0; g < nb; g += per) { /* a grain: `per` blocks of 32 */
 		float amax = 0.0f;
 		for (int64_t p = 32 * g; p < 32 * (g + per) && p < k; p++)
 			amax = fmaxf(amax, fabsf(x[p]));
 		float id = amax > 0.0f ? 127.0f / amax : 0.0f;
 		for (int64_t b = g; b < g + per && b < nb; b++) {
-			int32_t sum = 0;
+			int32_t half[2] = { 0, 0 };
 			for (int i = 0; i < 32; i++) {
 				/* the product rounded to f32, then to the nearest integer, ties
 				 * to even: what cvtps2dq does to the SIMD families' product */
 				long q = b * 32 + i < k ? lrintf(x[b * 32 + i] * id) : 0;
 				xq[b * 32 + i] = (int8_t)q;
-				sum += (int32_t)q;
+				half[i / 16] += (int32_t)q;
 			}
+			int32_t sum = half[0] + half[1];
 			dx[b] = amax / 127.0f;
 			s[b] = sum;
+			h[2 * b] = (int16_t)half[0];
+			h[2 * b + 1] = (int16_t)half[1];
 			sx[b] = dx[b] * (float)sum;
 		}
 	}

@@ -25,15 +25,17 @@ static inline int qb_dtype_index(enum allm_dtype dt)
 }
 
 /* Bytes of one token's prepared activations for a k of nb blocks of 32:
- *   int8 xq[32 nb] | f32 dx[nb] | f32 sx[nb] | int32 s[nb]   (padded to 64)
+ *   int8 xq[32 nb] | f32 dx[nb] | f32 sx[nb] | int32 s[nb] | int16 h[2 nb]  (padded to 64)
  * xq = round-half-even(x * 127 / amax) (zero past k), amax the largest |x| of the
  * block's grain (32 values; 256 for the K formats: qb_grain), dx = amax / 127 (the
  * same for the 8 blocks of a super-block), s = the block's sum of xq, sx = dx *
- * (float)s (the min term of the 32-value formats). */
+ * (float)s (the min term of the 32-value formats), h = the sums of xq per 16 values
+ * (|h| <= 16 * 127; Q6_K's offset of 32 taken out per scale group, as llama.cpp's
+ * bsums do, instead of a sign trick per value). */
 static inline size_t qb_x_row_bytes(int64_t k)
 {
 	size_t nb = (size_t)allm_qb_blocks(k);
-	return (32 * nb + 12 * nb + 63) & ~(size_t)63;
+	return (32 * nb + 16 * nb + 63) & ~(size_t)63;
 }
 
 /* Values that share one activation scale for weights of dt. */
@@ -46,6 +48,7 @@ struct qb_xrow {
 	const int8_t *xq;
 	const float *dx, *sx;
 	const int32_t *s;
+	const int16_t *h;
 };
 
 static inline struct qb_xrow qb_xrow(const void *xbuf, int64_t k, int64_t t)
@@ -53,7 +56,8 @@ static inline struct qb_xrow qb_xrow(const void *xbuf, int64_t k, int64_t t)
 	int64_t nb = allm_qb_blocks(k);
 	const char *r = (const char *)xbuf + (size_t)t * qb_x_row_bytes(k);
 	struct qb_xrow x = { (const int8_t *)r, (const float *)(r + 32 * nb),
-			     (const float *)(r + 36 * nb), (const int32_t *)(r + 40 * nb) };
+			     (const float *)(r + 36 * nb), (const int32_t *)(r + 40 * nb),
+			     (const int16_t *)(r + 44 * nb) };
 	return x;
 }
 
