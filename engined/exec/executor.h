@@ -70,10 +70,10 @@ size_t allm_executor_scratch_bytes(const struct allm_model_config *c, int64_t T)
  * mapped as steps touch them), laid out per step from its start, so a step of
  * T tokens maps only allm_executor_scratch_bytes(T). */
 int allm_executor_set_elastic(struct allm_executor *ex, int64_t max_tokens, struct allm_err *err);
-/* Returns the scratch pages past what keep_tokens need to the system (host
- * memory; a no-op elsewhere). */
+/* Returns the scratch pages past what keep_tokens need to the system (the
+ * backend's pages op: a no-op where pages cannot move). */
 void allm_executor_trim(struct allm_executor *ex, int64_t keep_tokens);
-/* Scratch bytes mapped now (host memory; 0 elsewhere). For tests and status. */
+/* Scratch bytes mapped now (0 where pages cannot move). For tests and status. */
 size_t allm_executor_scratch_resident(const struct allm_executor *ex);
 
 /* Forces device sampling on or off (tests run the device path on the CPU
