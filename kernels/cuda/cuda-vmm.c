@@ -171,9 +171,24 @@ static int unmap_chunk(allm_backend_t *be, struct vmm_range *g, size_t i)
 	return 0;
 }
 
+/* Access for chunks [i, run) of g, just mapped, and zeros in them on the
+ * compute stream, which the copy stream then waits for: every later op or
+ * swap reads zero there, as on fresh host pages, never the old contents. */
+static int open_chunks(allm_backend_t *be, struct vmm_range *g, size_t i, size_t run)
+{
+	struct cuda_vmm *m = VMM(be);
+	struct cuda_ctx *c = CUDA_CTX(be);
+	CUdeviceptr at = g->base + i * m->chunk;
+	size_t len = (run - i) * m->chunk;
+	DRV(be, m->set_access(at, len, &m->access, 1));
+	CUDA_CHECK(be, cudaMemsetAsync((void *)(uintptr_t)at, 0, len, c->compute));
+	CUDA_CHECK(be, cudaEventRecord(c->compute_mark, c->compute));
+	CUDA_CHECK(be, cudaStreamWaitEvent(c->copy, c->compute_mark, 0));
+	return 0;
+}
+
 /* Backs chunks [first, end) of g that are not: each its own handle (so each
- * can go alone), access set on every run once, and zeroed on the compute
- * stream so every later op reads zero there, as on fresh host pages. */
+ * can go alone), access set on every run of them at once. */
 static int map_chunks(allm_backend_t *be, struct vmm_range *g, size_t first, size_t end)
 {
 	struct cuda_vmm *m = VMM(be);
@@ -183,23 +198,29 @@ static int map_chunks(allm_backend_t *be, struct vmm_range *g, size_t first, siz
 			continue;
 		}
 		size_t run = i;
+		int r = 0;
 		for (; run < end && !g->c[run].mapped; run++) {
 			CUdeviceptr at = g->base + run * m->chunk;
 			CUmemGenericAllocationHandle h;
-			DRV(be, m->create(&h, m->chunk, &m->prop, 0));
-			CUresult r = m->map(at, m->chunk, 0, h, 0);
-			if (r != CUDA_SUCCESS) {
+			CUresult e = m->create(&h, m->chunk, &m->prop, 0);
+			if (e != CUDA_SUCCESS) {
+				r = drv_fail(be, e, "cuMemCreate", __LINE__);
+				break;
+			}
+			if ((e = m->map(at, m->chunk, 0, h, 0)) != CUDA_SUCCESS) {
 				m->release(h);
-				return drv_fail(be, r, "cuMemMap", __LINE__);
+				r = drv_fail(be, e, "cuMemMap", __LINE__);
+				break;
 			}
 			g->c[run].h = h;
 			g->c[run].mapped = true;
 			m->mapped += m->chunk;
 		}
-		CUdeviceptr at = g->base + i * m->chunk;
-		size_t len = (run - i) * m->chunk;
-		DRV(be, m->set_access(at, len, &m->access, 1));
-		CUDA_CHECK(be, cudaMemsetAsync((void *)(uintptr_t)at, 0, len, CUDA_CTX(be)->compute));
+		/* what was mapped before a failure is opened too: a mapped chunk
+		 * without access would fault at its first use */
+		int o = run > i ? open_chunks(be, g, i, run) : 0;
+		if (r || o)
+			return r ? r : o;
 		i = run;
 	}
 	return 0;
