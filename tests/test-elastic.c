@@ -69,6 +69,10 @@ static void opts(struct allm_engine_opts *o, const char *dummy, double budget, b
 	o->swap_space_gib = 0.0625;
 	o->preempt = pm;
 	o->prefix_caching = prefix_caching;
+	/* CUDA's kernels are not batch-invariant: its runs compare under one
+	 * schedule, which fair's clock-driven priorities would not promise */
+	if (!strcmp(device, "cuda"))
+		o->sched = ALLM_SCHED_FCFS;
 }
 
 /* The budget: the weights, activations for a 128-token step, and `blocks`
