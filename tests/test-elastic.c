@@ -151,13 +151,17 @@ static void run(const char *dummy, double budget, bool elastic, enum allm_preemp
 			res->out.done = N_REQ;
 			break;
 		}
+		int64_t over = res->st.over_budget_steps;
 		if (allm_engine_step(e, &err) < 0) {
 			fprintf(stderr, "step: %s\n", err.msg);
 			exit(1);
 		}
 		CHECK(allm_block_pool_check(&rt->kv->gpu) == 0, "step %d", step);
-		CHECK(allm_engine_elastic_check(e, false, &err) == 0, "step %d: %s", step, err.msg);
 		allm_engine_get_stats(e, &res->st);
+		/* a step counted over budget (the CPU runs assert none) knowingly
+		 * maps scratch past its share; the next one gives it back */
+		if (res->st.over_budget_steps == over)
+			CHECK(allm_engine_elastic_check(e, false, &err) == 0, "step %d: %s", step, err.msg);
 		res->min_resident = ALLM_MIN(res->min_resident, res->st.resident_bytes);
 		res->max_resident = ALLM_MAX(res->max_resident, res->st.resident_bytes);
 	}

@@ -199,6 +199,8 @@ void allm_elastic_begin(struct allm_engine *e, int32_t short_blocks)
 		}
 		e->el.trimmed = false;
 	}
+	/* a step over budget (allm_elastic_fit) mapped scratch past the share */
+	allm_executor_trim(e->ex, e->el.scratch_tokens);
 	bool prefilling = any_prefilling(e);
 	int64_t T = floor_tokens(e, prefilling);
 	if (T >= e->el.scratch_tokens)
