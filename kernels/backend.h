@@ -86,6 +86,20 @@ enum allm_backend_op {
 	ALLM_OP_COUNT
 };
 
+/* What the pages op (version 5) does to a range of an allocation: elastic
+ * memory (DESIGN §5c) moves physical memory between the KV pool and the step
+ * scratch without freeing either allocation. */
+enum allm_pages_verb {
+	ALLM_PAGES_SIZE = 0, /* *ret_bytes = the allocation's page size; -ENOTSUP where its
+			      * pages cannot move (a CUDA device without VMM) */
+	ALLM_PAGES_RETURN = 1, /* give back every page wholly inside the range: its
+				* contents are lost, the memory is the system's again */
+	ALLM_PAGES_MAP = 2, /* back every page the range overlaps before the next op
+			     * touches it; a page backed anew reads zero */
+	ALLM_PAGES_RESIDENT = 3, /* *ret_bytes = bytes of the pages overlapping the range
+				  * that are backed now */
+};
+
 enum allm_copy_dir {
 	ALLM_COPY_D2H = 0, /* device pool -> host pool (swap out) */
 	ALLM_COPY_H2D = 1, /* host pool -> device pool (swap in) */
@@ -195,9 +209,22 @@ struct allm_backend_i {
 	int (*gelu_mul)(allm_backend_t *be, float *y, const float *gate, const float *up, int64_t n);
 	/* y = x * s, n elements (Gemma's embeddings times sqrt(hidden)). */
 	int (*scale)(allm_backend_t *be, float *y, const float *x, float s, int64_t n);
+
+	/* --- version 5 ------------------------------------------------------------ */
+	/* Optional (NULL, or a version below 5: an allocation stays as alloc() made
+	 * it, all of it backed): elastic memory's pages of [ptr, ptr + bytes), a
+	 * range inside one alloc()ation, by `verb` (enum allm_pages_verb; ret_bytes
+	 * may be NULL for RETURN and MAP). A page is what the backend maps at once:
+	 * the host's page on the CPU (MADV_DONTNEED gives it back, the first write
+	 * maps it again, so MAP has nothing to do), a chunk of the VMM granularity
+	 * on CUDA (cuMemUnmap + cuMemRelease / cuMemCreate + cuMemMap; MAP must come
+	 * before any op writes there), a modelled chunk on the simulated device.
+	 * RETURN and MAP wait for the queued compute and copies first. */
+	int (*pages)(allm_backend_t *be, void *ptr, size_t bytes, enum allm_pages_verb verb,
+		     size_t *ret_bytes);
 };
 
-#define ALLM_BACKEND_VERSION 4
+#define ALLM_BACKEND_VERSION 5
 
 /* Largest k a backend's topk must accept (the engine's cap for device top-k). */
 #define ALLM_TOPK_MAX 256
@@ -330,6 +357,15 @@ void allm_topk_host(const float *row, int64_t vocab, int32_t k, float *ret_vals,
 static inline bool allm_backend_has_topk(allm_backend_t *be)
 {
 	return be->iface->version >= 2 && be->iface->topk != NULL;
+}
+
+/* The version-5 pages op, -ENOTSUP where the backend lacks it. */
+static inline int allm_backend_pages(allm_backend_t *be, void *ptr, size_t bytes,
+				     enum allm_pages_verb verb, size_t *ret_bytes)
+{
+	if (be->iface->version < 5 || !be->iface->pages)
+		return -ENOTSUP;
+	return be->iface->pages(be, ptr, bytes, verb, ret_bytes);
 }
 
 static inline bool allm_backend_supports(allm_backend_t *be, enum allm_backend_op op,

@@ -5,6 +5,11 @@
 #
 #   bash tools/gpu-test.sh [deps] [build] [test] [sanitize] [bench] | all
 #
+# Elastic memory's CUDA path alone (the VMM arena, kernels/cuda/cuda-vmm.c), after
+# `build`: meson test -C build-gpu backend-pages-cuda backend-pages-cuda-novmm \
+#   elastic-cuda --print-errorlogs   (about a minute; ALLM_CUDA_VMM=0 forces the
+#   cudaMalloc fallback anywhere).
+#
 # Steps run in the order given (default: all); each fits the device tool's
 # 10-minute limit on its own, and build-gpu/ survives between its calls.
 # Results (logs, bench JSON) go to $OUT when set (the device tool's folder),
@@ -103,6 +108,9 @@ step_sanitize() {
 		>"$RES/sanitize-sampling.log" 2>&1 || rc=$?
 	"$cs" --tool racecheck --error-exitcode 3 build-gpu/tests/gpu/test-device-sampling cuda \
 		>"$RES/racecheck-sampling.log" 2>&1 || rc=$?
+	# elastic memory's VMM arena: chunks unmapped, mapped again, written by kernels
+	"$cs" --tool memcheck --error-exitcode 3 build-gpu/tests/gpu/test-backend-pages cuda \
+		>"$RES/sanitize-pages.log" 2>&1 || rc=$?
 	tail -3 "$RES"/sanitize-*.log "$RES"/racecheck-*.log
 	[ $rc = 0 ] || die "compute-sanitizer found errors"
 }

@@ -151,6 +151,7 @@ static int reserve(struct allm_executor *ex, int64_t T, size_t meta, struct allm
 			be->iface->free(be, ex->scratch);
 		ex->scratch = p;
 		ex->cap_tokens = cap;
+		ex->mapped_tokens = cap; /* a device's alloc maps it whole */
 	}
 	if (meta > ex->meta_cap) {
 		size_t cap = ALLM_MAX(meta, ex->meta_cap * 2);
@@ -457,7 +458,14 @@ int allm_executor_forward(struct allm_executor *ex, const struct allm_batch_seq 
 		.slot = d + 4 * T,
 		.block_tables = d + 5 * T + S,
 	};
-	/* elastic: from the start, so the step maps only what it uses */
+	/* elastic: from the start, so the step maps only what it uses; a device
+	 * that maps before writing (CUDA's VMM) backs those pages now */
+	if (ex->elastic) {
+		if ((r = allm_mem_map(be, ex->scratch, allm_executor_scratch_bytes(c, T))))
+			return allm_err_set(err, r, "cannot map activations for %lld tokens: %s", (long long)T,
+					    allm_backend_last_error(be));
+		ex->mapped_tokens = ALLM_MAX(ex->mapped_tokens, T);
+	}
 	act_floats(c, ex->elastic ? T : ex->cap_tokens, &a, ex->scratch);
 
 	BE->timer_start(be);
@@ -561,21 +569,24 @@ int allm_executor_set_elastic(struct allm_executor *ex, int64_t max_tokens, stru
 	if (r)
 		return r;
 	ex->elastic = true;
+	ex->mapped_tokens = ex->cap_tokens; /* a device's alloc backs it all: steps map what they use */
+	allm_executor_trim(ex, 0);
 	return 0;
 }
 
 void allm_executor_trim(struct allm_executor *ex, int64_t keep_tokens)
 {
-	if (!ex->elastic || !ex->scratch || !ex->be->device_is_host || ex->be->simulated)
+	if (!ex->elastic || !ex->scratch || keep_tokens >= ex->mapped_tokens)
 		return;
 	size_t cap = allm_executor_scratch_bytes(&ex->model->cfg, ex->cap_tokens);
 	size_t keep = allm_executor_scratch_bytes(&ex->model->cfg, ALLM_MIN(keep_tokens, ex->cap_tokens));
-	allm_mem_release((char *)ex->scratch + keep, cap - keep);
+	allm_mem_release(ex->be, (char *)ex->scratch + keep, cap - keep);
+	ex->mapped_tokens = ALLM_MAX(keep_tokens, 0);
 }
 
 size_t allm_executor_scratch_resident(const struct allm_executor *ex)
 {
-	if (!ex->scratch || !ex->be->device_is_host || ex->be->simulated)
+	if (!ex->scratch)
 		return 0;
-	return allm_mem_resident(ex->scratch, allm_executor_scratch_bytes(&ex->model->cfg, ex->cap_tokens));
+	return allm_mem_resident(ex->be, ex->scratch, allm_executor_scratch_bytes(&ex->model->cfg, ex->cap_tokens));
 }

@@ -26,6 +26,7 @@ struct allm_executor {
 	 * for cap_tokens whose pages a step touches from its start only (the
 	 * layout follows the step's tokens) and allm_executor_trim returns */
 	bool elastic;
+	int64_t mapped_tokens; /* elastic: the scratch a step may have mapped since the last trim */
 	int32_t cap_seqs;
 	int32_t cap_blocks; /* block-table entries */
 	void *scratch; /* device: activations */
@@ -70,10 +71,11 @@ size_t allm_executor_scratch_bytes(const struct allm_model_config *c, int64_t T)
  * mapped as steps touch them), laid out per step from its start, so a step of
  * T tokens maps only allm_executor_scratch_bytes(T). */
 int allm_executor_set_elastic(struct allm_executor *ex, int64_t max_tokens, struct allm_err *err);
-/* Returns the scratch pages past what keep_tokens need to the system (host
- * memory; a no-op elsewhere). */
+/* Returns the scratch pages past what keep_tokens need to the system (the
+ * backend's pages op: a no-op where pages cannot move); nothing to do, and no
+ * call, when no step used more since the last trim. */
 void allm_executor_trim(struct allm_executor *ex, int64_t keep_tokens);
-/* Scratch bytes mapped now (host memory; 0 elsewhere). For tests and status. */
+/* Scratch bytes mapped now (0 where pages cannot move). For tests and status. */
 size_t allm_executor_scratch_resident(const struct allm_executor *ex);
 
 /* Forces device sampling on or off (tests run the device path on the CPU

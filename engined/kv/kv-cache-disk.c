@@ -505,7 +505,12 @@ double allm_kv_time_disk(struct allm_kv_cache *kv, enum allm_disk_dir dir, int32
 	int32_t *disk, *mem, base = kvc_calib_ids(kv, dp->capacity, n, n_runs, &disk, &mem);
 	if (base < 0)
 		return base;
-	kvc_touch_range(kv, true, base, span);
+	int rt = kvc_touch_range(kv, true, base, span);
+	if (rt) {
+		allm_free(mem);
+		allm_free(disk);
+		return rt;
+	}
 	struct allm_swap_result res;
 	/* the disk's own cost, waited for: a write behind is priced as the copy it
 	 * is (the swap model), this one for when the stage is full */

@@ -8,8 +8,9 @@
 /* Bytes of n blocks (n < 1 counts as 1) in *ret, or -EOVERFLOW with err. */
 int kvc_pool_bytes(const struct allm_kv_cache *kv, int32_t n, size_t *ret, struct allm_err *err);
 /* Writes blocks [first, first + n) of the device (or host) pool once, where the
- * backend maps them lazily, so a timed copy does not pay their page faults. */
-void kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n);
+ * backend maps them lazily, so a timed copy does not pay their page faults;
+ * maps them first where the backend must (0, or -errno: not to be copied to). */
+int kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n);
 
 /* Scratch ids for a calibration transfer of n blocks as exactly n_runs runs
  * between the device pool and a pool of other_capacity blocks: *ret_gapped (runs

@@ -263,16 +263,24 @@ void kvc_touch_ids(struct allm_kv_cache *kv, bool device, const int32_t *ids, in
 		}
 }
 
-/* Writes every not-yet-touched block in [first, first + n) once (untimed). */
-void kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n)
+/* Writes every not-yet-touched block in [first, first + n) once (untimed).
+ * Calibration's scratch blocks may be retired ones whose pages elastic memory
+ * gave back: on a device that maps before writing (CUDA's VMM) they are
+ * mapped first (the next sweep gives them back, engine-elastic.c). */
+int kvc_touch_range(struct allm_kv_cache *kv, bool device, int32_t first, int32_t n)
 {
 	uint8_t *touched = device ? kv->touched_dev : kv->touched_host;
 	char *base = device ? kv->dev : kv->host;
+	int r = device && n > 0 ? allm_backend_pages(kv->be, base + (size_t)first * kv->block_bytes,
+						      (size_t)n * kv->block_bytes, ALLM_PAGES_MAP, NULL) : 0;
+	if (r && r != -ENOTSUP)
+		return r; /* not mapped: not to be written */
 	for (int32_t i = first; touched && i < first + n; i++)
 		if (!touched[i]) {
 			memset(base + (size_t)i * kv->block_bytes, 0, kv->block_bytes);
 			touched[i] = 1;
 		}
+	return 0;
 }
 
 /* Pushes the blocks calibration just zeroed out of the per-core caches (L2)
@@ -335,8 +343,12 @@ double allm_kv_time_copy(struct allm_kv_cache *kv, enum allm_copy_dir dir, int32
 	int32_t *src, *dst, base = kvc_calib_ids(kv, kv->cpu.capacity, n, n_runs, &src, &dst);
 	if (base < 0)
 		return base;
-	kvc_touch_range(kv, true, base, span);
-	kvc_touch_range(kv, false, base, span);
+	int rt = kvc_touch_range(kv, true, base, span);
+	if (rt || (rt = kvc_touch_range(kv, false, base, span))) {
+		allm_free(src);
+		allm_free(dst);
+		return rt;
+	}
 	if (kv->be->device_is_host)
 		scrub_caches(kv);
 	struct allm_swap_result res;

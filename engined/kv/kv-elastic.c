@@ -1,59 +1,61 @@
 /* Elastic memory's pages: returning a retired block's pages and counting
- * what is mapped (kv-elastic.h). Chosen over memfd + fallocate(PUNCH_HOLE):
- * the CPU backend's pools are private anonymous mappings already, which
- * MADV_DONTNEED empties at once with the same effect (the pages leave the
- * process's RSS; the next write faults a zero page in) and no file to keep. */
+ * what is mapped (kv-elastic.h), through the backend's pages op: madvise and
+ * mincore on the CPU, the VMM arena on CUDA, bookkeeping on a simulated
+ * device (backend.h, version 5). */
 #include "kv-elastic.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-static size_t page_size(void)
+void allm_mem_release(allm_backend_t *be, void *p, size_t n)
 {
-	static size_t ps;
-	if (!ps)
-		ps = (size_t)sysconf(_SC_PAGESIZE);
-	return ps;
+	/* a failure leaves the pages mapped: the memory is not lent, nothing breaks */
+	(void)allm_backend_pages(be, p, n, ALLM_PAGES_RETURN, NULL);
 }
 
-void allm_mem_release(void *p, size_t n)
+int allm_mem_map(allm_backend_t *be, void *p, size_t n)
 {
-	size_t ps = page_size();
-	uintptr_t a = ((uintptr_t)p + ps - 1) & ~(uintptr_t)(ps - 1);
-	uintptr_t b = ((uintptr_t)p + n) & ~(uintptr_t)(ps - 1);
-	if (b > a)
-		(void)madvise((void *)a, b - a, MADV_DONTNEED); /* only ever on our own mappings */
+	int r = allm_backend_pages(be, p, n, ALLM_PAGES_MAP, NULL);
+	return r == -ENOTSUP ? 0 : r; /* memory that never moves is mapped */
 }
 
-size_t allm_mem_resident(const void *p, size_t n)
+size_t allm_mem_resident(allm_backend_t *be, const void *p, size_t n)
 {
-	size_t ps = page_size();
-	if (!p || !n)
+	size_t res = 0;
+	if (!p || !n || allm_backend_pages(be, (void *)p, n, ALLM_PAGES_RESIDENT, &res))
 		return 0;
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(ps - 1);
-	uintptr_t b = ((uintptr_t)p + n + ps - 1) & ~(uintptr_t)(ps - 1);
-	size_t pages = (b - a) / ps, res = 0;
-	unsigned char vec[4096];
-	for (size_t off = 0; off < pages; off += sizeof(vec)) {
-		size_t k = ALLM_MIN(sizeof(vec), pages - off);
-		if (mincore((void *)(a + off * ps), k * ps, vec))
-			return 0;
-		for (size_t i = 0; i < k; i++)
-			res += vec[i] & 1;
-	}
-	return res * ps;
+	return res;
+}
+
+size_t allm_mem_page(allm_backend_t *be, const void *p)
+{
+	size_t ps = 0;
+	if (!p || allm_backend_pages(be, (void *)p, 1, ALLM_PAGES_SIZE, &ps))
+		return 0;
+	return ps;
 }
 
 bool allm_kv_pages_returnable(const struct allm_kv_cache *kv)
 {
-	return kv->be->device_is_host && !kv->be->simulated && kv->dev && kv->touched_dev;
+	return kv->dev && allm_mem_page(kv->be, kv->dev) > 0;
 }
 
-void allm_kv_mark_pages(const struct allm_kv_cache *kv, uint8_t *maybe)
+int allm_kv_mark_pages(const struct allm_kv_cache *kv, uint8_t *maybe)
 {
-	for (int32_t id = 0; id < kv->gpu.capacity; id++)
-		if (kv->gpu.owner[id] != ALLM_BLOCK_RETIRED)
-			maybe[id] = 1;
+	const struct allm_block_pool *p = &kv->gpu;
+	for (int32_t id = 0; id < p->capacity;) {
+		if (maybe[id] || p->owner[id] == ALLM_BLOCK_RETIRED) {
+			id++;
+			continue;
+		}
+		int32_t end = id; /* a run of such blocks: one call */
+		while (end < p->capacity && !maybe[end] && p->owner[end] != ALLM_BLOCK_RETIRED)
+			end++;
+		int r = allm_mem_map(kv->be, (char *)kv->dev + (size_t)id * kv->block_bytes,
+				     (size_t)(end - id) * kv->block_bytes);
+		if (r)
+			return r;
+		memset(maybe + id, 1, (size_t)(end - id));
+		id = end;
+	}
+	return 0;
 }
 
 static bool returnable_block(const struct allm_block_pool *p, const uint8_t *maybe, int32_t id, bool free_too)
@@ -75,8 +77,10 @@ int32_t allm_kv_return_pages(struct allm_kv_cache *kv, uint8_t *maybe, bool free
 		}
 		int32_t end = id; /* a run of consecutive such blocks: one call */
 		for (; end < p->capacity && returnable_block(p, maybe, end, free_too); end++)
-			maybe[end] = kv->touched_dev[end] = 0;
-		allm_mem_release((char *)kv->dev + (size_t)id * kv->block_bytes, (size_t)(end - id) * kv->block_bytes);
+			maybe[end] = 0;
+		if (kv->touched_dev)
+			memset(kv->touched_dev + id, 0, (size_t)(end - id));
+		allm_mem_release(kv->be, (char *)kv->dev + (size_t)id * kv->block_bytes, (size_t)(end - id) * kv->block_bytes);
 		n += end - id;
 		id = end;
 	}
@@ -87,5 +91,5 @@ size_t allm_kv_resident_bytes(const struct allm_kv_cache *kv)
 {
 	if (!allm_kv_pages_returnable(kv))
 		return 0;
-	return allm_mem_resident(kv->dev, (size_t)kv->gpu.capacity * kv->block_bytes);
+	return allm_mem_resident(kv->be, kv->dev, (size_t)kv->gpu.capacity * kv->block_bytes);
 }

@@ -104,11 +104,22 @@ static void set_scratch(struct allm_engine *e, int64_t T, enum allm_pool_reason 
 	}
 	if (allm_kv_resize_gpu(kv, n, &err))
 		return; /* never grows past the memory held: the pool's arrays only (-ENOMEM) */
-	e->el.scratch_tokens = T;
 	if (n > was) {
-		allm_kv_mark_pages(kv, e->el.maybe);
+		/* the scratch's pages go first, so a device that maps (CUDA's VMM)
+		 * never holds both; blocks it cannot map are retired again */
 		allm_executor_trim(e->ex, T);
+		if (allm_kv_mark_pages(kv, e->el.maybe)) {
+			/* the shrink may retire other free blocks than the unmapped
+			 * ones: their chunks go back, then the rest is mapped */
+			(void)allm_kv_resize_gpu(kv, was, &err);
+			allm_kv_return_pages(kv, e->el.maybe, false);
+			(void)allm_kv_mark_pages(kv, e->el.maybe);
+			e->el.scratch_tokens = ALLM_MIN(e->el.scratch_tokens, T);
+			return;
+		}
+		e->el.scratch_tokens = T;
 	} else {
+		e->el.scratch_tokens = T;
 		allm_kv_return_pages(kv, e->el.maybe, false);
 	}
 	decide(e, n > was, why, n > was ? n - was : was - n);
@@ -131,7 +142,8 @@ int allm_elastic_init(struct allm_engine *e, struct allm_err *err)
 	int r = allm_executor_set_elastic(e->ex, ALLM_MAX(1, ALLM_MIN(most, (int64_t)(e->el.pool / (size_t)per))), err);
 	if (r)
 		return r;
-	allm_kv_mark_pages(kv, e->el.maybe);
+	if ((r = allm_kv_mark_pages(kv, e->el.maybe)))
+		return allm_err_set(err, r, "cannot map the KV pool: %s", allm_backend_last_error(kv->be));
 	/* idle: the KV share takes everything but a block's worth of tokens */
 	int64_t T0 = ALLM_MIN((int64_t)kv->lay.block_size, e->ex->cap_tokens);
 	e->el.scratch_tokens = -1; /* not set yet: set_scratch decides nothing */
@@ -183,9 +195,19 @@ void allm_elastic_begin(struct allm_engine *e, int32_t short_blocks)
 		e->el.sweep = false;
 	}
 	if (e->el.trimmed) { /* free blocks may be written again */
-		allm_kv_mark_pages(e->kv, e->el.maybe);
+		if (allm_kv_mark_pages(e->kv, e->el.maybe)) {
+			/* the device is short of memory (another process took it):
+			 * the free blocks it could not map are lent to nobody */
+			struct allm_err err = {{0}};
+			const struct allm_block_pool *p = &e->kv->gpu;
+			(void)allm_kv_resize_gpu(e->kv, ALLM_MAX(1, p->n_total - p->n_free), &err);
+			allm_kv_return_pages(e->kv, e->el.maybe, false);
+			(void)allm_kv_mark_pages(e->kv, e->el.maybe);
+		}
 		e->el.trimmed = false;
 	}
+	/* a step over budget (allm_elastic_fit) mapped scratch past the share */
+	allm_executor_trim(e->ex, e->el.scratch_tokens);
 	bool prefilling = any_prefilling(e);
 	/* the first waiting prompt cannot get its blocks: admission's turn */
 	bool head_short = e->waiting.n && allm_kv_blocks_for(e->kv, e->waiting.v[0]->seq.n_tokens) > -short_blocks;
@@ -313,9 +335,9 @@ int allm_engine_elastic_check(const struct allm_engine *e, bool idle, struct all
 				    kv_bytes, s, e->el.pool);
 	if (!allm_kv_pages_returnable(kv))
 		return 0;
-	size_t page = 4096, mapped_blocks = 0;
+	size_t page = allm_mem_page(kv->be, kv->dev), mapped_blocks = 0;
 	for (int32_t id = 0; id < p->capacity; id++) {
-		size_t res = allm_mem_resident((const char *)kv->dev + (size_t)id * kv->block_bytes, kv->block_bytes);
+		size_t res = allm_mem_resident(kv->be, (const char *)kv->dev + (size_t)id * kv->block_bytes, kv->block_bytes);
 		bool held = p->owner[id] >= 0 || p->owner[id] == ALLM_BLOCK_CACHED;
 		/* a block's pages, less the two it may share with its neighbours */
 		if (res > 2 * page && (p->owner[id] == ALLM_BLOCK_RETIRED || (idle && !held)))

@@ -70,6 +70,47 @@ static void cpu_free(allm_backend_t *be, void *ptr)
 	munmap(p, total);
 }
 
+/* Elastic memory's pages on host RAM. Every allocation is a private anonymous
+ * mapping (cpu_alloc), so MADV_DONTNEED empties a page at once (it leaves the
+ * RSS; the next touch maps a zero page in: MAP has nothing to do) and mincore
+ * says what is mapped. Chosen over memfd + fallocate(PUNCH_HOLE): the same
+ * effect with no file to keep. */
+static int cpu_pages(allm_backend_t *be, void *ptr, size_t bytes, enum allm_pages_verb verb,
+		     size_t *ret_bytes)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)ptr, hi = lo + bytes;
+	uintptr_t in0 = (lo + ps - 1) & ~(uintptr_t)(ps - 1), in1 = hi & ~(uintptr_t)(ps - 1);
+	uintptr_t ov0 = lo & ~(uintptr_t)(ps - 1), ov1 = (hi + ps - 1) & ~(uintptr_t)(ps - 1);
+	switch (verb) {
+	case ALLM_PAGES_SIZE:
+		*ret_bytes = ps;
+		return 0;
+	case ALLM_PAGES_RETURN:
+		/* only ever on our own mappings */
+		if (in1 > in0 && madvise((void *)in0, in1 - in0, MADV_DONTNEED))
+			return allm_err_set(&be->last_err, -errno, "cpu: madvise of %zu bytes: %s",
+					    (size_t)(in1 - in0), strerror(errno));
+		return 0;
+	case ALLM_PAGES_MAP:
+		return 0;
+	case ALLM_PAGES_RESIDENT: {
+		size_t pages = (ov1 - ov0) / ps, n = 0;
+		unsigned char vec[4096];
+		for (size_t off = 0; off < pages; off += sizeof(vec)) {
+			size_t k = ALLM_MIN(sizeof(vec), pages - off);
+			if (mincore((void *)(ov0 + off * ps), k * ps, vec))
+				return allm_err_set(&be->last_err, -errno, "cpu: mincore: %s", strerror(errno));
+			for (size_t i = 0; i < k; i++)
+				n += vec[i] & 1;
+		}
+		*ret_bytes = n * ps;
+		return 0;
+	}
+	}
+	return allm_err_set(&be->last_err, -EINVAL, "cpu: unknown pages verb %d", (int)verb);
+}
+
 static int cpu_copy(allm_backend_t *be, void *dst, const void *src, size_t bytes)
 {
 	memcpy(dst, src, bytes);
@@ -332,6 +373,7 @@ static const struct allm_backend_i cpu_iface = {
 	.topk = cpu_topk,
 	.gelu_mul = cpu_gelu_mul,
 	.scale = cpu_scale,
+	.pages = cpu_pages,
 };
 
 int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t **ret,

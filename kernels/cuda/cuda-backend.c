@@ -136,6 +136,7 @@ static void cu_destroy(allm_backend_t *be)
 			cudaStreamSynchronize(c->compute);
 		if (c->copy)
 			cudaStreamSynchronize(c->copy);
+		allm_cuda_vmm_fini(be);
 		if (c->blas)
 			cublasDestroy(c->blas);
 		cudaFree(c->blas_ws);
@@ -167,6 +168,14 @@ static int cu_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr)
 	struct cuda_ctx *c = CUDA_CTX(be);
 	void *p = NULL;
 	ALIVE(be);
+	/* from a chunk up, the VMM arena's (zeroed there): the pages op can move
+	 * its memory (elastic memory) */
+	int r = allm_cuda_vmm_alloc(be, bytes, &p);
+	if (r != -ENOTSUP) {
+		if (!r)
+			*ret_ptr = p;
+		return r;
+	}
 	CUDA_CHECK(be, cudaMalloc(&p, bytes ? bytes : 1));
 	/* zeroed in stream order: every op and copy comes after it */
 	cudaError_t e = cudaMemsetAsync(p, 0, bytes, c->compute);
@@ -180,8 +189,9 @@ static int cu_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr)
 
 static void cu_free(allm_backend_t *be, void *ptr)
 {
-	/* cudaFree waits for the device, so no op still reads ptr */
-	if (ptr)
+	/* cudaFree waits for the device, so no op still reads ptr (the arena's
+	 * free waits for the streams likewise) */
+	if (ptr && !allm_cuda_vmm_free(be, ptr))
 		(void)cudaFree(ptr);
 }
 
@@ -253,6 +263,13 @@ static int cu_copy_wait(allm_backend_t *be, double *ret_seconds)
 	if (ret_seconds)
 		*ret_seconds = ms * 1e-3;
 	return 0;
+}
+
+static int cu_pages(allm_backend_t *be, void *ptr, size_t bytes, enum allm_pages_verb verb,
+		    size_t *ret_bytes)
+{
+	ALIVE(be);
+	return allm_cuda_vmm_pages(be, ptr, bytes, verb, ret_bytes);
 }
 
 static int cu_synchronize(allm_backend_t *be)
@@ -472,6 +489,7 @@ static const struct allm_backend_i cuda_iface = {
 	.timer_start = cu_timer_start,
 	.timer_stop = cu_timer_stop,
 	.topk = cu_topk,
+	.pages = cu_pages,
 };
 
 /* Device set-up; errors go to be->last_err (the caller copies them out). */
@@ -532,9 +550,20 @@ static int setup(allm_backend_t *be, int dev)
 				    prop.minor);
 	CUDA_CHECK(be, e);
 	cudaRuntimeGetVersion(&rt);
-	snprintf(c->desc, sizeof(c->desc), "cuda:%d %.160s (sm_%d%d, %d SMs, %.1f GiB, runtime %d.%d)",
+	/* after the first launch: the arena's memory is zeroed on the compute stream */
+	char vmm[96];
+	int r = allm_cuda_vmm_init(be, dev, vmm, sizeof(vmm));
+	if (r)
+		return r;
+	/* the daemon logs this line once: where VMM is missing, elastic memory
+	 * keeps the single cudaMalloc pool, and the line says so */
+	snprintf(c->desc, sizeof(c->desc), "cuda:%d %.120s (sm_%d%d, %d SMs, %.1f GiB, runtime %d.%d, %s)",
 		 dev, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-		 prop.totalGlobalMem / 1073741824.0, rt / 1000, (rt % 1000) / 10);
+		 prop.totalGlobalMem / 1073741824.0, rt / 1000, (rt % 1000) / 10,
+		 c->vmm ? vmm : "no VMM");
+	if (!c->vmm)
+		snprintf(c->desc + strlen(c->desc), sizeof(c->desc) - strlen(c->desc),
+			 " [%s: elastic memory keeps one cudaMalloc pool]", vmm);
 	return 0;
 }
 

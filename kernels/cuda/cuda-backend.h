@@ -39,7 +39,8 @@ struct cuda_ctx {
 	char dead_msg[300];
 	int64_t inject_after; /* launches left before an injected failure; < 0: off */
 	int inject_kind; /* 0: invalid launch (non-sticky), 1: illegal address (sticky) */
-	char desc[256];
+	char desc[384];
+	struct cuda_vmm *vmm; /* the VMM arena (cuda-vmm.c); NULL: every allocation a cudaMalloc */
 };
 
 #define CUDA_CTX(be) ((struct cuda_ctx *)(be)->ctx)
@@ -148,6 +149,26 @@ cudaError_t allm_cuda_topk(cudaStream_t s, float *ret_vals, int32_t *ret_ids,
  * non-sticky launch error), kind 1 writes through a wild pointer (a sticky
  * illegal-address error at the next synchronisation). */
 cudaError_t allm_cuda_fault(cudaStream_t s, int kind);
+
+/* --- cuda-vmm.c: the VMM arena of device memory ------------------------------ */
+/* Sets up the arena when the device and driver support VMM and ALLM_CUDA_VMM is
+ * not 0; otherwise leaves it off (every allocation a cudaMalloc). *why says
+ * which, for describe(). -errno only when out of host memory. */
+int allm_cuda_vmm_init(allm_backend_t *be, int dev, char *why, size_t why_len);
+/* Frees every range left and the arena (destroy). */
+void allm_cuda_vmm_fini(allm_backend_t *be);
+/* An allocation of the arena, every chunk mapped and zeroed on the compute
+ * stream; -ENOTSUP when it is not the arena's to make (off, or smaller than a
+ * chunk: then a cudaMalloc). */
+int allm_cuda_vmm_alloc(allm_backend_t *be, size_t bytes, void **ret_ptr);
+/* Frees ptr when the arena made it (true); false: not the arena's. */
+bool allm_cuda_vmm_free(allm_backend_t *be, void *ptr);
+/* The pages op (backend.h, version 5) on a range of one arena allocation;
+ * -ENOTSUP for memory the arena did not make. */
+int allm_cuda_vmm_pages(allm_backend_t *be, void *ptr, size_t bytes, enum allm_pages_verb verb,
+			size_t *ret_bytes);
+/* Bytes of chunks mapped now, every allocation of the arena. */
+size_t allm_cuda_vmm_mapped(allm_backend_t *be);
 
 /* --- cuda-gemm.c --------------------------------------------------------------- */
 int allm_cuda_gemm(allm_backend_t *be, float *y, const float *x, const void *w,

@@ -156,6 +156,17 @@ static int sim_timer_stop(allm_backend_t *be, double *ret_seconds)
 	return 0;
 }
 
+static int sim_pages(allm_backend_t *be, void *ptr, size_t bytes, enum allm_pages_verb verb,
+		     size_t *ret_bytes)
+{
+	int r = sim_mem_pages(&SIM(be)->mem, ptr, bytes, verb, ret_bytes);
+	if (r)
+		return allm_err_set(&be->last_err, r, "sim: pages of %zu bytes at %p: %s", bytes, ptr,
+				    r == -ENOTSUP ? "not device memory" : r == -EINVAL ? "outside one allocation"
+									       : "out of memory");
+	return 0;
+}
+
 static const struct allm_backend_i sim_iface = {
 	.version = ALLM_BACKEND_VERSION,
 	.name = sim_name,
@@ -189,6 +200,7 @@ static const struct allm_backend_i sim_iface = {
 	.timer_start = sim_timer_start,
 	.timer_stop = sim_timer_stop,
 	.topk = sim_topk,
+	.pages = sim_pages,
 };
 
 int allm_backend_sim_create(const char *profile, const struct allm_backend_opts *opts,

@@ -20,7 +20,11 @@ struct sim_region {
 	size_t map; /* mapped length (page-rounded) */
 	bool host; /* host_alloc: counts against no device memory */
 	bool real; /* readable and writable; else PROT_NONE: a touch faults */
+	uint8_t *gone; /* [chunks of SIM_PAGE] given back by the pages op; NULL: all backed */
 };
+
+/* The modelled page of elastic memory (the pages op): a GPU's VMM granularity. */
+#define SIM_PAGE ((size_t)2 << 20)
 
 struct sim_mem {
 	struct sim_region *v;
@@ -34,6 +38,10 @@ size_t sim_mem_free(struct sim_mem *m, void *p);
 /* Whether [p, p + bytes) lies inside one real allocation. */
 bool sim_mem_real(const struct sim_mem *m, const void *p, size_t bytes);
 void sim_mem_fini(struct sim_mem *m);
+/* The pages op (backend.h, version 5) on a device allocation, bookkeeping only:
+ * which SIM_PAGE chunks a GPU's VMM would hold backed. -ENOTSUP for host memory,
+ * -EINVAL for a range outside one allocation. */
+int sim_mem_pages(struct sim_mem *m, void *p, size_t bytes, enum allm_pages_verb verb, size_t *ret_bytes);
 
 /* What the current forward has fed, for deterministic results: each token's id and
  * position make a key; the rows gathered for the head pick their keys. */
