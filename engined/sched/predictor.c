@@ -159,6 +159,7 @@ int allm_predictor_create(const struct allm_predictor_key *key, struct allm_pred
 		p->disk_bw[d] = allm_pred_swap_bw(&p->disk[d]);
 	}
 	p->calib_mape_rc = p->calib_mape_swap = p->calib_mape_disk = NAN;
+	p->oncpu = 1;
 	*ret = p;
 	return 0;
 }
@@ -264,6 +265,20 @@ void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, 
 	double f = allm_predict_disk_failure(p, now);
 	p->disk_fail = f + ALLM_DISK_FAIL_WEIGHT * ((failed ? 1.0 : 0.0) - f);
 	p->disk_fail_at = now;
+}
+
+void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac)
+{
+	if (!(frac > 0) || !isfinite(frac))
+		return;
+	frac = fmin(fmax(frac, 0.01), 1.0);
+	p->oncpu = p->n_oncpu_obs ? (1 - ALLM_PRED_ONCPU_ALPHA) * p->oncpu + ALLM_PRED_ONCPU_ALPHA * frac : frac;
+	p->n_oncpu_obs++;
+}
+
+double allm_predictor_oncpu(const struct allm_predictor *p)
+{
+	return p->oncpu;
 }
 
 double allm_predictor_mape_disk(const struct allm_predictor *p)

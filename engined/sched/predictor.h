@@ -113,6 +113,12 @@ struct allm_predictor {
 	 * half every ALLM_DISK_FAIL_HALF_LIFE_S (the disk may have room again) */
 	double disk_fail;
 	double disk_fail_at; /* when it was last updated (the caller's clock) */
+	/* the engine thread's on-CPU share of the timed steps (CPU time over wall
+	 * time), an EWMA over every step, decodes too: how much of the machine
+	 * this engine has now (1 = all it asked for; a shared machine's other
+	 * processes push it down and every cost up). 1 before the first step. */
+	double oncpu;
+	int64_t n_oncpu_obs;
 	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
 	bool estimated; /* a first estimate (allm_predictor_estimate), being refined online */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
@@ -159,6 +165,12 @@ void allm_predictor_observe_disk(struct allm_predictor *p, enum allm_disk_dir di
 void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, double now);
 /* The chance (0..1) that a disk swap now fails, from the outcomes seen. */
 double allm_predict_disk_failure(const struct allm_predictor *p, double now);
+
+/* A timed step's on-CPU share (thread CPU seconds / wall seconds, clamped to
+ * [0.01, 1]); NAN or <= 0 is ignored. */
+#define ALLM_PRED_ONCPU_ALPHA 0.2
+void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac);
+double allm_predictor_oncpu(const struct allm_predictor *p);
 
 /* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before
  * ALLM_PRED_MAPE_MIN of them (allmctl shows "-"). */
