@@ -137,7 +137,9 @@ static void probe_recompute(struct allm_engine *e, struct allm_decision *d, int3
 	double t = allm_engine_time_prefill(e, 1, len);
 	double full = allm_predict_recompute(e->pred, len);
 	if (t >= 0 && full > 0)
-		d->other_measured_s = e->cfg.chunked_prefill ? t * ALLM_MIN(1.0, d->pred_recompute_s / full) : t;
+		d->other_measured_s = e->cfg.chunked_prefill
+					      ? t * ALLM_MIN(1.0, allm_engine_predict_reprefill(e, kept, d->n_tokens) / full)
+					      : t;
 }
 
 /* The regret probe, recompute chosen: the victim's blocks, about to be
@@ -202,7 +204,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
 	int32_t kept = allm_engine_prefix_kept(e, v);
-	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens);
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens) *
+			      allm_predictor_recompute_factor(e->pred);
 	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */

@@ -281,6 +281,25 @@ double allm_predictor_oncpu(const struct allm_predictor *p)
 	return p->oncpu;
 }
 
+void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double predicted, double measured)
+{
+	if (!(predicted > 0) || !(measured > 0) || !isfinite(predicted) || !isfinite(measured))
+		return;
+	/* the prediction was scaled by exp(bias) already: stepping by the
+	 * residual is an EWMA of log(measured / unscaled prediction); the first
+	 * one is taken whole */
+	double lim = log(ALLM_PRED_RC_DEC_MAX);
+	double le = fmin(fmax(log(measured / predicted), -lim), lim);
+	p->rc_dec_bias += (p->n_rc_dec ? ALLM_PRED_RC_DEC_ALPHA : 1.0) * le;
+	p->rc_dec_bias = fmin(fmax(p->rc_dec_bias, -lim), lim);
+	p->n_rc_dec++;
+}
+
+double allm_predictor_recompute_factor(const struct allm_predictor *p)
+{
+	return exp(p->rc_dec_bias);
+}
+
 double allm_predictor_mape_disk(const struct allm_predictor *p)
 {
 	return allm_pred_ring_mape(&p->disk_err, ALLM_PRED_MAPE_MIN);
@@ -516,6 +535,8 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 		if (calib_fit(&sw[dir], sw_pts[dir], n_sw[dir], &sw_loo_sum, &sw_loo_n) < 0)
 			return allm_err_set(err, -EIO, "calibration: swap timings do not determine a model");
 	p->rc = rc;
+	p->rc_dec_bias = 0; /* a new step model: its decisions' bias is to be learned again */
+	p->n_rc_dec = 0;
 	p->calib_mape_rc = loo_n ? loo_sum / loo_n : NAN;
 	if (pl.n_sw > 0) {
 		p->swap[0] = sw[0];

@@ -119,6 +119,14 @@ struct allm_predictor {
 	 * processes push it down and every cost up). 1 before the first step. */
 	double oncpu;
 	int64_t n_oncpu_obs;
+	/* re-prefills as the decisions measured them: an EWMA of log(measured /
+	 * predicted) over the measured recompute decisions, which scales the next
+	 * ones (allm_predictor_recompute_factor). The step model prices steps; a
+	 * victim's re-prefill, by the time it runs, differs from that persistently
+	 * (issue 53: on SmolLM2 under load the decisions' MAPE fell from 29.7 to
+	 * 19.1 % replayed with it, bench/cost-explain.py). Not in profiles. */
+	double rc_dec_bias;
+	int64_t n_rc_dec;
 	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
 	bool estimated; /* a first estimate (allm_predictor_estimate), being refined online */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
@@ -171,6 +179,15 @@ double allm_predict_disk_failure(const struct allm_predictor *p, double now);
 #define ALLM_PRED_ONCPU_ALPHA 0.2
 void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac);
 double allm_predictor_oncpu(const struct allm_predictor *p);
+
+/* A recompute decision's cost arrived: predicted (as the decision logged it,
+ * scaled already) against measured seconds; non-finite or <= 0 is ignored. The
+ * factor the next recompute decisions' predictions are multiplied by, in
+ * [1/ALLM_PRED_RC_DEC_MAX, ALLM_PRED_RC_DEC_MAX]; 1 before the first. */
+#define ALLM_PRED_RC_DEC_ALPHA 0.3
+#define ALLM_PRED_RC_DEC_MAX 8.0
+void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double predicted, double measured);
+double allm_predictor_recompute_factor(const struct allm_predictor *p);
 
 /* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before
  * ALLM_PRED_MAPE_MIN of them (allmctl shows "-"). */
