@@ -214,8 +214,8 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 								 : NAN;
 	r->pending_oncpu_s = 0;
 	allm_decision_error_observe(&e->derr, d);
-	if (d->kind == ALLM_DECISION_PREEMPT && d->choice == ALLM_CHOICE_RECOMPUTE)
-		allm_predictor_observe_recompute_decision(e->pred, d->pred_recompute_s, seconds);
+	if (d->kind == ALLM_DECISION_PREEMPT && d->choice == ALLM_CHOICE_RECOMPUTE && d->parts.rc_factor > 0)
+		allm_predictor_observe_recompute_decision(e->pred, d->pred_recompute_s / d->parts.rc_factor, seconds);
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, true);
 }

@@ -204,8 +204,8 @@ void allm_engine_preempt(struct allm_engine *e, struct allm_request *v, double n
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
 	int32_t kept = allm_engine_prefix_kept(e, v);
-	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens) *
-			      allm_predictor_recompute_factor(e->pred);
+	d->parts.rc_factor = allm_predictor_recompute_factor(e->pred);
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, kept, v->seq.n_tokens) * d->parts.rc_factor;
 	choose(e, d, n, now);
 	/* the host pool is full but this victim should be there: a lower-priority
 	 * swapped request goes to disk instead */

@@ -139,6 +139,10 @@ struct allm_decision {
 		 * (the predictor's EWMA, allm_predictor_oncpu): the load the
 		 * prediction could know of */
 		double oncpu_before;
+		/* RECOMPUTE: the factor pred_recompute_s was scaled by
+		 * (allm_predictor_recompute_factor), so its bias is learnt on the
+		 * step model's own prediction */
+		double rc_factor;
 	} parts;
 };
 

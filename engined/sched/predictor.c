@@ -285,13 +285,12 @@ void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double 
 {
 	if (!(predicted > 0) || !(measured > 0) || !isfinite(predicted) || !isfinite(measured))
 		return;
-	/* the prediction was scaled by exp(bias) already: stepping by the
-	 * residual is an EWMA of log(measured / unscaled prediction); the first
-	 * one is taken whole */
+	/* an EWMA of the log ratio (the first one taken whole): a residual of
+	 * the scaled prediction would be counted again by every decision taken
+	 * before the factor moved, and overshoot */
 	double lim = log(ALLM_PRED_RC_DEC_MAX);
 	double le = fmin(fmax(log(measured / predicted), -lim), lim);
-	p->rc_dec_bias += (p->n_rc_dec ? ALLM_PRED_RC_DEC_ALPHA : 1.0) * le;
-	p->rc_dec_bias = fmin(fmax(p->rc_dec_bias, -lim), lim);
+	p->rc_dec_bias = p->n_rc_dec ? (1 - ALLM_PRED_RC_DEC_ALPHA) * p->rc_dec_bias + ALLM_PRED_RC_DEC_ALPHA * le : le;
 	p->n_rc_dec++;
 }
 

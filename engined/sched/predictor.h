@@ -180,9 +180,10 @@ double allm_predict_disk_failure(const struct allm_predictor *p, double now);
 void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac);
 double allm_predictor_oncpu(const struct allm_predictor *p);
 
-/* A recompute decision's cost arrived: predicted (as the decision logged it,
- * scaled already) against measured seconds; non-finite or <= 0 is ignored. The
- * factor the next recompute decisions' predictions are multiplied by, in
+/* A recompute decision's cost arrived: the step model's prediction (unscaled:
+ * decisions are measured out of order, many after the factor moved) against
+ * measured seconds; non-finite or <= 0 is ignored. The factor the next
+ * recompute decisions' predictions are multiplied by, in
  * [1/ALLM_PRED_RC_DEC_MAX, ALLM_PRED_RC_DEC_MAX]; 1 before the first. */
 #define ALLM_PRED_RC_DEC_ALPHA 0.3
 #define ALLM_PRED_RC_DEC_MAX 8.0
