@@ -180,8 +180,9 @@ def online(runs, rowf, how, alpha=0.3, window=20):
                 c = fit(seen[-window:], feats, None) if len(seen) >= 4 else None
                 p = predict(c, r, feats, None) if c else r["raw"]
             errs.append(abs(p - r["y"]) / r["y"])
-            le = max(min(math.log(r["y"] / max(r["raw"], 1e-12)), math.log(8)), -math.log(8))
-            b = (1 - alpha) * b + alpha * le if seen else le
+            # as predictor.c: each ratio capped at 1.5x either way
+            le = max(min(math.log(r["y"] / max(r["raw"], 1e-12)), math.log(1.5)), -math.log(1.5))
+            b = (1 - alpha) * b + alpha * le
             seen.append(r)
     return (100 * sum(errs) / len(errs), len(errs)) if errs else (None, 0)
 

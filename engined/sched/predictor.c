@@ -285,12 +285,14 @@ void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double 
 {
 	if (!(predicted > 0) || !(measured > 0) || !isfinite(predicted) || !isfinite(measured))
 		return;
-	/* an EWMA of the log ratio (the first one taken whole): a residual of
-	 * the scaled prediction would be counted again by every decision taken
-	 * before the factor moved, and overshoot */
-	double lim = log(ALLM_PRED_RC_DEC_MAX);
+	/* an EWMA of the capped log ratio: a residual of the scaled prediction
+	 * would be counted again by every decision taken before the factor
+	 * moved, and overshoot */
+	double lim = log(ALLM_PRED_RC_DEC_STEP);
 	double le = fmin(fmax(log(measured / predicted), -lim), lim);
-	p->rc_dec_bias = p->n_rc_dec ? (1 - ALLM_PRED_RC_DEC_ALPHA) * p->rc_dec_bias + ALLM_PRED_RC_DEC_ALPHA * le : le;
+	p->rc_dec_bias = (1 - ALLM_PRED_RC_DEC_ALPHA) * p->rc_dec_bias + ALLM_PRED_RC_DEC_ALPHA * le;
+	lim = log(ALLM_PRED_RC_DEC_MAX);
+	p->rc_dec_bias = fmin(fmax(p->rc_dec_bias, -lim), lim);
 	p->n_rc_dec++;
 }
 

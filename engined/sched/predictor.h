@@ -123,8 +123,9 @@ struct allm_predictor {
 	 * predicted) over the measured recompute decisions, which scales the next
 	 * ones (allm_predictor_recompute_factor). The step model prices steps; a
 	 * victim's re-prefill, by the time it runs, differs from that persistently
-	 * (issue 53: on SmolLM2 under load the decisions' MAPE fell from 29.7 to
-	 * 19.1 % replayed with it, bench/cost-explain.py). Not in profiles. */
+	 * (issue 53: replayed on the decisions of a loaded machine, their MAPE fell
+	 * 29.7 -> 17.6 % on SmolLM2, 54.9 -> 35 % on stories260K,
+	 * bench/cost-explain.py). Not in profiles. */
 	double rc_dec_bias;
 	int64_t n_rc_dec;
 	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
@@ -187,6 +188,10 @@ double allm_predictor_oncpu(const struct allm_predictor *p);
  * [1/ALLM_PRED_RC_DEC_MAX, ALLM_PRED_RC_DEC_MAX]; 1 before the first. */
 #define ALLM_PRED_RC_DEC_ALPHA 0.3
 #define ALLM_PRED_RC_DEC_MAX 8.0
+/* One decision's ratio counts at most this far either way: a step the OS
+ * descheduled (stories260K: 0.3 ms re-prefills measured 9 ms at 10 % on a CPU)
+ * says nothing of the next (replayed: 49 % MAPE uncapped, 35 % capped) */
+#define ALLM_PRED_RC_DEC_STEP 1.5
 void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double predicted, double measured);
 double allm_predictor_recompute_factor(const struct allm_predictor *p);
 
