@@ -4,9 +4,10 @@
 # from memory pressure (pools sized per model so every run preempts; nothing
 # forced), REPS=3 repetitions alternating adaptive / swap / recompute, adaptive with
 # --probe-regret. One bench/predictors.sh run per model into
-# bench/results/cpu/MODEL/cost-model/. Run it under the bench lock:
+# bench/results/cpu/MODEL/OUT/ (OUT: cost-model), then bench/cost-explain.py over
+# them (what explains the error: RESULTS/explain.md). Run it under the bench lock:
 #   flock /work/.bench.lock bash bench/cost-model.sh
-# Environment: REPS (3), MODELS ("stories260K small smollm2").
+# Environment: REPS (3), MODELS ("stories260K small smollm2"), OUT (cost-model).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REPS=${REPS:-3}
@@ -19,5 +20,7 @@ for m in ${MODELS:-stories260K small smollm2}; do
 	esac
 	tag=$m; [ "$m" = small ] && tag=dummy-small; [ "$m" = smollm2 ] && tag=SmolLM2-135M-Instruct.Q4_1.gguf
 	MODEL=$model N=$n GPU_BLOCKS=$gpu CPU_BLOCKS=$cpu WORKLOAD=chatbot OUT_LEN=64 REPS=$REPS PROBE=1 \
-		RESULTS=$ROOT/bench/results/cpu/$tag/cost-model bash "$ROOT/bench/predictors.sh"
+		RESULTS=$ROOT/bench/results/cpu/$tag/${OUT:-cost-model} bash "$ROOT/bench/predictors.sh"
+	python3 "$ROOT/bench/cost-explain.py" "$ROOT/bench/results/cpu/$tag/${OUT:-cost-model}/predictors" \
+		>"$ROOT/bench/results/cpu/$tag/${OUT:-cost-model}/explain.md" && cat "$ROOT/bench/results/cpu/$tag/${OUT:-cost-model}/explain.md"
 done

@@ -135,7 +135,9 @@ def predictors(res, args):
             for kind in ["swap", "recompute"]:
                 key = "pred_swap_s" if kind == "swap" else "pred_recompute_s"
                 pts = [(x["tokens"], x[key] * 1e3, x["measured_s"] * 1e3) for x in ds if x["choice"] == kind]
-                dat[kind] += [(pol, rep) + p for p in pts]
+                dat[kind] += [(pol, rep, x["tokens"], x[key] * 1e3, x["measured_s"] * 1e3,
+                               x.get("oncpu_frac") if x.get("oncpu_frac") is not None else 1.0)
+                              for x in ds if x["choice"] == kind]
                 r["dec_" + kind] = {"n": len(pts), "mape": mape_of(pts),
                                     "median_ape": median([abs(p - m) / m * 100 for _, p, m in pts if m > 0])}
                 # the part other processes took: decisions whose engine thread ran
@@ -174,9 +176,9 @@ def predictors(res, args):
                 r["throughput_tok_s"] or 0, r["mean_weighted_turnaround"] or 0))
     for kind in dat:
         with open(os.path.join(res, "fig5-%s.dat" % kind), "w") as f:
-            f.write("# tokens predicted_ms measured_ms (policy rep)\n")
-            for pol, rep, t, p, m in dat[kind]:
-                f.write("%d %.6f %.6f # %s %d\n" % (t, p, m, pol, rep))
+            f.write("# tokens predicted_ms measured_ms oncpu_frac (policy rep), one line a decision\n")
+            for pol, rep, t, p, m, oc in dat[kind]:
+                f.write("%d %.6f %.6f %.3f # %s %d\n" % (t, p, m, oc, pol, rep))
     # medians over repetitions, per policy
     summ = {}
     for pol in ["adaptive", "swap", "recompute"]:

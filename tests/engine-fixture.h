@@ -359,6 +359,7 @@ static void fx_on_decision(void *user, const struct allm_decision *d, bool measu
 				f->dec[i].measured = true;
 				f->dec[i].d.measured_s = d->measured_s;
 				f->dec[i].d.oncpu_frac = d->oncpu_frac;
+				f->dec[i].d.parts = d->parts;
 				f->n_measured++;
 				break;
 			}

@@ -119,6 +119,36 @@ static void run(enum fx_pred pred, bool chunked, bool probe)
 			CHECK(d->oncpu_frac >= 0 && d->oncpu_frac <= 1, "%s: decision %lld on-CPU share %g", name,
 			      (long long)d->seq_no, d->oncpu_frac);
 	}
+	/* and what its cost was made of (the parts bench/cost-explain.py fits) */
+	int n_parts = 0;
+	for (int i = 0; i < f.n_dec; i++) {
+		const struct allm_decision *d = &f.dec[i].d;
+		const struct allm_decision_parts *pt = &d->parts;
+		if (!f.dec[i].measured || d->kind != ALLM_DECISION_PREEMPT || !(d->measured_s > 0))
+			continue;
+		CHECK(pt->oncpu_before > 0 && pt->oncpu_before <= 1, "%s: decision %lld: load before %g", name,
+		      (long long)d->seq_no, pt->oncpu_before);
+		CHECK(pt->faults >= 0, "%s: %lld faults", name, (long long)pt->faults);
+		if (d->choice == ALLM_CHOICE_SWAP) {
+			CHECK(pt->runs >= 2 && pt->steps == 0, "%s: swap %lld: %d copies (out + in), %d steps", name,
+			      (long long)d->seq_no, pt->runs, pt->steps);
+		} else if (d->choice == ALLM_CHOICE_RECOMPUTE) {
+			/* the steps it rode in: one without chunking; its own tokens, all
+			 * of them re-prefilled (no prefix cache here), within the steps';
+			 * its measured cost a share of theirs */
+			CHECK(pt->steps >= 1 && (chunked || pt->steps == 1), "%s: recompute %lld rode in %d steps", name,
+			      (long long)d->seq_no, pt->steps);
+			CHECK(pt->tokens == d->n_tokens && pt->step_tokens >= pt->tokens && pt->step_seqs >= pt->steps,
+			      "%s: recompute %lld of %d tokens: parts %g tokens, steps of %d tokens / %d rows", name,
+			      (long long)d->seq_no, d->n_tokens, pt->tokens, pt->step_tokens, pt->step_seqs);
+			CHECK(pt->pairs >= pt->tokens * pt->tokens / 2 - 1e-9, "%s: recompute %lld: %g pairs for %g tokens",
+			      name, (long long)d->seq_no, pt->pairs, pt->tokens);
+			CHECK(pt->step_s >= d->measured_s * (1 - 1e-9), "%s: recompute %lld: %g s of a %g s step", name,
+			      (long long)d->seq_no, d->measured_s, pt->step_s);
+		}
+		n_parts++;
+	}
+	CHECK(n_parts >= 2, "%s: %d decisions with parts", name, n_parts);
 	if (!probe) {
 		CHECK(st.dec_probed == 0 && st.dec_regret == 0, "%s: probed without the probe", name);
 	} else {

@@ -403,6 +403,51 @@ static void test_rolling_mape(void)
 	allm_predictor_free(p);
 }
 
+/* The recompute decisions' bias (issue 53): a re-prefill that keeps costing 2x
+ * what was predicted makes the next predictions 2x; the load share is an EWMA
+ * of the steps'. */
+static void test_decision_bias(void)
+{
+	struct allm_predictor_key k = test_key();
+	struct allm_predictor *p = NULL;
+	if (allm_predictor_create(&k, &p) < 0) {
+		CHECK(0, "create");
+		return;
+	}
+	CHECK(allm_predictor_recompute_factor(p) == 1.0, "factor %g before any decision",
+	      allm_predictor_recompute_factor(p));
+	allm_predictor_observe_recompute_decision(p, NAN, 1.0);
+	allm_predictor_observe_recompute_decision(p, 0.1, -1);
+	allm_predictor_observe_recompute_decision(p, 0.1, INFINITY);
+	CHECK(allm_predictor_recompute_factor(p) == 1.0 && p->n_rc_dec == 0, "bad pairs learnt");
+	/* predicted 0.1 s (the step model's), measured 0.13 s: forty decisions
+	 * measured in a row, as a burst's are, settle at 1.3x, not beyond */
+	for (int i = 0; i < 40; i++)
+		allm_predictor_observe_recompute_decision(p, 0.1, 0.13);
+	double f = allm_predictor_recompute_factor(p);
+	CHECK(fabs(f - 1.3) < 1e-3, "factor %g after 40 decisions at 1.3x, want 1.3", f);
+	/* one outlier moves it by ALLM_PRED_RC_DEC_ALPHA of a capped log ratio */
+	allm_predictor_observe_recompute_decision(p, 0.1, 1e6);
+	double g = allm_predictor_recompute_factor(p);
+	CHECK(fabs(log(g) - ((1 - ALLM_PRED_RC_DEC_ALPHA) * log(f) + ALLM_PRED_RC_DEC_ALPHA * log(ALLM_PRED_RC_DEC_STEP))) < 1e-9,
+	      "an outlier took the factor from %g to %g", f, g);
+	for (int i = 0; i < 200; i++)
+		allm_predictor_observe_recompute_decision(p, 1e-9, 1e6);
+	CHECK(fabs(allm_predictor_recompute_factor(p) - ALLM_PRED_RC_DEC_STEP) < 1e-6, "factor %g, want %g at most",
+	      allm_predictor_recompute_factor(p), ALLM_PRED_RC_DEC_STEP);
+
+	CHECK(allm_predictor_oncpu(p) == 1.0, "on-CPU share %g before a step", allm_predictor_oncpu(p));
+	allm_predictor_observe_oncpu(p, NAN);
+	allm_predictor_observe_oncpu(p, 0);
+	CHECK(allm_predictor_oncpu(p) == 1.0, "bad shares learnt");
+	allm_predictor_observe_oncpu(p, 0.5);
+	CHECK(allm_predictor_oncpu(p) == 0.5, "the first share taken whole: %g", allm_predictor_oncpu(p));
+	allm_predictor_observe_oncpu(p, 3.0); /* clamped to 1 */
+	CHECK(fabs(allm_predictor_oncpu(p) - (0.5 + ALLM_PRED_ONCPU_ALPHA * 0.5)) < 1e-12, "EWMA %g",
+	      allm_predictor_oncpu(p));
+	allm_predictor_free(p);
+}
+
 static void test_extremes(void)
 {
 	struct fake f;
@@ -761,6 +806,7 @@ int main(void)
 	test_online_tracking();
 	test_estimate_learned();
 	test_rolling_mape();
+	test_decision_bias();
 	test_extremes();
 	test_calibrate_errors();
 	test_disk_failures();

@@ -71,6 +71,17 @@ static void write_decision(FILE *f, const struct allm_decision *d)
 	json_object_set_new(j, "measured_s", isfinite(d->measured_s) ? json_real(d->measured_s) : json_null());
 	if (isfinite(d->oncpu_frac))
 		json_object_set_new(j, "oncpu_frac", json_real(d->oncpu_frac));
+	if (d->kind == ALLM_DECISION_PREEMPT) {
+		/* what the cost was made of (bench/cost-explain.py fits these) */
+		const struct allm_decision_parts *pt = &d->parts;
+		json_t *parts = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:i, s:I, s:f, s:f}", "steps", pt->steps,
+					  "step_tokens", pt->step_tokens, "step_seqs", pt->step_seqs, "step_s",
+					  pt->step_s, "tokens", pt->tokens, "pairs", pt->pairs, "runs", pt->runs,
+					  "faults", (json_int_t)pt->faults, "oncpu_before", pt->oncpu_before,
+					  "rc_factor", pt->rc_factor);
+		if (parts)
+			json_object_set_new(j, "parts", parts);
+	}
 	if (isfinite(d->other_measured_s)) {
 		json_object_set_new(j, "other_measured_s", json_real(d->other_measured_s));
 		json_object_set_new(j, "regret", json_boolean(allm_decision_regret(d)));

@@ -216,6 +216,8 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
 								 : NAN;
 	r->pending_oncpu_s = 0;
 	allm_decision_error_observe(&e->derr, d);
+	if (d->kind == ALLM_DECISION_PREEMPT && d->choice == ALLM_CHOICE_RECOMPUTE && d->parts.rc_factor > 0)
+		allm_predictor_observe_recompute_decision(e->pred, d->pred_recompute_s / d->parts.rc_factor, seconds);
 	if (e->ev.on_decision)
 		e->ev.on_decision(e->ev.user, d, true);
 }
@@ -225,8 +227,25 @@ void allm_engine_attach_measured(struct allm_engine *e, struct allm_request *r, 
  * paper's recompute: the victim's share of that step. A chunked step carries
  * decodes and chunks: each chunk's share is its marginal predicted cost over the
  * step's predicted cost, summed over the steps its re-prefill rides in. */
+/* A re-prefill's parts (allm_decision_parts): the step it rode in, in all,
+ * and its own tokens and attention pairs (c: its row's shape). */
+static void add_parts(struct allm_engine *e, struct allm_request *q, const struct allm_prefill_shape *step,
+		      const struct allm_prefill_shape *c, double secs, int64_t faults)
+{
+	struct allm_decision *d = allm_engine_pending_decision(e, q);
+	if (!d)
+		return;
+	d->parts.steps++;
+	d->parts.step_tokens += (int32_t)ALLM_MIN(step->tokens, (int64_t)INT32_MAX);
+	d->parts.step_seqs += step->n_seqs;
+	d->parts.step_s += secs;
+	d->parts.tokens += (double)c->tokens;
+	d->parts.pairs += c->tokens_sq / 2;
+	d->parts.faults += faults;
+}
+
 static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct allm_prefill_shape *step,
-		  double secs, double cpu)
+		  double secs, double cpu, int64_t faults)
 {
 	/* the share of the step the engine thread was on a CPU (NAN: unknown) */
 	double oncpu = secs > 0 && cpu >= 0 ? ALLM_MIN(1.0, cpu / secs) : NAN;
@@ -246,6 +265,9 @@ static void learn(struct allm_engine *e, struct allm_rq_vec *sel, const struct a
 		if (q->chunk <= 0 || q->pending_decision < 0)
 			continue;
 		e->st.recompute_tokens += q->chunk;
+		struct allm_prefill_shape mine_c = {0};
+		add_row(&mine_c, q->seq.n_cached, q->chunk);
+		add_parts(e, q, step, &mine_c, secs, faults);
 		if (!e->cfg.chunked_prefill) {
 			double mine = allm_predict_recompute(e->pred, q->seq.n_tokens);
 			double share = pred_step > 0 ? secs * ALLM_MIN(1.0, mine / pred_step) : secs;
@@ -292,6 +314,7 @@ int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct
 	}
 	bool dev = e->ex->device_sampling;
 	double cpu0 = allm_engine_thread_cpu();
+	int64_t flt0 = allm_engine_thread_faults();
 	r = allm_executor_forward(e->ex, e->batch, sel->n, false, dev ? NULL : e->logits, err);
 	if (!r && dev)
 		r = sample_on_device(e, sel, err);
@@ -307,8 +330,12 @@ int allm_engine_run_batch(struct allm_engine *e, struct allm_rq_vec *sel, struct
 	e->st.decode_steps += decodes > 0;
 	e->st.mixed_steps += prefill_tokens > 0 && decodes > 0;
 	e->st.prompt_tokens += prefill_tokens;
+	double cpu = allm_engine_thread_cpu() - cpu0;
+	/* every step, decodes too, tells how much of the machine the engine has */
+	if (!e->model->be->simulated && e->ex->last_seconds > 0)
+		allm_predictor_observe_oncpu(e->pred, cpu / e->ex->last_seconds);
 	if (prefill_tokens > 0)
-		learn(e, sel, &shape, e->ex->last_seconds, allm_engine_thread_cpu() - cpu0);
+		learn(e, sel, &shape, e->ex->last_seconds, cpu, allm_engine_thread_faults() - flt0);
 	emit(e, sel);
 	return (int)ALLM_MIN(prefill_tokens + decodes, (int64_t)INT32_MAX);
 }

@@ -65,6 +65,8 @@ struct allm_engine {
 double allm_engine_now(const struct allm_engine *e);
 /* CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID). */
 double allm_engine_thread_cpu(void);
+/* Page faults (minor + major) the calling thread has taken (RUSAGE_THREAD). */
+int64_t allm_engine_thread_faults(void);
 int allm_rq_push(struct allm_rq_vec *q, struct allm_request *r);
 void allm_rq_remove_at(struct allm_rq_vec *q, int32_t i);
 bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r);

@@ -138,7 +138,9 @@ static void probe_recompute(struct allm_engine *e, struct allm_decision *d, int3
 	double t = allm_engine_time_prefill(e, 1, len);
 	double full = allm_predict_recompute(e->pred, len);
 	if (t >= 0 && full > 0)
-		d->other_measured_s = e->cfg.chunked_prefill ? t * ALLM_MIN(1.0, d->pred_recompute_s / full) : t;
+		d->other_measured_s = e->cfg.chunked_prefill
+					      ? t * ALLM_MIN(1.0, allm_engine_predict_reprefill(e, kept, d->n_tokens) / full)
+					      : t;
 }
 
 /* The regret probe, recompute chosen: the victim's blocks, about to be
@@ -183,6 +185,7 @@ static void predict_victim(const struct allm_engine *e, const struct allm_reques
 	d->n_blocks = n;
 	d->priority = allm_engine_priority(v, now);
 	d->estimated = !allm_predictor_calibrated(e->pred);
+	d->parts.oncpu_before = allm_predictor_oncpu(e->pred);
 	d->pred_swap_s = allm_predict_swap(e->pred, ALLM_COPY_D2H, bytes, runs) +
 			 allm_predict_swap(e->pred, ALLM_COPY_H2D, bytes, runs);
 	/* a disk swap is written from and read into device blocks (staged through
@@ -199,7 +202,8 @@ static void predict_victim(const struct allm_engine *e, const struct allm_reques
 	 * what the prefix cache keeps of it; with chunked prefill that rides in
 	 * steps that run anyway, so it costs what it adds to them */
 	*kept = allm_engine_prefix_kept(e, v);
-	d->pred_recompute_s = allm_engine_predict_reprefill(e, *kept, v->seq.n_tokens);
+	d->parts.rc_factor = allm_predictor_recompute_factor(e->pred);
+	d->pred_recompute_s = allm_engine_predict_reprefill(e, *kept, v->seq.n_tokens) * d->parts.rc_factor;
 	d->pred_chunk_s = NAN;
 }
 
@@ -276,10 +280,13 @@ static void execute(struct allm_engine *e, struct allm_request *v, struct allm_d
 	struct allm_err err = {{0}};
 	if (d->choice == ALLM_CHOICE_SWAP) {
 		double cpu0 = allm_engine_thread_cpu();
+		int64_t flt0 = allm_engine_thread_faults();
 		if (table(&v->cpu_blocks, n) &&
 		    allm_kv_swap_out(kv, v->id, held, n, v->cpu_blocks, &res, NULL) == 0) {
 			/* the copies run on this thread: its CPU time is theirs */
 			v->pending_oncpu_s = ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
+			d->parts.faults = allm_engine_thread_faults() - flt0;
+			d->parts.runs = res.n_runs;
 			v->n_cpu_blocks = n;
 			v->seq.n_blocks = v->seq.n_gone; /* the GPU blocks went back to the pool */
 			v->pending_swap_out_s = res.seconds;
@@ -408,10 +415,16 @@ void allm_engine_swap_in(struct allm_engine *e, struct allm_request *r, double n
 	int32_t *to = r->seq.blocks + r->seq.n_gone;
 	ALLM_ASSERT(r->seq.cap_blocks >= r->seq.n_gone + n);
 	double cpu0 = allm_engine_thread_cpu();
+	int64_t flt0 = allm_engine_thread_faults();
 	int rc = disk ? allm_kv_disk_in(e->kv, r->id, r->disk_blocks, n, to, &res, &err)
 		      : allm_kv_swap_in(e->kv, r->id, r->cpu_blocks, n, to, &res, &err);
+	struct allm_decision *d = rc ? NULL : allm_engine_pending_decision(e, r);
 	if (!rc)
 		r->pending_oncpu_s += ALLM_MIN(allm_engine_thread_cpu() - cpu0, res.seconds);
+	if (d) {
+		d->parts.faults += allm_engine_thread_faults() - flt0;
+		d->parts.runs += res.n_runs;
+	}
 	swapped_in(e, r, disk, n, rc, &res, &err, now);
 }
 

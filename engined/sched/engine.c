@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* The device's clock: wall time, or a simulated device's virtual time. */
@@ -74,6 +75,14 @@ bool allm_rq_remove(struct allm_rq_vec *q, const struct allm_request *r)
 			return true;
 		}
 	return false;
+}
+
+int64_t allm_engine_thread_faults(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru))
+		return 0;
+	return (int64_t)ru.ru_minflt + (int64_t)ru.ru_majflt;
 }
 
 double allm_engine_thread_cpu(void)

@@ -128,6 +128,30 @@ struct allm_decision {
 	 * low one says the machine's other processes took the time, not the
 	 * work (issue 53's "error you can explain"); NAN until measured */
 	double oncpu_frac;
+	/* What measured_s was made of (issue 53: the error explained, decision by
+	 * decision; bench/cost-explain.py fits them). RECOMPUTE: the steps its
+	 * re-prefill rode in, summed (their other rows are the batch
+	 * interference); SWAP: the copies out and in. */
+	struct allm_decision_parts {
+		int32_t steps; /* RECOMPUTE: steps its re-prefill rode in */
+		int32_t step_tokens; /* their tokens, its own and the other rows' */
+		int32_t step_seqs; /* their rows */
+		double step_s; /* their wall seconds */
+		double tokens; /* its re-prefilled tokens */
+		double pairs; /* their query-key pairs (attention work) */
+		int32_t runs; /* SWAP: coalesced copies, out + in */
+		/* page faults the engine thread took meanwhile (first touch of pages
+		 * elastic memory returned, a cold host pool) */
+		int64_t faults;
+		/* the engine thread's on-CPU share of recent steps when decided
+		 * (the predictor's EWMA, allm_predictor_oncpu): the load the
+		 * prediction could know of */
+		double oncpu_before;
+		/* RECOMPUTE: the factor pred_recompute_s was scaled by
+		 * (allm_predictor_recompute_factor), so its bias is learnt on the
+		 * step model's own prediction */
+		double rc_factor;
+	} parts;
 };
 
 

@@ -160,6 +160,7 @@ int allm_predictor_create(const struct allm_predictor_key *key, struct allm_pred
 		p->disk_bw[d] = allm_pred_swap_bw(&p->disk[d]);
 	}
 	p->calib_mape_rc = p->calib_mape_swap = p->calib_mape_disk = NAN;
+	p->oncpu = 1;
 	*ret = p;
 	return 0;
 }
@@ -265,6 +266,40 @@ void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, 
 	double f = allm_predict_disk_failure(p, now);
 	p->disk_fail = f + ALLM_DISK_FAIL_WEIGHT * ((failed ? 1.0 : 0.0) - f);
 	p->disk_fail_at = now;
+}
+
+void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac)
+{
+	if (!(frac > 0) || !isfinite(frac))
+		return;
+	frac = fmin(fmax(frac, 0.01), 1.0);
+	p->oncpu = p->n_oncpu_obs ? (1 - ALLM_PRED_ONCPU_ALPHA) * p->oncpu + ALLM_PRED_ONCPU_ALPHA * frac : frac;
+	p->n_oncpu_obs++;
+}
+
+double allm_predictor_oncpu(const struct allm_predictor *p)
+{
+	return p->oncpu;
+}
+
+void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double predicted, double measured)
+{
+	if (!(predicted > 0) || !(measured > 0) || !isfinite(predicted) || !isfinite(measured))
+		return;
+	/* an EWMA of the capped log ratio: a residual of the scaled prediction
+	 * would be counted again by every decision taken before the factor
+	 * moved, and overshoot */
+	double lim = log(ALLM_PRED_RC_DEC_STEP);
+	double le = fmin(fmax(log(measured / predicted), -lim), lim);
+	p->rc_dec_bias = (1 - ALLM_PRED_RC_DEC_ALPHA) * p->rc_dec_bias + ALLM_PRED_RC_DEC_ALPHA * le;
+	lim = log(ALLM_PRED_RC_DEC_MAX);
+	p->rc_dec_bias = fmin(fmax(p->rc_dec_bias, -lim), lim);
+	p->n_rc_dec++;
+}
+
+double allm_predictor_recompute_factor(const struct allm_predictor *p)
+{
+	return exp(p->rc_dec_bias);
 }
 
 double allm_predictor_mape_disk(const struct allm_predictor *p)
@@ -502,6 +537,8 @@ int allm_predictor_calibrate(struct allm_predictor *p, const struct allm_calib_o
 		if (calib_fit(&sw[dir], sw_pts[dir], n_sw[dir], &sw_loo_sum, &sw_loo_n) < 0)
 			return allm_err_set(err, -EIO, "calibration: swap timings do not determine a model");
 	p->rc = rc;
+	p->rc_dec_bias = 0; /* a new step model: its decisions' bias is to be learned again */
+	p->n_rc_dec = 0;
 	p->calib_mape_rc = loo_n ? loo_sum / loo_n : NAN;
 	if (pl.n_sw > 0) {
 		p->swap[0] = sw[0];

@@ -95,6 +95,21 @@ struct allm_predictor {
 	 * half every ALLM_DISK_FAIL_HALF_LIFE_S (the disk may have room again) */
 	double disk_fail;
 	double disk_fail_at; /* when it was last updated (the caller's clock) */
+	/* the engine thread's on-CPU share of the timed steps (CPU time over wall
+	 * time), an EWMA over every step, decodes too: how much of the machine
+	 * this engine has now (1 = all it asked for; a shared machine's other
+	 * processes push it down and every cost up). 1 before the first step. */
+	double oncpu;
+	int64_t n_oncpu_obs;
+	/* re-prefills as the decisions measured them: an EWMA of log(measured /
+	 * predicted) over the measured recompute decisions, which scales the next
+	 * ones (allm_predictor_recompute_factor). The step model prices steps; a
+	 * victim's re-prefill, by the time it runs, differs from that persistently
+	 * (issue 53: replayed on the decisions of a loaded machine, their MAPE fell
+	 * 29.7 -> 17.6 % on SmolLM2, 54.9 -> 35 % on stories260K,
+	 * bench/cost-explain.py). Not in profiles. */
+	double rc_dec_bias;
+	int64_t n_rc_dec;
 	bool calibrated; /* by allm_predictor_calibrate, a loaded profile, or learned online */
 	bool estimated; /* a first estimate (allm_predictor_estimate), being refined online */
 	char calibrated_at[32]; /* ISO 8601 UTC, "" if never */
@@ -141,6 +156,26 @@ void allm_predictor_observe_disk(struct allm_predictor *p, enum allm_disk_dir di
 void allm_predictor_observe_disk_outcome(struct allm_predictor *p, bool failed, double now);
 /* The chance (0..1) that a disk swap now fails, from the outcomes seen. */
 double allm_predict_disk_failure(const struct allm_predictor *p, double now);
+
+/* A timed step's on-CPU share (thread CPU seconds / wall seconds, clamped to
+ * [0.01, 1]); NAN or <= 0 is ignored. */
+#define ALLM_PRED_ONCPU_ALPHA 0.2
+void allm_predictor_observe_oncpu(struct allm_predictor *p, double frac);
+double allm_predictor_oncpu(const struct allm_predictor *p);
+
+/* A recompute decision's cost arrived: the step model's prediction (unscaled:
+ * decisions are measured out of order, many after the factor moved) against
+ * measured seconds; non-finite or <= 0 is ignored. The factor the next
+ * recompute decisions' predictions are multiplied by, in
+ * [1/ALLM_PRED_RC_DEC_MAX, ALLM_PRED_RC_DEC_MAX]; 1 before the first. */
+#define ALLM_PRED_RC_DEC_ALPHA 0.3
+#define ALLM_PRED_RC_DEC_MAX 8.0
+/* One decision's ratio counts at most this far either way: a step the OS
+ * descheduled (stories260K: 0.3 ms re-prefills measured 9 ms at 10 % on a CPU)
+ * says nothing of the next (replayed: 49 % MAPE uncapped, 35 % capped) */
+#define ALLM_PRED_RC_DEC_STEP 1.5
+void allm_predictor_observe_recompute_decision(struct allm_predictor *p, double predicted, double measured);
+double allm_predictor_recompute_factor(const struct allm_predictor *p);
 
 /* Rolling MAPE in percent over the last ALLM_PRED_RING samples; NAN before
  * ALLM_PRED_MAPE_MIN of them (allmctl shows "-"). */
