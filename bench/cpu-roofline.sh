@@ -3,14 +3,14 @@
 # wide, 32k vocab: a 134M-parameter Llama shape) with 2 threads:
 #   limits   read bandwidth (the fastest of several read patterns and thread
 #            placements over 1 GiB) and peak f32 FMA rate (build/tests/bench-cpu-probe)
-#   decode   batch-1 tok/s for f32, f16, bf16, int8 and GGUF q8_0/q4_0/q4_1 weights
+#   decode   batch-1 tok/s for f32, f16, bf16 and GGUF q8_0/q4_0/q4_1 weights
 #            (--quant), as a fraction of
 #            bandwidth / bytes read per token (all weights but the embedding table,
 #            plus the f32 KV cache at the mean context)
 #   prefill  128-token prefill tok/s, as a fraction of the peak FMA rate (the FLOPs
 #            of every matrix and of attention)
 #   batched  total tok/s of N x (128 prompt + 128 generated) through the scheduler,
-#            N = 1, 8, 32 (f32), and N = 8, 32 with int8 weights
+#            N = 1, 8, 32 (f32), and N = 8, 32 with q8_0 weights
 #   gemv     the GEMVs of a batch-1 decode step alone (build/tests/bench-decode-gemv),
 #            each step followed by a plain read of the same bytes: their rate, and the
 #            median of the per-step ratio, which a shared host's bandwidth swings
@@ -21,7 +21,7 @@
 #
 # usage: bench/cpu-roofline.sh [BUILD_DIR [BEFORE_BUILD_DIR]]
 #   BEFORE_BUILD_DIR: another build (e.g. of main) measured in the same run; flags it
-#   lacks (--quant int8) show as "-".  Env: THREADS (2), REPS (3), DECODE (64 tokens),
+#   lacks (--quant q4_1, say) show as "-".  Env: THREADS (2), REPS (3), DECODE (64 tokens),
 #   OUT (a file for the markdown table, default stdout only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,12 +74,12 @@ for rep in $(seq "$REPS"); do
     for dt in f32 f16 bf16; do
       run "bench-$dt" "$b" --dtype "$dt" --bench --max-tokens "$DECODE"
     done
-    for q in int8 $QB; do
+    for q in $QB; do
       run "bench-$q" "$b" --quant "$q" --bench --max-tokens "$DECODE"
     done
     # the step's GEMVs alone against a plain read of the same bytes, step by step
     if [ -x "$b/tests/bench-decode-gemv" ]; then
-      for dt in f32 f16 bf16 int8 $QB; do
+      for dt in f32 f16 bf16 $QB; do
         echo "gemv-$dt build=$b $("$b/tests/bench-decode-gemv" -t "$THREADS" -d "$dt" -s 2 2>/dev/null |
           tr ' \n' '= ')" >>"$TMP/results"
       done
@@ -92,11 +92,11 @@ for b in "${builds[@]}"; do
     run "batch-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
       --temperature 0 --json
   done
-  # int8 weights batch differently (tiles on AMX levels from 3 rows on)
+  # block weights batch differently (tiles on AMX levels from 4 rows on)
   for n in 8 32; do
-    echo "cpu-roofline: $b: batched $n x (128 + 128), int8 weights" >&2
+    echo "cpu-roofline: $b: batched $n x (128 + 128), q8_0 weights" >&2
     run "batchq-$n" "$b" --workload "$TMP/batch.jsonl" -n "$n" --max-output 128 --ignore-eos \
-      --temperature 0 --json --quant int8
+      --temperature 0 --json --quant q8_0
   done
   echo "cpu-roofline: $b: batched 32 x (128 + 128), q4_0 weights" >&2
   run "batchq4-32" "$b" --workload "$TMP/batch.jsonl" -n 32 --max-output 128 --ignore-eos \
@@ -116,14 +116,9 @@ bw, peak = max(bws), max(peaks)
 # --dummy medium: 12 layers, D 768, F 2048, V 32000, 12 heads of 64, untied head.
 L, D, F, V, P = 12, 768, 2048, 32000, 128
 layer_rows = [(D, D)] * 4 + [(F, D)] * 2 + [(D, F)]     # q k v o gate up down: (rows, k)
-def q8_row(k):                                          # kernels/quant.h
-    k32 = (k + 31) // 32 * 32
-    return (k32 + k32 // 16 + 63) // 64 * 64
 QB_BLOCK = {"q8_0": 34, "q4_0": 18, "q4_1": 20}         # kernels/qblock.h
 def wbytes(dt):
     mats = L * layer_rows + [(V, D)]                    # + lm_head, read every token
-    if dt == "int8":
-        return sum(r * q8_row(k) for r, k in mats)
     if dt in QB_BLOCK:
         return sum(r * (k + 31) // 32 * QB_BLOCK[dt] for r, k in mats)
     return sum(r * k for r, k in mats) * {"f32": 4, "f16": 2, "bf16": 2}[dt]
@@ -177,7 +172,7 @@ def cell(key, b, lim=None):
     if len(v) > 1:
         s += f" [{min(v):.0f}-{max(v):.0f}]"
     return s
-DTS = ("f32", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1")
+DTS = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1")
 for dt in DTS:
     per_tok = wbytes(dt) + kv_per_ctx * mean_ctx
     lim = bw * 1e9 / per_tok
@@ -188,7 +183,7 @@ for dt in DTS:
     out.append(f"| prefill {dt}, {P} tokens, tok/s | " + " | ".join(cell("prefill-" + dt, b, lim) for b in builds)
                + f" | {lim:.0f} ({flops / 1e9:.1f} GFLOP) |")
 for key, n, dt in [("batch", 1, "f32"), ("batch", 8, "f32"), ("batch", 32, "f32"),
-                   ("batchq", 8, "int8"), ("batchq", 32, "int8"), ("batchq4", 32, "q4_0")]:
+                   ("batchq", 8, "q8_0"), ("batchq", 32, "q8_0"), ("batchq4", 32, "q4_0")]:
     cells = [cell(f"{key}-{n}", b) for b in builds]
     a, z = runs.get((f"{key}-{n}", before)), runs.get((f"{key}-{n}", after))
     if before and a and z:

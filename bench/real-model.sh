@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real model (SmolLM2-135M-Instruct, GGUF Q4_1, fetched by tools/models.sh):
-#   speed   prefill and decode tok/s of `allm-run --bench` (f32 and --quant int8
+#   speed   prefill and decode tok/s of `allm-run --bench` (f32 and --quant q8_0
 #           weights) beside llama.cpp's on the same file (bench/real-model-llama-cpp.py,
 #           run by $LLAMA_CPP_PY, a python with llama-cpp-python), THREADS threads, the
 #           three alternating, REPS rounds; every line printed, then the medians
@@ -30,10 +30,10 @@ for what in "$@"; do
 		{
 			echo "# $(date -u +%FT%TZ) $(git -C "$ROOT" rev-parse --short HEAD), $THREADS threads, $REPS rounds, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 			for r in $(seq "$REPS"); do
-				for kind in f32 int8 llama.cpp; do
+				for kind in f32 q8_0 llama.cpp; do
 					case $kind in
 					f32) line=$("$B/tools/allm-run" --model "$G" --device cpu --threads "$THREADS" --bench --max-tokens 128 2>/dev/null) ;;
-					int8) line=$("$B/tools/allm-run" --model "$G" --device cpu --threads "$THREADS" --quant int8 --bench --max-tokens 128 2>/dev/null) ;;
+					q8_0) line=$("$B/tools/allm-run" --model "$G" --device cpu --threads "$THREADS" --quant q8_0 --bench --max-tokens 128 2>/dev/null) ;;
 					llama.cpp) line=$("$LLAMA_CPP_PY" "$HERE/real-model-llama-cpp.py" "$G" "$THREADS") ;;
 					esac
 					echo "round $r $kind: $line"
@@ -41,7 +41,7 @@ for what in "$@"; do
 			done
 			echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 		} | tee "$OUT/speed.txt"
-		for kind in f32 int8 llama.cpp; do
+		for kind in f32 q8_0 llama.cpp; do
 			p=$(grep " $kind: " "$OUT/speed.txt" | sed -n 's/.*prefill [0-9]* tokens in [0-9.]* ms = \([0-9.]*\) tok\/s.*/\1/p' | median)
 			d=$(grep " $kind: " "$OUT/speed.txt" | sed -n 's/.*decode [0-9]* tokens in [0-9.]* ms = \([0-9.]*\) tok\/s.*/\1/p' | median)
 			echo "median $kind: prefill $p tok/s, decode $d tok/s" | tee -a "$OUT/speed.txt"

@@ -10,7 +10,7 @@
 
 size_t allm_dtype_size(enum allm_dtype dt)
 {
-	return dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt) ? 1 : 2;
+	return dt == ALLM_DTYPE_F32 ? 4 : allm_dtype_is_qblock(dt) ? 1 : 2;
 }
 
 const char *allm_dtype_name(enum allm_dtype dt)
@@ -19,7 +19,6 @@ const char *allm_dtype_name(enum allm_dtype dt)
 	case ALLM_DTYPE_F32: return "f32";
 	case ALLM_DTYPE_F16: return "f16";
 	case ALLM_DTYPE_BF16: return "bf16";
-	case ALLM_DTYPE_Q8: return "int8";
 	case ALLM_DTYPE_Q8_0: return "q8_0";
 	case ALLM_DTYPE_Q4_0: return "q4_0";
 	case ALLM_DTYPE_Q4_1: return "q4_1";

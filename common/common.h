@@ -20,14 +20,11 @@ enum allm_dtype {
 	ALLM_DTYPE_F16 = 1,
 	ALLM_DTYPE_BF16 = 2,
 	ALLM_DTYPE_COUNT, /* the element dtypes end here */
-	/* A block format, not an element dtype: int8 weights with one scale per 32
-	 * values (kernels/quant.h). Only GEMM weights and embedding tables take it
-	 * (--quant int8); allm_to_f32()/allm_from_f32() do not. */
-	ALLM_DTYPE_Q8 = 16,
+	/* (16 was int8 rows with bf16 scales, retired for Q8_0: not reused.) */
 	/* GGUF's block formats, used as the file lays them out (kernels/qblock.h): 32
-	 * weights a block, an f16 scale (and an f16 min for Q4_1). Like Q8, only GEMM
-	 * weights and embedding tables take them (a file's Q-tensors, or --quant
-	 * q8_0|q4_0|q4_1). */
+	 * weights a block, an f16 scale (and an f16 min for Q4_1). Block formats, not
+	 * element dtypes: only GEMM weights and embedding tables take them (a file's
+	 * Q-tensors, or --quant q8_0|q4_0|q4_1); allm_to_f32()/allm_from_f32() do not. */
 	ALLM_DTYPE_Q8_0 = 17,
 	ALLM_DTYPE_Q4_0 = 18,
 	ALLM_DTYPE_Q4_1 = 19,
@@ -47,10 +44,10 @@ static inline bool allm_dtype_is_qblock(enum allm_dtype dt)
 	return dt >= ALLM_DTYPE_Q8_0 && dt <= ALLM_DTYPE_Q6_K;
 }
 
-/* Bytes per element of a dtype (Q8 and the GGUF block formats: 1, rounded up and the
- * scales not counted; see allm_q8_bytes, allm_qb_bytes). */
+/* Bytes per element of a dtype (the GGUF block formats: 1, rounded up and the
+ * scales not counted; see allm_qb_bytes). */
 size_t allm_dtype_size(enum allm_dtype dt);
-/* "f32", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k". */
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k". */
 const char *allm_dtype_name(enum allm_dtype dt);
 /* Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; -EINVAL otherwise. */
 int allm_dtype_parse(const char *s, enum allm_dtype *ret);

@@ -252,12 +252,12 @@ enum allm_cpu_isa {
 	ALLM_CPU_ISA_AUTO = 0, /* the best level this machine supports */
 	ALLM_CPU_ISA_PORTABLE, /* plain C, the reference's arithmetic */
 	ALLM_CPU_ISA_AVX2, /* AVX2 + FMA + F16C */
-	ALLM_CPU_ISA_AVX2_VNNI, /* + AVX-VNNI: int8 weights x int8 activations */
+	ALLM_CPU_ISA_AVX2_VNNI, /* + AVX-VNNI (today the same kernels as avx2) */
 	ALLM_CPU_ISA_AVX512, /* AVX-512 F/BW/VL (and the OS saves ZMM state) */
-	ALLM_CPU_ISA_AVX512_VNNI, /* + AVX512_VNNI */
+	ALLM_CPU_ISA_AVX512_VNNI, /* + AVX512_VNNI: block weights x int8 activations */
 	ALLM_CPU_ISA_AVX512_BF16, /* + AVX512_BF16: bf16 weights x bf16 activations */
 	ALLM_CPU_ISA_AMX_BF16, /* + AMX-BF16 (and the OS lets us use tiles): bf16 on tiles */
-	ALLM_CPU_ISA_AMX_INT8, /* + AMX-INT8: int8 weights x int8 activations on tiles too */
+	ALLM_CPU_ISA_AMX_INT8, /* + AMX-INT8: block weights x int8 activations on tiles too */
 	ALLM_CPU_ISA_COUNT
 };
 

@@ -19,7 +19,7 @@
  * table left out unless it is also the head); -T TYPE keeps the matrices of one
  * type only (the bandwidth of that format's kernel).
  *
- * usage: bench-decode-gemv [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] [-s seconds]
+ * usage: bench-decode-gemv [-t threads] [-d f32|f16|bf16|q8_0|q4_0|q4_1] [-i ISA] [-s seconds]
  *                          [-L layers] [-D hidden] [-F mlp] [-V vocab] [-n rows]
  *                          [-g FILE.gguf [-T q4_k|q6_k|...]]
  * Defaults: --dummy medium's shape (12 x 768, MLP 2048, vocab 32000), n = 1, 3 s,
@@ -27,7 +27,6 @@
 #include "backend.h"
 #include "bench-opts.h"
 #include "gguf.h"
-#include "quant.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -211,7 +210,7 @@ int main(int argc, char **argv)
 		case 'T': only = optarg; break;
 		default:
 		usage:
-			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] "
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|q8_0|q4_0|q4_1] [-i ISA] "
 					"[-s seconds] [-L layers] [-D hidden] [-F mlp] [-V vocab] "
 					"[-n rows] [-g FILE.gguf [-T TYPE]]\n", argv[0]);
 			return 2;

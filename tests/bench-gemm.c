@@ -2,14 +2,13 @@
  * OpenBLAS sgemm (for comparison only; it is not batch-invariant) and, with -r, the
  * reference loops, in GFLOP/s; and the fast path's weight read rate in GB/s.
  *
- * usage: bench-gemm [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] [-s seconds] [-r]
+ * usage: bench-gemm [-t threads] [-d f32|f16|bf16|q8_0|q4_0|q4_1] [-i ISA] [-s seconds] [-r]
  *                   [n,k,m ...]
  * Default shapes: 1,4096,4096 16,4096,4096 128,4096,11008 1,64,512 5,64,172.
  * Each number is the fastest call seen in -s seconds (default 1); the reference is
  * timed on one call (it takes seconds on big shapes). */
 #include "backend.h"
 #include "bench-opts.h"
-#include "quant.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -76,7 +75,7 @@ int main(int argc, char **argv)
 		switch (c < 0 ? '?' : opt) {
 		case 'r': with_ref = true; break;
 		default:
-			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|int8|q8_0|q4_0|q4_1] [-i ISA] "
+			fprintf(stderr, "usage: %s [-t threads] [-d f32|f16|bf16|q8_0|q4_0|q4_1] [-i ISA] "
 					"[-s seconds] [-r] [n,k,m ...]\n", argv[0]);
 			return 2;
 		}

@@ -1,13 +1,13 @@
 /* Description: the error of GGUF files against a reference file of the same model
  * (not a test; bench/README.md, "Real model"): each file is loaded as allm-run's
  * --dtype auto loads it on the CPU (every tensor in its own type, blocks as stored)
- * or, with @QUANT, converted at load (--quant int8|q8_0|q4_0|q4_1, --dtype f32); one prefill of
+ * or, with @QUANT, converted at load (--quant q8_0|q4_0|q4_1, --dtype f32); one prefill of
  * a fixed id sequence gives every position's logits; printed per file: the largest
  * |logit - the reference's| over all of them, its mean, and teacher-forced greedy
  * agreement (positions whose argmax is the reference's).
  * Usage: bench-gguf-error [-t threads] REF.gguf[@QUANT] IDS FILE.gguf[@QUANT]...
  *   IDS: comma-separated token ids (e.g. tests/data/smollm2/reference.json's
- *   logits.ids); QUANT: int8, q8_0, q4_0, q4_1, or f32 (--dtype f32: dequantized). */
+ *   logits.ids); QUANT: q8_0, q4_0, q4_1, or f32 (--dtype f32: dequantized). */
 #include "executor.h"
 #include "gguf-model.h"
 #include "sampler.h"
@@ -32,8 +32,8 @@ static float *logits_of(const char *spec, const int32_t *ids, int32_t n, int32_t
 	if (at) {
 		*at++ = 0;
 		static const struct { const char *name; enum allm_dtype dt; } q[] = {
-			{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
-			{"q4_1", ALLM_DTYPE_Q4_1}, {"f32", ALLM_DTYPE_F32},
+			{"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0}, {"q4_1", ALLM_DTYPE_Q4_1},
+			{"f32", ALLM_DTYPE_F32},
 		};
 		size_t i = 0;
 		while (i < ALLM_ARRAY_SIZE(q) && strcmp(q[i].name, at))

@@ -4,17 +4,15 @@
 
 #include "backend.h"
 #include "qblock.h"
-#include "quant.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* -d: a weight dtype name, "int8" for the q8 weights of --quant int8, or a GGUF
- * block format (q8_0, q4_0, q4_1). */
+/* -d: a weight dtype name or a GGUF block format (q8_0, q4_0, q4_1, ...). */
 static inline int bench_dtype_parse(const char *s, enum allm_dtype *ret)
 {
 	static const struct { const char *name; enum allm_dtype dt; } q[] = {
-		{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
+		{"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
 		{"q4_1", ALLM_DTYPE_Q4_1}, {"q5_0", ALLM_DTYPE_Q5_0}, {"q5_1", ALLM_DTYPE_Q5_1},
 		{"q4_k", ALLM_DTYPE_Q4_K}, {"q5_k", ALLM_DTYPE_Q5_K}, {"q6_k", ALLM_DTYPE_Q6_K},
 	};
@@ -29,8 +27,6 @@ static inline int bench_dtype_parse(const char *s, enum allm_dtype *ret)
 /* Bytes of an m x k weight matrix of dt. */
 static inline size_t bench_w_bytes(enum allm_dtype dt, int64_t m, int64_t k)
 {
-	if (dt == ALLM_DTYPE_Q8)
-		return allm_q8_bytes(m, k);
 	if (allm_dtype_is_qblock(dt))
 		return allm_qb_bytes(dt, m, k);
 	return (size_t)(m * k) * allm_dtype_size(dt);
@@ -57,9 +53,7 @@ static inline void bench_w_store(enum allm_dtype dt, void *w, const float *f, in
 		(void)f;
 		return;
 	}
-	if (dt == ALLM_DTYPE_Q8)
-		allm_q8_quantize_rows(w, k, 0, f, m);
-	else if (allm_dtype_is_qblock(dt))
+	if (allm_dtype_is_qblock(dt))
 		allm_qb_quantize_rows(dt, w, k, 0, f, m);
 	else
 		allm_from_f32(w, f, dt, (size_t)(m * k));

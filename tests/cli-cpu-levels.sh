@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Description: --cpu-isa and --quant through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (int8 weights with f32 and with int8 activations; GGUF q8_0/q4_0/q4_1 blocks; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and the AMX levels) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end); the block formats give the same outputs on every x86 level (their GEMM's bits are the same everywhere; the portable level's attention differs).
+# Description: --cpu-isa and --quant through allm-run: the device string names the level asked for, bad values get one clear error, and on every level this CPU has (GGUF q8_0/q4_0/q4_1 blocks, and --quant int8, an alias that must give q8_0's outputs and report q8_0 weights; f32 weights on the portable and the default level; bf16 weights on avx512-bf16 and the AMX levels) a workload gives the same outputs_sha256 with plentiful blocks, under recompute and swap preemption, and on 1 and 2 threads (batch invariance end to end); the block formats give the same outputs on every x86 level (their GEMM's bits are the same everywhere; the portable level's attention differs).
 set -u
 RUN=${BUILD_DIR:?}/tools/allm-run
 M=${DATA_DIR:?}/models/stories260K
@@ -31,7 +31,7 @@ for isa in $levels; do
       || { echo "FAIL: --cpu-isa $isa failed without saying why"; cat "$tmp/probe.err"; fail=1; continue; }
   fi
   grep -q "gemm: $isa)" "$tmp/probe.err" || { echo "FAIL: --cpu-isa $isa: device string"; cat "$tmp/probe.err"; fail=1; }
-  qs="int8 q8_0 q4_0 q4_1" # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
+  qs="q8_0 q4_0 q4_1" # f32 weights: the GEMM's bits per level are test-cpu-gemm's; two levels here
   [ "$isa" = portable ] || [ "$isa" = "$best" ] && qs="none $qs"
   # bf16 weights where the level has its own bf16 kernel (bf16 activations)
   case $isa in avx512-bf16|amx-bf16|amx-int8) qs="$qs bf16" ;; esac
@@ -41,7 +41,14 @@ for isa in $levels; do
     "$RUN" "${W[@]}" --cpu-isa "$isa" "${wq[@]}" >"$base.json" 2>"$base.err" \
       || { echo "FAIL: $isa $q plentiful run"; cat "$base.err"; fail=1; continue; }
     ref=$(field "$base.json" "['outputs_sha256']")
-    [ "$q" = int8 ] && ! grep -q "int8 weights" "$base.err" && { echo "FAIL: $isa: --quant int8 not reported"; fail=1; }
+    if [ "$q" = q8_0 ]; then # --quant int8: another name for q8_0, nothing else printed
+      "$RUN" "${W[@]}" --cpu-isa "$isa" --quant int8 >"$base.int8.json" 2>"$base.int8.err" \
+        || { echo "FAIL: $isa --quant int8 run"; cat "$base.int8.err"; fail=1; }
+      [ "$(field "$base.int8.json" "['outputs_sha256']" 2>/dev/null)" = "$ref" ] \
+        || { echo "FAIL: $isa: --quant int8 does not give --quant q8_0's outputs"; fail=1; }
+      grep -q "q8_0 weights" "$base.int8.err" && ! grep -qi "int8 weights" "$base.int8.err" \
+        || { echo "FAIL: $isa: --quant int8 not reported as q8_0 weights"; cat "$base.int8.err"; fail=1; }
+    fi
     # the paper's engine (no admission headroom), so that the tight pools do preempt
     vs=("--gpu-blocks 10 --cpu-blocks 6 --preempt recompute --admit-lookahead 0" "--gpu-blocks 10 --cpu-blocks 6 --preempt swap --admit-lookahead 0" "--threads 1 --max-num-seqs 3")
     # the block formats' GEMM is one family per few levels (cpu-gemm-qblock.h):

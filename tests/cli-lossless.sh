@@ -7,7 +7,7 @@ M=${DATA_DIR:?}/models/stories260K
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0
 W=(--model "$M" --device cpu --workload chatbot -n 64 --max-output 48 --seed 1 --temperature 0 --json --profile "$tmp/profile.json")
-# QUANT=q8_0|q4_0|q4_1|int8: the same runs on weights quantized at load (tests/meson.build)
+# QUANT=q8_0|q4_0|q4_1: the same runs on weights quantized at load (tests/meson.build)
 [ -n "${QUANT:-}" ] && W+=(--quant "$QUANT") && echo "weights: --quant $QUANT"
 
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval('d'+sys.argv[2]))" "$@"; }

@@ -506,13 +506,12 @@ static int fx_global_init(void)
 	struct allm_model_config cfg;
 	struct allm_backend_opts bo = {.n_threads = 1};
 	struct allm_model_load_opts lo = {.wdtype = ALLM_DTYPE_F32};
-	/* ALLM_FX_QUANT=int8|q8_0|q4_0|q4_1: the same tests on quantized weights
+	/* ALLM_FX_QUANT=q8_0|q4_0|q4_1: the same tests on quantized weights
 	 * (tests/meson.build registers such runs) */
 	const char *q = getenv("ALLM_FX_QUANT");
 	if (q && *q) {
 		static const struct { const char *name; enum allm_dtype dt; } qs[] = {
-			{"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0},
-			{"q4_1", ALLM_DTYPE_Q4_1},
+			{"q8_0", ALLM_DTYPE_Q8_0}, {"q4_0", ALLM_DTYPE_Q4_0}, {"q4_1", ALLM_DTYPE_Q4_1},
 		};
 		size_t i = 0;
 		while (i < ALLM_ARRAY_SIZE(qs) && strcmp(q, qs[i].name))

@@ -1,4 +1,4 @@
-/* Description: libFuzzer target over a GGUF file a user may be handed (--model FILE.gguf): the container (common/gguf.c), the hyper-parameters and the weights loaded onto the CPU backend (engined/model/gguf-*.c) and the tokenizer (engined/tokenizer/tokenizer-gguf.c), which then encodes and decodes a text. The input is a flags byte (bits 0-1: the storage dtype asked for: f32, f16, bf16, int8) and the file's bytes. Each stage must succeed or fail with a negative errno and a message; a loaded model holds every tensor; nothing may crash, leak, read past the file or allocate for more than the file holds. */
+/* Description: libFuzzer target over a GGUF file a user may be handed (--model FILE.gguf): the container (common/gguf.c), the hyper-parameters and the weights loaded onto the CPU backend (engined/model/gguf-*.c) and the tokenizer (engined/tokenizer/tokenizer-gguf.c), which then encodes and decodes a text. The input is a flags byte (bits 0-1: the storage dtype asked for: f32, f16, bf16, q8_0) and the file's bytes. Each stage must succeed or fail with a negative errno and a message; a loaded model holds every tensor; nothing may crash, leak, read past the file or allocate for more than the file holds. */
 #include "backend.h"
 #include "gguf-model.h"
 #include "tokenizer.h"
@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static allm_backend_t *be;
-	static const enum allm_dtype dtypes[] = {ALLM_DTYPE_F32, ALLM_DTYPE_F16, ALLM_DTYPE_BF16, ALLM_DTYPE_Q8};
+	static const enum allm_dtype dtypes[] = {ALLM_DTYPE_F32, ALLM_DTYPE_F16, ALLM_DTYPE_BF16, ALLM_DTYPE_Q8_0};
 	struct allm_err err = {0};
 	if (!be) {
 		struct allm_backend_opts bo = {.n_threads = 1};

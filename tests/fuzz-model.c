@@ -1,4 +1,4 @@
-/* Description: libFuzzer target over a model directory a user may be handed (engined/model): config.json and model.safetensors, loaded onto the CPU backend as allm-engined --model does. The input is a flags byte (bits 0-1: the storage dtype asked for: f32, f16, bf16, int8) and the two files separated by the 4 bytes "\n\0\1\n" (a missing part: no such file). The config loader, the safetensors index and the whole model load must each succeed or fail with a negative errno and a message; a load that succeeds must hold every tensor; nothing may crash, leak, read past a file or allocate for a tensor the file does not hold. */
+/* Description: libFuzzer target over a model directory a user may be handed (engined/model): config.json and model.safetensors, loaded onto the CPU backend as allm-engined --model does. The input is a flags byte (bits 0-1: the storage dtype asked for: f32, f16, bf16, q8_0) and the two files separated by the 4 bytes "\n\0\1\n" (a missing part: no such file). The config loader, the safetensors index and the whole model load must each succeed or fail with a negative errno and a message; a load that succeeds must hold every tensor; nothing may crash, leak, read past a file or allocate for a tensor the file does not hold. */
 #include "backend.h"
 #include "model-config.h"
 #include "model.h"
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static allm_backend_t *be;
-	static const enum allm_dtype dtypes[] = {ALLM_DTYPE_F32, ALLM_DTYPE_F16, ALLM_DTYPE_BF16, ALLM_DTYPE_Q8};
+	static const enum allm_dtype dtypes[] = {ALLM_DTYPE_F32, ALLM_DTYPE_F16, ALLM_DTYPE_BF16, ALLM_DTYPE_Q8_0};
 	struct allm_err err = {0};
 	if (!be) {
 		struct allm_backend_opts bo = {.n_threads = 1};

@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 		bool spm;
 	} models[] = {
 		{"model-f32-gpt2", ALLM_GGML_F32, 0, false}, {"model-f16-as-f16", ALLM_GGML_F16, 1, false},
-		{"model-bf16-as-bf16", ALLM_GGML_BF16, 2, true}, {"model-q8_0-as-int8", ALLM_GGML_Q8_0, 3, false},
+		{"model-bf16-as-bf16", ALLM_GGML_BF16, 2, true}, {"model-q8_0-as-q8_0", ALLM_GGML_Q8_0, 3, false},
 		{"model-q4_0-llama", ALLM_GGML_Q4_0, 0, true}, {"model-q4_1", ALLM_GGML_Q4_1, 0, false},
 	};
 	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)

@@ -1,11 +1,10 @@
-/* Description: the CPU GEMM at every SIMD level this machine supports, f32/f16/bf16,
- * int8 and GGUF block (Q8_0, Q4_0, Q4_1) weights: bit for bit against a scalar emulation of the level's documented
+/* Description: the CPU GEMM at every SIMD level this machine supports, f32/f16/bf16
+ * and GGUF block (Q8_0, Q4_0, Q4_1) weights: bit for bit against a scalar emulation of the level's documented
  * reduction order (kernels/cpu/cpu-gemm.h), within a stated bound of the exact
  * (double) result, and batch-invariant: a row's bits never depend on the rows
  * around it, the number of rows or the thread count. */
 #include "backend.h"
 #include "qblock.h"
-#include "quant.h"
 #include "test-check.h"
 
 #include <math.h>
@@ -22,7 +21,7 @@ static float frand(void) /* uniform in [-1, 1) */
 	return (float)((rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
 }
 
-static const enum allm_dtype dts[] = {ALLM_DTYPE_F32,  ALLM_DTYPE_F16,  ALLM_DTYPE_BF16, ALLM_DTYPE_Q8,
+static const enum allm_dtype dts[] = {ALLM_DTYPE_F32,  ALLM_DTYPE_F16,  ALLM_DTYPE_BF16,
 				      ALLM_DTYPE_Q8_0, ALLM_DTYPE_Q4_0, ALLM_DTYPE_Q4_1};
 
 /* --qblock-only: the GGUF block formats alone (the runs with each scale fetch forced,
@@ -32,7 +31,7 @@ static bool qb_only;
 /* Weights whose bias is f32 (the quantized formats). */
 static bool f32_bias(enum allm_dtype dt)
 {
-	return dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt);
+	return allm_dtype_is_qblock(dt);
 }
 
 /* W [m, k] of dtype dt from random values; *ret_f = the values as stored (f32). */
@@ -44,12 +43,7 @@ static void *make_w(enum allm_dtype dt, int64_t m, int64_t k, float **ret_f)
 	if (m * k > 3)
 		f[m * k / 3] = 0.0f; /* a zero block start, and a tiny value */
 	void *w;
-	if (dt == ALLM_DTYPE_Q8) {
-		w = malloc(allm_q8_bytes(m, k));
-		allm_q8_quantize_rows(w, k, 0, f, m);
-		for (int64_t i = 0; i < m; i++)
-			allm_q8_dequantize_row(f + i * k, w, k, i);
-	} else if (allm_dtype_is_qblock(dt)) {
+	if (allm_dtype_is_qblock(dt)) {
 		w = malloc(allm_qb_bytes(dt, m, k));
 		allm_qb_quantize_rows(dt, w, k, 0, f, m);
 		for (int64_t i = 0; i < m; i++)
@@ -83,7 +77,7 @@ static float emu_fma(const float *x, const float *w, int64_t k, int lanes)
 	return tree(l, lanes);
 }
 
-/* Block b of x quantized as the int8 levels do: xq = round-half-even(x * 127 /
+/* Block b of x quantized as the block formats' kernels do: xq = round-half-even(x * 127 /
  * amax) (zeros past k); returns dx = amax / 127. */
 static float quant_block(const float *x, int64_t k, int64_t b, int32_t xq[32])
 {
@@ -98,47 +92,7 @@ static float quant_block(const float *x, int64_t k, int64_t b, int32_t xq[32])
 	return amax / 127.0f;
 }
 
-/* VNNI: x quantized per block of 32; integer dot per 4; fma(I, dw * dx, lane), lane
- * 8 * (b % 2) + j on 16 lanes, j on 8. */
-static float emu_vnni(const float *x, const void *wq, int64_t k, int64_t row, int lanes)
-{
-	int64_t k32 = allm_q8_k32(k);
-	const int8_t *q = allm_q8_row_q(wq, k, row);
-	const uint16_t *d = allm_q8_row_d(wq, k, row);
-	float l[16] = {0};
-	for (int64_t b = 0; b < k32 / 32; b++) {
-		int32_t xq[32];
-		float s = allm_bf16_to_f32(d[b]) * quant_block(x, k, b, xq);
-		for (int j = 0; j < 8; j++) {
-			int32_t acc = 0;
-			for (int i = 0; i < 4; i++)
-				acc += xq[4 * j + i] * q[b * 32 + 4 * j + i];
-			int lane = lanes == 16 ? 8 * (int)(b % 2) + j : j;
-			l[lane] = fmaf((float)acc, s, l[lane]);
-		}
-	}
-	return tree(l, lanes);
-}
-
-/* amx-int8: x quantized as for VNNI; per block the exact integer sum of its 32
- * products, acc = fma(I, dw * dx, acc) over the blocks in order. */
-static float emu_amx_q8(const float *x, const void *wq, int64_t k, int64_t row)
-{
-	int64_t k32 = allm_q8_k32(k);
-	const int8_t *q = allm_q8_row_q(wq, k, row);
-	const uint16_t *d = allm_q8_row_d(wq, k, row);
-	float acc = 0.0f;
-	for (int64_t b = 0; b < k32 / 32; b++) {
-		int32_t xq[32], sum = 0;
-		float s = allm_bf16_to_f32(d[b]) * quant_block(x, k, b, xq);
-		for (int i = 0; i < 32; i++)
-			sum += xq[i] * q[b * 32 + i];
-		acc = fmaf((float)sum, s, acc);
-	}
-	return acc;
-}
-
-/* GGUF blocks (every level): x quantized as for VNNI; per block the exact integer
+/* GGUF blocks (every level): x quantized per block of 32 (quant_block); per block the exact integer
  * sum of xq times the block's integers (read here from the bytes as GGUF documents
  * them: Q8_0 d q[32]; Q4_0 d qs[16], element i < 16 the low nibble of qs[i] minus
  * 8, i + 16 its high nibble minus 8; Q4_1 d m qs[16], the nibbles as they are);
@@ -204,7 +158,7 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 			for (int64_t i = 0; i < m; i++)
 				bias[i] = 0.5f * frand();
 			void *w = make_w(dt, m, k, &wf);
-			/* bias: f32 for int8 and blocks, else in dt (values exactly
+			/* bias: f32 for blocks, else in dt (values exactly
 			 * representable: from wf) */
 			void *b = f32_bias(dt) ? (void *)bias : malloc((size_t)m * 4);
 			if (!f32_bias(dt)) {
@@ -231,19 +185,12 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 						mag += fabs((double)xr[p] * wr[p]);
 					}
 					bool qb = allm_dtype_is_qblock(dt);
-					bool vnni = dt == ALLM_DTYPE_Q8 && (isa == ALLM_CPU_ISA_AVX2_VNNI ||
-									    isa >= ALLM_CPU_ISA_AVX512_VNNI);
 					bool dpbf16 = dt == ALLM_DTYPE_BF16 && isa >= ALLM_CPU_ISA_AVX512_BF16;
-					bool amx_q8 = vnni && isa == ALLM_CPU_ISA_AMX_INT8;
 					int lanes = isa >= ALLM_CPU_ISA_AVX512 ? 16 : 8;
 					if (qb) /* every level, portable included */
 						want = emu_qb(dt, xr, w, k, o) + bias[o];
 					else if (isa == ALLM_CPU_ISA_PORTABLE)
 						want = yr[i * m + o]; /* the reference, bit for bit */
-					else if (amx_q8)
-						want = emu_amx_q8(xr, w, k, o) + bias[o];
-					else if (vnni)
-						want = emu_vnni(xr, w, k, o, lanes) + bias[o];
 					else if (!dpbf16)
 						want = emu_fma(xr, wr, k, lanes) + bias[o];
 					else
@@ -254,11 +201,11 @@ static void test_level_values(allm_backend_t *be, allm_backend_t *ref, enum allm
 					}
 					/* the bound: float error of the order, plus the rounding of
 					 * activations where the level rounds them (bf16: 2^-9 each,
-					 * int8: half a step of amax / 127 per value) */
+					 * blocks: half an int8 step of amax / 127 per value) */
 					double ulp = 0x1p-24, lim = (double)(k + 8) * 2 * ulp * mag;
 					if (dpbf16)
 						lim += 0x1p-8 * mag;
-					for (int64_t p = 0; (vnni || qb) && p < k; p += 32) {
+					for (int64_t p = 0; qb && p < k; p += 32) {
 						double amax = 0, sw = 0; /* half an int8 step per value */
 						for (int64_t q = p; q < p + 32 && q < k; q++) {
 							amax = fmax(amax, fabs(xr[q]));

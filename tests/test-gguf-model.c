@@ -1,4 +1,4 @@
-/* Description: Llama models from GGUF files (engined/model/gguf-*.c) against the Hugging Face directories they were converted from (tests/gguf-write.c, llama.cpp's conventions): F32 / F16 / BF16 files load into exactly the weights of the directory in the same storage dtype (the query and key rows of every head back in Hugging Face's order, biases too, tied and untied heads) and give bit-identical logits, while a file whose Q/K rows were not permuted gives other logits (RoPE rotates the wrong pairs); Q8_0 / Q4_0 / Q4_1 files load into ggml's reference dequantization of the same weights and stay close in logits, also with --quant int8; and each kind of model this engine cannot run or a broken file (another architecture, a missing key or tensor, a wrong shape, an unsupported tensor type, a tensor the graph does not read, RoPE frequency factors, partial rotary, a vocabulary that disagrees) fails with one message naming it. */
+/* Description: Llama models from GGUF files (engined/model/gguf-*.c) against the Hugging Face directories they were converted from (tests/gguf-write.c, llama.cpp's conventions): F32 / F16 / BF16 files load into exactly the weights of the directory in the same storage dtype (the query and key rows of every head back in Hugging Face's order, biases too, tied and untied heads) and give bit-identical logits, while a file whose Q/K rows were not permuted gives other logits (RoPE rotates the wrong pairs); Q8_0 / Q4_0 / Q4_1 files load into ggml's reference dequantization of the same weights and stay close in logits; and each kind of model this engine cannot run or a broken file (another architecture, a missing key or tensor, a wrong shape, an unsupported tensor type, a tensor the graph does not read, RoPE frequency factors, partial rotary, a vocabulary that disagrees) fails with one message naming it. */
 #include "executor.h"
 #include "gguf-model.h"
 #include "gguf-write.h"
@@ -136,16 +136,6 @@ static void quantized(const char *dir, uint32_t type, const char *name)
 	}
 	free(la);
 	free(lb);
-	if (type == ALLM_GGML_Q8_0) { /* and stored as int8 blocks (--quant int8) */
-		struct allm_model *c = load(path, ALLM_DTYPE_Q8);
-		float *lc = c ? logits_of(c, ids, N_IDS) : NULL;
-		float *l32 = logits_of(a, ids, N_IDS);
-		CHECK(lc && l32 && max_diff(lc, l32, (size_t)N_IDS * (size_t)a->cfg.vocab_size) < 1.0,
-		      "q8_0 as --quant int8: logits far from f32");
-		free(lc);
-		free(l32);
-		allm_model_free(c);
-	}
 out:
 	allm_free(sa);
 	allm_free(sb);

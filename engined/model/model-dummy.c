@@ -21,7 +21,7 @@ static float unit(uint64_t *st)
 	return (float)((allm_splitmix64(st) >> 40) * 0x1p-23) - 1.0f;
 }
 
-/* Fills one tensor, whole rows at a time (int8 storage quantizes per row). Scales
+/* Fills one tensor, whole rows at a time (block storage quantizes per row). Scales
  * keep activations O(1) through many layers: matrices ~ U(-1,1)/sqrt(fan_in), norms
  * near 1, small biases, embeddings ~ U(-1,1). */
 static void fill_spec(const struct allm_model *m, const struct allm_weight_spec *s,

@@ -3,7 +3,6 @@
  * format (hf-model.c, gguf-model.c) fill them; model-load.c picks one. */
 #include "model.h"
 #include "qblock.h"
-#include "quant.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -155,10 +154,10 @@ int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret,
 	return 0;
 }
 
-/* Whether dt is an integer storage format: int8 blocks (--quant int8) or GGUF's. */
+/* Whether dt is an integer storage format: GGUF's blocks (a file's, or --quant's). */
 static bool quantized(enum allm_dtype dt)
 {
-	return dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt);
+	return allm_dtype_is_qblock(dt);
 }
 
 static size_t align64(size_t x)
@@ -179,8 +178,6 @@ enum allm_dtype allm_model_spec_dtype(const struct allm_model *m, const struct a
 size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weight_spec *s)
 {
 	enum allm_dtype dt = allm_model_spec_dtype(m, s);
-	if (dt == ALLM_DTYPE_Q8)
-		return allm_q8_bytes(allm_spec_rows(s), allm_spec_cols(s));
 	if (allm_dtype_is_qblock(dt))
 		return allm_qb_bytes(dt, allm_spec_rows(s), allm_spec_cols(s));
 	return allm_spec_elems(s) * allm_dtype_size(dt);
@@ -191,9 +188,7 @@ void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_
 {
 	enum allm_dtype dt = allm_model_spec_dtype(m, s);
 	int64_t cols = allm_spec_cols(s);
-	if (dt == ALLM_DTYPE_Q8)
-		allm_q8_quantize_rows(dst, cols, row0, src, n_rows);
-	else if (allm_dtype_is_qblock(dt))
+	if (allm_dtype_is_qblock(dt))
 		allm_qb_quantize_rows(dt, dst, cols, row0, src, n_rows);
 	else
 		allm_from_f32((char *)dst + (size_t)(row0 * cols) * allm_dtype_size(dt), src, dt,

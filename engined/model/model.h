@@ -90,8 +90,9 @@ static inline size_t allm_spec_elems(const struct allm_weight_spec *s)
 int allm_model_weight_specs(struct allm_model *m, struct allm_weight_spec **ret, size_t *ret_n);
 
 struct allm_model_load_opts {
-	enum allm_dtype wdtype; /* storage dtype on the backend (ALLM_DTYPE_Q8: int8
-				 * matrices and embeddings, quantized from any file dtype) */
+	enum allm_dtype wdtype; /* storage dtype on the backend (a block format such as
+				 * ALLM_DTYPE_Q8_0: matrices and embeddings quantized
+				 * from any file dtype) */
 	allm_progress_fn progress; /* may be NULL */
 	void *progress_user;
 	/* GGUF files: every matrix and embedding table stays in its own type, the

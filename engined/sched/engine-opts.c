@@ -45,7 +45,7 @@ static int store_custom(struct allm_engine_opts *o, enum allm_setting_id id, con
 		o->dtype = v;
 		return 0;
 	case ALLM_SETTING_kv_cache_dtype:
-		if (strcmp(v, "auto") && (allm_dtype_parse(v, &dt) || dt == ALLM_DTYPE_Q8))
+		if (strcmp(v, "auto") && allm_dtype_parse(v, &dt))
 			return allm_err_set(err, -EINVAL, "bad value for --kv-cache-dtype: '%s' (expected "
 					    "auto, f32, f16 or bf16)", v);
 		o->kv_cache_dtype = v;
@@ -55,8 +55,10 @@ static int store_custom(struct allm_engine_opts *o, enum allm_setting_id id, con
 			break;
 		return 0;
 	case ALLM_SETTING_quant: {
+		/* int8: the name of a retired format of int8 rows with bf16 scales,
+		 * kept for users' scripts; Q8_0 is the same idea and faster */
 		static const struct { const char *name; enum allm_dtype dt; } q[] = {
-			{"none", ALLM_DTYPE_F32}, {"int8", ALLM_DTYPE_Q8}, {"q8_0", ALLM_DTYPE_Q8_0},
+			{"none", ALLM_DTYPE_F32}, {"int8", ALLM_DTYPE_Q8_0}, {"q8_0", ALLM_DTYPE_Q8_0},
 			{"q4_0", ALLM_DTYPE_Q4_0}, {"q4_1", ALLM_DTYPE_Q4_1},
 		};
 		for (size_t k = 0; k < ALLM_ARRAY_SIZE(q); k++)

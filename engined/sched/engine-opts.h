@@ -49,7 +49,7 @@ struct allm_engine_opts {
 	bool blas; /* --gemm openblas */
 	enum allm_cpu_isa cpu_isa; /* --cpu-isa: the cpu GEMM's SIMD level (AUTO = best) */
 	/* --quant: matrices and embeddings quantized at load into this block format
-	 * (ALLM_DTYPE_Q8 for int8, Q8_0, Q4_0, Q4_1; cpu); ALLM_DTYPE_F32 (the zero):
+	 * (Q8_0, which int8 names too, Q4_0, Q4_1; cpu); ALLM_DTYPE_F32 (the zero):
 	 * none, the checkpoint's dtype or --dtype */
 	enum allm_dtype quant;
 	uint64_t dummy_seed;

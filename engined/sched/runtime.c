@@ -99,7 +99,7 @@ out:
 
 /* The K/V storage dtype: as asked, else f32 on the CPU (the attention's own
  * precision, whatever the weights) and the weights' dtype on a GPU (as vLLM's
- * "auto"; a GPU never holds int8 weights). */
+ * "auto"; a GPU never holds block weights). */
 static enum allm_dtype kv_dtype(const struct allm_runtime *rt)
 {
 	enum allm_dtype dt;

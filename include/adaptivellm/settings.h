@@ -84,9 +84,9 @@ X(cpu_isa, "cpu_isa", CUSTOM, OPT, NO, 0, 0, 0, "auto", "--cpu-isa", "LEVEL", NU
   "portable, avx2, avx2-vnni, avx512, avx512-vnni, avx512-bf16,\n" \
   "amx-bf16, amx-int8\n") \
 X(quant, "quant", CUSTOM, OPT, NO, 0, 0, 0, "none", "--quant", "none|int8|q8_0|q4_0|q4_1", NULL, MODEL, NULL, \
-  "weights quantized at load (cpu; norms and\n" \
-  "biases stay f32): int8 with bf16\n" \
-  "scales per 32, or GGUF's block formats\n") \
+  "weights quantized at load into GGUF's block\n" \
+  "formats (cpu; norms and biases stay f32);\n" \
+  "int8 is another name for q8_0\n") \
 X(block_size, "block_size", I32, OPT, NO, 1, 1024, 0, "16", "--block-size", "N", NULL, MODEL, NULL, \
   "tokens per KV block\n") \
 X(gpu_blocks, "gpu_blocks", I32, OPT, POOL, 1, INT32_MAX, 0, NULL, "--gpu-blocks", "N", NULL, MODEL, NULL, \

@@ -36,8 +36,8 @@ static void cpu_destroy(allm_backend_t *be)
 
 static bool cpu_supports(allm_backend_t *be, enum allm_backend_op op, enum allm_dtype dt)
 {
-	/* int8 and GGUF block weights: matrices and embedding tables */
-	if (dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt))
+	/* GGUF block weights: matrices and embedding tables */
+	if (allm_dtype_is_qblock(dt))
 		return op == ALLM_OP_GEMM || op == ALLM_OP_EMBEDDING;
 	return op < ALLM_OP_COUNT && dt < ALLM_DTYPE_COUNT;
 }

@@ -49,7 +49,7 @@ static int64_t amx_groups(int64_t n)
 
 size_t gemm_amx_x_bytes(int64_t n, int64_t k)
 {
-	return (size_t)amx_groups(n) * (size_t)allm_q8_k32(k) / 2 * AMX_TOK * 4;
+	return (size_t)amx_groups(n) * (size_t)gemm_k32(k) / 2 * AMX_TOK * 4;
 }
 
 /* Activations of groups [begin, end) into the B layout: token t's pair (2q, 2q + 1)
@@ -196,7 +196,7 @@ int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, 
 {
 	struct amx_job j = {
 		.y = y, .xp = xbuf, .x = x, .w = w, .bias = bias, .n = n, .k = k, .m = m,
-		.k32 = allm_q8_k32(k), .groups = amx_groups(n), .pool = pool,
+		.k32 = gemm_k32(k), .groups = amx_groups(n), .pool = pool,
 	};
 	gemm_run_items(pool, inline_run || j.groups < 2, j.groups, amx_pack_worker, &j);
 	gemm_run_items(pool, inline_run, (m + AMX_OUT - 1) / AMX_OUT, amx_worker, &j);

@@ -1,6 +1,8 @@
-/* GEMM levels avx2 (AVX2 + FMA + F16C) and avx2-vnni (+ AVX-VNNI). Per-function
- * target attributes: the file builds with the project's portable flags and these
- * functions only run once cpu-isa.c found the instructions (and the OS state).
+/* GEMM levels avx2 (AVX2 + FMA + F16C) and avx2-vnni (+ AVX-VNNI: the same float
+ * kernels; GGUF block weights take cpu-gemm-qblock-x86.c's AVX2 family on both).
+ * Per-function target attributes: the file builds with the project's portable
+ * flags and these functions only run once cpu-isa.c found the instructions (and
+ * the OS state).
  *
  * Every output element keeps 8 partial sums in one ymm, the order cpu-gemm.h
  * defines for these levels. (16 lanes in two ymm would equal the AVX-512 levels'
@@ -13,7 +15,6 @@
 #ifdef GEMM_X86
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
-#define T2V __attribute__((target("avx2,fma,f16c,avxvnni")))
 
 #define AVX2_ROWS 4 /* tile: 4 rows x 3 columns = 12 accumulators, 3 W, 1 x */
 #define AVX2_COLS 3
@@ -26,8 +27,8 @@ INL T2 float reduce8(__m256 v)
 	return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
 
-/* 8 weights of a row from element e, as f32 (int8: q * d, d the block's scale). */
-INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e, __m256 d)
+/* 8 weights of a row from element e, as f32. */
+INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e)
 {
 	switch (dt) {
 	case ALLM_DTYPE_F16:
@@ -36,9 +37,6 @@ INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e, __m256 d)
 		return _mm256_castsi256_ps(_mm256_slli_epi32(
 			_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + e))),
 			16));
-	case ALLM_DTYPE_Q8:
-		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-					     _mm_loadl_epi64((const __m128i *)(row + e)))), d);
 	default:
 		return _mm256_loadu_ps((const float *)row + e);
 	}
@@ -69,15 +67,15 @@ INL T2 __m256 w8(const enum allm_dtype dt, const char *row, int64_t e, __m256 d)
  * the k tail can run over zero-padded copies). */
 INL T2 void fma_step(const int R, const int C, const enum allm_dtype dt,
 		     __m256 acc[AVX2_ROWS][AVX2_COLS], const float *const *xs, int64_t ex,
-		     const char *const *ws, int64_t ew, const __m256 *d, size_t pf)
+		     const char *const *ws, int64_t ew, size_t pf)
 {
-	const int eb = dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 ? 1 : 2;
+	const int eb = dt == ALLM_DTYPE_F32 ? 4 : 2;
 	__m256 wv[AVX2_COLS];
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		if (pf && (ew * eb & 63) == 0) /* once per cache line */
 			_mm_prefetch(ws[c] + ew * eb + pf, _MM_HINT_T1);
-		wv[c] = w8(dt, ws[c], ew, d[c]);
+		wv[c] = w8(dt, ws[c], ew);
 	}
 	UNROLL
 	for (int r = 0; r < R; r++) {
@@ -92,34 +90,24 @@ INL T2 void fma_step(const int R, const int C, const enum allm_dtype dt,
 INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 		     const struct gemm_tile *t)
 {
-	__m256 acc[AVX2_ROWS][AVX2_COLS], d[AVX2_COLS];
+	__m256 acc[AVX2_ROWS][AVX2_COLS];
 	const float *x[AVX2_ROWS];
 	const char *w[AVX2_COLS];
-	const int64_t k32 = allm_q8_k32(t->k);
 	TILE2_BEGIN(acc, R, C, t);
 	UNROLL
 	for (int r = 0; r < R; r++)
 		x[r] = (const float *)((const char *)t->x + (size_t)r * t->x_stride);
 	UNROLL
-	for (int c = 0; c < C; c++) {
+	for (int c = 0; c < C; c++)
 		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
-		d[c] = _mm256_setzero_ps();
-	}
 	int64_t p = t->p0, end = t->p0 + t->kc;
-	for (; p + 8 <= end; p += 8) {
-		if (dt == ALLM_DTYPE_Q8 && (p & 31) == 0) { /* a new block: its scales */
-			UNROLL
-			for (int c = 0; c < C; c++)
-				d[c] = _mm256_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
-		}
-		fma_step(R, C, dt, acc, x, p, w, p - t->w_p0, d, t->prefetch);
-	}
+	for (; p + 8 <= end; p += 8)
+		fma_step(R, C, dt, acc, x, p, w, p - t->w_p0, t->prefetch);
 	if (p < end) { /* the k tail: one step over zero-padded f32 copies */
 		int rem = (int)(end - p);
 		float xt[AVX2_ROWS][8], wt[AVX2_COLS][8];
 		const float *xp[AVX2_ROWS];
 		const char *wp[AVX2_COLS];
-		__m256 one[AVX2_COLS];
 		UNROLL
 		for (int r = 0; r < R; r++) {
 			for (int i = 0; i < 8; i++)
@@ -131,9 +119,8 @@ INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 			for (int i = 0; i < 8; i++)
 				wt[c][i] = i < rem ? gemm_wval(w[c], dt, t->k, 0, p + i - t->w_p0) : 0.0f;
 			wp[c] = (const char *)wt[c];
-			one[c] = _mm256_setzero_ps();
 		}
-		fma_step(R, C, ALLM_DTYPE_F32, acc, xp, 0, wp, 0, one, 0);
+		fma_step(R, C, ALLM_DTYPE_F32, acc, xp, 0, wp, 0, 0);
 	}
 	TILE2_END(acc, R, C, t);
 }
@@ -142,23 +129,17 @@ INL T2 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 static T2 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_F32); }
 static T2 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_F16); }
 static T2 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_BF16); }
-static T2 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_4x3(FMA_TILE, ALLM_DTYPE_Q8); }
 
 /* W rows to f32 for the blocked path: the values w8() computes. */
 INL T2 void to_f32(const enum allm_dtype dt, float *dst, const void *w, size_t w_stride,
 		   int64_t k, int64_t p0, int64_t kc, int cols)
 {
-	const int64_t k32 = allm_q8_k32(k);
 	for (int c = 0; c < cols; c++) {
 		const char *row = (const char *)w + (size_t)c * w_stride;
 		float *o = dst + (size_t)c * gemm_conv_ld(kc);
 		int64_t i = 0;
-		for (; i + 8 <= kc; i += 8) {
-			__m256 d = _mm256_setzero_ps();
-			if (dt == ALLM_DTYPE_Q8)
-				d = _mm256_set1_ps(gemm_bf16f(((const uint16_t *)(row + k32))[(p0 + i) >> 5]));
-			_mm256_storeu_ps(o + i, w8(dt, row, p0 + i, d));
-		}
+		for (; i + 8 <= kc; i += 8)
+			_mm256_storeu_ps(o + i, w8(dt, row, p0 + i));
 		for (; i < kc; i++)
 			o[i] = gemm_wval(row, dt, k, 0, p0 + i);
 	}
@@ -185,134 +166,14 @@ T2 void gemm_avx2_bf16_to_f32(float *d, const void *w, size_t s, int64_t k, int6
 	to_f32(ALLM_DTYPE_BF16, d, w, s, k, p0, kc, cols);
 }
 
-T2 void gemm_avx2_q8_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
-			 int cols)
-{
-	to_f32(ALLM_DTYPE_Q8, d, w, s, k, p0, kc, cols);
-}
-
-/* --- int8 x int8 (AVX-VNNI) ---------------------------------------------------- */
-
-/* Row layout of prepared activations: xq[k32] int8 | corr[k32/4] int32 | dx[k32/32]
- * f32. corr = -128 * (sum of each 4 xq): the kernels feed W as unsigned bytes
- * (q + 128, by flipping the sign bit), and corr takes the 128 back out, exactly. */
-size_t gemm_q8x_row_bytes(int64_t k)
-{
-	size_t k32 = (size_t)allm_q8_k32(k);
-	return (2 * k32 + k32 / 8 + 63) & ~(size_t)63;
-}
-
-T2 void gemm_q8x_prep(void *dst, const float *x, int64_t k)
-{
-	const int64_t k32 = allm_q8_k32(k);
-	int8_t *xq = dst;
-	int32_t *corr = (int32_t *)(xq + k32);
-	float *dx = (float *)(xq + 2 * k32);
-	const __m256 sign = _mm256_set1_ps(-0.0f);
-	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-	for (int64_t b = 0; b < k32 / 32; b++) {
-		float tail[32];
-		const float *s = x + b * 32;
-		if (b * 32 + 32 > k) {
-			for (int i = 0; i < 32; i++)
-				tail[i] = b * 32 + i < k ? s[i] : 0.0f;
-			s = tail;
-		}
-		__m256 v[4], mx = _mm256_setzero_ps();
-		for (int i = 0; i < 4; i++) {
-			v[i] = _mm256_loadu_ps(s + 8 * i);
-			mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
-		}
-		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-		float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-		dx[b] = amax / 127.0f;
-		__m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-		__m256i q[4];
-		for (int i = 0; i < 4; i++) /* round half to even (MXCSR default) */
-			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-		__m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-						 _mm256_packs_epi32(q[2], q[3]));
-		q16 = _mm256_permutevar8x32_epi32(q16, order);
-		_mm256_storeu_si256((__m256i *)(xq + b * 32), q16);
-		__m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q16), ones16);
-		_mm256_storeu_si256((__m256i *)(corr + b * 8),
-				    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s4, 7)));
-	}
-}
-
-/* Lane j of block b: fma(I, dw_b * dx_b, acc) (cpu-gemm.h). Blocks past k are zero
- * in both operands, so the loop runs to k32 unmasked. */
-INL T2V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
-{
-	__m256 acc[AVX2_ROWS][AVX2_COLS];
-	const int64_t k32 = allm_q8_k32(t->k);
-	const int8_t *xq[AVX2_ROWS], *wq[AVX2_COLS];
-	const int32_t *corr[AVX2_ROWS];
-	const float *dx[AVX2_ROWS];
-	const uint16_t *dw[AVX2_COLS];
-	const __m256i flip = _mm256_set1_epi8((char)0x80);
-	TILE2_BEGIN(acc, R, C, t);
-	UNROLL
-	for (int r = 0; r < R; r++) {
-		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
-		corr[r] = (const int32_t *)(xq[r] + k32);
-		dx[r] = (const float *)(xq[r] + 2 * k32);
-	}
-	UNROLL
-	for (int c = 0; c < C; c++) {
-		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
-		dw[c] = (const uint16_t *)(wq[c] + k32);
-	}
-	int64_t b_end = ALLM_MIN(t->p0 + t->kc + 31, k32) / 32;
-	for (int64_t b = t->p0 / 32; b < b_end; b++) {
-		__m256i a[AVX2_COLS];
-		__m256 dwv[AVX2_COLS];
-		UNROLL
-		for (int c = 0; c < C; c++) {
-			if (t->prefetch && (b & 1) == 0)
-				_mm_prefetch((const char *)wq[c] + b * 32 + t->prefetch, _MM_HINT_T1);
-			a[c] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wq[c] + b * 32)), flip);
-			dwv[c] = _mm256_set1_ps(gemm_bf16f(dw[c][b]));
-		}
-		UNROLL
-		for (int r = 0; r < R; r++) {
-			__m256i xv = _mm256_loadu_si256((const __m256i *)(xq[r] + b * 32));
-			__m256i cv = _mm256_loadu_si256((const __m256i *)(corr[r] + b * 8));
-			__m256 dxv = _mm256_set1_ps(dx[r][b]);
-			UNROLL
-			for (int c = 0; c < C; c++) {
-				__m256i i32 = _mm256_dpbusd_avx_epi32(cv, a[c], xv);
-				acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dwv[c], dxv),
-							    acc[r][c]);
-			}
-		}
-	}
-	TILE2_END(acc, R, C, t);
-}
-
-#define VNNI_TILE(R, C, unused) tile_vnni(R, C, t)
-static T2V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_4x3(VNNI_TILE, 0); }
-
 #define KERN(fn, conv) \
 	{ .max_rows = AVX2_ROWS, .max_cols = AVX2_COLS, .tile = fn, .w_to_f32 = conv, \
 	  .tile_f32 = tile_f32 }
 static const struct gemm_kern k_f32 = KERN(tile_f32, gemm_f32_copy), k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32),
 			       k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32);
-/* int8: four rows per tile, each tile dequantizing W again; from 9 rows one
- * conversion per chunk is cheaper (12 rows: 76 vs 63 GFLOP/s in place, one thread) */
-static const struct gemm_kern k_q8 = { .max_rows = AVX2_ROWS, .max_cols = AVX2_COLS, .direct_rows = 8,
-				       .tile = tile_q8, .w_to_f32 = gemm_avx2_q8_to_f32, .tile_f32 = tile_f32 };
-static const struct gemm_kern k_q8_vnni = {
-	.max_rows = AVX2_ROWS, .max_cols = AVX2_COLS, .tile = tile_q8_vnni,
-	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,
-};
 
 #define QB_AVX2 gemm_qb_avx2
-const struct gemm_level gemm_level_avx2 = { ALLM_CPU_ISA_AVX2, &k_f32, &k_f16, &k_bf16, &k_q8, QB_AVX2 };
-const struct gemm_level gemm_level_avx2_vnni = {
-	ALLM_CPU_ISA_AVX2_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni, QB_AVX2,
-};
+const struct gemm_level gemm_level_avx2 = { ALLM_CPU_ISA_AVX2, &k_f32, &k_f16, &k_bf16, QB_AVX2 };
+const struct gemm_level gemm_level_avx2_vnni = { ALLM_CPU_ISA_AVX2_VNNI, &k_f32, &k_f16, &k_bf16, QB_AVX2 };
 
 #endif /* GEMM_X86 */

@@ -1,7 +1,7 @@
-/* The AVX-512 levels' GEMM for many rows with float weights (f32, f16, bf16, and
- * int8 dequantized as q * d), as an outer product: a zmm holds 16 *outputs* of
- * one token, each FMA broadcasts one activation against 16 weights, so nothing is
- * reduced across lanes in the hot loop and a tile of 14 tokens x 32 outputs does
+/* The AVX-512 levels' GEMM for many rows with float weights (f32, f16, bf16), as an
+ * outer product: a zmm holds 16 *outputs* of one token, each FMA broadcasts one
+ * activation against 16 weights, so nothing is reduced across lanes in the hot
+ * loop and a tile of 14 tokens x 32 outputs does
  * 28 FMAs per 2 weight loads (the dot-product tiles of cpu-gemm-avx512.c do 24
  * per 4 weight loads from L2, and then reduce every element across its lanes).
  *
@@ -151,7 +151,6 @@ static T5 void op_pack_x(void *arg, int tid, int64_t begin, int64_t end)
 INL T5 void op_pack_w_dt(const enum allm_dtype dt, float *dst, const struct op_job *j,
 			 const struct op_mat *mt, int64_t o0)
 {
-	const int64_t k32 = allm_q8_k32(j->k);
 	for (int h = 0; h < 2; h++) {
 		/* rows past m: zeros (their pointer stays on a real row, never read) */
 		int64_t valid = ALLM_MAX((int64_t)0, ALLM_MIN((int64_t)16, mt->m - o0 - 16 * h));
@@ -159,18 +158,12 @@ INL T5 void op_pack_w_dt(const enum allm_dtype dt, float *dst, const struct op_j
 		UNROLL16
 		for (int a = 0; a < 16; a++)
 			rows[a] = mt->w + (size_t)(o0 + 16 * h + ALLM_MIN((int64_t)a, valid - 1)) * j->w_stride;
-		if (valid == 0)
-			rows[0] = NULL;
 		for (int64_t i = 0; i < j->k16; i++) {
 			__mmask16 km = k_mask(j->k, 16 * i);
 			__m512 v[16];
 			UNROLL16
-			for (int a = 0; a < 16; a++) {
-				__m512 d = _mm512_setzero_ps();
-				if (dt == ALLM_DTYPE_Q8 && rows[0])
-					d = _mm512_set1_ps(gemm_bf16f(((const uint16_t *)(rows[a] + k32))[(16 * i) >> 5]));
-				v[a] = a < valid ? w16(dt, rows[a], 16 * i, km, d) : _mm512_setzero_ps();
-			}
+			for (int a = 0; a < 16; a++)
+				v[a] = a < valid ? w16(dt, rows[a], 16 * i, km) : _mm512_setzero_ps();
 			transpose16(v);
 			UNROLL16
 			for (int b = 0; b < 16; b++)
@@ -184,7 +177,6 @@ static T5 void op_pack_w(float *dst, const struct op_job *j, const struct op_mat
 	switch (j->dt) {
 	case ALLM_DTYPE_F16: op_pack_w_dt(ALLM_DTYPE_F16, dst, j, mt, o0); break;
 	case ALLM_DTYPE_BF16: op_pack_w_dt(ALLM_DTYPE_BF16, dst, j, mt, o0); break;
-	case ALLM_DTYPE_Q8: op_pack_w_dt(ALLM_DTYPE_Q8, dst, j, mt, o0); break;
 	default: op_pack_w_dt(ALLM_DTYPE_F32, dst, j, mt, o0); break;
 	}
 }
@@ -389,6 +381,5 @@ static int op_gemm(enum allm_dtype dt, struct cpu_pool *pool, bool inline_run, v
 OP_DT(gemm_op_f32, gemm_op_multi_f32, ALLM_DTYPE_F32)
 OP_DT(gemm_op_f16, gemm_op_multi_f16, ALLM_DTYPE_F16)
 OP_DT(gemm_op_bf16, gemm_op_multi_bf16, ALLM_DTYPE_BF16)
-OP_DT(gemm_op_q8, gemm_op_multi_q8, ALLM_DTYPE_Q8)
 
 #endif /* GEMM_X86 */

@@ -1,16 +1,15 @@
-/* GEMM levels avx512 (AVX-512 F/BW/VL), avx512-vnni (+ VNNI: int8 x int8) and
- * avx512-bf16 (+ BF16: bf16 x bf16 with vdpbf16ps). Per-function target
- * attributes; nothing here runs unless cpu-isa.c found the instructions and the
- * OS saves ZMM state. One zmm holds an output element's 16 partial sums, in the
- * order cpu-gemm.h defines (so avx512 == avx2 and avx512-vnni == avx2-vnni, bit
- * for bit). */
+/* GEMM levels avx512 (AVX-512 F/BW/VL), avx512-vnni (+ VNNI: the GGUF block
+ * formats' vpdpbusd items, cpu-gemm-qblock-x86.c) and avx512-bf16 (+ BF16: bf16 x
+ * bf16 with vdpbf16ps), and the float kernels of the AMX levels. Per-function
+ * target attributes; nothing here runs unless cpu-isa.c found the instructions and
+ * the OS saves ZMM state. One zmm holds an output element's 16 partial sums, in the
+ * order cpu-gemm.h defines. */
 #include "cpu-gemm.h"
 #include "cpu-gemm-x86.h"
 #include "cpu-gemm-qblock.h"
 
 #ifdef GEMM_X86
 
-#define T5V __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define T5B __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* FMA tiles: 6 rows x 4 columns (24 accumulators, 4 W vectors, 1 x): in the blocked
@@ -22,9 +21,6 @@
 #define AVX512_DECODE_COLS 8 /* n <= 2: 2 x 8 tiles, 8 rows of W streaming */
 #endif
 #define FMA_ACC_COLS (AVX512_DECODE_COLS > AVX512_COLS ? AVX512_DECODE_COLS : AVX512_COLS)
-#define VNNI_ROWS 3 /* int8 tiles keep 3 vectors per row live: 3 x 4 (measured 10-15 % */
-#define VNNI_COLS 4 /* faster than 4 x 3) */
-#define VNNI_DECODE_COLS 8 /* n <= 2: 8 rows of W streaming (see k_q8_vnni) */
 
 /* The lane tree of cpu-gemm.h: lanes j + j+8, then j + j+4, j + j+2, j + j+1. */
 INL T5 float reduce16(__m512 v)
@@ -93,19 +89,15 @@ INL T5 __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d)
 /* One step of 16 k of the FMA tile. */
 INL T5 void fma_step(const int R, const int C, const enum allm_dtype dt,
 		     __m512 acc[AVX512_ROWS][FMA_ACC_COLS], const float *const *x,
-		     const char *const *w, int64_t p, int64_t w_p0, int64_t k32, const __mmask16 m,
-		     size_t pf)
+		     const char *const *w, int64_t p, int64_t w_p0, const __mmask16 m, size_t pf)
 {
-	const int eb = dt == ALLM_DTYPE_F32 ? 4 : dt == ALLM_DTYPE_Q8 ? 1 : 2;
+	const int eb = dt == ALLM_DTYPE_F32 ? 4 : 2;
 	__m512 wv[FMA_ACC_COLS];
 	UNROLL
 	for (int c = 0; c < C; c++) {
 		if (pf && ((p - w_p0) * eb & 63) == 0) /* once per cache line */
 			_mm_prefetch(w[c] + (p - w_p0) * eb + pf, _MM_HINT_T1);
-		__m512 d = _mm512_setzero_ps();
-		if (dt == ALLM_DTYPE_Q8)
-			d = _mm512_set1_ps(gemm_bf16f(((const uint16_t *)(w[c] + k32))[p >> 5]));
-		wv[c] = w16(dt, w[c], p - w_p0, m, d);
+		wv[c] = w16(dt, w[c], p - w_p0, m);
 	}
 	UNROLL
 	for (int r = 0; r < R; r++) {
@@ -123,7 +115,6 @@ INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 	__m512 acc[AVX512_ROWS][FMA_ACC_COLS];
 	const float *x[AVX512_ROWS];
 	const char *w[FMA_ACC_COLS];
-	const int64_t k32 = allm_q8_k32(t->k);
 	TILE_BEGIN(acc, R, C, t);
 	UNROLL
 	for (int r = 0; r < R; r++)
@@ -133,9 +124,9 @@ INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 		w[c] = (const char *)t->w + (size_t)c * t->w_stride;
 	int64_t p = t->p0, end = t->p0 + t->kc;
 	for (; p + 16 <= end; p += 16)
-		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, 0xffff, t->prefetch);
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, 0xffff, t->prefetch);
 	if (p < end)
-		fma_step(R, C, dt, acc, x, w, p, t->w_p0, k32, (__mmask16)((1u << (end - p)) - 1), 0);
+		fma_step(R, C, dt, acc, x, w, p, t->w_p0, (__mmask16)((1u << (end - p)) - 1), 0);
 	TILE_END(acc, R, C, t);
 }
 
@@ -143,135 +134,18 @@ INL T5 void tile_fma(const int R, const int C, const enum allm_dtype dt,
 static T5 void tile_f32(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F32); }
 static T5 void tile_f16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_F16); }
 static T5 void tile_bf16(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_BF16); }
-static T5 void tile_q8(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(FMA_TILE, ALLM_DTYPE_Q8); }
-
-/* --- int8 x int8 (AVX512_VNNI) ------------------------------------------------- */
-
-/* 16 block scales from block b0 on (nb blocks in all) as f32: bf16 or f32 sources. */
-INL T5 __m512 scales16_bf16(const uint16_t *d, int64_t b0, int64_t nb)
-{
-	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
-	return _mm512_castsi512_ps(_mm512_slli_epi32(
-		_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, d + b0)), 16));
-}
-
-INL T5 __m512 scales16_f32(const float *d, int64_t b0, int64_t nb)
-{
-	__mmask16 m = nb - b0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - b0)) - 1);
-	return _mm512_maskz_loadu_ps(m, d + b0);
-}
-
-/* One 64-byte chunk covers blocks 2q and 2q + 1: lanes 0-7 take the first's scale,
- * 8-15 the second's (sel: the chunk's position among the 8 of a 16-scale group).
- * dwx[r][c] holds dw * dx of the group's 16 blocks, multiplied once per group: a
- * lane's product is the same float whether its two factors are picked first and
- * multiplied per chunk or multiplied first and picked per chunk. A chunk then
- * costs one permute per element instead of one per row and column plus a multiply
- * per element: the VNNI tile ran 16 % faster with W in cache (bench-gemm, 1 row,
- * one thread: 43 -> 51 GB/s at 768 x 768), and batch-1 decode streams W faster
- * when the core has less to do beside the loads. */
-INL T5V void vnni_chunk(const int R, const int C, __m512 acc[VNNI_ROWS][VNNI_DECODE_COLS],
-			const int8_t *const *xq, const int32_t *const *corr,
-			const __m512 (*dwx)[VNNI_DECODE_COLS], const int8_t *const *wq, int64_t q,
-			__m512i sel, const bool half, size_t pf)
-{
-	const __m512i flip = _mm512_set1_epi8((char)0x80);
-	const __mmask64 mb = half ? 0xffffffffull : ~0ull; /* an odd last block: 32 bytes */
-	const __mmask16 ml = half ? 0x00ff : 0xffff;
-	__m512i a[VNNI_DECODE_COLS];
-	UNROLL
-	for (int c = 0; c < C; c++) {
-		if (pf)
-			_mm_prefetch((const char *)wq[c] + q * 64 + pf, _MM_HINT_T1);
-		a[c] = _mm512_xor_si512(half ? _mm512_maskz_loadu_epi8(mb, wq[c] + q * 64)
-					     : _mm512_loadu_si512(wq[c] + q * 64), flip);
-	}
-	UNROLL
-	for (int r = 0; r < R; r++) {
-		__m512i xv = half ? _mm512_maskz_loadu_epi8(mb, xq[r] + q * 64)
-				  : _mm512_loadu_si512(xq[r] + q * 64);
-		__m512i cv = half ? _mm512_maskz_loadu_epi32(ml, corr[r] + q * 16)
-				  : _mm512_loadu_si512(corr[r] + q * 16);
-		UNROLL
-		for (int c = 0; c < C; c++) {
-			__m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, a[c], xv));
-			__m512 s = _mm512_permutexvar_ps(sel, dwx[r][c]);
-			if (half)
-				acc[r][c] = _mm512_mask3_fmadd_ps(f, s, acc[r][c], ml);
-			else
-				acc[r][c] = _mm512_fmadd_ps(f, s, acc[r][c]);
-		}
-	}
-}
-
-/* dwx[r][c] = dw * dx of the 16 blocks from b0 on. */
-INL T5V void vnni_scales(const int R, const int C, __m512 dwx[VNNI_ROWS][VNNI_DECODE_COLS],
-			 const float *const *dx, const uint16_t *const *dw, int64_t b0, int64_t nb)
-{
-	__m512 dw16[VNNI_DECODE_COLS];
-	UNROLL
-	for (int c = 0; c < C; c++)
-		dw16[c] = scales16_bf16(dw[c], b0, nb);
-	UNROLL
-	for (int r = 0; r < R; r++) {
-		__m512 dx16 = scales16_f32(dx[r], b0, nb);
-		UNROLL
-		for (int c = 0; c < C; c++)
-			dwx[r][c] = _mm512_mul_ps(dw16[c], dx16);
-	}
-}
-
-INL T5V void tile_vnni(const int R, const int C, const struct gemm_tile *t)
-{
-	__m512 acc[VNNI_ROWS][VNNI_DECODE_COLS], dwx[VNNI_ROWS][VNNI_DECODE_COLS];
-	const int64_t k32 = allm_q8_k32(t->k), nb = k32 / 32;
-	const int8_t *xq[VNNI_ROWS], *wq[VNNI_DECODE_COLS];
-	const int32_t *corr[VNNI_ROWS];
-	const float *dx[VNNI_ROWS];
-	const uint16_t *dw[VNNI_DECODE_COLS];
-	const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-	TILE_BEGIN(acc, R, C, t);
-	UNROLL
-	for (int r = 0; r < R; r++) {
-		xq[r] = (const int8_t *)t->x + (size_t)r * t->x_stride;
-		corr[r] = (const int32_t *)(xq[r] + k32);
-		dx[r] = (const float *)(xq[r] + 2 * k32);
-	}
-	UNROLL
-	for (int c = 0; c < C; c++) {
-		wq[c] = (const int8_t *)t->w + (size_t)c * t->w_stride;
-		dw[c] = (const uint16_t *)(wq[c] + k32);
-	}
-	int64_t q0 = t->p0 / 64, q_end = (ALLM_MIN(t->p0 + t->kc + 31, k32) / 32 + 1) / 2;
-	vnni_scales(R, C, dwx, dx, dw, q0 * 2 & ~(int64_t)15, nb);
-	for (int64_t q = q0; q < q_end; q++) {
-		if ((q & 7) == 0 && q != q0) /* the next 16 blocks' scales */
-			vnni_scales(R, C, dwx, dx, dw, q * 2, nb);
-		__m512i sel = _mm512_add_epi32(pair, _mm512_set1_epi32((int)(q * 2 & 15)));
-		if (2 * q + 1 < nb)
-			vnni_chunk(R, C, acc, xq, corr, (const __m512(*)[VNNI_DECODE_COLS])dwx, wq, q,
-				   sel, false, t->prefetch);
-		else
-			vnni_chunk(R, C, acc, xq, corr, (const __m512(*)[VNNI_DECODE_COLS])dwx, wq, q,
-				   sel, true, 0);
-	}
-	TILE_END(acc, R, C, t);
-}
-
-#define VNNI_TILE(R, C, unused) tile_vnni(R, C, t)
-static T5V void tile_q8_vnni(const struct gemm_tile *t) { TILE_DISPATCH_3x4_2x8(VNNI_TILE, 0); }
 
 /* --- bf16 x bf16 (AVX512_BF16) ------------------------------------------------- */
 
 /* Activations rounded to bf16 (nearest even), k32 per row, zero past k. */
 static size_t bf16x_row_bytes(int64_t k)
 {
-	return ((size_t)allm_q8_k32(k) * 2 + 63) & ~(size_t)63;
+	return ((size_t)gemm_k32(k) * 2 + 63) & ~(size_t)63;
 }
 
 static T5B void bf16x_prep(void *dst, const float *x, int64_t k)
 {
-	const int64_t k32 = allm_q8_k32(k);
+	const int64_t k32 = gemm_k32(k);
 	for (int64_t p = 0; p < k32; p += 32) {
 		__mmask16 m0 = 0xffff, m1 = 0xffff;
 		if (p + 32 > k) {
@@ -346,20 +220,12 @@ static T5B void tile_bf16_dp(const struct gemm_tile *t) { TILE_DISPATCH_6x4_2x8(
 static const struct gemm_kern
 	k_f32 = KERN(tile_f32, gemm_f32_copy, gemm_op_f32, gemm_op_multi_f32),
 	k_f16 = KERN(tile_f16, gemm_avx2_f16_to_f32, gemm_op_f16, gemm_op_multi_f16),
-	k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32, gemm_op_bf16, gemm_op_multi_bf16),
-	k_q8 = KERN(tile_q8, gemm_avx2_q8_to_f32, gemm_op_q8, gemm_op_multi_q8);
-/* Decode streams 8 rows of W at once, as the f32/f16 kernels do: on an AMD EPYC
- * (AVX-512 without AMX) batch-1 int8 decode of --dummy medium, alternating with
- * 4 rows, went from 147-193 (median 153) to 160-202 (median 180) tok/s; a q8 row
- * is short (832-2240 bytes) and 4 of them kept too few reads in flight. The bf16
- * dot-product kernel too: end to end it had measured no better (99-108 vs 110-114
- * tok/s, within that machine's noise), but bench-decode-gemv, alternating 4 and 8
- * rows step by step, has 8 rows 2.5-9 % faster in each of 3 runs.
- * Bits do not change: each output keeps its own chain and reduction tree. */
-static const struct gemm_kern k_q8_vnni = {
-	.max_rows = VNNI_ROWS, .max_cols = VNNI_COLS, .decode_cols = VNNI_DECODE_COLS, .tile = tile_q8_vnni,
-	.x_prep = gemm_q8x_prep, .x_row_bytes = gemm_q8x_row_bytes,
-};
+	k_bf16 = KERN(tile_bf16, gemm_avx2_bf16_to_f32, gemm_op_bf16, gemm_op_multi_bf16);
+/* Decode streams 8 rows of W at once, as the f32/f16 kernels do: end to end the bf16
+ * dot-product kernel had measured no better than 4 (99-108 vs 110-114 tok/s, within
+ * an AMD EPYC's noise), but bench-decode-gemv, alternating 4 and 8 rows step by
+ * step, has 8 rows 2.5-9 % faster in each of 3 runs. Bits do not change: each
+ * output keeps its own chain and reduction tree. */
 static const struct gemm_kern k_bf16_dp = {
 	.max_rows = AVX512_ROWS, .max_cols = AVX512_COLS, .decode_cols = AVX512_DECODE_COLS, .tile = tile_bf16_dp,
 	.x_prep = bf16x_prep, .x_row_bytes = bf16x_row_bytes,
@@ -369,30 +235,23 @@ static const struct gemm_kern k_bf16_dp = {
  * kernels, with it the 16-row vpdpbusd items */
 #define QB_AVX2 gemm_qb_avx2
 #define QB_VNNI gemm_qb_vnni
-const struct gemm_level gemm_level_avx512 = {
-	ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, &k_q8, QB_AVX2,
-};
+const struct gemm_level gemm_level_avx512 = { ALLM_CPU_ISA_AVX512, &k_f32, &k_f16, &k_bf16, QB_AVX2 };
 const struct gemm_level gemm_level_avx512_vnni = {
-	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, &k_q8_vnni, QB_VNNI,
+	ALLM_CPU_ISA_AVX512_VNNI, &k_f32, &k_f16, &k_bf16, QB_VNNI,
 };
 const struct gemm_level gemm_level_avx512_bf16 = {
-	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, &k_q8_vnni, QB_VNNI,
+	ALLM_CPU_ISA_AVX512_BF16, &k_f32, &k_f16, &k_bf16_dp, QB_VNNI,
 };
 /* bf16 weights on AMX tiles (cpu-gemm-amx.c), the rest as avx512-vnni */
 static const struct gemm_kern k_bf16_amx = {
 	.whole_x_bytes = gemm_amx_x_bytes, .whole = gemm_amx_bf16,
 };
 const struct gemm_level gemm_level_amx_bf16 = {
-	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, &k_q8_vnni, QB_VNNI,
-};
-/* and int8 weights on AMX tiles too (cpu-gemm-amx-int8.c) */
-static const struct gemm_kern k_q8_amx = {
-	.whole_x_bytes = gemm_amx_q8_x_bytes, .whole = gemm_amx_q8,
+	ALLM_CPU_ISA_AMX_BF16, &k_f32, &k_f16, &k_bf16_amx, QB_VNNI,
 };
 /* and GGUF block weights on tiles from a few tokens on (cpu-gemm-qblock-amx.c) */
 const struct gemm_level gemm_level_amx_int8 = {
-	ALLM_CPU_ISA_AMX_INT8, &k_f32, &k_f16, &k_bf16_amx, &k_q8_amx,
-	gemm_qb_amx,
+	ALLM_CPU_ISA_AMX_INT8, &k_f32, &k_f16, &k_bf16_amx, gemm_qb_amx,
 };
 
 #endif /* GEMM_X86 */

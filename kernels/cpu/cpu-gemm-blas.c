@@ -10,7 +10,6 @@
  * for a GEMM the default path never calls. */
 #include "cpu-backend.h"
 #include "qblock.h"
-#include "quant.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -64,10 +63,7 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		size_t esz = allm_dtype_size(dt);
 		for (int64_t o = 0; o < m; o += BLAS_W_ROWS) {
 			int64_t rows = ALLM_MIN((int64_t)BLAS_W_ROWS, m - o);
-			if (dt == ALLM_DTYPE_Q8)
-				for (int64_t i = 0; i < rows; i++)
-					allm_q8_dequantize_row(tile + i * k, w, k, o + i);
-			else if (allm_dtype_is_qblock(dt))
+			if (allm_dtype_is_qblock(dt))
 				for (int64_t i = 0; i < rows; i++)
 					allm_qb_dequantize_row(dt, tile + i * k, w, k, o + i);
 			else
@@ -84,7 +80,7 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		if (!b)
 			return -ENOMEM;
 		/* a quantized GEMM's bias is f32 */
-		allm_to_f32(b, bias, dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt,
+		allm_to_f32(b, bias, allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt,
 			    (size_t)m);
 		for (int64_t i = 0; i < n; i++)
 			for (int64_t o = 0; o < m; o++)

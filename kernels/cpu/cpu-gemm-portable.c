@@ -31,14 +31,12 @@ static void tile_portable(const struct gemm_tile *t, enum allm_dtype dt)
 static void tile_f32(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_F32); }
 static void tile_f16(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_F16); }
 static void tile_bf16(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_BF16); }
-static void tile_q8(const struct gemm_tile *t) { tile_portable(t, ALLM_DTYPE_Q8); }
 
 #define KERN(fn) { .max_rows = PORTABLE_ROWS, .max_cols = PORTABLE_COLS, .tile = fn }
-static const struct gemm_kern k_f32 = KERN(tile_f32), k_f16 = KERN(tile_f16),
-			       k_bf16 = KERN(tile_bf16), k_q8 = KERN(tile_q8);
+static const struct gemm_kern k_f32 = KERN(tile_f32), k_f16 = KERN(tile_f16), k_bf16 = KERN(tile_bf16);
 
 QB_KERN_TABLE(static, k_qb, qb, qb_impl_portable)
 
 const struct gemm_level gemm_level_portable = {
-	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, &k_q8, k_qb,
+	ALLM_CPU_ISA_PORTABLE, &k_f32, &k_f16, &k_bf16, k_qb,
 };

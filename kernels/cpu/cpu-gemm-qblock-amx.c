@@ -1,5 +1,6 @@
-/* GGUF block weights on AMX tiles (the amx-int8 level, many tokens): yᵀ = W · xᵀ as
- * in cpu-gemm-amx-int8.c. An item's 16 W rows are unpacked once into int8 A tiles
+/* GGUF block weights on AMX tiles (the amx-int8 level, many tokens): yᵀ = W · xᵀ,
+ * W the A operand (16 output rows), the tokens the B operand (16 columns), as
+ * cpu-gemm-amx.c does for bf16. An item's 16 W rows are unpacked once into int8 A tiles
  * (a block of 32 quants a row, the integer of the format's formula: Q8_0 as stored,
  * Q4_0 q - 8, Q4_1 q) and f32 scales; the tokens, quantized as every family
  * quantizes them (cpu-gemm-qblock.h), are packed once per call into the B layout

@@ -1,7 +1,6 @@
 /* Shared by the x86 GEMM levels: intrinsics, the tile dispatchers (a switch that
  * turns the run-time tile shape into a call with constant R and C, so each shape
- * is compiled with its accumulators in registers) and the int8 activation
- * preparation the two VNNI levels share (their bits must agree). */
+ * is compiled with its accumulators in registers) and the W conversions to f32. */
 #ifndef ALLM_CPU_GEMM_X86_H
 #define ALLM_CPU_GEMM_X86_H
 
@@ -27,9 +26,8 @@ static inline float gemm_bf16f(uint16_t h)
 /* The AVX-512 levels' baseline (F/BW/VL), for code shared by their files. */
 #define T5 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 
-/* 16 weights of a row from element e as f32 (int8: q * d), lanes past m zero. */
-INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m,
-		  __m512 d)
+/* 16 weights of a row from element e as f32, lanes past m zero. */
+INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __mmask16 m)
 {
 	const bool all = m == 0xffff; /* a constant wherever this is inlined */
 	switch (dt) {
@@ -42,10 +40,6 @@ INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __
 		const uint16_t *h = (const uint16_t *)row + e;
 		__m256i v = all ? _mm256_loadu_si256((const __m256i *)h) : _mm256_maskz_loadu_epi16(m, h);
 		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-	}
-	case ALLM_DTYPE_Q8: { /* rows are padded past k: no mask needed */
-		__m128i q = _mm_loadu_si128((const __m128i *)(row + e));
-		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
 	}
 	default:
 		return all ? _mm512_loadu_ps((const float *)row + e)
@@ -86,7 +80,7 @@ INL T5 __m512 w16(const enum allm_dtype dt, const char *row, int64_t e, const __
 		TILE_ROW_4(F, 5, A) TILE_ROW_4(F, 6, A) TILE_ROW_5TO8(F, 1, A) TILE_ROW_5TO8(F, 2, A) }
 
 /* The 64-byte tile configuration of palette 1 (Intel SDM, LDTILECFG), for the AMX
- * drivers (cpu-gemm-amx.c, cpu-gemm-amx-int8.c). */
+ * drivers (cpu-gemm-amx.c, cpu-gemm-qblock-amx.c). */
 struct gemm_amx_cfg {
 	uint8_t palette, start_row;
 	uint8_t reserved[14];
@@ -94,10 +88,6 @@ struct gemm_amx_cfg {
 	uint8_t rows[16];
 };
 
-/* int8 activations for the VNNI levels and amx-int8 (cpu-gemm-avx2.c; AVX2 code,
- * so every level prepares identical bytes). */
-size_t gemm_q8x_row_bytes(int64_t k);
-void gemm_q8x_prep(void *dst, const float *x, int64_t k);
 /* W to f32 for the blocked path (exact conversions: any level may use them). */
 void gemm_f32_copy(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
 		   int cols);
@@ -105,8 +95,6 @@ void gemm_avx2_f16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t 
 			  int cols);
 void gemm_avx2_bf16_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0,
 			   int64_t kc, int cols);
-void gemm_avx2_q8_to_f32(float *d, const void *w, size_t s, int64_t k, int64_t p0, int64_t kc,
-			 int cols);
 
 #endif
 #endif

@@ -1,5 +1,5 @@
-/* The GEMM driver of the CPU fast path: prepares the activations once (bf16 or int8
- * rows, when the level's kernel wants them), converts the bias to f32, and cuts y
+/* The GEMM driver of the CPU fast path: prepares the activations once (bf16 rows,
+ * when the level's kernel wants them), converts the bias to f32, and cuts y
  * into column tiles that the threads claim. A tile of W columns is read from memory
  * once per call: few rows (decode) stream it in place, all of k at once; many rows
  * (prefill) take it in k chunks of GEMM_KC, converted to f32 once per chunk when
@@ -20,7 +20,7 @@
  * (cpu-threads.c's home ranges), so finer chunks cost little locality, and at the
  * end of the job a thread that ran out waits for less of the other's last chunk.
  * Against the pool's 4, alternating (AMD EPYC, --dummy medium, 2 threads): int8
- * decode +0 to +5 % in bench-decode-gemv's paired ratio, 171-208 vs 171-194 tok/s
+ * (the since retired --quant int8 rows) decode +0 to +5 % in bench-decode-gemv's paired ratio, 171-208 vs 171-194 tok/s
  * end to end; f16 equal. 8-row batches measured no better, so they keep 4. */
 #define GEMM_DECODE_CHUNKS 16
 /* Preparing this many activations is worth the workers too. */
@@ -70,10 +70,10 @@ struct gemm_set {
 	_Atomic int err; /* first failure of any thread */
 };
 
-/* Bytes of W per element of a row, as far as prefetching cares (int8: the quants). */
+/* Bytes of W per element of a row, as far as prefetching cares. */
 static size_t w_elem_bytes(const struct gemm_job *g)
 {
-	return g->w_stride >= (size_t)g->k * 4 ? 4 : g->w_stride >= (size_t)g->k * 2 ? 2 : 1;
+	return g->w_stride >= (size_t)g->k * 4 ? 4 : 2; /* f32, or f16 / bf16 */
 }
 
 /* The W rows a column block will read next, pulled into L2 a slice at a time while
@@ -268,8 +268,8 @@ static void *ctx_buf(void **raw, void **aligned, size_t *cap, size_t bytes)
 	return *aligned;
 }
 
-/* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32, int8 and
- * block weights (their bias is f32), else converted into one buffer of ctx, a slice
+/* The biases of n GEMMs (m[i] outputs each) as f32: in place for f32 and block
+ * weights (their bias is f32), else converted into one buffer of ctx, a slice
  * each. */
 static int biases_f32(struct cpu_ctx *c, int n, const void *const *bias, enum allm_dtype dt,
 		      const int64_t *m, const float **ret)
@@ -277,7 +277,7 @@ static int biases_f32(struct cpu_ctx *c, int n, const void *const *bias, enum al
 	int64_t total = 0;
 	for (int i = 0; i < n; i++) {
 		ret[i] = bias[i];
-		if (bias[i] && dt != ALLM_DTYPE_F32 && dt != ALLM_DTYPE_Q8 && !allm_dtype_is_qblock(dt))
+		if (bias[i] && dt != ALLM_DTYPE_F32 && !allm_dtype_is_qblock(dt))
 			total += m[i];
 	}
 	if (!total)
@@ -300,7 +300,6 @@ static const struct gemm_kern *kern_for(const struct gemm_level *lv, enum allm_d
 	case ALLM_DTYPE_F32: return lv->f32;
 	case ALLM_DTYPE_F16: return lv->f16;
 	case ALLM_DTYPE_BF16: return lv->bf16;
-	case ALLM_DTYPE_Q8: return lv->q8;
 	default: return allm_dtype_is_qblock(dt) ? &lv->qb[dt - ALLM_DTYPE_Q8_0] : NULL;
 	}
 }
@@ -343,7 +342,7 @@ static int gemm_locked(struct cpu_ctx *c, int n_mats, float *const *ys, const fl
 		.kern = kn, .x = x, .x_stride = (size_t)k * sizeof(float),
 		.w_stride = gemm_w_stride(dt, k), .n = n, .k = k,
 		.R = kn->max_rows, .C = kn->max_cols,
-		.blocked = n > (kn->direct_rows ? kn->direct_rows : GEMM_DIRECT_ROWS),
+		.blocked = n > GEMM_DIRECT_ROWS,
 		.cb = kn->max_cols, .kc = k, .pool = c->pool,
 	};
 	if (n <= 2 && kn->decode_cols) /* decode: more rows of W streaming at once */

@@ -8,8 +8,7 @@
  *
  *   portable  acc = 0; for p in 0..k-1: acc = acc + x[p] * w[p] (mul, then add);
  *             y = acc + bias. The reference's arithmetic, bit for bit.
- *   avx512 (f32, f16, bf16 and int8 weights; int8 dequantized to f32 as q * d
- *             first, as the reference does): 16 partial sums, lane j = fma chain
+ *   avx512 (f32, f16 and bf16 weights): 16 partial sums, lane j = fma chain
  *             over p = j, j + 16, j + 32, ... in increasing p, starting from +0;
  *             then the lanes are added in one tree, s8[j] = l[j] + l[j+8],
  *             s4[j] = s8[j] + s8[j+4], s2[j] = s4[j] + s4[j+2], s = s2[0] + s2[1];
@@ -17,31 +16,22 @@
  *             computes the same 16 chains and the same tree with 16 outputs per
  *             vector.)
  *   avx2:     the same with 8 lanes (p mod 8; tree from s4[j] = l[j] + l[j+4]).
- *   avx512-vnni: as avx512 for float weights; int8 weights meet int8 activations:
- *             each row of x is quantized per block of 32 (xq = round-half-even(
- *             x * 127 / amax), dx = amax / 127); lane j of block b gets the exact
- *             integer I = sum of its 4 products xq * q, and lane 8 * (b % 2) + j
- *             (j < 8) accumulates fma(I, dw_b * dx_b, acc) in increasing b; then
- *             the 16-lane tree.
- *   avx2-vnni: as avx2 for float weights; int8 as avx512-vnni but lane j of every
- *             block feeds lane j (8 lanes), then the 8-lane tree.
+ *   avx2-vnni, avx512-vnni: float weights as avx2 and avx512 (their VNNI serves
+ *             the block formats below).
  *   avx512-bf16: as avx512-vnni, and bf16 weights meet bf16 activations (x rounded
  *             to nearest-even bf16): lane j accumulates vdpbf16ps over the pairs
  *             (32 i + 2 j, 32 i + 2 j + 1); then the 16-lane tree.
- *   amx-bf16: as avx512-vnni for f32, f16 and int8 weights; bf16 weights meet bf16
+ *   amx-bf16: as avx512-vnni for f32 and f16 weights; bf16 weights meet bf16
  *             activations (rounded as avx512-bf16 rounds them) on AMX tiles: from
  *             +0, one TDPBF16PS per block of 32 k in increasing k (zero-padded past
  *             k), the same tile shapes for every n (cpu-gemm-amx.c); y = s + bias.
- *   amx-int8: as amx-bf16, and int8 weights meet int8 activations (quantized as
- *             the VNNI levels quantize them) on AMX tiles: from +0, for each block
- *             b of 32 in increasing order, acc = fma(I_b, dw_b * dx_b, acc), I_b the
- *             exact integer sum of the block's 32 products; y = acc + bias
- *             (cpu-gemm-amx-int8.c).
+ *   amx-int8: as amx-bf16, and the block formats' integers on AMX tiles from a
+ *             few tokens on (cpu-gemm-qblock-amx.c), with the bits below.
  *
  *   q8_0, q4_0, q4_1, q5_0, q5_1 (GGUF block weights, kernels/qblock.h; every
  *             level, portable included, computes these bits, cpu-gemm-qblock.h):
- *             each row of x is quantized per block of 32 as the VNNI levels
- *             quantize it (xq, dx; and s_b, the block's sum of xq); per output
+ *             each row of x is quantized per block of 32 (xq = round-half-even(
+ *             x * 127 / amax), dx = amax / 127; and s_b, the block's sum of xq); per output
  *             element, from +0, for each block b in increasing order: acc =
  *             fma((float)I_b, dw_b * dx_b, acc), I_b the exact integer sum of the
  *             block's 32 products xq * q (q as in qblock.h's formula: q8_0
@@ -69,7 +59,6 @@
 
 #include "cpu-backend.h"
 #include "qblock.h"
-#include "quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GEMM_X86 1
@@ -82,8 +71,7 @@
  * of W into L2 pays for itself only once the row tiles reusing it are many: at 9-15
  * rows it ran at half the FLOP rate of 8 rows (f32, f16 and bf16, AVX2 and AVX-512
  * alike: 48-83 vs 75-152 GFLOP/s, tests/bench-gemm, one thread), and from 16 rows
- * the AVX-512 levels take the outer-product path anyway. AVX2's int8 tile is the
- * exception (gemm_kern.direct_rows). */
+ * the AVX-512 levels take the outer-product path anyway. */
 #define GEMM_DIRECT_ROWS 15
 #define GEMM_PART_BYTES 64 /* one output element's partial state between k chunks */
 #define GEMM_MULTI_MAX 4 /* matrices of one cpu_fast_gemm_multi call, at most */
@@ -97,7 +85,7 @@ struct gemm_tile {
 	const void *w; /* row of column 0 of W (its storage dtype, or converted f32) */
 	size_t w_stride; /* bytes between W rows */
 	int64_t w_p0; /* k index of w's first element (converted chunks start at p0) */
-	int64_t k; /* the whole k (row layouts of prepared x and int8 W depend on it) */
+	int64_t k; /* the whole k (row layouts of prepared x depend on it) */
 	int64_t p0, kc;
 	int rows, cols;
 	bool first, last; /* first chunk: start from 0; last: reduce and store y */
@@ -109,6 +97,12 @@ struct gemm_tile {
 	const float *bias; /* [cols] f32, or NULL */
 };
 
+/* k rounded up to a multiple of 32 (rows of bf16 activations and AMX tiles). */
+static inline int64_t gemm_k32(int64_t k)
+{
+	return (k + 31) / 32 * 32;
+}
+
 /* Floats between rows of a converted W chunk of kc: one cache line more than kc, so
  * rows of a power-of-two k do not all fall into the same L1 sets. */
 static inline int64_t gemm_conv_ld(int64_t kc)
@@ -119,9 +113,6 @@ static inline int64_t gemm_conv_ld(int64_t kc)
 /* How a level computes a GEMM of one weight dtype. */
 struct gemm_kern {
 	int max_rows, max_cols; /* tile limits */
-	/* Optional: rows read in place at most (0: GEMM_DIRECT_ROWS); a kernel whose
-	 * tile converts W at a cost keeps the blocked path's one conversion sooner. */
-	int direct_rows;
 	int decode_cols; /* optional: wider tiles when n <= 2 (more W rows streaming) */
 	/* Optional: prepares one row of x (k values) into dst; NULL: x used as is. */
 	void (*x_prep)(void *dst, const float *x, int64_t k);
@@ -151,7 +142,7 @@ struct gemm_kern {
 
 struct gemm_level {
 	enum allm_cpu_isa isa;
-	const struct gemm_kern *f32, *f16, *bf16, *q8;
+	const struct gemm_kern *f32, *f16, *bf16;
 	const struct gemm_kern *qb; /* GGUF blocks: [qb_dtype_index(dt)] (cpu-gemm-qblock.h) */
 };
 
@@ -175,20 +166,13 @@ int gemm_op_f16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, co
 		const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 int gemm_op_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		 const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
-int gemm_op_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
-	       const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 GEMM_OP_MULTI(gemm_op_multi_f32);
 GEMM_OP_MULTI(gemm_op_multi_f16);
 GEMM_OP_MULTI(gemm_op_multi_bf16);
-GEMM_OP_MULTI(gemm_op_multi_q8);
 /* The AMX driver (cpu-gemm-amx.c) for bf16 weights. */
 size_t gemm_amx_x_bytes(int64_t n, int64_t k);
 int gemm_amx_bf16(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
 		  const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
-/* The AMX driver (cpu-gemm-amx-int8.c) for int8 weights. */
-size_t gemm_amx_q8_x_bytes(int64_t n, int64_t k);
-int gemm_amx_q8(struct cpu_pool *pool, bool inline_run, void *xbuf, float *y, const float *x,
-		const void *w, const float *bias, int64_t n, int64_t k, int64_t m);
 #endif
 
 /* Runs fn over [0, n_items) on the pool, or all of it on the calling thread (as the
@@ -212,7 +196,6 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 	switch (dt) {
 	case ALLM_DTYPE_F16: return allm_f16_to_f32(((const uint16_t *)w)[i * k + p]);
 	case ALLM_DTYPE_BF16: return allm_bf16_to_f32(((const uint16_t *)w)[i * k + p]);
-	case ALLM_DTYPE_Q8: return allm_q8_get(w, k, i, p);
 	case ALLM_DTYPE_F32: return ((const float *)w)[i * k + p];
 	default: return allm_qb_get(w, dt, k, i, p);
 	}
@@ -221,9 +204,7 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 /* Bytes between rows of W stored as dt. */
 static inline size_t gemm_w_stride(enum allm_dtype dt, int64_t k)
 {
-	return dt == ALLM_DTYPE_Q8 ? allm_q8_row_bytes(k)
-	       : allm_dtype_is_qblock(dt) ? allm_qb_row_bytes(dt, k)
-					  : (size_t)k * allm_dtype_size(dt);
+	return allm_dtype_is_qblock(dt) ? allm_qb_row_bytes(dt, k) : (size_t)k * allm_dtype_size(dt);
 }
 
 #endif

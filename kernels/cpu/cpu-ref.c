@@ -2,7 +2,6 @@
  * and the fast path are tested against these, so clarity beats speed here. */
 #include "cpu-backend.h"
 #include "qblock.h"
-#include "quant.h"
 
 #include <math.h>
 
@@ -16,13 +15,11 @@ static inline float wload(const void *w, enum allm_dtype dt, size_t i)
 	}
 }
 
-/* Element (row, col) of a matrix with `cols` columns stored as dt (int8: q * d; the
- * GGUF block formats: q * d, or q * d + m). */
+/* Element (row, col) of a matrix with `cols` columns stored as dt (the GGUF block
+ * formats: q * d, or q * d + m). */
 static inline float mload(const void *w, enum allm_dtype dt, int64_t cols, int64_t row,
 			  int64_t col)
 {
-	if (dt == ALLM_DTYPE_Q8)
-		return allm_q8_get(w, cols, row, col);
 	if (allm_dtype_is_qblock(dt))
 		return allm_qb_get(w, dt, cols, row, col);
 	return wload(w, dt, (size_t)row * cols + col);
@@ -94,7 +91,7 @@ void cpu_ref_gemm(float *y, const float *x, const void *w, const void *bias,
 			for (int64_t j = 0; j < k; j++)
 				acc += x[i * k + j] * mload(w, dt, k, o, j);
 			if (bias) /* a quantized GEMM's bias is f32 */
-				acc += wload(bias, dt == ALLM_DTYPE_Q8 || allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt, o);
+				acc += wload(bias, allm_dtype_is_qblock(dt) ? ALLM_DTYPE_F32 : dt, o);
 			y[i * m + o] = acc;
 		}
 	}

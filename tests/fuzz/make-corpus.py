@@ -280,7 +280,7 @@ for name in sorted(n for n in os.listdir(tiny_dir) if n.endswith('.json')):
         cases['tiny-qwen2'] = tk(tj.replace(b'\\p{N}{1,3}', b'\\p{N}'), None, SPLIT_TEXT)
 write_corpus(out, cases)
 
-# --- corpus-model: a flags byte (bits 0-1: storage f32 / f16 / bf16 / int8), then
+# --- corpus-model: a flags byte (bits 0-1: storage f32 / f16 / bf16 / q8_0), then
 # config.json and model.safetensors separated by "\n\0\1\n" (tests/fuzz-model.c).
 # Seeds: a 1-layer Llama of hidden 16 (12 KB), whole and broken.
 out = corpus_dir('corpus-model')
@@ -323,7 +323,7 @@ cases = {
     'llama-f16': mdl(llama_cfg, good, 0),
     'llama-f16-as-f16': mdl(llama_cfg, good, 1),
     'llama-f16-as-bf16': mdl(llama_cfg, good, 2),
-    'llama-f16-as-int8': mdl(llama_cfg, good, 3),
+    'llama-f16-as-q8_0': mdl(llama_cfg, good, 3),
     'llama-f32': mdl(dict(llama_cfg, torch_dtype='float32'), st(llama_shapes, 'F32', 4), 0),
     'llama-bf16': mdl(dict(llama_cfg, torch_dtype='bfloat16'), st(llama_shapes, 'BF16', 2), 3),
     'llama-untied-missing-head': mdl(dict(llama_cfg, tie_word_embeddings=False), good),

@@ -11,7 +11,6 @@
  * one type): NMSE <= 1e-6 for f16 (2^-11 rounding) and 1e-4 for bf16 (2^-8). */
 #include "ops-cases.h"
 #include "qblock.h"
-#include "quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,52 +263,9 @@ static void gemm_cases(void)
 	}
 }
 
-/* int8 weights (--quant int8): the reference dequantizes them exactly as every
- * kernel does, so levels with f32 activations differ from it only in the order;
- * VNNI levels also round activations to int8 per 32 (NMSE ~ 1e-5). The bias of an
- * int8 GEMM is f32. Embedding rows dequantize exactly. */
-static void *rand_q8(int64_t m, int64_t k, float scale)
-{
-	float *f = rand_f32((size_t)(m * k), scale);
-	void *q = malloc(allm_q8_bytes(m, k) + 4);
-	allm_q8_quantize_rows(q, k, 0, f, m);
-	free(f);
-	return q;
-}
-
-static void q8_cases(void)
-{
-	static const int64_t shapes[][3] = {{1, 1, 1},  {1, 64, 17},   {3, 33, 65},
-					    {17, 128, 129}, {64, 256, 96}, {1, 1024, 300}, {9, 700, 40}};
-	for (size_t s = 0; s < ALLM_ARRAY_SIZE(shapes); s++)
-		for (int bias = 0; bias < 2; bias++) {
-			int64_t n = shapes[s][0], k = shapes[s][1], m = shapes[s][2];
-			struct op_case *c = add_case(ALLM_OP_GEMM, ALLM_DTYPE_Q8, "gemm int8 n=%lld k=%lld m=%lld%s",
-						     (long long)n, (long long)k, (long long)m,
-						     bias ? " +bias" : "");
-			c->n = n, c->k = k, c->m = m, c->with_b = bias, c->call = call_gemm;
-			buf(c, NULL, F32B(n * m), OP_CMP_NMSE, 1e-4);
-			buf(c, rand_f32((size_t)(n * k) + 1, 1), F32B(n * k + 1), OP_CMP_NONE, 0);
-			buf(c, rand_q8(m, k, 1.0f / sqrtf((float)k)), allm_q8_bytes(m, k), OP_CMP_NONE, 0);
-			buf(c, rand_f32((size_t)m, 0.1f), F32B(m), OP_CMP_NONE, 0);
-		}
-	static const int64_t eshapes[][2] = {{1, 1}, {5, 33}, {17, 1000}};
-	for (size_t s = 0; s < ALLM_ARRAY_SIZE(eshapes); s++) {
-		int64_t n = eshapes[s][0], dim = eshapes[s][1], V = 37;
-		struct op_case *c = add_case(ALLM_OP_EMBEDDING, ALLM_DTYPE_Q8, "embedding int8 n=%lld dim=%lld",
-					     (long long)n, (long long)dim);
-		c->n = n, c->k = dim, c->call = call_embedding;
-		buf(c, NULL, F32B(n * dim), OP_CMP_BYTES, 0);
-		buf(c, rand_q8(V, dim, 1), allm_q8_bytes(V, dim), OP_CMP_NONE, 0);
-		int32_t *ids = rand_ids((size_t)n, (uint32_t)V);
-		ids[n - 1] = (int32_t)V - 1;
-		buf(c, ids, I32B(n), OP_CMP_NONE, 0);
-	}
-}
-
 /* GGUF block weights (Q8_0, Q4_0, Q4_1; --quant or a file's tensors): the reference
  * dequantizes them as every kernel does and multiplies f32 activations; the fast
- * path rounds activations to int8 per 32 (NMSE ~ 1e-5, as int8's VNNI levels). The
+ * path rounds activations to int8 per 32 (NMSE ~ 1e-5). The
  * bias is f32. Embedding rows dequantize exactly. */
 static void qb_cases(void)
 {
@@ -609,7 +565,6 @@ int ops_build_cases(struct op_case **ret)
 {
 	rows_cases();
 	gemm_cases();
-	q8_cases();
 	qb_cases();
 	elementwise_cases();
 	attention_cases();
