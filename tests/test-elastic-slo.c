@@ -1,4 +1,4 @@
-/* Description: the SLO buffer and phase-aware placement of elastic memory (issue 52), on the CPU backend with stories260K under a --memory-budget tight enough that prefill chunks run short of scratch. The SLO buffer: a TPOT target every step misses halves it window by window down to a block (each move a pool decision with what was observed over the target, the steps' prompt tokens within it), then, set live, a TTFT target every prompt misses doubles it back to max_num_batched_tokens; targets no step misses move nothing and, without elastic memory, change no output, step or preemption. Phase-aware placement: under the swap policy decoding requests are swapped to the host so that a prefill's chunk gets its scratch (decisions with reason "phase", their predicted chunk cost and their measured round trip once the KV is back), and the generated ids are bit-identical with it on and off under the adaptive, swap and recompute policies, the pool's invariants holding after every step. */
+/* Description: the SLO buffer and phase-aware placement of elastic memory (issue 52), on the CPU backend with stories260K under a --memory-budget tight enough that prefill chunks run short of scratch. The SLO buffer: a TPOT target every step misses halves it window by window down to a block (each move a pool decision with what was observed over the target, the steps' prompt tokens within it), then, set live, a TTFT target every prompt misses doubles it back to max_num_batched_tokens; under the swap policy, on a clock of ticks so that its schedule is the same at any load, prefills swapped out mid-way come back with chunks within the buffer and the scratch (no step over the budget); targets no step misses move nothing and, without elastic memory, change no output, step or preemption. Phase-aware placement: under the swap policy decoding requests are swapped to the host so that a prefill's chunk gets its scratch (decisions with reason "phase", their predicted chunk cost and their measured round trip once the KV is back), and the generated ids are bit-identical with it on and off under the adaptive, swap and recompute policies, the pool's invariants holding after every step. */
 #include "engine-calib.h"
 #include "engine.h"
 #include "executor.h"
@@ -31,6 +31,7 @@ struct run_cfg {
 	double ttft_ms, tpot_ms;
 	int switch_at; /* > 0: at that step the SLOs become (switch_ttft_ms, 0) */
 	double switch_ttft_ms;
+	bool ticks; /* the engine's clock: a tick per reading (the schedule follows no wall clock) */
 };
 
 struct result {
@@ -78,6 +79,11 @@ static void on_decision(void *user, const struct allm_decision *d, bool measured
 		o->n_phase_taken++;
 	else if (o->n_dec < MAX_DEC)
 		o->dec[o->n_dec++] = *d;
+}
+
+static double tick(void *user)
+{
+	return (double)(*(int64_t *)user += 1) * 1e-4;
 }
 
 static void opts(struct allm_engine_opts *o, const struct run_cfg *c)
@@ -132,6 +138,9 @@ static void run(const struct run_cfg *c, struct result *res)
 	}
 	struct allm_engine_config ec;
 	allm_engine_config_from_opts(&o, &ec);
+	int64_t ticks = 0;
+	if (c->ticks)
+		ec.clock = tick, ec.clock_user = &ticks;
 	struct allm_engine_events ev = {.user = res, .on_finish = on_finish, .on_pool = on_pool,
 					.on_decision = on_decision};
 	allm_engine_predictor_key(rt->model, rt->kv, &key);
@@ -246,6 +255,19 @@ static void slo_buffer(double budget)
 	CHECK(r.most_prompt_over <= 0, "a step carried %lld prompt tokens past the buffer",
 	      (long long)r.most_prompt_over);
 	printf("SLO buffer: %d shrinks (TPOT), %d grows (TTFT), %lld steps\n", shrinks, grows, (long long)r.steps);
+
+	/* the swap policy on a clock of ticks (the schedule follows no wall
+	 * clock, where the adaptive policy's choices above follow measured times):
+	 * prefills swapped out mid-way come back, and their chunks stay within
+	 * the buffer and the scratch (run's over-budget and elastic checks) */
+	struct run_cfg sw = {.budget = budget, .pm = ALLM_PREEMPT_SWAP, .switch_at = 60, .switch_ttft_ms = 0.001,
+			      .ticks = true};
+	run(&sw, &r);
+	CHECK(r.st.preempt_swap > 0 && r.st.slo_buffer_tokens == 128, "swap: %lld swaps, buffer %lld",
+	      (long long)r.st.preempt_swap, (long long)r.st.slo_buffer_tokens);
+	CHECK(r.most_prompt_over <= 0, "swap: a step carried %lld prompt tokens past the buffer",
+	      (long long)r.most_prompt_over);
+	printf("SLO buffer, swap policy: %lld swaps, %lld steps\n", (long long)r.st.preempt_swap, (long long)r.steps);
 
 	/* targets nobody misses: nothing moves; without elastic memory (no
 	 * reserve) the run is the one without SLOs, step for step */

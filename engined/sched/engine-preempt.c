@@ -394,7 +394,7 @@ static void swapped_in(struct allm_engine *e, struct allm_request *r, bool disk,
 		allm_predictor_observe_swap(e->pred, ALLM_COPY_H2D, res->bytes, res->n_runs, res->seconds);
 		e->st.swap_in_bytes += (int64_t)res->bytes;
 	}
-	r->chunk = 0; /* a prefill swapped out mid-way finishes its prompt next step */
+	r->chunk = 0; /* a prefill swapped out mid-way: the step gives it a chunk (chunk_swapped_in) */
 	allm_engine_admitted(e, r, now);
 	/* the decision's cost: what the steps waited for (a read ahead overlapped
 	 * with a step costs only its tail) */

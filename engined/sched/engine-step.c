@@ -476,6 +476,28 @@ static int64_t continue_prefills(struct allm_engine *e)
 	return ALLM_MAX(ALLM_MIN(left, prompt), 0);
 }
 
+/* A prefill swapped out mid-way and back in this step (swapped_in leaves its
+ * chunk at 0, and continue_prefills ran before it was back) gets a chunk of
+ * what the step's prompt tokens leave, at least one token as every prefill in
+ * progress. Without one run_batch took the rest of its prompt: past
+ * max_num_batched_tokens and the SLO buffer, and past the scratch, which
+ * allm_elastic_fit cannot cut (it shrinks chunks only), so the step ran over
+ * the memory budget. Which requests are swapped mid-prefill follows the
+ * measured step times (the adaptive policy's costs, fair's ages), hence seen
+ * only on some runs (tests/test-elastic-slo.c under load). */
+static void chunk_swapped_in(struct allm_engine *e, const struct allm_rq_vec *w, int64_t tokens)
+{
+	for (int32_t i = 0; i < w->n; i++)
+		tokens -= w->v[i]->chunk; /* the new prompts' chunks (pick) */
+	for (int32_t i = 0; i < e->running.n; i++) {
+		struct allm_request *r = e->running.v[i];
+		if (!r->prefilling || r->chunk > 0)
+			continue;
+		r->chunk = (int32_t)ALLM_MAX(1, ALLM_MIN(tokens, r->seq.n_tokens - r->seq.n_cached));
+		tokens -= r->chunk;
+	}
+}
+
 /* The reads ahead started this step land; their requests join the running
  * batch. */
 static void finish_loads(struct allm_engine *e, double now)
@@ -556,6 +578,8 @@ int allm_engine_step(struct allm_engine *e, struct allm_err *err)
 		 * and their requests run now */
 		if (!e->running.n)
 			finish_loads(e, now);
+		if (chunked)
+			chunk_swapped_in(e, w_sche, tokens);
 		/* the running batch: decodes, prefills in progress, the new prompts */
 		sel->n = 0;
 		for (int32_t i = 0; i < e->running.n; i++) {
