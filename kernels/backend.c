@@ -70,17 +70,33 @@ static void *try_module(const char *path, char *why, size_t why_len)
 	return NULL;
 }
 
-/* Loads the CUDA module: $ALLM_CUDA_MODULE, else beside the executable, else the
+void allm_backend_env_read(struct allm_backend_env *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	const char *e = getenv("ALLM_CUDA_MODULE");
+	ret->cuda_module = e && *e ? e : NULL;
+	e = getenv("ALLM_CUDA_SMEM_OPTIN");
+	ret->cuda_smem_optin = e && atoi(e) > 0 ? atoi(e) : 0;
+	e = getenv("ALLM_CUDA_VMM");
+	ret->cuda_no_vmm = e && !strcmp(e, "0");
+	e = getenv("ALLM_OPENBLAS");
+	ret->openblas = e && *e ? e : NULL;
+	e = getenv("ALLM_QB_SCALES");
+	ret->qb_scales = e && !strcmp(e, "gather") ? 1 : e && !strcmp(e, "loads") ? 2 : 0;
+	e = getenv("ALLM_QB_R8");
+	ret->qb_r8_off = e && !strcmp(e, "off");
+}
+
+/* Loads the CUDA module: $ALLM_CUDA_MODULE (env->cuda_module), else beside the executable, else the
  * build tree this binary came from, else the installed libdir. 0; -ENOEXEC (found
  * but it does not load: why says which library is missing), -ENOENT (not found),
  * -ENOSYS (this build has none). */
-static int load_cuda_module(char *why, size_t why_len)
+static int load_cuda_module(const char *env, char *why, size_t why_len)
 {
 	char path[PATH_MAX + 32];
 	why[0] = 0;
 	if (cuda_module)
 		return 0;
-	const char *env = getenv("ALLM_CUDA_MODULE");
 	if (env && env[0]) {
 		cuda_module = try_module(env, why, why_len);
 		if (!cuda_module) {
@@ -140,7 +156,7 @@ static int cuda_create(const struct allm_backend_opts *opts, allm_backend_t **re
 		snprintf(why, why_len, "%s", no_dev);
 		return allm_err_set(err, -ENODEV, "%s", why);
 	}
-	int lr = load_cuda_module(why, why_len);
+	int lr = load_cuda_module(opts && opts->env ? opts->env->cuda_module : NULL, why, why_len);
 	if (lr)
 		return allm_err_set(err, lr, "%s", why);
 	allm_backend_create_fn create = (allm_backend_create_fn)dlsym(cuda_module, ALLM_CUDA_ENTRY);

@@ -224,7 +224,9 @@ struct allm_backend_i {
 		     size_t *ret_bytes);
 };
 
-#define ALLM_BACKEND_VERSION 5
+/* Version 6: the vtable is version 5's; struct allm_backend_opts gained env (a
+ * module built before reads past the struct it knows, so it is refused as stale). */
+#define ALLM_BACKEND_VERSION 6
 
 /* Largest k a backend's topk must accept (the engine's cap for device top-k). */
 #define ALLM_TOPK_MAX 256
@@ -272,6 +274,30 @@ bool allm_cpu_isa_supported(enum allm_cpu_isa isa);
  * where the CPU and OS allow; see cpu-isa.c). */
 enum allm_cpu_isa allm_cpu_isa_best(void);
 
+/* The backends' switches from the environment, for tests and measurements: a
+ * program reads them once (allm_backend_env_read) and passes them down in
+ * allm_backend_opts.env; library code never calls getenv() for them. Each variable
+ * is documented in docs/USAGE.md ("Environment variables"). Left reading their own
+ * environment, on purpose: shm/shm-trust.c (ALLM_RUNTIME_DIR, XDG_*: the one
+ * runtime-path rule every program shares), clientlib (a client library reads its
+ * connection's environment, as libpq does) and ctl/top.c (a program). The KV
+ * tier's switches are struct allm_kv_env (engined/kv/kv-disk.h). */
+struct allm_backend_env {
+	const char *cuda_module; /* ALLM_CUDA_MODULE: path of liballm-cuda.so; NULL: search */
+	int cuda_smem_optin; /* ALLM_CUDA_SMEM_OPTIN: cap on the shared memory a block opts
+			      * into (bytes; 0: the device's) */
+	bool cuda_no_vmm; /* ALLM_CUDA_VMM=0: cudaMalloc, no VMM arena */
+	const char *openblas; /* ALLM_OPENBLAS: the OpenBLAS --gemm openblas loads; NULL:
+			       * libopenblas.so.0 */
+	int qb_scales; /* ALLM_QB_SCALES=gather (1) | loads (2): the block items' scale
+			* fetch forced; 0: measured */
+	bool qb_r8_off; /* ALLM_QB_R8=off: the per-token block items only */
+};
+
+/* Fills *ret from the environment (strings point into it); a field is zero (the
+ * default) where its variable is unset. */
+void allm_backend_env_read(struct allm_backend_env *ret);
+
 /* Options for creating a backend; zero means default. */
 struct allm_backend_opts {
 	int n_threads; /* cpu: worker threads (0 = online cores) */
@@ -280,6 +306,7 @@ struct allm_backend_opts {
 	int device_index; /* cuda: which GPU */
 	enum allm_cpu_isa cpu_isa; /* cpu fast path: SIMD level (AUTO = the best; a level
 				    * this machine lacks fails the creation) */
+	const struct allm_backend_env *env; /* the program's switches; NULL: the defaults */
 };
 
 /* Creates the backend named by `device` ("cpu", "cuda", "auto", "sim:PROFILE" with

@@ -189,7 +189,9 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	struct allm_backend_opts o = { 0 };
+	struct allm_backend_env env; /* ALLM_QB_R8, ALLM_QB_SCALES, ALLM_OPENBLAS */
+	allm_backend_env_read(&env);
+	struct allm_backend_opts o = { .env = &env };
 	enum allm_dtype dt = ALLM_DTYPE_F32;
 	int64_t L = 12, D = 768, F = 2048, V = 32000, n = 1;
 	double min_s = 3.0;

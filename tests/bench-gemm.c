@@ -58,7 +58,9 @@ static double time_blas(float *y, const float *x, const float *w, struct shape s
 
 int main(int argc, char **argv)
 {
-	struct allm_backend_opts o_ref = { .reference = true }, o_fast = { 0 };
+	struct allm_backend_env env; /* ALLM_QB_R8, ALLM_QB_SCALES, ALLM_OPENBLAS */
+	allm_backend_env_read(&env);
+	struct allm_backend_opts o_ref = { .reference = true }, o_fast = { .env = &env };
 	enum allm_dtype dt = ALLM_DTYPE_F32;
 	double min_s = 1.0;
 	struct shape shapes[32] = {

@@ -531,7 +531,7 @@ static int write_tensors(struct gguf_w *w, const char *dir, const struct allm_mo
 		void *raw = malloc(t->nbytes);
 		float *v = malloc((size_t)elems * sizeof(float));
 		struct allm_st_read rd = {t, raw};
-		if (allm_st_read_tensors(idx, &rd, 1, NULL, NULL, &e)) {
+		if (allm_st_read_tensors(idx, &rd, 1, false, NULL, NULL, &e)) {
 			r = fail(err, errlen, "%s", e.msg);
 		} else {
 			allm_to_f32(v, raw, t->dtype, (size_t)elems);

@@ -332,6 +332,8 @@ int main(int argc, char **argv)
 	qb_only = argc > 1 && !strcmp(argv[1], "--qblock-only");
 	struct allm_err err = {{0}};
 	struct allm_backend_opts o_ref = {.reference = true};
+	struct allm_backend_env env; /* ALLM_QB_SCALES: tests/meson.build runs both */
+	allm_backend_env_read(&env);
 	allm_backend_t *ref = NULL;
 	if (allm_backend_cpu_create(&o_ref, &ref, &err)) {
 		fprintf(stderr, "reference backend: %s\n", err.msg);
@@ -345,7 +347,8 @@ int main(int argc, char **argv)
 		}
 		allm_backend_t *bes[3] = {NULL};
 		for (int t = 0; t < 3; t++) {
-			struct allm_backend_opts o = {.n_threads = t + 1, .cpu_isa = (enum allm_cpu_isa)isa};
+			struct allm_backend_opts o = {.n_threads = t + 1, .cpu_isa = (enum allm_cpu_isa)isa,
+						      .env = &env};
 			if (allm_backend_cpu_create(&o, &bes[t], &err)) {
 				fprintf(stderr, "level %s: %s\n", allm_cpu_isa_name(isa), err.msg);
 				return 1;

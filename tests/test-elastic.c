@@ -59,6 +59,7 @@ static void opts(struct allm_engine_opts *o, const char *dummy, double budget, b
 		 enum allm_preempt_mode pm)
 {
 	allm_engine_opts_default(o);
+	allm_backend_env_read(&o->backend_env);
 	o->dummy = dummy;
 	o->device = device;
 	o->threads = 1;
@@ -108,9 +109,8 @@ static void run(const char *dummy, double budget, bool elastic, enum allm_preemp
 	res->min_resident = INT64_MAX;
 	opts(&o, dummy, budget, elastic, pm);
 	if (no_vmm)
-		setenv("ALLM_CUDA_VMM", "0", 1); /* read when the backend is made */
+		o.backend_env.cuda_no_vmm = true; /* what ALLM_CUDA_VMM=0 sets */
 	int ro = allm_runtime_open(&o, 0, NULL, NULL, &rt, &err);
-	unsetenv("ALLM_CUDA_VMM");
 	if (ro) {
 		fprintf(stderr, "%s\n", err.msg);
 		exit(1);
@@ -273,7 +273,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "cuda")) {
 		struct allm_err err = {{0}};
 		allm_backend_t *be = NULL;
-		int r = allm_backend_create("cuda", NULL, &be, NULL, 0, &err);
+		struct allm_backend_env env;
+		allm_backend_env_read(&env);
+		struct allm_backend_opts bo = {.env = &env};
+		int r = allm_backend_create("cuda", &bo, &be, NULL, 0, &err);
 		if (r == -ENODEV || r == -ENOSYS) {
 			printf("SKIP: %s\n", err.msg);
 			return 77;

@@ -50,12 +50,12 @@ static void prog_cb(void *user, uint64_t done, uint64_t total)
 	p->calls++;
 }
 
+/* The pread path asked for (ALLM_NO_IO_URING's switch, as a program passes it down). */
+static bool pread_on;
+
 static void force_pread(bool on)
 {
-	if (on)
-		setenv("ALLM_NO_IO_URING", "1", 1);
-	else
-		unsetenv("ALLM_NO_IO_URING");
+	pread_on = on;
 }
 
 /* A 40 MiB F32 tensor between two small ones, read through allm_st_read_tensors with
@@ -97,7 +97,7 @@ static void test_big_tensor(const char *dir)
 		}
 		force_pread(mode == 1);
 		double t0 = allm_now();
-		int r = allm_st_read_tensors(idx, reqs, 3, prog_cb, &p, &err);
+		int r = allm_st_read_tensors(idx, reqs, 3, pread_on, prog_cb, &p, &err);
 		double dt = allm_now() - t0;
 		CHECK(r == 0, "read (%s): %s", mode ? "pread" : "uring", err.msg);
 		CHECK(memcmp(reqs[0].dst, small, 6) == 0 && memcmp(reqs[2].dst, tail, 20) == 0,
@@ -161,6 +161,8 @@ static void test_ranges(const char *dir)
 		for (size_t i = 0, at = 0; i < n; at += len[i], i++)
 			CHECK(allm_fr_add(fr, fd, off[i], len[i], d + at, path, &err) == 0, "add");
 		force_pread(mode == 1);
+		if (pread_on)
+			allm_fr_force_pread(fr);
 		CHECK(allm_fr_run(fr, prog_cb, &p, &err) == 0, "run: %s", err.msg);
 		CHECK(p.last == sum && !p.bad, "progress %llu of %llu", (unsigned long long)p.last,
 		      (unsigned long long)sum);
@@ -190,6 +192,8 @@ static void test_ranges(const char *dir)
 			allm_fr_add(fr, fd, 0, fsize, d + (size_t)i * fsize, path, &err);
 		allm_fr_add(fr, fd, fsize - 100, 200, d, path, &err);
 		force_pread(mode == 1);
+		if (pread_on)
+			allm_fr_force_pread(fr);
 		int r = allm_fr_run(fr, NULL, NULL, &err);
 		CHECK(r == -EIO && strstr(err.msg, path) && strstr(err.msg, "end of file"),
 		      "past EOF (%s): r=%d %s", mode ? "pread" : "uring", r, err.msg);
@@ -244,6 +248,8 @@ static int bench(const char *path, size_t mib)
 		force_pread((rep + (getenv("ALLM_BENCH_PREAD_FIRST") != NULL)) % 2 == 1);
 		allm_fr_create(depth, chunk, &fr, &err);
 		allm_fr_add(fr, fd, 0, size, buf, path, &err);
+		if (pread_on)
+			allm_fr_force_pread(fr);
 		double t0 = allm_now();
 		if (allm_fr_run(fr, NULL, NULL, &err) != 0) {
 			fprintf(stderr, "%s\n", err.msg);

@@ -61,7 +61,7 @@ static int test_stories(void)
 		reqs[i].dst = malloc(idx->tensors[i].nbytes);
 		total += idx->tensors[i].nbytes;
 	}
-	CHECK(allm_st_read_tensors(idx, reqs, (size_t)idx->n_tensors, progress_cb, prog, &err) == 0,
+	CHECK(allm_st_read_tensors(idx, reqs, (size_t)idx->n_tensors, false, progress_cb, prog, &err) == 0,
 	      "read stories: %s", err.msg);
 	CHECK(prog[0] == total && prog[2] == total && !prog[1], "progress %llu of %llu",
 	      (unsigned long long)prog[0], (unsigned long long)total);
@@ -94,16 +94,14 @@ static int test_stories(void)
 	}
 
 	/* The pread fallback gives the same bytes. */
-	setenv("ALLM_NO_IO_URING", "1", 1);
 	for (int32_t i = 0; i < idx->n_tensors; i++) {
 		struct allm_st_read rq = { &idx->tensors[i], malloc(idx->tensors[i].nbytes) };
 
-		CHECK(allm_st_read_tensors(idx, &rq, 1, NULL, NULL, &err) == 0, "pread: %s", err.msg);
+		CHECK(allm_st_read_tensors(idx, &rq, 1, true, NULL, NULL, &err) == 0, "pread: %s", err.msg);
 		CHECK(memcmp(rq.dst, reqs[i].dst, rq.t->nbytes) == 0, "%s differs via pread",
 		      rq.t->name);
 		free(rq.dst);
 	}
-	unsetenv("ALLM_NO_IO_URING");
 
 	/* The copy compiled into the program (the default model) is the same
 	 * checkpoint: same tensors, same bytes, read through the same code. */
@@ -116,7 +114,7 @@ static int test_stories(void)
 		CHECK(!strcmp(emb->tensors[i].name, idx->tensors[i].name) &&
 			      emb->tensors[i].nbytes == idx->tensors[i].nbytes,
 		      "embedded tensor %d is %s", i, emb->tensors[i].name);
-		CHECK(allm_st_read_tensors(emb, &rq, 1, NULL, NULL, &err) == 0, "embedded: %s", err.msg);
+		CHECK(allm_st_read_tensors(emb, &rq, 1, false, NULL, NULL, &err) == 0, "embedded: %s", err.msg);
 		CHECK(memcmp(rq.dst, reqs[i].dst, rq.t->nbytes) == 0, "%s differs embedded",
 		      rq.t->name);
 		free(rq.dst);

@@ -71,7 +71,7 @@ static void check_against(const struct allm_st_index *idx, const struct allm_st_
 		reqs[i].dst = malloc(t->nbytes ? t->nbytes : 1);
 		memset(reqs[i].dst, 0xAB, t->nbytes ? t->nbytes : 1);
 	}
-	CHECK(allm_st_read_tensors(idx, reqs, n, NULL, NULL, &err) == 0, "%s: read: %s", what,
+	CHECK(allm_st_read_tensors(idx, reqs, n, false, NULL, NULL, &err) == 0, "%s: read: %s", what,
 	      err.msg);
 	for (size_t i = 0; i < n; i++)
 		CHECK(reqs[i].t->nbytes == 0 ||

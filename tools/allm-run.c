@@ -49,6 +49,7 @@ static int parse_args(int argc, char **argv, struct run_args *a)
 	memset(a, 0, sizeof(*a));
 	allm_engine_opts_default(&a->eng);
 	allm_kv_env_read(&a->eng.kv_env);
+	allm_backend_env_read(&a->eng.backend_env);
 	allm_params_init(&a->params);
 	a->n_requests = 100;
 	a->max_output = 128;

@@ -18,6 +18,7 @@ int fit_open(const char *kind, const char *name, const char *device, int threads
 	struct allm_err err = {{0}};
 	allm_engine_opts_default(&o);
 	allm_kv_env_read(&o.kv_env);
+	allm_backend_env_read(&o.backend_env);
 	if (kind && !strcmp(kind, "--dummy"))
 		o.dummy = name;
 	else

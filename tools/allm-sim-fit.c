@@ -602,7 +602,9 @@ int main(int argc, char **argv)
 				return 1;
 		return 0;
 	}
-	struct allm_backend_opts bo = {.n_threads = threads};
+	struct allm_backend_env benv;
+	allm_backend_env_read(&benv);
+	struct allm_backend_opts bo = {.n_threads = threads, .env = &benv};
 	allm_backend_t *be = NULL;
 	if (allm_backend_cpu_create(&bo, &be, &err)) {
 		fprintf(stderr, PROG ": %s\n", err.msg);

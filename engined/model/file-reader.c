@@ -24,6 +24,7 @@ struct allm_fr {
 	size_t cap_ranges;
 	uint64_t total; /* sum of the queued lengths, for progress */
 	bool used_uring; /* how the last run read */
+	bool force_pread; /* allm_fr_force_pread */
 };
 
 /* One chunk being read: what is left of it. */
@@ -290,11 +291,9 @@ out:
 	return ret;
 }
 
-static bool fr_uring_disabled(void)
+void allm_fr_force_pread(struct allm_fr *fr)
 {
-	const char *v = getenv("ALLM_NO_IO_URING");
-
-	return v && *v && strcmp(v, "0") != 0;
+	fr->force_pread = true;
 }
 
 int allm_fr_run(struct allm_fr *fr, allm_fr_progress_fn progress, void *user,
@@ -309,7 +308,7 @@ int allm_fr_run(struct allm_fr *fr, allm_fr_progress_fn progress, void *user,
 		ret = 0;
 		goto out;
 	}
-	if (fr_uring_disabled()) {
+	if (fr->force_pread) {
 		reason = -ENOTSUP;
 	} else {
 		/* Never more entries than chunks: a small load needs no big ring. */

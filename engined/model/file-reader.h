@@ -9,8 +9,9 @@
  *
  * Where io_uring cannot be set up (containers often forbid it: -EPERM, -ENOSYS) the
  * same chunks are read with a pread() loop instead; the program can ask which path
- * the last run took to log it once. Setting the environment variable
- * ALLM_NO_IO_URING=1 forces the pread path (tests compare the two). */
+ * the last run took to log it once. allm_fr_force_pread() forces the pread path
+ * (ALLM_NO_IO_URING=1, which the program reads and passes down: the model loader's
+ * allm_model_load_opts.no_io_uring; tests compare the two). */
 #ifndef ALLM_FILE_READER_H
 #define ALLM_FILE_READER_H
 
@@ -32,6 +33,8 @@ struct allm_fr;
  * or -EINVAL / -ENOMEM. */
 int allm_fr_create(unsigned queue_depth, size_t chunk_size, struct allm_fr **ret,
 		   struct allm_err *err);
+/* Reads with pread from now on, no io_uring. */
+void allm_fr_force_pread(struct allm_fr *fr);
 /* Frees the reader (NULL allowed). Does not close any fd given to allm_fr_add(). */
 void allm_fr_destroy(struct allm_fr *fr);
 
@@ -58,7 +61,7 @@ bool allm_fr_used_uring(const struct allm_fr *fr);
  * true when it read with io_uring. */
 bool allm_fr_last_used_uring(void);
 /* Why that run fell back to pread: -errno from io_uring_queue_init(), -ENOTSUP when
- * ALLM_NO_IO_URING forced it, 0 when it used io_uring (or no run happened yet). */
+ * allm_fr_force_pread (ALLM_NO_IO_URING) forced it, 0 when it used io_uring (or no run happened yet). */
 int allm_fr_last_fallback_reason(void);
 
 #endif

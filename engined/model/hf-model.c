@@ -100,7 +100,7 @@ static int load_staged(struct allm_model *m, const struct allm_st_index *idx,
 		}
 		if (j == i) /* cannot happen: win >= every tensor */
 			j = i + 1;
-		r = allm_st_read_tensors(idx, reads, j - i, NULL, NULL, err);
+		r = allm_st_read_tensors(idx, reads, j - i, o && o->no_io_uring, NULL, NULL, err);
 		if (r)
 			goto out;
 		for (size_t q = i; q < j; q++) {
@@ -207,7 +207,8 @@ int allm_hf_model_load_from(allm_backend_t *be, const struct allm_vdir *vd,
 		}
 	}
 	struct progress_fwd pf = {o, total};
-	if (n_direct && (r = allm_st_read_tensors(idx, direct, n_direct, direct_progress, &pf, err)))
+	if (n_direct && (r = allm_st_read_tensors(idx, direct, n_direct, o && o->no_io_uring, direct_progress,
+						 &pf, err)))
 		goto fail;
 	if ((r = load_staged(m, idx, jobs, n_jobs, o, direct_bytes, total, err)))
 		goto fail;

@@ -100,6 +100,9 @@ struct allm_model_load_opts {
 	 * Q4_1 and Q6_K Q8_0, gguf-model.h), where the backend runs that type; wdtype
 	 * only for the others. --dtype auto on the CPU. Other files ignore it. */
 	bool file_types;
+	/* safetensors: read with pread, no io_uring (ALLM_NO_IO_URING, which the
+	 * program reads: struct allm_kv_env's no_io_uring) */
+	bool no_io_uring;
 };
 
 /* Loads a model onto be: dir is a Hugging Face directory (config.json +

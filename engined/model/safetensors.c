@@ -570,7 +570,8 @@ const struct allm_st_tensor *allm_st_find(const struct allm_st_index *idx, const
 }
 
 int allm_st_read_tensors(const struct allm_st_index *idx, const struct allm_st_read *reqs,
-			 size_t n, allm_progress_fn progress, void *user, struct allm_err *err)
+			 size_t n, bool no_io_uring, allm_progress_fn progress, void *user,
+			 struct allm_err *err)
 {
 	struct allm_fr *fr = NULL;
 	int *fds = NULL, ret;
@@ -585,6 +586,8 @@ int allm_st_read_tensors(const struct allm_st_index *idx, const struct allm_st_r
 	ret = allm_fr_create(0, 0, &fr, err);
 	if (ret < 0)
 		goto out;
+	if (no_io_uring)
+		allm_fr_force_pread(fr);
 	for (size_t i = 0; i < n; i++) {
 		const struct allm_st_tensor *t = reqs[i].t;
 		int32_t f;

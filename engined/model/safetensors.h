@@ -63,9 +63,10 @@ struct allm_st_read {
 typedef void (*allm_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 /* Reads all requested tensors (io_uring, queued in parallel; falls back to pread
- * where io_uring is unavailable). 0 or -errno with err set. */
+ * where io_uring is unavailable; no_io_uring: pread, ALLM_NO_IO_URING as the
+ * program read it). 0 or -errno with err set. */
 int allm_st_read_tensors(const struct allm_st_index *idx, const struct allm_st_read *reqs,
-			 size_t n, allm_progress_fn progress, void *user,
+			 size_t n, bool no_io_uring, allm_progress_fn progress, void *user,
 			 struct allm_err *err);
 
 /* --- writing (allm-mkmodel, tests) ---------------------------------------- */

@@ -56,6 +56,9 @@ struct allm_engine_opts {
 	/* the KV tiers' test and benchmark hooks: the program reads them from the
 	 * environment (allm_kv_env_read) after allm_engine_opts_default; not a flag */
 	struct allm_kv_env kv_env;
+	/* the backends' switches (kernels/backend.h), the same way
+	 * (allm_backend_env_read); zero: the defaults */
+	struct allm_backend_env backend_env;
 };
 
 /* The table's defaults (DEF), cpu_blocks -1 (derived from the swap space). */

@@ -245,7 +245,8 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 {
 	struct allm_runtime *rt = allm_calloc(1, sizeof(*rt));
 	struct allm_backend_opts bo = {.n_threads = o->threads, .reference = o->reference,
-				       .blas = o->blas, .cpu_isa = o->cpu_isa};
+				       .blas = o->blas, .cpu_isa = o->cpu_isa,
+				       .env = &o->backend_env};
 	int r;
 	if (!rt)
 		return allm_err_set(err, -ENOMEM, "out of memory");
@@ -261,7 +262,7 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		if ((r = allm_model_config_preset(o->dummy, &cfg, err)) ||
 		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, &file_types, err)))
 			goto fail;
-		struct allm_model_load_opts lo = {dt, progress, user, file_types};
+		struct allm_model_load_opts lo = {dt, progress, user, file_types, o->kv_env.no_io_uring};
 		if ((r = allm_model_dummy(rt->be, &cfg, o->dummy_seed, &lo, &rt->model, err)))
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "dummy:%s", o->dummy);
@@ -276,7 +277,7 @@ int allm_runtime_open(const struct allm_engine_opts *o, int32_t max_kv_blocks,
 		if ((r = allm_model_config_load_from(dir, &cfg, err)) ||
 		    (r = pick_dtype(o, rt->be, cfg.file_dtype, &dt, &file_types, err)))
 			goto fail;
-		struct allm_model_load_opts lo = {dt, progress, user, file_types};
+		struct allm_model_load_opts lo = {dt, progress, user, file_types, o->kv_env.no_io_uring};
 		if ((r = allm_model_load_from(rt->be, dir, &lo, &rt->model, err)))
 			goto fail;
 		snprintf(rt->model_desc, sizeof(rt->model_desc), "%s", rt->default_model ? "default" : dir->path);

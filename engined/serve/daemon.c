@@ -98,7 +98,12 @@ static int parse_args(int argc, char **argv, struct daemon *d, struct allm_engin
 {
 	struct allm_err err = {{0}};
 	allm_engine_opts_default(o);
+	/* the environment's switches, read once here (docs/USAGE.md, "Environment
+	 * variables") and handed down */
 	allm_kv_env_read(&o->kv_env);
+	allm_backend_env_read(&o->backend_env);
+	const char *ring = getenv("ALLM_KV_EVENTS_TEST_RING"); /* a test hook */
+	d->kv_events.test_ring = ring ? atoi(ring) : 0;
 	d->name = "default";
 	d->shutdown_timeout = 30;
 	daemon_limits_default(d);
@@ -504,8 +509,6 @@ static int start_control(struct daemon *d)
 		.kv_events = &d->kv_events,
 	};
 	d->kv_events.topic = d->kv_events_topic;
-	/* a test hook, read here and nowhere below */
-	d->kv_events.test_ring = getenv("ALLM_KV_EVENTS_TEST_RING") ? atoi(getenv("ALLM_KV_EVENTS_TEST_RING")) : 0;
 	if (d->kv_events.endpoint && !d->kv_events_topic_set)
 		snprintf(d->kv_events_topic, sizeof(d->kv_events_topic), "kv@%s@%.180s", d->name, d->rt->model_desc);
 	if (ctl_server_start(&h, &d->ctl))

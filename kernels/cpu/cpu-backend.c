@@ -2,6 +2,7 @@
  * two separate allocations so a swap is a real copy (DESIGN §5). Each op picks the
  * reference loops or the fast path from ctx->reference. */
 #include "cpu-backend.h"
+#include "cpu-gemm-qblock.h"
 #include "cpu-threads.h"
 
 #include <stdio.h>
@@ -404,7 +405,8 @@ int allm_backend_cpu_create(const struct allm_backend_opts *opts, allm_backend_t
 		r = cpu_fast_init(c, opts->cpu_isa, err);
 		if (r)
 			goto fail;
-		if (c->blas && (r = cpu_blas_init(c, err))) {
+		cpu_qb_set_env(opts->env);
+		if (c->blas && (r = cpu_blas_init(c, opts->env ? opts->env->openblas : NULL, err))) {
 			cpu_fast_fini(c);
 			goto fail;
 		}

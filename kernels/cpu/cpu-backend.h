@@ -164,7 +164,7 @@ int cpu_fast_attention(struct cpu_ctx *c, float *out, const float *q, const void
 /* OpenBLAS GEMM (cpu-gemm-blas.c), --gemm openblas; init opens the library. */
 int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 		  const void *bias, enum allm_dtype dt, int64_t n, int64_t k, int64_t m);
-int cpu_blas_init(struct cpu_ctx *c, struct allm_err *err);
+int cpu_blas_init(struct cpu_ctx *c, const char *name, struct allm_err *err);
 /* Name of the GEMM level in use, for describe() ("avx2", "avx512-bf16"...). */
 const char *cpu_fast_gemm_name(struct cpu_ctx *c);
 

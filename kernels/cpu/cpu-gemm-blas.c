@@ -24,10 +24,11 @@ static __typeof__(&cblas_sgemm) blas_sgemm;
 static __typeof__(&openblas_set_num_threads) blas_set_threads;
 static char blas_error[200];
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static const char *blas_name; /* the first cpu_blas_init's: OpenBLAS is loaded once */
 
 static void blas_open(void)
 {
-	const char *name = getenv("ALLM_OPENBLAS");
+	const char *name = blas_name;
 	if (!name || !*name)
 		name = BLAS_SONAME;
 	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
@@ -90,8 +91,13 @@ int cpu_blas_gemm(struct cpu_ctx *c, float *y, const float *x, const void *w,
 	return 0;
 }
 
-int cpu_blas_init(struct cpu_ctx *c, struct allm_err *err)
+int cpu_blas_init(struct cpu_ctx *c, const char *name, struct allm_err *err)
 {
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&mu);
+	if (!blas_name && name)
+		blas_name = name;
+	pthread_mutex_unlock(&mu);
 	pthread_once(&blas_once, blas_open);
 	if (!blas_sgemm)
 		return allm_err_set(err, -ENOENT, "--gemm openblas: cannot load OpenBLAS (%s)", blas_error);

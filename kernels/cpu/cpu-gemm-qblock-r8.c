@@ -427,22 +427,14 @@ INL T2 void item_dt(const enum allm_dtype dt, const struct qb_job *j, const stru
 	}
 }
 
-/* ALLM_QB_R8=off: the per-token items only (to measure one against the other; the
- * bits are the same). */
-static _Atomic int r8_on = -1;
-
+/* ALLM_QB_R8=off (qb_r8_off): the per-token items only (to measure one against
+ * the other; the bits are the same). */
 T2 bool qb_r8_item(const struct qb_job *j, const struct qb_mat *mt, int64_t o, int64_t t0, int64_t t1,
 		   const uint8_t *next)
 {
 	if (t1 - t0 < QB_R8_MIN_TOK || mt->m - o < QB_OUT)
 		return false;
-	int on = atomic_load_explicit(&r8_on, memory_order_relaxed);
-	if (on < 0) { /* every thread that gets here reads the same environment */
-		const char *e = getenv("ALLM_QB_R8");
-		on = !(e && !strcmp(e, "off"));
-		atomic_store_explicit(&r8_on, on, memory_order_relaxed);
-	}
-	if (!on)
+	if (atomic_load_explicit(&qb_r8_off, memory_order_relaxed))
 		return false;
 	switch (j->dt) {
 	case ALLM_DTYPE_Q8_0: item_dt(ALLM_DTYPE_Q8_0, j, mt, o, t0, t1, next); return true;

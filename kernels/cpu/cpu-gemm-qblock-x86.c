@@ -664,11 +664,11 @@ static bool tune_case_make(struct tune_case *tc)
 	return true;
 }
 
-/* ALLM_QB_SCALES=gather|loads: the choice forced (the tests run both); -1 if unset. */
+/* ALLM_QB_SCALES=gather|loads (qb_scales_forced): the choice forced (the tests
+ * run both); -1 if unset. */
 static int tune_forced(void)
 {
-	const char *e = getenv("ALLM_QB_SCALES");
-	return e && !strcmp(e, "loads") ? 1 : e && !strcmp(e, "gather") ? 0 : -1;
+	return atomic_load(&qb_scales_forced);
 }
 
 /* The faster of the two fetches for the AVX2 items: the best of 7 alternating runs

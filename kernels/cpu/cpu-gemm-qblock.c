@@ -12,6 +12,15 @@
 /* Quantizing this many activations is worth the workers too (cpu-gemm.c's). */
 #define QB_PREP_PARALLEL (1 << 16)
 
+_Atomic int qb_scales_forced = -1;
+_Atomic bool qb_r8_off;
+
+void cpu_qb_set_env(const struct allm_backend_env *env)
+{
+	atomic_store(&qb_scales_forced, env && env->qb_scales ? env->qb_scales - 1 : -1);
+	atomic_store(&qb_r8_off, env && env->qb_r8_off);
+}
+
 void qb_x_prep_scalar(void *dst, const float *x, int64_t k, int64_t grain)
 {
 	const int64_t nb = allm_qb_blocks(k), per = grain / 32;

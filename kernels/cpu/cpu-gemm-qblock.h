@@ -12,6 +12,7 @@
 #ifndef ALLM_CPU_GEMM_QBLOCK_H
 #define ALLM_CPU_GEMM_QBLOCK_H
 
+#include <stdatomic.h>
 #include "cpu-gemm.h"
 #include "qblock.h"
 
@@ -99,6 +100,14 @@ struct qb_impl {
 	int (*whole)(struct qb_job *j, bool inline_run, void *extra);
 	int whole_min_rows;
 };
+
+/* The program's block-format switches (struct allm_backend_env: ALLM_QB_SCALES,
+ * ALLM_QB_R8), set by cpu_qb_set_env when a fast CPU backend is created. They are
+ * process-wide like what they steer (the scale fetch is measured once per process):
+ * the last backend created sets them, the fetch takes the value at its first use. */
+extern _Atomic int qb_scales_forced; /* 0 gather, 1 loads, -1 measured */
+extern _Atomic bool qb_r8_off; /* the per-token items only */
+void cpu_qb_set_env(const struct allm_backend_env *env);
 
 /* The portable family (scalar C: the order of cpu-gemm.h written out). */
 extern const struct qb_impl qb_impl_portable;

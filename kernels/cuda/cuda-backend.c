@@ -493,7 +493,7 @@ static const struct allm_backend_i cuda_iface = {
 };
 
 /* Device set-up; errors go to be->last_err (the caller copies them out). */
-static int setup(allm_backend_t *be, int dev)
+static int setup(allm_backend_t *be, int dev, const struct allm_backend_env *env)
 {
 	struct cuda_ctx *c = CUDA_CTX(be);
 	struct cudaDeviceProp prop;
@@ -516,10 +516,9 @@ static int setup(allm_backend_t *be, int dev)
 	int optin = 0;
 	CUDA_CHECK(be, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
 	/* tests on a big GPU take a small card's path: ALLM_CUDA_SMEM_OPTIN=101376 is
-	 * what an sm_86/89/120 card reports */
-	const char *cap = getenv("ALLM_CUDA_SMEM_OPTIN");
-	if (cap && atoi(cap) > 0 && atoi(cap) < optin)
-		optin = atoi(cap);
+	 * what an sm_86/89/120 card reports (env->cuda_smem_optin) */
+	if (env && env->cuda_smem_optin > 0 && env->cuda_smem_optin < optin)
+		optin = env->cuda_smem_optin;
 	c->smem_optin = (size_t)optin - 1024;
 	/* non-blocking: neither stream synchronises with the legacy default stream */
 	CUDA_CHECK(be, cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
@@ -552,7 +551,7 @@ static int setup(allm_backend_t *be, int dev)
 	cudaRuntimeGetVersion(&rt);
 	/* after the first launch: the arena's memory is zeroed on the compute stream */
 	char vmm[96];
-	int r = allm_cuda_vmm_init(be, dev, vmm, sizeof(vmm));
+	int r = allm_cuda_vmm_init(be, dev, env && env->cuda_no_vmm, vmm, sizeof(vmm));
 	if (r)
 		return r;
 	/* the daemon logs this line once: where VMM is missing, elastic memory
@@ -582,7 +581,7 @@ EXPORT int allm_backend_cuda_create(const struct allm_backend_opts *opts, allm_b
 	be->ctx = c;
 	be->device_is_host = false;
 	c->inject_after = -1;
-	if ((r = setup(be, opts ? opts->device_index : 0))) {
+	if ((r = setup(be, opts ? opts->device_index : 0, opts ? opts->env : NULL))) {
 		allm_err_set(err, r, "%s", be->last_err.msg);
 		cu_destroy(be);
 		return r;

@@ -151,10 +151,11 @@ cudaError_t allm_cuda_topk(cudaStream_t s, float *ret_vals, int32_t *ret_ids,
 cudaError_t allm_cuda_fault(cudaStream_t s, int kind);
 
 /* --- cuda-vmm.c: the VMM arena of device memory ------------------------------ */
-/* Sets up the arena when the device and driver support VMM and ALLM_CUDA_VMM is
- * not 0; otherwise leaves it off (every allocation a cudaMalloc). *why says
- * which, for describe(). -errno only when out of host memory. */
-int allm_cuda_vmm_init(allm_backend_t *be, int dev, char *why, size_t why_len);
+/* Sets up the arena when the device and driver support VMM and no_vmm
+ * (ALLM_CUDA_VMM=0, struct allm_backend_env) is false; otherwise leaves it off
+ * (every allocation a cudaMalloc). *why says which, for describe(). -errno only
+ * when out of host memory. */
+int allm_cuda_vmm_init(allm_backend_t *be, int dev, bool no_vmm, char *why, size_t why_len);
 /* Frees every range left and the arena (destroy). */
 void allm_cuda_vmm_fini(allm_backend_t *be);
 /* An allocation of the arena, every chunk mapped and zeroed on the compute

@@ -92,15 +92,14 @@ static int entry(const char *sym, void **fn)
 	return 0;
 }
 
-int allm_cuda_vmm_init(allm_backend_t *be, int dev, char *why, size_t why_len)
+int allm_cuda_vmm_init(allm_backend_t *be, int dev, bool no_vmm, char *why, size_t why_len)
 {
 	struct cuda_ctx *c = CUDA_CTX(be);
-	const char *env = getenv("ALLM_CUDA_VMM");
 	PFN_cuDeviceGet_v2000 device_get = NULL;
 	PFN_cuDeviceGetAttribute_v2000 attr = NULL;
 	CUdevice d;
 	int supported = 0;
-	if (env && !strcmp(env, "0")) {
+	if (no_vmm) {
 		snprintf(why, why_len, "ALLM_CUDA_VMM=0");
 		return 0;
 	}

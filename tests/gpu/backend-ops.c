@@ -150,6 +150,8 @@ static bool compare(const struct op_case *c, int i, const void *cand, const void
 int main(int argc, char **argv)
 {
 	struct allm_err err = {{0}};
+	struct allm_backend_env env; /* ALLM_CUDA_MODULE, ALLM_CUDA_SMEM_OPTIN... */
+	allm_backend_env_read(&env);
 	struct allm_backend_opts ro = {.reference = true, .n_threads = 1};
 	allm_backend_t *ref = NULL, *cand[MAX_CANDIDATES] = {NULL};
 	bool gemm_only[MAX_CANDIDATES] = {false}; /* levels whose other ops equal another's */
@@ -164,7 +166,8 @@ int main(int argc, char **argv)
 	if (!strcmp(which, "cpu-fast")) {
 		/* every SIMD level this machine supports, each against the reference */
 		for (int isa = ALLM_CPU_ISA_PORTABLE; isa < ALLM_CPU_ISA_COUNT; isa++) {
-			struct allm_backend_opts co = {.n_threads = 2, .cpu_isa = (enum allm_cpu_isa)isa};
+			struct allm_backend_opts co = {.n_threads = 2, .cpu_isa = (enum allm_cpu_isa)isa,
+						       .env = &env};
 			if (!allm_cpu_isa_supported(co.cpu_isa)) {
 				printf("level %s: not supported by this CPU\n", allm_cpu_isa_name(co.cpu_isa));
 				continue;
@@ -182,7 +185,7 @@ int main(int argc, char **argv)
 			n_cand++;
 		}
 	} else {
-		struct allm_backend_opts co = {.n_threads = 2};
+		struct allm_backend_opts co = {.n_threads = 2, .env = &env};
 		int r = allm_backend_create(which, &co, &cand[0], NULL, 0, &err);
 		if (r) {
 			/* no GPU here: skipped; a GPU whose module does not load or start: failed */

@@ -42,7 +42,10 @@ static inline bool gh_cuda_absent(int r)
 static inline allm_backend_t *gh_backend(const char *which)
 {
 	struct allm_err err = {{0}};
-	struct allm_backend_opts o = {.n_threads = 2, .reference = !strcmp(which, "cpu-ref")};
+	static struct allm_backend_env env; /* the program's switches (ALLM_CUDA_MODULE...) */
+	allm_backend_env_read(&env);
+	struct allm_backend_opts o = {.n_threads = 2, .reference = !strcmp(which, "cpu-ref"),
+				      .env = &env};
 	allm_backend_t *be = NULL;
 	int r = !strncmp(which, "cpu", 3) ? allm_backend_cpu_create(&o, &be, &err)
 					  : allm_backend_create(which, &o, &be, NULL, 0, &err);

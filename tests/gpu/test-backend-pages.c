@@ -38,11 +38,13 @@ static size_t resident(allm_backend_t *be, void *p, size_t n)
 static allm_backend_t *create(const char *which)
 {
 	struct allm_err err = {{0}};
-	struct allm_backend_opts o = {.n_threads = 1};
+	static struct allm_backend_env env;
+	allm_backend_env_read(&env);
+	struct allm_backend_opts o = {.n_threads = 1, .env = &env};
 	allm_backend_t *be = NULL;
 	bool cuda = !strncmp(which, "cuda", 4);
 	if (!strcmp(which, "cuda-novmm"))
-		setenv("ALLM_CUDA_VMM", "0", 1);
+		env.cuda_no_vmm = true; /* what ALLM_CUDA_VMM=0 sets */
 	int r = !strcmp(which, "cpu") ? allm_backend_cpu_create(&o, &be, &err)
 		: allm_backend_create(cuda ? "cuda" : "sim:h100-sxm", &o, &be, NULL, 0, &err);
 	if (r && cuda && (r == -ENODEV || r == -ENOSYS)) {
