@@ -92,11 +92,11 @@ probe() { # NAME ARGS...: starts a probe, its JSON to $tmp/NAME.json; its pid in
 	"$PY" "$PROBE" "tcp://127.0.0.1:$P" "tcp://127.0.0.1:$((P + 1))" "$@" >"$tmp/$name.json" 2>"$tmp/$name.err" &
 }
 # the four at once, requests running meanwhile: alice's is the positive control
-probe alice --server-key "$SPUB" --client-key "$tmp/alice.client" --wait 20 --want-pub 2
+probe alice --server-key="$SPUB" --client-key "$tmp/alice.client" --wait 20 --want-pub 2
 pids=($!)
-probe mallory --server-key "$SPUB" --client-key "$tmp/mallory.client" --wait 3
+probe mallory --server-key="$SPUB" --client-key "$tmp/mallory.client" --wait 3
 pids+=($!)
-probe stranger --server-key "$(cat "$tmp/stranger.pub")" --client-key "$tmp/alice.client" --wait 3
+probe stranger --server-key="$(cat "$tmp/stranger.pub")" --client-key "$tmp/alice.client" --wait 3
 pids+=($!)
 probe plain --wait 3
 pids+=($!)

@@ -39,7 +39,20 @@ a, b = (json.load(open("%s/r%d.json" % (t, i))) for i in (1, 2))
 for d in (a, b):
     d.pop("simulated")
 assert a == b, [k for k in a if a[k] != b.get(k)]
-assert open(t + "/d1.jsonl").read() == open(t + "/d2.jsonl").read()
+# the decisions as the simulation took them; what the host measured beside them
+# (its page faults, the engine thread's on-CPU share: issue 53's cost parts) is
+# the host's, not the simulated device's, and may differ run to run
+def decisions(path):
+    out = []
+    for line in open(path):
+        d = json.loads(line)
+        d.pop("oncpu_frac", None)
+        for k in ("faults", "oncpu_before"):
+            d.get("parts", {}).pop(k, None)
+        out.append(d)
+    return out
+d1, d2 = decisions(t + "/d1.jsonl"), decisions(t + "/d2.jsonl")
+assert len(d1) > 0 and d1 == d2, next((i, x, y) for i, (x, y) in enumerate(zip(d1, d2)) if x != y) if d1 != d2 else "no decisions"
 PY
 python3 - "$tmp/r1.json" <<'PY' && ok "the run preempted and reports simulated seconds" || fail "sim run summary: $(head -c 300 "$tmp/r1.json")"
 import json, sys
