@@ -100,6 +100,21 @@ enum allm_pages_verb {
 				  * that are backed now */
 };
 
+/* The chunks (of C bytes) of an allocation of `total` bytes that the range
+ * [off, off + bytes) holds wholly, [*in0, *in1) — what RETURN gives back; the
+ * last chunk's bytes past the allocation belong to nobody, so a range reaching
+ * its end holds that chunk — and those it overlaps, [*ov0, *ov1) — what MAP
+ * backs and RESIDENT counts. One rule for every backend that pages in chunks. */
+static inline void allm_pages_span(size_t off, size_t bytes, size_t total, size_t C, size_t *in0, size_t *in1,
+				   size_t *ov0, size_t *ov1)
+{
+	size_t end = off + bytes, n = total / C + (total % C != 0);
+	*in0 = off / C + (off % C != 0);
+	*in1 = end == total ? n : end / C;
+	*ov0 = off / C;
+	*ov1 = bytes ? end / C + (end % C != 0) : *ov0;
+}
+
 enum allm_copy_dir {
 	ALLM_COPY_D2H = 0, /* device pool -> host pool (swap out) */
 	ALLM_COPY_H2D = 1, /* host pool -> device pool (swap in) */

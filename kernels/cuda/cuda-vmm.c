@@ -321,13 +321,9 @@ int allm_cuda_vmm_pages(allm_backend_t *be, void *ptr, size_t bytes, enum allm_p
 	if (hi < lo || hi > g->base + g->bytes)
 		return allm_err_set(&be->last_err, -EINVAL, "cuda vmm: range of %zu bytes at %p "
 				    "runs past its allocation", bytes, ptr);
-	size_t C = m->chunk, off = lo - g->base, end = hi - g->base;
-	/* chunks wholly inside (the last chunk's bytes past the allocation belong
-	 * to nobody: a range reaching the allocation's end covers it) */
-	size_t in0 = off / C + (off % C != 0);
-	size_t in1 = end == g->bytes ? g->n_chunks : end / C;
-	/* chunks overlapping */
-	size_t ov0 = off / C, ov1 = bytes ? end / C + (end % C != 0) : ov0;
+	size_t C = m->chunk, off = lo - g->base;
+	size_t in0, in1, ov0, ov1;
+	allm_pages_span(off, bytes, g->bytes, C, &in0, &in1, &ov0, &ov1);
 	int r;
 	switch (verb) {
 	case ALLM_PAGES_SIZE:

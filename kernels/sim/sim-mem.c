@@ -88,8 +88,8 @@ int sim_mem_pages(struct sim_mem *m, void *p, size_t bytes, enum allm_pages_verb
 	size_t n = r->bytes / C + (r->bytes % C != 0);
 	if (end < off || end > r->bytes)
 		return -EINVAL;
-	size_t in0 = off / C + (off % C != 0), in1 = end == r->bytes ? n : end / C;
-	size_t ov0 = off / C, ov1 = bytes ? end / C + (end % C != 0) : ov0;
+	size_t in0, in1, ov0, ov1;
+	allm_pages_span(off, bytes, r->bytes, C, &in0, &in1, &ov0, &ov1);
 	switch (verb) {
 	case ALLM_PAGES_SIZE:
 		*ret_bytes = C;
