@@ -114,11 +114,12 @@ static inline void store_rows(const struct qb_mat *mt, int64_t t, int64_t o, int
 
 /* --- AVX2: 8 rows a pass, vpmaddubsw ------------------------------------------------ */
 
-/* Lane orders of the transposing sums: 4-bit blocks put rows 2i and 2i + 1 in one
- * register (a 128-bit lane each) and end with lane e = row 2 (e % 4) + e / 4; Q8_0
- * puts a row in each and ends in order. */
-static const int8_t perm2_q4[8] = { 0, 2, 4, 6, 1, 3, 5, 7 };
-static const int8_t perm2_q8[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+/* The lane order of the transposing sums, every 32-value format: 4-bit blocks pair
+ * rows (0, 2), (1, 3), (4, 6), (5, 7) in one register (a 128-bit lane each), Q8_0
+ * takes its rows in that order too, and both end with lane e = row perm2[e]: the
+ * pairs' first rows, then their second. Rows r and r + 2 are the two 128-bit lanes
+ * of heads8's registers, so a pair's fifth bits need one shuffle and no loads. */
+static const int8_t perm2[8] = { 0, 1, 4, 5, 2, 3, 6, 7 };
 
 /* Per 128-bit lane, a and b's lanes summed in pairs: [a0+a2, b0+b2, a1+a3, b1+b3]. */
 INL T2 __m256i pair32(__m256i a, __m256i b)
@@ -179,25 +180,113 @@ INL T2 __m256i q5_bits(const uint8_t *ha, const uint8_t *hb, int from)
 	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
 }
 
-/* Rows w[0..8) (an item's half), one token: the 8 sums in lane order. */
-INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const struct qb_job *j,
-			const uint8_t *const *w, __m256i gidx, const int32_t *idx, struct qb_xrow x,
+/* Where a half's 8 rows are. A full half is uniform: row r at p + r rs, every address
+ * base + index * scale from two bases (p, p4 = p + 4 rs) and two strides (rs, 3 rs),
+ * so its rows hold 4 registers; as 8 pointers they were reloaded from the stack every
+ * block (a tenth of a Q5_0 block's instructions). The last half of a matrix whose m
+ * is not a multiple of 16 lists its rows, those past m repeating the last real one. */
+struct rows8 {
+	const uint8_t *p, *p4;
+	size_t rs, rs3;
+	const uint8_t *const *w; /* listed rows (uni false) */
+};
+
+INL const uint8_t *row_at(const bool uni, const struct rows8 *rw, int r, size_t off)
+{
+	if (!uni)
+		return rw->w[r] + off;
+	const uint8_t *b = (r < 4 ? rw->p : rw->p4) + off;
+	switch (r & 3) {
+	case 0: return b;
+	case 1: return b + rw->rs;
+	case 2: return b + 2 * rw->rs;
+	default: return b + rw->rs3;
+	}
+}
+
+static inline int64_t ld64(const uint8_t *p)
+{
+	int64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* The first 8 bytes of block `off` of a uniform half's rows (scale, then the min or
+ * the fifth bits, then quants), a 64-bit lane per row: g[0] rows 0, 1 | 2, 3, g[1]
+ * rows 4, 5 | 6, 7. Every block is at least 18 bytes. */
+INL T2 void heads8(const struct rows8 *rw, size_t off, __m256i g[2])
+{
+	UNROLL
+	for (int h = 0; h < 2; h++)
+		g[h] = _mm256_setr_epi64x(ld64(row_at(true, rw, 4 * h, off)), ld64(row_at(true, rw, 4 * h + 1, off)),
+					  ld64(row_at(true, rw, 4 * h + 2, off)),
+					  ld64(row_at(true, rw, 4 * h + 3, off)));
+}
+
+/* The 8 block scales (and mins) in perm2's order from heads8's registers: their
+ * rows' first 32-bit words, [0, 1, 4, 5 | 2, 3, 6, 7] by one shuffle. */
+INL T2 void scales_heads(const enum allm_dtype dt, const __m256i g[2], __m256 *d, __m256 *m)
+{
+	const __m256i w = _mm256_castps_si256(
+		_mm256_shuffle_ps(_mm256_castsi256_ps(g[0]), _mm256_castsi256_ps(g[1]), 0x88));
+	const __m256i dd = _mm256_and_si256(w, _mm256_set1_epi32(0xffff));
+	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
+	if (allm_qb_has_min(dt)) {
+		__m256i mm = _mm256_srli_epi32(w, 16);
+		*m = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
+	}
+}
+
+/* Q5_0/Q5_1 from heads8's register g: the fifth bits of the rows in 64-bit lane q of
+ * each 128-bit lane, as q5_bits gives them; at: the offset in the block of the two
+ * qh bytes wanted (qh + 0: values 0..15, qh + 2: 16..31). */
+INL T2 __m256i q5_bits_g(__m256i g, int q, int at)
+{
+	const int64_t b0 = (int64_t)(8 * q + at) * 0x0101010101010101, b1 = b0 + 0x0101010101010101;
+	const __m256i ctl = _mm256_setr_epi64x(b0, b1, b0, b1);
+	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(g, ctl), bit);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+
+/* The next item's W rows, block b's share of them (QB_OUT blocks' bytes), into L2:
+ * bb is the format's constant, so the lines are a fixed, unrolled run. */
+INL void prefetch_share(const uint8_t *next, int64_t b, const size_t bb)
+{
+	const uint8_t *p = next + (size_t)b * QB_OUT * bb;
+	UNROLL
+	for (size_t o = 0; o < QB_OUT * bb; o += 64)
+		_mm_prefetch((const char *)p + o, _MM_HINT_T1);
+}
+
+/* The rows of rw (an item's half), one token: the 8 sums in lane order. */
+INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const bool uni, const struct qb_job *j,
+			const struct rows8 *rw, __m256i gidx, const int32_t *idx, struct qb_xrow x,
 			const uint8_t *next)
 {
-	const size_t bb = j->bb, qo = allm_qb_qs_offset(dt);
+	const size_t bb = allm_qb_block_bytes(dt), qo = allm_qb_qs_offset(dt);
+	const int8_t *perm = perm2;
 	const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < j->nb; b++) {
 		const size_t off = (size_t)b * bb;
-		prefetch_next(next, b, bb);
+		if (next)
+			prefetch_share(next, b, bb);
 		__m256 d, m = _mm256_setzero_ps();
-		scales8(dt, lds, w[0] + off, gidx, idx, &d, &m);
+		const bool heads = uni && lds; /* else: scales8's loads or gather */
+		__m256i g[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+		if (heads) {
+			heads8(rw, off, g);
+			scales_heads(dt, g, &d, &m);
+		} else {
+			scales8(dt, lds, row_at(uni, rw, 0, off), gidx, idx, &d, &m);
+		}
 		__m256i isum;
 		if (dt == ALLM_DTYPE_Q8_0) {
 			__m256i xv = _mm256_loadu_si256((const __m256i *)(x.xq + b * 32)), p[8];
 			UNROLL
 			for (int r = 0; r < 8; r++) { /* |q| * sign-moved x: pairs fit int16 */
-				__m256i q = _mm256_loadu_si256((const __m256i *)(w[r] + off + qo));
+				__m256i q = _mm256_loadu_si256((const __m256i *)row_at(uni, rw, perm[r], off + qo));
 				p[r] = _mm256_madd_epi16(
 					_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
 			}
@@ -211,13 +300,20 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const struct q
 			__m256i xlo = _mm256_broadcastsi128_si256(xl), xhi = _mm256_broadcastsi128_si256(xh), p[4];
 			UNROLL
 			for (int i = 0; i < 4; i++) {
+				const int ri = perm[i]; /* rows ri and ri + 2 */
+				const uint8_t *ra = row_at(uni, rw, ri, off), *rb = row_at(uni, rw, ri + 2, off);
 				__m256i z = _mm256_inserti128_si256(
-					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[2 * i] + off + qo))),
-					_mm_loadu_si128((const __m128i *)(w[2 * i + 1] + off + qo)), 1);
+					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(ra + qo))),
+					_mm_loadu_si128((const __m128i *)(rb + qo)), 1);
 				__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
 				if (dt == ALLM_DTYPE_Q5_0 || dt == ALLM_DTYPE_Q5_1) { /* the fifth bits */
-					lo = _mm256_or_si256(lo, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 0));
-					hi = _mm256_or_si256(hi, q5_bits(w[2 * i] + off + qo - 4, w[2 * i + 1] + off + qo - 4, 2));
+					if (heads) {
+						lo = _mm256_or_si256(lo, q5_bits_g(g[i / 2], i % 2, (int)qo - 4));
+						hi = _mm256_or_si256(hi, q5_bits_g(g[i / 2], i % 2, (int)qo - 2));
+					} else {
+						lo = _mm256_or_si256(lo, q5_bits(ra + qo - 4, rb + qo - 4, 0));
+						hi = _mm256_or_si256(hi, q5_bits(ra + qo - 4, rb + qo - 4, 2));
+					}
 				}
 				/* nibble x int8 pairs: |.| <= 2 * 15 * 127, twice that summed */
 				p[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
@@ -241,7 +337,7 @@ INL T2 void item_avx2_dt(const enum allm_dtype dt, const bool lds, const struct 
 			 const struct qb_mat *mt, int64_t o, int64_t t0, int64_t t1, const uint8_t *next)
 {
 	const int rows = (int)ALLM_MIN((int64_t)QB_OUT, mt->m - o);
-	const int8_t *perm = dt == ALLM_DTYPE_Q8_0 ? perm2_q8 : perm2_q4;
+	const int8_t *perm = perm2;
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
 	for (int h = 0; h < 2 && 8 * h < rows; h++) {
 		const uint8_t *w[8];
@@ -250,14 +346,19 @@ INL T2 void item_avx2_dt(const enum allm_dtype dt, const bool lds, const struct 
 			w[e] = base + (size_t)ALLM_MIN(8 * h + e, rows - 1) * j->rb;
 			idx[e] = (int32_t)((size_t)(ALLM_MIN(8 * h + perm[e], rows - 1) - 8 * h) * j->rb);
 		}
+		const struct rows8 rw = { w[0], w[0] + 4 * j->rb, j->rb, 3 * j->rb, w };
+		const bool uni = 8 * h + 8 <= rows;
 		__m256i gidx = _mm256_loadu_si256((const __m256i *)idx);
 		int8_t perm_h[8];
 		for (int e = 0; e < 8; e++)
 			perm_h[e] = (int8_t)(8 * h + perm[e]);
 		for (int64_t t = t0; t < t1; t++) {
 			float sums[8];
-			_mm256_storeu_ps(sums, half_avx2(dt, lds, j, w, gidx, idx, qb_xrow(j->xbuf, j->k, t),
-							 t == t0 && h == 1 ? next : NULL));
+			const uint8_t *pf = t == t0 && h == 1 ? next : NULL;
+			struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
+			__m256 s = uni ? half_avx2(dt, lds, true, j, &rw, gidx, idx, x, pf)
+				       : half_avx2(dt, lds, false, j, &rw, gidx, idx, x, pf);
+			_mm256_storeu_ps(sums, s);
 			store_rows(mt, t, o, rows, sums, perm_h, 8);
 		}
 	}
