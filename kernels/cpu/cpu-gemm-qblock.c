@@ -185,7 +185,12 @@ static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
 		while (j->first[mi + 1] <= it)
 			mi++;
 		const struct qb_mat *mt = &j->mat[mi];
-		r->impl->item(j, mt, (it - j->first[mi]) * QB_OUT, 0, j->n, next_rows(j, mi, it, end));
+		/* the chunk's last item fetches the first of the next chunk: a thread's
+		 * chunks run on from one another (cpu-threads.c's home ranges), and a chunk
+		 * that began on rows nobody had asked for stalled its thread on the burst
+		 * above (5 % of a Qwen2.5 0.5B decode step, perf) */
+		r->impl->item(j, mt, (it - j->first[mi]) * QB_OUT, 0, j->n,
+			      next_rows(j, mi, it, j->first[j->n_mats]));
 	}
 }
 
