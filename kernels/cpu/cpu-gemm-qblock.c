@@ -155,16 +155,16 @@ static void prep_worker(void *arg, int tid, int64_t begin, int64_t end)
 				r->j->k, qb_grain(r->j->dt));
 }
 
-/* The W rows after item `it` when this thread does that item next (prefetched). */
-static const uint8_t *next_rows(const struct qb_job *j, int mi, int64_t it, int64_t end)
+/* The W rows of item `it` (prefetched), or NULL past the job's items. */
+static const uint8_t *item_rows(const struct qb_job *j, int mi, int64_t it)
 {
-	if (it + 1 >= end)
+	if (it >= j->first[j->n_mats])
 		return NULL;
 	int ni = mi;
-	while (ni < j->n_mats && j->first[ni + 1] <= it + 1)
+	while (ni < j->n_mats && j->first[ni + 1] <= it)
 		ni++;
 	const struct qb_mat *nm = &j->mat[ni];
-	return nm->w + (size_t)((it + 1 - j->first[ni]) * QB_OUT) * j->rb;
+	return nm->w + (size_t)((it - j->first[ni]) * QB_OUT) * j->rb;
 }
 
 static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
@@ -177,7 +177,7 @@ static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
 		mi++;
 	/* the first item's rows: the items prefetch only the rows of the item after
 	 * them (as cpu-gemm.c's tiles do) */
-	const uint8_t *w0 = j->mat[mi].w + (size_t)((begin - j->first[mi]) * QB_OUT) * j->rb;
+	const uint8_t *w0 = item_rows(j, mi, begin);
 	size_t len = (size_t)ALLM_MIN((int64_t)QB_OUT, j->mat[mi].m - (begin - j->first[mi]) * QB_OUT) * j->rb;
 	for (size_t o = 0; o < len; o += 64)
 		__builtin_prefetch(w0 + o, 0, 2);
@@ -185,12 +185,13 @@ static void item_worker(void *arg, int tid, int64_t begin, int64_t end)
 		while (j->first[mi + 1] <= it)
 			mi++;
 		const struct qb_mat *mt = &j->mat[mi];
-		/* the chunk's last item fetches the first of the next chunk: a thread's
-		 * chunks run on from one another (cpu-threads.c's home ranges), and a chunk
-		 * that began on rows nobody had asked for stalled its thread on the burst
-		 * above (5 % of a Qwen2.5 0.5B decode step, perf) */
-		r->impl->item(j, mt, (it - j->first[mi]) * QB_OUT, 0, j->n,
-			      next_rows(j, mi, it, j->first[j->n_mats]));
+		/* one item ahead (two or three measured no better on the Qwen2.5 chain of
+		 * bench-decode-gemv, though under load); the chunk's last item fetches the
+		 * first of the next chunk: a thread's chunks run on from one another
+		 * (cpu-threads.c's home ranges), and a chunk that began on rows nobody had
+		 * asked for stalled its thread on the burst above (5 % of a Qwen2.5 0.5B
+		 * decode step, perf) */
+		r->impl->item(j, mt, (it - j->first[mi]) * QB_OUT, 0, j->n, item_rows(j, mi, it + 1));
 	}
 }
 
