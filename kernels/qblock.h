@@ -86,6 +86,12 @@ static inline size_t allm_qb_row_bytes(enum allm_dtype dt, int64_t k)
 	return (size_t)((k + v - 1) / v) * allm_qb_block_bytes(dt);
 }
 
+/* Bytes of a row of k values stored as dt: its blocks, or k plain elements. */
+static inline size_t allm_row_bytes(enum allm_dtype dt, int64_t k)
+{
+	return allm_dtype_is_qblock(dt) ? allm_qb_row_bytes(dt, k) : (size_t)k * allm_dtype_size(dt);
+}
+
 /* Bytes of an [m, k] matrix. */
 static inline size_t allm_qb_bytes(enum allm_dtype dt, int64_t m, int64_t k)
 {

@@ -29,7 +29,7 @@ enum allm_dtype allm_gguf_native_dtype(enum allm_gguf_ttype type)
 
 bool allm_gguf_blocks_as(enum allm_gguf_ttype type, enum allm_dtype dt)
 {
-	return allm_dtype_is_qblock(dt) && allm_gguf_native_dtype(type) == dt;
+	return dt != ALLM_DTYPE_COUNT && allm_gguf_native_dtype(type) == dt;
 }
 
 /* Row row0's first byte. */
@@ -44,7 +44,7 @@ void allm_gguf_rows_as_blocks(const struct allm_gguf_tensor *t, int64_t row0, in
 			      enum allm_dtype dt, void *dst)
 {
 	ALLM_ASSERT(allm_gguf_blocks_as(t->type, dt));
-	memcpy(dst, row_at(t, row0), (size_t)n_rows * allm_qb_row_bytes(dt, t->ne[0]));
+	memcpy(dst, row_at(t, row0), (size_t)n_rows * allm_row_bytes(dt, t->ne[0]));
 }
 
 void allm_gguf_dequant_rows(const struct allm_gguf_tensor *t, int64_t row0, int64_t n_rows,

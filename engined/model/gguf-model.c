@@ -204,8 +204,8 @@ static int64_t hf_row(int64_t r, int64_t d)
 
 /* Copies or converts t into the storage of spec s at dst (host memory), heads > 0
  * putting the rows of each head back in Hugging Face's order (a bias is one row
- * whose entries move the same way). Rows the storage format can hold as blocks
- * (allm_gguf_blocks_as) go as blocks, the rest through f32. buf and tmp hold a
+ * whose entries move the same way). Rows the storage format holds as the file does
+ * (allm_gguf_blocks_as) go as stored, the rest through f32. buf and tmp hold a
  * pass of f32 rows. Returns 0 or -ENOMEM. */
 static int convert_tensor(const struct allm_model *m, const struct allm_weight_spec *s,
 			  const struct allm_gguf_tensor *t, int32_t heads, void *dst, float *buf,
@@ -227,11 +227,11 @@ static int convert_tensor(const struct allm_model *m, const struct allm_weight_s
 	}
 	int64_t rows = s->shape[0], step = pass_rows(s, cols, heads), d = heads ? rows / heads : 1;
 	bool blocks = allm_gguf_blocks_as(t->type, dt);
-	size_t rb = blocks ? allm_qb_row_bytes(dt, cols) : 0;
+	size_t rb = blocks ? allm_row_bytes(dt, cols) : 0;
 	for (int64_t r0 = 0; r0 < rows; r0 += step) {
 		int64_t n = ALLM_MIN(step, rows - r0);
 		int r = 0;
-		if (blocks) { /* a block row is smaller than its f32 row: tmp holds them */
+		if (blocks) { /* a stored row is no larger than its f32 row: tmp holds them */
 			allm_gguf_rows_as_blocks(t, s->src_row0 + r0, n, dt, tmp);
 			for (int64_t i = 0; i < n && !r; i += heads ? 1 : n)
 				r = allm_model_spec_store_blocks(m, s, dst, heads ? hf_row(r0 + i, d) : r0, dt,

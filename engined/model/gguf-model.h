@@ -61,10 +61,13 @@ bool allm_gguf_dequant_supported(enum allm_gguf_ttype type);
  * ALLM_DTYPE_COUNT for a type this engine does not load. */
 enum allm_dtype allm_gguf_native_dtype(enum allm_gguf_ttype type);
 /* Whether rows of this type can be written as blocks of dt by
- * allm_gguf_rows_as_blocks: dt is the type's own block format, kept as the file
- * stores it. */
+ * allm_gguf_rows_as_blocks: dt is the type's own format (a block format, or f32,
+ * f16, bf16 rows), kept as the file stores it — a copy, not a trip through f32
+ * (an F16 file of 110M parameters loaded in 2.4 s that way, against 0.65 s for
+ * its Q8_0). Little-endian like every block's scales. */
 bool allm_gguf_blocks_as(enum allm_gguf_ttype type, enum allm_dtype dt);
-/* Rows row0 .. row0 + n_rows of t as dt blocks (kernels/qblock.h layout) into dst;
+/* Rows row0 .. row0 + n_rows of t as dt blocks (kernels/qblock.h layout) or plain
+ * dt rows into dst;
  * allm_gguf_blocks_as(t->type, dt) must hold. */
 void allm_gguf_rows_as_blocks(const struct allm_gguf_tensor *t, int64_t row0, int64_t n_rows,
 			      enum allm_dtype dt, void *dst);

@@ -200,13 +200,13 @@ int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_w
 				 int64_t n_rows)
 {
 	int64_t cols = allm_spec_cols(s);
-	size_t rb = allm_qb_row_bytes(file_dt, cols);
-	if (!allm_dtype_is_qblock(file_dt))
-		return -EINVAL;
+	size_t rb = allm_row_bytes(file_dt, cols);
 	if (allm_model_spec_dtype(m, s) == file_dt) {
 		memcpy((char *)dst + (size_t)row0 * rb, src, (size_t)n_rows * rb);
 		return 0;
 	}
+	if (!allm_dtype_is_qblock(file_dt))
+		return -EINVAL;
 	float *row = allm_malloc((size_t)cols * sizeof(float));
 	if (!row)
 		return -ENOMEM;

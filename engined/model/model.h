@@ -146,12 +146,12 @@ size_t allm_model_spec_bytes(const struct allm_model *m, const struct allm_weigh
  * row) into dst, the tensor's host-memory storage, in its dtype. */
 void allm_model_spec_store(const struct allm_model *m, const struct allm_weight_spec *s,
 			   void *dst, int64_t row0, const float *src, int64_t n_rows);
-/* The same from rows of GGUF block bytes (file_dt: ALLM_DTYPE_Q8_0, Q4_0 or Q4_1;
- * kernels/qblock.h, allm_qb_row_bytes(file_dt, cols) bytes a row, src holding n_rows
- * of them): copied as they are when the tensor's storage dtype is file_dt (the
- * kernels use the file's bytes), else dequantized and stored as above. A loader
+/* The same from rows of a file's bytes (file_dt: a block format, kernels/qblock.h,
+ * or f32/f16/bf16; allm_row_bytes(file_dt, cols) bytes a row, src holding n_rows of
+ * them): copied as they are when the tensor's storage dtype is file_dt (the kernels
+ * use the file's bytes), else block rows dequantized and stored as above. A loader
  * that reorders rows (GGUF's Q/K head order) calls it per run of rows. Returns 0,
- * -EINVAL for a file_dt that is not a block format, -ENOMEM. */
+ * -EINVAL for plain rows of another dtype than the storage's, -ENOMEM. */
 int allm_model_spec_store_blocks(const struct allm_model *m, const struct allm_weight_spec *s,
 				 void *dst, int64_t row0, enum allm_dtype file_dt, const void *src,
 				 int64_t n_rows);

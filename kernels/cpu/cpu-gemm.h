@@ -204,7 +204,7 @@ static inline float gemm_wval(const void *w, enum allm_dtype dt, int64_t k, int6
 /* Bytes between rows of W stored as dt. */
 static inline size_t gemm_w_stride(enum allm_dtype dt, int64_t k)
 {
-	return allm_dtype_is_qblock(dt) ? allm_qb_row_bytes(dt, k) : (size_t)k * allm_dtype_size(dt);
+	return allm_row_bytes(dt, k);
 }
 
 #endif
