@@ -420,10 +420,22 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 {
 	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
 	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
-	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	/* the 16 int8 scales as int16 pairs (s_g, s_g) in 32-bit words, the even groups
+	 * in the low 128-bit lane and the odd ones in the high: da holds groups 0-7
+	 * (word i: 2i low, 2i + 1 high), db groups 8-15. Sub-block j's two groups then
+	 * sit at the same word of both lanes: one in-lane vpshufd with an immediate
+	 * each (a cross-lane vpermd and its index vector before). Each byte is put in
+	 * a word's top half and shifted down arithmetically: sign-extended. */
 	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	const __m256i sb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i da = _mm256_srai_epi16(
+		_mm256_shuffle_epi8(sb, _mm256_setr_epi64x(0x0280028000800080, 0x0680068004800480,
+							   0x0380038001800180, 0x0780078005800580)),
+		8);
+	const __m256i db = _mm256_srai_epi16(
+		_mm256_shuffle_epi8(sb, _mm256_setr_epi64x(0x0a800a8008800880, 0x0e800e800c800c80,
+							   0x0b800b8009800980, 0x0f800f800d800d80)),
+		8);
 	UNROLL
 	for (int t = 0; t < R; t++) /* 32 sum_g sc_g h_g in 8 lanes, taken out first */
 		a[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
@@ -441,9 +453,8 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 			 * 16-bit words; the mask keeps each byte's own bits) */
 			__m256i hi2 = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : c == 2 ? qh : _mm256_srli_epi16(qh, 2);
 			__m256i q = _mm256_or_si256(nib, _mm256_and_si256(hi2, m30));
-			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
-			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
-			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			/* sub-block j = 4 h + c: word c of da (h = 0) or db */
+			const __m256i sc = _mm256_shuffle_epi32(h ? db : da, 0x55 * c);
 			UNROLL
 			for (int t = 0; t < R; t++) {
 				/* (q + 32) x pairs: <= 2 * 63 * 128 */
