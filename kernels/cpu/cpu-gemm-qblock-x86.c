@@ -561,6 +561,66 @@ INL T2 __m128 rows_k2(const enum allm_dtype dt, const struct qb_job *j, const ui
 	return acc;
 }
 
+/* Decode, four rows (w, w + rb, w + 2 rb, w + 3 rb), one token: their sums in the
+ * four lanes. Each lane does row_k1's arithmetic (the same fmas in the same order);
+ * the four rows share one reduction of their integers (three 256-bit vphaddd for
+ * the I, two for the M), one conversion, one scale product and the fmas' issue: half
+ * the per-row cost of rows_k2's. next: the next item's rows at this quad's place
+ * (a one-item lead for every quad, spread over the item). */
+INL T2 __m128 rows_k4(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w, size_t rb,
+		      struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	const __m128 neg = _mm_set1_ps(-0.0f);
+	const __m256i dperm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *b0 = w + (size_t)sb * bb, *b1 = b0 + rb, *b2 = b1 + rb, *b3 = b2 + rb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 4 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 4 * bb + o, _MM_HINT_T1);
+		const __m256 dx = _mm256_broadcast_ss(x.dx + sb * 8);
+		__m256i a0, a1, a2, a3;
+		__m128i ii;
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const int16_t *h16 = x.h + sb * 16;
+			k6_row(1, b0, &xq, &h16, &a0);
+			k6_row(1, b1, &xq, &h16, &a1);
+			k6_row(1, b2, &xq, &h16, &a2);
+			k6_row(1, b3, &xq, &h16, &a3);
+			const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+			ii = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)); /* [I0..I3] */
+			const size_t od = offsetof(struct allm_block_q6_K, d);
+			const uint64_t dd = allm_le16(b0 + od) | (uint64_t)allm_le16(b1 + od) << 16 |
+					    (uint64_t)allm_le16(b2 + od) << 32 | (uint64_t)allm_le16(b3 + od) << 48;
+			const __m128 sd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dd)), _mm256_castps256_ps128(dx));
+			acc = _mm_fmadd_ps(_mm_cvtepi32_ps(ii), sd, acc);
+		} else {
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			const __m256i s16x2 = _mm256_broadcastsi128_si256(s16);
+			__m256i mv01, mv23;
+			k4_rows2(dt, b0, b1, xq, s16x2, &a0, &a1, &mv01);
+			k4_rows2(dt, b2, b3, xq, s16x2, &a2, &a3, &mv23);
+			const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+			ii = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)); /* [I0..I3] */
+			/* [r0 r2 r0 r2 | r1 r3 r1 r3], then [M0..M3] */
+			const __m256i mw = _mm256_hadd_epi32(mv01, mv23), mw2 = _mm256_hadd_epi32(mw, mw);
+			const __m128i mm = _mm_unpacklo_epi32(_mm256_castsi256_si128(mw2), _mm256_extracti128_si256(mw2, 1));
+			const __m256 f = _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ii), mm, 1));
+			/* [d0 dmin0 .. d3 dmin3] to [d0..d3 | dmin0..dmin3], times dx */
+			const __m128i dd = _mm_setr_epi32((int)allm_le32(b0), (int)allm_le32(b1), (int)allm_le32(b2),
+							  (int)allm_le32(b3));
+			const __m256 sd = _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), dperm), dx);
+			acc = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc);
+			/* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm_xor_ps(_mm256_extractf128_ps(sd, 1), neg), acc);
+		}
+	}
+	return acc;
+}
+
 /* 8 rows' M from their 4-lane vectors mv[0..8), lane = row. */
 INL T2 __m256i rows8_m(const __m128i *mv)
 {
@@ -656,17 +716,23 @@ INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const stru
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
 	const struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
 	float *y = mt->y + t * mt->m + o;
-	for (int r = 0; r < rows; r += 2) {
-		/* the next item's rows: these rows' share (2 rows each for rows 8..15) */
-		const uint8_t *pr = next && r >= 8 ? next + (size_t)(r - 8) * 2 * j->rb : NULL;
+	for (int r = 0; r < rows;) {
 		const uint8_t *w = base + (size_t)r * j->rb;
 		float v[4];
-		if (r + 1 < rows)
-			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, pr));
-		else
-			v[0] = row_k1(dt, j, w, x, pr);
-		for (int i = 0; i < 2 && r + i < rows; i++)
+		int n;
+		if (r + 3 < rows) { /* the next item's rows at these rows' place */
+			_mm_storeu_ps(v, rows_k4(dt, j, w, j->rb, x, next ? next + (size_t)r * j->rb : NULL));
+			n = 4;
+		} else if (r + 1 < rows) {
+			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, NULL));
+			n = 2;
+		} else {
+			v[0] = row_k1(dt, j, w, x, NULL);
+			n = 1;
+		}
+		for (int i = 0; i < n; i++)
 			y[r + i] = mt->bias ? v[i] + mt->bias[o + r + i] : v[i];
+		r += n;
 	}
 }
 
