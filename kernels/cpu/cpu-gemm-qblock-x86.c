@@ -335,6 +335,14 @@ INL T2 void k4_row(const int R, const enum allm_dtype dt, const uint8_t *blk, co
 	}
 }
 
+/* v as it is here: a running sum added to in order (the compiler otherwise
+ * re-associates an unrolled row's integer adds into one tree at the end and
+ * spills every product to the stack until then). */
+INL T2 void keep(__m256i *v)
+{
+	__asm__("" : "+x"(*v));
+}
+
 /* A 32-bit value from memory in all 8 lanes: vpbroadcastd m32, a load-port op (the
  * asm keeps the compiler from forwarding the store into a register shuffle). */
 INL T2 __m256i bcast32_mem(const int32_t *p)
@@ -401,10 +409,13 @@ INL T2 void k4_rows2(const enum allm_dtype dt, const uint8_t *b0, const uint8_t 
 			/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
 			const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sl),
 							   _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sh));
-			if (r)
+			if (r) {
 				s1 = _mm256_add_epi32(s1, p);
-			else
+				keep(&s1);
+			} else {
 				s0 = _mm256_add_epi32(s0, p);
+				keep(&s0);
+			}
 		}
 	}
 	*a0 = s0;
