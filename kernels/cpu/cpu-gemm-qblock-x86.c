@@ -471,6 +471,7 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 				/* (q + 32) x pairs: <= 2 * 63 * 128 */
 				__m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c)));
 				a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, sc));
+				keep(&a[t]);
 			}
 		}
 	}
