@@ -718,7 +718,8 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 	}
 }
 
-/* Decode: the item's rows for token t, a row at a time. Out of line per format:
+/* Decode: the item's rows for token t, four at a time (rows_k4; a pair and a single
+ * row for the last 1-3). Out of line per format:
  * inlined into the item with the several-token passes, it shared their register
  * allocation (dx and the masks went through the stack every super-block). */
 INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
