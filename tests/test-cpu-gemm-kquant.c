@@ -181,6 +181,8 @@ static const struct shape shapes_32[] = {
 static const struct shape shapes_256[] = {
 	{1, 256, 17}, {3, 512, 33}, {9, 768, 16}, {17, 256, 40}, {2, 2048, 100}, {40, 1024, 9},
 	{5, 1280, 32}, {6, 2304, 16}, /* the repacked items: chunks of 4 super-blocks and a part */
+	/* one token: the decode rows four, two and one at a time (an item's 16 rows, then 7) */
+	{1, 768, 23}, {1, 2048, 30},
 };
 
 static void test_values(allm_backend_t *be, enum allm_cpu_isa isa, enum allm_dtype dt,

@@ -436,6 +436,93 @@ INL T2 void k4_row(const int R, const enum allm_dtype dt, const uint8_t *blk, co
 	}
 }
 
+/* v as it is here: a running sum added to in order (the compiler otherwise
+ * re-associates an unrolled row's integer adds into one tree at the end and
+ * spills every product to the stack until then). */
+INL T2 void keep(__m256i *v)
+{
+	__asm__("" : "+x"(*v));
+}
+
+/* A 32-bit value from memory in all 8 lanes: vpbroadcastd m32, a load-port op (the
+ * asm keeps the compiler from forwarding the store into a register shuffle). */
+INL T2 __m256i bcast32_mem(const int32_t *p)
+{
+	__m256i r;
+	__asm__("vpbroadcastd %1, %0" : "=x"(r) : "m"(*p));
+	return r;
+}
+
+/* Decode: two rows' super-blocks of Q4_K/Q5_K (b0, b1) against one token's xq: a0,
+ * a1 the integer sums I in 8 lanes each, *mv the M terms m_j s_j in 4 lanes per row
+ * (row 0's in the low 128-bit lane). The two rows' scales and mins are unpacked
+ * together, a 128-bit lane each, and set aside on the stack as 32-bit pairs (s_j,
+ * s_j): each sub-block's scale comes back as one broadcast load (a load port)
+ * instead of a vpshufb (the shuffle ports, which the nibbles' shifts need too).
+ * Q5_K's fifth bits: qh shifted to bit 4 and masked (bit 2c, 2c + 1 of each byte
+ * for sub-blocks 2c, 2c + 1), 3 ops per 32 quants instead of 4. The same exact
+ * integers as k4_row. */
+INL T2 void k4_rows2(const enum allm_dtype dt, const uint8_t *b0, const uint8_t *b1, const int8_t *xq,
+		     __m256i s16, __m256i *a0, __m256i *a1, __m256i *mv)
+{
+	const size_t os = offsetof(struct allm_block_q4_K, scales);
+	const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + os))),
+						  _mm_loadu_si128((const __m128i *)(b1 + os)), 1);
+	const __m256i m6 = _mm256_set1_epi32(0x3f3f3f3f), m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi32(0x03030303);
+	const __m256i lo6 = _mm256_and_si256(v, m6);
+	const __m256i top = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(v, 6), m2), 4);
+	const __m256i u2 = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0)),
+					    m4);
+	const __m256i sm = _mm256_unpacklo_epi32(lo6, _mm256_or_si256(u2, top)); /* [sc 0-7, m 0-7], per row */
+	const __m256i zero = _mm256_setzero_si256();
+	const __m256i sc = _mm256_unpacklo_epi8(sm, zero); /* 8 int16 per row */
+	*mv = _mm256_madd_epi16(_mm256_unpackhi_epi8(sm, zero), s16);
+	/* sp[8 (j / 4) + 4 r + j % 4]: row r's sub-block j as (s_j, s_j) */
+	int32_t sp[16] __attribute__((aligned(32)));
+	_mm256_store_si256((__m256i *)sp, _mm256_unpacklo_epi16(sc, sc));
+	_mm256_store_si256((__m256i *)(sp + 8), _mm256_unpackhi_epi16(sc, sc));
+	const size_t oq = dt == ALLM_DTYPE_Q4_K ? offsetof(struct allm_block_q4_K, qs) : offsetof(struct allm_block_q5_K, qs);
+	const uint8_t *q0 = b0 + oq, *q1 = b1 + oq;
+	__m256i h0 = zero, h1 = zero;
+	const __m256i f = _mm256_set1_epi8(16);
+	if (dt == ALLM_DTYPE_Q5_K) {
+		h0 = _mm256_loadu_si256((const __m256i *)(b0 + offsetof(struct allm_block_q5_K, qh)));
+		h1 = _mm256_loadu_si256((const __m256i *)(b1 + offsetof(struct allm_block_q5_K, qh)));
+	}
+	__m256i s0 = zero, s1 = zero;
+	UNROLL
+	for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles) and 2c + 1 */
+		const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 64 * c));
+		const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 64 * c + 32));
+		UNROLL
+		for (int r = 0; r < 2; r++) {
+			const __m256i z = _mm256_loadu_si256((const __m256i *)((r ? q1 : q0) + 32 * c));
+			__m256i lo = _mm256_and_si256(z, m4), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+			if (dt == ALLM_DTYPE_Q5_K) { /* bit 2c to bit 4, bit 2c + 1 to bit 4 */
+				const __m256i hb = r ? h1 : h0;
+				const __m256i bl = c < 2 ? _mm256_slli_epi16(hb, 4 - 2 * c) : c == 2 ? hb : _mm256_srli_epi16(hb, 2);
+				const __m256i bh = c < 2 ? _mm256_slli_epi16(hb, 3 - 2 * c) : _mm256_srli_epi16(hb, 2 * c - 3);
+				lo = _mm256_or_si256(lo, _mm256_and_si256(bl, f));
+				hi = _mm256_or_si256(hi, _mm256_and_si256(bh, f));
+			}
+			const int j = 2 * c, e = 8 * (j / 4) + 4 * r + j % 4;
+			const __m256i sl = bcast32_mem(sp + e), sh = bcast32_mem(sp + e + 1);
+			/* q x pairs: |.| <= 2 * 31 * 127; times a 6-bit scale, twice: < 2^20 */
+			const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), sl),
+							   _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), sh));
+			if (r) {
+				s1 = _mm256_add_epi32(s1, p);
+				keep(&s1);
+			} else {
+				s0 = _mm256_add_epi32(s0, p);
+				keep(&s0);
+			}
+		}
+	}
+	*a0 = s0;
+	*a1 = s1;
+}
+
 /* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. The quants
  * enter unsigned (q + 32, 0..63: one vpmaddubsw with no sign trick) and the offset
  * comes out once per super-block from each token's sums per 16 (h16[t]): sum_g sc_g
@@ -445,10 +532,22 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 {
 	const struct allm_block_q6_K *b = (const struct allm_block_q6_K *)blk;
 	const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-	/* the 16 int8 scales as int16 pairs in 32-bit words: d0 holds groups 0-3 and
-	 * 8-11, d1 groups 4-7 and 12-15 (unpack's order within 128-bit lanes) */
+	/* the 16 int8 scales as int16 pairs (s_g, s_g) in 32-bit words, the even groups
+	 * in the low 128-bit lane and the odd ones in the high: da holds groups 0-7
+	 * (word i: 2i low, 2i + 1 high), db groups 8-15. Sub-block j's two groups then
+	 * sit at the same word of both lanes: one in-lane vpshufd with an immediate
+	 * each (a cross-lane vpermd and its index vector before). Each byte is put in
+	 * a word's top half and shifted down arithmetically: sign-extended. */
 	const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-	const __m256i d0 = _mm256_unpacklo_epi16(v, v), d1 = _mm256_unpackhi_epi16(v, v);
+	const __m256i sb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b->scales));
+	const __m256i da = _mm256_srai_epi16(
+		_mm256_shuffle_epi8(sb, _mm256_setr_epi64x(0x0280028000800080, 0x0680068004800480,
+							   0x0380038001800180, 0x0780078005800580)),
+		8);
+	const __m256i db = _mm256_srai_epi16(
+		_mm256_shuffle_epi8(sb, _mm256_setr_epi64x(0x0a800a8008800880, 0x0e800e800c800c80,
+							   0x0b800b8009800980, 0x0f800f800d800d80)),
+		8);
 	UNROLL
 	for (int t = 0; t < R; t++) /* 32 sum_g sc_g h_g in 8 lanes, taken out first */
 		a[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
@@ -466,14 +565,14 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 			 * 16-bit words; the mask keeps each byte's own bits) */
 			__m256i hi2 = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : c == 2 ? qh : _mm256_srli_epi16(qh, 2);
 			__m256i q = _mm256_or_si256(nib, _mm256_and_si256(hi2, m30));
-			const int j = 4 * h + c, u = (j % 2) * 2 + (j >= 4 ? 4 : 0); /* word of group 2j */
-			const __m256i idx = _mm256_setr_epi32(u, u, u, u, u + 1, u + 1, u + 1, u + 1);
-			__m256i sc = _mm256_permutevar8x32_epi32((j / 2) % 2 ? d1 : d0, idx);
+			/* sub-block j = 4 h + c: word c of da (h = 0) or db */
+			const __m256i sc = _mm256_shuffle_epi32(h ? db : da, 0x55 * c);
 			UNROLL
 			for (int t = 0; t < R; t++) {
 				/* (q + 32) x pairs: <= 2 * 63 * 128 */
 				__m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(xq[t] + 128 * h + 32 * c)));
 				a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, sc));
+				keep(&a[t]);
 			}
 		}
 	}
@@ -552,8 +651,10 @@ INL T2 __m128 rows_k2(const enum allm_dtype dt, const struct qb_job *j, const ui
 		} else {
 			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
 							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
-			k4_row(1, dt, b0, &xq, &s16, &a0, &m0);
-			k4_row(1, dt, b1, &xq, &s16, &a1, &m1);
+			__m256i mv;
+			k4_rows2(dt, b0, b1, xq, _mm256_broadcastsi128_si256(s16), &a0, &a1, &mv);
+			m0 = _mm256_castsi256_si128(mv);
+			m1 = _mm256_extracti128_si256(mv, 1);
 			/* [d0, dmin0, d1, dmin1] */
 			d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(allm_le32(b0) | (uint64_t)allm_le32(b1) << 32)));
 		}
@@ -568,6 +669,66 @@ INL T2 __m128 rows_k2(const enum allm_dtype dt, const struct qb_job *j, const ui
 		} else { /* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
 			acc = _mm_fmadd_ps(f, _mm_shuffle_ps(sd, sd, 0x08), acc);
 			acc = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_xor_ps(_mm_shuffle_ps(sd, sd, 0x0d), neg), acc);
+		}
+	}
+	return acc;
+}
+
+/* Decode, four rows (w, w + rb, w + 2 rb, w + 3 rb), one token: their sums in the
+ * four lanes. Each lane does row_k1's arithmetic (the same fmas in the same order);
+ * the four rows share one reduction of their integers (three 256-bit vphaddd for
+ * the I, two for the M), one conversion, one scale product and the fmas' issue: half
+ * the per-row cost of rows_k2's. next: the next item's rows at this quad's place
+ * (a one-item lead for every quad, spread over the item). */
+INL T2 __m128 rows_k4(const enum allm_dtype dt, const struct qb_job *j, const uint8_t *w, size_t rb,
+		      struct qb_xrow x, const uint8_t *next)
+{
+	const size_t bb = j->bb;
+	const __m128 neg = _mm_set1_ps(-0.0f);
+	const __m256i dperm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+	__m128 acc = _mm_setzero_ps();
+	for (int64_t sb = 0; sb < j->nb / 8; sb++) {
+		const uint8_t *b0 = w + (size_t)sb * bb, *b1 = b0 + rb, *b2 = b1 + rb, *b3 = b2 + rb;
+		const int8_t *xq = x.xq + sb * 256;
+		if (next)
+			for (size_t o = 0; o < 4 * bb; o += 64)
+				_mm_prefetch((const char *)next + (size_t)sb * 4 * bb + o, _MM_HINT_T1);
+		const __m256 dx = _mm256_broadcast_ss(x.dx + sb * 8);
+		__m256i a0, a1, a2, a3;
+		__m128i ii;
+		if (dt == ALLM_DTYPE_Q6_K) {
+			const int16_t *h16 = x.h + sb * 16;
+			k6_row(1, b0, &xq, &h16, &a0);
+			k6_row(1, b1, &xq, &h16, &a1);
+			k6_row(1, b2, &xq, &h16, &a2);
+			k6_row(1, b3, &xq, &h16, &a3);
+			const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+			ii = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)); /* [I0..I3] */
+			const size_t od = offsetof(struct allm_block_q6_K, d);
+			const uint64_t dd = allm_le16(b0 + od) | (uint64_t)allm_le16(b1 + od) << 16 |
+					    (uint64_t)allm_le16(b2 + od) << 32 | (uint64_t)allm_le16(b3 + od) << 48;
+			const __m128 sd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)dd)), _mm256_castps256_ps128(dx));
+			acc = _mm_fmadd_ps(_mm_cvtepi32_ps(ii), sd, acc);
+		} else {
+			const __m128i s16 = _mm_packs_epi32(_mm_loadu_si128((const __m128i *)(x.s + sb * 8)),
+							    _mm_loadu_si128((const __m128i *)(x.s + sb * 8 + 4)));
+			const __m256i s16x2 = _mm256_broadcastsi128_si256(s16);
+			__m256i mv01, mv23;
+			k4_rows2(dt, b0, b1, xq, s16x2, &a0, &a1, &mv01);
+			k4_rows2(dt, b2, b3, xq, s16x2, &a2, &a3, &mv23);
+			const __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3));
+			ii = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)); /* [I0..I3] */
+			/* [r0 r2 r0 r2 | r1 r3 r1 r3], then [M0..M3] */
+			const __m256i mw = _mm256_hadd_epi32(mv01, mv23), mw2 = _mm256_hadd_epi32(mw, mw);
+			const __m128i mm = _mm_unpacklo_epi32(_mm256_castsi256_si128(mw2), _mm256_extracti128_si256(mw2, 1));
+			const __m256 f = _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ii), mm, 1));
+			/* [d0 dmin0 .. d3 dmin3] to [d0..d3 | dmin0..dmin3], times dx */
+			const __m128i dd = _mm_setr_epi32((int)allm_le32(b0), (int)allm_le32(b1), (int)allm_le32(b2),
+							  (int)allm_le32(b3));
+			const __m256 sd = _mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_cvtph_ps(dd), dperm), dx);
+			acc = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc);
+			/* (float)-M (dmin dx): the same product as M (-(dmin dx)) */
+			acc = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm_xor_ps(_mm256_extractf128_ps(sd, 1), neg), acc);
 		}
 	}
 	return acc;
@@ -658,7 +819,8 @@ INL T2 void half_k(const int R, const enum allm_dtype dt, const struct qb_job *j
 	}
 }
 
-/* Decode: the item's rows for token t, a row at a time. Out of line per format:
+/* Decode: the item's rows for token t, four at a time (rows_k4; a pair and a single
+ * row for the last 1-3). Out of line per format:
  * inlined into the item with the several-token passes, it shared their register
  * allocation (dx and the masks went through the stack every super-block). */
 INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const struct qb_mat *mt,
@@ -668,17 +830,23 @@ INL T2 void rows_k1(const enum allm_dtype dt, const struct qb_job *j, const stru
 	const uint8_t *base = mt->w + (size_t)o * j->rb;
 	const struct qb_xrow x = qb_xrow(j->xbuf, j->k, t);
 	float *y = mt->y + t * mt->m + o;
-	for (int r = 0; r < rows; r += 2) {
-		/* the next item's rows: these rows' share (2 rows each for rows 8..15) */
-		const uint8_t *pr = next && r >= 8 ? next + (size_t)(r - 8) * 2 * j->rb : NULL;
+	for (int r = 0; r < rows;) {
 		const uint8_t *w = base + (size_t)r * j->rb;
 		float v[4];
-		if (r + 1 < rows)
-			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, pr));
-		else
-			v[0] = row_k1(dt, j, w, x, pr);
-		for (int i = 0; i < 2 && r + i < rows; i++)
+		int n;
+		if (r + 3 < rows) { /* the next item's rows at these rows' place */
+			_mm_storeu_ps(v, rows_k4(dt, j, w, j->rb, x, next ? next + (size_t)r * j->rb : NULL));
+			n = 4;
+		} else if (r + 1 < rows) {
+			_mm_storeu_ps(v, rows_k2(dt, j, w, w + j->rb, x, NULL));
+			n = 2;
+		} else {
+			v[0] = row_k1(dt, j, w, x, NULL);
+			n = 1;
+		}
+		for (int i = 0; i < n; i++)
 			y[r + i] = mt->bias ? v[i] + mt->bias[o + r + i] : v[i];
+		r += n;
 	}
 }
 
