@@ -523,6 +523,20 @@ INL T2 void k4_rows2(const enum allm_dtype dt, const uint8_t *b0, const uint8_t 
 	*a1 = s1;
 }
 
+
+/* Word c (0-3) of each 128-bit lane of v in all four of the lane's words. vpshufd
+ * wants its pattern as an immediate: a switch, which the unrolled callers fold to one
+ * instruction and an -O1 build (the sanitizers') still compiles. */
+INL T2 __m256i word_bcast(__m256i v, int c)
+{
+	switch (c) {
+	case 0: return _mm256_shuffle_epi32(v, 0x00);
+	case 1: return _mm256_shuffle_epi32(v, 0x55);
+	case 2: return _mm256_shuffle_epi32(v, 0xaa);
+	default: return _mm256_shuffle_epi32(v, 0xff);
+	}
+}
+
 /* One row's super-block of Q6_K against R tokens: a[t], I in 8 lanes. The quants
  * enter unsigned (q + 32, 0..63: one vpmaddubsw with no sign trick) and the offset
  * comes out once per super-block from each token's sums per 16 (h16[t]): sum_g sc_g
@@ -566,7 +580,7 @@ INL T2 void k6_row(const int R, const uint8_t *blk, const int8_t *const *xq, con
 			__m256i hi2 = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : c == 2 ? qh : _mm256_srli_epi16(qh, 2);
 			__m256i q = _mm256_or_si256(nib, _mm256_and_si256(hi2, m30));
 			/* sub-block j = 4 h + c: word c of da (h = 0) or db */
-			const __m256i sc = _mm256_shuffle_epi32(h ? db : da, 0x55 * c);
+			const __m256i sc = word_bcast(h ? db : da, c);
 			UNROLL
 			for (int t = 0; t < R; t++) {
 				/* (q + 32) x pairs: <= 2 * 63 * 128 */
