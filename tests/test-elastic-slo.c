@@ -4,23 +4,12 @@
 #include "executor.h"
 #include "predictor.h"
 #include "runtime.h"
+#include "test-check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			n_fail++; \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
 
 enum { N_REQ = 16, EVERY = 3, MAX_POOL = 256, MAX_DEC = 512 };
 
@@ -328,6 +317,6 @@ int main(void)
 	slo_buffer(budget);
 	phase(budget);
 	if (n_fail)
-		fprintf(stderr, "%d failures\n", n_fail);
+		fprintf(stderr, "%d n_fail\n", n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -7,22 +7,11 @@
 #include "kv-elastic.h"
 #include "predictor.h"
 #include "runtime.h"
+#include "test-check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			n_fail++; \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
 
 enum { N_REQ = 20, EVERY = 3 };
 
@@ -291,12 +280,12 @@ int main(int argc, char **argv)
 		model_cuda(NULL);
 		model_cuda("medium");
 		if (n_fail)
-			fprintf(stderr, "%d failures\n", n_fail);
+			fprintf(stderr, "%d n_fail\n", n_fail);
 		return n_fail ? 1 : 0;
 	}
 	model(NULL); /* the embedded stories260K */
 	model("tiny");
 	if (n_fail)
-		fprintf(stderr, "%d failures\n", n_fail);
+		fprintf(stderr, "%d n_fail\n", n_fail);
 	return n_fail ? 1 : 0;
 }

@@ -2,6 +2,7 @@
 #include "backend.h"
 #include "block-pool.h"
 #include "kv-cache.h"
+#include "test-check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,18 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int n_fail;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			n_fail++; \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
 
 enum { OWNER = 7, N = 5 };
 

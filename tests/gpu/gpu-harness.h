@@ -10,24 +10,13 @@
 #include "engine.h"
 #include "executor.h"
 #include "model.h"
+#include "../test-check.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures __attribute__((unused));
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			failures++; \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
 
 /* Whether a failure to create the CUDA backend means "nothing to test here" (no
  * driver or device: -ENODEV; a build without the module: -ENOSYS) rather than a

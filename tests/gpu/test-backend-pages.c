@@ -9,23 +9,12 @@
  * when a range reaches the allocation's end (cuda, sim), refuses a range past
  * its allocation, and frees with nothing left behind. Exit 77 without a GPU. */
 #include "backend.h"
+#include "../test-check.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			failures++; \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-		} \
-	} while (0)
 
 static size_t resident(allm_backend_t *be, void *p, size_t n)
 {
@@ -79,7 +68,7 @@ int main(int argc, char **argv)
 	if (!strcmp(which, "cuda-novmm")) {
 		novmm(be);
 		allm_backend_destroy(be);
-		return failures ? 1 : 0;
+		return n_fail ? 1 : 0;
 	}
 	bool cuda = !strcmp(which, "cuda"), sim = be->simulated, data = !sim;
 	size_t P = 0;
@@ -96,13 +85,13 @@ int main(int argc, char **argv)
 	CHECK(allm_backend_pages(be, p, 1, ALLM_PAGES_SIZE, &P) == 0 && P > 0, "page size: %s",
 	      allm_backend_last_error(be));
 	B->free(be, p);
-	if (failures || !P)
+	if (n_fail || !P)
 		return 1;
 	size_t free_start = 0, total = 0;
 	B->mem_info(be, &free_start, &total);
 	size_t bytes = 8 * P + P / 2; /* 8.5 of this backend's pages */
 	CHECK(B->alloc(be, bytes, (void **)&p) == 0, "alloc: %s", allm_backend_last_error(be));
-	if (failures)
+	if (n_fail)
 		return 1;
 	size_t n_pages = 9, nf = bytes / sizeof(float);
 	printf("%s: page %zu bytes, %zu-byte allocation (%s)\n", which, P, bytes, B->describe(be));
@@ -185,9 +174,9 @@ int main(int argc, char **argv)
 	free(host);
 	free(back);
 	allm_backend_destroy(be);
-	if (failures)
-		fprintf(stderr, "%d failures\n", failures);
+	if (n_fail)
+		fprintf(stderr, "%d n_fail\n", n_fail);
 	else
 		printf("%s: pages op ok\n", which);
-	return failures ? 1 : 0;
+	return n_fail ? 1 : 0;
 }

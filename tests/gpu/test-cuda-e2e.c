@@ -257,8 +257,8 @@ int main(void)
 	random_models(cpu, gpu);
 	swap_round_trip(gpu);
 	injected_faults(gpu); /* last: it leaves the CUDA context dead */
-	printf("%s\n", failures ? "FAILED" : "all CUDA end-to-end checks passed");
+	printf("%s\n", n_fail ? "FAILED" : "all CUDA end-to-end checks passed");
 	allm_backend_destroy(cpu);
 	allm_backend_destroy(gpu);
-	return failures ? 1 : 0;
+	return n_fail ? 1 : 0;
 }

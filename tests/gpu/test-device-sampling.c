@@ -90,8 +90,8 @@ int main(int argc, char **argv)
 		      host[i].sp.temperature, host[i].sp.top_k, host[i].sp.top_p);
 	}
 	printf("%s: %d requests, host and device sampling %s\n", which, N,
-	       failures ? "DIFFER" : "identical");
+	       n_fail ? "DIFFER" : "identical");
 	allm_model_free(m);
 	allm_backend_destroy(be);
-	return failures ? 1 : 0;
+	return n_fail ? 1 : 0;
 }
