@@ -90,12 +90,14 @@ T2 void qb_x_prep_avx2(void *dst, const float *x, int64_t k, int64_t grain)
 	}
 }
 
-/* The next item's W rows, a block's share of them per block, into L2. */
+/* The next item's W rows, a block's share of them per block, into L2 (where bb is
+ * the format's constant, a fixed, unrolled run of lines). */
 INL void prefetch_next(const uint8_t *next, int64_t b, size_t bb)
 {
 	if (!next)
 		return;
 	const uint8_t *p = next + (size_t)b * QB_OUT * bb;
+	UNROLL
 	for (size_t o = 0; o < QB_OUT * bb; o += 64)
 		_mm_prefetch((const char *)p + o, _MM_HINT_T1);
 }
@@ -147,15 +149,10 @@ static inline int32_t ld32(const uint8_t *p)
 	return v;
 }
 
-INL T2 void scales8(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m256i gidx,
-		    const int32_t *idx, __m256 *d, __m256 *m)
+/* The scales (f16 low half) and mins (high half) of 8 blocks' first 32-bit words. */
+INL T2 void scales_words(const enum allm_dtype dt, __m256i g, __m256 *d, __m256 *m)
 {
-	const __m256i g = lds ? _mm256_setr_epi32(ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
-						 ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
-						 ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))
-			      : _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
-	const __m256i lo16 = _mm256_set1_epi32(0xffff);
-	__m256i dd = _mm256_and_si256(g, lo16);
+	const __m256i dd = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
 	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
 	if (allm_qb_has_min(dt)) {
 		__m256i mm = _mm256_srli_epi32(g, 16);
@@ -163,21 +160,36 @@ INL T2 void scales8(const enum allm_dtype dt, const bool lds, const uint8_t *blk
 	}
 }
 
-/* Q5_0/Q5_1: the fifth bits of two rows' blocks (qh at ha, hb) as 16 (0 or 16) per
- * byte, a 128-bit lane per row: values 0..15 (from = 0) or 16..31 (from = 2), in the
- * order of the quants' bytes. */
+INL T2 void scales8(const enum allm_dtype dt, const bool lds, const uint8_t *blk0, __m256i gidx,
+		    const int32_t *idx, __m256 *d, __m256 *m)
+{
+	const __m256i g = lds ? _mm256_setr_epi32(ld32(blk0 + idx[0]), ld32(blk0 + idx[1]), ld32(blk0 + idx[2]),
+						 ld32(blk0 + idx[3]), ld32(blk0 + idx[4]), ld32(blk0 + idx[5]),
+						 ld32(blk0 + idx[6]), ld32(blk0 + idx[7]))
+			      : _mm256_i32gather_epi32((const int *)blk0, gidx, 1);
+	scales_words(dt, g, d, m);
+}
+
+/* Q5_0/Q5_1: the fifth bits of the rows whose 8 first block bytes (or just qh) are
+ * 64-bit lane q of each 128-bit lane of g, as 16 (0 or 16) per byte, a 128-bit lane
+ * per row, in the order of the quants' bytes; at: the offset of the two qh bytes
+ * wanted within those 8 (qh + 0: values 0..15, qh + 2: 16..31). */
+INL T2 __m256i q5_bits_g(__m256i g, int q, int at)
+{
+	const int64_t b0 = (int64_t)(8 * q + at) * 0x0101010101010101, b1 = b0 + 0x0101010101010101;
+	const __m256i ctl = _mm256_setr_epi64x(b0, b1, b0, b1);
+	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(g, ctl), bit);
+	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+}
+
+/* The same from two rows' qh at ha, hb: values 0..15 (from = 0) or 16..31 (from = 2). */
 INL T2 __m256i q5_bits(const uint8_t *ha, const uint8_t *hb, int from)
 {
 	int32_t a, b;
 	memcpy(&a, ha, 4);
 	memcpy(&b, hb, 4);
-	const __m256i h = _mm256_setr_epi32(a, 0, 0, 0, b, 0, 0, 0);
-	const __m256i ctl = from ? _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303,
-						      0x0202020202020202, 0x0303030303030303)
-				 : _mm256_setr_epi64x(0, 0x0101010101010101, 0, 0x0101010101010101);
-	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
-	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(h, ctl), bit);
-	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
+	return q5_bits_g(_mm256_setr_epi32(a, 0, 0, 0, b, 0, 0, 0), 0, from);
 }
 
 /* Where a half's 8 rows are. A full half is uniform: row r at p + r rs, every address
@@ -227,37 +239,10 @@ INL T2 void heads8(const struct rows8 *rw, size_t off, __m256i g[2])
  * rows' first 32-bit words, [0, 1, 4, 5 | 2, 3, 6, 7] by one shuffle. */
 INL T2 void scales_heads(const enum allm_dtype dt, const __m256i g[2], __m256 *d, __m256 *m)
 {
-	const __m256i w = _mm256_castps_si256(
-		_mm256_shuffle_ps(_mm256_castsi256_ps(g[0]), _mm256_castsi256_ps(g[1]), 0x88));
-	const __m256i dd = _mm256_and_si256(w, _mm256_set1_epi32(0xffff));
-	*d = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(dd), _mm256_extracti128_si256(dd, 1)));
-	if (allm_qb_has_min(dt)) {
-		__m256i mm = _mm256_srli_epi32(w, 16);
-		*m = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1)));
-	}
+	scales_words(dt, _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(g[0]), _mm256_castsi256_ps(g[1]), 0x88)),
+		     d, m);
 }
 
-/* Q5_0/Q5_1 from heads8's register g: the fifth bits of the rows in 64-bit lane q of
- * each 128-bit lane, as q5_bits gives them; at: the offset in the block of the two
- * qh bytes wanted (qh + 0: values 0..15, qh + 2: 16..31). */
-INL T2 __m256i q5_bits_g(__m256i g, int q, int at)
-{
-	const int64_t b0 = (int64_t)(8 * q + at) * 0x0101010101010101, b1 = b0 + 0x0101010101010101;
-	const __m256i ctl = _mm256_setr_epi64x(b0, b1, b0, b1);
-	const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
-	__m256i v = _mm256_and_si256(_mm256_shuffle_epi8(g, ctl), bit);
-	return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(16));
-}
-
-/* The next item's W rows, block b's share of them (QB_OUT blocks' bytes), into L2:
- * bb is the format's constant, so the lines are a fixed, unrolled run. */
-INL void prefetch_share(const uint8_t *next, int64_t b, const size_t bb)
-{
-	const uint8_t *p = next + (size_t)b * QB_OUT * bb;
-	UNROLL
-	for (size_t o = 0; o < QB_OUT * bb; o += 64)
-		_mm_prefetch((const char *)p + o, _MM_HINT_T1);
-}
 
 /* The rows of rw (an item's half), one token: the 8 sums in lane order. */
 INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const bool uni, const struct qb_job *j,
@@ -270,8 +255,7 @@ INL T2 __m256 half_avx2(const enum allm_dtype dt, const bool lds, const bool uni
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t b = 0; b < j->nb; b++) {
 		const size_t off = (size_t)b * bb;
-		if (next)
-			prefetch_share(next, b, bb);
+		prefetch_next(next, b, bb);
 		__m256 d, m = _mm256_setzero_ps();
 		const bool heads = uni && lds; /* else: scales8's loads or gather */
 		__m256i g[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
